@@ -1,0 +1,3 @@
+from qmd.cli.main import run
+
+run()

@@ -1,0 +1,115 @@
+"""`qmd collection …` and `qmd context …`."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from ..formats import format_collection, format_collection_list, to_json
+from .common import err, open_store, out
+from .update import print_report
+
+collection_app = typer.Typer(help="Manage collections: folders of markdown that qmd indexes.", no_args_is_help=True)
+context_app = typer.Typer(help="Describe the index, a collection or a folder; contexts come back with every hit.", no_args_is_help=True)
+
+
+@collection_app.command("add")
+def collection_add(
+    path: Annotated[str, typer.Argument(help="Folder to index.")],
+    name: Annotated[str | None, typer.Option("--name", help="Collection name (default: the folder's name).")] = None,
+    pattern: Annotated[str, typer.Option("--pattern", "--mask", help="Glob of files to index.")] = "**/*.md",
+    ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Glob to leave out (repeatable).")] = None,
+    update_cmd: Annotated[str | None, typer.Option("--update", help="Shell command run in the folder before each update (e.g. 'git pull').")] = None,
+    no_index: Annotated[bool, typer.Option("--no-index", help="Only register it; index later with qmd update.")] = False,
+) -> None:
+    """Add a folder as a collection and index it."""
+    with open_store() as store:
+        report = store.add_collection(path, name, pattern, ignore or [], update_cmd, index=not no_index)
+        coll = store.collections()[-1] if name is None else store.collection(name)
+        err(f"Added collection '{coll.name}' → {coll.path} ({coll.pattern})")
+        if report is not None:
+            raise typer.Exit(print_report(report))
+
+
+@collection_app.command("list")
+def collection_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List collections with their file counts and last update."""
+    with open_store() as store:
+        colls = store.collections()
+    out(to_json([c.__dict__ for c in colls]) if json_ else format_collection_list(colls))
+
+
+@collection_app.command("show")
+def collection_show(name: str, json_: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Show one collection's settings, contexts and counts."""
+    with open_store() as store:
+        coll = store.collection(name)
+    out(to_json(coll.__dict__) if json_ else format_collection(coll, detailed=True))
+
+
+@collection_app.command("remove")
+def collection_remove(name: str) -> None:
+    """Forget a collection (its files on disk are not touched)."""
+    with open_store() as store:
+        dropped = store.remove_collection(name)
+    err(f"Removed collection '{name}' ({dropped} documents dropped from the index)")
+
+
+@collection_app.command("rename")
+def collection_rename(old: str, new: str) -> None:
+    """Rename a collection (its qmd:// paths change with it)."""
+    with open_store() as store:
+        store.rename_collection(old, new)
+    err(f"Renamed collection '{old}' → '{new}'")
+
+
+@collection_app.command("include")
+def collection_include(name: str) -> None:
+    """Search this collection by default."""
+    with open_store() as store:
+        store.set_include_by_default(name, True)
+    err(f"Collection '{name}' is searched by default")
+
+
+@collection_app.command("exclude")
+def collection_exclude(name: str) -> None:
+    """Search this collection only when asked for with -c."""
+    with open_store() as store:
+        store.set_include_by_default(name, False)
+    err(f"Collection '{name}' is searched only with -c {name}")
+
+
+@context_app.command("add")
+def context_add(
+    target_or_text: Annotated[str, typer.Argument(metavar="[TARGET]", help="'/' (global), qmd://name/sub-path, or a folder; default: the current folder.")],
+    text: Annotated[str | None, typer.Argument(metavar="TEXT", show_default=False)] = None,
+) -> None:
+    """Attach a description to the index, a collection or a folder inside one."""
+    target = target_or_text if text is not None else os.getcwd()
+    body = text if text is not None else target_or_text
+    with open_store() as store:
+        info = store.add_context(target, body)
+    err(f"Context set for {info.target}")
+
+
+@context_app.command("list")
+def context_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List every context."""
+    with open_store() as store:
+        items = store.contexts()
+    if json_:
+        out(to_json([c.__dict__ for c in items]))
+    elif not items:
+        out('No contexts. Add one with: qmd context add qmd://NAME/ "What this collection holds"\n')
+    else:
+        out("".join(f"{c.target}\n  {c.text}\n" for c in items))
+
+
+@context_app.command("rm")
+def context_rm(target: Annotated[str, typer.Argument(help="'/' for the global context, or qmd://name/sub-path.")]) -> None:
+    """Remove a context."""
+    with open_store() as store:
+        store.remove_context(target)
+    err(f"Removed context {target}")

@@ -1,0 +1,182 @@
+"""Find documents by reference: qmd:// URI, collection/path, file path, or #docid prefix."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from .config import CollectionConfig
+from .errors import NotFoundError, QmdError
+
+_RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", re.DOTALL)
+_HEX = re.compile(r"^[0-9a-fA-F]+$")
+MIN_DOCID = 6
+
+_COLUMNS = "id, collection, path, title, hash, body_line, size, mtime_ns"
+
+
+@dataclass(frozen=True)
+class DocRow:
+    id: int
+    collection: str
+    path: str
+    title: str
+    hash: str
+    body_line: int
+    size: int
+    mtime_ns: int
+
+    @property
+    def docid(self) -> str:
+        return self.hash[:MIN_DOCID]
+
+
+def split_range(ref: str) -> tuple[str, int | None, int | None]:
+    """`path:from:count` → (path, from, count); either number may be absent."""
+    match = _RANGE.match(ref.strip())
+    if not match:
+        return ref, None, None
+    start = int(match["start"]) if match["start"] else None
+    count = int(match["count"]) if match["count"] else None
+    return match["ref"], start, count
+
+
+def active_rows(conn: apsw.Connection, where: str, params: tuple[object, ...]) -> list[DocRow]:
+    sql = f"SELECT {_COLUMNS} FROM documents WHERE active = 1 AND {where} ORDER BY collection, path"
+    return [DocRow(*row) for row in conn.execute(sql, params)]
+
+
+def rows_by_ids(conn: apsw.Connection, ids: list[int]) -> dict[int, DocRow]:
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return {row.id: row for row in (DocRow(*r) for r in conn.execute(f"SELECT {_COLUMNS} FROM documents WHERE id IN ({marks})", ids))}
+
+
+def by_docid(conn: apsw.Connection, prefix: str) -> DocRow:
+    """The document whose content hash starts with `prefix` (≥ 6 hex digits)."""
+    prefix = prefix.lstrip("#").lower()
+    if len(prefix) < MIN_DOCID or not _HEX.match(prefix):
+        raise QmdError(f"'#{prefix}' is not a docid", f"a docid is at least {MIN_DOCID} hex digits, as printed by qmd search")
+    rows = active_rows(conn, "hash >= ? AND hash < ?", (prefix, prefix + "g"))
+    if not rows:
+        raise NotFoundError(f"no document with docid #{prefix}", "run qmd search to find current docids (a docid changes when the file changes)")
+    hashes = sorted({r.hash for r in rows})
+    if len(hashes) > 1:
+        listing = ", ".join(f"#{h[:len(prefix) + 2]} {r.collection}/{r.path}" for h in hashes for r in rows if r.hash == h)
+        raise QmdError(f"docid #{prefix} is ambiguous: {listing}", "give more hex digits")
+    return rows[0]
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def collection_of_path(collections: dict[str, CollectionConfig], path: str) -> tuple[str, str] | None:
+    """(collection, relative path) for a file-system path inside a collection's folder."""
+    real = os.path.realpath(path)
+    best: tuple[str, str] | None = None
+    best_len = -1
+    for name, coll in collections.items():
+        root = os.path.realpath(coll.path)
+        if _inside(real, root) and len(root) > best_len:
+            rel = os.path.relpath(real, root).replace(os.sep, "/")
+            best, best_len = (name, "" if rel == "." else rel), len(root)
+    return best
+
+
+def _clean_rel(rel: str, ref: str) -> str:
+    norm = posixpath.normpath(rel.lstrip("/")) if rel else ""
+    if norm == ".." or norm.startswith("../"):
+        raise QmdError(f"'{ref}' leaves its collection", "use a path inside the collection")
+    return "" if norm == "." else norm
+
+
+def suggestions(conn: apsw.Connection, ref: str, limit: int = 5) -> list[str]:
+    """Up to `limit` active document paths that look like `ref`."""
+    candidates = [f"qmd://{c}/{p}" for c, p in conn.execute("SELECT collection, path FROM documents WHERE active = 1")]
+    tail = ref.rsplit("/", 1)[-1].lower()
+    stem = tail.rsplit(".", 1)[0]
+    contains = [c for c in candidates if stem and stem in c.lower()]
+    close = difflib.get_close_matches(ref if ref.startswith("qmd://") else f"qmd://{ref}", candidates, n=limit, cutoff=0.5)
+    out: list[str] = []
+    for c in contains + close:
+        if c not in out:
+            out.append(c)
+    return out[:limit]
+
+
+def not_found(conn: apsw.Connection, ref: str) -> NotFoundError:
+    similar = suggestions(conn, ref)
+    hint = ("did you mean: " + ", ".join(similar)) if similar else "list documents with: qmd ls"
+    return NotFoundError(f"document not found: {ref}", hint)
+
+
+def resolve(conn: apsw.Connection, collections: dict[str, CollectionConfig], ref: str, cwd: str | None = None) -> DocRow:
+    """Find the active document `ref` names; refuse anything outside the collections."""
+    ref = ref.strip()
+    if not ref:
+        raise QmdError("empty document reference", "give a path, qmd://collection/path or #docid")
+    if ref.startswith("#"):
+        return by_docid(conn, ref)
+    if ref.startswith("qmd://"):
+        name, _, rel = ref[len("qmd://") :].partition("/")
+        if name not in collections:
+            raise unknown_collection(name, collections)
+        rows = active_rows(conn, "collection = ? AND path = ?", (name, _clean_rel(rel, ref)))
+        if rows:
+            return rows[0]
+        raise not_found(conn, ref)
+    first, _, rest = ref.partition("/")
+    if first in collections and rest and not os.path.isabs(ref):
+        rows = active_rows(conn, "collection = ? AND path = ?", (first, _clean_rel(rest, ref)))
+        if rows:
+            return rows[0]
+    is_fs = os.path.isabs(ref) or ref.startswith(("./", "../", "~")) or ref in (".", "..")
+    if not is_fs:
+        rows = active_rows(conn, "path = ?", (_clean_rel(ref, ref),))
+        if len(rows) == 1:
+            return rows[0]
+        if len(rows) > 1:
+            listing = ", ".join(f"qmd://{r.collection}/{r.path}" for r in rows[:5])
+            raise QmdError(f"'{ref}' is in several collections: {listing}", "use the qmd:// path")
+        if _HEX.match(ref) and len(ref) >= MIN_DOCID:
+            try:
+                return by_docid(conn, ref)
+            except NotFoundError:
+                pass
+    fs_path = os.path.expanduser(ref)
+    if not os.path.isabs(fs_path):
+        fs_path = os.path.join(cwd or os.getcwd(), fs_path)
+    if is_fs or os.path.exists(fs_path):
+        located = collection_of_path(collections, fs_path)
+        if located is None:
+            raise QmdError(f"{ref} is outside every collection", "qmd only serves indexed files; add its folder with: qmd collection add DIR")
+        rows = active_rows(conn, "collection = ? AND path = ?", located)
+        if rows:
+            return rows[0]
+    raise not_found(conn, ref)
+
+
+def unknown_collection(name: str, collections: dict[str, CollectionConfig]) -> NotFoundError:
+    close = difflib.get_close_matches(name, list(collections), n=5, cutoff=0.4)
+    known = close or list(collections)[:5]
+    hint = ("did you mean: " + ", ".join(known)) if close else ("collections: " + ", ".join(known) if known else "add one with: qmd collection add DIR --name NAME")
+    return NotFoundError(f"unknown collection '{name}'", hint)
+
+
+def read_content(conn: apsw.Connection, content_hash: str) -> str:
+    for (doc,) in conn.execute("SELECT doc FROM content WHERE hash = ?", (content_hash,)):
+        return doc
+    raise QmdError(f"content {content_hash[:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
+
+
+def abs_path(collections: dict[str, CollectionConfig], row: DocRow) -> str | None:
+    coll = collections.get(row.collection)
+    return str(Path(coll.path) / row.path) if coll else None

@@ -1,0 +1,218 @@
+"""Results → text, for every output format (pure; the CLI prints what these return)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from .results import CollectionInfo, Document, FileEntry, MultiGetItem, SearchHit
+
+FORMATS = ("cli", "json", "csv", "md", "xml", "files")
+
+
+def _score2(score: float) -> float:
+    return round(score, 2)
+
+
+def _file(hit: SearchHit | MultiGetItem | Document, paths: dict[str, str] | None) -> str:
+    """The qmd:// URI, or the file-system path under --full-path."""
+    return (paths or {}).get(hit.uri, hit.uri)
+
+
+def search_json_rows(hits: Sequence[SearchHit], paths: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for h in hits:
+        row: dict[str, Any] = {"docid": f"#{h.docid}", "score": _score2(h.score), "file": _file(h, paths), "line": h.line, "title": h.title}
+        if h.context:
+            row["context"] = h.context
+        if h.body is not None:
+            row["body"] = h.body
+        else:
+            row["snippet"] = h.snippet
+        row["match"] = h.match
+        rows.append(row)
+    return rows
+
+
+def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | None = None) -> str:
+    """Search hits in `fmt`; the caller prints the result as is (no extra newline)."""
+    if fmt == "json":
+        return json.dumps(search_json_rows(hits, paths), indent=2, ensure_ascii=False) + "\n"
+    if fmt == "files":
+        return "".join(
+            f"#{h.docid},{h.score:.2f},{_file(h, paths)}" + (f",{json.dumps(h.context, ensure_ascii=False)}" if h.context else "") + "\n"
+            for h in hits
+        )
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["docid", "score", "file", "title", "context", "line", "snippet"])
+        for h in hits:
+            text = h.body if h.body is not None else h.snippet
+            writer.writerow([f"#{h.docid}", f"{h.score:.4f}", _file(h, paths), h.title, h.context or "", h.line, text])
+        return buf.getvalue()
+    if fmt == "md":
+        blocks = []
+        for h in hits:
+            ctx = f"**context:** {h.context}\n" if h.context else ""
+            text = h.body if h.body is not None else h.snippet
+            blocks.append(f"---\n# {h.title}\n**file:** `{_file(h, paths)}`\n**docid:** `#{h.docid}`\n{ctx}\n{text}\n\n")
+        return "".join(blocks)
+    if fmt == "xml":
+        if not hits:
+            return "<results></results>\n"
+        blocks = []
+        for h in hits:
+            ctx = f" context={quoteattr(h.context)}" if h.context else ""
+            text = h.body if h.body is not None else h.snippet
+            blocks.append(f"<file docid=\"#{h.docid}\" name={quoteattr(_file(h, paths))} title={quoteattr(h.title)}{ctx}>\n{escape(text)}\n</file>\n")
+        return "\n".join(blocks) + "\n"
+    if not hits:
+        return "No results found.\n"
+    blocks = []
+    for h in hits:
+        ctx = f"Context: {h.context}\n" if h.context else ""
+        text = h.body if h.body is not None else h.snippet
+        blocks.append(f"{_file(h, paths)}:{h.line} #{h.docid}\nTitle: {h.title}\n{ctx}Score:  {round(h.score * 100)}%\n\n{text}\n")
+    return "\n".join(blocks) + "\n"
+
+
+def numbered(text: str, first: int) -> str:
+    return "\n".join(f"{first + i}: {line}" for i, line in enumerate(text.split("\n")))
+
+
+def format_document(doc: Document, fmt: str, line_numbers: bool = True, full_path: str | None = None) -> str:
+    """One document from `get`: a header then its lines (numbered unless asked not to)."""
+    name = full_path or doc.uri
+    body = numbered(doc.text, doc.from_line) if line_numbers else doc.text
+    if fmt == "json":
+        row: dict[str, Any] = {"file": name, "docid": f"#{doc.docid}", "title": doc.title}
+        if doc.context:
+            row["context"] = doc.context
+        row.update({"fromLine": doc.from_line, "lines": doc.lines_shown, "totalLines": doc.total_lines, "body": body})
+        return json.dumps(row, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "md":
+        return f"---\n# {doc.title}\n**file:** `{name}`\n**docid:** `#{doc.docid}`\n\n{body}\n"
+    if fmt == "xml":
+        return f"<file docid=\"#{doc.docid}\" name={quoteattr(name)} title={quoteattr(doc.title)}>\n{escape(body)}\n</file>\n"
+    if fmt == "files":
+        return f"#{doc.docid},{name}\n"
+    ctx = f"Context: {doc.context}\n" if doc.context else ""
+    return f"{name}  #{doc.docid}\n{ctx}---\n\n{body}\n"
+
+
+def _multi_body(item: MultiGetItem, line_numbers: bool) -> str:
+    if item.text is None:
+        return f"[skipped: {item.skipped}]"
+    body = numbered(item.text, 1) if line_numbers else item.text
+    if item.truncated_lines:
+        body += f"\n\n[... truncated {item.truncated_lines} more lines]"
+    return body
+
+
+def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = True) -> str:
+    if fmt == "json":
+        rows = []
+        for it in items:
+            row: dict[str, Any] = {"file": it.uri, "docid": f"#{it.docid}", "title": it.title}
+            if it.context:
+                row["context"] = it.context
+            if it.skipped:
+                row["skipped"] = it.skipped
+            else:
+                row["body"] = _multi_body(it, line_numbers)
+            rows.append(row)
+        return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "files":
+        return "".join(f"#{it.docid},{it.uri}\n" for it in items)
+    if fmt == "xml":
+        return "".join(
+            f"<file docid=\"#{it.docid}\" name={quoteattr(it.uri)} title={quoteattr(it.title)}>\n{escape(_multi_body(it, line_numbers))}\n</file>\n"
+            for it in items
+        )
+    if fmt == "md":
+        return "".join(f"---\n# {it.title}\n**file:** `{it.uri}`\n**docid:** `#{it.docid}`\n\n{_multi_body(it, line_numbers)}\n\n" for it in items)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["docid", "file", "title", "skipped", "body"])
+        for it in items:
+            writer.writerow([f"#{it.docid}", it.uri, it.title, it.skipped or "", "" if it.skipped else _multi_body(it, line_numbers)])
+        return buf.getvalue()
+    return "\n".join(f"{it.uri}  #{it.docid}\n---\n\n{_multi_body(it, line_numbers)}\n" for it in items)
+
+
+def human_size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KB", "MB", "GB"):
+        n /= 1024  # type: ignore[assignment]
+        if n < 1024 or unit == "GB":
+            return f"{n:.1f} {unit}"
+    return f"{n} B"  # pragma: no cover
+
+
+def ago(iso: str | None, now: float | None = None) -> str:
+    """'4m ago' style age of an ISO-8601 UTC timestamp."""
+    if not iso:
+        return "never"
+    import calendar
+
+    then = calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ"))
+    secs = max(0, int((now or time.time()) - then))
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if secs >= size:
+            return f"{secs // size}{unit} ago"
+    return f"{secs}s ago"
+
+
+def format_ls(entries: Sequence[FileEntry]) -> str:
+    sizes = [human_size(e.size) for e in entries]
+    width = max((len(s) for s in sizes), default=0)
+    return "".join(
+        f"{s.rjust(width)}  {time.strftime('%b %d %H:%M', time.localtime(e.mtime_ns / 1e9))}  {e.uri}\n" for s, e in zip(sizes, entries)
+    )
+
+
+def format_ls_root(colls: Sequence[CollectionInfo]) -> str:
+    if not colls:
+        return "No collections. Add one with: qmd collection add DIR --name NAME\n"
+    return "Collections:\n\n" + "".join(f"  qmd://{c.name}/  ({c.documents} files)\n" for c in colls)
+
+
+def format_collection(c: CollectionInfo, detailed: bool = False) -> str:
+    lines = [f"{c.name} (qmd://{c.name}/)"]
+    if detailed:
+        lines.append(f"  Path:     {c.path}")
+    lines.append(f"  Pattern:  {c.pattern}")
+    if c.ignore:
+        lines.append(f"  Ignore:   {', '.join(c.ignore)}")
+    lines.append(f"  Files:    {c.documents}")
+    lines.append(f"  Updated:  {ago(c.updated_at)}")
+    if not c.include_by_default:
+        lines.append("  Default:  excluded (search it with -c " + c.name + ")")
+    if detailed:
+        if c.update_command:
+            lines.append(f"  Update:   {c.update_command}")
+        if not c.embed:
+            lines.append("  Embed:    off")
+        if c.skipped or c.warnings:
+            lines.append(f"  Issues:   {c.skipped} skipped, {c.warnings} warnings (see qmd status)")
+        for sub, text in c.contexts.items():
+            lines.append(f"  Context {sub}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+def format_collection_list(colls: Sequence[CollectionInfo]) -> str:
+    if not colls:
+        return "No collections. Add one with: qmd collection add DIR --name NAME\n"
+    return f"Collections ({len(colls)}):\n\n" + "\n".join(format_collection(c) for c in colls) + "\n"
+
+
+def to_json(value: Any, default: Callable[[Any], Any] | None = None) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=default) + "\n"

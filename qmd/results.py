@@ -1,0 +1,139 @@
+"""Plain data returned by the public API (the CLI and MCP server only format these)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def uri(collection: str, path: str) -> str:
+    """The virtual path of a document: qmd://collection/path."""
+    return f"qmd://{collection}/{path}"
+
+
+@dataclass
+class SearchHit:
+    docid: str  # first 6 hex of the content hash
+    collection: str
+    path: str
+    title: str
+    score: float
+    line: int
+    snippet: str
+    match: str  # "all": every query term present; "any": filled from the any-term query
+    context: str | None = None
+    body: str | None = None
+
+    @property
+    def uri(self) -> str:
+        return uri(self.collection, self.path)
+
+
+@dataclass
+class Document:
+    """A document, or a line range of one, as returned by get."""
+
+    docid: str
+    collection: str
+    path: str
+    title: str
+    text: str  # the selected lines, joined with \n
+    from_line: int  # 1-based number of the first selected line
+    total_lines: int
+    context: str | None = None
+    abs_path: str | None = None
+
+    @property
+    def uri(self) -> str:
+        return uri(self.collection, self.path)
+
+    @property
+    def lines_shown(self) -> int:
+        return self.text.count("\n") + 1 if self.text else 0
+
+
+@dataclass
+class MultiGetItem:
+    docid: str
+    collection: str
+    path: str
+    title: str
+    text: str | None  # None when skipped
+    total_lines: int = 0
+    truncated_lines: int = 0
+    skipped: str | None = None  # the reason, when skipped
+    context: str | None = None
+
+    @property
+    def uri(self) -> str:
+        return uri(self.collection, self.path)
+
+
+@dataclass
+class FileEntry:
+    collection: str
+    path: str
+    size: int
+    mtime_ns: int
+    docid: str
+    title: str
+
+    @property
+    def uri(self) -> str:
+        return uri(self.collection, self.path)
+
+
+@dataclass
+class CollectionInfo:
+    name: str
+    path: str
+    pattern: str
+    ignore: list[str]
+    include_by_default: bool
+    documents: int
+    updated_at: str | None
+    contexts: dict[str, str] = field(default_factory=dict)
+    update_command: str | None = None
+    embed: bool = True
+    skipped: int = 0
+    warnings: int = 0
+
+
+@dataclass
+class ContextInfo:
+    target: str  # "/" for global, else qmd://collection/sub
+    text: str
+
+
+@dataclass
+class UpdateReport:
+    collections: list  # list[indexer.CollectionReport]
+    command_failures: list[tuple[str, str]] = field(default_factory=list)  # (collection, message)
+
+    @property
+    def totals(self) -> dict[str, int]:
+        keys = ("new", "updated", "unchanged", "removed")
+        out = {k: sum(getattr(c, k) for c in self.collections) for k in keys}
+        out["skipped"] = sum(len(c.skipped) for c in self.collections)
+        out["warnings"] = sum(len(c.warnings) for c in self.collections)
+        return out
+
+
+@dataclass
+class StatusInfo:
+    index_path: str
+    size_bytes: int
+    documents: int
+    inactive: int
+    content_rows: int
+    updated_at: str | None
+    collections: list[CollectionInfo]
+    issues: list[tuple[str, str, str, str]]  # (collection, path, severity, reason)
+    global_context: str | None = None
+
+
+@dataclass
+class CleanupReport:
+    inactive_removed: int
+    orphaned_content_removed: int
+    bytes_before: int
+    bytes_after: int

@@ -1,0 +1,1 @@
+"""Search: query syntax, BM25 over FTS5, snippets."""

@@ -1,0 +1,64 @@
+"""Snippets: the best line of a document for a query, with a diff-style header."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from ..text import has_cjk
+
+JSON_SNIPPET_CHARS = 300  # JSON and MCP: agents pay for every character
+CLI_SNIPPET_CHARS = 500
+
+
+@lru_cache(maxsize=64)
+def _words_regex(words: tuple[str, ...]) -> re.Pattern[str] | None:
+    parts = []
+    for word in words:
+        # A short stem catches inflections the porter-stemmed index matched (balancer ~ balance).
+        stem = word if len(word) <= 4 or has_cjk(word) else word[: max(4, len(word) - 2)]
+        parts.append(re.escape(stem) if has_cjk(word) else r"\b" + re.escape(stem))
+    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+
+
+def best_line(lines: list[str], words: tuple[str, ...], start: int) -> int:
+    """0-based index of the line (at or after `start`) matching the most distinct words.
+
+    Ties go to the earliest line; with no match at all, the first non-blank body line.
+    """
+    regex = _words_regex(words)
+    best, best_score = -1, 0
+    for i in range(start, len(lines)):
+        line = lines[i]
+        if regex is None or not line.strip():
+            continue
+        score = len({m.group(0).lower() for m in regex.finditer(line)})
+        if score > best_score:
+            best, best_score = i, score
+    if best >= 0:
+        return best
+    for i in range(start, len(lines)):
+        if lines[i].strip():
+            return i
+    return min(start, max(len(lines) - 1, 0))
+
+
+def make_snippet(text: str, words: list[str], body_line: int, max_chars: int, line_numbers: bool = False) -> tuple[int, str]:
+    """(1-based best line, snippet) where the snippet is lines best-1 .. best+2.
+
+    The header says where the lines sit: `@@ -start,count @@ (N before, M after)`.
+    Front matter (lines before `body_line`) is never shown.
+    """
+    lines = text.split("\n")
+    start = max(body_line - 1, 0)
+    best = best_line(lines, tuple(words), start)
+    first = max(start, best - 1)
+    last = min(len(lines), best + 3)
+    shown = lines[first:last]
+    if line_numbers:
+        shown = [f"{first + 1 + i}: {line}" for i, line in enumerate(shown)]
+    body = "\n".join(shown)
+    if len(body) > max_chars:
+        body = body[: max(max_chars - 3, 0)].rstrip() + "..."
+    header = f"@@ -{first + 1},{last - first} @@ ({first} before, {len(lines) - last} after)"
+    return best + 1, f"{header}\n{body}"

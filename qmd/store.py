@@ -1,0 +1,426 @@
+"""The public entry point: one index (its SQLite file and its YAML config) and what it can do."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+
+from . import documents as docs
+from .config import DEFAULT_PATTERN, CollectionConfig, Config
+from .contexts import contexts_for, normalise_subpath
+from .db import connect, scalar, transaction
+from .errors import NotFoundError, QmdError
+from .indexer import Progress, check_root, drop_collection, index_collection, rename_collection_rows
+from .lock import writer_lock
+from .results import (
+    CleanupReport,
+    CollectionInfo,
+    ContextInfo,
+    Document,
+    FileEntry,
+    MultiGetItem,
+    SearchHit,
+    StatusInfo,
+    UpdateReport,
+)
+from .search.fts import bm25_search
+from .search.snippets import CLI_SNIPPET_CHARS, make_snippet
+from .search.syntax import parse_query
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MULTI_GET_MAX_BYTES = 64 * 1024
+UPDATE_COMMAND_TIMEOUT_S = 900
+
+
+def _check_collection_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise QmdError(f"invalid collection name {name!r}", "use letters, digits, '.', '_' or '-' (it appears in qmd:// paths)")
+    return name
+
+
+class Store:
+    """One qmd index. Nothing is assumed: the caller names the index file and config file.
+
+    Library code never prints: long operations report through optional callbacks.
+    """
+
+    def __init__(self, index_path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None) -> None:
+        self.index_path = Path(index_path)
+        self.config_path = Path(config_path) if config_path else self.index_path.with_suffix(".yml")
+        self.config = Config.load(self.config_path)
+        self._conn: apsw.Connection | None = None
+
+    # --- plumbing ------------------------------------------------------------------
+
+    def _db(self, create: bool = False) -> apsw.Connection:
+        if self._conn is None:
+            if not create and not self.index_path.exists():
+                if self.config.collections():
+                    raise QmdError(f"the index {self.index_path} has not been built", "run: qmd update")
+                raise QmdError("no collections yet", "add one with: qmd collection add DIR --name NAME")
+            self._conn = connect(self.index_path, create=create)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _collections(self) -> dict[str, CollectionConfig]:
+        return self.config.collections()
+
+    def _collection(self, name: str) -> CollectionConfig:
+        colls = self._collections()
+        if name not in colls:
+            raise docs.unknown_collection(name, colls)
+        return colls[name]
+
+    def _context(self, collection: str, path: str) -> str | None:
+        return contexts_for(self.config.global_context, self._collections().get(collection), path)
+
+    # --- collections ---------------------------------------------------------------
+
+    def add_collection(
+        self,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        pattern: str = DEFAULT_PATTERN,
+        ignore: list[str] | None = None,
+        update_command: str | None = None,
+        *,
+        index: bool = True,
+        progress: Progress | None = None,
+    ) -> UpdateReport | None:
+        """Add a folder as a collection and (by default) index it at once."""
+        folder = Path(path).expanduser().resolve()
+        name = _check_collection_name(name or folder.name)
+        existing = self._collections()
+        if name in existing:
+            raise QmdError(f"collection '{name}' already exists (at {existing[name].path})", f"pick another --name, or: qmd collection remove {name}")
+        coll = CollectionConfig(name, folder, pattern or DEFAULT_PATTERN, list(ignore or []), update_command)
+        check_root(coll)
+        self.config.set_collection(coll)
+        self.config.save()
+        return self.update([name], progress=progress) if index else None
+
+    def remove_collection(self, name: str) -> int:
+        """Forget a collection: its config entry and its rows. Files on disk are untouched."""
+        self._collection(name)
+        dropped = 0
+        if self.index_path.exists():
+            with writer_lock(self.index_path):
+                dropped = drop_collection(self._db(), name)
+        self.config.remove_collection(name)
+        self.config.save()
+        return dropped
+
+    def rename_collection(self, old: str, new: str) -> None:
+        self._collection(old)
+        _check_collection_name(new)
+        if new in self._collections():
+            raise QmdError(f"collection '{new}' already exists", "pick another name")
+        if self.index_path.exists():
+            with writer_lock(self.index_path):
+                rename_collection_rows(self._db(), old, new)
+        self.config.rename_collection(old, new)
+        self.config.save()
+
+    def set_include_by_default(self, name: str, include: bool) -> None:
+        """`include`/`exclude`: whether searches without -c look in this collection."""
+        coll = self._collection(name)
+        coll.include_by_default = include
+        self.config.set_collection(coll)
+        self.config.save()
+
+    def collections(self) -> list[CollectionInfo]:
+        counts: dict[str, int] = {}
+        updated: dict[str, str] = {}
+        issues: dict[tuple[str, str], int] = {}
+        if self.index_path.exists():
+            conn = self._db()
+            counts = dict(conn.execute("SELECT collection, count(*) FROM documents WHERE active = 1 GROUP BY collection"))
+            updated = dict(conn.execute("SELECT name, updated_at FROM collection_state"))
+            issues = {(c, s): n for c, s, n in conn.execute("SELECT collection, severity, count(*) FROM file_issues GROUP BY 1, 2")}
+        return [
+            CollectionInfo(
+                name=c.name,
+                path=str(c.path),
+                pattern=c.pattern,
+                ignore=c.ignore,
+                include_by_default=c.include_by_default,
+                documents=counts.get(c.name, 0),
+                updated_at=updated.get(c.name),
+                contexts=dict(c.context),
+                update_command=c.update,
+                embed=c.embed,
+                skipped=issues.get((c.name, "skipped"), 0),
+                warnings=issues.get((c.name, "warning"), 0),
+            )
+            for c in self._collections().values()
+        ]
+
+    def collection(self, name: str) -> CollectionInfo:
+        self._collection(name)
+        return next(c for c in self.collections() if c.name == name)
+
+    # --- contexts ------------------------------------------------------------------
+
+    def _context_target(self, target: str, cwd: str | None) -> tuple[str | None, str]:
+        """(collection or None for global, sub-path) for a context target."""
+        target = target.strip()
+        if target in ("/", ""):
+            return None, "/"
+        colls = self._collections()
+        if target.startswith("qmd://"):
+            name, _, sub = target[len("qmd://") :].partition("/")
+            self._collection(name)
+            return name, normalise_subpath(sub)
+        first, _, rest = target.partition("/")
+        if first in colls and not os.path.isabs(target):
+            return first, normalise_subpath(rest)
+        fs = os.path.join(cwd or os.getcwd(), os.path.expanduser(target))
+        located = docs.collection_of_path(colls, fs)
+        if located is None:
+            raise QmdError(f"{target} is not inside any collection", "use qmd://COLLECTION/sub-path, or '/' for the global context")
+        return located[0], normalise_subpath(located[1])
+
+    def add_context(self, target: str, text: str, cwd: str | None = None) -> ContextInfo:
+        """Attach `text` to `/` (everything), a collection (qmd://name/) or a folder in one."""
+        text = text.strip()
+        if not text:
+            raise QmdError("a context needs some text", 'qmd context add qmd://notes/ "What these notes are about"')
+        name, sub = self._context_target(target, cwd)
+        if name is None:
+            self.config.global_context = text
+        else:
+            coll = self._collection(name)
+            coll.context[sub] = text
+            self.config.set_collection(coll)
+        self.config.save()
+        return ContextInfo("/" if name is None else f"qmd://{name}{sub if sub != '/' else '/'}", text)
+
+    def contexts(self) -> list[ContextInfo]:
+        out = [ContextInfo("/", self.config.global_context)] if self.config.global_context else []
+        for coll in self._collections().values():
+            for sub, text in coll.context.items():
+                sub = normalise_subpath(sub)
+                out.append(ContextInfo(f"qmd://{coll.name}{sub if sub != '/' else '/'}", text))
+        return out
+
+    def remove_context(self, target: str, cwd: str | None = None) -> None:
+        name, sub = self._context_target(target, cwd)
+        if name is None:
+            if not self.config.global_context:
+                raise NotFoundError("there is no global context", "list contexts with: qmd context list")
+            self.config.global_context = None
+        else:
+            coll = self._collection(name)
+            key = next((k for k in coll.context if normalise_subpath(k) == sub), None)
+            if key is None:
+                raise NotFoundError(f"no context at qmd://{name}{sub}", "list contexts with: qmd context list")
+            del coll.context[key]
+            self.config.set_collection(coll)
+        self.config.save()
+
+    # --- indexing ------------------------------------------------------------------
+
+    def update(
+        self,
+        collections: list[str] | None = None,
+        *,
+        progress: Progress | None = None,
+        run_commands: bool = True,
+        on_command: Callable[[str, str], None] | None = None,
+        on_wait: Callable[[], None] | None = None,
+    ) -> UpdateReport:
+        """Re-index collections (all by default) under the index's writer lock.
+
+        A collection's `update:` command runs first, in its folder; its failure is
+        reported and the folder is still indexed as it is on disk.
+        """
+        colls = self._collections()
+        names = list(colls) if collections is None else [self._collection(n).name for n in collections]
+        report = UpdateReport([])
+        with writer_lock(self.index_path, on_wait=on_wait):
+            conn = self._db(create=True)
+            for name in names:
+                coll = colls[name]
+                if run_commands and coll.update:
+                    failure = self._run_update_command(coll, on_command)
+                    if failure:
+                        report.command_failures.append((name, failure))
+                report.collections.append(index_collection(conn, coll, progress))
+        return report
+
+    @staticmethod
+    def _run_update_command(coll: CollectionConfig, on_command: Callable[[str, str], None] | None) -> str | None:
+        check_root(coll)
+        if on_command is not None:
+            on_command(coll.name, coll.update or "")
+        try:
+            proc = subprocess.run(
+                coll.update or "", shell=True, cwd=coll.path, capture_output=True, text=True,
+                timeout=UPDATE_COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            return f"update command timed out after {UPDATE_COMMAND_TIMEOUT_S}s: {coll.update}"
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+            return f"update command exited {proc.returncode}: {coll.update} {tail[0]}".strip()
+        return None
+
+    def cleanup(self) -> CleanupReport:
+        """Drop soft-deleted documents and content no document uses, then VACUUM."""
+        before = self.index_path.stat().st_size if self.index_path.exists() else 0
+        with writer_lock(self.index_path):
+            conn = self._db()
+            with transaction(conn):
+                inactive = int(scalar(conn, "SELECT count(*) FROM documents WHERE active = 0") or 0)
+                conn.execute("DELETE FROM documents WHERE active = 0")
+                orphans = int(scalar(conn, "SELECT count(*) FROM content WHERE hash NOT IN (SELECT hash FROM documents)") or 0)
+                conn.execute("DELETE FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return CleanupReport(inactive, orphans, before, self.index_path.stat().st_size)
+
+    # --- reading -------------------------------------------------------------------
+
+    def _search_scope(self, collections: list[str] | None) -> list[str] | None:
+        """Collections to search; None means "everything in the index" (the fast path)."""
+        colls = self._collections()
+        if collections:
+            return [self._collection(n).name for n in dict.fromkeys(collections)]
+        wanted = [c.name for c in colls.values() if c.include_by_default]
+        present = {row[0] for row in self._db().execute("SELECT name FROM collection_state")}
+        return None if present <= set(wanted) else wanted
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int | None = 10,
+        collections: list[str] | None = None,
+        min_score: float = 0.0,
+        full: bool = False,
+        snippet_chars: int = CLI_SNIPPET_CHARS,
+        line_numbers: bool = False,
+    ) -> list[SearchHit]:
+        """BM25 keyword search; `limit=None` returns every match. See search/fts.py."""
+        parsed = parse_query(query)
+        conn = self._db()
+        hits = bm25_search(conn, parsed, limit, self._search_scope(collections), min_score)
+        rows = docs.rows_by_ids(conn, [h.doc_id for h in hits])
+        words = parsed.words
+        out: list[SearchHit] = []
+        for hit in hits:
+            row = rows[hit.doc_id]
+            text = docs.read_content(conn, row.hash)
+            line, snippet = make_snippet(text, words, row.body_line, snippet_chars, line_numbers)
+            out.append(
+                SearchHit(
+                    docid=row.docid, collection=row.collection, path=row.path, title=row.title,
+                    score=hit.score, line=line, snippet=snippet, match=hit.match,
+                    context=self._context(row.collection, row.path), body=text if full else None,
+                )
+            )
+        return out
+
+    def get(self, ref: str, from_line: int | None = None, max_lines: int | None = None, cwd: str | None = None) -> Document:
+        """One document (or `from_line`.. `max_lines` of it) by path, qmd:// URI or #docid.
+
+        `path:from:count` in `ref` sets the range when the arguments do not.
+        """
+        target, start, count = docs.split_range(ref)
+        from_line = from_line or start
+        max_lines = max_lines if max_lines is not None else count
+        conn = self._db()
+        colls = self._collections()
+        row = docs.resolve(conn, colls, target, cwd)
+        lines = docs.read_content(conn, row.hash).split("\n")
+        first = max((from_line or 1), 1)
+        if first > len(lines):
+            raise QmdError(f"{row.collection}/{row.path} has {len(lines)} lines; line {first} does not exist", "pick a line within the file")
+        last = len(lines) if max_lines is None else min(len(lines), first - 1 + max(max_lines, 0))
+        return Document(
+            docid=row.docid, collection=row.collection, path=row.path, title=row.title,
+            text="\n".join(lines[first - 1 : last]), from_line=first, total_lines=len(lines),
+            context=self._context(row.collection, row.path), abs_path=docs.abs_path(colls, row),
+        )
+
+    def multi_get(self, pattern: str, max_lines: int | None = None, max_bytes: int = MULTI_GET_MAX_BYTES, cwd: str | None = None) -> list[MultiGetItem]:
+        """Several documents: a glob over collection/path, a comma-separated list, or docids.
+
+        Documents larger than `max_bytes` are listed as skipped with the reason.
+        """
+        conn = self._db()
+        colls = self._collections()
+        rows: list[docs.DocRow] = []
+        if any(ch in pattern for ch in "*?["):
+            glob = pattern[len("qmd://") :] if pattern.startswith("qmd://") else pattern
+            regex = re.compile(fnmatch.translate(glob))
+            for row in docs.active_rows(conn, "1", ()):
+                if row.collection in colls and (regex.match(f"{row.collection}/{row.path}") or regex.match(row.path)):
+                    rows.append(row)
+            if not rows:
+                raise NotFoundError(f"no documents match {pattern}", "patterns match collection/path, e.g. 'notes/**/*.md'")
+        else:
+            for ref in (p.strip() for p in pattern.split(",")):
+                if ref:
+                    rows.append(docs.resolve(conn, colls, ref, cwd))
+        out: list[MultiGetItem] = []
+        for row in dict.fromkeys(rows):
+            ctx = self._context(row.collection, row.path)
+            if row.size > max_bytes:
+                out.append(MultiGetItem(row.docid, row.collection, row.path, row.title, None,
+                                        skipped=f"{row.size} bytes is over the {max_bytes}-byte limit; use qmd get {row.collection}/{row.path}", context=ctx))
+                continue
+            lines = docs.read_content(conn, row.hash).split("\n")
+            shown = lines if max_lines is None else lines[:max_lines]
+            out.append(MultiGetItem(row.docid, row.collection, row.path, row.title, "\n".join(shown),
+                                    total_lines=len(lines), truncated_lines=len(lines) - len(shown), context=ctx))
+        return out
+
+    def ls(self, target: str | None = None) -> list[FileEntry]:
+        """Files of a collection (optionally under a sub-path): `name`, `name/sub`, `qmd://name/sub`."""
+        ref = (target or "").strip()
+        if ref.startswith("qmd://"):
+            ref = ref[len("qmd://") :]
+        name, _, sub = ref.partition("/")
+        self._collection(name)
+        sub = normalise_subpath(sub).lstrip("/")
+        conn = self._db()
+        sql = "SELECT collection, path, size, mtime_ns, hash, title FROM documents WHERE active = 1 AND collection = ?"
+        params: list[object] = [name]
+        if sub:
+            sql += " AND (path = ? OR substr(path, 1, ?) = ?)"
+            params += [sub, len(sub) + 1, sub + "/"]
+        return [FileEntry(c, p, s, m, h[:6], t) for c, p, s, m, h, t in conn.execute(sql + " ORDER BY path", params)]
+
+    def status(self) -> StatusInfo:
+        exists = self.index_path.exists()
+        conn = self._db() if exists else None
+        def count(sql: str) -> int:
+            return int(scalar(conn, sql) or 0) if conn is not None else 0
+        issues = list(conn.execute("SELECT collection, path, severity, reason FROM file_issues ORDER BY 1, 2")) if conn else []
+        updated = scalar(conn, "SELECT max(updated_at) FROM collection_state") if conn else None
+        size = sum(p.stat().st_size for p in (self.index_path, Path(str(self.index_path) + "-wal")) if p.exists())
+        return StatusInfo(
+            index_path=str(self.index_path), size_bytes=size,
+            documents=count("SELECT count(*) FROM documents WHERE active = 1"),
+            inactive=count("SELECT count(*) FROM documents WHERE active = 0"),
+            content_rows=count("SELECT count(*) FROM content"),
+            updated_at=str(updated) if updated else None,
+            collections=self.collections(), issues=issues, global_context=self.config.global_context,
+        )

@@ -1,0 +1,92 @@
+"""Pure text helpers shared by indexing and search: front matter, titles, CJK, hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+# Han, kana, hangul (syllables and jamo), CJK compatibility ideographs, extension B+.
+_CJK_CLASS = (
+    "\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ebef"
+)
+_CJK_CHAR = re.compile(f"([{_CJK_CLASS}])")
+_HEADING = re.compile(r"^ {0,3}(#{1,2})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+
+
+def content_hash(text: str) -> str:
+    """sha256 hex of the UTF-8 text; its first 6 hex digits are the docid."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def segment_cjk(text: str) -> str:
+    """Put spaces around every CJK character so FTS5 indexes each one as a token.
+
+    unicode61 keeps a run of CJK characters as one token, so a word inside the run
+    could never match; as single-character tokens, a word becomes a phrase query.
+    """
+    return _CJK_CHAR.sub(r" \1 ", text) if _CJK_CHAR.search(text) else text
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_CHAR.search(text) is not None
+
+
+@dataclass
+class FrontMatter:
+    """Metadata from a leading `---` YAML block and where the body starts."""
+
+    meta: dict[str, Any] = field(default_factory=dict)
+    body_offset: int = 0  # characters of front matter before the body
+    body_line: int = 1  # 1-based line number of the first body line
+
+    @property
+    def title(self) -> str | None:
+        value = self.meta.get("title")
+        return str(value).strip() or None if value is not None else None
+
+    @property
+    def tags(self) -> list[str]:
+        value = self.meta.get("tags")
+        if isinstance(value, str):
+            return [t for t in re.split(r"[,\s]+", value) if t]
+        if isinstance(value, list):
+            return [str(t) for t in value if t is not None]
+        return []
+
+
+def parse_front_matter(text: str) -> FrontMatter:
+    """Find a YAML front matter block at the very start of `text`.
+
+    A block that does not close, or whose YAML does not parse into a mapping, is not
+    front matter: the text is then indexed as it is.
+    """
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return FrontMatter()
+    first_nl = text.index("\n") + 1
+    close = _FM_CLOSE.search(text, first_nl)
+    if close is None:
+        return FrontMatter()
+    try:
+        meta = yaml.safe_load(text[first_nl : close.start()])
+    except yaml.YAMLError:
+        return FrontMatter()
+    if meta is not None and not isinstance(meta, dict):
+        return FrontMatter()
+    end = text.find("\n", close.end())
+    offset = len(text) if end == -1 else end + 1
+    return FrontMatter(meta or {}, offset, text.count("\n", 0, offset) + 1)
+
+
+def extract_title(body: str, fallback: str) -> str:
+    """First `#` or `##` heading (outside code fences), else `fallback`."""
+    for match in _HEADING.finditer(body):
+        before = body[: match.start()]
+        if before.count("```") % 2 == 0 and before.count("~~~") % 2 == 0:
+            return match.group(2).strip()
+    return fallback
