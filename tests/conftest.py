@@ -1,0 +1,93 @@
+"""Shared fixtures. Every test runs with HOME and every XDG/QMD path inside tmp_path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH_DATA = Path(os.environ.get("QMD_BENCH_DATA", REPO.parent / "shared" / "benchmarks"))
+REFERENCE = BENCH_DATA.parent / "reference-outputs"
+
+_PATH_VARS = ("INDEX_PATH", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL")
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point HOME and every qmd path at tmp_path: tests never touch the real home."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
+        monkeypatch.setenv(var, str(home / sub))
+    for var in _PATH_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("QMD_THREADS", "1")
+    return home
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    """A small tree of markdown notes."""
+    root = tmp_path / "notes"
+    (root / "runbooks").mkdir(parents=True)
+    (root / "meetings").mkdir()
+    (root / "runbooks" / "deploy.md").write_text(
+        "# Deploy Runbook\n\nHow to ship the api service.\n\n## Rollback\n\nFlip the load balancer back to blue.\n"
+    )
+    (root / "runbooks" / "postgres.md").write_text(
+        "# Postgres Backups\n\nNightly pg_dump to object storage.\n\n## Restore\n\nRun pg_restore against a fresh database.\n"
+    )
+    (root / "meetings" / "2024-03-01.md").write_text(
+        "---\ntitle: Planning March\ntags: [planning, q2]\n---\n# Agenda\n\nDiscussed the migration to kubernetes.\n"
+    )
+    (root / "ideas.md").write_text("Some ideas without a heading about caching layers.\n")
+    return root
+
+
+@pytest.fixture
+def store(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A Store on explicit paths inside tmp_path."""
+    import qmd
+
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    yield s
+    s.close()
+
+
+def qmd_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a qmd subprocess: the test's (isolated) environment."""
+    env = dict(os.environ)
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def run_qmd() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the real `qmd` console script (python -m qmd) as a subprocess."""
+
+    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "qmd", *args], cwd=cwd, env=qmd_env(env), capture_output=True, text=True, timeout=timeout, input=input,
+        )
+
+    return run
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run the CLI in-process through its real entry point; returns (code, stdout, stderr)."""
+    from qmd.cli.main import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
