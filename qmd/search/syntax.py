@@ -67,7 +67,7 @@ def parse_query(query: str) -> ParsedQuery:
 
 
 def _fts_string(term: Term) -> str:
-    text = segment_cjk(term.text).strip()
+    text = " ".join(segment_cjk(term.text).split())
     quoted = '"' + text.replace('"', '""') + '"'
     # Prefix matching for plain words; CJK text is matched as a phrase of characters.
     return quoted if term.phrase or has_cjk(term.text) else quoted + "*"

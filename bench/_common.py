@@ -1,0 +1,186 @@
+"""Shared helpers for the benchmark scripts: paths, an isolated temp home, timing, targets.
+
+Every script measures its own baseline in the same run (this machine's timings vary
+3-6x between runs), compares medians, and prints a table of targets with PASS/FAIL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+VENV_BIN = REPO / ".venv" / "bin"
+PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
+QMD_BIN = str(VENV_BIN / "qmd")
+
+_XDG_DIRS = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state", "XDG_DATA_HOME": ".local/share"}
+_QMD_PATH_VARS = ("INDEX_PATH", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR")
+
+
+def data_dir() -> Path:
+    """The read-only benchmark data: $QMD_BENCH_DATA, else <repo>/../shared/benchmarks."""
+    path = Path(os.environ.get("QMD_BENCH_DATA") or REPO.parent / "shared" / "benchmarks")
+    if not path.is_dir():
+        sys.exit(f"benchmark data not found at {path}; set QMD_BENCH_DATA")
+    return path
+
+
+@contextmanager
+def isolated_home(prefix: str) -> Iterator[Path]:
+    """A fresh temp dir used as HOME and XDG_* for this process and every subprocess.
+
+    Yields the temp dir; everything (indexes included) is written under it and removed
+    at the end, so the real home and the data dir are never touched.
+    """
+    saved = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix=f"qmd-bench-{prefix}-") as tmp:
+        root = Path(tmp)
+        home = root / "home"
+        os.environ["HOME"] = str(home)
+        for var, sub in _XDG_DIRS.items():
+            (home / sub).mkdir(parents=True)
+            os.environ[var] = str(home / sub)
+        for var in _QMD_PATH_VARS:
+            os.environ.pop(var, None)
+        try:
+            yield root
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Wall-clock seconds of one call."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile, q in [0, 100]."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@dataclass
+class ChildResult:
+    seconds: float
+    maxrss_kb: int  # this child's peak RSS (ru_maxrss from wait4, KiB on Linux)
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_child(argv: list[str], *, cwd: Path | None = None) -> ChildResult:
+    """Run a subprocess (inheriting the isolated env); time it and read its own peak RSS.
+
+    os.wait4 returns the rusage of exactly this child, unlike RUSAGE_CHILDREN, which is
+    the maximum over every child waited for so far.
+    """
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.stdout.close()  # type: ignore[union-attr]
+    proc.stderr.close()  # type: ignore[union-attr]
+    return ChildResult(seconds, usage.ru_maxrss, proc.returncode, out, err)
+
+
+@dataclass
+class Target:
+    """One measured figure against its limit: passes when value <= limit (or >= for 'min')."""
+
+    name: str
+    value: float
+    limit: float
+    unit: str = ""
+    kind: str = "max"  # "max": value must not exceed limit; "min": value must reach it
+
+    @property
+    def passed(self) -> bool:
+        return self.value <= self.limit if self.kind == "max" else self.value >= self.limit
+
+
+@dataclass
+class Report:
+    """What a script prints and (with --json) writes: measurements, then targets."""
+
+    script: str
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def row(self, label: str, value: str) -> None:
+        self.rows.append((label, value))
+        print(f"  {label:<52} {value}", flush=True)
+
+    def target(self, t: Target) -> None:
+        self.targets.append(t)
+
+    def finish(self, json_path: str | None) -> int:
+        """Print the targets table; write JSON if asked; exit status 0 only if all pass."""
+        print("\nTargets")
+        print(f"  {'target':<44} {'measured':>12} {'limit':>12}  result")
+        for t in self.targets:
+            op = "<=" if t.kind == "max" else ">="
+            print(f"  {t.name:<44} {_fmt(t.value, t.unit):>12} {op + ' ' + _fmt(t.limit, t.unit):>12}  {'PASS' if t.passed else 'FAIL'}")
+        ok = all(t.passed for t in self.targets)
+        print(f"\n{self.script}: {'all targets PASS' if ok else 'some targets FAIL'}")
+        if json_path:
+            payload = {
+                "script": self.script,
+                "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+                "rows": dict(self.rows),
+                "targets": [asdict(t) | {"passed": t.passed} for t in self.targets],
+                "data": self.data,
+            }
+            Path(json_path).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+            print(f"wrote {json_path}")
+        return 0 if ok else 1
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "ms":
+        return f"{value:.1f} ms"
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "MB":
+        return f"{value:.1f} MB"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def arg_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    return parser

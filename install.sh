@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# qmd installer: idempotent; safe to re-run. Works with bash 3.2 (macOS) and newer.
+#
+#   ./install.sh            set up .venv, build what is needed, put `qmd` on PATH,
+#                           index examples/notes into the `demo` index and answer a question
+#   ./install.sh --dev      also install the test tools
+#   ./install.sh --test     set up with the test tools, then run the whole test suite
+#                           (writes nothing outside the repo, temp dirs and pip's cache)
+#
+# Environment: QMD_VENV (default: <repo>/.venv), PYTHON (default: python3).
+set -eu
+
+REPO=$(cd "$(dirname "$0")" && pwd)
+VENV=${QMD_VENV:-$REPO/.venv}
+PYTHON=${PYTHON:-python3}
+DEV=0
+TEST=0
+DEMO=1
+LAUNCHER=1
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1 ;;
+    --test) DEV=1; TEST=1; DEMO=0; LAUNCHER=0 ;;
+    --no-demo) DEMO=0 ;;
+    --no-launcher) LAUNCHER=0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install.sh: unknown option $arg (see ./install.sh --help)" >&2; exit 2 ;;
+  esac
+done
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
+
+command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found; install Python 3.11 or newer (or set PYTHON=/path/to/python3)"
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+  || die "qmd needs Python >= 3.11; $PYTHON is $("$PYTHON" -V 2>&1). Set PYTHON=/path/to/python3.11"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "Creating the virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV" || die "could not create $VENV (on Debian/Ubuntu: apt-get install python3-venv)"
+fi
+PIP="$VENV/bin/python -m pip --disable-pip-version-check"
+$PIP install -q --upgrade pip >/dev/null 2>&1 || true
+
+# llama-cpp-python is an sdist: it compiles llama.cpp (about 4-5 minutes the first time,
+# seconds afterwards from pip's wheel cache).
+LLAMA_SPEC="llama-cpp-python==0.3.36"
+if ! "$VENV/bin/python" -c 'import llama_cpp' >/dev/null 2>&1; then
+  say "Building $LLAMA_SPEC (compiles llama.cpp: about 5 minutes the first time)"
+  log=$(mktemp "${TMPDIR:-/tmp}/qmd-llama-build.XXXXXX")
+  case "$(uname -s)" in
+    Darwin) cmake_args=${CMAKE_ARGS:-"-DLLAVA_BUILD=OFF"} ;;
+    *) cmake_args=${CMAKE_ARGS:-"-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF"} ;;
+  esac
+  CMAKE_ARGS="$cmake_args" $PIP install "$LLAMA_SPEC" >"$log" 2>&1 &
+  pid=$!
+  start=$(date +%s)
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    if kill -0 "$pid" 2>/dev/null; then printf '\r    still compiling… %ss' "$(( $(date +%s) - start ))" >&2; fi
+  done
+  printf '\n' >&2
+  if ! wait "$pid"; then
+    tail -n 20 "$log" >&2
+    die "building $LLAMA_SPEC failed (full log: $log); it needs a C/C++ compiler and cmake"
+  fi
+  rm -f "$log"
+fi
+
+say "Installing qmd into $VENV"
+if [ "$DEV" = 1 ]; then
+  $PIP install -q -e "$REPO[dev]" || die "pip install failed"
+else
+  $PIP install -q -e "$REPO" || die "pip install failed"
+fi
+
+if [ "$LAUNCHER" = 1 ]; then
+  bindir="$HOME/.local/bin"
+  mkdir -p "$bindir"
+  launcher="$bindir/qmd"
+  printf '#!/bin/sh\n# qmd launcher written by %s/install.sh\nexec "%s/bin/qmd" "$@"\n' "$REPO" "$VENV" >"$launcher.tmp"
+  chmod +x "$launcher.tmp"
+  mv "$launcher.tmp" "$launcher"
+  say "Installed the launcher $launcher"
+  case ":$PATH:" in
+    *":$bindir:"*) ;;
+    *) say "Add $bindir to your PATH, e.g.: echo 'export PATH=\"\$HOME/.local/bin:\$PATH\"' >> ~/.profile" ;;
+  esac
+fi
+
+if [ "$TEST" = 1 ]; then
+  say "Running the test suite"
+  export QMD_THREADS=1
+  set +e
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$REPO/tests"
+  rc=$?
+  set -e
+  if [ "$rc" = 5 ]; then
+    die "pytest collected no tests"
+  fi
+  exit "$rc"
+fi
+
+if [ "$DEMO" = 1 ]; then
+  QMD="$VENV/bin/qmd"
+  say "Indexing the sample notes (examples/notes) into the 'demo' index"
+  if "$QMD" --index demo collection show notes >/dev/null 2>&1; then
+    "$QMD" --index demo update
+  else
+    "$QMD" --index demo collection add "$REPO/examples/notes" --name notes
+    "$QMD" --index demo context add qmd://notes/ "Engineering team notes: runbooks, postmortems, decisions, meetings"
+  fi
+  question="how do we restore the postgres database from a backup"
+  say "Asking the demo index: \"$question\""
+  "$QMD" --index demo search "$question" -n 3
+  cat >&2 <<EOF2
+
+Next steps
+  qmd --index demo search "rotate tls certificates"      # keyword search (BM25)
+  qmd --index demo get qmd://notes/runbooks/blue-green-deploy.md
+  qmd --index demo status
+  qmd collection add ~/notes --name notes                 # index your own notes
+  qmd search "your question"
+EOF2
+fi
