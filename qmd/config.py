@@ -7,7 +7,6 @@ keys qmd does not know (`guard`, `updater`, `doctor`, ...) are kept as they are.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +77,8 @@ class Config:
 
     def save(self) -> None:
         """Write the config atomically (temp file, fsync, rename): never half-written."""
+        import tempfile
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = yaml.dump(self.raw, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yml", dir=self.path.parent)

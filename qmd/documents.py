@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import posixpath
 import re
@@ -100,6 +99,8 @@ def _clean_rel(rel: str, ref: str) -> str:
 
 def suggestions(conn: apsw.Connection, ref: str, limit: int = 5) -> list[str]:
     """Up to `limit` active document paths that look like `ref`."""
+    import difflib
+
     candidates = [f"qmd://{c}/{p}" for c, p in conn.execute("SELECT collection, path FROM documents WHERE active = 1")]
     tail = ref.rsplit("/", 1)[-1].lower()
     stem = tail.rsplit(".", 1)[0]
@@ -165,6 +166,8 @@ def resolve(conn: apsw.Connection, collections: dict[str, CollectionConfig], ref
 
 
 def unknown_collection(name: str, collections: dict[str, CollectionConfig]) -> NotFoundError:
+    import difflib
+
     close = difflib.get_close_matches(name, list(collections), n=5, cutoff=0.4)
     known = close or list(collections)[:5]
     hint = ("did you mean: " + ", ".join(known)) if close else ("collections: " + ", ".join(known) if known else "add one with: qmd collection add DIR --name NAME")

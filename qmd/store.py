@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -266,6 +265,8 @@ class Store:
 
     @staticmethod
     def _run_update_command(coll: CollectionConfig, on_command: Callable[[str, str], None] | None) -> str | None:
+        import subprocess
+
         check_root(coll)
         if on_command is not None:
             on_command(coll.name, coll.update or "")
