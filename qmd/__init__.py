@@ -13,6 +13,7 @@ exported here. Nothing here imports a model runtime: `import qmd` stays fast.
 from __future__ import annotations
 
 from .config import DEFAULT_PATTERN, CollectionConfig
+from . import folders
 from .errors import ConfigError, IndexBusyError, NotFoundError, QmdError
 from .lock import writer_lock
 from .paths import IndexPaths, cache_dir, config_dir, models_dir, resolve_index, state_dir
@@ -51,6 +52,7 @@ __all__ = [
     "UpdateReport",
     "__version__",
     "cache_dir",
+    "folders",
     "config_dir",
     "models_dir",
     "resolve_index",

@@ -91,6 +91,9 @@ class Config:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        from .folders import refresh_quietly  # late import: folders imports this module
+
+        refresh_quietly(self.path)
 
     # --- reading -------------------------------------------------------------------
 

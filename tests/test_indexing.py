@@ -253,3 +253,22 @@ def test_docid_prefixes(store: qmd.Store, tmp_path: Path) -> None:
     assert store.get("#" + full_b.upper()[: common + 1]).path == "b.md"
     with pytest.raises(qmd.QmdError, match="not a docid"):
         store.get("#abc")
+
+
+def test_knowledge_folder_cache_follows_config_changes(notes: Path, tmp_path: Path) -> None:
+    import json
+
+    paths = qmd.resolve_index("work")
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(notes, name="notes")
+    other = tmp_path / "other"
+    other.mkdir()
+    qmd.Store(qmd.resolve_index(None).index_path, qmd.resolve_index(None).config_path).add_collection(other, name="misc", index=False)
+    cache = json.loads(qmd.folders.cache_path().read_text())
+    assert {(f["index"], f["collection"], f["path"]) for f in cache["folders"]} == {
+        ("work", "notes", str(notes.resolve())),
+        ("index", "misc", str(other.resolve())),
+    }
+    store.remove_collection("notes")
+    cache = json.loads(qmd.folders.cache_path().read_text())
+    assert [f["collection"] for f in cache["folders"]] == ["misc"]
