@@ -1,0 +1,1 @@
+"""Local models: the one place that knows llama-cpp-python (imported lazily, never by `import qmd`)."""
