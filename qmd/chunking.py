@@ -1,0 +1,144 @@
+"""Split a document into overlapping chunks for embedding, cutting at the best break point.
+
+Pure: token counting is a callable (the embedding model's own tokenizer in production, a
+word counter in tests). The rules, as the original:
+
+1. A document that fits in `max_tokens` is one chunk.
+2. Otherwise each chunk aims at `max_tokens`; the cut goes to the best break point within
+   the last `window_tokens` before that target. A break before a line scores by what the
+   line is: heading h1..h6 100/90/80/70/60/50, code fence 80, horizontal rule 60, blank
+   line 20, list item 5, any other line 1; the score decays with distance d from the
+   target: score × (1 − (d / window)² × 0.7).
+3. Never cut inside a code fence (only when a fence alone is longer than a chunk).
+4. Consecutive chunks overlap by `overlap_tokens` (15% by default), starting on a line.
+5. Every chunk is checked with the real token count and shortened until it fits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+_HEADING = re.compile(r"^(#{1,6})\s")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_HR = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
+_LIST = re.compile(r"^\s*([-*+]|\d+[.)])\s")
+_HEADING_SCORES = {1: 100, 2: 90, 3: 80, 4: 70, 5: 60, 6: 50}
+
+
+@dataclass(frozen=True)
+class Chunk:
+    seq: int
+    start: int  # character offset in the document
+    end: int
+    text: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class BreakPoint:
+    pos: int  # character offset of the start of the line the cut goes before
+    score: float
+    in_fence: bool
+
+
+def break_points(text: str) -> list[BreakPoint]:
+    """Every line start after the first, scored as a place to cut before it."""
+    points: list[BreakPoint] = []
+    in_fence = False
+    pos = 0
+    previous_closed_fence = False
+    for index, line in enumerate(text.split("\n")):
+        is_fence = bool(_FENCE.match(line))
+        if index > 0:
+            if is_fence and not in_fence:
+                score = 80.0
+            elif previous_closed_fence:
+                score = 80.0
+            elif (m := _HEADING.match(line)) and not in_fence:
+                score = float(_HEADING_SCORES[len(m.group(1))])
+            elif _HR.match(line):
+                score = 60.0
+            elif not line.strip():
+                score = 20.0
+            elif _LIST.match(line):
+                score = 5.0
+            else:
+                score = 1.0
+            points.append(BreakPoint(pos, score, in_fence))
+        previous_closed_fence = is_fence and in_fence
+        if is_fence:
+            in_fence = not in_fence
+        pos += len(line) + 1
+    return points
+
+
+def _best_cut(points: list[BreakPoint], lo: int, target: int, window_chars: float, allow_fence: bool) -> int | None:
+    best, best_score = None, -1.0
+    for p in points:
+        if p.pos <= lo or p.pos > target or (p.in_fence and not allow_fence):
+            continue
+        distance = target - p.pos
+        if window_chars and distance > window_chars:
+            continue
+        score = p.score * (1.0 - (distance / window_chars) ** 2 * 0.7) if window_chars else p.score
+        if score > best_score:
+            best, best_score = p.pos, score
+    return best
+
+
+def _soft_cut(text: str, lo: int, target: int) -> int:
+    """A cut in a long line: the last whitespace before `target`, else `target` itself."""
+    space = text.rfind(" ", lo + 1, target)
+    return space + 1 if space > lo else target
+
+
+def chunk_text(
+    text: str,
+    count_tokens: Callable[[str], int],
+    max_tokens: int = 900,
+    overlap_tokens: int = 135,
+    window_tokens: int = 200,
+) -> list[Chunk]:
+    """Chunks of `text` of at most `max_tokens` tokens each; see the module docstring."""
+    if max_tokens < 8:
+        raise ValueError("max_tokens must be at least 8")
+    overlap_tokens = min(overlap_tokens, max_tokens // 2)
+    window_tokens = min(window_tokens, max_tokens // 2)
+    total = count_tokens(text)
+    if total <= max_tokens:
+        return [Chunk(0, 0, len(text), text, total)] if text.strip() else []
+    ratio = len(text) / max(total, 1)  # characters per token, for this document
+    points = break_points(text)
+    chunks: list[Chunk] = []
+    start = 0
+    while start < len(text):
+        budget = max_tokens
+        while True:
+            target = min(len(text), start + max(int(budget * ratio), 1))
+            if target >= len(text):
+                end = len(text)
+            else:
+                window = window_tokens * ratio
+                end = (
+                    _best_cut(points, start, target, window, allow_fence=False)
+                    or _best_cut(points, start, target, window, allow_fence=True)
+                    or _soft_cut(text, start, target)
+                )
+            piece = text[start:end]
+            tokens = count_tokens(piece)
+            if tokens <= max_tokens or end - start <= 1:
+                break
+            budget = max(1, int(budget * min(0.9, max_tokens / tokens)))
+        if piece.strip():
+            chunks.append(Chunk(len(chunks), start, end, piece, tokens))
+        if end >= len(text):
+            break
+        # Overlap: step back by overlap_tokens, then forward to the next line start
+        # outside a code fence (or any line start, or the exact offset in a long line).
+        back = end - int(overlap_tokens * ratio)
+        candidates = [p for p in points if back <= p.pos < end]
+        nxt = next((p.pos for p in candidates if not p.in_fence), candidates[0].pos if candidates else back)
+        start = nxt if start < nxt < end else end
+    return chunks
