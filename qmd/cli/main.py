@@ -124,12 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         if exc.hint:
             err(f"hint: {exc.hint}")
         return 1
-    except click_exc.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except click_exc.ClickException as exc:
         exc.show()
         return 2
-    except (KeyboardInterrupt, click_exc.Abort):
+    except (KeyboardInterrupt, typer.Abort):
         err("Interrupted.")
         return 130
     except BrokenPipeError:

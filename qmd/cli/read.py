@@ -15,7 +15,7 @@ CollectionOpt = Annotated[list[str] | None, typer.Option("-c", "--collection", h
 
 
 def search(
-    query: Annotated[list[str], typer.Argument(help='Words (prefix match), "exact phrases", -excluded words.')],
+    query: Annotated[list[str], typer.Argument(metavar="QUERY", help='Words (prefix match), "exact phrases", -excluded words.')],
     n: Annotated[int | None, typer.Option("-n", help="Number of results (default 5; 20 for json/files).", show_default=False)] = None,
     all_: Annotated[bool, typer.Option("--all", help="Return every match.")] = False,
     min_score: Annotated[float, typer.Option("--min-score", help="Drop hits scoring below this (0-1).")] = 0.0,

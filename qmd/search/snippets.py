@@ -21,14 +21,15 @@ def _words_regex(words: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(parts), re.IGNORECASE) if parts else None
 
 
-def best_line(lines: list[str], words: tuple[str, ...], start: int) -> int:
-    """0-based index of the line (at or after `start`) matching the most distinct words.
+def best_line(lines: list[str], words: tuple[str, ...], start: int, stop: int | None = None) -> int:
+    """0-based index of the line in [start, stop) matching the most distinct words.
 
-    Ties go to the earliest line; with no match at all, the first non-blank body line.
+    Ties go to the earliest line; with no match at all, the first non-blank line.
     """
     regex = _words_regex(words)
+    stop = len(lines) if stop is None else min(stop, len(lines))
     best, best_score = -1, 0
-    for i in range(start, len(lines)):
+    for i in range(start, stop):
         line = lines[i]
         if regex is None or not line.strip():
             continue
@@ -37,21 +38,32 @@ def best_line(lines: list[str], words: tuple[str, ...], start: int) -> int:
             best, best_score = i, score
     if best >= 0:
         return best
-    for i in range(start, len(lines)):
+    for i in range(start, stop):
         if lines[i].strip():
             return i
     return min(start, max(len(lines) - 1, 0))
 
 
-def make_snippet(text: str, words: list[str], body_line: int, max_chars: int, line_numbers: bool = False) -> tuple[int, str]:
+def make_snippet(
+    text: str,
+    words: list[str],
+    body_line: int,
+    max_chars: int,
+    line_numbers: bool = False,
+    region: tuple[int, int] | None = None,
+) -> tuple[int, str]:
     """(1-based best line, snippet) where the snippet is lines best-1 .. best+2.
 
     The header says where the lines sit: `@@ -start,count @@ (N before, M after)`.
-    Front matter (lines before `body_line`) is never shown.
+    Front matter (lines before `body_line`) is never shown. `region` (0-based lines,
+    end exclusive) limits where the best line is looked for, e.g. one chunk.
     """
     lines = text.split("\n")
     start = max(body_line - 1, 0)
-    best = best_line(lines, tuple(words), start)
+    stop = None
+    if region is not None:
+        start, stop = max(start, region[0]), max(region[1], region[0] + 1)
+    best = best_line(lines, tuple(words), start, stop)
     first = max(start, best - 1)
     last = min(len(lines), best + 3)
     shown = lines[first:last]
