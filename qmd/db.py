@@ -64,6 +64,36 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0002_vectors",
+        """
+        CREATE TABLE embed_models (
+            id INTEGER PRIMARY KEY,
+            fingerprint TEXT NOT NULL UNIQUE,
+            model TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            model_id INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            UNIQUE (model_id, hash, seq)
+        );
+        CREATE INDEX chunks_hash ON chunks (hash);
+        CREATE TABLE embedded (
+            model_id INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            chunks INTEGER NOT NULL,
+            embedded_at TEXT NOT NULL,
+            PRIMARY KEY (model_id, hash)
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 
 

@@ -1,0 +1,124 @@
+"""`embed`: chunk every document that needs it, embed the chunks, store the vectors.
+
+Work is committed in batches, each a transaction holding whole documents, so a killed
+run leaves no half-embedded document: the next run embeds exactly what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import apsw
+
+from .chunking import chunk_text
+from .db import transaction
+from .documents import read_content
+from .llm.embedder import Embedder
+from .text import parse_front_matter
+from .vectors import ChunkVector, VectorModel, write_document
+
+CHUNKER_VERSION = 1
+TITLE_TOKENS = 32  # a title longer than this is cut, so it never crowds out the chunk
+BATCH_CHUNKS = 32
+
+EmbedProgress = Callable[[int, int, int], None]  # (documents done, documents total, chunks done)
+
+
+def fingerprint(embedder: Embedder) -> str:
+    """Model identity + input format + chunk settings: what makes two vectors comparable."""
+    spec = json.dumps([embedder.info.identity, embedder.family.spec, CHUNKER_VERSION])
+    return hashlib.sha256(spec.encode()).hexdigest()[:16]
+
+
+@dataclass
+class EmbedReport:
+    model: str
+    documents: int = 0
+    chunks: int = 0
+    already: int = 0
+    seconds: float = 0.0
+    skipped_collections: list[str] = field(default_factory=list)
+
+
+def pending_hashes(conn: apsw.Connection, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
+    """(content hash, title) of active documents in `collections` without vectors for `model_id`."""
+    if not collections:
+        return []
+    marks = ",".join("?" * len(collections))
+    sql = (
+        f"SELECT d.hash, min(d.title) FROM documents d WHERE d.active = 1 AND d.collection IN ({marks})"
+        " AND NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = d.hash)"
+        " GROUP BY d.hash ORDER BY min(d.id)"
+    )
+    return [(r[0], r[1]) for r in conn.execute(sql, (*collections, -1 if model_id is None else model_id))]
+
+
+@dataclass
+class _Doc:
+    hash: str
+    starts: list[tuple[int, int, int, int]]  # (seq, start, end, tokens)
+    inputs: list[str]
+
+
+def prepare(embedder: Embedder, text: str, title: str, content_hash: str) -> _Doc:
+    """Chunk one document's body and format every chunk with its title for the model."""
+    fm = parse_front_matter(text)
+    body = text[fm.body_offset :]
+    family = embedder.family
+    title = embedder.fit(title, TITLE_TOKENS)
+    overhead = embedder.count_tokens(family.document(title, "")) + 4  # + special tokens
+    budget = max(family.chunk_tokens - overhead, 16)
+    chunks = chunk_text(body, embedder.count_tokens, max_tokens=budget, overlap_tokens=min(family.overlap_tokens, budget // 4))
+    return _Doc(
+        content_hash,
+        [(c.seq, c.start + fm.body_offset, c.end + fm.body_offset, c.tokens) for c in chunks],
+        [family.document(title, c.text) for c in chunks],
+    )
+
+
+def embed_documents(
+    conn: apsw.Connection,
+    embedder: Embedder,
+    model: VectorModel,
+    todo: list[tuple[str, str]],
+    report: EmbedReport,
+    progress: EmbedProgress | None = None,
+) -> None:
+    """Embed `todo` (hash, title) in batches of about BATCH_CHUNKS chunks."""
+    batch: list[_Doc] = []
+
+    def flush() -> None:
+        inputs = [text for doc in batch for text in doc.inputs]
+        vectors = embedder.embed(inputs)
+        i = 0
+        with transaction(conn):
+            for doc in batch:
+                rows = []
+                for (seq, start, end, tokens), _ in zip(doc.starts, doc.inputs):
+                    rows.append(ChunkVector(doc.hash, seq, start, end, tokens, vectors[i]))
+                    i += 1
+                report.chunks += write_document(conn, model, doc.hash, rows)
+                report.documents += 1
+        batch.clear()
+        if progress is not None:
+            progress(report.documents, len(todo), report.chunks)
+
+    pending_chunks = 0
+    for content_hash, title in todo:
+        doc = prepare(embedder, read_content(conn, content_hash), title, content_hash)
+        batch.append(doc)
+        pending_chunks += len(doc.inputs)
+        if pending_chunks >= BATCH_CHUNKS:
+            flush()
+            pending_chunks = 0
+    if batch:
+        flush()
+
+
+def timed(report: EmbedReport, started: float) -> EmbedReport:
+    report.seconds = time.perf_counter() - started
+    return report

