@@ -1,0 +1,150 @@
+"""The block log (`<state>/guard/blocks.jsonl`) and the error log (`<state>/guard/errors.log`).
+
+One JSON line per block (design §7): `{ts, session_id, cwd, tool, input, rule, folder,
+retry}`; `retry` is true when the same session was blocked on the same normalised input
+within the last 10 minutes. The file is created 0600 and rotated to `blocks.jsonl.1` at
+10 MB. The error log gets one line per failure the hook swallowed (fail open); a message
+identical to the previous line is repeated at most once a minute, and the file rotates at 1 MB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from .paths import BLOCKS, ERRORS, guard_dir
+
+MAX_BYTES = 10 * 1024 * 1024
+MAX_ERROR_BYTES = 1024 * 1024
+RETRY_WINDOW_S = 600
+MAX_FIELD = 4000
+ERROR_REPEAT_S = 60
+_TAIL_BYTES = 512 * 1024
+
+
+def now_iso(now: float | None = None) -> str:
+    """UTC timestamp with milliseconds: `2026-01-02T03:04:05.678Z`."""
+    now = time.time() if now is None else now
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+
+
+def parse_ts(ts: object) -> float | None:
+    """Seconds since the epoch of a block-log timestamp, or None."""
+    if not isinstance(ts, str):
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def normalized(tool: str, tool_input: object) -> str:
+    """The retry key: tool plus its input with whitespace runs collapsed."""
+    if isinstance(tool_input, dict) and isinstance(tool_input.get("command"), str):
+        return tool + "\0" + " ".join(str(tool_input["command"]).split())
+    text = json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return tool + "\0" + " ".join(text.split())
+
+
+def clip(value: object) -> object:
+    """`value` with strings longer than 4000 characters cut (log lines stay small)."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_FIELD else value[:MAX_FIELD] + "…"
+    if isinstance(value, dict):
+        return {str(k): clip(v) for k, v in list(value.items())[:50]}
+    if isinstance(value, list):
+        return [clip(v) for v in value[:50]]
+    return value
+
+
+def tail_lines(path: str, max_bytes: int = _TAIL_BYTES) -> list[str]:
+    """The complete lines in the last `max_bytes` of `path` (empty when it does not exist)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            start = max(0, size - max_bytes)
+            fh.seek(start)
+            data = fh.read()
+    except FileNotFoundError:
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return lines[1:] if start > 0 else lines
+
+
+def is_retry(path: str, session_id: str, key: str, now: float) -> bool:
+    """True when `session_id` was blocked on `key` within the retry window."""
+    for line in reversed(tail_lines(path)):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        ts = parse_ts(record.get("ts"))
+        if ts is not None and now - ts > RETRY_WINDOW_S:
+            return False
+        if record.get("session_id") == session_id and normalized(str(record.get("tool")), record.get("input")) == key:
+            return ts is not None
+    return False
+
+
+def _append(path: str, line: str, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    try:
+        os.fchmod(fd, mode)
+        data = line.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
+
+
+def _rotate(path: str, limit: int) -> None:
+    try:
+        if os.path.getsize(path) >= limit:
+            os.replace(path, path + ".1")
+    except FileNotFoundError:
+        pass
+
+
+def record_block(session_id: str, cwd: str | None, tool: str, tool_input: object, rule: str, folder: str | None, now: float | None = None) -> dict[str, object]:
+    """Append one block line; returns the record written. Raises OSError when it cannot be written."""
+    now = time.time() if now is None else now
+    directory = guard_dir()
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, BLOCKS)
+    _rotate(path, MAX_BYTES)
+    record: dict[str, object] = {
+        "ts": now_iso(now),
+        "session_id": session_id,
+        "cwd": cwd,
+        "tool": tool,
+        "input": clip(tool_input),
+        "rule": rule,
+        "folder": folder,
+        "retry": bool(session_id) and is_retry(path, session_id, normalized(tool, tool_input), now),
+    }
+    _append(path, json.dumps(record, ensure_ascii=False) + "\n", 0o600)
+    return record
+
+
+def log_error(message: str) -> None:
+    """Append one line to errors.log; never raises (the hook fails open even when this fails)."""
+    try:
+        message = " ".join(message.split())[:2000]
+        directory = guard_dir()
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        path = os.path.join(directory, ERRORS)
+        last = tail_lines(path, 4096)
+        if last:
+            ts, _, previous = last[-1].partition(" ")
+            when = parse_ts(ts)
+            if previous == message and when is not None and time.time() - when < ERROR_REPEAT_S:
+                return
+        _rotate(path, MAX_ERROR_BYTES)
+        _append(path, f"{now_iso()} {message}\n", 0o600)
+    except Exception:  # noqa: BLE001 - nothing may escape the fail-open path
+        pass

@@ -1,0 +1,107 @@
+"""`qmd-guard`: the PreToolUse hook for Claude Code (Bash, Grep, Glob) and Codex (Bash).
+
+Reads the hook payload (JSON) on stdin. To deny it prints the `hookSpecificOutput` deny
+JSON and exits 0; to allow it prints nothing and exits 0. It fails open, always: any
+exception, malformed, empty, huge or non-UTF-8 input, an unknown tool or a missing
+`folders.json` means allow, with one line in `<state>/guard/errors.log`.
+
+Lean by design (every agent shell call pays for it): no typer, no YAML, no SQLite; the
+knowledge folders come from `<state>/guard/folders.json`, which qmd rewrites whenever a
+config changes. `QMD_GUARD_GLOB=deny` also denies Glob listings of knowledge folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .blocklog import log_error, record_block
+from .decide import BASH_TOOLS, decide
+from .knowledge import load
+from .paths import FOLDERS, guard_file
+
+MAX_INPUT = 1 << 20  # 1 MiB: a real hook payload is a few KB
+_DRAIN = 64 << 20
+
+
+def read_input(stream: object) -> bytes | None:
+    """The payload bytes, or None when it is over MAX_INPUT (the rest is drained, not parsed)."""
+    data = stream.read(MAX_INPUT + 1)  # type: ignore[attr-defined]
+    if len(data) <= MAX_INPUT:
+        return bytes(data)
+    drained = len(data)
+    while drained < _DRAIN and (chunk := stream.read(1 << 20)):  # type: ignore[attr-defined]
+        drained += len(chunk)
+    return None
+
+
+def _call_text(tool: str, tool_input: dict[str, object]) -> str:
+    command = tool_input.get("command", tool_input.get("cmd"))
+    if tool in BASH_TOOLS and isinstance(command, str):
+        return command
+    if tool in BASH_TOOLS and isinstance(command, list):
+        return " ".join(str(c) for c in command)
+    fields = {k: tool_input[k] for k in ("pattern", "path", "glob", "type") if tool_input.get(k)}
+    return f"{tool} {json.dumps(fields, ensure_ascii=False)}"
+
+
+def respond(data: bytes) -> str | None:
+    """The hook's stdout for one payload: the deny JSON, or None to allow. Raises on bad input."""
+    payload = json.loads(data.decode("utf-8"))
+    if not isinstance(payload, dict):
+        raise ValueError("payload is not a JSON object")
+    event = payload.get("hook_event_name")
+    if event not in (None, "PreToolUse"):
+        return None
+    tool = payload.get("tool_name")
+    tool_input = payload.get("tool_input")
+    cwd = payload.get("cwd")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        cwd = os.getcwd()
+    knowledge = load(guard_file(FOLDERS))
+    if knowledge is None:
+        log_error("folders.json is missing: allowed everything (run `qmd guard check` to see why)")
+        return None
+    decision = decide(knowledge, str(tool), tool_input, cwd, os.environ.get("QMD_GUARD_GLOB") == "deny")
+    if decision.rule == "unknown-tool":
+        log_error(f"unknown tool or input shape {str(tool)[:80]!r}: allowed")
+    if not decision.deny or not isinstance(tool_input, dict):
+        return None
+    from .advice import agent_of, reason
+
+    text = reason(knowledge, decision, _call_text(str(tool), tool_input), agent_of(payload), cwd)
+    session = payload.get("session_id")
+    record_block(str(session) if session is not None else "", cwd, str(tool), tool_input, decision.rule, decision.folder.path if decision.folder else None)
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": text}},
+        ensure_ascii=False,
+    )
+
+
+def _where(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f" [{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}]" if tb is not None else ""
+
+
+def main() -> int:
+    """Entry point of `qmd-guard`: always returns 0 (fail open)."""
+    try:
+        data = read_input(sys.stdin.buffer)
+        if data is None:
+            log_error(f"input over {MAX_INPUT} bytes: allowed without parsing")
+            return 0
+        out = respond(data)
+        if out:
+            encoded = (out + "\n").encode("utf-8")
+            while encoded:
+                encoded = encoded[os.write(1, encoded) :]
+    except BaseException as exc:  # noqa: BLE001 - fail open: a guard bug must never block a tool
+        log_error(f"{type(exc).__name__}: {exc}{_where(exc)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""`qmd guard install|uninstall`: register `qmd-guard` as a PreToolUse hook for Claude Code and Codex.
+
+Every changed file is backed up first (`<file>.qmd-backup-<time>`). What each install
+added is remembered in `<state>/guard/installed.json`, so uninstall removes exactly that:
+when a file is still byte-for-byte what install wrote, uninstall restores the original
+bytes; otherwise it removes our handler (and only the containers install created).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import qmd
+from qmd import QmdError
+
+from . import codexcfg, settings
+
+CLAUDE_MATCHER = "Bash|Grep|Glob"
+CODEX_MATCHER = "^Bash$"
+TRUST_NOTE = "Codex runs a new or edited hook only after you trust it: start codex, open /hooks and trust the qmd-guard hook."
+
+
+def guard_script() -> Path:
+    """The `qmd-guard` console script next to the running interpreter."""
+    return Path(sys.executable).parent / "qmd-guard"
+
+
+def hook_command() -> str:
+    """The hook command to register: the absolute path of `qmd-guard`, shell-quoted."""
+    script = guard_script()
+    if not script.exists():
+        raise QmdError(f"{script} does not exist", "reinstall qmd into its venv (./install.sh) so the qmd-guard script is created")
+    return shlex.quote(str(script.absolute()))
+
+
+def claude_settings(scope: str) -> Path:
+    """Claude Code settings file for `user` (~/.claude/settings.json) or `project` (./.claude/settings.json)."""
+    if scope == "user":
+        base = os.environ.get("CLAUDE_CONFIG_DIR")
+        return (Path(base) if base else Path.home() / ".claude") / "settings.json"
+    if scope == "project":
+        return Path.cwd() / ".claude" / "settings.json"
+    raise QmdError(f"unknown scope {scope!r}", "use --scope user or --scope project")
+
+
+def codex_home() -> Path:
+    """`$CODEX_HOME`, else `~/.codex`."""
+    base = os.environ.get("CODEX_HOME")
+    return Path(base) if base else Path.home() / ".codex"
+
+
+def _manifest_path() -> Path:
+    return qmd.state_dir() / "guard" / "installed.json"
+
+
+def _load_manifest() -> dict[str, Any]:
+    try:
+        data = json.loads(_manifest_path().read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_manifest(data: dict[str, Any]) -> None:
+    path = _manifest_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _install_json(path: Path, matcher: str, command: str, lines: list[str]) -> None:
+    data, raw = settings.read(path)
+    changed, created = settings.merge(data, path, command, matcher)
+    if not changed:
+        lines.append(f"{path}: already installed (PreToolUse {matcher} → {command})")
+        return
+    new = settings.dump(data, raw)
+    saved = settings.backup(path)
+    settings.write(path, new)
+    manifest = _load_manifest()
+    entry = manifest.get(str(path)) or {"backup": str(saved) if saved else None, "created": (["file"] if raw is None else []) + created}
+    entry["written_sha256"] = _sha(new)
+    manifest[str(path)] = entry
+    _save_manifest(manifest)
+    lines.append(f"{path}: added PreToolUse hook (matcher {matcher}, timeout {settings.TIMEOUT_S}s) → {command}")
+    if saved:
+        lines.append(f"  backup: {saved}")
+
+
+def _uninstall_json(path: Path, lines: list[str]) -> None:
+    manifest = _load_manifest()
+    entry = manifest.get(str(path)) or {}
+    data, raw = settings.read(path)
+    if raw is None:
+        lines.append(f"{path}: no such file; nothing to remove")
+        manifest.pop(str(path), None)
+        _save_manifest(manifest)
+        return
+    original = Path(entry["backup"]) if entry.get("backup") else None
+    untouched = entry.get("written_sha256") == _sha(raw)
+    if untouched and "file" in entry.get("created", []):
+        saved = settings.backup(path)
+        path.unlink()
+        lines.append(f"{path}: removed (qmd created it); backup: {saved}")
+    elif untouched and original is not None and original.exists():
+        saved = settings.backup(path)
+        settings.write(path, original.read_bytes())
+        lines.append(f"{path}: restored the original from {original}; backup: {saved}")
+    else:
+        drop = entry.get("created", []) if entry else ["hooks", "PreToolUse"]
+        removed = settings.remove(data, path, drop)
+        if not removed:
+            lines.append(f"{path}: no qmd-guard hook found; nothing to remove")
+        else:
+            saved = settings.backup(path)
+            settings.write(path, settings.dump(data, raw))
+            lines.append(f"{path}: removed the qmd-guard hook; backup: {saved}")
+    manifest.pop(str(path), None)
+    _save_manifest(manifest)
+
+
+def _install_feature(path: Path, lines: list[str]) -> None:
+    new, how, note = codexcfg.plan(path)
+    if note:
+        lines.append(f"note: {note}")
+    if new is None or how is None:
+        return
+    saved = settings.backup(path)
+    settings.write(path, new.encode("utf-8"))
+    manifest = _load_manifest()
+    manifest[str(path)] = {"feature": how}
+    _save_manifest(manifest)
+    lines.append(f"{path}: enabled hooks ([features] {codexcfg.LINE}) for Codex versions that need the flag" + (f"; backup: {saved}" if saved else ""))
+
+
+def _uninstall_feature(path: Path, lines: list[str]) -> None:
+    manifest = _load_manifest()
+    how = (manifest.get(str(path)) or {}).get("feature")
+    if not how:
+        return
+    new, delete = codexcfg.unplan(path, how)
+    if delete or new is not None:
+        saved = settings.backup(path)
+        if delete:
+            path.unlink()
+            lines.append(f"{path}: removed (qmd created it); backup: {saved}")
+        else:
+            settings.write(path, (new or "").encode("utf-8"))
+            lines.append(f"{path}: removed `{codexcfg.LINE}` that qmd added; backup: {saved}")
+    manifest.pop(str(path), None)
+    _save_manifest(manifest)
+
+
+def install(claude: bool, codex: bool, scope: str = "user") -> list[str]:
+    """Register the hook; returns the lines to print."""
+    command = hook_command()
+    lines: list[str] = []
+    if claude:
+        _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines)
+    if codex:
+        home = codex_home()
+        _install_json(home / "hooks.json", CODEX_MATCHER, command, lines)
+        _install_feature(home / "config.toml", lines)
+        lines.append(TRUST_NOTE)
+    return lines
+
+
+def uninstall(claude: bool, codex: bool, scope: str = "user") -> list[str]:
+    """Remove what install added; returns the lines to print."""
+    lines: list[str] = []
+    if claude:
+        _uninstall_json(claude_settings(scope), lines)
+    if codex:
+        home = codex_home()
+        _uninstall_json(home / "hooks.json", lines)
+        _uninstall_feature(home / "config.toml", lines)
+    return lines

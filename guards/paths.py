@@ -1,0 +1,33 @@
+"""Where the guard keeps its files, computed without importing qmd (the hook must stay lean).
+
+The rule is design §7's harness state dir: `$QMD_STATE_DIR`, else `$XDG_STATE_HOME/qmd`,
+else `~/.local/state/qmd`; a test keeps it equal to `qmd.state_dir()`.
+"""
+
+from __future__ import annotations
+
+import os
+
+BLOCKS = "blocks.jsonl"
+ERRORS = "errors.log"
+FOLDERS = "folders.json"
+
+
+def state_dir() -> str:
+    """The harness state dir, exactly as `qmd.state_dir()` computes it."""
+    explicit = os.environ.get("QMD_STATE_DIR")
+    if explicit:
+        return explicit
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = xdg if xdg else os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "qmd")
+
+
+def guard_dir() -> str:
+    """`<state>/guard`: folders.json (written by qmd), blocks.jsonl and errors.log."""
+    return os.path.join(state_dir(), "guard")
+
+
+def guard_file(name: str) -> str:
+    """A file in the guard dir, e.g. `guard_file(BLOCKS)`."""
+    return os.path.join(guard_dir(), name)

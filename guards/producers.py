@@ -1,0 +1,243 @@
+"""Searches fed by a list of files: `find -exec grep`, `fd -x rg`, `… | xargs grep`, `grep … $(find …)`,
+and `cat notes/* | grep` (many notes concatenated into a search's stdin).
+
+A *listing* is a Search-shaped description of the files a command prints or visits (its
+roots, name filters and exclusions); the search run on those files inherits it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from .lexer import SUB, literal
+from .model import Search, Target
+from .searches import TOOLS, getopt, grep_family, git_grep, target, Spec, _dir_excludes
+from .shell import Command
+
+_CAT_LIKE = frozenset({"cat", "head", "tail", "bat", "batcat", "less", "more", "zcat", "tac", "nl"})
+_FD = Spec("eEtdSjoc", {"--extension", "--exclude", "--type", "--max-depth", "--min-depth", "--exact-depth", "--size", "--owner",
+                        "--threads", "--color", "--base-directory", "--search-path", "--ignore-file", "--format", "--max-results",
+                        "--changed-within", "--changed-before", "--path-separator"}, True, set())
+_XARGS_ARGS = frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--eof", "--replace",
+                         "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"})
+
+
+def _strip_tail(pattern: str) -> str:
+    for tail in ("/**", "/*", "/"):
+        if pattern.endswith(tail) and len(pattern) > len(tail):
+            return pattern[: -len(tail)]
+    return pattern
+
+
+def _run_search(argv: list[str], cwd: str | None) -> Search | None:
+    """The search an `-exec`/`xargs` argument list runs, directly or through `sh -c '…'`."""
+    from .shell import commands
+
+    if not argv:
+        return None
+    for cmd in commands(shlex.join(argv), cwd):
+        name = os.path.basename(literal(cmd.argv[0]))
+        if name in TOOLS:
+            found = grep_family(cmd, name)
+        elif name == "git":
+            found = git_grep(cmd)
+        else:
+            continue
+        if found is not None and not found.listing:
+            found.targets = [t for t in found.targets if t.index is not None and t.path is not None and "{}" not in (t.word or "")]
+            found.stdin = False
+            return found
+    return None
+
+
+def find_listing(cmd: Command) -> tuple[Search, list[list[str]]]:
+    """The files `find` visits (as a listing) and the argument lists of its `-exec`/`-ok` actions."""
+    argv, n, i = cmd.argv, len(cmd.argv), 1
+    while i < n and (literal(argv[i]) in ("-H", "-L", "-P") or literal(argv[i]).startswith("-O")):
+        i += 1
+    if i < n and literal(argv[i]) == "-D":
+        i += 2
+    listing = Search("file-list", "find", cmd)
+    listing.recursive = True
+    listing.implicit = "after-name"
+    while i < n:
+        word = literal(argv[i])
+        if word.startswith("-") or word in ("(", ")", "!", ","):
+            break
+        listing.targets.append(target(i, argv[i], cmd.cwd, recursive=True))
+        i += 1
+    if not listing.targets:
+        listing.targets = [Target(None, None, cmd.cwd, recursive=True)]
+    expr = [literal(a) for a in argv[i:]]
+    execs: list[list[str]] = []
+    negate, j = False, 0
+    while j < len(expr):
+        word = expr[j]
+        nxt = expr[j + 1] if j + 1 < len(expr) else None
+        pruned = j + 2 < len(expr) and expr[j + 2] == "-prune"
+        if word in ("!", "-not"):
+            negate = True
+            j += 1
+            continue
+        if word in ("-name", "-iname") and nxt is not None:
+            if pruned:
+                listing.excludes.append(nxt)
+            else:
+                (listing.file_excludes if negate else listing.includes).append(nxt)
+            j += 2
+        elif word in ("-path", "-ipath", "-wholename", "-iwholename") and nxt is not None:
+            if negate or pruned:
+                listing.path_excludes.append(_strip_tail(nxt))
+            j += 2
+        elif word in ("-exec", "-execdir", "-ok", "-okdir"):
+            k = j + 1
+            while k < len(expr) and expr[k] not in (";", "+"):
+                k += 1
+            execs.append(expr[j + 1 : k])
+            j = k + 1
+        else:
+            j += 1
+        negate = False
+    return listing, execs
+
+
+def fd_listing(cmd: Command) -> tuple[Search, list[list[str]]]:
+    """The files `fd`/`fdfind` lists (as a listing) and the command of its `-x`/`-X` option."""
+    argv = list(cmd.argv)
+    execs: list[list[str]] = []
+    for k, word in enumerate(argv):
+        if literal(word) in ("-x", "--exec", "-X", "--exec-batch"):
+            rest = [literal(a) for a in argv[k + 1 :]]
+            execs.append(rest[: rest.index(";")] if ";" in rest else rest)
+            argv = argv[:k]
+            break
+    listing = Search("file-list", "fd", Command(argv, cmd.cwd, cmd.producer, cmd.stdin_redirect, cmd.subs))
+    listing.recursive = True
+    opts, pos = getopt(argv, 1, _FD)
+    for opt, value in opts:
+        if opt in ("-e", "--extension") and value:
+            listing.includes.append("*." + value.lstrip("."))
+        elif opt in ("-E", "--exclude") and value:
+            listing.excludes += _dir_excludes([value])
+            listing.file_excludes.append(value)
+    listing.targets = [target(i, w, cmd.cwd, recursive=True) for i, w in pos[1:]] or [Target(None, None, cmd.cwd, recursive=True)]
+    return listing, execs
+
+
+def listing_of(cmd: Command | None) -> Search | None:
+    """What files `cmd` prints one per line, if the guard can tell (find, fd, git ls-files, rg --files, …)."""
+    if cmd is None:
+        return None
+    name = os.path.basename(literal(cmd.argv[0]))
+    if name == "find":
+        return find_listing(cmd)[0]
+    if name in ("fd", "fdfind"):
+        return fd_listing(cmd)[0]
+    words = [literal(a) for a in cmd.argv]
+    if name == "git" and "ls-files" in words:
+        at = words.index("ls-files")
+        listing = Search("file-list", "git ls-files", cmd)
+        listing.recursive = True
+        paths = [(i, cmd.argv[i]) for i in range(at + 1, len(words)) if not words[i].startswith("-")]
+        listing.targets = [target(i, w, cmd.cwd, recursive=True) for i, w in paths] or [Target(None, None, cmd.cwd, recursive=True)]
+        return listing
+    if name in TOOLS:
+        search = grep_family(cmd, name)
+        opts, _pos = getopt(cmd.argv, 1, TOOLS[name])
+        prints_names = {o for o, _ in opts} & {"-l", "-L", "--files-with-matches", "--files-without-match", "--files"}
+        if search.stdin or not (search.listing or prints_names):
+            return None
+        search.kind = "file-list"
+        return search
+    if name in ("ls", "echo", "printf"):
+        listing = Search("file-list", name, cmd)
+        listing.targets = [target(i, a, cmd.cwd, recursive=False) for i, a in enumerate(cmd.argv) if i and not literal(a).startswith("-")]
+        listing.implicit = "none"
+        if name == "ls":  # `ls DIR` prints names relative to DIR: only wildcard words yield usable paths
+            listing.targets = [t for t in listing.targets if t.glob]
+        return listing if listing.targets else None
+    return None
+
+
+def _from_listing(kind: str, listing: Search, search: Search) -> Search:
+    out = Search(kind, search.tool, listing.command)
+    out.patterns = search.patterns
+    out.targets = listing.targets
+    out.recursive = listing.recursive
+    out.includes = listing.includes or search.includes
+    out.types = search.types
+    out.file_excludes = listing.file_excludes + search.file_excludes
+    out.excludes = listing.excludes
+    out.path_excludes = listing.path_excludes
+    out.implicit = listing.implicit
+    return out
+
+
+def exec_searches(cmd: Command) -> list[Search]:
+    """`find … -exec grep …` / `fd … -x rg …`: the search run on every file the finder visits."""
+    name = os.path.basename(literal(cmd.argv[0]))
+    listing, execs = find_listing(cmd) if name == "find" else fd_listing(cmd)
+    out: list[Search] = []
+    for argv in execs:
+        search = _run_search(argv, cmd.cwd)
+        if search is not None:
+            out.append(_from_listing("find-exec", listing, search))
+            if search.targets:
+                out.append(search)
+    return out
+
+
+def xargs_searches(cmd: Command) -> list[Search]:
+    """`producer | xargs [opts] grep …`: the search run on the files the producer prints."""
+    argv, i, from_file = cmd.argv, 1, False
+    while i < len(argv):
+        word = literal(argv[i])
+        if word == "--":
+            i += 1
+            break
+        if not word.startswith("-"):
+            break
+        if word in ("-a", "--arg-file") or word.startswith("--arg-file="):
+            from_file = True
+        i += 2 if word in _XARGS_ARGS else 1
+    search = _run_search([literal(a) for a in argv[i:]], cmd.cwd)
+    if search is None:
+        return []
+    out = [search] if search.targets else []
+    listing = None if from_file else listing_of(cmd.producer)
+    if listing is not None:
+        fed = _from_listing("file-list", listing, search)
+        fed.suffix = " | " + shlex.join([literal(a) for a in argv])
+        out.append(fed)
+    return out
+
+
+def substituted(cmd: Command, search: Search) -> list[Search]:
+    """`grep foo $(find notes -name '*.md')`: the search run on the files a substitution prints."""
+    out: list[Search] = []
+    for t in list(search.targets):
+        word = t.word or ""
+        if SUB not in word:
+            continue
+        for key, inner in cmd.subs.items():
+            if key in word:
+                listing = next((ls for ls in (listing_of(c) for c in reversed(inner)) if ls is not None), None)
+                if listing is not None:
+                    fed = _from_listing("file-list", listing, search)
+                    fed.implicit = "none"
+                    fed.command = None
+                    out.append(fed)
+    return out
+
+
+def cat_pipe(cmd: Command, search: Search) -> Search | None:
+    """`cat notes/*.md | grep foo`: many notes concatenated into a search that reads stdin."""
+    producer = cmd.producer
+    if not search.stdin or producer is None or os.path.basename(literal(producer.argv[0])) not in _CAT_LIKE:
+        return None
+    fed = Search("cat-pipe", search.tool, None)
+    fed.patterns = search.patterns
+    fed.targets = [target(i, a, producer.cwd, recursive=False) for i, a in enumerate(producer.argv) if i and not literal(a).startswith("-")]
+    fed.implicit = "none"
+    return fed if fed.targets else None

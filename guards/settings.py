@@ -1,0 +1,151 @@
+"""Editing agents' JSON hook settings safely: read, merge our PreToolUse hook, write with a backup.
+
+Used for Claude Code (`settings.json`) and Codex (`hooks.json`); both share the shape
+`{"hooks": {"PreToolUse": [{"matcher": …, "hooks": [{"type": "command", "command": …}]}]}}`.
+Our handler is recognised by its command: a `qmd-guard` executable (the marker), so a
+reinstall from another venv replaces it and uninstall removes exactly it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from qmd import QmdError
+
+MARKER = "qmd-guard"
+TIMEOUT_S = 5
+
+
+def is_ours(handler: object) -> bool:
+    """True for a hook handler whose command runs a `qmd-guard` executable."""
+    if not isinstance(handler, dict) or not isinstance(handler.get("command"), str):
+        return False
+    try:
+        words = shlex.split(handler["command"])
+    except ValueError:
+        return False
+    return bool(words) and os.path.basename(words[0]) == MARKER
+
+
+def read(path: Path) -> tuple[dict[str, Any], bytes | None]:
+    """(settings, original bytes); ({}, None) when the file does not exist."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        raise QmdError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from exc
+    if not raw.strip():
+        return {}, raw
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise QmdError(f"{path} is not valid JSON ({exc})", "fix the file (or move it away) and run the command again") from exc
+    if not isinstance(data, dict):
+        raise QmdError(f"{path} does not hold a JSON object", "fix the file (or move it away) and run the command again")
+    return data, raw
+
+
+def dump(data: dict[str, Any], like: bytes | None) -> bytes:
+    """JSON text in the style of the original file (indent, trailing newline)."""
+    indent = 2
+    if like:
+        for line in like.decode("utf-8", errors="replace").splitlines()[1:]:
+            stripped = line.lstrip(" ")
+            if stripped and len(stripped) < len(line):
+                indent = len(line) - len(stripped)
+                break
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    if like is None or like.endswith(b"\n"):
+        text += "\n"
+    return text.encode("utf-8")
+
+
+def backup(path: Path) -> Path | None:
+    """Copy `path` to `<name>.qmd-backup-<time>` before it is changed; None when it does not exist."""
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.qmd-backup-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.qmd-backup-{stamp}-{n}")
+    target.write_bytes(path.read_bytes())
+    return target
+
+
+def write(path: Path, data: bytes) -> None:
+    """Atomic replace, keeping the file's mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    if path.exists():
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+    os.replace(tmp, path)
+
+
+def _pre_tool_use(data: dict[str, Any], path: Path, create: bool) -> list[Any] | None:
+    hooks = data.get("hooks")
+    if hooks is None:
+        if not create:
+            return None
+        hooks = data["hooks"] = {}
+    if not isinstance(hooks, dict):
+        raise QmdError(f'{path}: "hooks" is not an object', "fix the file and run the command again")
+    pre = hooks.get("PreToolUse")
+    if pre is None:
+        if not create:
+            return None
+        pre = hooks["PreToolUse"] = []
+    if not isinstance(pre, list):
+        raise QmdError(f'{path}: "hooks.PreToolUse" is not a list', "fix the file and run the command again")
+    return pre
+
+
+def _strip_ours(pre: list[Any]) -> int:
+    removed = 0
+    for group in list(pre):
+        handlers = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(handlers, list):
+            continue
+        keep = [h for h in handlers if not is_ours(h)]
+        removed += len(handlers) - len(keep)
+        if len(keep) != len(handlers):
+            if keep:
+                group["hooks"] = keep
+            else:
+                pre.remove(group)
+    return removed
+
+
+def merge(data: dict[str, Any], path: Path, command: str, matcher: str) -> tuple[bool, list[str]]:
+    """Put exactly one handler of ours under PreToolUse; returns (changed, containers created)."""
+    created = [key for key, present in (("hooks", "hooks" in data), ("PreToolUse", isinstance(data.get("hooks"), dict) and "PreToolUse" in data["hooks"])) if not present]
+    pre = _pre_tool_use(data, path, create=True)
+    assert pre is not None
+    handler = {"type": "command", "command": command, "timeout": TIMEOUT_S}
+    ours = [(g, h) for g in pre if isinstance(g, dict) for h in (g.get("hooks") or []) if is_ours(h)]
+    if len(ours) == 1 and ours[0][0].get("matcher") == matcher and ours[0][1] == handler and len(ours[0][0]["hooks"]) == 1:
+        return False, []
+    _strip_ours(pre)
+    pre.append({"matcher": matcher, "hooks": [handler]})
+    return True, created
+
+
+def remove(data: dict[str, Any], path: Path, drop_empty: list[str]) -> int:
+    """Remove our handlers (and groups left empty); drop the containers named in `drop_empty` if empty."""
+    pre = _pre_tool_use(data, path, create=False)
+    if pre is None:
+        return 0
+    removed = _strip_ours(pre)
+    if not pre and "PreToolUse" in drop_empty:
+        del data["hooks"]["PreToolUse"]
+    if not data.get("hooks") and "hooks" in drop_empty and "hooks" in data:
+        del data["hooks"]
+    return removed
