@@ -98,18 +98,20 @@ def _clean_rel(rel: str, ref: str) -> str:
 
 
 def suggestions(conn: apsw.Connection, ref: str, limit: int = 5) -> list[str]:
-    """Up to `limit` active document paths that look like `ref`."""
+    """Up to `limit` active document paths that look like `ref` (by file name, then path)."""
     import difflib
 
-    candidates = [f"qmd://{c}/{p}" for c, p in conn.execute("SELECT collection, path FROM documents WHERE active = 1")]
-    tail = ref.rsplit("/", 1)[-1].lower()
+    uris = [f"qmd://{c}/{p}" for c, p in conn.execute("SELECT collection, path FROM documents WHERE active = 1")]
+    tail = ref.rstrip("/").rsplit("/", 1)[-1].lower()
     stem = tail.rsplit(".", 1)[0]
-    contains = [c for c in candidates if stem and stem in c.lower()]
-    close = difflib.get_close_matches(ref if ref.startswith("qmd://") else f"qmd://{ref}", candidates, n=limit, cutoff=0.5)
+    names = {u: u.rsplit("/", 1)[-1].lower() for u in uris}
+    contains = [u for u in uris if len(stem) >= 3 and stem in names[u]]
+    close_names = set(difflib.get_close_matches(tail, list(set(names.values())), n=limit, cutoff=0.75))
+    close = [u for u in uris if names[u] in close_names]
     out: list[str] = []
-    for c in contains + close:
-        if c not in out:
-            out.append(c)
+    for u in contains + close:
+        if u not in out:
+            out.append(u)
     return out[:limit]
 
 

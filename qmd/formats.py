@@ -90,7 +90,7 @@ def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | N
         ctx = f"Context: {h.context}\n" if h.context else ""
         text = h.body if h.body is not None else h.snippet
         blocks.append(f"{_file(h, paths)}:{h.line} #{h.docid}\nTitle: {h.title}\n{ctx}Score:  {round(h.score * 100)}%\n\n{text}\n")
-    return "\n".join(blocks) + "\n"
+    return "\n".join(blocks)
 
 
 def numbered(text: str, first: int) -> str:
@@ -196,15 +196,19 @@ def format_ls_root(colls: Sequence[CollectionInfo]) -> str:
     return "Collections:\n\n" + "".join(f"  qmd://{c.name}/  ({c.documents} files)\n" for c in colls)
 
 
-def format_collection(c: CollectionInfo, detailed: bool = False) -> str:
+def format_collection(c: CollectionInfo, detailed: bool = False, compact: bool = False) -> str:
+    """A collection's block; `compact` (for status) folds the update time into the Files line."""
     lines = [f"{c.name} (qmd://{c.name}/)"]
     if detailed:
         lines.append(f"  Path:     {c.path}")
     lines.append(f"  Pattern:  {c.pattern}")
     if c.ignore:
         lines.append(f"  Ignore:   {', '.join(c.ignore)}")
-    lines.append(f"  Files:    {c.documents}")
-    lines.append(f"  Updated:  {ago(c.updated_at)}")
+    if compact:
+        lines.append(f"  Files:    {c.documents} (updated {ago(c.updated_at)})")
+    else:
+        lines.append(f"  Files:    {c.documents}")
+        lines.append(f"  Updated:  {ago(c.updated_at)}")
     if not c.include_by_default:
         lines.append("  Default:  excluded (search it with -c " + c.name + ")")
     if detailed:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import IndexBusyError
+from .errors import IndexBusyError, QmdError
 
 
 def lock_path(index_path: Path) -> Path:
@@ -23,7 +23,10 @@ def writer_lock(index_path: Path, *, wait: bool = True, on_wait: Callable[[], No
     from filelock import FileLock, Timeout  # lazy: readers never need it
 
     path = lock_path(index_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise QmdError(f"cannot create the index folder {path.parent}: {exc.strerror or exc}", "set XDG_CACHE_HOME or INDEX_PATH to a writable folder") from exc
     lock = FileLock(str(path))
     try:
         lock.acquire(timeout=0)

@@ -108,6 +108,7 @@ class ContextInfo:
 class UpdateReport:
     collections: list  # list[indexer.CollectionReport]
     command_failures: list[tuple[str, str]] = field(default_factory=list)  # (collection, message)
+    errors: list[tuple[str, str, str | None]] = field(default_factory=list)  # (collection, message, hint): not indexed
 
     @property
     def totals(self) -> dict[str, int]:
@@ -137,3 +138,30 @@ class CleanupReport:
     orphaned_content_removed: int
     bytes_before: int
     bytes_after: int
+
+
+@dataclass
+class VectorSearch:
+    """vsearch hits plus what the caller must say: which model, how many documents lack vectors."""
+
+    hits: list[SearchHit]
+    model: str
+    pending: int
+
+
+@dataclass
+class ModelStatus:
+    role: str
+    spec: str
+    source: str  # config | env | installed | default
+    path: str
+    available: bool
+
+
+@dataclass
+class VectorStatus:
+    model: str | None
+    fingerprint: str | None
+    chunks: int
+    embedded_documents: int
+    pending_documents: int

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -27,7 +28,7 @@ def collection_add(
     """Add a folder as a collection and index it."""
     with open_store() as store:
         report = store.add_collection(path, name, pattern, ignore or [], update_cmd, index=not no_index)
-        coll = store.collections()[-1] if name is None else store.collection(name)
+        coll = store.collection(Path(path).expanduser().resolve().name if name is None else name)
         err(f"Added collection '{coll.name}' → {coll.path} ({coll.pattern})")
         if report is not None:
             raise typer.Exit(print_report(report))

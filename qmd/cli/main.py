@@ -20,12 +20,13 @@ from .collections import collection_app, context_app
 from .common import STATE, err
 from .read import get, ls, multi_get, search
 from .update import cleanup, status, update
+from .vectors import embed, models_app, pull, vsearch
 
 ENTRY_POINT_GROUP = "qmd.commands"
 
 app = typer.Typer(
     name="qmd",
-    help="On-device search for your markdown notes. Keyword search, documents, collections, contexts.",
+    help="On-device search for your markdown notes: keyword (BM25) and vector search, documents, collections, contexts.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -34,7 +35,8 @@ app = typer.Typer(
 )
 app.add_typer(collection_app, name="collection")
 app.add_typer(context_app, name="context")
-for command in (update, status, cleanup, search, get, ls):
+app.add_typer(models_app, name="models")
+for command in (update, status, cleanup, search, vsearch, get, ls, embed, pull):
     app.command()(command)
 app.command("multi-get")(multi_get)
 
@@ -77,7 +79,7 @@ def _first_command(argv: list[str]) -> str | None:
 
 def _register_harness(argv: list[str]) -> None:
     """Load only the harness sub-app being invoked (all of them for top-level --help)."""
-    core = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands} | {"collection", "context", "multi-get"}
+    core = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands} | {"collection", "context", "models", "multi-get"}
     first = _first_command(argv)
     if first in core:
         return

