@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
@@ -56,6 +58,11 @@ def isolated_home(prefix: str) -> Iterator[Path]:
             os.environ[var] = str(home / sub)
         for var in _QMD_PATH_VARS:
             os.environ.pop(var, None)
+        # Installed packages ship .pyc files; an editable checkout under
+        # PYTHONDONTWRITEBYTECODE=1 would recompile qmd in every subprocess. Cache
+        # bytecode in the temp dir instead (never next to the sources).
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
         try:
             yield root
         finally:
@@ -68,6 +75,19 @@ def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+@dataclass
+class Sample:
+    wall: float  # seconds
+    cpu: float  # user + system seconds of this process: less hit by other load than wall time
+
+
+def measure(fn: Callable[[], T]) -> tuple[Sample, T]:
+    """Wall and CPU seconds of one call, and its return value."""
+    cpu0, start = time.process_time(), time.perf_counter()
+    result = fn()
+    return Sample(time.perf_counter() - start, time.process_time() - cpu0), result
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -85,30 +105,32 @@ def p50(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+# Appended to a child's code: print its own peak RSS (VmHWM, KiB) as the last line.
+# Not ru_maxrss: Linux carries the parent's RSS high-water mark across fork+exec into the
+# child's ru_maxrss, so a child of a big parent reports the parent's peak.
+PRINT_PEAK_RSS = """
+for _line in open("/proc/self/status"):
+    if _line.startswith("VmHWM:"):
+        print("VmHWM_kB", int(_line.split()[1]))
+"""
+
+
 @dataclass
 class ChildResult:
     seconds: float
-    maxrss_kb: int  # this child's peak RSS (ru_maxrss from wait4, KiB on Linux)
-    returncode: int
+    peak_rss_kb: int  # VmHWM printed by the child (0 if it printed none)
     stdout: str
-    stderr: str
 
 
-def run_child(argv: list[str], *, cwd: Path | None = None) -> ChildResult:
-    """Run a subprocess (inheriting the isolated env); time it and read its own peak RSS.
-
-    os.wait4 returns the rusage of exactly this child, unlike RUSAGE_CHILDREN, which is
-    the maximum over every child waited for so far.
-    """
+def run_child(argv: list[str], *, env: dict[str, str] | None = None, check: bool = True) -> ChildResult:
+    """Run a subprocess (the isolated env unless `env`), time it, pick up its VmHWM line."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    proc.stdout.close()  # type: ignore[union-attr]
-    proc.stderr.close()  # type: ignore[union-attr]
-    return ChildResult(seconds, usage.ru_maxrss, proc.returncode, out, err)
+    if check and proc.returncode != 0:
+        sys.exit(f"child failed ({proc.returncode}): {' '.join(argv)[:200]}\n{proc.stderr}")
+    hwm = [int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("VmHWM_kB ")]
+    return ChildResult(seconds, hwm[-1] if hwm else 0, proc.stdout)
 
 
 @dataclass
@@ -150,10 +172,11 @@ class Report:
             op = "<=" if t.kind == "max" else ">="
             print(f"  {t.name:<44} {_fmt(t.value, t.unit):>12} {op + ' ' + _fmt(t.limit, t.unit):>12}  {'PASS' if t.passed else 'FAIL'}")
         ok = all(t.passed for t in self.targets)
-        print(f"\n{self.script}: {'all targets PASS' if ok else 'some targets FAIL'}")
+        print(f"\n{self.script} at qmd {git_head()}: {'all targets PASS' if ok else 'some targets FAIL'}")
         if json_path:
             payload = {
                 "script": self.script,
+                "qmd_commit": git_head(),
                 "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
                 "rows": dict(self.rows),
                 "targets": [asdict(t) | {"passed": t.passed} for t in self.targets],
@@ -162,6 +185,14 @@ class Report:
             Path(json_path).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
             print(f"wrote {json_path}")
         return 0 if ok else 1
+
+
+def git_head() -> str:
+    """The repo's commit, with '+dirty' when qmd/ has uncommitted changes."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--", "qmd") else "")
 
 
 def _fmt(value: float, unit: str) -> str:

@@ -3,10 +3,11 @@
 (a) full update (Store.add_collection on a fresh index) vs a bare FTS5 bulk loader
     (os.walk + read + sha256 + insert, one transaction)         target ratio <= 2x
 (b) no-op update (nothing changed) vs a bare walk + stat        target ratio <= 3x
-(c) peak RSS of a full update in a child process                target <= 150 MB
+(c) peak RSS (VmHWM) of a full update in a child process       target <= 150 MB
 
-(a) and (b) are repeated (default 3 times, alternating which side runs first);
-medians are compared.
+(a) runs 3 times and (b) 7 times by default, alternating which side runs first; the
+medians of wall time are compared (CPU-time medians are printed too: other load on a
+shared machine moves them much less).
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ import hashlib
 import os
 import shutil
 import sys
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import apsw
 
 import qmd
 
-from _common import PYTHON, Report, Target, arg_parser, data_dir, isolated_home, p50, run_child, timed
+from _common import PRINT_PEAK_RSS, PYTHON, Report, Sample, Target, arg_parser, data_dir, isolated_home, measure, p50, run_child
 
 COLLECTION = "tldr"
 PATTERN = "**/*.md"
@@ -80,13 +83,30 @@ CHILD_FULL = """
 import sys, qmd
 with qmd.Store(sys.argv[1], sys.argv[2]) as s:
     r = s.add_collection(sys.argv[3], name="tldr", pattern="**/*.md")
-print(r.collections[0].new)
+print("docs", r.collections[0].new)
 """
+
+
+def paired(label_a: str, a: list[Sample], label_b: str, b: list[Sample], unit_ms: bool) -> str:
+    """One line per run: both wall times and their ratio."""
+    fmt = (lambda x: f"{x * 1000:.0f} ms") if unit_ms else (lambda x: f"{x:.2f} s")
+    return f"{label_a} {fmt(a[-1].wall)}   {label_b} {fmt(b[-1].wall)}   ratio {b[-1].wall / a[-1].wall:.2f}x"
+
+
+def compare(report: Report, base_name: str, base: list[Sample], qmd_name: str, runs: list[Sample]) -> float:
+    """Report medians (wall and CPU) of both sides; return the wall-time ratio of medians."""
+    wall = p50([r.wall for r in runs]) / p50([b.wall for b in base])
+    cpu = p50([r.cpu for r in runs]) / p50([b.cpu for b in base])
+    report.row(f"{base_name}, median wall / cpu", f"{p50([b.wall for b in base]):.3f} s / {p50([b.cpu for b in base]):.3f} s")
+    report.row(f"{qmd_name}, median wall / cpu", f"{p50([r.wall for r in runs]):.3f} s / {p50([r.cpu for r in runs]):.3f} s")
+    report.row(f"{qmd_name} / {base_name}: wall (target) / cpu", f"{wall:.2f}x / {cpu:.2f}x")
+    return wall
 
 
 def main() -> int:
     parser = arg_parser(__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions of (a) and (b) (default 3)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of (a), full index each (default 3)")
+    parser.add_argument("--noop-repeat", type=int, default=7, help="runs of (b), about 1 s each (default 7)")
     args = parser.parse_args()
     root = data_dir() / "tldr-pages"
     report = Report("index_bench")
@@ -95,64 +115,52 @@ def main() -> int:
         for path in md_files(root):  # warm the page cache so neither side pays the first read
             Path(path).read_bytes()
 
-        print(f"\n(a) full update vs bare FTS5 bulk load, {args.repeat} runs")
-        bare_s: list[float] = []
-        full_s: list[float] = []
+        print(f"\n(a) full update vs bare FTS5 bulk load, {args.repeat} runs, alternating order")
+        full: dict[str, list[Sample]] = {"bare": [], "qmd": []}
         counts: dict[str, int] = {}
         for i in range(args.repeat):
             run_dir = tmp / f"run{i}"
-            (run_dir / "bare").mkdir(parents=True)
-            (run_dir / "qmd").mkdir()
-            def do_bare() -> None:
-                counts["bare"] = bare_load(root, run_dir / "bare" / "bare.sqlite")
-            def do_qmd() -> None:
-                counts["qmd"] = qmd_full(root, run_dir / "qmd")
-            pair = [("bare", do_bare), ("qmd", do_qmd)]
-            for name, fn in pair if i % 2 == 0 else reversed(pair):
-                (bare_s if name == "bare" else full_s).append(timed(fn))
-            print(f"  run {i + 1}: bare {bare_s[-1]:.2f} s ({counts['bare']} docs)   qmd {full_s[-1]:.2f} s ({counts['qmd']} docs)"
-                  f"   ratio {full_s[-1] / bare_s[-1]:.2f}x", flush=True)
+            for side in ("bare", "qmd") if i % 2 == 0 else ("qmd", "bare"):
+                out = run_dir / side
+                out.mkdir(parents=True)
+                load = partial(bare_load, root, out / "bare.sqlite") if side == "bare" else partial(qmd_full, root, out)
+                sample, counts[side] = measure(load)
+                full[side].append(sample)
+            print(f"  run {i + 1}: " + paired("bare", full["bare"], "qmd", full["qmd"], unit_ms=False), flush=True)
             if i < args.repeat - 1:
                 shutil.rmtree(run_dir)
         index_dir = tmp / f"run{args.repeat - 1}" / "qmd"
-        full_ratio = p50(full_s) / p50(bare_s)
-        report.row("bare FTS5 bulk load, median", f"{p50(bare_s):.2f} s")
-        report.row("qmd full update, median", f"{p50(full_s):.2f} s")
-        report.row("full update / bare load (medians)", f"{full_ratio:.2f}x")
+        ratio = compare(report, "bare FTS5 bulk load", full["bare"], "qmd full update", full["qmd"])
         report.row("documents indexed: qmd / bare", f"{counts['qmd']} / {counts['bare']}")
-        report.target(Target("(a) full update / bare FTS5 load", full_ratio, 2.0, "x"))
+        report.target(Target("(a) full update / bare FTS5 load", ratio, 2.0, "x"))
 
-        print(f"\n(b) no-op update vs bare walk+stat, {args.repeat} runs")
-        stat_s: list[float] = []
-        noop_s: list[float] = []
-        for i in range(args.repeat):
-            pair = [("stat", lambda: bare_stat(root)), ("noop", lambda: qmd_noop(index_dir))]
-            for name, fn in pair if i % 2 == 0 else reversed(pair):
-                (stat_s if name == "stat" else noop_s).append(timed(fn))
-            print(f"  run {i + 1}: walk+stat {stat_s[-1] * 1000:.0f} ms   qmd no-op {noop_s[-1] * 1000:.0f} ms"
-                  f"   ratio {noop_s[-1] / stat_s[-1]:.2f}x", flush=True)
-        noop_ratio = p50(noop_s) / p50(stat_s)
-        report.row("bare walk+stat, median", f"{p50(stat_s) * 1000:.0f} ms")
-        report.row("qmd no-op update, median", f"{p50(noop_s) * 1000:.0f} ms")
-        report.row("no-op update / walk+stat (medians)", f"{noop_ratio:.2f}x")
-        report.target(Target("(b) no-op update / bare walk+stat", noop_ratio, 3.0, "x"))
+        print(f"\n(b) no-op update vs bare walk+stat, {args.noop_repeat} runs, alternating order")
+        noop: dict[str, list[Sample]] = {"stat": [], "qmd": []}
+        for i in range(args.noop_repeat):
+            pair = [("stat", partial(bare_stat, root)), ("qmd", partial(qmd_noop, index_dir))]
+            for side, fn in pair if i % 2 == 0 else reversed(pair):
+                noop[side].append(measure(fn)[0])
+            print(f"  run {i + 1}: " + paired("walk+stat", noop["stat"], "qmd no-op", noop["qmd"], unit_ms=True), flush=True)
+        ratio = compare(report, "bare walk+stat", noop["stat"], "qmd no-op update", noop["qmd"])
+        report.target(Target("(b) no-op update / bare walk+stat", ratio, 3.0, "x"))
 
-        print("\n(c) peak RSS (ru_maxrss of the child, via wait4)")
-        base = run_child([PYTHON, "-c", "import qmd"])
+        print("\n(c) peak RSS of a child process (its own VmHWM)")
+        run_child([PYTHON, "-c", "import qmd"])  # warm-up: fills the temp bytecode cache
+        base = run_child([PYTHON, "-c", "import qmd\n" + PRINT_PEAK_RSS])
         rss_dir = tmp / "rss"
         rss_dir.mkdir()
-        child = run_child([PYTHON, "-c", CHILD_FULL, str(rss_dir / "index.sqlite"), str(rss_dir / "index.yml"), str(root)])
-        if child.returncode != 0:
-            print(child.stderr, file=sys.stderr)
-            return 2
-        report.row("child `python -c 'import qmd'` peak RSS", f"{base.maxrss_kb / 1024:.1f} MB")
-        report.row("child full update peak RSS", f"{child.maxrss_kb / 1024:.1f} MB ({child.seconds:.1f} s, {child.stdout.strip()} docs)")
-        report.target(Target("(c) full update peak RSS", child.maxrss_kb / 1024, 150.0, "MB"))
+        child = run_child([PYTHON, "-c", CHILD_FULL + PRINT_PEAK_RSS, str(rss_dir / "index.sqlite"), str(rss_dir / "index.yml"), str(root)])
+        shutil.rmtree(rss_dir)
+        docs = child.stdout.split()[1]
+        report.row("child `python -c 'import qmd'` peak RSS", f"{base.peak_rss_kb / 1024:.1f} MB")
+        report.row("child full update peak RSS", f"{child.peak_rss_kb / 1024:.1f} MB ({child.seconds:.1f} s, {docs} docs)")
+        report.target(Target("(c) full update peak RSS", child.peak_rss_kb / 1024, 150.0, "MB"))
         index_mb = sum(p.stat().st_size for p in index_dir.iterdir()) / 1e6
         report.row("qmd index size on disk (db + wal)", f"{index_mb:.1f} MB")
         report.data = {
-            "bare_load_s": bare_s, "full_update_s": full_s, "walk_stat_s": stat_s, "noop_update_s": noop_s,
-            "docs": counts, "import_qmd_rss_kb": base.maxrss_kb, "full_update_rss_kb": child.maxrss_kb,
+            "full_update": {k: [asdict(x) for x in v] for k, v in full.items()},
+            "noop_update": {k: [asdict(x) for x in v] for k, v in noop.items()},
+            "docs": counts, "import_qmd_peak_rss_kb": base.peak_rss_kb, "full_update_peak_rss_kb": child.peak_rss_kb,
         }
     return report.finish(args.json)
 
