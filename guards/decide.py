@@ -36,8 +36,11 @@ def _brace(pattern: str) -> list[str]:
     return [pattern[:start] + alt + pattern[end + 1 :] for alt in pattern[start + 1 : end].split(",")]
 
 
-def _name_matches(name: str, pattern: str) -> bool:
-    tail = pattern.rsplit("/", 1)[-1] or "*"
+def _name_matches(name: str, pattern: str, dir_only: bool) -> bool:
+    """Could file `name` match `pattern`? A pattern naming only a folder (`src/`) answers `dir_only`."""
+    tail = pattern.rsplit("/", 1)[-1]
+    if not tail:
+        return dir_only
     return any(fnmatchcase(name, p) for p in _brace(tail))
 
 
@@ -52,11 +55,11 @@ def could_read_notes(search: Search) -> bool:
     for t in search.type_nots:
         names = [n for n in names if n not in _NOTE_TYPES.get(t.lower(), ())]
     if search.includes:
-        names = [n for n in names if any(_name_matches(n, g) for g in search.includes)]
+        names = [n for n in names if any(_name_matches(n, g, True) for g in search.includes)]
     if search.include_regexes:
         names = [n for n in names if any(re.search(r, n) for r in search.include_regexes if _valid(r))]
     if search.file_excludes:
-        names = [n for n in names if not any(_name_matches(n, g) for g in search.file_excludes)]
+        names = [n for n in names if not any(_name_matches(n, g, False) for g in search.file_excludes)]
     return bool(names)
 
 
@@ -210,6 +213,8 @@ def _tool_search(kind: str, tool_input: dict[str, object], cwd: str | None) -> S
     search.implicit = "none"
     path = tool_input.get("path")
     word = path if isinstance(path, str) and path else None
+    if word is not None:
+        word = os.path.expanduser(word)
     base = cwd if word is None else (word if os.path.isabs(word) else (os.path.join(cwd, word) if cwd else None))
     search.targets = [Target(word, None, os.path.normpath(os.path.expanduser(base)) if base else None)]
     pattern = tool_input.get("pattern")

@@ -131,7 +131,7 @@ class Knowledge:
             found += [Folder(p, glob=pattern) for p in self._glob_below(root, pattern)]
         keep: list[Folder] = []
         seen: set[str] = set()
-        for folder in sorted(found, key=lambda f: f.path):
+        for folder in sorted(found, key=lambda f: (f.glob is not None, f.path)):
             if folder.path in seen or (self.allow and self.allowed(folder.path)):
                 continue
             if callable(excluded) and excluded(folder.path):

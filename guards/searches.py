@@ -163,7 +163,9 @@ def grep_family(cmd: Command, name: str, start: int = 1) -> Search:
         elif spec is RG and opt in ("-g", "--glob", "--iglob") and value:
             if value.startswith("!"):
                 search.excludes += _dir_excludes([value])
-                search.file_excludes.append(value[1:])
+                tail = value.rsplit("/", 1)[-1]
+                if any(ch in tail for ch in "*?[."):
+                    search.file_excludes.append(value[1:])
             else:
                 search.includes.append(value)
         elif opt in ("-t", "--type") and value and spec is not GREP:
@@ -254,8 +256,9 @@ def git_grep(cmd: Command) -> Search | None:
                 search.targets.append(Target(word, index, os.path.normpath(os.path.join(root, rest.lstrip("/"))), has_glob(rest)))
                 continue
         t = target(index, word, cwd)
-        if t.glob and "/" not in literal(word).rstrip("/"):
-            search.includes.append(literal(word))  # a pathspec like '*.py' matches file names anywhere
+        lit = literal(word)
+        if any(ch in lit for ch in "*?[") and "/" not in lit.rstrip("/"):
+            search.includes.append(lit)  # git expands pathspecs itself: '*.py' matches file names anywhere
         elif dashdash or (t.path is not None and os.path.exists(t.path)):
             search.targets.append(t)
     if not search.targets:
