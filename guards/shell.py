@@ -134,7 +134,7 @@ def _shell_string(argv: list[str]) -> str | None:
                 while j < len(argv) and literal(argv[j])[:1] in ("-", "+") and len(argv[j]) > 1:
                     j += 1
                 return literal(argv[j]) if j < len(argv) else None
-            i += 1
+            i += 2 if arg[-1] in "oO" else 1  # `-euo pipefail`: -o takes the next word
         else:
             return None  # a script file, not a command string
     return None
