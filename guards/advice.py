@@ -20,7 +20,7 @@ from .model import Decision
 from .narrow import suggest
 from .shell import UNKNOWN
 
-_CODEX_MCP = re.compile(r"""^\s*\[\s*mcp_servers\s*\.\s*(?:"qmd"|'qmd'|qmd)\s*\]""", re.MULTILINE)
+_CODEX_MCP = r"""^\s*\[\s*mcp_servers\s*\.\s*(?:"qmd"|'qmd'|qmd)\s*\]"""
 _REGEX_CLASS = re.compile(r"\[\^?(.)[^\]]*\]")
 _REGEX_NOISE = re.compile(r"\\[a-zA-Z]|[.*+?^$()|{}\\<>\[\]]+")
 
@@ -106,7 +106,7 @@ def codex_mcp(cwd: str | None) -> str | None:
     for path in [os.path.join(codex_home, "config.toml")] + [os.path.join(d, ".codex", "config.toml") for d in _ancestors(cwd)]:
         try:
             with open(path, encoding="utf-8", errors="replace") as fh:
-                if _CODEX_MCP.search(fh.read()):
+                if re.search(_CODEX_MCP, fh.read(), re.MULTILINE):
                     return "qmd"
         except OSError:
             continue

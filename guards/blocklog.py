@@ -29,16 +29,33 @@ def now_iso(now: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
 
 
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date (no datetime import on the hook's path)."""
+    y -= m <= 2
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
 def parse_ts(ts: object) -> float | None:
-    """Seconds since the epoch of a block-log timestamp, or None."""
+    """Seconds since the epoch of a block-log timestamp (`2026-01-02T03:04:05.678Z`), or None."""
     if not isinstance(ts, str):
         return None
+    if len(ts) == 24 and ts[4] == "-" and ts[10] == "T" and ts[19] == "." and ts[23] == "Z":
+        try:
+            days = _days_from_civil(int(ts[0:4]), int(ts[5:7]), int(ts[8:10]))
+            return days * 86400 + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + int(ts[17:19]) + int(ts[20:23]) / 1000
+        except ValueError:
+            return None
     from datetime import datetime
 
     try:
-        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+        when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return when.timestamp() if when.tzinfo is not None else None
 
 
 def normalized(tool: str, tool_input: object) -> str:

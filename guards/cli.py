@@ -17,7 +17,8 @@ from . import install as installer
 from . import stats as blockstats
 from .advice import mcp_server, reason
 from .blocklog import tail_lines
-from .decide import decide, shell_searches
+from .decide import decide
+from .evaluate import shell_searches
 from .knowledge import Knowledge, load
 from .lexer import literal
 from .paths import BLOCKS, ERRORS, guard_file

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from .knowledge import Folder
-from .shell import Command
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing these at run time would load the shell parser
+    from .knowledge import Folder
+    from .shell import Command
 
 # Rule names written to the block log (`-root`: a recursive search from a folder that
 # contains a knowledge folder). Allow rules explain why a call was let through.

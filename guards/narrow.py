@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from .decide import excluded
+from .evaluate import excluded
 from .knowledge import Knowledge
 from .lexer import literal
 from .model import Decision

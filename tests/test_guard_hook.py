@@ -281,3 +281,13 @@ def test_block_log_rotates_at_ten_megabytes() -> None:
 def test_long_inputs_are_clipped_in_the_log() -> None:
     record = blocklog.record_block("s", "/w", "Bash", {"command": "rg " + "y" * 10_000}, "shell-search", "/w/notes")
     assert len(record["input"]["command"]) <= blocklog.MAX_FIELD + 1  # type: ignore[index]
+
+
+def test_timestamp_parsing_agrees_with_datetime() -> None:
+    from datetime import datetime
+
+    for seconds in (0.0, 951_782_400.5, 1_700_000_000.123, 1_709_164_800.0, 4_102_444_799.999):
+        ts = blocklog.now_iso(seconds)
+        assert blocklog.parse_ts(ts) == pytest.approx(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp(), abs=1e-6)
+    assert blocklog.parse_ts("2026-01-02T03:04:05+00:00") == pytest.approx(datetime.fromisoformat("2026-01-02T03:04:05+00:00").timestamp())
+    assert blocklog.parse_ts("yesterday") is None and blocklog.parse_ts(None) is None
