@@ -55,6 +55,7 @@ class Config:
     def __init__(self, path: Path, raw: dict[str, Any]) -> None:
         self.path = path
         self.raw = raw
+        self.version = 0  # bumped by every change made through this object (for caches)
 
     @classmethod
     def load(cls, path: Path) -> Config:
@@ -104,6 +105,7 @@ class Config:
 
     @global_context.setter
     def global_context(self, text: str | None) -> None:
+        self.version += 1
         if text:
             self.raw["global_context"] = text
         else:
@@ -143,6 +145,7 @@ class Config:
 
     def set_collection(self, coll: CollectionConfig) -> None:
         """Insert or replace a collection, keeping keys qmd does not know."""
+        self.version += 1
         section = self.raw.setdefault("collections", {})
         body: dict[str, Any] = dict(section.get(coll.name) or {})
         body["path"] = str(coll.path)
@@ -161,8 +164,10 @@ class Config:
         section[coll.name] = body
 
     def remove_collection(self, name: str) -> None:
+        self.version += 1
         self._collections_raw().pop(name, None)
 
     def rename_collection(self, old: str, new: str) -> None:
+        self.version += 1
         section = self._collections_raw()
         self.raw["collections"] = {(new if k == old else k): v for k, v in section.items()}

@@ -182,6 +182,19 @@ def read_content(conn: apsw.Connection, content_hash: str) -> str:
     raise QmdError(f"content {content_hash[:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
 
 
+def read_contents(conn: apsw.Connection, hashes: list[str]) -> dict[str, str]:
+    """Texts of several content hashes in one query."""
+    unique = list(dict.fromkeys(hashes))
+    if not unique:
+        return {}
+    marks = ",".join("?" * len(unique))
+    found = dict(conn.execute(f"SELECT hash, doc FROM content WHERE hash IN ({marks})", unique))
+    missing = [h for h in unique if h not in found]
+    if missing:
+        raise QmdError(f"content {missing[0][:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
+    return found
+
+
 def abs_path(collections: dict[str, CollectionConfig], row: DocRow) -> str | None:
     coll = collections.get(row.collection)
     return str(Path(coll.path) / row.path) if coll else None

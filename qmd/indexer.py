@@ -12,7 +12,6 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import apsw
 
@@ -58,8 +57,11 @@ def prepare(text: str, rel: str) -> Prepared:
     """Split front matter from the body and derive the title (front matter > heading > name)."""
     fm = parse_front_matter(text)
     body = text[fm.body_offset :]
-    fallback = Path(rel).stem
-    return Prepared(text, content_hash(text), fm.title or extract_title(body, fallback), fm.tags, body, fm.body_line)
+    title = fm.title or extract_title(body, "")
+    if not title:
+        name = rel.rsplit("/", 1)[-1]
+        title = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    return Prepared(text, content_hash(text), title, fm.tags, body, fm.body_line)
 
 
 def fts_values(collection: str, rel: str, doc: Prepared) -> tuple[str, str, str]:
@@ -74,7 +76,10 @@ def read_text(path: str, size_hint: int) -> tuple[str | None, str | None, str | 
         return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB ({size_hint} bytes)", None
     try:
         with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+            # Read what stat said (+1 to notice growth), not a 10 MB buffer per file.
+            data = fh.read(size_hint + 1)
+            if len(data) > size_hint:
+                data += fh.read(MAX_FILE_BYTES + 1 - len(data))
     except OSError as exc:
         return None, f"cannot read: {exc.strerror or exc}", None
     if len(data) > MAX_FILE_BYTES:
@@ -94,15 +99,15 @@ def read_text(path: str, size_hint: int) -> tuple[str | None, str | None, str | 
     return text, None, warning
 
 
-def _write_document(conn: apsw.Connection, collection: str, found: FoundFile, doc: Prepared, row_id: int | None) -> None:
-    conn.execute("INSERT OR IGNORE INTO content (hash, doc, created_at) VALUES (?, ?, ?)", (doc.hash, doc.text, now_iso()))
+def _write_document(conn: apsw.Connection, collection: str, found: FoundFile, doc: Prepared, row_id: int | None, now: str) -> None:
+    conn.execute("INSERT OR IGNORE INTO content (hash, doc, created_at) VALUES (?, ?, ?)", (doc.hash, doc.text, now))
     modified = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(found.mtime_ns / 1e9))
     tags = json.dumps(doc.tags) if doc.tags else None
     if row_id is None:
         conn.execute(
             "INSERT INTO documents (collection, path, title, hash, size, mtime_ns, body_line, tags, created_at, modified_at, active)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-            (collection, found.rel, doc.title, doc.hash, found.size, found.mtime_ns, doc.body_line, tags, now_iso(), modified),
+            (collection, found.rel, doc.title, doc.hash, found.size, found.mtime_ns, doc.body_line, tags, now, modified),
         )
         row_id = conn.last_insert_rowid()
     else:
@@ -141,6 +146,7 @@ def index_collection(conn: apsw.Connection, coll: CollectionConfig, progress: Pr
         )
     }
     seen: set[str] = set()
+    now = now_iso()
     with transaction(conn):
         for item in scan(coll.path, coll.pattern, coll.ignore):
             if isinstance(item, SkippedFile):
@@ -164,7 +170,7 @@ def index_collection(conn: apsw.Connection, coll: CollectionConfig, progress: Pr
                 conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (item.size, item.mtime_ns, row[0]))
                 report.unchanged += 1
                 continue
-            _write_document(conn, coll.name, item, doc, row[0] if row else None)
+            _write_document(conn, coll.name, item, doc, row[0] if row else None, now)
             if row is not None and row[4]:
                 report.updated += 1
             else:
@@ -186,7 +192,7 @@ def index_collection(conn: apsw.Connection, coll: CollectionConfig, progress: Pr
         conn.execute(
             "INSERT INTO collection_state (name, updated_at) VALUES (?, ?)"
             " ON CONFLICT (name) DO UPDATE SET updated_at = excluded.updated_at",
-            (coll.name, now_iso()),
+            (coll.name, now),
         )
     report.seconds = time.perf_counter() - started
     return report

@@ -67,6 +67,7 @@ class Store:
         self.config = Config.load(self.config_path)
         self._conn: apsw.Connection | None = None
         self._embedder: Embedder | None = None
+        self._colls: tuple[int, dict[str, CollectionConfig]] | None = None
 
     # --- plumbing ------------------------------------------------------------------
 
@@ -94,7 +95,13 @@ class Store:
         self.close()
 
     def _collections(self) -> dict[str, CollectionConfig]:
-        return self.config.collections()
+        if self._colls is None or self._colls[0] != self.config.version:
+            self._colls = (self.config.version, self.config.collections())
+        return self._colls[1]
+
+    def _save_config(self) -> None:
+        self._colls = None
+        self.config.save()
 
     def _collection(self, name: str) -> CollectionConfig:
         colls = self._collections()
@@ -130,7 +137,7 @@ class Store:
             raise QmdError(f"{path} is not a folder", "give the folder that holds the markdown files")
         coll = CollectionConfig(name, folder, pattern or DEFAULT_PATTERN, list(ignore or []), update_command)
         self.config.set_collection(coll)
-        self.config.save()
+        self._save_config()
         if not index:
             return None
         try:
@@ -138,7 +145,7 @@ class Store:
         except BaseException:
             # Nothing half-done: a collection that could not be indexed is not left registered.
             self.config.remove_collection(name)
-            self.config.save()
+            self._save_config()
             raise
 
     def remove_collection(self, name: str) -> int:
@@ -149,7 +156,7 @@ class Store:
             with writer_lock(self.index_path):
                 dropped = drop_collection(self._db(), name)
         self.config.remove_collection(name)
-        self.config.save()
+        self._save_config()
         return dropped
 
     def rename_collection(self, old: str, new: str) -> None:
@@ -161,14 +168,14 @@ class Store:
             with writer_lock(self.index_path):
                 rename_collection_rows(self._db(), old, new)
         self.config.rename_collection(old, new)
-        self.config.save()
+        self._save_config()
 
     def set_include_by_default(self, name: str, include: bool) -> None:
         """`include`/`exclude`: whether searches without -c look in this collection."""
         coll = self._collection(name)
         coll.include_by_default = include
         self.config.set_collection(coll)
-        self.config.save()
+        self._save_config()
 
     def collections(self) -> list[CollectionInfo]:
         counts: dict[str, int] = {}
@@ -234,7 +241,7 @@ class Store:
             coll = self._collection(name)
             coll.context[sub] = text
             self.config.set_collection(coll)
-        self.config.save()
+        self._save_config()
         return ContextInfo("/" if name is None else f"qmd://{name}{sub if sub != '/' else '/'}", text)
 
     def contexts(self) -> list[ContextInfo]:
@@ -258,7 +265,7 @@ class Store:
                 raise NotFoundError(f"no context at qmd://{name}{sub}", "list contexts with: qmd context list")
             del coll.context[key]
             self.config.set_collection(coll)
-        self.config.save()
+        self._save_config()
 
     # --- indexing ------------------------------------------------------------------
 
@@ -361,11 +368,12 @@ class Store:
         conn = self._db()
         hits = bm25_search(conn, parsed, limit, self._search_scope(collections), min_score)
         rows = docs.rows_by_ids(conn, [h.doc_id for h in hits])
+        texts = docs.read_contents(conn, [r.hash for r in rows.values()])
         words = parsed.words
         out: list[SearchHit] = []
         for hit in hits:
             row = rows[hit.doc_id]
-            text = docs.read_content(conn, row.hash)
+            text = texts[row.hash]
             line, snippet = make_snippet(text, words, row.body_line, snippet_chars, line_numbers)
             out.append(
                 SearchHit(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
+from itertools import accumulate
 
 from ..text import has_cjk
 
@@ -21,23 +23,21 @@ def _words_regex(words: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(parts), re.IGNORECASE) if parts else None
 
 
-def best_line(lines: list[str], words: tuple[str, ...], start: int, stop: int | None = None) -> int:
+def best_line(text: str, lines: list[str], words: tuple[str, ...], start: int, stop: int | None = None) -> int:
     """0-based index of the line in [start, stop) matching the most distinct words.
 
-    Ties go to the earliest line; with no match at all, the first non-blank line.
+    One regex pass over the text (not one per line); ties go to the earliest line; with
+    no match at all, the first non-blank line.
     """
-    regex = _words_regex(words)
     stop = len(lines) if stop is None else min(stop, len(lines))
-    best, best_score = -1, 0
-    for i in range(start, stop):
-        line = lines[i]
-        if regex is None or not line.strip():
-            continue
-        score = len({m.group(0).lower() for m in regex.finditer(line)})
-        if score > best_score:
-            best, best_score = i, score
-    if best >= 0:
-        return best
+    regex = _words_regex(words)
+    if regex is not None:
+        offsets = list(accumulate((len(line) + 1 for line in lines), initial=0))
+        found: dict[int, set[str]] = {}
+        for match in regex.finditer(text, offsets[start], offsets[stop]):
+            found.setdefault(bisect_right(offsets, match.start()) - 1, set()).add(match.group(0).lower())
+        if found:
+            return min(found, key=lambda i: (-len(found[i]), i))
     for i in range(start, stop):
         if lines[i].strip():
             return i
@@ -63,7 +63,7 @@ def make_snippet(
     stop = None
     if region is not None:
         start, stop = max(start, region[0]), max(region[1], region[0] + 1)
-    best = best_line(lines, tuple(words), start, stop)
+    best = best_line(text, lines, tuple(words), start, stop)
     first = max(start, best - 1)
     last = min(len(lines), best + 3)
     shown = lines[first:last]
