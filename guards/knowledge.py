@@ -15,7 +15,7 @@ import json
 import os
 
 _WILD = frozenset("*?[")
-_WALK_BUDGET = 2000  # directories visited when looking for a relative protect glob below a root
+_WALK_BUDGET = 2000  # directories one Knowledge may visit looking for relative protect globs (the hook has 5 s)
 
 
 class Folder:
@@ -70,6 +70,7 @@ class Knowledge:
         self.folders = folders
         self.protect = [g for g in (_norm_glob(p) for p in protect) if g]
         self.allow = [g for g in (_norm_glob(p) for p in allow) if g]
+        self._walk_budget = _WALK_BUDGET
 
     def __bool__(self) -> bool:
         return bool(self.folders or self.protect)
@@ -165,7 +166,6 @@ class Knowledge:
 
         full = "*/" + pattern
         out: list[str] = []
-        budget = _WALK_BUDGET
         for dirpath, dirnames, _files in os.walk(root):
             dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "node_modules"]
             for d in list(dirnames):
@@ -173,8 +173,8 @@ class Knowledge:
                 if fnmatchcase(child, full):
                     out.append(child)
                     dirnames.remove(d)
-            budget -= 1
-            if budget <= 0 or len(out) >= 50:
+            self._walk_budget -= 1
+            if self._walk_budget <= 0 or len(out) >= 50:
                 break
         return out
 

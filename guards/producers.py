@@ -38,6 +38,7 @@ def _run_search(argv: list[str], cwd: str | None) -> Search | None:
         return None
     for cmd in commands(shlex.join(argv), cwd):
         name = os.path.basename(literal(cmd.argv[0]))
+        found: Search | None
         if name in TOOLS:
             found = grep_family(cmd, name)
         elif name == "git":

@@ -97,11 +97,11 @@ def getopt(argv: list[str], start: int, spec: Spec) -> tuple[list[tuple[str, str
             else:
                 for k, ch in enumerate(body):
                     if ch in spec.short_args:
-                        value: str | None = body[k + 1 :]
-                        if not value and i + 1 < n:
-                            value = literal(argv[i + 1])
+                        attached = body[k + 1 :]
+                        if not attached and i + 1 < n:
+                            attached = literal(argv[i + 1])
                             i += 1
-                        opts.append(("-" + ch, value))
+                        opts.append(("-" + ch, attached))
                         break
                     opts.append(("-" + ch, None))
         else:

@@ -242,6 +242,23 @@ def test_hook_imports_no_typer_yaml_apsw_or_qmd(world: Path, name: str) -> None:
     assert not heavy, heavy
 
 
+@pytest.mark.parametrize("name", ["claude_bash_root_sweep.json", "codex_bash_read_note.json", "claude_grep_notes.json"])
+def test_hook_sys_modules_stay_lean(world: Path, name: str) -> None:
+    """The same check through sys.modules after a full decision (deny or allow) in a fresh interpreter."""
+    code = (
+        "import io, json, sys\n"
+        "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+        "from guards.hook import main\n"
+        "assert main() == 0\n"
+        "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, payload(name, world).decode()], capture_output=True, text=True, env=qmd_env(), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    modules = set(json.loads(proc.stderr))
+    assert "guards.hook" in modules
+    assert not {m for m in modules if m.split(".")[0] in {"typer", "click", "yaml", "apsw", "qmd", "sqlite_vec", "llama_cpp", "numpy", "rich", "tomllib"}}
+
+
 # -- block log unit behaviour ------------------------------------------------------------------
 
 
