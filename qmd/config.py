@@ -11,18 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import ConfigError
 
 DEFAULT_PATTERN = "**/*.md"
 
-try:  # the C loader is ~10x faster; fall back where libyaml is absent
-    _Loader: Any = yaml.CSafeLoader
-    _Dumper: Any = yaml.CSafeDumper
-except AttributeError:  # pragma: no cover - depends on the platform's wheel
-    _Loader = yaml.SafeLoader
-    _Dumper = yaml.SafeDumper
+
+def _yaml() -> tuple[Any, Any, Any]:
+    """(yaml module, loader, dumper): imported only when a config is parsed or written."""
+    import yaml
+
+    # The C loader is ~10x faster; fall back where libyaml is absent.
+    return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader), getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 @dataclass
@@ -49,6 +48,36 @@ def _as_str_list(value: Any, where: str) -> list[str]:
     raise ConfigError(f"{where} must be a list of glob strings", "fix the config file")
 
 
+def _cache_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.json")
+
+
+def _read_cache(path: Path, stat: os.stat_result) -> dict[str, Any] | None:
+    import json
+
+    try:
+        data = json.loads(_cache_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("stat") != [stat.st_mtime_ns, stat.st_size, stat.st_ino]:
+        return None
+    raw = data.get("raw")
+    return raw if isinstance(raw, dict) else None
+
+
+def _write_cache(path: Path, stat: os.stat_result, raw: dict[str, Any]) -> None:
+    """Best effort: a config with values JSON cannot hold, or a read-only folder, has no cache."""
+    import json
+
+    target = _cache_path(path)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps({"stat": [stat.st_mtime_ns, stat.st_size, stat.st_ino], "raw": raw}), encoding="utf-8")
+        os.replace(tmp, target)
+    except (OSError, TypeError, ValueError):
+        tmp.unlink(missing_ok=True)
+
+
 class Config:
     """An index's config file, loaded into memory; `save()` writes it atomically."""
 
@@ -59,21 +88,36 @@ class Config:
 
     @classmethod
     def load(cls, path: Path) -> Config:
-        """Read `path`; a missing file is an empty config."""
+        """Read `path`; a missing file is an empty config.
+
+        A JSON copy beside it (`.NAME.yml.json`, keyed by the file's mtime and size) spares
+        every search the 25 ms it takes to import and run the YAML parser.
+        """
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return cls(path, {})
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}", "check the path and its permissions") from exc
+        cached = _read_cache(path, stat)
+        if cached is not None:
+            return cls(path, cached)
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return cls(path, {})
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}", "check the file's permissions and encoding") from exc
+        yaml, loader, _ = _yaml()
         try:
-            raw = yaml.load(text, Loader=_Loader) or {}
+            raw = yaml.load(text, Loader=loader) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"config {path} is not valid YAML: {exc}".replace("\n", " "), f"fix or remove {path}") from exc
         if not isinstance(raw, dict):
             raise ConfigError(f"config {path} must be a mapping at the top level", f"fix or remove {path}")
         config = cls(path, raw)
         config.collections()  # validate eagerly so errors surface at load time
+        _write_cache(path, stat, raw)
         return config
 
     def save(self) -> None:
@@ -81,7 +125,8 @@ class Config:
         import tempfile
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = yaml.dump(self.raw, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
+        yaml, _, dumper = _yaml()
+        text = yaml.dump(self.raw, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yml", dir=self.path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -92,6 +137,7 @@ class Config:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        _write_cache(self.path, self.path.stat(), self.raw)
         from .folders import refresh_quietly  # late import: folders imports this module
 
         refresh_quietly(self.path)

@@ -119,6 +119,25 @@ def embed_documents(
         flush()
 
 
-def timed(report: EmbedReport, started: float) -> EmbedReport:
+def run_embed(
+    conn: apsw.Connection,
+    embedder: Embedder,
+    collections: list[str],
+    skipped: list[str],
+    *,
+    force: bool = False,
+    progress: EmbedProgress | None = None,
+) -> EmbedReport:
+    """Embed what `collections` lack for this embedder's fingerprint (caller holds the writer lock)."""
+    from .vectors import counts, drop_model_vectors, ensure_model
+
+    started = time.perf_counter()
+    model = ensure_model(conn, fingerprint(embedder), embedder.info.name, embedder.dims)
+    if force:
+        with transaction(conn):
+            drop_model_vectors(conn, model)
+    todo = pending_hashes(conn, model.id, collections)
+    report = EmbedReport(embedder.info.name, skipped_collections=skipped, already=counts(conn, model.id)[1])
+    embed_documents(conn, embedder, model, todo, report, progress)
     report.seconds = time.perf_counter() - started
     return report

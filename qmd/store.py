@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,9 +16,6 @@ from .config import DEFAULT_PATTERN, CollectionConfig, Config
 from .contexts import contexts_for, normalise_subpath
 from .db import connect, scalar, transaction
 from .errors import NotFoundError, QmdError
-from .embedding import EmbedProgress, EmbedReport, embed_documents, fingerprint, pending_hashes
-from .indexer import Progress, check_root, drop_collection, index_collection, rename_collection_rows
-from .llm.models import ROLES, ModelRef, require_local, resolve_model
 from .lock import writer_lock
 from .results import (
     CleanupReport,
@@ -27,22 +23,23 @@ from .results import (
     ContextInfo,
     Document,
     FileEntry,
+    ModelStatus,
     MultiGetItem,
     SearchHit,
     StatusInfo,
     UpdateReport,
+    VectorSearch,
+    VectorStatus,
 )
-from .results import ModelStatus, VectorSearch, VectorStatus
 from .search.fts import bm25_search
 from .search.snippets import CLI_SNIPPET_CHARS, make_snippet
 from .search.syntax import parse_query
 
-from .vectors import VectorModel, chunk_rows, drop_model_vectors, drop_orphans, ensure_model, knn, model_row
-from .vectors import counts as vector_counts
-from .vectors import scan as vector_scan
-
 if TYPE_CHECKING:
+    from .embedding import EmbedProgress, EmbedReport
+    from .indexer import Progress
     from .llm.embedder import Embedder
+    from .llm.models import ModelRef
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MULTI_GET_MAX_BYTES = 64 * 1024
@@ -154,6 +151,8 @@ class Store:
         dropped = 0
         if self.index_path.exists():
             with writer_lock(self.index_path):
+                from .indexer import drop_collection
+
                 dropped = drop_collection(self._db(), name)
         self.config.remove_collection(name)
         self._save_config()
@@ -166,6 +165,8 @@ class Store:
             raise QmdError(f"collection '{new}' already exists", "pick another name")
         if self.index_path.exists():
             with writer_lock(self.index_path):
+                from .indexer import rename_collection_rows
+
                 rename_collection_rows(self._db(), old, new)
         self.config.rename_collection(old, new)
         self._save_config()
@@ -283,6 +284,8 @@ class Store:
         A collection's `update:` command runs first, in its folder; its failure is
         reported and the folder is still indexed as it is on disk.
         """
+        from .indexer import index_collection
+
         colls = self._collections()
         names = list(colls) if collections is None else [self._collection(n).name for n in collections]
         report = UpdateReport([])
@@ -306,6 +309,8 @@ class Store:
     @staticmethod
     def _run_update_command(coll: CollectionConfig, on_command: Callable[[str, str], None] | None) -> str | None:
         import subprocess
+
+        from .indexer import check_root
 
         check_root(coll)
         if on_command is not None:
@@ -333,7 +338,7 @@ class Store:
                 orphans = int(scalar(conn, "SELECT count(*) FROM content WHERE hash NOT IN (SELECT hash FROM documents)") or 0)
                 conn.execute("DELETE FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
                 if scalar(conn, "SELECT count(*) FROM embed_models"):
-                    from .vectors import ensure_vec
+                    from .vectors import drop_orphans, ensure_vec
 
                     ensure_vec(conn)
                     drop_orphans(conn)
@@ -455,71 +460,59 @@ class Store:
             params += [sub, len(sub) + 1, sub + "/"]
         return [FileEntry(c, p, s, m, h[:6], t) for c, p, s, m, h, t in conn.execute(sql + " ORDER BY path", params)]
 
-    # --- models and vectors ------------------------------------------------------------
+    # --- models and vectors (qmd/search/vector.py, qmd/embedding.py) ----------------
 
     def model(self, role: str) -> ModelRef:
         """The model serving `role` (embed, rerank, generate) and where the choice came from."""
+        from .llm.models import resolve_model
+
         models = self.config.raw.get("models")
         return resolve_model(role, models if isinstance(models, dict) else None)
 
     def models(self) -> list[ModelStatus]:
+        from .llm.models import ROLES
+
         return [ModelStatus(r.role, r.spec, r.source, str(r.path), r.available) for r in (self.model(role) for role in ROLES)]
 
     def embedder(self) -> Embedder:
         """The loaded embedding model (kept for the Store's lifetime). Never downloads."""
-        ref = self.model("embed")
-        path = require_local(ref)
-        if self._embedder is None or self._embedder.info.path != path:
-            from .llm.embedder import Embedder
+        from .llm.embedder import Embedder
+        from .llm.models import require_local
 
+        path = require_local(self.model("embed"))
+        if self._embedder is None or self._embedder.info.path != path:
             self._embedder = Embedder(path)
         return self._embedder
 
-    def _embed_collections(self, collections: list[str] | None) -> tuple[list[str], list[str]]:
+    def embed_collections(self, collections: list[str] | None = None) -> tuple[list[str], list[str]]:
+        """(collections to embed, collections skipped because of `embed: false`)."""
         colls = self._collections()
         names = list(colls) if not collections else [self._collection(n).name for n in collections]
         return [n for n in names if colls[n].embed], [n for n in names if not colls[n].embed]
 
     def embed(self, *, force: bool = False, collections: list[str] | None = None, progress: EmbedProgress | None = None, on_wait: Callable[[], None] | None = None) -> EmbedReport:
-        """Embed every document that has no vectors for the current embed model.
+        """Embed every document without vectors for the current embed model (writer lock held).
 
-        Takes the writer lock; `force` drops this model's vectors first. Collections with
-        `embed: false` are skipped.
+        `force` drops this model's vectors first; `embed: false` collections are skipped.
         """
-        started = time.perf_counter()
+        from .embedding import run_embed
+
         embedder = self.embedder()
-        wanted, skipped = self._embed_collections(collections)
+        wanted, skipped = self.embed_collections(collections)
         with writer_lock(self.index_path, on_wait=on_wait):
-            conn = self._db()
-            model = ensure_model(conn, fingerprint(embedder), embedder.info.name, embedder.dims)
-            if force:
-                with transaction(conn):
-                    drop_model_vectors(conn, model)
-            todo = pending_hashes(conn, model.id, wanted)
-            report = EmbedReport(embedder.info.name, skipped_collections=skipped)
-            report.already = vector_counts(conn, model.id)[1]
-            embed_documents(conn, embedder, model, todo, report, progress)
-        report.seconds = time.perf_counter() - started
-        return report
+            return run_embed(self._db(), embedder, wanted, skipped, force=force, progress=progress)
 
     def vector_status(self, collections: list[str] | None = None) -> VectorStatus:
-        """Vectors of the current embed model, and documents still needing `qmd embed`.
+        """Vectors of the current embed model and documents still needing `qmd embed`.
 
         Reads the model file's header only: never loads llama.cpp.
         """
-        ref = self.model("embed")
-        conn = self._db()
-        wanted, _ = self._embed_collections(collections)
-        if not ref.available:
-            return VectorStatus(None, None, 0, 0, len(pending_hashes(conn, None, wanted)))
-        from .llm.embedder import Embedder
+        from .search.vector import vector_status
 
-        probe = self._embedder if self._embedder is not None and self._embedder.info.path == ref.path else Embedder(ref.path)
-        fp = fingerprint(probe)
-        model = model_row(conn, fp)
-        model_id = model.id if model else None
-        chunks, docs_done = vector_counts(conn, model_id)
-        return VectorStatus(probe.info.name, fp, chunks, docs_done, len(pending_hashes(conn, model_id, wanted)))
+        ref = self.model("embed")
+        wanted, _ = self.embed_collections(collections)
+        loaded = self._embedder if self._embedder is not None and self._embedder.info.path == ref.path else None
+        return vector_status(self._db(), ref.path if ref.available else None, loaded, wanted)
 
     def vsearch(
         self,
@@ -532,78 +525,32 @@ class Store:
         snippet_chars: int = CLI_SNIPPET_CHARS,
         line_numbers: bool = False,
     ) -> VectorSearch:
-        """Nearest documents by meaning (cosine similarity of the best chunk).
+        """Nearest documents by meaning (cosine similarity of each document's best chunk)."""
+        from .search.vector import nearest_documents
 
-        Unfiltered searches use sqlite-vec's KNN; a collection filter scans exactly the
-        chunks of that collection's documents, so it equals a brute-force scan.
-        """
         conn = self._db()
         embedder = self.embedder()
-        model = model_row(conn, fingerprint(embedder))
         scope = self._search_scope(collections)
-        wanted, _ = self._embed_collections(scope)
-        if model is None:
-            raise QmdError(
-                f"no vectors yet for the embed model {embedder.info.name}",
-                "run: qmd embed" + (" (it embeds only what is missing)" if self.status().documents else ""),
-            )
-        qvec = embedder.embed_query(query)
-        hits = self._nearest(conn, model, qvec, limit, scope)
+        wanted, _ = self.embed_collections(scope)
+        found, pending = nearest_documents(conn, embedder, query, limit, scope, wanted)
         words = parse_query(query).words
-        rows = docs.rows_by_ids(conn, [doc_id for doc_id, _, _ in hits])
+        rows = docs.rows_by_ids(conn, [doc_id for doc_id, _, _ in found])
+        texts = docs.read_contents(conn, [r.hash for r in rows.values()])
         out: list[SearchHit] = []
-        for doc_id, distance, (start, end) in hits:
-            score = max(0.0, 1.0 - distance)
-            if score < min_score:
+        for doc_id, similarity, (start, end) in found:
+            if similarity < min_score:
                 continue
             row = rows[doc_id]
-            text = docs.read_content(conn, row.hash)
+            text = texts[row.hash]
             region = (text.count("\n", 0, start), text.count("\n", 0, end) + 1)
             line, snippet = make_snippet(text, words, row.body_line, snippet_chars, line_numbers, region)
             out.append(
                 SearchHit(
-                    docid=row.docid, collection=row.collection, path=row.path, title=row.title, score=score, line=line,
+                    docid=row.docid, collection=row.collection, path=row.path, title=row.title, score=similarity, line=line,
                     snippet=snippet, match="vector", context=self._context(row.collection, row.path), body=text if full else None,
                 )
             )
-        return VectorSearch(out, embedder.info.name, len(pending_hashes(conn, model.id, wanted)))
-
-    def _nearest(self, conn: apsw.Connection, model: VectorModel, qvec: list[float], limit: int | None, scope: list[str] | None) -> list[tuple[int, float, tuple[int, int]]]:
-        """(document id, distance, best chunk's (start, end)) for the nearest documents."""
-        total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,)) or 0)
-        want = total if limit is None else limit
-        k = min(total, max(want * 4, 32))
-        if scope is not None:
-            marks = ",".join("?" * len(scope))
-            where = f"SELECT hash FROM documents WHERE active = 1 AND collection IN ({marks})"
-            pairs = vector_scan(conn, model, qvec, where, scope, total)
-            return self._best_per_document(conn, pairs, want, scope)
-        while True:
-            pairs = knn(conn, model, qvec, k) if k else []
-            found = self._best_per_document(conn, pairs, want, None)
-            if len(found) >= want or k >= total:
-                return found
-            k = min(total, k * 4)
-
-    @staticmethod
-    def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], want: int, scope: list[str] | None) -> list[tuple[int, float, tuple[int, int]]]:
-        chunk_info = chunk_rows(conn, [c for c, _ in pairs])
-        by_hash: dict[str, tuple[float, tuple[int, int]]] = {}
-        for chunk_id, distance in pairs:
-            h, _, start, end = chunk_info[chunk_id]
-            if h not in by_hash or distance < by_hash[h][0]:
-                by_hash[h] = (distance, (start, end))
-        if not by_hash:
-            return []
-        marks = ",".join("?" * len(by_hash))
-        sql = f"SELECT id, hash, collection FROM documents WHERE active = 1 AND hash IN ({marks})"
-        out = [
-            (doc_id, by_hash[h][0], by_hash[h][1])
-            for doc_id, h, coll in conn.execute(sql, list(by_hash))
-            if scope is None or coll in scope
-        ]
-        out.sort(key=lambda item: (item[1], item[0]))
-        return out[:want]
+        return VectorSearch(out, embedder.info.name, pending)
 
     def status(self) -> StatusInfo:
         exists = self.index_path.exists()

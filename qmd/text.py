@@ -8,7 +8,6 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 
 # Han, kana, hangul (syllables and jamo), CJK compatibility ideographs, extension B+.
 _CJK_CLASS = (
@@ -85,8 +84,10 @@ def parse_front_matter(text: str) -> FrontMatter:
     close = _FM_CLOSE.search(text, first_nl)
     if close is None:
         return FrontMatter()
+    import yaml  # only files that start with front matter pay for the parser
+
     try:
-        meta = yaml.safe_load(text[first_nl : close.start()])
+        meta = yaml.load(text[first_nl : close.start()], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
         return FrontMatter()
     if meta is not None and not isinstance(meta, dict):

@@ -16,29 +16,27 @@ import typer
 
 from .. import __version__
 from ..errors import QmdError
-from .collections import collection_app, context_app
 from .common import STATE, err
-from .read import get, ls, multi_get, search
-from .update import cleanup, status, update
-from .vectors import embed, models_app, pull, vsearch
 
 ENTRY_POINT_GROUP = "qmd.commands"
 
-app = typer.Typer(
-    name="qmd",
-    help="On-device search for your markdown notes: keyword (BM25) and vector search, documents, collections, contexts.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-app.add_typer(collection_app, name="collection")
-app.add_typer(context_app, name="context")
-app.add_typer(models_app, name="models")
-for command in (update, status, cleanup, search, vsearch, get, ls, embed, pull):
-    app.command()(command)
-app.command("multi-get")(multi_get)
+# name → (module, attribute, is_group). Only the invoked command's module is imported:
+# building every command costs ~40 ms of typer introspection on each call.
+CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "search": ("qmd.cli.read", "search", False),
+    "vsearch": ("qmd.cli.vectors", "vsearch", False),
+    "get": ("qmd.cli.read", "get", False),
+    "multi-get": ("qmd.cli.read", "multi_get", False),
+    "ls": ("qmd.cli.read", "ls", False),
+    "update": ("qmd.cli.update", "update", False),
+    "embed": ("qmd.cli.vectors", "embed", False),
+    "status": ("qmd.cli.update", "status", False),
+    "cleanup": ("qmd.cli.update", "cleanup", False),
+    "collection": ("qmd.cli.collections", "collection_app", True),
+    "context": ("qmd.cli.collections", "context_app", True),
+    "models": ("qmd.cli.vectors", "models_app", True),
+    "pull": ("qmd.cli.vectors", "pull", False),
+}
 
 
 def _version(value: bool) -> None:
@@ -47,7 +45,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     index: Annotated[str | None, typer.Option("--index", help="Use index NAME (default: index). Each has its own config and database.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
@@ -77,25 +74,45 @@ def _first_command(argv: list[str]) -> str | None:
     return None
 
 
-def _register_harness(argv: list[str]) -> None:
-    """Load only the harness sub-app being invoked (all of them for top-level --help)."""
-    core = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands} | {"collection", "context", "models", "multi-get"}
+def _add(app: typer.Typer, name: str, target: object) -> None:
+    if isinstance(target, typer.Typer):
+        app.add_typer(target, name=name)
+    else:
+        app.command(name)(target)  # type: ignore[arg-type]
+
+
+def build_app(argv: list[str]) -> typer.Typer:
+    """The typer app holding the invoked command (every command for help or a typo)."""
+    import importlib
+
+    app = typer.Typer(
+        name="qmd",
+        help="On-device search for your markdown notes: keyword (BM25) and vector search, documents, collections, contexts.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(root)
     first = _first_command(argv)
-    if first in core:
-        return
+    core = [first] if first in CORE_COMMANDS else list(CORE_COMMANDS)
+    for name in core:
+        module, attr, _ = CORE_COMMANDS[name]
+        _add(app, name, getattr(importlib.import_module(module), attr))
+    if first in CORE_COMMANDS:
+        return app
     eps = _harness_commands()
-    wanted = eps if first is None else {k: v for k, v in eps.items() if k == first}
+    wanted = eps if first is None or first not in eps else {first: eps[first]}
     for name, ep in wanted.items():
         try:
             sub = ep.load()  # type: ignore[attr-defined]
         except Exception as exc:  # a broken harness package must not break core commands
-            if first is not None:
+            if first == name:
                 raise QmdError(f"the '{name}' command failed to load: {exc}", "reinstall qmd (./install.sh) or run qmd doctor") from exc
             continue
-        if isinstance(sub, typer.Typer):
-            app.add_typer(sub, name=name)
-        else:
-            app.command(name)(sub)
+        _add(app, name, sub)
+    return app
 
 
 def _crash_log(exc: BaseException) -> str:
@@ -117,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        _register_harness(args)
-        command = typer.main.get_command(app)
+        command = typer.main.get_command(build_app(args))
         result = command.main(args=args, prog_name="qmd", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except QmdError as exc:

@@ -1,0 +1,86 @@
+"""Vector search: the documents whose best chunk is nearest to the query.
+
+Without a collection filter, sqlite-vec's KNN finds the nearest chunks (asking for more
+until enough distinct active documents are found). With a filter, the chunks of exactly
+that collection's documents are scanned, so the result equals a brute-force scan
+restricted to the collection (vectors are shared across collections by content hash,
+so a global top-k filtered afterwards could miss them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+
+from ..db import scalar
+from ..embedding import fingerprint, pending_hashes
+from ..errors import QmdError
+from ..llm.embedder import Embedder
+from ..results import VectorStatus
+from ..vectors import VectorModel, chunk_rows, knn, model_row, scan
+from ..vectors import counts as vector_counts
+
+Found = tuple[int, float, tuple[int, int]]  # (document id, cosine similarity, best chunk (start, end))
+
+
+def current_model(conn: apsw.Connection, embedder: Embedder) -> VectorModel:
+    model = model_row(conn, fingerprint(embedder))
+    if model is None:
+        raise QmdError(f"no vectors yet for the embed model {embedder.info.name}", "run: qmd embed")
+    return model
+
+
+def nearest_documents(
+    conn: apsw.Connection, embedder: Embedder, query: str, limit: int | None, scope: list[str] | None, embeddable: list[str]
+) -> tuple[list[Found], int]:
+    """(nearest documents, how many documents in scope still lack vectors for this model)."""
+    model = current_model(conn, embedder)
+    qvec = embedder.embed_query(query)
+    total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,)) or 0)
+    want = total if limit is None else limit
+    if scope is not None:
+        marks = ",".join("?" * len(scope))
+        where = f"SELECT hash FROM documents WHERE active = 1 AND collection IN ({marks})"
+        found = best_per_document(conn, scan(conn, model, qvec, where, scope, total), want, scope)
+    else:
+        k = min(total, max(want * 4, 32))
+        while True:
+            found = best_per_document(conn, knn(conn, model, qvec, k) if k else [], want, None)
+            if len(found) >= want or k >= total:
+                break
+            k = min(total, k * 4)
+    return found, len(pending_hashes(conn, model.id, embeddable))
+
+
+def best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], want: int, scope: list[str] | None) -> list[Found]:
+    """Collapse (chunk, distance) pairs to each active document's nearest chunk, best first."""
+    chunk_info = chunk_rows(conn, [c for c, _ in pairs])
+    by_hash: dict[str, tuple[float, tuple[int, int]]] = {}
+    for chunk_id, distance in pairs:
+        content_hash, _, start, end = chunk_info[chunk_id]
+        if content_hash not in by_hash or distance < by_hash[content_hash][0]:
+            by_hash[content_hash] = (distance, (start, end))
+    if not by_hash:
+        return []
+    marks = ",".join("?" * len(by_hash))
+    sql = f"SELECT id, hash, collection FROM documents WHERE active = 1 AND hash IN ({marks})"
+    out = [
+        (doc_id, max(0.0, 1.0 - by_hash[h][0]), by_hash[h][1])
+        for doc_id, h, coll in conn.execute(sql, list(by_hash))
+        if scope is None or coll in scope
+    ]
+    out.sort(key=lambda item: (-item[1], item[0]))
+    return out[:want]
+
+
+def vector_status(conn: apsw.Connection, model_path: Path | None, loaded: Embedder | None, embeddable: list[str]) -> VectorStatus:
+    """Counts for the current embed model; the model file's header is read, not loaded."""
+    if model_path is None:
+        return VectorStatus(None, None, 0, 0, len(pending_hashes(conn, None, embeddable)))
+    probe = loaded or Embedder(model_path)
+    fp = fingerprint(probe)
+    model = model_row(conn, fp)
+    model_id = model.id if model else None
+    chunks, done = vector_counts(conn, model_id)
+    return VectorStatus(probe.info.name, fp, chunks, done, len(pending_hashes(conn, model_id, embeddable)))
