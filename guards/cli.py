@@ -152,7 +152,8 @@ def refresh() -> None:
     """Rebuild folders.json (the knowledge folders the hook reads) from every index config."""
     path = qmd.folders.refresh()
     data = json.loads(path.read_text(encoding="utf-8"))
-    _out(f"{path}: {len(data.get('folders', []))} knowledge folders, {len(data.get('protect', []))} protect and {len(data.get('allow', []))} allow globs")
+    n = len(data.get("folders", []))
+    _out(f"{path}: {n} knowledge folder{'' if n == 1 else 's'}, {len(data.get('protect', []))} guard.protect and {len(data.get('allow', []))} guard.allow globs")
     for error in data.get("errors", []):
         _out(f"warning: {error}")
 

@@ -77,12 +77,12 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _install_json(path: Path, matcher: str, command: str, lines: list[str]) -> None:
+def _install_json(path: Path, matcher: str, command: str, lines: list[str]) -> bool:
     data, raw = settings.read(path)
     changed, created = settings.merge(data, path, command, matcher)
     if not changed:
         lines.append(f"{path}: already installed (PreToolUse {matcher} → {command})")
-        return
+        return False
     new = settings.dump(data, raw)
     saved = settings.backup(path)
     settings.write(path, new)
@@ -94,6 +94,7 @@ def _install_json(path: Path, matcher: str, command: str, lines: list[str]) -> N
     lines.append(f"{path}: added PreToolUse hook (matcher {matcher}, timeout {settings.TIMEOUT_S}s) → {command}")
     if saved:
         lines.append(f"  backup: {saved}")
+    return True
 
 
 def _uninstall_json(path: Path, lines: list[str]) -> None:
@@ -108,9 +109,8 @@ def _uninstall_json(path: Path, lines: list[str]) -> None:
     original = Path(entry["backup"]) if entry.get("backup") else None
     untouched = entry.get("written_sha256") == _sha(raw)
     if untouched and "file" in entry.get("created", []):
-        saved = settings.backup(path)
-        path.unlink()
-        lines.append(f"{path}: removed (qmd created it); backup: {saved}")
+        path.unlink()  # exactly the bytes qmd wrote into a file qmd created: nothing to back up
+        lines.append(f"{path}: removed (qmd created it)")
     elif untouched and original is not None and original.exists():
         saved = settings.backup(path)
         settings.write(path, original.read_bytes())
@@ -148,14 +148,13 @@ def _uninstall_feature(path: Path, lines: list[str]) -> None:
     if not how:
         return
     new, delete = codexcfg.unplan(path, how)
-    if delete or new is not None:
+    if delete:
+        path.unlink()  # still exactly what qmd created
+        lines.append(f"{path}: removed (qmd created it)")
+    elif new is not None:
         saved = settings.backup(path)
-        if delete:
-            path.unlink()
-            lines.append(f"{path}: removed (qmd created it); backup: {saved}")
-        else:
-            settings.write(path, (new or "").encode("utf-8"))
-            lines.append(f"{path}: removed `{codexcfg.LINE}` that qmd added; backup: {saved}")
+        settings.write(path, new.encode("utf-8"))
+        lines.append(f"{path}: removed `{codexcfg.LINE}` that qmd added; backup: {saved}")
     manifest.pop(str(path), None)
     _save_manifest(manifest)
 
@@ -168,9 +167,10 @@ def install(claude: bool, codex: bool, scope: str = "user") -> list[str]:
         _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines)
     if codex:
         home = codex_home()
-        _install_json(home / "hooks.json", CODEX_MATCHER, command, lines)
+        changed = _install_json(home / "hooks.json", CODEX_MATCHER, command, lines)
         _install_feature(home / "config.toml", lines)
-        lines.append(TRUST_NOTE)
+        if changed:
+            lines.append(TRUST_NOTE)
     return lines
 
 

@@ -59,7 +59,7 @@ def test_check_warns_when_the_cache_is_missing_or_stale(cli, world: Path, tmp_pa
     code, out, _err = cli("guard", "check", "rg foo", "--cwd", str(world / "repo"))
     assert "qmd guard refresh" in out
     code, out, _err = cli("guard", "refresh")
-    assert code == 0 and "1 knowledge folders" in out
+    assert code == 0 and "1 knowledge folder," in out
 
 
 def test_check_rejects_an_unknown_tool(cli, world: Path) -> None:  # type: ignore[no-untyped-def]
