@@ -308,3 +308,19 @@ def test_timestamp_parsing_agrees_with_datetime() -> None:
         assert blocklog.parse_ts(ts) == pytest.approx(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp(), abs=1e-6)
     assert blocklog.parse_ts("2026-01-02T03:04:05+00:00") == pytest.approx(datetime.fromisoformat("2026-01-02T03:04:05+00:00").timestamp())
     assert blocklog.parse_ts("yesterday") is None and blocklog.parse_ts(None) is None
+
+
+def test_guard_allow_in_the_config_exempts_code_of_a_repo_wide_collection(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    (repo / "docs" / "a.md").write_text("# A\n")
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text("x = 1\n")
+    assert cli("collection", "add", str(repo), "--name", "repo")[0] == 0
+    call = {"session_id": "s", "cwd": str(repo), "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "rg -n foo src"}}
+    assert b'"deny"' in run_guard(json.dumps(call).encode()).stdout
+    config = qmd.resolve_index(None).config_path
+    config.write_text(config.read_text() + "guard:\n  allow:\n    - " + str(repo / "src") + "\n")
+    code, out, err = cli("guard", "refresh")
+    assert code == 0 and "1 guard.allow" in out, err
+    assert run_guard(json.dumps(call).encode()).stdout == b""
