@@ -157,6 +157,13 @@ def import_bert(folder: Path, out: Path, out_type: str = "f16", name: str | None
     hidden = int(config["hidden_size"])
     layers = int(config["num_hidden_layers"])
 
+    tokens = [_phantom(t) for t in vocab]
+    if len(set(tokens)) != len(tokens):
+        # llama.cpp aborts the whole process on a vocabulary with duplicates: refuse here.
+        seen: set[str] = set()
+        dup = next(t for t in tokens if t in seen or seen.add(t))  # type: ignore[func-returns-value]
+        raise QmdError(f"{vocab_file} has duplicate tokens (e.g. {dup!r})", "use the model's original vocab.txt")
+
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
     writer = GGUFWriter(str(tmp), "bert")
@@ -173,7 +180,7 @@ def import_bert(folder: Path, out: Path, out_type: str = "f16", name: str | None
 
     writer.add_tokenizer_model("bert")
     writer.add_tokenizer_pre("default")
-    writer.add_token_list([_phantom(t) for t in vocab])
+    writer.add_token_list(tokens)
     types = []
     for token in vocab:
         if token == "[UNK]":
@@ -204,7 +211,7 @@ def import_bert(folder: Path, out: Path, out_type: str = "f16", name: str | None
             continue
         data = np.asarray(tensors[hf_name], dtype=np.float32)
         if data.ndim >= 2 and out_type == "q8_0" and data.shape[-1] % 32 == 0 and target != "token_types.weight":
-            writer.add_tensor(target, quantize(data, GGMLQuantizationType.Q8_0), raw_shape=data.shape, raw_dtype=GGMLQuantizationType.Q8_0)
+            writer.add_tensor(target, quantize(data, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
         elif data.ndim >= 2 and out_type in ("f16", "q8_0") and target != "token_types.weight":
             writer.add_tensor(target, data.astype(np.float16))
         else:
