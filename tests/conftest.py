@@ -91,3 +91,6 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str
         return code, captured.out, captured.err
 
     return run
+
+
+from tests.models_fixtures import minilm_gguf, tiny_models  # noqa: E402,F401 - shared session fixtures
