@@ -11,11 +11,6 @@ exiting. Baseline, interleaved in the same run: `python -I -c pass` from the sam
     allow: `grep -rn "retry policy" src` (parsed and checked, nothing printed)
     trivial allow: `ls -la` (no search in it)
     targets: p50 <= 50 ms each; p50 overhead over the baseline <= 25 ms each
-
-Also measured, for information, without `site` (`python -S`): the floor and the hook
-without the editable-install finder that `pip install -e` puts in every process of the
-venv (~25 ms here: it imports pathlib and importlib.util); a non-editable install
-(`pip install .`, pipx, `uv tool`) does not pay it.
 """
 
 from __future__ import annotations
@@ -28,12 +23,11 @@ from pathlib import Path
 
 import qmd
 
-from _common import PYTHON, REPO, VENV_BIN, Report, Target, arg_parser, isolated_home, ms, p50, percentile
+from _common import PYTHON, VENV_BIN, Report, Target, arg_parser, isolated_home, ms, p50, percentile
 
 GUARD = str(VENV_BIN / "qmd-guard")
 LIMIT_MS = 50.0
 OVERHEAD_MS = 25.0
-NO_SITE_HOOK = f"import sys; sys.path.insert(0, {str(REPO)!r}); from guards.hook import main; sys.exit(main())"
 
 
 def build_world(root: Path) -> Path:
@@ -85,8 +79,6 @@ def main() -> int:
             "deny: grep -rn … . (repo root)": ([GUARD], payload(repo, 'grep -rn "retry policy" .')),
             "allow: grep -rn … src": ([GUARD], payload(repo, 'grep -rn "retry policy" src')),
             "allow: ls -la (no search)": ([GUARD], payload(repo, "ls -la")),
-            "no site: python -I -S -c pass": ([PYTHON, "-I", "-S", "-c", "pass"], b""),
-            "no site: deny": ([PYTHON, "-I", "-S", "-c", NO_SITE_HOOK], payload(repo, 'grep -rn "retry policy" .')),
         }
         for argv, data in cases.values():  # warm the bytecode cache and the page cache
             for _ in range(3):
@@ -105,8 +97,8 @@ def main() -> int:
         print(f"\nqmd-guard whole-process time, {args.runs} runs each, interleaved (p50 / p90):")
         for name in names:
             value = p50(times[name])
-            base = p50(times[names[4]] if name.startswith("no site") else times[names[0]])
-            extra = "" if name in (names[0], names[4]) else f"   ratio {value / base:.2f}x, +{(value - base) * 1000:.1f} ms over its baseline"
+            base = p50(times[names[0]])
+            extra = "" if name == names[0] else f"   ratio {value / base:.2f}x, +{(value - base) * 1000:.1f} ms over the baseline"
             report.row(name, f"{ms(value)} / {ms(percentile(times[name], 90))}{extra}")
         blocks = qmd.state_dir() / "guard" / "blocks.jsonl"
         report.row("block-log lines written by the deny runs", str(len(blocks.read_text().splitlines())))

@@ -9,7 +9,6 @@ identical to the previous line is repeated at most once a minute, and the file r
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -60,6 +59,8 @@ def parse_ts(ts: object) -> float | None:
 
 def normalized(tool: str, tool_input: object) -> str:
     """The retry key: tool plus its input with whitespace runs collapsed."""
+    import json
+
     if isinstance(tool_input, dict) and isinstance(tool_input.get("command"), str):
         return tool + "\0" + " ".join(str(tool_input["command"]).split())
     text = json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -93,6 +94,8 @@ def tail_lines(path: str, max_bytes: int = _TAIL_BYTES) -> list[str]:
 
 def is_retry(path: str, session_id: str, key: str, now: float) -> bool:
     """True when `session_id` was blocked on `key` within the retry window."""
+    import json
+
     for line in reversed(tail_lines(path)):
         try:
             record = json.loads(line)
@@ -129,6 +132,8 @@ def _rotate(path: str, limit: int) -> None:
 
 def record_block(session_id: str, cwd: str | None, tool: str, tool_input: object, rule: str, folder: str | None, now: float | None = None) -> dict[str, object]:
     """Append one block line; returns the record written. Raises OSError when it cannot be written."""
+    import json
+
     now = time.time() if now is None else now
     directory = guard_dir()
     os.makedirs(directory, mode=0o700, exist_ok=True)

@@ -5,19 +5,19 @@ JSON and exits 0; to allow it prints nothing and exits 0. It fails open, always:
 exception, malformed, empty, huge or non-UTF-8 input, an unknown tool or a missing
 `folders.json` means allow, with one line in `<state>/guard/errors.log`.
 
-Lean by design (every agent shell call pays for it): no typer, no YAML, no SQLite; the
-knowledge folders come from `<state>/guard/folders.json`, which qmd rewrites whenever a
-config changes. `QMD_GUARD_GLOB=deny` also denies Glob listings of knowledge folders.
+Lean by design (every agent shell call pays for it): no typer, no YAML, no SQLite, and
+not even `json`/`re` unless the call may search or is denied. The knowledge folders come
+from `<state>/guard/folders.json`, which qmd rewrites whenever a config changes. `QMD_GUARD_GLOB=deny` also denies Glob listings of knowledge folders.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from .blocklog import log_error, record_block
 from .decide import BASH_TOOLS, decide
+from .fastjson import loads
 from .knowledge import load
 from .paths import FOLDERS, guard_file
 
@@ -42,13 +42,15 @@ def _call_text(tool: str, tool_input: dict[str, object]) -> str:
         return command
     if tool in BASH_TOOLS and isinstance(command, list):
         return " ".join(str(c) for c in command)
+    import json
+
     fields = {k: tool_input[k] for k in ("pattern", "path", "glob", "type") if tool_input.get(k)}
     return f"{tool} {json.dumps(fields, ensure_ascii=False)}"
 
 
 def respond(data: bytes) -> str | None:
     """The hook's stdout for one payload: the deny JSON, or None to allow. Raises on bad input."""
-    payload = json.loads(data.decode("utf-8"))
+    payload = loads(data.decode("utf-8"))
     if not isinstance(payload, dict):
         raise ValueError("payload is not a JSON object")
     event = payload.get("hook_event_name")
@@ -68,6 +70,8 @@ def respond(data: bytes) -> str | None:
         log_error(f"unknown tool or input shape {str(tool)[:80]!r}: allowed")
     if not decision.deny or not isinstance(tool_input, dict):
         return None
+    import json
+
     from .advice import agent_of, reason
 
     text = reason(knowledge, decision, _call_text(str(tool), tool_input), agent_of(payload), cwd)

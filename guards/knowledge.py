@@ -11,8 +11,9 @@ All paths given to this module are absolute and already `realpath`-ed by the cal
 
 from __future__ import annotations
 
-import json
 import os
+
+from .fastjson import loads
 
 _WILD = frozenset("*?[")
 _WALK_BUDGET = 2000  # directories one Knowledge may visit looking for relative protect globs (the hook has 5 s)
@@ -210,4 +211,4 @@ def load(path: str) -> Knowledge | None:
             raw = fh.read()
     except FileNotFoundError:
         return None
-    return parse(json.loads(raw))
+    return parse(loads(raw.decode("utf-8")))

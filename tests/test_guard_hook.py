@@ -324,3 +324,32 @@ def test_guard_allow_in_the_config_exempts_code_of_a_repo_wide_collection(tmp_pa
     code, out, err = cli("guard", "refresh")
     assert code == 0 and "1 guard.allow" in out, err
     assert run_guard(json.dumps(call).encode()).stdout == b""
+
+
+FASTJSON_CHECK = r'''
+import sys
+preloaded = set(sys.modules)  # site may already have imported re; json must still not be needed
+from guards.fastjson import loads
+good = ['{"a": [1, 2.5, -3e2, true, false, null, "x\\u00e9\\n"]}', '  {}  ', '[]', '"s"', '12', 'NaN', '[Infinity, -Infinity]', '\n{"d": {"x": [[[]]]}}\n']
+decoded = [loads(text) for text in good]
+assert "json" not in sys.modules and ("re" in preloaded or "re" not in sys.modules), "the good path imported json or re"
+import json
+assert [repr(d) for d in decoded] == [repr(json.loads(t)) for t in good]
+for bad in ["", "   ", "{", '{"a":1} x', "[1,]", "{'a':1}", '"\x01"', "\ufeff{}", "1 2", "tru", '{"a" 1}', "{not json"]:
+    try:
+        json.loads(bad)
+    except json.JSONDecodeError as e:
+        expected = (e.msg, e.pos)
+    try:
+        loads(bad)
+    except json.JSONDecodeError as e:
+        assert (e.msg, e.pos) == expected, bad
+    else:
+        raise AssertionError(bad)
+'''
+
+
+def test_fastjson_matches_json_loads_without_importing_json() -> None:
+    proc = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1])\n" + FASTJSON_CHECK, str(Path(__file__).parent.parent)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
