@@ -162,10 +162,17 @@ def chunk_rows(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[str
 
 
 def counts(conn: apsw.Connection, model_id: int | None) -> tuple[int, int]:
-    """(chunks, embedded content hashes) for one vector model (zeros when none)."""
+    """(chunks, embedded content of active documents) for one vector model (zeros when none)."""
     if model_id is None:
         return 0, 0
     return (
         int(scalar(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model_id,)) or 0),
-        int(scalar(conn, "SELECT count(*) FROM embedded WHERE model_id = ?", (model_id,)) or 0),
+        int(
+            scalar(
+                conn,
+                "SELECT count(*) FROM embedded e WHERE e.model_id = ? AND EXISTS (SELECT 1 FROM documents d WHERE d.hash = e.hash AND d.active = 1)",
+                (model_id,),
+            )
+            or 0
+        ),
     )
