@@ -265,13 +265,13 @@ def test_status_sections_match_reference(small: Path, cli: Cli) -> None:
 
     out = ok(cli, "status")
     theirs = ref("status.txt")
-    # We print a subset of the original's sections (no vectors, AST chunking or model
-    # sections yet: embedding is not part of this build), in the original's order.
+    # We print the original's sections except AST chunking (qmd indexes markdown only),
+    # in the original's order.
     our_titles = [s[0] for s in _sections(out)]
     their_titles = [s[0] for s in _sections(theirs)]
     assert our_titles[0] == "QMD Status" and our_titles[1].startswith("Index: ")
     common = [t for t in our_titles[2:]]
-    assert common == ["Documents", "Collections", "Examples", "Tips"]
+    assert common == ["Documents", "Collections", "Examples", "Models", "Tips"]
     assert [t for t in their_titles if t in common] == common
     index_block = _sections(out)[1]
     assert index_block[0] == f"Index: {qmd.resolve_index(None).index_path}"  # the reference shortened it to ~
@@ -279,6 +279,10 @@ def test_status_sections_match_reference(small: Path, cli: Cli) -> None:
     docs = _section(out, "Documents")
     assert docs[1] == _section(theirs, "Documents")[1] == "  Total:    7 files indexed"
     assert re.fullmatch(r"  Updated:  \d+[smhd] ago", docs[-1])
+    assert "  Pending:  7 need embedding (run 'qmd embed')" in docs
+    assert "  Pending:  7 need embedding (run 'qmd embed')" in _section(theirs, "Documents")
+    models = _section(out, "Models")
+    assert [line.split(":")[0].strip() for line in models[1:]] == ["Embedding", "Reranking", "Generation"]
     assert _section(out, "Collections")[:3] == _section(theirs, "Collections")[:3]
     assert _section(out, "Examples") == _section(theirs, "Examples")
     assert _section(out, "Tips")[:3] == _section(theirs, "Tips")[:3]

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..errors import QmdError
 from ..formats import ago, format_collection, human_size, to_json
 from ..results import UpdateReport
 from .common import err, open_store, out
@@ -62,11 +63,19 @@ def update(
 
 
 def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Show the index: documents, collections, skipped files."""
+    """Show the index: documents, vectors, collections, models, skipped files."""
     with open_store() as store:
         info = store.status()
+        models = store.models()
+        vectors, vector_error = None, None
+        if info.documents or store.index_path.exists():
+            try:
+                vectors = store.vector_status()
+            except QmdError as exc:
+                vector_error = exc.message
     if json_:
-        out(to_json(info.__dict__, default=lambda o: o.__dict__))
+        payload = dict(info.__dict__, vectors=vectors, vector_error=vector_error, models=models)
+        out(to_json(payload, default=lambda o: o.__dict__))
         return
     lines = [
         "QMD Status",
@@ -77,6 +86,13 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
         "Documents",
         f"  Total:    {info.documents} files indexed",
     ]
+    if vectors is not None:
+        model = f" ({vectors.model})" if vectors.model else " (no embed model file yet: qmd pull, or qmd models import)"
+        lines.append(f"  Vectors:  {vectors.embedded_documents} documents embedded, {vectors.chunks} chunks{model}")
+        if vectors.pending_documents:
+            lines.append(f"  Pending:  {vectors.pending_documents} need embedding (run 'qmd embed')")
+    elif vector_error:
+        lines.append(f"  Vectors:  unavailable: {vector_error}")
     if info.inactive:
         lines.append(f"  Deleted:  {info.inactive} (run 'qmd cleanup' to drop them)")
     lines.append(f"  Updated:  {ago(info.updated_at)}")
@@ -105,15 +121,21 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
             "  # Search within a collection",
             f'  qmd search "query" -c {name}',
         ]
-        bare = [c.name for c in info.collections if not c.contexts]
-        if bare and not info.global_context:
-            lines += [
-                "",
-                "Tips",
-                f"  Add context to collections for better search results: {', '.join(bare)}",
-                '    qmd context add qmd://<name>/ "What this collection contains"',
-                '    qmd context add qmd://<name>/meeting-notes "Weekly team meeting notes"',
-            ]
+    labels = {"embed": "Embedding", "rerank": "Reranking", "generate": "Generation"}
+    sources = {"config": "index config", "env": "environment", "installed": "installed default", "default": "built-in default"}
+    lines += ["", "Models"]
+    for m in models:
+        state = "ready" if m.available else ("not downloaded: qmd pull" if m.spec.startswith("hf:") else "file missing")
+        lines.append(f"  {labels[m.role] + ':':12} {m.spec} ({sources[m.source]}; {state})")
+    bare = [c.name for c in info.collections if not c.contexts]
+    if bare and not info.global_context:
+        lines += [
+            "",
+            "Tips",
+            f"  Add context to collections for better search results: {', '.join(bare)}",
+            '    qmd context add qmd://<name>/ "What this collection contains"',
+            '    qmd context add qmd://<name>/meeting-notes "Weekly team meeting notes"',
+        ]
     out("\n".join(lines) + "\n")
 
 
