@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 
-from glob import escape as glob_escape
-
 from .lexer import glob_pattern, has_glob, literal
 from .model import Search, Target
 from .shell import Command, resolve
@@ -117,7 +115,9 @@ def target(index: int | None, word: str, cwd: str | None, recursive: bool | None
         return Target(word, index, path, False, recursive)
     pattern = glob_pattern(word)
     if not os.path.isabs(pattern):
-        pattern = os.path.join(glob_escape(cwd or ""), pattern)
+        from glob import escape  # not at import time: glob pulls in contextlib
+
+        pattern = os.path.join(escape(cwd or ""), pattern)
     return Target(word, index, path, True, recursive, pattern)
 
 
