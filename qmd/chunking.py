@@ -17,6 +17,7 @@ word counter in tests). The rules, as the original:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -74,24 +75,56 @@ def break_points(text: str) -> list[BreakPoint]:
     return points
 
 
-def _best_cut(points: list[BreakPoint], lo: int, target: int, window_chars: float, allow_fence: bool) -> int | None:
+def _best_cut(points: list[BreakPoint], positions: list[int], lo: int, target: int, window_chars: float, allow_fence: bool) -> int | None:
     best, best_score = None, -1.0
-    for p in points:
-        if p.pos <= lo or p.pos > target or (p.in_fence and not allow_fence):
+    first = bisect_right(positions, max(lo, target - window_chars if window_chars else lo))
+    for p in points[first : bisect_right(positions, target)]:
+        if p.pos <= lo or (p.in_fence and not allow_fence):
             continue
         distance = target - p.pos
-        if window_chars and distance > window_chars:
-            continue
         score = p.score * (1.0 - (distance / window_chars) ** 2 * 0.7) if window_chars else p.score
         if score > best_score:
             best, best_score = p.pos, score
     return best
 
 
+def _cut(text: str, points: list[BreakPoint], positions: list[int], lo: int, target: int, window: float) -> int:
+    """Where to end a chunk that starts at `lo` and aims at `target`.
+
+    The best break in the window outside any fence; else the latest break outside a fence
+    before the target (e.g. right before a fence that spans the whole window); only then a
+    break inside a fence (a fence longer than a chunk), or a cut inside a long line.
+    """
+    best = _best_cut(points, positions, lo, target, window, allow_fence=False)
+    if best is not None:
+        return best
+    for p in reversed(points[bisect_right(positions, lo) : bisect_right(positions, target)]):
+        if not p.in_fence:
+            return p.pos
+    return _best_cut(points, positions, lo, target, window, allow_fence=True) or _soft_cut(text, lo, target)
+
+
 def _soft_cut(text: str, lo: int, target: int) -> int:
     """A cut in a long line: the last whitespace before `target`, else `target` itself."""
     space = text.rfind(" ", lo + 1, target)
     return space + 1 if space > lo else target
+
+
+def _fit(
+    text: str, points: list[BreakPoint], positions: list[int], start: int, window: float, ratio: float,
+    count_tokens: Callable[[str], int], max_tokens: int,
+) -> tuple[int, int, str, int]:
+    """(start, end, text, tokens) of the longest well-cut chunk from `start` that fits."""
+    length = max(int(max_tokens * ratio), 1)  # characters aimed at; shrinks until the chunk fits
+    while True:
+        target = min(len(text), start + length)
+        end = len(text) if target >= len(text) else _cut(text, points, positions, start, target, window)
+        piece = text[start:end]
+        tokens = count_tokens(piece)
+        if tokens <= max_tokens or end - start <= 1:
+            return start, end, piece, tokens
+        # Strictly shorter each round, so dense text after sparse text still terminates.
+        length = max(1, min(int((end - start) * max_tokens / tokens * 0.95), end - start - 1))
 
 
 def chunk_text(
@@ -111,34 +144,28 @@ def chunk_text(
         return [Chunk(0, 0, len(text), text, total)] if text.strip() else []
     ratio = len(text) / max(total, 1)  # characters per token, for this document
     points = break_points(text)
+    positions = [p.pos for p in points]
     chunks: list[Chunk] = []
     start = 0
+    window = window_tokens * ratio
+    previous_end = 0
     while start < len(text):
-        budget = max_tokens
-        while True:
-            target = min(len(text), start + max(int(budget * ratio), 1))
-            if target >= len(text):
-                end = len(text)
-            else:
-                window = window_tokens * ratio
-                end = (
-                    _best_cut(points, start, target, window, allow_fence=False)
-                    or _best_cut(points, start, target, window, allow_fence=True)
-                    or _soft_cut(text, start, target)
-                )
-            piece = text[start:end]
-            tokens = count_tokens(piece)
-            if tokens <= max_tokens or end - start <= 1:
-                break
-            budget = max(1, int(budget * min(0.9, max_tokens / tokens)))
+        start, end, piece, tokens = _fit(text, points, positions, start, window, ratio, count_tokens, max_tokens)
+        if end <= previous_end and start < previous_end:
+            # The overlap left no room to move forward (dense text): continue without overlap.
+            start, end, piece, tokens = _fit(text, points, positions, previous_end, window, ratio, count_tokens, max_tokens)
+        previous_end = end
         if piece.strip():
             chunks.append(Chunk(len(chunks), start, end, piece, tokens))
         if end >= len(text):
             break
-        # Overlap: step back by overlap_tokens, then forward to the next line start
-        # outside a code fence (or any line start, or the exact offset in a long line).
+        # Overlap: step back by overlap_tokens, then forward to the next line start outside a
+        # code fence; with none there (the chunk ended just after a long fence), no overlap.
         back = end - int(overlap_tokens * ratio)
-        candidates = [p for p in points if back <= p.pos < end]
-        nxt = next((p.pos for p in candidates if not p.in_fence), candidates[0].pos if candidates else back)
+        candidates = points[bisect_left(positions, back) : bisect_left(positions, end)]
+        if candidates:
+            nxt = next((p.pos for p in candidates if not p.in_fence), end)
+        else:
+            nxt = back  # inside one long line: overlap from the exact offset
         start = nxt if start < nxt < end else end
     return chunks

@@ -26,8 +26,9 @@ def _words_regex(words: tuple[str, ...]) -> re.Pattern[str] | None:
 def best_line(text: str, lines: list[str], words: tuple[str, ...], start: int, stop: int | None = None) -> int:
     """0-based index of the line in [start, stop) matching the most distinct words.
 
-    One regex pass over the text (not one per line); ties go to the earliest line; with
-    no match at all, the first non-blank line.
+    One regex pass over the text (not one per line); ties go to the earliest line. With
+    no match at all (a vector hit shares no word with the query), the first heading in the
+    range, where a section starts, else the first non-blank line.
     """
     stop = len(lines) if stop is None else min(stop, len(lines))
     regex = _words_regex(words)
@@ -38,6 +39,9 @@ def best_line(text: str, lines: list[str], words: tuple[str, ...], start: int, s
             found.setdefault(bisect_right(offsets, match.start()) - 1, set()).add(match.group(0).lower())
         if found:
             return min(found, key=lambda i: (-len(found[i]), i))
+    for i in range(start, stop):
+        if lines[i].startswith("#"):
+            return i
     for i in range(start, stop):
         if lines[i].strip():
             return i
