@@ -94,7 +94,21 @@ MIGRATIONS: list[tuple[str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        "0003_llm_cache",
+        """
+        CREATE TABLE llm_cache (
+            key TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            value TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        """,
+    ),
 ]
+
+
+BUSY_TIMEOUT_MS = 5000
 
 
 def now_iso() -> str:
@@ -118,7 +132,7 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
     try:
         conn = apsw.Connection(str(path), flags=flags)
-        conn.set_busy_timeout(5000)
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         conn.execute("PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16000")
         if conn.execute("PRAGMA journal_mode").fetchall()[0][0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")

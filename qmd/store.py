@@ -526,13 +526,15 @@ class Store:
         line_numbers: bool = False,
     ) -> VectorSearch:
         """Nearest documents by meaning (cosine similarity of each document's best chunk)."""
-        from .search.vector import nearest_documents
+        from .search.vector import current_model, nearest_documents, pending_count
 
         conn = self._db()
         embedder = self.embedder()
         scope = self._search_scope(collections)
         wanted, _ = self.embed_collections(scope)
-        found, pending = nearest_documents(conn, embedder, query, limit, scope, wanted)
+        model = current_model(conn, embedder)
+        found = nearest_documents(conn, model, embedder.embed_query(query), limit, scope)
+        pending = pending_count(conn, model, wanted)
         words = parse_query(query).words
         rows = docs.rows_by_ids(conn, [doc_id for doc_id, _, _ in found])
         texts = docs.read_contents(conn, [r.hash for r in rows.values()])

@@ -32,11 +32,9 @@ def current_model(conn: apsw.Connection, embedder: Embedder) -> VectorModel:
 
 
 def nearest_documents(
-    conn: apsw.Connection, embedder: Embedder, query: str, limit: int | None, scope: list[str] | None, embeddable: list[str]
-) -> tuple[list[Found], int]:
-    """(nearest documents, how many documents in scope still lack vectors for this model)."""
-    model = current_model(conn, embedder)
-    qvec = embedder.embed_query(query)
+    conn: apsw.Connection, model: VectorModel, qvec: list[float], limit: int | None, scope: list[str] | None
+) -> list[Found]:
+    """The documents in `scope` (None: all) whose best chunk is nearest to `qvec`."""
     total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,)) or 0)
     want = total if limit is None else limit
     if scope is not None:
@@ -50,7 +48,12 @@ def nearest_documents(
             if len(found) >= want or k >= total:
                 break
             k = min(total, k * 4)
-    return found, len(pending_hashes(conn, model.id, embeddable))
+    return found
+
+
+def pending_count(conn: apsw.Connection, model: VectorModel, embeddable: list[str]) -> int:
+    """Documents in `embeddable` collections without vectors for this model."""
+    return len(pending_hashes(conn, model.id, embeddable))
 
 
 def best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], want: int, scope: list[str] | None) -> list[Found]:

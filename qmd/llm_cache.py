@@ -1,0 +1,55 @@
+"""Expansions and rerank scores cached in the index, keyed by model identity and input.
+
+Writes are best-effort: a busy index (an update holding the write lock) never fails a
+query; the value is simply not cached this time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import apsw
+
+from .db import BUSY_TIMEOUT_MS, now_iso
+
+
+def cache_key(kind: str, *parts: str) -> str:
+    return hashlib.sha256("\x1f".join((kind, *parts)).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def get(conn: apsw.Connection, key: str) -> Any | None:
+    for (value,) in conn.execute("SELECT value FROM llm_cache WHERE key = ?", (key,)):
+        return json.loads(value)
+    return None
+
+
+def get_many(conn: apsw.Connection, keys: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i in range(0, len(keys), 500):
+        part = keys[i : i + 500]
+        marks = ",".join("?" * len(part))
+        for key, value in conn.execute(f"SELECT key, value FROM llm_cache WHERE key IN ({marks})", part):
+            out[key] = json.loads(value)
+    return out
+
+
+def put_many(conn: apsw.Connection, kind: str, items: dict[str, Any]) -> bool:
+    """Store values; returns False (and stores nothing) when the index is busy."""
+    if not items:
+        return True
+    conn.set_busy_timeout(50)
+    try:
+        with conn:
+            now = now_iso()
+            for key, value in items.items():
+                conn.execute(
+                    "INSERT OR REPLACE INTO llm_cache (key, kind, value, created_at) VALUES (?, ?, ?, ?)",
+                    (key, kind, json.dumps(value), now),
+                )
+        return True
+    except (apsw.BusyError, apsw.LockedError, apsw.ReadOnlyError):
+        return False
+    finally:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
