@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 def uri(collection: str, path: str) -> str:
@@ -22,6 +23,7 @@ class SearchHit:
     match: str  # "all": every query term present; "any": filled from the any-term query
     context: str | None = None
     body: str | None = None
+    explain: dict[str, Any] | None = None  # hybrid query only, with --explain
 
     @property
     def uri(self) -> str:
@@ -165,3 +167,14 @@ class VectorStatus:
     chunks: int
     embedded_documents: int
     pending_documents: int
+
+
+@dataclass
+class QueryResult:
+    """Hybrid query hits, plus what ran: stages, the sub-queries searched, notices, timings."""
+
+    hits: list[SearchHit]
+    stages: dict[str, Any]
+    searches: list[dict[str, Any]]
+    notices: list[str]
+    timings_ms: dict[str, float]

@@ -25,6 +25,7 @@ from .results import (
     FileEntry,
     ModelStatus,
     MultiGetItem,
+    QueryResult,
     SearchHit,
     StatusInfo,
     UpdateReport,
@@ -37,6 +38,9 @@ from .search.syntax import parse_query
 
 if TYPE_CHECKING:
     from .embedding import EmbedProgress, EmbedReport
+    from .llm.generator import Generator
+    from .llm.reranker import CrossEncoder, YesNoReranker
+    from .search.typed import SubQuery
     from .indexer import Progress
     from .llm.embedder import Embedder
     from .llm.models import ModelRef
@@ -64,6 +68,8 @@ class Store:
         self.config = Config.load(self.config_path)
         self._conn: apsw.Connection | None = None
         self._embedder: Embedder | None = None
+        self._reranker: CrossEncoder | YesNoReranker | None = None
+        self._generator: Generator | None = None
         self._colls: tuple[int, dict[str, CollectionConfig]] | None = None
 
     # --- plumbing ------------------------------------------------------------------
@@ -78,9 +84,10 @@ class Store:
         return self._conn
 
     def close(self) -> None:
-        if self._embedder is not None:
-            self._embedder.close()
-            self._embedder = None
+        for model in (self._embedder, self._reranker, self._generator):
+            if model is not None:
+                model.close()
+        self._embedder = self._reranker = self._generator = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -483,6 +490,98 @@ class Store:
         if self._embedder is None or self._embedder.info.path != path:
             self._embedder = Embedder(path)
         return self._embedder
+
+    def reranker(self) -> CrossEncoder | YesNoReranker:
+        """The loaded rerank model (cross-encoder or yes/no form). Never downloads."""
+        from .llm.models import require_local
+        from .llm.reranker import load_reranker
+
+        path = require_local(self.model("rerank"))
+        if self._reranker is None or self._reranker.info.path != path:
+            self._reranker = load_reranker(path)
+        return self._reranker
+
+    def generator(self) -> Generator:
+        """The loaded generate (query expansion) model. Never downloads."""
+        from .llm.generator import Generator
+        from .llm.models import require_local
+
+        path = require_local(self.model("generate"))
+        if self._generator is None or self._generator.info.path != path:
+            self._generator = Generator(path)
+        return self._generator
+
+    def expand(self, question: str, generator: Generator | None = None) -> list[SubQuery]:
+        """Typed expansion lines for `question`, from the index's cache when present."""
+        from . import llm_cache
+        from .search.typed import SubQuery
+
+        generator = generator or self.generator()
+        key = llm_cache.cache_key("expand", generator.info.identity, question)
+        conn = self._db()
+        cached = llm_cache.get(conn, key)
+        if cached is not None:
+            return [SubQuery(t, q) for t, q in cached]
+        lines = generator.expand(question)
+        llm_cache.put_many(conn, "expand", {key: [[s.type, s.text] for s in lines]})
+        return lines
+
+    def rerank(self, query: str, texts: list[str], reranker: CrossEncoder | YesNoReranker | None = None) -> list[float]:
+        """Relevance in [0, 1] of each text to `query`, cached per (model, query, text)."""
+        from . import llm_cache
+
+        reranker = reranker or self.reranker()
+        conn = self._db()
+        keys = [llm_cache.cache_key("rerank", reranker.info.identity, query, t) for t in texts]
+        known = llm_cache.get_many(conn, keys)
+        missing = [i for i, k in enumerate(keys) if k not in known]
+        if missing:
+            fresh = reranker.scores(query, [texts[i] for i in missing])
+            new = {keys[i]: float(score) for i, score in zip(missing, fresh)}
+            llm_cache.put_many(conn, "rerank", new)
+            known.update(new)
+        return [float(known[k]) for k in keys]
+
+    def chunks_for(self, hashes: list[str]) -> dict[str, list[tuple[int, int]]]:
+        """(start, end) of each document's chunks under the current embed model ({} if none)."""
+        from .embedding import fingerprint
+        from .vectors import model_row
+
+        if self._embedder is None or not hashes:
+            return {}
+        model = model_row(self._db(), fingerprint(self._embedder))
+        if model is None:
+            return {}
+        marks = ",".join("?" * len(hashes))
+        out: dict[str, list[tuple[int, int]]] = {}
+        sql = f"SELECT hash, start, end FROM chunks WHERE model_id = ? AND hash IN ({marks}) ORDER BY hash, seq"
+        for h, start, end in self._db().execute(sql, (model.id, *hashes)):
+            out.setdefault(h, []).append((start, end))
+        return out
+
+    def query(
+        self,
+        text: str,
+        *,
+        limit: int = 10,
+        candidates: int = 40,
+        min_score: float = 0.0,
+        collections: list[str] | None = None,
+        intent: str | None = None,
+        rerank: bool = True,
+        expand: bool = True,
+        explain: bool = False,
+        snippet_chars: int = CLI_SNIPPET_CHARS,
+        progress: Callable[[str], None] | None = None,
+    ) -> QueryResult:
+        """Hybrid search: expansion, BM25 + vector lists, RRF, rerank, blend (search/hybrid.py).
+
+        Missing models skip their stage; the result's `stages` and `notices` say which.
+        """
+        from .search.hybrid import QueryOptions, run_query
+
+        opts = QueryOptions(limit, candidates, min_score, collections, intent, rerank, expand, snippet_chars)
+        return run_query(self, text, opts, progress, explain)
 
     def embed_collections(self, collections: list[str] | None = None) -> tuple[list[str], list[str]]:
         """(collections to embed, collections skipped because of `embed: false`)."""

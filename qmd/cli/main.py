@@ -25,6 +25,7 @@ ENTRY_POINT_GROUP = "qmd.commands"
 CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "search": ("qmd.cli.read", "search", False),
     "vsearch": ("qmd.cli.vectors", "vsearch", False),
+    "query": ("qmd.cli.query", "query", False),
     "get": ("qmd.cli.read", "get", False),
     "multi-get": ("qmd.cli.read", "multi_get", False),
     "ls": ("qmd.cli.read", "ls", False),

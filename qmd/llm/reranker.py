@@ -96,3 +96,69 @@ class CrossEncoder:
         if self._llm is not None:
             self._llm.close()
             self._llm = None
+
+
+YES_NO_SYSTEM = (
+    'Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
+    'Note that the answer can only be "yes" or "no".'
+)
+YES_NO_INSTRUCT = "Given a search query, judge whether the note answers it"
+
+
+class YesNoReranker:
+    """A causal LM reranker in the Qwen3-Reranker form: P(yes) from the next-token logits."""
+
+    def __init__(self, path: Path, n_threads: int | None = None) -> None:
+        self.info = model_info(path)
+        self.n_ctx = max(256, min(self.info.context_length, MAX_CONTEXT))
+        self._threads = n_threads or threads()
+        self._llm = None
+        self._ids: tuple[int, int] | None = None
+
+    @property
+    def llm(self):  # type: ignore[no-untyped-def]
+        if self._llm is None:
+            from llama_cpp import Llama
+
+            self._llm = Llama(
+                model_path=str(self.info.path), n_ctx=self.n_ctx, n_batch=min(512, self.n_ctx),
+                n_threads=self._threads, n_threads_batch=self._threads, verbose=False, logits_all=False,
+            )
+            yes = self._llm.tokenize(b"yes", add_bos=False, special=False)
+            no = self._llm.tokenize(b"no", add_bos=False, special=False)
+            if len(yes) != 1 or len(no) != 1:
+                raise QmdError(f"{self.info.path.name} cannot answer yes/no in one token", "use a cross-encoder or a Qwen3-Reranker GGUF as the rerank model")
+            self._ids = (yes[0], no[0])
+        return self._llm
+
+    def prompt(self, query: str, doc: str) -> str:
+        return (
+            f"<|im_start|>system\n{YES_NO_SYSTEM}<|im_end|>\n<|im_start|>user\n"
+            f"<Instruct>: {YES_NO_INSTRUCT}\n<Query>: {query}\n<Document>: {doc}<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+        )
+
+    def scores(self, query: str, docs: Sequence[str]) -> list[float]:
+        llm = self.llm
+        yes_id, no_id = self._ids  # type: ignore[misc]
+        out = []
+        for doc in docs:
+            tokens = llm.tokenize(self.prompt(query, doc).encode("utf-8", "replace"), add_bos=True, special=True)
+            tokens = tokens[-(self.n_ctx - 1):]
+            llm.reset()
+            llm.eval(tokens)
+            logits = llm.eval_logits[-1]
+            yes, no = logits[yes_id], logits[no_id]
+            out.append(sigmoid(yes - no))  # softmax over the two answers
+        return out
+
+    def close(self) -> None:
+        if self._llm is not None:
+            self._llm.close()
+            self._llm = None
+
+
+def load_reranker(path: Path, n_threads: int | None = None) -> CrossEncoder | YesNoReranker:
+    """A cross-encoder when the GGUF has rank pooling, else the yes/no form."""
+    info = model_info(path)
+    return CrossEncoder(path, n_threads) if info.pooling == RANK_POOLING else YesNoReranker(path, n_threads)

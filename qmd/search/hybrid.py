@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fusion import RankedList, blend, rrf
+from .fusion import RankedList, blend, blend_weight, rrf
 from .syntax import STOPWORDS, parse_query
 from .typed import SubQuery, TypedQuery, parse_typed
 
@@ -40,6 +40,7 @@ class QueryOptions:
     intent: str | None = None
     rerank: bool = True
     expand: bool = True
+    snippet_chars: int = 500
 
 
 @dataclass
@@ -151,3 +152,144 @@ def best_chunk(text: str, chunks: list[tuple[int, int]], words: set[str], intent
         if score > best_score:
             best, best_score = (start, end), score
     return best
+
+
+def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | None = None, explain: bool = False) -> Any:
+    """The whole pipeline over a Store (see the module docstring); returns a QueryResult."""
+    from .. import documents as docs
+    from ..errors import QmdError
+    from ..results import QueryResult, SearchHit
+    from .fts import bm25_search
+    from .snippets import make_snippet
+    from .vector import current_model, nearest_documents
+
+    say = progress or (lambda _msg: None)
+    started = time.perf_counter()
+    typed = parse_typed(text)
+    intent = opts.intent or typed.intent
+    plan = QueryPlan(typed.question, intent)
+    timer = Timer(plan)
+    conn = store._db()
+    scope = store._search_scope(opts.collections)
+
+    # Vectors are usable only with a local embed model that has embedded something.
+    embedder, vmodel = None, None
+    try:
+        embedder = store.embedder()
+        vmodel = current_model(conn, embedder)
+    except QmdError as exc:
+        plan.notices.append(f"vector search skipped: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+
+    expansions: list[SubQuery] | None = None
+    if not typed.searches:
+        strong = False
+        if typed.plain is not None and not intent:
+            with timer("probe"):
+                probe = bm25_search(conn, parse_query(typed.plain), 2, scope)
+            strong = all(h.match == "all" for h in probe[:1]) and strong_signal([h.score for h in probe])
+        plan.stages["strong_signal"] = strong
+        if strong:
+            plan.stages["expand"] = "skipped: strong keyword match"
+        elif not opts.expand:
+            plan.stages["expand"] = "off"
+        else:
+            try:
+                generator = store.generator()
+            except QmdError as exc:
+                plan.stages["expand"] = "skipped: no generate model"
+                plan.notices.append(f"expansion skipped: {exc.message}")
+            else:
+                say("expanding…")
+                with timer("expand"):
+                    expansions = store.expand(typed.question, generator)
+                kept = [e for e in expansions if e.type != "lex" or shares_a_term(e.text, typed.question)]
+                plan.stages["expand"] = f"{len(kept)} lines ({len(expansions) - len(kept)} lex dropped)"
+                expansions = kept
+    question, lists = plan_searches(typed, expansions)
+    plan.searches = list(typed.searches) if typed.searches else [SubQuery("query", question), *(expansions or [])]
+
+    named: list[tuple[str, float, list[int]]] = []
+    vector_lists = [(n, w, t) for n, b, w, t in lists if b == "vector"]
+    if vector_lists and vmodel is not None and embedder is not None:
+        say(f"embedding {len(vector_lists)} queries…")
+        with timer("embed"):
+            inputs = [embedder.family.document("", t) if n.startswith("hyde") else embedder.fit(embedder.family.query(t), embedder.n_ctx - 4) for n, _, t in vector_lists]
+            vectors = embedder.embed(inputs)
+        with timer("vector"):
+            for (name, weight, _), qvec in zip(vector_lists, vectors):
+                named.append((name, weight, [doc_id for doc_id, _, _ in nearest_documents(conn, vmodel, qvec, LIST_DEPTH, scope)]))
+        plan.stages["vector"] = len(vector_lists)
+    else:
+        plan.stages["vector"] = 0
+    with timer("bm25"):
+        for name, backend, weight, t in lists:
+            if backend == "bm25":
+                named.append((name, weight, [h.doc_id for h in bm25_search(conn, parse_query(t), LIST_DEPTH, scope)]))
+    plan.stages["bm25"] = sum(1 for _, b, _, _ in lists if b == "bm25")
+    order = {name: i for i, (name, _, _, _) in enumerate(lists)}
+    named.sort(key=lambda item: order[item[0]])
+
+    with timer("fusion"):
+        candidates = fuse(named)
+    rows = docs.rows_by_ids(conn, [c.doc_id for c in candidates[: max(opts.candidates, opts.limit)]])
+    texts = docs.read_contents(conn, [r.hash for r in rows.values()])
+    words = set(parse_query(question).words)
+    intent_words = set(parse_query(intent).words) if intent else set()
+
+    reranked = False
+    if opts.rerank and candidates:
+        try:
+            reranker = store.reranker()
+        except QmdError as exc:
+            plan.stages["rerank"] = "skipped: no rerank model"
+            plan.notices.append(f"rerank skipped: {exc.message}")
+        else:
+            top = candidates[: opts.candidates]
+            say(f"reranking {len(top)} chunks…")
+            with timer("rerank"):
+                chunk_map = store.chunks_for([rows[c.doc_id].hash for c in top])
+                for c in top:
+                    text_ = texts[rows[c.doc_id].hash]
+                    c.chunk = best_chunk(text_, chunk_map.get(rows[c.doc_id].hash, []), words, intent_words, 1200)
+                rerank_query = f"{intent}\n{question}" if intent else question
+                scores = store.rerank(rerank_query, [texts[rows[c.doc_id].hash][c.chunk[0] : c.chunk[1]] for c in top], reranker)  # type: ignore[index]
+                for c, s in zip(top, scores):
+                    c.rerank = s
+            reranked = True
+            plan.stages["rerank"] = len(top)
+    elif not opts.rerank:
+        plan.stages["rerank"] = "off"
+    ranked = finish(candidates[: max(opts.candidates, opts.limit)] if reranked else candidates, reranked)
+
+    hits: list[SearchHit] = []
+    for c in ranked:
+        if c.score < opts.min_score:
+            continue
+        if len(hits) >= opts.limit:
+            break
+        row = rows.get(c.doc_id) or docs.rows_by_ids(conn, [c.doc_id])[c.doc_id]
+        text_ = texts.get(row.hash) or docs.read_content(conn, row.hash)
+        region = None
+        if c.chunk is not None:
+            region = (text_.count("\n", 0, c.chunk[0]), text_.count("\n", 0, c.chunk[1]) + 1)
+        line, snippet = make_snippet(text_, sorted(words | intent_words), row.body_line, opts.snippet_chars, False, region)
+        hit = SearchHit(
+            docid=row.docid, collection=row.collection, path=row.path, title=row.title, score=c.score, line=line,
+            snippet=snippet, match="hybrid", context=store._context(row.collection, row.path),
+        )
+        if explain:
+            hit.explain = {
+                "lists": [{"list": n, "rank": r, "rrf": round(v, 6)} for n, r, v in c.contributions],
+                "rrf": round(c.rrf_score, 6),
+                "rrf_rank": c.rrf_rank,
+                "rerank": None if c.rerank is None else round(c.rerank, 6),
+                "blend_weight": None if c.rerank is None else blend_weight(c.rrf_rank),
+                "score": round(c.score, 6),
+            }
+        hits.append(hit)
+    plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
+    return QueryResult(
+        hits, plan.stages, [{"type": s.type, "query": s.text} for s in plan.searches], plan.notices,
+        {k: round(v, 2) for k, v in plan.timings_ms.items()},
+    )
+
