@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.tinybert import write_tiny_bert
+from tests.tinyllama import write_tiny_llama
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +22,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         folder = write_tiny_bert(root / f"src-{name}", **kwargs)
         out[name] = import_bert(folder, root / f"{name}.gguf", "f32", name=f"tiny-{name}").path
         out[f"{name}_src"] = folder
+    out["llama"] = write_tiny_llama(root / "tiny-llama.gguf")
     return out
 
 

@@ -68,6 +68,10 @@ class Generator:
 
     def expand(self, query: str) -> list[SubQuery]:
         llm = self.llm
+        room = self.n_ctx - MAX_NEW_TOKENS - len(llm.tokenize(self.prompt("").encode(), add_bos=True)) - 8
+        tokens = llm.tokenize(query.encode("utf-8", "replace"), add_bos=False)
+        if len(tokens) > room:  # a long question is cut, never an error
+            query = llm.detokenize(tokens[: max(room, 1)]).decode("utf-8", "replace")
         out = llm.create_completion(self.prompt(query), max_tokens=MAX_NEW_TOKENS, temperature=0.0, grammar=self._grammar)
         return parse_expansion(out["choices"][0]["text"])
 

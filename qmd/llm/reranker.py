@@ -139,6 +139,8 @@ class YesNoReranker:
         )
 
     def scores(self, query: str, docs: Sequence[str]) -> list[float]:
+        import llama_cpp
+
         llm = self.llm
         yes_id, no_id = self._ids  # type: ignore[misc]
         out = []
@@ -146,9 +148,9 @@ class YesNoReranker:
             tokens = llm.tokenize(self.prompt(query, doc).encode("utf-8", "replace"), add_bos=True, special=True)
             tokens = tokens[-(self.n_ctx - 1):]
             llm.reset()
-            llm.eval(tokens)
-            logits = llm.eval_logits[-1]
-            yes, no = logits[yes_id], logits[no_id]
+            llm.eval(tokens)  # only the last position's logits are computed
+            logits = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+            yes, no = float(logits[yes_id]), float(logits[no_id])
             out.append(sigmoid(yes - no))  # softmax over the two answers
         return out
 
