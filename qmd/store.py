@@ -573,14 +573,16 @@ class Store:
         explain: bool = False,
         snippet_chars: int = CLI_SNIPPET_CHARS,
         progress: Callable[[str], None] | None = None,
+        keyword: bool = True,
     ) -> QueryResult:
         """Hybrid search: expansion, BM25 + vector lists, RRF, rerank, blend (search/hybrid.py).
 
         Missing models skip their stage; the result's `stages` and `notices` say which.
+        `keyword=False` searches vectors only (vsearch --expand).
         """
         from .search.hybrid import QueryOptions, run_query
 
-        opts = QueryOptions(limit, candidates, min_score, collections, intent, rerank, expand, snippet_chars)
+        opts = QueryOptions(limit, candidates, min_score, collections, intent, rerank, expand, snippet_chars, keyword)
         return run_query(self, text, opts, progress, explain)
 
     def embed_collections(self, collections: list[str] | None = None) -> tuple[list[str], list[str]]:

@@ -158,3 +158,11 @@ def test_query_cli_json_carries_stages(store: qmd.Store, models: dict[str, Path]
     assert "Timings:" in proc.stderr
     bad = run_qmd("query", "lex: a\nfoo: b", env=env)
     assert bad.returncode == 1 and "line 2" in bad.stderr
+
+
+def test_vsearch_expand_fuses_vector_lists_only(store: qmd.Store, models: dict[str, Path]) -> None:
+    store.embed()
+    result = store.query("roll back a deploy", keyword=False, rerank=False, explain=True)
+    assert result.stages["bm25"] == 0 and result.stages["vector"] >= 1
+    assert all(x["list"].startswith(("vec", "hyde")) for h in result.hits for x in h.explain["lists"])
+    assert all(s["type"] != "lex" for s in result.searches)

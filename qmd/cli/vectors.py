@@ -78,6 +78,7 @@ def vsearch(
     line_numbers: Annotated[bool, typer.Option("--line-numbers", help="Number the snippet lines.")] = False,
     collection: CollectionOpt = None,
     full_path: Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths.")] = False,
+    expand: Annotated[bool, typer.Option("--expand", help="Also search vec/hyde expansions of the query (needs the generate model), fused by RRF.")] = False,
     fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
 ) -> None:
     """Vector search: documents nearest in meaning to the query (best chunk per document)."""
@@ -85,6 +86,17 @@ def vsearch(
     if n is not None and n < 1:
         raise typer.BadParameter("must be at least 1", param_hint="-n")
     limit = None if all_ else (n or (20 if kind in ("json", "files") else 5))
+    if expand:
+        with open_store() as store:
+            fused = store.query(
+                " ".join(query), limit=limit or 10_000, min_score=min_score, collections=collection, rerank=False,
+                snippet_chars=JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS, keyword=False,
+            )
+            paths = _fs_paths(store, fused.hits) if full_path else None
+        for notice in fused.notices:
+            err(f"Note: {notice}")
+        out(format_search(fused.hits, kind, paths))
+        return
     with open_store() as store:
         result = store.vsearch(
             " ".join(query), limit=limit, collections=collection, min_score=min_score, full=full,
