@@ -37,6 +37,7 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "context": ("qmd.cli.collections", "context_app", True),
     "models": ("qmd.cli.vectors", "models_app", True),
     "pull": ("qmd.cli.vectors", "pull", False),
+    "bench": ("qmd.cli.bench", "bench", False),
 }
 
 
