@@ -1,0 +1,271 @@
+"""`qmd hooks install|uninstall|status`: put our hook beside whatever hooks a repository has.
+
+Like pre-commit's install_uninstall.py: our script is recognised by a marker line; a
+foreign hook is renamed to `<hook>.legacy` and still run (same arguments, same stdin);
+pre-commit's own generated hook is left in place and our script becomes the `.legacy`
+it runs (a `.legacy` pre-commit already chains moves to `.legacy.legacy`, which ours
+runs); when husky owns core.hooksPath our block goes into `.husky/<hook>`. Uninstall
+renames back, so what was there returns byte for byte. Idempotent.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qmd import QmdError
+
+from updater.layout import Layout, now_iso
+
+from . import registry, script
+from .gitrepo import RepoHooks, locate
+
+HUSKY8_PREAMBLE = '#!/usr/bin/env sh\n. "$(dirname -- "$0")/_/husky.sh"\n\n'
+
+
+@dataclass
+class Outcome:
+    """What install/uninstall did in one repository: lines for people, data for the registry."""
+
+    repo: Path
+    lines: list[str] = field(default_factory=list)
+    entry: dict[str, Any] = field(default_factory=dict)
+
+
+def _read(path: Path) -> str | None:
+    """The text of a hook file; None when there is none; "" for a dangling symlink."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return "" if os.path.islink(path) else None
+    except IsADirectoryError as exc:
+        raise QmdError(f"{path} is a directory, not a hook file", "move it away, then run qmd hooks install again") from exc
+
+
+def _write(path: Path, text: str, mode: int = 0o755) -> bool:
+    """Atomically replace `path` with `text` (keeping an existing file's mode); False when unchanged."""
+    if _read(path) == text and not os.path.islink(path):
+        return False
+    if path.exists() and not os.path.islink(path):
+        mode = path.stat().st_mode & 0o7777
+    tmp = path.with_name(f".{path.name}.qmd-{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    return True
+
+
+def _install_plain(hooks_dir: Path, name: str, text: str) -> tuple[str, dict[str, Any]]:
+    target, legacy = hooks_dir / name, hooks_dir / f"{name}.legacy"
+    current = _read(target)
+    if current is not None and script.is_ours(current):
+        return ("updated" if _write(target, text) else "already installed"), {}
+    if current is not None and script.is_pre_commit(current):
+        previous = _read(legacy)
+        if previous is not None and script.is_ours(previous):
+            return ("updated" if _write(legacy, text) else "already installed") + " (after pre-commit's hook)", {}
+        note = ""
+        if previous is not None:
+            older = hooks_dir / f"{name}.legacy.legacy"
+            if os.path.lexists(older):
+                raise QmdError(f"{legacy} and {older} both exist: qmd will not overwrite either", f"merge them into one, then run qmd hooks install again")
+            os.rename(legacy, older)
+            note = f"; the hook pre-commit chained moved to {older.name} and still runs"
+        _write(legacy, text)
+        return f"installed as {legacy.name}, which pre-commit's hook runs{note}", {"how": "pre-commit"}
+    if current is not None:
+        if os.path.lexists(legacy):
+            raise QmdError(
+                f"{target} is not qmd's and {legacy.name} already exists: qmd will not overwrite it",
+                f"merge {legacy} into {target} (or move it away), then run qmd hooks install again",
+            )
+        os.rename(target, legacy)
+        _write(target, text)
+        return f"installed; the existing hook was kept as {legacy.name} and still runs", {"how": "chained"}
+    _write(target, text)
+    return "installed", {"how": "created"}
+
+
+def _remove_plain(hooks_dir: Path, name: str) -> str:
+    target, legacy = hooks_dir / name, hooks_dir / f"{name}.legacy"
+    current = _read(target)
+    if current is not None and script.is_ours(current):
+        target.unlink()
+        if os.path.lexists(legacy):
+            os.rename(legacy, target)
+            return f"removed; restored the previous hook from {legacy.name}"
+        return "removed"
+    previous = _read(legacy)
+    if previous is not None and script.is_ours(previous):
+        legacy.unlink()
+        older = hooks_dir / f"{name}.legacy.legacy"
+        if os.path.lexists(older):
+            os.rename(older, legacy)
+            return f"removed from after pre-commit's hook; {older.name} is {legacy.name} again"
+        return "removed from after pre-commit's hook"
+    return "not installed"
+
+
+def _block_span(text: str) -> tuple[int, int] | None:
+    start = text.find(script.BLOCK_BEGIN)
+    if start < 0 or (start > 0 and text[start - 1] != "\n"):
+        return None
+    end = text.find(script.BLOCK_END, start)
+    if end < 0:
+        return None
+    end += len(script.BLOCK_END)
+    return start, end + 1 if text[end : end + 1] == "\n" else end
+
+
+def _install_husky(repo: RepoHooks, name: str, block: str) -> tuple[str, dict[str, Any]]:
+    assert repo.husky_dir is not None
+    path = repo.husky_dir / name
+    text = _read(path)
+    stub = repo.hooks_dir / name
+    warn = f"; warning: husky has no {stub} stub, so git will not run it (run `npx husky`)" if repo.husky_version == 9 and not stub.exists() else ""
+    if text is not None and (span := _block_span(text)):
+        new = text[: span[0]] + block + text[span[1] :]
+        return ("updated" if _write(path, new) else "already installed") + f" in {path}{warn}", {}
+    if text is None:
+        content = block if repo.husky_version == 9 else HUSKY8_PREAMBLE + block
+        _write(path, content)
+        return f"created {path}{warn}", {"how": "husky", "created": True}
+    sep = "" if not text or text.endswith("\n") else "\n"
+    _write(path, text + sep + block)
+    return f"added to {path}{warn}", {"how": "husky", "created": False, "added_newline": bool(sep)}
+
+
+def _remove_husky(husky_dir: Path, name: str, entry: dict[str, Any]) -> str:
+    path = husky_dir / name
+    text = _read(path)
+    span = _block_span(text) if text else None
+    if text is None or span is None:
+        return "not installed"
+    rest = text[: span[0]] + text[span[1] :]
+    if entry.get("added_newline") and span[1] == len(text) and rest.endswith("\n"):
+        rest = rest[:-1]
+    if entry.get("created") and rest in ("", HUSKY8_PREAMBLE, HUSKY8_PREAMBLE.rstrip("\n") + "\n"):
+        path.unlink()
+        return f"removed {path} (qmd created it)"
+    _write(path, rest)
+    return f"removed our block from {path}"
+
+
+def install(path: Path | str, layout: Layout | None = None) -> Outcome:
+    """Enrol the work tree containing `path`: install the three hooks, remember the repo."""
+    layout = layout or Layout.current()
+    repo = locate(path)
+    state = str(layout.root)
+    out = Outcome(repo.top)
+    created: list[str] = []
+    hooks: dict[str, Any] = {}
+    if repo.husky_dir is None and not repo.hooks_dir.is_dir():
+        repo.hooks_dir.mkdir(parents=True)
+        created.append(str(repo.hooks_dir))
+    for name in script.HOOK_NAMES:
+        if repo.husky_dir is not None:
+            message, info = _install_husky(repo, name, script.husky_block(name, state))
+        else:
+            message, info = _install_plain(repo.hooks_dir, name, script.hook_script(name, state))
+        out.lines.append(f"  {name}: {message}")
+        hooks[name] = info
+    with registry.editing(layout) as repos:
+        old = repos.get(str(repo.top)) or {}
+        for name, info in hooks.items():  # a re-install keeps what the first install recorded
+            hooks[name] = info or (old.get("hooks") or {}).get(name) or {}
+        repos[str(repo.top)] = {
+            "hooks_dir": str(repo.hooks_dir),
+            "husky_dir": str(repo.husky_dir) if repo.husky_dir else None,
+            "state_dir": state,
+            "installed_at": old.get("installed_at") or now_iso(),
+            "hooks": hooks,
+            "created_dirs": sorted(set(old.get("created_dirs") or []) | set(created)),
+        }
+    where = f"husky ({repo.husky_dir})" if repo.husky_dir else str(repo.hooks_dir)
+    out.lines.insert(0, f"{repo.top}: hooks in {where}, requests queued in {layout.queue}")
+    return out
+
+
+def uninstall(path: Path | str, layout: Layout | None = None) -> Outcome:
+    """Remove our hooks from a repository and forget it (a deleted repository is just forgotten)."""
+    layout = layout or Layout.current()
+    repos = registry.load(layout)
+    key = os.path.realpath(os.path.expanduser(str(path)))
+    if key not in repos and os.path.exists(key):
+        try:
+            key = str(locate(key).top)
+        except QmdError:
+            pass
+    entry = repos.get(key) or {}
+    out = Outcome(Path(key), entry=entry)
+    if not os.path.isdir(key):
+        if not entry:
+            raise QmdError(f"{path} is not an enrolled repository", "see the enrolled ones with: qmd hooks status")
+        out.lines.append(f"{key}: no longer exists; forgotten")
+    else:
+        repo = locate(key)
+        shared = [
+            other for other, e in repos.items()
+            if other != key and os.path.isdir(other) and e.get("hooks_dir") == str(repo.hooks_dir)
+        ]
+        out.lines.append(f"{repo.top}:")
+        if shared:
+            out.lines.append(f"  hooks kept: {repo.hooks_dir} also serves the enrolled {', '.join(shared)}")
+        else:
+            for name in script.HOOK_NAMES:
+                if repo.husky_dir is not None:
+                    message = _remove_husky(repo.husky_dir, name, (entry.get("hooks") or {}).get(name) or {})
+                else:
+                    message = _remove_plain(repo.hooks_dir, name)
+                out.lines.append(f"  {name}: {message}")
+            for folder in reversed(entry.get("created_dirs") or []):
+                try:
+                    os.rmdir(folder)  # only when empty: what qmd created and nobody filled
+                except OSError:
+                    pass
+    with registry.editing(layout) as current:
+        current.pop(key, None)
+    return out
+
+
+@dataclass
+class HookState:
+    name: str
+    state: str  # installed | missing | stale (installed for another state dir)
+    detail: str
+
+
+def inspect(key: str, entry: dict[str, Any], layout: Layout | None = None) -> tuple[bool, list[HookState]]:
+    """(the work tree exists, the state of each hook) for an enrolled repository."""
+    layout = layout or Layout.current()
+    if not os.path.isdir(key):
+        return False, []
+    try:
+        repo = locate(key)
+    except QmdError as exc:
+        return True, [HookState(name, "missing", exc.message) for name in script.HOOK_NAMES]
+    states = []
+    for name in script.HOOK_NAMES:
+        if repo.husky_dir is not None:
+            where = repo.husky_dir / name
+            text = _read(where) or ""
+            found = text if _block_span(text) else None
+        else:
+            where = repo.hooks_dir / name
+            text = _read(where) or ""
+            found = text if script.is_ours(text) else None
+            if found is None and script.is_pre_commit(text):
+                where = repo.hooks_dir / f"{name}.legacy"
+                legacy = _read(where) or ""
+                found = legacy if script.is_ours(legacy) else None
+        if found is None:
+            states.append(HookState(name, "missing", f"{where} does not run qmd's hook (run: qmd hooks install {key})"))
+            continue
+        baked = script.baked_state(found)
+        if baked != str(layout.root):
+            states.append(HookState(name, "stale", f"{where} queues into {baked}, not {layout.root} (run: qmd hooks install {key})"))
+        else:
+            states.append(HookState(name, "installed", str(where)))
+    return True, states

@@ -1,0 +1,13 @@
+"""The updater: drains the reindex queue the git hooks fill, behind one global lock.
+
+`qmd updater run` drains once, `qmd updater daemon` waits for requests (watchdog) and
+drains them in batches, `qmd health` reports the flag a failed step raises. Everything
+goes through qmd's public API (`import qmd`); the state lives in `qmd.state_dir()`:
+
+    queue/{tmp,new,cur,failed}/   requests (maildir-style spool)
+    updater.lock (+ .json)        the global single-updater lock and its holder
+    failures/<id>.json            one record per failing (repo, index, step)
+    health.json                   the flag: {raised, since, failures, last_success}
+    updater/stats.json            runs, documents updated, chunks embedded, the last run
+    logs/                         updater.log (rotating), hooks.log (one line per hook call)
+"""

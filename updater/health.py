@@ -1,0 +1,136 @@
+"""`qmd health`: the flag, the failures behind it, the queue; `--session-start` for agent hooks.
+
+Exit codes: 0 when the flag is down, 1 when it is raised (a QmdError naming the fix, so
+scripts can `qmd health || notify`). `--session-start` always exits 0 and prints one plain
+line for the agent's context only when something needs attention: the flag is raised, or
+requests have waited more than STALE_QUEUE_S with no updater running (silence is not
+freshness). Nothing at all when healthy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+
+from qmd import QmdError
+
+from . import records, spool, stats
+from .layout import Layout, ago, parse_iso
+from .lock import holder
+
+STALE_QUEUE_S = 15 * 60  # doctor's queue_warn_minutes default
+
+
+def snapshot(layout: Layout) -> dict[str, Any]:
+    """Everything status and health report, read without the lock."""
+    now = time.time()
+    failures = records.load_all(layout)
+    queue = spool.info(layout)
+    flag = records.health(layout)
+    live = [f for f in failures if f.live]
+    # health.json is rewritten after every run; the records are the truth in between
+    flag["raised"] = bool(live)
+    flag["failures"] = [f.id for f in live]
+    if not live:
+        flag["since"] = None
+    elif not flag.get("since"):
+        flag["since"] = min(f.first_at for f in live)
+    return {
+        "health": flag,
+        "updater": holder(layout),
+        "queue": {
+            "pending": queue.pending,
+            "oldest": queue.oldest,
+            "oldest_age_s": round(now - queue.oldest, 1) if queue.oldest else None,
+            "failed_requests": queue.failed,
+            "by_repo": queue.by_repo,
+        },
+        "failures": [dict(f.__dict__) for f in failures if not f.dead and not f.dropped],
+        "dead": [dict(f.__dict__) for f in failures if f.dead and not f.dropped],
+        "dropped": [dict(f.__dict__) for f in failures if f.dropped],
+        "stats": stats.load(layout),
+        "state_dir": str(layout.root),
+    }
+
+
+def _when(stamp: str | None, now: float) -> str:
+    t = parse_iso(stamp)
+    return f"{stamp} ({ago(now - t)} ago)" if t else "never"
+
+
+def failure_line(f: dict[str, Any], now: float) -> str:
+    where = f"{f['repo'] or '(every repo)'} → index {f['index']}" + (f" [{', '.join(f['collections'])}]" if f.get("collections") else "")
+    if f.get("dropped"):
+        state = "dropped"
+    elif f.get("dead"):
+        state = f"dead after {f['attempts']} attempts"
+    else:
+        nxt = parse_iso(f.get("next_at"))
+        state = f"attempt {f['attempts']}/{records.MAX_ATTEMPTS}" + (f", next retry in {ago(nxt - now)}" if nxt and nxt > now else ", retry due")
+    return f"  {f['id']}  {f['step']:<6} {where}  ({state})\n      {f['error']}" + (f"\n      hint: {f['hint']}" if f.get("hint") else "")
+
+
+def render(snap: dict[str, Any]) -> str:
+    now = time.time()
+    flag = snap["health"]
+    lines = []
+    if flag["raised"]:
+        lines.append(f"health: RAISED since {flag['since']} ({len(flag['failures'])} failure{'s' if len(flag['failures']) != 1 else ''})")
+    else:
+        lines.append("health: ok")
+    for key, title in (("failures", "failing (retried with backoff)"), ("dead", "dead (no more automatic retries; `qmd updater retry` puts them back)"), ("dropped", "dropped (the repository no longer exists; does not raise the flag)")):
+        if snap[key]:
+            lines.append(f"{title}:")
+            lines += [failure_line(f, now) for f in snap[key]]
+    q = snap["queue"]
+    oldest = f" (oldest {ago(q['oldest_age_s'])} old)" if q["oldest_age_s"] is not None else ""
+    lines.append(f"queue: {q['pending']} pending{oldest}, {q['failed_requests']} in queue/failed")
+    who = snap["updater"]
+    lines.append(f"updater: running ({who.get('mode')}, pid {who['pid']}, since {who.get('started_at')})" if who else "updater: not running (start one: qmd updater install-service, or qmd updater daemon)")
+    lines.append(f"last success: {_when(flag.get('last_success'), now)}")
+    return "\n".join(lines)
+
+
+def session_line(snap: dict[str, Any]) -> str | None:
+    """One plain factual line for an agent's context, or None when all is well."""
+    flag = snap["health"]
+    live = snap["failures"] + snap["dead"]
+    if flag["raised"] and live:
+        latest = max(live, key=lambda f: f["last_at"])
+        where = f"{latest['step']} of {latest['repo'] or 'every repo'} into index {latest['index']}"
+        return (
+            f"qmd: index updates have been failing since {flag['since']} ({len(live)} failure{'s' if len(live) != 1 else ''}; latest: {where}: {latest['error']}). "
+            "Search results from qmd may be stale. Details: qmd health."
+        )
+    q = snap["queue"]
+    if q["pending"] and not snap["updater"] and (q["oldest_age_s"] or 0) > STALE_QUEUE_S:
+        return (
+            f"qmd: {q['pending']} index update request{'s have' if q['pending'] != 1 else ' has'} waited {ago(q['oldest_age_s'])} and no updater is running; "
+            "search results from qmd may be stale. Start one: qmd updater install-service (or run: qmd updater run)."
+        )
+    return None
+
+
+def health(
+    json_: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False,
+    session_start: Annotated[bool, typer.Option("--session-start", help="For agent SessionStart hooks: one line when something is wrong, nothing when healthy; always exits 0.")] = False,
+) -> None:
+    """The health flag: raised while an index update keeps failing (exit 1 when raised)."""
+    layout = Layout.current()
+    if session_start:
+        try:
+            line = session_line(snapshot(layout))
+        except Exception as exc:  # an agent's session must start whatever happens here
+            line = f"qmd: cannot read the index health ({type(exc).__name__}: {exc}); run qmd health."
+        if line:
+            typer.echo(line)
+        raise typer.Exit(0)
+    snap = snapshot(layout)
+    typer.echo(json.dumps(snap, indent=2, sort_keys=True, default=str) if json_ else render(snap))
+    if snap["health"]["raised"]:
+        n = len(snap["health"]["failures"])
+        raise QmdError(f"the health flag is raised: {n} index update failure{'s' if n != 1 else ''}", "fix the cause shown above, then: qmd updater run")
+

@@ -1,0 +1,47 @@
+"""Logs in `<state>/logs/`: updater.log rotates at 1 MB (3 kept); hooks.log, appended by the
+sh hooks, is rotated by the updater (one old file kept), since a hook cannot afford to."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import sys
+
+from .layout import Layout
+
+MAX_BYTES = 1024 * 1024
+LOGGER = "qmd.updater"
+
+
+def setup(layout: Layout, *, stderr: bool = False, verbose: bool = False) -> logging.Logger:
+    """The updater's logger: the rotating file, plus stderr for the daemon (journald, launchd)."""
+    log = logging.getLogger(LOGGER)
+    log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+        handler.close()
+    fmt = logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(message)s", "%Y-%m-%dT%H:%M:%S%z")
+    try:
+        layout.logs.mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = logging.handlers.RotatingFileHandler(layout.updater_log, maxBytes=MAX_BYTES, backupCount=3, encoding="utf-8")
+        handler.setFormatter(fmt)
+        log.addHandler(handler)
+    except OSError as exc:
+        stderr = True
+        sys.stderr.write(f"warning: cannot write {layout.updater_log}: {exc}; logging to stderr\n")
+    if stderr:
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        log.addHandler(console)
+    return log
+
+
+def rotate_hooks_log(layout: Layout) -> None:
+    """hooks.log → hooks.log.1 past MAX_BYTES (a hook appending meanwhile lands in either file)."""
+    try:
+        if layout.hooks_log.stat().st_size > MAX_BYTES:
+            os.replace(layout.hooks_log, layout.hooks_log.with_name("hooks.log.1"))
+    except OSError:
+        pass

@@ -1,0 +1,178 @@
+"""Failure records and the health flag (design §7).
+
+A record `failures/<id>.json` = {id, repo, index, collections, step, error, attempts,
+first_at, last_at, log} (+ next_at, dead, dropped), one per failing (repo, index, step).
+Retries back off (30 s, 2 min, 8 min, 32 min); after MAX_ATTEMPTS attempts a record is
+dead: its requests move to queue/failed/ and nothing retries them until a new request for
+that repo arrives or `qmd updater retry` puts them back. Only a success clears the records
+it covers. A request for a repository that no longer exists is dropped with a record
+marked `dropped`: reported by `qmd health` and `qmd updater status`, but it does not raise
+the flag (nothing can fix it; `qmd hooks uninstall PATH` forgets it, and it expires after
+DROPPED_TTL_S). health.json = {raised, since, failures, last_success}: raised iff a live
+record (any record that is not `dropped`) exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .layout import Layout, now_iso, parse_iso, read_json, write_json
+
+MAX_ATTEMPTS = 5
+BACKOFF_S = (30, 120, 480, 1920)
+DROPPED_TTL_S = 7 * 86400
+
+
+def record_id(repo: str | None, index: str, step: str) -> str:
+    return hashlib.sha256(f"{repo or ''}\0{index}\0{step}".encode()).hexdigest()[:12]
+
+
+@dataclass
+class Failure:
+    id: str
+    repo: str | None
+    index: str
+    collections: list[str]
+    step: str  # update | embed
+    error: str
+    attempts: int
+    first_at: str
+    last_at: str
+    log: str
+    next_at: str | None = None  # no automatic retry before this time
+    dead: bool = False
+    dropped: bool = False
+    hint: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        """Raises the flag: every record except a dropped request's."""
+        return not self.dropped
+
+    def due(self, now: float) -> bool:
+        """May be retried automatically now (not dead, backoff elapsed)."""
+        when = parse_iso(self.next_at)
+        return not self.dead and (when is None or when <= now)
+
+
+def load_all(layout: Layout) -> list[Failure]:
+    """Every readable record, oldest first."""
+    out = []
+    try:
+        names = sorted(os.listdir(layout.failures))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for name in names:
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        data = read_json(layout.failures / name)
+        if not isinstance(data, dict):
+            continue
+        known = {k: data[k] for k in Failure.__dataclass_fields__ if k in data and k != "extra"}
+        try:
+            out.append(Failure(**known))
+        except TypeError:
+            continue
+    return sorted(out, key=lambda f: f.first_at)
+
+
+def save(layout: Layout, failure: Failure) -> None:
+    write_json(layout.failures / f"{failure.id}.json", {k: v for k, v in asdict(failure).items() if k != "extra"})
+
+
+def remove(layout: Layout, failure_id: str) -> bool:
+    try:
+        (layout.failures / f"{failure_id}.json").unlink()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def record_failure(
+    layout: Layout, repo: str | None, index: str, collections: list[str], step: str, error: str, hint: str | None = None
+) -> Failure:
+    """Create or bump the record of (repo, index, step): one more attempt, the next backoff, dead at the limit."""
+    fid = record_id(repo, index, step)
+    data = read_json(layout.failures / f"{fid}.json")
+    stamp = now_iso()
+    attempts = (int(data.get("attempts") or 0) if isinstance(data, dict) else 0) + 1
+    dead = attempts >= MAX_ATTEMPTS
+    delay = BACKOFF_S[min(attempts, len(BACKOFF_S)) - 1]
+    failure = Failure(
+        id=fid, repo=repo, index=index, collections=sorted(collections), step=step, error=error, attempts=attempts,
+        first_at=(data.get("first_at") if isinstance(data, dict) else None) or stamp, last_at=stamp, log=str(layout.updater_log),
+        next_at=None if dead else now_iso(time.time() + delay), dead=dead, hint=hint,
+    )
+    save(layout, failure)
+    return failure
+
+
+def record_dropped(layout: Layout, repo: str, requests: int) -> Failure:
+    """A request for a repository that no longer exists: dropped, recorded, not retried, flag not raised."""
+    fid = record_id(repo, "", "update")
+    stamp = now_iso()
+    failure = Failure(
+        id=fid, repo=repo, index="", collections=[], step="update",
+        error=f"{repo} no longer exists: {requests} request(s) dropped", attempts=1, first_at=stamp, last_at=stamp,
+        log=str(layout.updater_log), dead=True, dropped=True,
+        hint=f"if it moved, run qmd hooks install in its new place; to forget it: qmd hooks uninstall {repo}",
+    )
+    save(layout, failure)
+    return failure
+
+
+def clear(layout: Layout, repo: str | None, index: str, steps: tuple[str, ...] = ("update", "embed")) -> list[str]:
+    """A success covers these records: delete them; returns the ids removed."""
+    return [fid for step in steps if remove(layout, fid := record_id(repo, index, step))]
+
+
+def forget_repo(layout: Layout, repo: str) -> int:
+    """Remove the dropped records of `repo` (it was uninstalled); returns how many."""
+    return sum(remove(layout, f.id) for f in load_all(layout) if f.dropped and f.repo == repo)
+
+
+def revive(layout: Layout, repo: str) -> None:
+    """`qmd updater retry`: dead records of `repo` get their attempts back."""
+    for failure in load_all(layout):
+        if failure.repo == repo and failure.dead and not failure.dropped:
+            failure.dead, failure.attempts, failure.next_at = False, 0, None
+            save(layout, failure)
+
+
+def expire_dropped(layout: Layout, now: float) -> None:
+    for failure in load_all(layout):
+        when = parse_iso(failure.last_at)
+        if failure.dropped and when is not None and now - when > DROPPED_TTL_S:
+            remove(layout, failure.id)
+
+
+def health(layout: Layout) -> dict[str, Any]:
+    """The flag as stored in health.json (a default when no updater has written it yet)."""
+    data = read_json(layout.health)
+    if not isinstance(data, dict):
+        return {"raised": False, "since": None, "failures": [], "last_success": None}
+    return data
+
+
+def write_health(layout: Layout, last_success: str | None = None) -> dict[str, Any]:
+    """Recompute the flag from the records (the lock holder only) and write health.json."""
+    old = health(layout)
+    live = [f for f in load_all(layout) if f.live]
+    raised = bool(live)
+    since = None
+    if raised:
+        since = old.get("since") if old.get("raised") and old.get("since") else min(f.first_at for f in live)
+    data = {
+        "raised": raised,
+        "since": since,
+        "failures": [f.id for f in live],
+        "last_success": last_success or old.get("last_success"),
+    }
+    if data != old or not layout.health.exists():
+        write_json(layout.health, data)
+    return data

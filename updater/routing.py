@@ -1,0 +1,88 @@
+"""One harness for all indexes: route a repository to the collections, in every index, it touches.
+
+Indexes are the `*.yml` configs in `qmd.config_dir()` (except `models.yml`). A collection
+is routed to a repository when its folder lies inside the repository's work tree, or
+contains it (a collection over ~/work sees the files of every repo below it).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import qmd
+from qmd import QmdError
+
+
+@dataclass
+class Coll:
+    index: str
+    name: str
+    path: str  # realpath of the folder
+    embed: bool
+
+
+@dataclass
+class Indexes:
+    """What every index config says, read once per run."""
+
+    collections: list[Coll] = field(default_factory=list)
+    errors: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # index → (message, hint)
+
+    def route(self, repo: str) -> dict[str, list[str]]:
+        """{index: [collection names]} for the work tree (or folder) `repo`."""
+        out: dict[str, list[str]] = {}
+        for coll in self.collections:
+            if inside(coll.path, repo) or inside(repo, coll.path):
+                out.setdefault(coll.index, []).append(coll.name)
+        return out
+
+
+def inside(path: str, folder: str) -> bool:
+    """`path` is `folder` or below it (both real paths)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def index_names() -> list[str]:
+    folder = qmd.config_dir()
+    try:
+        return sorted(p.stem for p in folder.glob("*.yml") if p.name != "models.yml" and p.is_file())
+    except OSError:
+        return []
+
+
+def open_store(index: str) -> qmd.Store:
+    paths = qmd.resolve_index(index)
+    return qmd.Store(paths.index_path, paths.config_path)
+
+
+def load() -> Indexes:
+    """Every index's collections; an index whose config cannot be read is listed in `errors`."""
+    result = Indexes()
+    for index in index_names():
+        try:
+            store = open_store(index)
+            try:
+                embed, _ = store.embed_collections()
+                for info in store.collections():
+                    result.collections.append(Coll(index, info.name, os.path.realpath(info.path), info.name in embed))
+            finally:
+                store.close()
+        except QmdError as exc:
+            result.errors[index] = (exc.message, exc.hint)
+    return result
+
+
+def covered_by(repos: list[str], path: str) -> bool:
+    """True when `path` is inside one of the (enrolled) work trees."""
+    return any(inside(path, repo) for repo in repos)
+
+
+def git_top(folder: str) -> str | None:
+    """The work tree containing `folder` (a `.git` in it or above), without running git."""
+    path = Path(folder)
+    for candidate in (path, *path.parents):
+        if (candidate / ".git").exists():
+            return str(candidate)
+    return None

@@ -1,0 +1,156 @@
+"""The request queue: a maildir-style spool (design §3).
+
+Writers put `tmp/<unique>` and rename it into `new/` (no locks, never half a file).
+The updater claims a request by renaming it into `cur/`, and deletes it only after the
+work it asked for succeeded; a request whose failure went dead, whose repository is
+gone or that cannot be read moves to `failed/`. A request is a kick, not a diff: every
+update rescans whole collections, so any number of requests for one repo coalesce.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .layout import Layout, now_iso, parse_iso
+
+
+@dataclass
+class Request:
+    path: Path  # where the file is now
+    repo: str  # the work tree (or the watched folder) it is about
+    event: str
+    commit: str
+    time: float  # when it was queued (seconds since the epoch)
+    fresh: bool = False  # claimed from new/ by this run (not a retry left in cur/)
+    retry: bool = False  # put back by `qmd updater retry`
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def unique_name(event: str) -> str:
+    """`<time>.<pid>.<host-ish>.<event>`: unique among writers without coordination."""
+    import time
+
+    return f"{now_iso()}.{os.getpid()}.{time.monotonic_ns() % 10**9}.{socket.gethostname().split('.')[0] or 'host'}.{event}"
+
+
+def enqueue(layout: Layout, repo: str, event: str, commit: str = "", extra: dict[str, Any] | None = None) -> Path:
+    """Queue one request from Python (the watcher, `qmd updater retry`); the hooks do the same in sh."""
+    layout.ensure_queue()
+    name = unique_name(event)
+    tmp = layout.q("tmp") / name
+    body = {"repo": repo, "event": event, "commit": commit, "time": now_iso(), **(extra or {})}
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(body) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    target = layout.q("new") / name
+    os.replace(tmp, target)
+    return target
+
+
+def parse(path: Path) -> Request | None:
+    """The request in `path`; None when it is not a readable request."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"), strict=False)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("repo"), str) or not data["repo"]:
+        return None
+    when = parse_iso(data.get("time"))
+    if when is None:
+        try:
+            when = path.stat().st_mtime
+        except OSError:
+            when = 0.0
+    return Request(path, data["repo"], str(data.get("event") or "?"), str(data.get("commit") or ""), when, retry=bool(data.get("retry")))
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def claim(layout: Layout) -> tuple[list[Request], list[Path]]:
+    """Move everything in new/ into cur/; return (all requests in cur/, unreadable files moved to failed/)."""
+    layout.ensure_queue()
+    fresh: set[str] = set()
+    for name in _names(layout.q("new")):
+        try:
+            os.rename(layout.q("new") / name, layout.q("cur") / name)
+            fresh.add(name)
+        except FileNotFoundError:
+            continue  # another claimer took it (cannot happen under the lock, harmless anyway)
+    requests, bad = [], []
+    for name in _names(layout.q("cur")):
+        path = layout.q("cur") / name
+        request = parse(path)
+        if request is None:
+            bad.append(move(path, layout.q("failed")))
+            continue
+        request.fresh = name in fresh
+        requests.append(request)
+    return requests, bad
+
+
+def move(path: Path, folder: Path) -> Path:
+    """Rename a request into `folder` (failed/, new/); returns its new path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / path.name
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        pass
+    return target
+
+
+def delete(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def failed_for(layout: Layout, repo: str) -> list[Path]:
+    """Requests in failed/ about `repo` (superseded once the repo updates successfully)."""
+    out = []
+    for name in _names(layout.q("failed")):
+        request = parse(layout.q("failed") / name)
+        if request is not None and os.path.realpath(request.repo) == repo:
+            out.append(request.path)
+    return out
+
+
+@dataclass
+class QueueInfo:
+    pending: int  # new/ + cur/
+    oldest: float | None  # queue time of the oldest pending request
+    failed: int  # dead-lettered, dropped or unreadable requests in failed/
+    by_repo: dict[str, int]
+
+
+def info(layout: Layout) -> QueueInfo:
+    """Counts for status and health (reads only; safe while an updater runs)."""
+    oldest: float | None = None
+    by_repo: dict[str, int] = {}
+    pending = 0
+    for sub in ("new", "cur"):
+        folder = layout.q(sub)
+        for name in _names(folder):
+            request = parse(folder / name)
+            if request is None:
+                continue  # claimed (renamed) while we looked, or unreadable: the updater handles it
+            pending += 1
+            by_repo[request.repo] = by_repo.get(request.repo, 0) + 1
+            oldest = request.time if oldest is None else min(oldest, request.time)
+    return QueueInfo(pending, oldest, len(_names(layout.q("failed"))), by_repo)
