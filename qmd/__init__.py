@@ -46,6 +46,7 @@ _EXPORTS = {
     "VectorStatus": "results",
     "Store": "store",
     "EmbedReport": "embedding",
+    "build_id": "buildinfo",
 }
 _SUBMODULES = {"folders"}
 
@@ -65,6 +66,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from . import folders
+    from .buildinfo import build_id
     from .config import DEFAULT_PATTERN, CollectionConfig
     from .embedding import EmbedReport
     from .errors import ConfigError, IndexBusyError, NotFoundError, QmdError

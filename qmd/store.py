@@ -50,6 +50,14 @@ MULTI_GET_MAX_BYTES = 64 * 1024
 UPDATE_COMMAND_TIMEOUT_S = 900
 
 
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
 def _check_collection_name(name: str) -> str:
     if not _NAME.match(name):
         raise QmdError(f"invalid collection name {name!r}", "use letters, digits, '.', '_' or '-' (it appears in qmd:// paths)")
@@ -66,6 +74,7 @@ class Store:
         self.index_path = Path(index_path)
         self.config_path = Path(config_path) if config_path else self.index_path.with_suffix(".yml")
         self.config = Config.load(self.config_path)
+        self._config_stat = _stat_key(self.config_path)
         self._conn: apsw.Connection | None = None
         self._embedder: Embedder | None = None
         self._reranker: CrossEncoder | YesNoReranker | None = None
@@ -83,11 +92,40 @@ class Store:
             self._conn = connect(self.index_path, create=create)
         return self._conn
 
-    def close(self) -> None:
+    def loaded_models(self) -> list[str]:
+        """Roles (embed, rerank, generate) whose model is loaded in this process."""
+        pairs = (("embed", self._embedder), ("rerank", self._reranker), ("generate", self._generator))
+        return [role for role, model in pairs if model is not None]
+
+    def release_models(self) -> list[str]:
+        """Free every loaded model and return their roles; the connection stays open.
+
+        The next search that needs a model loads it again (a long-running server calls
+        this after an idle period).
+        """
+        released = self.loaded_models()
         for model in (self._embedder, self._reranker, self._generator):
             if model is not None:
                 model.close()
         self._embedder = self._reranker = self._generator = None
+        return released
+
+    def refresh_config(self) -> bool:
+        """Re-read the config file if it changed on disk since it was read; True if it did.
+
+        For long-running processes (the MCP server): collections and contexts added with
+        another `qmd` command are seen without a restart.
+        """
+        stat = _stat_key(self.config_path)
+        if stat == self._config_stat:
+            return False
+        self.config = Config.load(self.config_path)
+        self._config_stat = stat
+        self._colls = None
+        return True
+
+    def close(self) -> None:
+        self.release_models()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -106,6 +144,7 @@ class Store:
     def _save_config(self) -> None:
         self._colls = None
         self.config.save()
+        self._config_stat = _stat_key(self.config_path)
 
     def _collection(self, name: str) -> CollectionConfig:
         colls = self._collections()
@@ -381,20 +420,30 @@ class Store:
         hits = bm25_search(conn, parsed, limit, self._search_scope(collections), min_score)
         rows = docs.rows_by_ids(conn, [h.doc_id for h in hits])
         texts = docs.read_contents(conn, [r.hash for r in rows.values()])
-        words = parsed.words
-        out: list[SearchHit] = []
-        for hit in hits:
-            row = rows[hit.doc_id]
-            text = texts[row.hash]
-            line, snippet = make_snippet(text, words, row.body_line, snippet_chars, line_numbers)
-            out.append(
-                SearchHit(
-                    docid=row.docid, collection=row.collection, path=row.path, title=row.title,
-                    score=hit.score, line=line, snippet=snippet, match=hit.match,
-                    context=self._context(row.collection, row.path), body=text if full else None,
-                )
-            )
-        return out
+        return [
+            self.hit(rows[h.doc_id], texts[rows[h.doc_id].hash], h.score, h.match, parsed.words, snippet_chars, line_numbers, full=full)
+            for h in hits
+        ]
+
+    def hit(
+        self,
+        row: docs.DocRow,
+        text: str,
+        score: float,
+        match: str,
+        words: list[str],
+        snippet_chars: int,
+        line_numbers: bool = False,
+        chunk: tuple[int, int] | None = None,
+        full: bool = False,
+    ) -> SearchHit:
+        """A result for `row`: snippet at the best line (within `chunk`, when given) and context."""
+        region = None if chunk is None else (text.count("\n", 0, chunk[0]), text.count("\n", 0, chunk[1]) + 1)
+        line, snippet = make_snippet(text, words, row.body_line, snippet_chars, line_numbers, region)
+        return SearchHit(
+            docid=row.docid, collection=row.collection, path=row.path, title=row.title, score=score, line=line,
+            snippet=snippet, match=match, context=self._context(row.collection, row.path), body=text if full else None,
+        )
 
     def get(self, ref: str, from_line: int | None = None, max_lines: int | None = None, cwd: str | None = None) -> Document:
         """One document (or `from_line`.. `max_lines` of it) by path, qmd:// URI or #docid.
@@ -639,21 +688,25 @@ class Store:
         words = parse_query(query).words
         rows = docs.rows_by_ids(conn, [doc_id for doc_id, _, _ in found])
         texts = docs.read_contents(conn, [r.hash for r in rows.values()])
-        out: list[SearchHit] = []
-        for doc_id, similarity, (start, end) in found:
-            if similarity < min_score:
-                continue
-            row = rows[doc_id]
-            text = texts[row.hash]
-            region = (text.count("\n", 0, start), text.count("\n", 0, end) + 1)
-            line, snippet = make_snippet(text, words, row.body_line, snippet_chars, line_numbers, region)
-            out.append(
-                SearchHit(
-                    docid=row.docid, collection=row.collection, path=row.path, title=row.title, score=similarity, line=line,
-                    snippet=snippet, match="vector", context=self._context(row.collection, row.path), body=text if full else None,
-                )
-            )
+        out = [
+            self.hit(rows[doc_id], texts[rows[doc_id].hash], similarity, "vector", words, snippet_chars, line_numbers, chunk, full)
+            for doc_id, similarity, chunk in found
+            if similarity >= min_score
+        ]
         return VectorSearch(out, embedder.info.name, pending)
+
+    def last_updated(self) -> str | None:
+        """When a collection was last indexed (ISO-8601 UTC), or None if never: one cheap query."""
+        if not self.index_path.exists():
+            return None
+        value = scalar(self._db(), "SELECT max(updated_at) FROM collection_state")
+        return str(value) if value else None
+
+    def document_count(self) -> int:
+        """Active documents in the index (0 if it was never built)."""
+        if not self.index_path.exists():
+            return 0
+        return int(scalar(self._db(), "SELECT count(*) FROM documents WHERE active = 1") or 0)
 
     def status(self) -> StatusInfo:
         exists = self.index_path.exists()

@@ -9,8 +9,7 @@ from typing import Annotated
 import typer
 
 from ..benchmark import fixture_report, load_fixture, qrels_report
-from .common import open_store, out
-from .read import CollectionOpt
+from .common import CollectionOpt, open_store, out
 
 
 def bench(

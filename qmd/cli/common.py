@@ -57,3 +57,31 @@ def pick_format(fmt: str | None, json_: bool, csv_: bool, md: bool, xml: bool, f
     if len(chosen) > 1:
         raise typer.BadParameter("choose one output format", param_hint="--format/--json/--csv/--md/--xml/--files")
     return chosen.pop() if chosen else "cli"
+
+
+CollectionOpt = Annotated[list[str] | None, typer.Option("-c", "--collection", help="Search only this collection (repeatable).")]
+NOpt = Annotated[int | None, typer.Option("-n", help="Number of results (default 5; 20 for json/files).", show_default=False)]
+AllOpt = Annotated[bool, typer.Option("--all", help="Return every match.")]
+MinScoreOpt = Annotated[float, typer.Option("--min-score", help="Drop hits scoring below this (0-1).")]
+FullOpt = Annotated[bool, typer.Option("--full", help="Whole documents instead of snippets.")]
+LineNumbersOpt = Annotated[bool, typer.Option("--line-numbers", help="Number the snippet lines.")]
+FullPathOpt = Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths.")]
+
+
+def result_limit(kind: str, n: int | None, all_: bool = False) -> int | None:
+    """-n, else 5 (20 for json/files); None with --all. A non-positive -n is a usage error."""
+    if n is not None and n < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="-n")
+    return None if all_ else (n or (20 if kind in ("json", "files") else 5))
+
+
+def snippet_chars(kind: str) -> int:
+    from ..search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
+
+    return JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS
+
+
+def fs_paths(store: Store, items: list) -> dict[str, str]:  # type: ignore[type-arg]
+    """qmd:// URI → file-system path, for --full-path."""
+    roots = {c.name: c.path for c in store.collections()}
+    return {it.uri: os.path.join(roots[it.collection], it.path) for it in items if it.collection in roots}

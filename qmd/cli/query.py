@@ -9,28 +9,43 @@ from typing import Annotated
 import typer
 
 from ..formats import format_search, search_json_rows
-from ..search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
-from .common import CsvOpt, FilesOpt, FormatOpt, JsonOpt, MdOpt, XmlOpt, err, open_store, out, pick_format
-from .read import CollectionOpt, _fs_paths
+from .common import (
+    CollectionOpt,
+    CsvOpt,
+    FilesOpt,
+    FormatOpt,
+    FullPathOpt,
+    JsonOpt,
+    MdOpt,
+    MinScoreOpt,
+    NOpt,
+    XmlOpt,
+    err,
+    fs_paths,
+    open_store,
+    out,
+    pick_format,
+    result_limit,
+    snippet_chars,
+)
 
 
 def query(
     text: Annotated[list[str], typer.Argument(metavar="QUERY", help="A question, or typed lines: 'lex: …', 'vec: …', 'hyde: …', 'intent: …', 'expand: …'.")],
-    n: Annotated[int | None, typer.Option("-n", help="Number of results (default 5; 20 for json/files).", show_default=False)] = None,
+    n: NOpt = None,
     candidates: Annotated[int, typer.Option("-C", "--candidates", help="How many fused candidates the reranker reads.")] = 40,
-    min_score: Annotated[float, typer.Option("--min-score", help="Drop hits scoring below this.")] = 0.0,
+    min_score: MinScoreOpt = 0.0,
     intent: Annotated[str | None, typer.Option("--intent", help="What you are after (steers rerank and snippets; disables the keyword shortcut).")] = None,
     no_rerank: Annotated[bool, typer.Option("--no-rerank", help="Skip reranking: rank by fusion only.")] = False,
     no_expand: Annotated[bool, typer.Option("--no-expand", help="Skip automatic query expansion.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Per hit: list ranks, RRF contributions, rerank score, blend; stage timings.")] = False,
     collection: CollectionOpt = None,
-    full_path: Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths.")] = False,
+    full_path: FullPathOpt = False,
     fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
 ) -> None:
     """Hybrid search: the best of keyword and vector search, reranked."""
     kind = pick_format(fmt, json_, csv_, md, xml, files)
-    if n is not None and n < 1:
-        raise typer.BadParameter("must be at least 1", param_hint="-n")
+    limit = result_limit(kind, n)
     if candidates < 1:
         raise typer.BadParameter("must be at least 1", param_hint="-C")
     tty = sys.stderr.isatty() and kind == "cli"
@@ -42,11 +57,11 @@ def query(
 
     with open_store() as store:
         result = store.query(
-            "\n".join(text), limit=n or (20 if kind in ("json", "files") else 5), candidates=candidates, min_score=min_score,
+            "\n".join(text), limit=limit or 5, candidates=candidates, min_score=min_score,
             collections=collection, intent=intent, rerank=not no_rerank, expand=not no_expand, explain=explain,
-            snippet_chars=JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS, progress=progress,
+            snippet_chars=snippet_chars(kind), progress=progress,
         )
-        paths = _fs_paths(store, result.hits) if full_path else None
+        paths = fs_paths(store, result.hits) if full_path else None
     if tty:
         sys.stderr.write("\r\033[K")
     for notice in result.notices:

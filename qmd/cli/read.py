@@ -2,46 +2,55 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 
 from ..formats import format_document, format_ls, format_ls_root, format_multi, format_search
-from ..search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
-from .common import CsvOpt, FilesOpt, FormatOpt, JsonOpt, MdOpt, XmlOpt, open_store, out, pick_format
-
-CollectionOpt = Annotated[list[str] | None, typer.Option("-c", "--collection", help="Search only this collection (repeatable).")]
+from .common import (
+    AllOpt,
+    CollectionOpt,
+    CsvOpt,
+    FilesOpt,
+    FormatOpt,
+    FullOpt,
+    FullPathOpt,
+    JsonOpt,
+    LineNumbersOpt,
+    MdOpt,
+    MinScoreOpt,
+    NOpt,
+    XmlOpt,
+    fs_paths,
+    open_store,
+    out,
+    pick_format,
+    result_limit,
+    snippet_chars,
+)
 
 
 def search(
     query: Annotated[list[str], typer.Argument(metavar="QUERY", help='Words (prefix match), "exact phrases", -excluded words.')],
-    n: Annotated[int | None, typer.Option("-n", help="Number of results (default 5; 20 for json/files).", show_default=False)] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Return every match.")] = False,
-    min_score: Annotated[float, typer.Option("--min-score", help="Drop hits scoring below this (0-1).")] = 0.0,
-    full: Annotated[bool, typer.Option("--full", help="Whole documents instead of snippets.")] = False,
-    line_numbers: Annotated[bool, typer.Option("--line-numbers", help="Number the snippet lines.")] = False,
+    n: NOpt = None,
+    all_: AllOpt = False,
+    min_score: MinScoreOpt = 0.0,
+    full: FullOpt = False,
+    line_numbers: LineNumbersOpt = False,
     collection: CollectionOpt = None,
-    full_path: Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths.")] = False,
+    full_path: FullPathOpt = False,
     fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
 ) -> None:
     """Keyword search (BM25): all-terms matches first, then documents sharing most terms."""
     kind = pick_format(fmt, json_, csv_, md, xml, files)
-    if n is not None and n < 1:
-        raise typer.BadParameter("must be at least 1", param_hint="-n")
-    limit = None if all_ else (n or (20 if kind in ("json", "files") else 5))
+    limit = result_limit(kind, n, all_)
     with open_store() as store:
         hits = store.search(
             " ".join(query), limit=limit, collections=collection, min_score=min_score, full=full,
-            snippet_chars=JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS, line_numbers=line_numbers,
+            snippet_chars=snippet_chars(kind), line_numbers=line_numbers,
         )
-        paths = _fs_paths(store, hits) if full_path else None
+        paths = fs_paths(store, hits) if full_path else None
     out(format_search(hits, kind, paths))
-
-
-def _fs_paths(store, items) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    roots = {c.name: c.path for c in store.collections()}
-    return {it.uri: os.path.join(roots[it.collection], it.path) for it in items if it.collection in roots}
 
 
 def get(

