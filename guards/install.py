@@ -1,4 +1,5 @@
-"""`qmd guard install|uninstall`: register `qmd-guard` as a PreToolUse hook for Claude Code and Codex.
+"""`qmd guard install|uninstall`: register `qmd-guard` as a PreToolUse hook for Claude Code and Codex,
+and `qmd health --session-start` as a SessionStart hook (a raised index health flag reaches the agent).
 
 Every changed file is backed up first (`<file>.qmd-backup-<time>`). What each install
 added is remembered in `<state>/guard/installed.json`, so uninstall removes exactly that:
@@ -37,6 +38,14 @@ def hook_command() -> str:
     if not script.exists():
         raise QmdError(f"{script} does not exist", "reinstall qmd into its venv (./install.sh) so the qmd-guard script is created")
     return shlex.quote(str(script.absolute()))
+
+
+def health_command() -> str:
+    """The SessionStart hook command: this venv's `qmd health --session-start`, absolute and quoted."""
+    script = guard_script().with_name("qmd")
+    if not script.exists():
+        raise QmdError(f"{script} does not exist", "reinstall qmd into its venv (./install.sh) so the qmd script is created")
+    return f"{shlex.quote(str(script.absolute()))} health --session-start"
 
 
 def claude_settings(scope: str) -> Path:
@@ -80,18 +89,24 @@ def _sha(data: bytes) -> str:
 def _install_json(path: Path, matcher: str, command: str, lines: list[str]) -> bool:
     data, raw = settings.read(path)
     changed, created = settings.merge(data, path, command, matcher)
-    if not changed:
-        lines.append(f"{path}: already installed (PreToolUse {matcher} → {command})")
+    health = health_command()
+    session_changed, session_created = settings.merge_session(data, path, health)
+    if not (changed or session_changed):
+        lines.append(f"{path}: already installed (PreToolUse {matcher} → {command}; SessionStart → {health})")
         return False
     new = settings.dump(data, raw)
     saved = settings.backup(path)
     settings.write(path, new)
     manifest = _load_manifest()
     entry = manifest.get(str(path)) or {"backup": str(saved) if saved else None, "created": (["file"] if raw is None else []) + created}
+    entry["created"] = entry.get("created", []) + [key for key in session_created if key not in entry.get("created", [])]
     entry["written_sha256"] = _sha(new)
     manifest[str(path)] = entry
     _save_manifest(manifest)
-    lines.append(f"{path}: added PreToolUse hook (matcher {matcher}, timeout {settings.TIMEOUT_S}s) → {command}")
+    if changed:
+        lines.append(f"{path}: added PreToolUse hook (matcher {matcher}, timeout {settings.TIMEOUT_S}s) → {command}")
+    if session_changed:
+        lines.append(f"{path}: added SessionStart hook → {health} (one line for the agent when qmd's index health flag is raised)")
     if saved:
         lines.append(f"  backup: {saved}")
     return True
@@ -116,7 +131,7 @@ def _uninstall_json(path: Path, lines: list[str]) -> None:
         settings.write(path, original.read_bytes())
         lines.append(f"{path}: restored the original from {original}; backup: {saved}")
     else:
-        drop = entry.get("created", []) if entry else ["hooks", "PreToolUse"]
+        drop = entry.get("created", []) if entry else ["hooks", "PreToolUse", settings.SESSION_EVENT]
         removed = settings.remove(data, path, drop)
         if not removed:
             lines.append(f"{path}: no qmd-guard hook found; nothing to remove")
