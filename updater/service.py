@@ -43,7 +43,7 @@ def environment() -> dict[str, str]:
     """What the service needs to find the same state, configs, indexes and models as this shell."""
     bin_dir = str(qmd_executable().parent)
     env = {
-        "PATH": os.pathsep.join(dict.fromkeys([bin_dir, "/usr/local/bin", "/opt/homebrew/bin", "/usr/bin", "/bin"])),
+        "PATH": os.pathsep.join(dict.fromkeys([bin_dir, "/usr/local/bin", *(["/opt/homebrew/bin"] if sys.platform == "darwin" else []), "/usr/bin", "/bin"])),
         "QMD_STATE_DIR": str(Layout.current().root),
         "QMD_CONFIG_DIR": os.path.abspath(qmd.config_dir()),
         "XDG_CACHE_HOME": os.path.abspath(qmd.cache_dir().parent),
@@ -81,7 +81,6 @@ def systemd_units(timer: bool = False, watch: bool = False, interval_min: int = 
     if not timer:
         return [UnitFile(folder / f"{UNIT}.service", f"""[Unit]
 Description=qmd updater: keeps qmd indexes fresh from the requests git hooks queue
-After=default.target
 
 [Service]
 Type=simple
