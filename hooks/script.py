@@ -1,11 +1,11 @@
 """The hook itself: POSIX sh that writes one request into the queue and returns.
 
-What it does, in order, inside a subshell whose three file descriptors point at
-/dev/null (so an agent capturing `git commit` output never waits on it, and a failure
-cannot stop the hook): take the work tree from the hook's cwd (git runs hooks at the top
-of the work tree), the commit from `git rev-parse`, write `queue/tmp/<unique>` as JSON
-{repo, event, commit, time}, rename it into `queue/new/`, append one line to
-`logs/hooks.log`. Three short processes (date, git, mv); whatever fails, it exits 0.
+What it does, in order, with its three file descriptors on /dev/null (an agent capturing
+`git commit` output never waits on it): take the work tree from the hook's cwd (git runs
+hooks at the top of the work tree), the commit from the git dir, write
+`queue/tmp/<unique>` as JSON {repo, event, commit, time}, rename it into `queue/new/`,
+append one line to `logs/hooks.log`. Two short processes (date, mv); whatever fails, it
+exits 0.
 A shell has no fsync: a request written just before a power cut may be lost, which
 costs freshness only until the next request (every update rescans whole collections).
 """
@@ -30,33 +30,50 @@ PRE_COMMIT_MARKERS = (
     "e358c9dae00eac5d06b38dfdb1e33a8c",
 )
 
-# $1 = event name, $2 = state dir. Every line is POSIX sh (dash, bash --posix, macOS sh).
-_ENQUEUE = r"""( exec </dev/null >/dev/null 2>&1
-  e=%(event)s s=%(state)s
-  now=$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ) || now=unknown
-  c=$(git rev-parse -q --verify HEAD) || c=
-  case $c in *[!0-9a-f]*) c= ;; esac
-  cd -P . && repo=$PWD || repo=$PWD
-  r=$repo j=
+# Every line is POSIX sh (dash, bash --posix, macOS sh). Only `date` (which writes the request,
+# so it supplies the time) and `mv` are separate processes: the commit is read from the git dir
+# with builtins (`git rev-parse` only when HEAD is not a loose ref), and the work tree is the
+# hook's $PWD (git runs hooks at its top; the updater resolves symlinks).
+_ENQUEUE = r"""{ qmd_e=%(event)s qmd_s=%(state)s
+  qmd_repo=${PWD:-.} qmd_c= qmd_g=${GIT_DIR:-.git}
+  if [ -f "$qmd_g" ] && read -r qmd_l <"$qmd_g"; then qmd_g=${qmd_l#gitdir: }; fi
+  if read -r qmd_h <"$qmd_g/HEAD"; then
+    case $qmd_h in
+      "ref: "*) qmd_r=${qmd_h#ref: }
+        if [ -f "$qmd_g/$qmd_r" ]; then read -r qmd_c <"$qmd_g/$qmd_r"
+        elif read -r qmd_k <"$qmd_g/commondir"; then case $qmd_k in /*) ;; *) qmd_k=$qmd_g/$qmd_k ;; esac; [ -f "$qmd_k/$qmd_r" ] && read -r qmd_c <"$qmd_k/$qmd_r"; fi ;;
+      *) qmd_c=$qmd_h ;;
+    esac
+  fi
+  case $qmd_c in *[!0-9a-f]*|'') qmd_c=$(git rev-parse -q --verify HEAD) || qmd_c= ;; esac
+  case $qmd_c in *[!0-9a-f]*) qmd_c= ;; esac
+  qmd_r=$qmd_repo qmd_j=
   while :; do
-    case $r in
-      *[\\\"]*) p=${r%%%%[\\\"]*}; r=${r#"$p"}; j=$j$p\\${r%%"${r#?}"}; r=${r#?} ;;
-      *) j=$j$r; break ;;
+    case $qmd_r in
+      *[\\\"%%]*) qmd_p=${qmd_r%%%%[\\\"%%]*}; qmd_r=${qmd_r#"$qmd_p"}; qmd_x=${qmd_r%%"${qmd_r#?}"}
+        case $qmd_x in %%) qmd_j=$qmd_j$qmd_p%%%% ;; *) qmd_j=$qmd_j$qmd_p\\$qmd_x ;; esac; qmd_r=${qmd_r#?} ;;
+      *) qmd_j=$qmd_j$qmd_r; break ;;
     esac
   done
-  n=$now.$$.$e q=$s/queue
-  b="{\"repo\":\"$j\",\"event\":\"$e\",\"commit\":\"$c\",\"time\":\"$now\"}"
-  if { printf '%%s\n' "$b" >"$q/tmp/$n"; } || { mkdir -p "$q/tmp" "$q/new" && printf '%%s\n' "$b" >"$q/tmp/$n"; }; then
-    if mv -f "$q/tmp/$n" "$q/new/$n"; then m=queued; else rm -f "$q/tmp/$n"; m="NOT queued: cannot move it into $q/new"; fi
-  else m="NOT queued: cannot write $q/tmp"; fi
-  l="$now $e $repo ${c:--} $m"
-  { printf '%%s\n' "$l" >>"$s/logs/hooks.log"; } || { mkdir -p "$s/logs" && printf '%%s\n' "$l" >>"$s/logs/hooks.log"; }
-) || :"""
+  qmd_n=$$.$qmd_e.${qmd_c:-0} qmd_q=$qmd_s/queue qmd_now=unknown
+  qmd_f="+{\"repo\":\"$qmd_j\",\"event\":\"$qmd_e\",\"commit\":\"$qmd_c\",\"time\":\"%%Y-%%m-%%dT%%H:%%M:%%SZ\"}"
+  if date -u "$qmd_f" >"$qmd_q/tmp/$qmd_n" || { mkdir -p "$qmd_q/tmp" "$qmd_q/new" && date -u "$qmd_f" >"$qmd_q/tmp/$qmd_n"; }; then
+    read -r qmd_b <"$qmd_q/tmp/$qmd_n"; qmd_now=${qmd_b##*\"time\":\"}; qmd_now=${qmd_now%%%%\"*}
+    if mv -f "$qmd_q/tmp/$qmd_n" "$qmd_q/new/$qmd_now.$qmd_n"; then qmd_m=queued; else rm -f "$qmd_q/tmp/$qmd_n"; qmd_m="NOT queued: cannot move it into $qmd_q/new"; fi
+  else qmd_m="NOT queued: cannot write $qmd_q/tmp"; fi
+  qmd_l="$qmd_now $qmd_e $qmd_repo ${qmd_c:--} $qmd_m"
+  { printf '%%s\n' "$qmd_l" >>"$qmd_s/logs/hooks.log"; } || { mkdir -p "$qmd_s/logs" && printf '%%s\n' "$qmd_l" >>"$qmd_s/logs/hooks.log"; }
+} </dev/null >/dev/null 2>&1"""
 
 
-def enqueue_snippet(event: str, state_dir: str) -> str:
-    """The sh code that queues one request for `event`, with the state dir baked in."""
-    return _ENQUEUE % {"event": shlex.quote(event), "state": shlex.quote(state_dir)}
+def enqueue_snippet(event: str, state_dir: str, isolate: bool = False) -> str:
+    """The sh code that queues one request for `event`, with the state dir baked in.
+
+    `isolate` runs it in a subshell that cannot fail (for husky's `sh -e`); the hook file
+    runs it as a plain group (no fork): nothing in it can stop the shell.
+    """
+    code = _ENQUEUE % {"event": shlex.quote(event), "state": shlex.quote(state_dir)}
+    return f"( {code} ) || :" if isolate else code
 
 
 def hook_script(event: str, state_dir: str) -> str:
@@ -78,7 +95,7 @@ def husky_block(event: str, state_dir: str) -> str:
     """The block added to a husky hook file (`.husky/<hook>`, run by husky with `sh -e`)."""
     return f"""{BLOCK_BEGIN}
 if [ "${{QMD_HOOKS-}}" != 0 ]; then
-{enqueue_snippet(event, state_dir)}
+{enqueue_snippet(event, state_dir, isolate=True)}
 fi
 {BLOCK_END}
 """
@@ -98,7 +115,7 @@ def baked_state(text: str) -> str | None:
     """The state dir a hook file (or husky block) was installed with."""
     import re
 
-    found = re.search(r"^\s*e=\S+ s=(.+)$", text, re.MULTILINE)
+    found = re.search(r"^\W*qmd_e=\S+ qmd_s=(.+)$", text, re.MULTILINE)
     if not found:
         return None
     try:

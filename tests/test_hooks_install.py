@@ -221,7 +221,8 @@ def test_worktree_installs_into_the_shared_hooks_and_reports_its_own_path(cli, s
     assert f"hooks in {hooks}" in out
     commit(wt, "wt.md", "# In the worktree\n")
     commit(main, "main.md", "# In the main work tree\n")
-    assert sorted(r["repo"] for r in requests(state)) == sorted([str(wt), str(main)])
+    heads = {str(repo): git(repo, "rev-parse", "HEAD").stdout.strip() for repo in (wt, main)}
+    assert {r["repo"]: r["commit"] for r in requests(state)} == heads  # each work tree's own HEAD
 
     code, out, _ = cli("hooks", "install", str(main))  # both enrolled: one shared hooks dir
     assert code == 0
