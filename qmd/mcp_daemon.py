@@ -214,7 +214,8 @@ def is_our_server(info: PidInfo) -> tuple[bool, str]:
 
 @dataclass
 class ServerState:
-    """What runs for an index: `running`, `stale` (a PID file nobody backs) or `none`."""
+    """What runs for an index: `running`, `stale` (a PID file nobody backs), `none`, or
+    `unverified` (a server holds the lock but the PID file names a process that is not it)."""
 
     state: str
     info: PidInfo | None
@@ -230,9 +231,11 @@ def inspect(index: str) -> ServerState:
             return ServerState("running", None, "the lock is held but there is no PID file (starting or stopping)")
         return ServerState("stale" if pid_path(index).exists() else "none", None, "unreadable PID file" if pid_path(index).exists() else "")
     if not held:
-        return ServerState("stale", info, f"no server holds the lock (pid {info.pid} exited)")
+        return ServerState("stale", info, f"no server holds the index's server lock (pid {info.pid} is gone or is not qmd)")
     ours, why = is_our_server(info)
-    return ServerState("running" if ours else "stale", info, why)
+    # The lock is held, so a server runs; if the PID file names another process, refuse
+    # to act on it rather than guess.
+    return ServerState("running" if ours else "unverified", info, why)
 
 
 def clean_stale(index: str) -> ServerState:
@@ -260,6 +263,11 @@ def stop(index: str, timeout: float = STOP_TIMEOUT_S) -> StopReport:
         pid_path(index).unlink(missing_ok=True)
         return StopReport(False, state.info, f"no MCP server is running for index '{index}' (removed a stale PID file: {state.reason})")
     info = state.info
+    if state.state == "unverified" and info is not None:
+        raise QmdError(
+            f"the PID file of index '{index}' names pid {info.pid}, which is not qmd's MCP server ({state.reason}); not signalling it",
+            f"find the server with: ps aux | grep 'qmd.*mcp'; stop it yourself, then remove {pid_path(index)}",
+        )
     if info is None:
         raise QmdError(f"an MCP server for index '{index}' holds its lock but wrote no PID file", "wait a second and retry; if it persists, stop the process yourself")
     os.kill(info.pid, signal.SIGTERM)

@@ -38,6 +38,7 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "models": ("qmd.cli.vectors", "models_app", True),
     "pull": ("qmd.cli.vectors", "pull", False),
     "bench": ("qmd.cli.bench", "bench", False),
+    "mcp": ("qmd.cli.mcp", "mcp_app", True),
 }
 
 

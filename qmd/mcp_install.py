@@ -1,0 +1,227 @@
+"""`qmd mcp install`: register qmd's MCP server with Claude Code or Codex.
+
+Through the client's own command (`claude mcp add`, `codex mcp add`) when it is on PATH;
+otherwise by merging the client's config file, idempotently, with a backup of a file
+that changes:
+
+- Claude Code, user scope: `~/.claude.json` → `mcpServers.qmd`;
+  project scope: `./.mcp.json` → `mcpServers.qmd`.
+- Codex: `${CODEX_HOME:-~/.codex}/config.toml` → `[mcp_servers.qmd]`.
+
+The server is named `qmd` for the default index, `qmd-NAME` for another. It runs over
+stdio (`qmd [--index NAME] mcp`), or with `--http` as a URL of `qmd mcp --http`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import QmdError
+from .paths import DEFAULT_INDEX
+
+Which = Callable[[str], str | None]
+
+
+def server_name(index: str) -> str:
+    return "qmd" if index == DEFAULT_INDEX else f"qmd-{index}"
+
+
+def server_command(index: str) -> list[str]:
+    """The absolute command that starts the stdio server (the venv's qmd launcher if present)."""
+    launcher = Path(sys.executable).parent / "qmd"
+    base = [str(launcher)] if launcher.exists() else [sys.executable, "-m", "qmd"]
+    return [*base, *(["--index", index] if index != DEFAULT_INDEX else []), "mcp"]
+
+
+def server_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/mcp"
+
+
+@dataclass
+class Plan:
+    """What install will do (or did): run commands, or write one file."""
+
+    client: str
+    summary: str
+    commands: list[list[str]] = field(default_factory=list)
+    path: Path | None = None
+    new_text: str | None = None
+    changed: bool = False
+
+    def describe(self) -> str:
+        import shlex
+
+        if self.commands:
+            return "\n".join(shlex.join(c) for c in self.commands)
+        if not self.changed:
+            return f"{self.path}: already up to date"
+        return f"# {self.path}\n{self.new_text}"
+
+
+# --- Claude Code ------------------------------------------------------------------------
+
+
+def claude_entry(index: str, http: bool, port: int) -> dict[str, Any]:
+    if http:
+        return {"type": "http", "url": server_url(port)}
+    cmd = server_command(index)
+    return {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": {}}
+
+
+def plan_claude(index: str, scope: str, http: bool, port: int, *, cwd: Path | None = None, which: Which = shutil.which) -> Plan:
+    if scope not in ("user", "project"):
+        raise QmdError(f"unknown scope {scope!r}", "use --scope user or --scope project")
+    name = server_name(index)
+    where = "~/.claude.json" if scope == "user" else "./.mcp.json"
+    exe = which("claude")
+    if exe:
+        if http:
+            add = [exe, "mcp", "add", "--scope", scope, "--transport", "http", name, server_url(port)]
+        else:
+            add = [exe, "mcp", "add", "--scope", scope, name, "--", *server_command(index)]
+        remove = [exe, "mcp", "remove", "--scope", scope, name]
+        return Plan("claude", f"registered '{name}' with Claude Code ({scope} scope) through `claude mcp add`", [remove, add])
+    path = Path.home() / ".claude.json" if scope == "user" else (cwd or Path.cwd()) / ".mcp.json"
+    data = _read_json(path)
+    servers = data.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise QmdError(f"'mcpServers' in {path} is not an object", f"fix {path} by hand, then retry")
+    entry = claude_entry(index, http, port)
+    changed = servers.get(name) != entry
+    servers[name] = entry
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    verb = "registered" if changed else "already registered"
+    return Plan("claude", f"{verb} '{name}' for Claude Code in {where}", path=path, new_text=text, changed=changed)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise QmdError(f"cannot read {path}: {exc.strerror or exc}", "check its permissions") from exc
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise QmdError(f"{path} is not valid JSON ({exc})", f"fix {path} by hand, then retry") from exc
+    if not isinstance(data, dict):
+        raise QmdError(f"{path} does not hold a JSON object", f"fix {path} by hand, then retry")
+    return data
+
+
+# --- Codex ------------------------------------------------------------------------------
+
+
+def codex_home() -> Path:
+    explicit = os.environ.get("CODEX_HOME")
+    return Path(explicit) if explicit else Path.home() / ".codex"
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # JSON string escapes are valid TOML basic strings
+
+
+def codex_block(index: str, http: bool, port: int) -> str:
+    lines = [f"[mcp_servers.{server_name(index)}]"]
+    if http:
+        lines.append(f"url = {_toml_str(server_url(port))}")
+    else:
+        cmd = server_command(index)
+        lines.append(f"command = {_toml_str(cmd[0])}")
+        lines.append("args = [" + ", ".join(_toml_str(a) for a in cmd[1:]) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def merge_codex_config(text: str, name: str, block: str) -> str:
+    """`text` with the `[mcp_servers.NAME]` table (and its sub-tables) replaced by `block`."""
+    header = re.compile(r"^\s*\[\s*mcp_servers\s*\.\s*(?:\"" + re.escape(name) + r"\"|" + re.escape(name) + r")\s*(?:\.[^\]]*)?\]\s*(?:#.*)?$")
+    any_header = re.compile(r"^\s*\[")
+    out: list[str] = []
+    inside = False
+    inserted = False
+    for line in text.splitlines(keepends=True):
+        if any_header.match(line):
+            if header.match(line):
+                if not inserted:
+                    out.append(block)
+                    inserted = True
+                inside = True
+                continue
+            inside = False
+        if not inside:
+            out.append(line)
+    merged = "".join(out)
+    if not inserted:
+        if merged and not merged.endswith("\n"):
+            merged += "\n"
+        merged += ("\n" if merged.strip() else "") + block
+    return merged
+
+
+def plan_codex(index: str, http: bool, port: int, *, which: Which = shutil.which) -> Plan:
+    import tomllib
+
+    name = server_name(index)
+    exe = which("codex")
+    if exe:
+        add = [exe, "mcp", "add", name, "--url", server_url(port)] if http else [exe, "mcp", "add", name, "--", *server_command(index)]
+        return Plan("codex", f"registered '{name}' with Codex through `codex mcp add`", [[exe, "mcp", "remove", name], add])
+    path = codex_home() / "config.toml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    try:
+        old = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise QmdError(f"{path} is not valid TOML ({exc})", f"fix {path} by hand, then retry") from exc
+    new_text = merge_codex_config(text, name, codex_block(index, http, port))
+    try:
+        new = tomllib.loads(new_text)
+    except tomllib.TOMLDecodeError as exc:  # pragma: no cover - merge_codex_config keeps tables whole
+        raise QmdError(f"could not merge [mcp_servers.{name}] into {path} ({exc})", "add the table by hand (see qmd mcp install --codex --print)") from exc
+    changed = old.get("mcp_servers", {}).get(name) != new["mcp_servers"][name]
+    verb = "registered" if changed else "already registered"
+    return Plan("codex", f"{verb} '{name}' for Codex in {path}", path=path, new_text=new_text if changed else text, changed=changed)
+
+
+# --- applying ---------------------------------------------------------------------------
+
+
+def apply(plan: Plan) -> str:
+    """Carry out `plan`; returns the line to print (with the backup's path, if one was made)."""
+    if plan.commands:
+        *cleanup, add = plan.commands
+        for cmd in cleanup:  # remove a previous registration: `add` refuses an existing name
+            subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(add, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+            raise QmdError(f"`{' '.join(add[:3])}` failed: {detail[0]}", "run it by hand to see why (qmd mcp install --print shows it)")
+        return plan.summary
+    if not plan.changed or plan.path is None or plan.new_text is None:
+        return plan.summary
+    backup = None
+    if plan.path.exists():
+        backup = plan.path.with_name(f"{plan.path.name}.qmd-backup-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.copy2(plan.path, backup)
+    plan.path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = plan.path.with_name(f".{plan.path.name}.{os.getpid()}.tmp")
+    tmp.write_text(plan.new_text, encoding="utf-8")
+    if plan.path.exists():
+        shutil.copymode(plan.path, tmp)
+    os.replace(tmp, plan.path)
+    return plan.summary + (f" (backup: {backup})" if backup else "")

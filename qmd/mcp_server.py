@@ -1,0 +1,291 @@
+"""The MCP server over stdio and HTTP. Every import of the MCP SDK (and of starlette and
+uvicorn) lives in this module, which only `qmd mcp` imports.
+
+HTTP routes (one Origin/Host check, size limit and log line for all of them):
+
+    POST /mcp      Streamable HTTP, stateless, JSON responses (the SDK's app, mounted last)
+    POST /query    {searches | query, collections?, limit?, minScore?, candidateLimit?,
+    POST /search    intent?, rerank?} → {results: [{docid, file, title, score, context,
+                    line, snippet}], freshness}   (the original's REST body; same route twice)
+    GET  /health   {status, uptime_s, version, build_id, index, documents}
+
+The tools themselves are in qmd/mcp_service.py; this module declares their schemas and
+adapts their answers (text + structured content; errors as error results).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import time
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from . import __version__
+from .mcp_guard import Guard
+from .mcp_service import GET_PARAMS, MULTI_GET_PARAMS, QUERY_PARAMS, TOOL_DESCRIPTIONS, TOOL_PARAMS, ToolOutput, ToolService
+
+MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+Log = Callable[[str], None]
+_request_note: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("qmd_request_note", default=None)
+
+
+def _result(out: ToolOutput) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=out.text)], structured_content=out.structured, is_error=out.is_error)
+
+
+class SubQuery(BaseModel):
+    """One typed sub-query."""
+
+    type: Annotated[Literal["lex", "vec", "hyde"], Field(description="lex = BM25 keywords (prefix match, \"phrase\", -exclude); vec = a natural-language question; hyde = a short passage that looks like the answer")]
+    query: Annotated[str, Field(description="The sub-query text (one line).")]
+
+
+class QmdMCP(MCPServer):
+    """MCPServer whose tool calls go through ToolService.call.
+
+    The SDK validates arguments against the function signature and silently drops names
+    it does not know; qmd validates the raw arguments itself so that an unknown name (a
+    singular `collection`, say) is refused with the list of valid ones, and the same
+    checks serve POST /query.
+    """
+
+    def __init__(self, service: ToolService, log: Log | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.service = service
+        self.call_log = log
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if name not in TOOL_PARAMS:
+            return await super().call_tool(name, arguments, context)
+        started = time.perf_counter()
+        out = await anyio.to_thread.run_sync(self.service.call, name, arguments)
+        note = _request_note.get()
+        if note is not None:
+            note.append(f"{name} {out.summary}")
+        if self.call_log is not None:
+            self.call_log(f"tools/call {name} {out.summary} ({(time.perf_counter() - started) * 1000:.1f} ms)")
+        return _result(out)
+
+
+def make_mcp(service: ToolService, log: Log | None = None) -> QmdMCP:
+    """The MCP server object with the four tools; `log` gets one line per tool call."""
+    mcp = QmdMCP(service, log, name="qmd", version=__version__, instructions=service.instructions(), log_level="WARNING")
+
+    def run(tool: str, given: dict[str, Any]) -> CallToolResult:
+        return _result(service.call(tool, {k: v for k, v in given.items() if v is not None}))
+
+    def query(
+        query: Annotated[str | None, Field(description=QUERY_PARAMS["query"])] = None,
+        searches: Annotated[list[SubQuery] | None, Field(description=QUERY_PARAMS["searches"], min_length=1, max_length=10)] = None,
+        limit: Annotated[int, Field(description=QUERY_PARAMS["limit"], ge=1, le=100)] = 10,
+        minScore: Annotated[float, Field(description=QUERY_PARAMS["minScore"], ge=0, le=1)] = 0.0,  # noqa: N803 - the original's names
+        candidateLimit: Annotated[int, Field(description=QUERY_PARAMS["candidateLimit"], ge=1, le=200)] = 40,  # noqa: N803
+        collections: Annotated[list[str] | None, Field(description=QUERY_PARAMS["collections"])] = None,
+        intent: Annotated[str | None, Field(description=QUERY_PARAMS["intent"])] = None,
+        rerank: Annotated[bool, Field(description=QUERY_PARAMS["rerank"])] = True,
+    ) -> CallToolResult:
+        given = dict(locals())
+        if searches is not None:
+            given["searches"] = [s.model_dump() for s in searches]
+        return run("query", given)
+
+    def get(
+        file: Annotated[str, Field(description=GET_PARAMS["file"])],
+        fromLine: Annotated[int | None, Field(description=GET_PARAMS["fromLine"], ge=1)] = None,  # noqa: N803
+        maxLines: Annotated[int | None, Field(description=GET_PARAMS["maxLines"], ge=0)] = None,  # noqa: N803
+        lineNumbers: Annotated[bool, Field(description=GET_PARAMS["lineNumbers"])] = False,  # noqa: N803
+    ) -> CallToolResult:
+        return run("get", dict(locals()))
+
+    def multi_get(
+        pattern: Annotated[str, Field(description=MULTI_GET_PARAMS["pattern"])],
+        maxLines: Annotated[int | None, Field(description=MULTI_GET_PARAMS["maxLines"], ge=0)] = None,  # noqa: N803
+        maxBytes: Annotated[int, Field(description=MULTI_GET_PARAMS["maxBytes"], ge=1)] = 65536,  # noqa: N803
+        lineNumbers: Annotated[bool, Field(description=MULTI_GET_PARAMS["lineNumbers"])] = False,  # noqa: N803
+    ) -> CallToolResult:
+        return run("multi_get", dict(locals()))
+
+    def status() -> CallToolResult:
+        return run("status", {})
+
+    titles = {"query": "Search notes", "get": "Get a document", "multi_get": "Get several documents", "status": "Index status"}
+    for fn in (query, get, multi_get, status):
+        mcp.add_tool(fn, title=titles[fn.__name__], description=TOOL_DESCRIPTIONS[fn.__name__], annotations=READ_ONLY)
+    return mcp
+
+
+def serve_stdio(service: ToolService, log: Log) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin."""
+    make_mcp(service, log).run()
+
+
+# --- HTTP ---------------------------------------------------------------------------------
+
+
+class FrontDoor:
+    """ASGI middleware in front of every route: Origin/Host check, body limit, one log line."""
+
+    def __init__(self, app: Any, guard: Guard, log: Log, max_body: int = MAX_BODY_BYTES) -> None:
+        self.app, self.guard, self.log, self.max_body = app, guard, log, max_body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        status = [0]
+
+        async def send_wrapper(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        note: list[str] = []
+        try:
+            verdict = self.guard.check(headers.get("origin"), headers.get("host"))
+            if not verdict.ok:
+                note.append(verdict.reason)
+                await _json(send_wrapper, verdict.status, {"error": verdict.reason, "hint": verdict.hint})
+                return
+            body = await self._read_body(headers, receive)
+            if body is None:
+                note.append(f"body over {self.max_body} bytes")
+                await _json(send_wrapper, 413, {"error": f"request body over {self.max_body} bytes", "hint": "send smaller requests"})
+                return
+            if scope["path"] == "/mcp" and body:
+                note.append(_describe_rpc(body))
+            replayed = False
+
+            async def replay() -> Any:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            token = _request_note.set(note)
+            try:
+                await self.app(scope, replay, send_wrapper)
+            finally:
+                _request_note.reset(token)
+        finally:
+            client = scope.get("client") or ("-", 0)
+            ms = (time.perf_counter() - started) * 1000
+            detail = " ".join(n for n in note if n)
+            self.log(f"{client[0]} {scope['method']} {scope['path']} {status[0]} {ms:.1f}ms{(' ' + detail) if detail else ''}")
+
+    async def _read_body(self, headers: dict[str, str], receive: Any) -> bytes | None:
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+async def _json(send: Any, status: int, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _describe_rpc(body: bytes) -> str:
+    try:
+        msg = json.loads(body)
+    except ValueError:
+        return "(not JSON)"
+    if isinstance(msg, list):
+        return f"batch of {len(msg)}"
+    if not isinstance(msg, dict):
+        return ""
+    method = str(msg.get("method", "response"))
+    return "" if method == "tools/call" else method  # a tool call adds its own note
+
+
+def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None) -> FrontDoor:
+    """The ASGI app: our routes first, the SDK's Streamable HTTP app mounted after them."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Mount, Route
+
+    mcp = make_mcp(service)
+    # The SDK's own DNS-rebinding check guards only /mcp and with its own lists; FrontDoor
+    # applies one check (with QMD_ALLOWED_*) to every route, /mcp included.
+    inner = mcp.streamable_http_app(
+        json_response=True, stateless_http=True, max_request_body_size=MAX_BODY_BYTES,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse(service.health())
+
+    async def rest_query(request: Request) -> JSONResponse:
+        note = _request_note.get()
+        try:
+            body = json.loads(await request.body() or b"null")
+        except ValueError:
+            return JSONResponse({"error": "the body is not valid JSON", "hint": '{"searches": [{"type": "lex", "query": "rollback"}]}'}, 400)
+        status, payload, summary = await anyio.to_thread.run_sync(service.rest_query, body)
+        if note is not None:
+            note.append(summary)
+        return JSONResponse(payload, status)
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        async with mcp.session_manager.run():
+            try:
+                yield
+            finally:
+                if on_shutdown is not None:
+                    on_shutdown()
+
+    routes: list[Any] = [
+        Route("/health", health, methods=["GET"]),
+        Route("/query", rest_query, methods=["POST"]),
+        Route("/search", rest_query, methods=["POST"]),
+    ]
+    # The SDK's app after ours. Its routes join our router (so GET /query is a 405, not a
+    # 404 from a catch-all mount) unless it brings middleware, which a Mount keeps.
+    if inner.user_middleware:
+        routes.append(Mount("/", app=inner))
+    else:
+        routes.extend(inner.routes)
+    return FrontDoor(Starlette(routes=routes, lifespan=lifespan), guard, log)
+
+
+def serve_http(service: ToolService, sock: Any, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None) -> bool:
+    """Serve on the bound socket until SIGINT/SIGTERM; False if the server failed to start."""
+    import uvicorn
+
+    app = build_http_app(service, guard, log, on_shutdown)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", server_header=False,
+        timeout_graceful_shutdown=5, limit_concurrency=64, timeout_keep_alive=30,
+    )
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    return bool(server.started)

@@ -1,0 +1,155 @@
+"""Helpers for the MCP tests: an isolated environment, notes, spawned servers, SDK clients."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+NOTES = {
+    "runbooks/deploy.md": "# Deploy Runbook\n\nHow to ship the api service.\n\n## Rollback\n\nFlip the load balancer back to blue.\n",
+    "runbooks/postgres.md": "# Postgres Backups\n\nNightly pg_dump to object storage.\n\n## Restore\n\nRun pg_restore against a fresh database.\n",
+    "meetings/2024-03-01.md": "# Planning March\n\nDiscussed the rollback of the kubernetes migration.\n",
+    "ideas.md": "Some ideas without a heading about caching layers and the load balancer.\n",
+}
+SECRET = "TOP-SECRET-OUTSIDE-THE-COLLECTIONS"
+
+
+def make_env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment whose HOME, XDG dirs and QMD_STATE_DIR all live under `root`."""
+    home = root / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QMD_", "XDG_")) and k != "INDEX_PATH"}
+    env["HOME"] = str(home)
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        env[var] = str(home / sub)
+    env["QMD_STATE_DIR"] = str(root / "state")
+    env["QMD_THREADS"] = "1"
+    # No model is local: vector search, expansion and rerank are skipped (unless a test sets them).
+    for role in ("EMBED", "RERANK", "GENERATE"):
+        env[f"QMD_{role}_MODEL"] = str(root / f"no-{role.lower()}.gguf")
+    env.update(extra or {})
+    return env
+
+
+def write_notes(root: Path) -> Path:
+    """The notes folder, plus a secret file beside it (outside every collection)."""
+    notes = root / "notes"
+    for rel, text in NOTES.items():
+        (notes / rel).parent.mkdir(parents=True, exist_ok=True)
+        (notes / rel).write_text(text)
+    (root / "secret.md").write_text(f"# Secret\n\n{SECRET}\n")
+    (notes / ".hidden").mkdir(exist_ok=True)
+    (notes / ".hidden" / "private.md").write_text(f"# Private\n\n{SECRET}\n")
+    return notes
+
+
+def qmd(env: dict[str, str], *args: str, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "qmd", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def setup_index(root: Path, env: dict[str, str]) -> Path:
+    notes = write_notes(root)
+    proc = qmd(env, "collection", "add", str(notes), "--name", "notes")
+    assert proc.returncode == 0, proc.stderr
+    proc = qmd(env, "context", "add", "qmd://notes/", "Team engineering notes")
+    assert proc.returncode == 0, proc.stderr
+    return notes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def request(port: int, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, raw: bytes | None = None, timeout: float = 30) -> tuple[int, Any]:
+    """One HTTP request to 127.0.0.1:port with exactly the given headers (Host defaults to 127.0.0.1:port)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    hdrs = {"Host": f"127.0.0.1:{port}", **(headers or {})}
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    if data is not None:
+        hdrs.setdefault("Content-Type", "application/json")
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for k, v in hdrs.items():
+            conn.putheader(k, v)
+        if data is not None:
+            conn.putheader("Content-Length", str(len(data)))
+        conn.endheaders(data)
+        resp = conn.getresponse()
+        payload = resp.read()
+    finally:
+        conn.close()
+    try:
+        return resp.status, json.loads(payload)
+    except ValueError:
+        return resp.status, payload.decode("utf-8", "replace")
+
+
+def wait_health(port: int, proc: subprocess.Popen[Any] | None = None, timeout: float = 60) -> dict[str, Any]:
+    """Poll GET /health until it answers 200 (readiness), failing early if the server died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the server exited with {proc.returncode}")
+        try:
+            status, body = request(port, "GET", "/health", timeout=2)
+            if status == 200:
+                return body  # type: ignore[no-any-return]
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the server did not answer /health in time")
+
+
+def spawn_http(env: dict[str, str], port: int, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    out = open(log, "ab")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen([sys.executable, "-m", "qmd", "mcp", "--http", "--port", str(port), *extra], env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+    out.close()
+    return proc
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 15) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def run_session(connect: Callable[[], Any], body: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Open an MCP client session (initialize included) and run `body(session)`."""
+    import anyio
+    from mcp.client import ClientSession
+
+    async def main() -> Any:
+        async with connect() as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                session.init_result = await session.initialize()
+                return await body(session)
+
+    return anyio.run(main)
+
+
+def stdio_connect(env: dict[str, str], errlog: Any, *args: str) -> Callable[[], Any]:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "qmd", *args, "mcp"], env=env)
+    return lambda: stdio_client(params, errlog=errlog)
+
+
+def http_connect(port: int) -> Callable[[], Any]:
+    from mcp.client.streamable_http import streamable_http_client
+
+    return lambda: streamable_http_client(f"http://127.0.0.1:{port}/mcp")
