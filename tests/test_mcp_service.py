@@ -1,0 +1,325 @@
+"""The MCP tools without a transport: argument checks, path escapes, freshness, instructions,
+the Origin/Host guard, client registration, the build id."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import qmd
+from qmd.mcp_guard import Guard, is_loopback, normalise_origin
+from qmd.mcp_service import INSTRUCTIONS_MAX_BYTES, ArgError, ToolService, build_instructions, parse_query_args, read_health_flag
+from tests.mcp_helpers import SECRET, write_notes
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> ToolService:
+    notes = write_notes(tmp_path)
+    os.symlink(tmp_path / "secret.md", notes / "link-out.md")  # a symlink leaving the collection
+    store = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    store.add_collection(notes, name="notes")
+    svc = ToolService(store, "index", idle_s=0, log=lambda line: None)
+    yield svc
+    svc.close()
+
+
+ESCAPES = [
+    "../secret.md",
+    "../../secret.md",
+    "notes/../secret.md",
+    "notes/../../secret.md",
+    "qmd://notes/../secret.md",
+    "qmd://notes/../../secret.md",
+    "qmd://secret.md",
+    "{tmp}/secret.md",
+    "{tmp}/notes/../secret.md",
+    "{tmp}/notes/.hidden/private.md",
+    "{tmp}/notes/link-out.md",
+    "notes/link-out.md",
+    "/etc/passwd",
+    "~/secret.md",
+    "notes/.hidden/private.md",
+    "secret.md",
+    "#" + "f" * 6,
+]
+
+
+@pytest.mark.parametrize("ref", ESCAPES)
+def test_get_refuses_paths_outside_the_collections(service: ToolService, tmp_path: Path, ref: str) -> None:
+    out = service.call("get", {"file": ref.format(tmp=tmp_path)})
+    assert out.is_error and out.text.startswith("Error: ")
+    assert SECRET not in out.text and "root:" not in out.text
+
+
+@pytest.mark.parametrize("pattern", ["../*", "../**", "*/../*", "/*", "/etc/*", "{tmp}/*", "**/secret.md", "*secret*", "notes/.hidden/*", "notes/link-out.md", "notes/**/../../*", "notes/runbooks/deploy.md,../secret.md", "notes/ideas.md,{tmp}/secret.md"])
+def test_multi_get_refuses_globs_and_lists_that_leave_the_collections(service: ToolService, tmp_path: Path, pattern: str) -> None:
+    out = service.call("multi_get", {"pattern": pattern.format(tmp=tmp_path)})
+    assert SECRET not in out.text and SECRET not in json.dumps(out.structured or {})
+    if not out.is_error:  # a glob may match indexed documents, and only those
+        assert all(d["file"].startswith("qmd://notes/") for d in out.structured["documents"])
+
+
+def test_multi_get_within_the_collections(service: ToolService) -> None:
+    out = service.call("multi_get", {"pattern": "notes/*.md", "maxBytes": 80})
+    docs = {d["file"]: d for d in out.structured["documents"]}
+    assert set(docs) == {"qmd://notes/ideas.md", "qmd://notes/meetings/2024-03-01.md", "qmd://notes/runbooks/deploy.md", "qmd://notes/runbooks/postgres.md"}
+    assert "over the 80-byte limit" in docs["qmd://notes/runbooks/deploy.md"]["skipped"]
+    assert docs["qmd://notes/ideas.md"]["text"].startswith("Some ideas")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, "exactly one of query"),
+        ({"query": "a", "searches": [{"type": "lex", "query": "a"}]}, "exactly one of query"),
+        ({"query": "   "}, "query is empty"),
+        ({"query": 3}, "query must be a string"),
+        ({"searches": []}, "non-empty list"),
+        ({"searches": [{"type": "lex"}]}, "searches[1].query must be a string"),
+        ({"searches": [{"type": "sql", "query": "x"}]}, "lex, vec or hyde"),
+        ({"searches": [{"type": "lex", "query": "x", "weight": 2}]}, "unknown field 'weight'"),
+        ({"searches": [{"type": "lex", "query": "x"}] * 11}, "at most 10"),
+        ({"query": "a", "limit": 0}, "between 1 and 100"),
+        ({"query": "a", "limit": True}, "whole number"),
+        ({"query": "a", "minScore": 2}, "between 0 and 1"),
+        ({"query": "a", "candidateLimit": "lots"}, "whole number"),
+        ({"query": "a", "rerank": "maybe"}, "true or false"),
+        ({"query": "a", "collections": [1]}, "list of names"),
+        ({"query": "a", "collection": "notes"}, "unknown parameter 'collection'"),
+        ({"query": "a", "n": 3, "k": 1}, "unknown parameters 'n', 'k'"),
+    ],
+)
+def test_query_argument_errors(args: dict, message: str) -> None:
+    with pytest.raises(ArgError) as info:
+        parse_query_args(args)
+    assert message in info.value.message
+
+
+def test_query_arguments_are_lax_about_json_types() -> None:
+    q = parse_query_args({"searches": json.dumps([{"type": "lex", "query": "a\nvec: b"}]), "limit": "5", "minScore": "0.5", "rerank": "false", "collections": "notes"})
+    assert q.text == "lex: a vec: b"  # a newline cannot smuggle in another sub-query
+    assert (q.limit, q.min_score, q.rerank, q.collections) == (5, 0.5, False, ["notes"])
+    q = parse_query_args({"query": "how do we roll back", "limit": 3.0, "intent": "deploys"})
+    assert (q.text, q.limit, q.intent, q.candidates) == ("how do we roll back", 3, "deploys", 40)
+
+
+def test_unknown_names_are_refused_by_every_tool(service: ToolService) -> None:
+    for tool, args, valid in (
+        ("get", {"file": "notes/ideas.md", "path": "x"}, "file, fromLine, maxLines, lineNumbers"),
+        ("multi_get", {"pattern": "*", "max_bytes": 10}, "pattern, maxLines, maxBytes, lineNumbers"),
+        ("status", {"verbose": True}, "(none)"),
+    ):
+        out = service.call(tool, args)
+        assert out.is_error and "unknown parameter" in out.text and valid in out.text, out.text
+    assert "did you mean 'maxBytes'" in service.call("multi_get", {"pattern": "*", "maxbytes": 1}).text
+
+
+def test_unexpected_errors_become_error_results(service: ToolService, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(service.store, "query", boom)
+    out = service.call("query", {"query": "x"})
+    assert out.is_error and "internal error in query: RuntimeError: kaboom" in out.text
+    assert not service.call("status", {}).is_error
+
+
+def test_freshness_follows_the_health_flag(service: ToolService, tmp_path: Path) -> None:
+    flag = qmd.state_dir() / "health.json"
+    assert service.call("status", {}).structured["freshness"]["health"] == "unknown"
+    flag.parent.mkdir(parents=True, exist_ok=True)
+    flag.write_text(json.dumps({"raised": True, "since": "2026-01-02T03:04:05Z", "failures": ["a", "b"], "last_success": None}))
+    out = service.call("query", {"searches": [{"type": "lex", "query": "rollback"}]})
+    f = out.structured["freshness"]
+    assert (f["health"], f["health_since"], f["failures"]) == ("raised", "2026-01-02T03:04:05Z", 2)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", f["updated_at"]) and f["age_s"] >= 0
+    assert "health flag RAISED since 2026-01-02T03:04:05Z (2 failing updates)" in out.text and "qmd health" in out.text
+    flag.write_text(json.dumps({"raised": False, "since": None, "failures": [], "last_success": "x"}))
+    assert service.call("status", {}).structured["freshness"]["health"] == "ok"
+    assert "health flag: ok" in service.call("status", {}).text
+    for junk in ("{", "[]", '{"raised": "yes"}', ""):
+        flag.write_text(junk)
+        assert read_health_flag(flag)["health"] == "unknown"
+
+
+def test_config_changes_are_seen_without_a_restart(service: ToolService, tmp_path: Path) -> None:
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "zebra.md").write_text("# Zebra\n\nstripes\n")
+    other = qmd.Store(service.store.index_path, service.store.config_path)  # another qmd process
+    other.add_collection(more, name="more")
+    other.close()
+    out = service.call("query", {"searches": [{"type": "lex", "query": "stripes"}], "collections": ["more"]})
+    assert not out.is_error and out.structured["results"][0]["file"] == "qmd://more/zebra.md"
+
+
+def test_instructions_are_built_from_the_index_and_stay_under_2kb(service: ToolService) -> None:
+    text = service.instructions()
+    assert "4 markdown documents" in text and "- notes (4 docs)" in text
+    assert "lex:" in text and "vec:" in text and "hyde:" in text and "before answering from general knowledge" in text
+    assert len(text.encode()) <= INSTRUCTIONS_MAX_BYTES
+    from qmd.results import CollectionInfo, StatusInfo
+
+    colls = [CollectionInfo(f"collection-{i:03d}", "/x", "**/*.md", [], True, i, None, {"/": "ü context " * 30}) for i in range(200)]
+    big = build_instructions(StatusInfo("/x", 0, 12345, 0, 0, None, colls, [], "global " * 100), "big", False)
+    assert len(big.encode()) <= INSTRUCTIONS_MAX_BYTES
+    assert "12345 markdown documents" in big and "more (see the status tool)" in big and "hyde:" in big
+    assert "index is empty" in build_instructions(None, "x", None)
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "status"),
+    [
+        (None, None, 200),
+        (None, "127.0.0.1:8181", 200),
+        (None, "localhost", 200),
+        (None, "[::1]:8181", 200),
+        (None, "127.9.9.9:1", 200),
+        (None, "app.localhost:8181", 200),
+        ("http://localhost:5173", "127.0.0.1:8181", 200),
+        ("https://127.0.0.1", None, 200),
+        ("http://[::1]:3000", None, 200),
+        ("http://[::ffff:127.0.0.1]:3000", None, 200),
+        ("http://evil.example", "127.0.0.1:8181", 403),
+        ("http://localhost.evil.example", None, 403),
+        ("http://0.0.0.0:8181", None, 403),
+        ("null", None, 403),
+        ("file://", None, 403),
+        ("chrome-extension://abc", None, 403),
+        ("not a url", None, 403),
+        (None, "evil.example", 421),
+        (None, "evil.example:8181", 421),
+        (None, "0.0.0.0:8181", 421),
+        (None, "127.0.0.1@evil.example", 421),
+        (None, "", 421),
+        ("http://evil.example", "evil.example", 403),
+    ],
+)
+def test_guard_table(origin: str | None, host: str | None, status: int) -> None:
+    assert Guard.for_bind("127.0.0.1", [], []).check(origin, host).status == status
+
+
+def test_guard_widened_by_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_ALLOWED_ORIGINS", "https://App.Example:8443, http://tool.lan")
+    monkeypatch.setenv("QMD_ALLOWED_HOSTS", "notes.lan,box:9000")
+    g = Guard.for_bind("127.0.0.1")
+    assert g.check("https://app.example:8443", "notes.lan").ok and g.check("http://tool.lan", "notes.lan:1234").ok
+    assert g.check(None, "box:9000").ok and g.check(None, "box:9001").status == 421
+    assert g.check("https://app.example", None).status == 403
+    monkeypatch.setenv("QMD_ALLOWED_ORIGINS", "*")
+    monkeypatch.setenv("QMD_ALLOWED_HOSTS", "*")
+    assert Guard.for_bind("127.0.0.1").check("http://anything.example", "any.host").ok
+
+
+def test_guard_accepts_its_own_bind_address() -> None:
+    g = Guard.for_bind("192.0.2.7", [], [])
+    assert g.check(None, "192.0.2.7:8181").ok and g.check(None, "192.0.2.8:8181").status == 421
+    assert Guard.for_bind("0.0.0.0", [], []).check(None, "0.0.0.0:8181").status == 421  # a wildcard is no name
+    assert is_loopback("LOCALHOST") and not is_loopback("0.0.0.0") and normalise_origin("HTTP://Example.COM:80/") == "http://example.com:80"
+
+
+def test_build_id_changes_with_the_sources(tmp_path: Path) -> None:
+    from qmd.buildinfo import build_id, source_digest
+
+    assert re.fullmatch(re.escape(qmd.__version__) + r"\+[0-9a-f]{12}", build_id())
+    (tmp_path / "a.py").write_text("x = 1\n")
+    first = source_digest(tmp_path)
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert source_digest(tmp_path) != first
+
+
+# --- install ------------------------------------------------------------------------------
+
+
+def test_install_claude_by_file_is_idempotent_with_a_backup(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    config = Path.home() / ".claude.json"
+    config.write_text(json.dumps({"numStartups": 3, "mcpServers": {"other": {"type": "stdio", "command": "x"}}}))
+    code, out, _ = cli("mcp", "install", "--claude", "--print")
+    assert code == 0 and "qmd" in out and json.loads(config.read_text())["mcpServers"].keys() == {"other"}
+    code, out, _ = cli("mcp", "install", "--claude")
+    assert code == 0 and "registered 'qmd' for Claude Code in ~/.claude.json (backup:" in out
+    data = json.loads(config.read_text())
+    assert data["numStartups"] == 3 and data["mcpServers"]["other"] == {"type": "stdio", "command": "x"}
+    entry = data["mcpServers"]["qmd"]
+    assert entry["type"] == "stdio" and entry["args"][-1] == "mcp" and os.path.isabs(entry["command"])
+    backups = list(config.parent.glob(".claude.json.qmd-backup-*"))
+    assert len(backups) == 1
+    code, out, _ = cli("mcp", "install", "--claude")
+    assert code == 0 and "already registered" in out and len(list(config.parent.glob(".claude.json.qmd-backup-*"))) == 1
+    # project scope, HTTP, another index
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli("--index", "work", "mcp", "install", "--claude", "--scope", "project", "--http")
+    assert code == 0
+    project = json.loads((tmp_path / ".mcp.json").read_text())
+    assert project == {"mcpServers": {"qmd-work": {"type": "http", "url": "http://127.0.0.1:8182/mcp"}}}
+
+
+def test_install_codex_by_file_merges_the_toml(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    config = Path.home() / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('model = "o3"\n\n[mcp_servers.qmd]\ncommand = "old"\n\n[mcp_servers.qmd.env]\nA = "1"\n\n[mcp_servers.other]\ncommand = "keep"\n')
+    code, out, _ = cli("mcp", "install", "--codex")
+    assert code == 0 and "registered 'qmd' for Codex" in out
+    data = tomllib.loads(config.read_text())
+    assert data["model"] == "o3" and data["mcp_servers"]["other"] == {"command": "keep"}
+    assert data["mcp_servers"]["qmd"]["args"][-1] == "mcp" and "env" not in data["mcp_servers"]["qmd"]
+    text = config.read_text()
+    assert cli("mcp", "install", "--codex")[1].startswith("already registered")
+    assert config.read_text() == text
+    code, out, _ = cli("mcp", "install", "--codex", "--http", "--port", "9999")
+    assert tomllib.loads(config.read_text())["mcp_servers"]["qmd"] == {"url": "http://127.0.0.1:9999/mcp"}
+    assert len(list(config.parent.glob("config.toml.qmd-backup-*"))) >= 1
+
+
+def test_install_uses_the_client_command_when_present(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.txt"
+    for name in ("claude", "codex"):
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\necho "{name} $*" >> "{calls}"\nexit 0\n')
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    code, out, _ = cli("mcp", "install", "--claude", "--codex", "--print")
+    assert code == 0 and "mcp add --scope user qmd -- " in out and not calls.exists()
+    code, out, _ = cli("mcp", "install", "--claude", "--codex")
+    assert code == 0, out
+    lines = calls.read_text().splitlines()
+    assert lines[0] == "claude mcp remove --scope user qmd"
+    assert lines[1].startswith("claude mcp add --scope user qmd -- ") and lines[1].endswith(" mcp")
+    assert lines[2] == "codex mcp remove qmd"
+    assert lines[3].startswith("codex mcp add qmd -- ") and lines[3].endswith(" mcp")
+    assert not (Path.home() / ".claude.json").exists()
+
+
+def test_install_needs_a_client(cli) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = cli("mcp", "install")
+    assert code == 2 and "--claude" in err
+
+
+def test_only_the_server_imports_the_sdk(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import qmd_env
+
+    notes = write_notes(tmp_path)
+    code = (
+        "import sys\n"
+        "from qmd.cli.main import main\n"
+        f"assert main(['collection', 'add', {str(notes)!r}, '--name', 'n']) == 0\n"
+        "assert main(['search', 'rollback', '--json']) == 0\n"
+        "assert main(['mcp', '--help']) == 0\n"
+        "assert main(['mcp', 'install', '--help']) == 0\n"
+        "heavy = sorted(m for m in ('mcp', 'mcp_types', 'pydantic', 'starlette', 'uvicorn', 'anyio', 'httpx2') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=qmd_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
