@@ -68,6 +68,9 @@ def test_unreadable_state_never_breaks_a_session(state: Path) -> None:
     (state / "queue").write_text("not a folder")
     start = qmd_run("health", "--session-start")
     assert start.returncode == 0 and start.stderr == ""
+    assert start.stdout.startswith("qmd: the index freshness harness is broken: ") and str(state / "queue") in start.stdout
+    shown = qmd_run("health")
+    assert shown.returncode == 1 and "health: BROKEN" in shown.stdout and "hint: move it away" in shown.stderr
 
 
 def test_guard_install_registers_the_session_start_hook(cli, state: Path, isolated_home: Path) -> None:  # type: ignore[no-untyped-def]

@@ -38,7 +38,13 @@ def snapshot(layout: Layout) -> dict[str, Any]:
         flag["since"] = None
     elif not flag.get("since"):
         flag["since"] = min(f.first_at for f in live)
+    problems = []
+    for path in (layout.root, layout.queue, layout.q("new"), layout.failures):
+        if path.exists() and not path.is_dir():
+            problems.append(f"{path} is not a folder: commits cannot be queued nor failures recorded")
+            break
     return {
+        "problems": problems,
         "health": flag,
         "updater": holder(layout),
         "queue": {
@@ -80,7 +86,8 @@ def render(snap: dict[str, Any]) -> str:
     if flag["raised"]:
         lines.append(f"health: RAISED since {flag['since']} ({len(flag['failures'])} failure{'s' if len(flag['failures']) != 1 else ''})")
     else:
-        lines.append("health: ok")
+        lines.append("health: ok" if not snap["problems"] else "health: BROKEN")
+    lines += [f"problem: {p}" for p in snap["problems"]]
     for key, title in (("failures", "failing (retried with backoff)"), ("dead", "dead (no more automatic retries; `qmd updater retry` puts them back)"), ("dropped", "dropped (the repository no longer exists; does not raise the flag)")):
         if snap[key]:
             lines.append(f"{title}:")
@@ -105,6 +112,8 @@ def session_line(snap: dict[str, Any]) -> str | None:
             f"qmd: index updates have been failing since {flag['since']} ({len(live)} failure{'s' if len(live) != 1 else ''}; latest: {where}: {latest['error']}). "
             "Search results from qmd may be stale. Details: qmd health."
         )
+    if snap["problems"]:
+        return f"qmd: the index freshness harness is broken: {snap['problems'][0]}. Search results from qmd may be stale. Details: qmd health."
     q = snap["queue"]
     if q["pending"] and not snap["updater"] and (q["oldest_age_s"] or 0) > STALE_QUEUE_S:
         return (
@@ -130,6 +139,8 @@ def health(
         raise typer.Exit(0)
     snap = snapshot(layout)
     typer.echo(json.dumps(snap, indent=2, sort_keys=True, default=str) if json_ else render(snap))
+    if snap["problems"]:
+        raise QmdError(snap["problems"][0], "move it away; the hooks and the updater re-create the folders")
     if snap["health"]["raised"]:
         n = len(snap["health"]["failures"])
         raise QmdError(f"the health flag is raised: {n} index update failure{'s' if n != 1 else ''}", "fix the cause shown above, then: qmd updater run")

@@ -73,8 +73,15 @@ class Layout:
         return self.root / "hooks" / "repos.json"
 
     def ensure_queue(self) -> None:
+        """Create queue/{tmp,new,cur,failed}; a QmdError naming the fix when something is in the way."""
         for name in QUEUE_DIRS:
-            self.q(name).mkdir(parents=True, exist_ok=True)
+            try:
+                self.q(name).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise qmd.QmdError(
+                    f"cannot create the queue folder {self.q(name)}: {exc.strerror or exc}",
+                    f"move away whatever is in the way under {self.root} (or set QMD_STATE_DIR to a writable folder)",
+                ) from exc
 
 
 def now_iso(t: float | None = None) -> str:
