@@ -13,8 +13,6 @@ import sys
 import time
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from qmd import QmdError
 
 from .layout import Layout, now_iso, read_json, write_json
@@ -53,11 +51,13 @@ class UpdaterLock:
     def __init__(self, layout: Layout, mode: str) -> None:
         self.layout = layout
         self.mode = mode
-        self._lock = FileLock(str(layout.lock), timeout=0)
         self.info: dict[str, Any] = {}
 
     def __enter__(self) -> UpdaterLock:
+        from filelock import FileLock, Timeout  # lazy: `qmd health` and `--help` never need it
+
         self.layout.root.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.layout.lock), timeout=0)
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
