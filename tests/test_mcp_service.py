@@ -13,7 +13,9 @@ import pytest
 
 import qmd
 from qmd.mcp_guard import Guard, is_loopback, normalise_origin
-from qmd.mcp_service import INSTRUCTIONS_MAX_BYTES, ArgError, ToolService, build_instructions, parse_query_args, read_health_flag
+from qmd.mcp_args import ArgError, parse_query_args
+from qmd.mcp_service import ToolService
+from qmd.mcp_text import INSTRUCTIONS_MAX_BYTES, build_instructions, read_health_flag
 from tests.mcp_helpers import SECRET, write_notes
 
 

@@ -1,0 +1,203 @@
+"""Arguments of the MCP tools and of POST /query: names, descriptions and checks (pure).
+
+Lax about JSON types, as agents send them (numbers as strings, arrays as JSON text),
+strict about names and ranges: an unknown name is refused with the list of valid ones,
+so a singular `collection` cannot quietly search everything.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import QmdError
+from .search.typed import MAX_LINE_CHARS, MAX_SEARCHES, SEARCH_TYPES
+from .store import MULTI_GET_MAX_BYTES
+
+MAX_LIMIT = 100
+MAX_CANDIDATES = 200
+MAX_COLLECTIONS = 50
+MAX_TEXT = 4000  # characters of a plain query, an intent or a file reference
+MULTI_GET_TOTAL_BYTES = 512 * 1024  # one multi_get answer; the rest is listed as skipped
+
+QUERY_PARAMS = {
+    "query": "A plain question or keywords; expanded automatically into keyword and meaning sub-queries. Give either query or searches.",
+    "searches": "Typed sub-queries, 1 to 10: [{type: lex|vec|hyde, query}]. The first one weighs double.",
+    "limit": "Maximum results (default 10).",
+    "minScore": "Drop results scoring below this, 0-1 (default 0).",
+    "candidateLimit": "How many fused candidates the reranker reads (default 40; fewer is faster).",
+    "collections": "Search only these collections (a list; default: every collection included by default).",
+    "intent": "What you are after, to disambiguate (e.g. query 'performance', intent 'web page load times'). Steers ranking and snippets; does not search on its own.",
+    "rerank": "Rerank with the local model (default true); false is faster.",
+}
+GET_PARAMS = {
+    "file": "A path or qmd:// path from search results, a docid (#abc123), or path:FROM[:COUNT] for a line range.",
+    "fromLine": "First line to return (1-based).",
+    "maxLines": "At most this many lines.",
+    "lineNumbers": "Prefix each line with its number, 'N: ' (default false).",
+}
+MULTI_GET_PARAMS = {
+    "pattern": "A glob over collection/path (e.g. 'notes/runbooks/*.md'), or a comma-separated list of paths and docids.",
+    "maxLines": "At most this many lines per document.",
+    "maxBytes": f"Skip documents larger than this many bytes (default {MULTI_GET_MAX_BYTES}).",
+    "lineNumbers": "Prefix each line with its number, 'N: ' (default false).",
+}
+TOOL_PARAMS: dict[str, dict[str, str]] = {"query": QUERY_PARAMS, "get": GET_PARAMS, "multi_get": MULTI_GET_PARAMS, "status": {}}
+
+TOOL_DESCRIPTIONS = {
+    "query": (
+        "Search the user's indexed markdown notes (runbooks, decisions, meeting notes, docs) by keywords and by meaning. "
+        "Give `query` (a plain question) or `searches` (typed sub-queries): "
+        "lex = BM25 keywords (prefix match, \"exact phrase\", -exclude), e.g. {type:'lex', query:'\"connection pool\" timeout -redis'}; "
+        "vec = a natural-language question, e.g. {type:'vec', query:'why do database connections time out under load'}; "
+        "hyde = a short passage that looks like the answer, e.g. {type:'hyde', query:'Connections run out when every pooled connection is busy...'}. "
+        "Combine lex + vec for best recall; put the strongest first. Results: docid, file (qmd://collection/path), title, context, score, line, snippet, "
+        "plus the index's last update time and health flag."
+    ),
+    "get": "Read one document (or a line range of it) by path, qmd:// path or docid from search results. Not found: up to 5 similar paths are suggested.",
+    "multi_get": f"Read several documents by glob over collection/path or a comma-separated list. Documents over maxBytes are skipped with the reason; one answer holds at most {MULTI_GET_TOTAL_BYTES // 1024} KB.",
+    "status": "The index: documents, collections with their contexts, vectors, when it was last updated and whether the update health flag is raised.",
+}
+
+
+class ArgError(QmdError):
+    """Arguments that do not fit a tool (HTTP 400)."""
+
+
+def check_names(tool: str, args: dict[str, Any], valid: dict[str, str]) -> None:
+    unknown = [k for k in args if k not in valid]
+    if not unknown:
+        return
+    names = ", ".join(valid) if valid else "(none)"
+    close = [m for k in unknown for m in difflib.get_close_matches(k, list(valid), n=1, cutoff=0.6)]
+    hint = f"did you mean {', '.join(repr(c) for c in dict.fromkeys(close))}? valid parameters: {names}" if close else f"valid parameters: {names}"
+    plural = "s" if len(unknown) > 1 else ""
+    raise ArgError(f"unknown parameter{plural} {', '.join(repr(k) for k in unknown)} for {tool}", hint)
+
+
+def int_arg(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool):
+        raise ArgError(f"{name} must be a whole number, got {value!r}", f"for example {name}: {lo}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if not isinstance(value, int):
+        raise ArgError(f"{name} must be a whole number, got {value!r}"[:200], f"for example {name}: {lo}")
+    if not lo <= value <= hi:
+        raise ArgError(f"{name} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def num_arg(name: str, value: Any, lo: float, hi: float) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise ArgError(f"{name} must be a number, got {value!r}"[:200])
+    if not lo <= value <= hi:
+        raise ArgError(f"{name} must be between {lo:g} and {hi:g}, got {value:g}")
+    return float(value)
+
+
+def bool_arg(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ArgError(f"{name} must be true or false, got {value!r}"[:200])
+
+
+def str_arg(name: str, value: Any, max_len: int = MAX_TEXT) -> str:
+    if not isinstance(value, str):
+        raise ArgError(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise ArgError(f"{name} is empty")
+    if len(value) > max_len:
+        raise ArgError(f"{name} is longer than {max_len} characters", "shorten it")
+    return value
+
+
+def _json_list(name: str, value: Any) -> Any:
+    # Some clients send arrays as JSON text.
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ArgError(f"{name} is not a valid JSON array") from None
+    return value
+
+
+def str_list_arg(name: str, value: Any) -> list[str]:
+    value = _json_list(name, value)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ArgError(f"{name} must be a list of names", f'for example {name}: ["notes"]')
+    if len(value) > MAX_COLLECTIONS:
+        raise ArgError(f"{name} has more than {MAX_COLLECTIONS} entries")
+    return [v.strip() for v in value]
+
+
+def searches_arg(value: Any) -> list[tuple[str, str]]:
+    example = 'searches: [{"type": "lex", "query": "rollback"}, {"type": "vec", "query": "how do we undo a bad deploy"}]'
+    value = _json_list("searches", value)
+    if not isinstance(value, list) or not value:
+        raise ArgError("searches must be a non-empty list of {type, query}", example)
+    if len(value) > MAX_SEARCHES:
+        raise ArgError(f"searches has {len(value)} entries; at most {MAX_SEARCHES} are allowed", "merge or drop some")
+    out = []
+    for i, item in enumerate(value, start=1):
+        if not isinstance(item, dict):
+            raise ArgError(f"searches[{i}] must be an object {{type, query}}", example)
+        extra = [k for k in item if k not in ("type", "query")]
+        if extra:
+            raise ArgError(f"searches[{i}] has unknown field {extra[0]!r}", "each sub-query has exactly: type (lex, vec or hyde) and query")
+        kind = item.get("type")
+        if kind not in SEARCH_TYPES:
+            raise ArgError(f"searches[{i}].type must be lex, vec or hyde, got {kind!r}"[:200], example)
+        text = str_arg(f"searches[{i}].query", item.get("query"), MAX_LINE_CHARS)
+        out.append((kind, " ".join(text.split())))  # one line each: a newline would start another sub-query
+    return out
+
+
+@dataclass
+class QueryArgs:
+    text: str
+    shown: str  # how the query is named in the text answer and the log
+    limit: int = 10
+    min_score: float = 0.0
+    candidates: int = 40
+    collections: list[str] = field(default_factory=list)
+    intent: str | None = None
+    rerank: bool = True
+    searches: int = 0
+
+
+def parse_query_args(args: dict[str, Any], tool: str = "query") -> QueryArgs:
+    """Validate the query tool's (and POST /query's) arguments."""
+    check_names(tool, args, QUERY_PARAMS)
+    given = {k: v for k, v in args.items() if v is not None}
+    if ("query" in given) == ("searches" in given):
+        raise ArgError("give exactly one of query (a plain question) or searches (typed sub-queries)", 'for example {"query": "how do we roll back a deploy"}')
+    if "query" in given:
+        text = str_arg("query", given["query"])
+        shown, searches = " ".join(text.split()), 0
+    else:
+        subs = searches_arg(given["searches"])
+        text = "\n".join(f"{kind}: {q}" for kind, q in subs)
+        shown, searches = "; ".join(f"{kind}: {q}" for kind, q in subs), len(subs)
+    return QueryArgs(
+        text=text, shown=shown,
+        limit=int_arg("limit", given.get("limit", 10), 1, MAX_LIMIT),
+        min_score=num_arg("minScore", given.get("minScore", 0.0), 0.0, 1.0),
+        candidates=int_arg("candidateLimit", given.get("candidateLimit", 40), 1, MAX_CANDIDATES),
+        collections=str_list_arg("collections", given["collections"]) if "collections" in given else [],
+        intent=str_arg("intent", given["intent"]) if "intent" in given else None,
+        rerank=bool_arg("rerank", given.get("rerank", True)),
+        searches=searches,
+    )

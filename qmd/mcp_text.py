@@ -1,0 +1,146 @@
+"""Text the MCP server writes: freshness of the index, server instructions, result rows (pure)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from .formats import ago
+from .paths import state_dir
+from .results import QueryResult, SearchHit, StatusInfo
+
+INSTRUCTIONS_MAX_BYTES = 2000  # Claude Code truncates server instructions at 2 KB
+
+
+def read_health_flag(path: os.PathLike[str] | str | None = None) -> dict[str, Any]:
+    """The updater's flag: {health: ok|raised|unknown, since, failures}. Absent or malformed = unknown."""
+    target = os.fspath(path) if path is not None else os.fspath(state_dir() / "health.json")
+    try:
+        with open(target, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {"health": "unknown", "since": None, "failures": 0}
+    if not isinstance(data, dict) or not isinstance(data.get("raised"), bool):
+        return {"health": "unknown", "since": None, "failures": 0}
+    failures = data.get("failures")
+    return {
+        "health": "raised" if data["raised"] else "ok",
+        "since": data.get("since") if data["raised"] else None,
+        "failures": len(failures) if isinstance(failures, list) else 0,
+    }
+
+
+class HealthFlag:
+    """`read_health_flag` of one file, re-read only when the file changes (one stat per call)."""
+
+    def __init__(self, path: os.PathLike[str] | str | None = None) -> None:
+        self.path = os.fspath(path) if path is not None else os.fspath(state_dir() / "health.json")
+        self._key: tuple[int, int, int] | None = None
+        self._value = read_health_flag(self.path)
+
+    def get(self) -> dict[str, Any]:
+        try:
+            st = os.stat(self.path)
+            key: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            key = None
+        if key != self._key:
+            self._key, self._value = key, read_health_flag(self.path)
+        return self._value
+
+
+def freshness(updated_at: str | None, flag: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    age = None
+    if updated_at:
+        from datetime import datetime
+
+        try:
+            then = datetime.fromisoformat(updated_at.replace("Z", "+00:00")).timestamp()
+            age = max(0, int((now or time.time()) - then))
+        except ValueError:
+            age = None
+    return {"updated_at": updated_at, "age_s": age, "health": flag["health"], "health_since": flag["since"], "failures": flag["failures"]}
+
+
+def freshness_line(f: dict[str, Any]) -> str:
+    when = f"last updated {ago(f['updated_at'])} ({f['updated_at']})" if f["updated_at"] else "never updated"
+    if f["health"] == "raised":
+        n = f["failures"]
+        flag = f"health flag RAISED since {f['health_since']} ({n} failing update{'s' if n != 1 else ''}): results may be stale; `qmd health` says why"
+    elif f["health"] == "ok":
+        flag = "health flag: ok"
+    else:
+        flag = "health flag: unknown (no updater has reported)"
+    return f"Index {when}; {flag}."
+
+
+def build_instructions(status: StatusInfo | None, index: str, vectors: bool | None) -> str:
+    """Server instructions from the index: size, collections, how to query. Under 2 KB."""
+    head = []
+    if status is None or not status.collections:
+        head.append(f"qmd searches the user's local markdown notes (index '{index}'), but the index is empty: the user can add a folder with `qmd collection add DIR`.")
+    else:
+        head.append(f"qmd: local search over {status.documents} markdown documents (index '{index}') — the user's notes, runbooks, decisions and docs.")
+        head.append("Search here before answering from general knowledge about the user's projects, systems or past decisions; cite the qmd:// paths you used.")
+        if status.global_context:
+            head.append(f"About: {status.global_context[:200]}")
+    tail = [
+        "Tools: query (search), get (one document; 'path:FROM:COUNT' or #docid for a part), multi_get (glob or comma list), status (collections, freshness).",
+        "query takes `query` (a plain question, expanded automatically) or `searches`: up to 10 typed sub-queries, the first weighs double:",
+        "- lex: keywords, \"exact phrase\", -exclude. {\"type\":\"lex\",\"query\":\"\\\"connection pool\\\" timeout -redis\"}",
+        "- vec: a natural-language question. {\"type\":\"vec\",\"query\":\"why do database connections time out under load\"}",
+        "- hyde: a short passage that looks like the answer. {\"type\":\"hyde\",\"query\":\"Pools run out when every connection is busy and new requests wait.\"}",
+        "Add `intent` to disambiguate; narrow with `collections` (a list).",
+        "Every answer says when the index was last updated and whether its health flag is raised: if raised, tell the user results may be stale.",
+    ]
+    if vectors is False:
+        tail.append("Vector search is off here (no embeddings yet): lex does the work; vec/hyde add nothing until `qmd embed` runs.")
+    lines: list[str] = []
+    if status is not None and status.collections:
+        lines.append("Collections (scope with `collections`):")
+        for c in status.collections:
+            ctx = c.contexts.get("/") or c.contexts.get("") or ""
+            extra = "" if c.include_by_default else " (excluded by default)"
+            lines.append(f"- {c.name} ({c.documents} docs){extra}" + (f": {ctx[:160]}" if ctx else ""))
+
+    def render(coll_lines: list[str]) -> str:
+        return "\n".join([*head, *coll_lines, *tail])
+
+    text = render(lines)
+    shown = len(lines)
+    while len(text.encode("utf-8")) > INSTRUCTIONS_MAX_BYTES and shown > 1:
+        shown -= 1
+        rest = len(lines) - shown
+        text = render([*lines[:shown], f"- … and {rest} more (see the status tool)"])
+    if len(text.encode("utf-8")) > INSTRUCTIONS_MAX_BYTES:
+        text = text.encode("utf-8")[: INSTRUCTIONS_MAX_BYTES - 3].decode("utf-8", "ignore") + "..."
+    return text
+
+
+# --- results --------------------------------------------------------------------------
+
+
+def hit_row(hit: SearchHit) -> dict[str, Any]:
+    """One result as the original's MCP tool and HTTP API return it."""
+    return {
+        "docid": f"#{hit.docid}", "file": hit.uri, "title": hit.title, "score": round(hit.score, 2),
+        "context": hit.context, "line": hit.line, "snippet": hit.snippet,
+    }
+
+
+def query_text(shown: str, result: QueryResult, fresh: dict[str, Any], notices: list[str] | None = None) -> str:
+    hits = result.hits
+    lines = [f"No results for {shown!r}." if not hits else f"Found {len(hits)} result{'s' if len(hits) != 1 else ''} for {shown!r}:"]
+    for h in hits:
+        lines.append("")
+        lines.append(f"#{h.docid} {round(h.score * 100)}% {h.uri}:{h.line} — {h.title}")
+        if h.context:
+            lines.append(f"Context: {h.context}")
+        lines.append(h.snippet)
+    lines.append("")
+    for notice in result.notices if notices is None else notices:
+        lines.append(f"Note: {notice}")
+    lines.append(freshness_line(fresh))
+    return "\n".join(lines)
