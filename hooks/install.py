@@ -162,8 +162,9 @@ def install(path: Path | str, layout: Layout | None = None) -> Outcome:
     created: list[str] = []
     hooks: dict[str, Any] = {}
     if repo.husky_dir is None and not repo.hooks_dir.is_dir():
+        missing = [repo.hooks_dir, *(p for p in repo.hooks_dir.parents if not p.exists())]
         repo.hooks_dir.mkdir(parents=True)
-        created.append(str(repo.hooks_dir))
+        created += [str(p) for p in missing]  # deepest first, the order uninstall removes them in
     for name in script.HOOK_NAMES:
         if repo.husky_dir is not None:
             message, info = _install_husky(repo, name, script.husky_block(name, state))
@@ -181,7 +182,7 @@ def install(path: Path | str, layout: Layout | None = None) -> Outcome:
             "state_dir": state,
             "installed_at": old.get("installed_at") or now_iso(),
             "hooks": hooks,
-            "created_dirs": sorted(set(old.get("created_dirs") or []) | set(created)),
+            "created_dirs": list(dict.fromkeys([*(old.get("created_dirs") or []), *created])),
         }
     where = f"husky ({repo.husky_dir})" if repo.husky_dir else str(repo.hooks_dir)
     out.lines.insert(0, f"{repo.top}: hooks in {where}, requests queued in {layout.queue}")
@@ -220,7 +221,7 @@ def uninstall(path: Path | str, layout: Layout | None = None) -> Outcome:
                 else:
                     message = _remove_plain(repo.hooks_dir, name)
                 out.lines.append(f"  {name}: {message}")
-            for folder in reversed(entry.get("created_dirs") or []):
+            for folder in entry.get("created_dirs") or []:
                 try:
                     os.rmdir(folder)  # only when empty: what qmd created and nobody filled
                 except OSError:

@@ -1,4 +1,11 @@
-"""The enrolled repositories (`<state>/hooks/repos.json`), for `qmd hooks status`, the updater and doctor."""
+"""The enrolled repositories (`<state>/hooks/repos.json`), for `qmd hooks status`, the updater and doctor.
+
+    {"version": 1, "repos": {"<work tree, real path>": {
+        "hooks_dir": "<where git runs hooks from>", "husky_dir": "<.husky>" | null,
+        "state_dir": "<the state dir baked into the hooks>", "installed_at": "<UTC ISO>",
+        "hooks": {"post-commit": {"how": "created" | "chained" | "pre-commit" | "husky", ...}, ...},
+        "created_dirs": ["<folders install created, deepest first>"]}}}
+"""
 
 from __future__ import annotations
 

@@ -206,7 +206,7 @@ def test_core_hooks_path_folder_is_created_and_removed(cli, state: Path, tmp_pat
     commit(repo, "a.md", "# A\n")
     assert [r["repo"] for r in requests(state)] == [str(repo)]
     assert cli("hooks", "uninstall", str(repo))[0] == 0
-    assert not (repo / "tools" / "githooks").exists()
+    assert not (repo / "tools").exists()  # both folders install created are gone
 
 
 def test_worktree_installs_into_the_shared_hooks_and_reports_its_own_path(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
