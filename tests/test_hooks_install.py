@@ -283,3 +283,23 @@ def test_install_outside_a_repository_names_the_fix(cli, state: Path, tmp_path: 
     plain.mkdir()
     code, _out, err = cli("hooks", "install", str(plain))
     assert code == 1 and "not a git repository" in err.lower() and "hint:" in err
+
+
+def test_husky_8_layout_gets_an_executable_hook_file(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    husky = repo / ".husky"
+    (husky / "_").mkdir(parents=True)
+    (husky / "_" / "husky.sh").write_text("#!/usr/bin/env sh\n# husky 8 helper\n")
+    (husky / "pre-commit").write_text('#!/usr/bin/env sh\n. "$(dirname -- "$0")/_/husky.sh"\n\ntrue\n')
+    (husky / "pre-commit").chmod(0o755)
+    git(repo, "config", "core.hooksPath", ".husky")
+    before = snapshot(husky)
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0, err
+    created = husky / "post-commit"
+    assert f"created {created}" in out and os.access(created, os.X_OK)
+    assert created.read_text().startswith('#!/usr/bin/env sh\n. "$(dirname -- "$0")/_/husky.sh"\n')
+    assert commit(repo, "a.md", "# A\n").returncode == 0
+    assert [r["event"] for r in requests(state)] == ["post-commit"]
+    assert cli("hooks", "uninstall", str(repo))[0] == 0
+    assert snapshot(husky) == before
