@@ -126,8 +126,12 @@ def drain(layout: Layout, log: logging.Logger, *, respect_backoff: bool = False)
             log.info("%s: no collection of any index lies in it; %d request(s) deleted", repo, len(batch))
             continue
         if respect_backoff and not any(r.fresh or r.retry for r in batch):
-            waiting = [f for f in current.values() if f.repo == repo and f.index in routes and not f.due(now)]
-            if waiting:
+            mine = [f for f in current.values() if f.repo == repo and f.index in routes and not f.dropped]
+            if any(f.dead for f in mine):  # left in cur/ by a killed run: dead letters, not retries
+                for request in batch:
+                    spool.move(request.path, layout.q("failed"))
+                continue
+            if any(not f.due(now) for f in mine):
                 result.deferred.append(repo)
                 continue
         result.repos.append(repo)
