@@ -176,6 +176,12 @@ class QueryArgs:
     intent: str | None = None
     rerank: bool = True
     searches: int = 0
+    kinds: tuple[str, ...] = ()  # the sub-queries' types, in order
+
+    @property
+    def keyword_only(self) -> bool:
+        """Only lex sub-queries and no rerank: BM25 alone answers (no model runs)."""
+        return bool(self.kinds) and all(k == "lex" for k in self.kinds) and not self.rerank
 
 
 def parse_query_args(args: dict[str, Any], tool: str = "query") -> QueryArgs:
@@ -186,11 +192,11 @@ def parse_query_args(args: dict[str, Any], tool: str = "query") -> QueryArgs:
         raise ArgError("give exactly one of query (a plain question) or searches (typed sub-queries)", 'for example {"query": "how do we roll back a deploy"}')
     if "query" in given:
         text = str_arg("query", given["query"])
-        shown, searches = " ".join(text.split()), 0
+        shown, searches, kinds = " ".join(text.split()), 0, ()
     else:
         subs = searches_arg(given["searches"])
         text = "\n".join(f"{kind}: {q}" for kind, q in subs)
-        shown, searches = "; ".join(f"{kind}: {q}" for kind, q in subs), len(subs)
+        shown, searches, kinds = "; ".join(f"{kind}: {q}" for kind, q in subs), len(subs), tuple(kind for kind, _ in subs)
     return QueryArgs(
         text=text, shown=shown,
         limit=int_arg("limit", given.get("limit", 10), 1, MAX_LIMIT),
@@ -200,4 +206,5 @@ def parse_query_args(args: dict[str, Any], tool: str = "query") -> QueryArgs:
         intent=str_arg("intent", given["intent"]) if "intent" in given else None,
         rerank=bool_arg("rerank", given.get("rerank", True)),
         searches=searches,
+        kinds=kinds,
     )
