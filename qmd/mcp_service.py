@@ -106,7 +106,8 @@ class ToolService:
     # lifecycle
 
     def start(self) -> ToolService:
-        """Start the idle watcher (a daemon thread) if models are ever to be released."""
+        """Count the documents for /health, start the idle watcher (if models are ever released)."""
+        self.health()
         if self.idle_s > 0 and self._idler is None:
             self._idler = threading.Thread(target=self._watch_idle, name="qmd-model-idle", daemon=True)
             self._idler.start()

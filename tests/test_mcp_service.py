@@ -25,7 +25,7 @@ def service(tmp_path: Path) -> ToolService:
     os.symlink(tmp_path / "secret.md", notes / "link-out.md")  # a symlink leaving the collection
     store = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
     store.add_collection(notes, name="notes")
-    svc = ToolService(store, "index", idle_s=0, log=lambda line: None)
+    svc = ToolService(store, "index", idle_s=0, log=lambda line: None).start()
     yield svc
     svc.close()
 
@@ -325,3 +325,31 @@ def test_only_the_server_imports_the_sdk(tmp_path: Path) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], env=qmd_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_rest_fast_path_never_waits_or_loads_a_model(service: ToolService) -> None:
+    import threading
+
+    lex = {"searches": [{"type": "lex", "query": "rollback"}], "rerank": False}
+    fast = service.rest_query(lex, fast_only=True)
+    assert fast is not None and fast[0] == 200 and fast[1] == service.rest_query(lex)[1]  # type: ignore[index]
+    assert service.rest_query({"query": "rollback", "rerank": False}, fast_only=True) is None  # plain: may expand
+    assert service.rest_query({**lex, "rerank": True}, fast_only=True) is None  # the reranker may run
+    assert service.rest_query({**lex, "searches": [*lex["searches"], {"type": "vec", "query": "x"}]}, fast_only=True) is None
+    assert service.rest_query({"bogus": 1}, fast_only=True)[0] == 400  # type: ignore[index]
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with service._lock:
+            held.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    held.wait(10)
+    try:
+        assert service.rest_query(lex, fast_only=True) is None  # a search is running: go to a thread
+        assert service.health()["documents"] == 4  # /health does not wait either
+    finally:
+        release.set()
+        worker.join()
