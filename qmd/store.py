@@ -420,8 +420,9 @@ class Store:
         hits = bm25_search(conn, parsed, limit, self._search_scope(collections), min_score)
         rows = docs.rows_by_ids(conn, [h.doc_id for h in hits])
         texts = docs.read_contents(conn, [r.hash for r in rows.values()])
+        words = parsed.words
         return [
-            self.hit(rows[h.doc_id], texts[rows[h.doc_id].hash], h.score, h.match, parsed.words, snippet_chars, line_numbers, full=full)
+            self.hit(rows[h.doc_id], texts[rows[h.doc_id].hash], h.score, h.match, words, snippet_chars, line_numbers, full=full)
             for h in hits
         ]
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate
 
 from ..text import has_cjk
 
@@ -14,29 +11,64 @@ CLI_SNIPPET_CHARS = 500
 
 
 @lru_cache(maxsize=64)
-def _words_regex(words: tuple[str, ...]) -> re.Pattern[str] | None:
-    parts = []
+def _stems(words: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+    """(lower-case stem, needs a word boundary before it) for each query word.
+
+    A short stem catches inflections the porter-stemmed index matched (balancer ~ balance).
+    """
+    out = []
     for word in words:
-        # A short stem catches inflections the porter-stemmed index matched (balancer ~ balance).
-        stem = word if len(word) <= 4 or has_cjk(word) else word[: max(4, len(word) - 2)]
-        parts.append(re.escape(stem) if has_cjk(word) else r"\b" + re.escape(stem))
-    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+        cjk = has_cjk(word)
+        stem = word if len(word) <= 4 or cjk else word[: max(4, len(word) - 2)]
+        out.append((stem.lower(), not cjk))
+    return tuple(out)
+
+
+def _matches(low: str, stems: tuple[tuple[str, bool], ...], begin: int, end: int) -> list[tuple[int, str]]:
+    """(offset, stem) of every stem occurrence at a word start in low[begin:end] (str.find, no regex)."""
+    found = []
+    for stem, boundary in stems:
+        pos = low.find(stem, begin, end)
+        while pos != -1:
+            if not boundary or pos == 0 or not low[pos - 1].isalnum():
+                found.append((pos, stem))
+            pos = low.find(stem, pos + 1, end)
+    found.sort()
+    return found
+
+
+def _line_offset(text: str, line: int, start_pos: int = 0, start_line: int = 0) -> int:
+    """Character offset where 0-based `line` starts (len(text) past the end)."""
+    pos = start_pos
+    for _ in range(line - start_line):
+        nl = text.find("\n", pos)
+        if nl == -1:
+            return len(text)
+        pos = nl + 1
+    return pos
 
 
 def best_line(text: str, lines: list[str], words: tuple[str, ...], start: int, stop: int | None = None) -> int:
     """0-based index of the line in [start, stop) matching the most distinct words.
 
-    One regex pass over the text (not one per line); ties go to the earliest line. With
-    no match at all (a vector hit shares no word with the query), the first heading in the
-    range, where a section starts, else the first non-blank line.
+    Substring search on the lower-cased text (word starts only), counting newlines between
+    matches (no per-line work); ties go to the earliest line. With no match at all (a vector hit
+    shares no word with the query), the first heading in the range, where a section
+    starts, else the first non-blank line.
     """
     stop = len(lines) if stop is None else min(stop, len(lines))
-    regex = _words_regex(words)
-    if regex is not None:
-        offsets = list(accumulate((len(line) + 1 for line in lines), initial=0))
+    if words:
+        begin = _line_offset(text, start)
+        end = len(text) if stop >= len(lines) else _line_offset(text, stop, begin, start)
+        low = text.lower()
+        if len(low) != len(text):  # lower() changed lengths (rare scripts): keep offsets aligned
+            low = text
         found: dict[int, set[str]] = {}
-        for match in regex.finditer(text, offsets[start], offsets[stop]):
-            found.setdefault(bisect_right(offsets, match.start()) - 1, set()).add(match.group(0).lower())
+        line, last = start, begin
+        for pos, stem in _matches(low, _stems(words), begin, end):
+            line += text.count("\n", last, pos)
+            last = pos
+            found.setdefault(line, set()).add(stem)
         if found:
             return min(found, key=lambda i: (-len(found[i]), i))
     for i in range(start, stop):
