@@ -10,9 +10,10 @@
 (b) a full hybrid query through MCP: `tools/call query` over Streamable HTTP with the
     SDK client (plain questions: BM25 probe, expansion if a generate model is local, BM25
     + vector lists, RRF, rerank if a rerank model is local), on every --embed-stride-th
-    English tldr page embedded with all-MiniLM-L6-v2 (imported from PyPI); first call
-    (loads the models) and warm p50, beside the same questions in-process. No target: the
-    figure depends on which models are local (`--rerank`, `--generate` add them).
+    English tldr page embedded with all-MiniLM-L6-v2 (imported from PyPI), QMD_THREADS=1
+    unless set; first call (loads the models) and warm p50, beside the same questions
+    in-process. No target: the figure depends on which models are local (`--rerank`,
+    `--generate` add them).
 """
 
 from __future__ import annotations
@@ -209,7 +210,7 @@ def main() -> int:
     parser = arg_parser(__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="timed passes over the keyword queries (default 5)")
     parser.add_argument("--hybrid-rounds", type=int, default=3, help="timed passes over the hybrid questions (default 3)")
-    parser.add_argument("--embed-stride", type=int, default=10, help="embed every Nth English tldr page for (b) (default 10)")
+    parser.add_argument("--embed-stride", type=int, default=20, help="embed every Nth English tldr page for (b) (default 20)")
     parser.add_argument("--skip-hybrid", action="store_true", help="only (a)")
     parser.add_argument("--rerank", type=Path, help="a rerank-model GGUF for (b)")
     parser.add_argument("--generate", type=Path, help="a generate-model GGUF for (b)")
@@ -245,6 +246,10 @@ def main() -> int:
         if not args.skip_hybrid:
             print(f"\n(b) hybrid query through MCP on every {args.embed_stride}th English tldr page (MiniLM)")
             model = import_minilm(tmp / "models")
+            # One llama.cpp thread unless told otherwise: on this shared 2-core machine, ggml's
+            # thread barrier stalls a 2-thread query for ~1 s whenever another process holds a core.
+            os.environ.setdefault("QMD_THREADS", "1")
+            report.row("llama.cpp threads (QMD_THREADS)", os.environ["QMD_THREADS"])
             env = dict(os.environ, QMD_EMBED_MODEL=str(model))
             env["QMD_RERANK_MODEL"] = str(args.rerank or tmp / "no-rerank.gguf")
             env["QMD_GENERATE_MODEL"] = str(args.generate or tmp / "no-generate.gguf")
