@@ -114,6 +114,7 @@ def main() -> int:
     parser.add_argument("--skip-tldr", action="store_true")
     parser.add_argument("--skip-cranfield", action="store_true")
     parser.add_argument("--gemma", type=Path, help="a generate-model GGUF for the expansion ablation")
+    parser.add_argument("--tldr-stride", type=int, default=1, help="embed every Nth English tldr page (1 = all 7,425)")
     args = parser.parse_args()
     bench = data_dir()
     report = Report("hybrid_bench")
@@ -135,7 +136,19 @@ def main() -> int:
             report.row("Cranfield embed: documents / chunks / seconds", f"{done.documents} / {done.chunks} / {time.perf_counter() - t0:.0f}")
             cranfield(store, report, bench, tmp, args.gemma)
         if not args.skip_tldr:
-            store.add_collection(bench / "tldr-pages" / "pages", name="tldr")
+            pages = bench / "tldr-pages" / "pages"
+            if args.tldr_stride > 1:  # a deterministic subset, copied into the temp dir
+                import shutil
+
+                subset = tmp / "tldr-subset"
+                for i, page in enumerate(sorted(pages.rglob("*.md"))):
+                    if i % args.tldr_stride == 0:
+                        target = subset / page.relative_to(pages)
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copy(page, target)
+                pages = subset
+                report.row("tldr subset", f"every {args.tldr_stride}th English page")
+            store.add_collection(pages, name="tldr")
             t0 = time.perf_counter()
             done = store.embed(collections=["tldr"])
             report.row("tldr English embed: documents / chunks / seconds", f"{done.documents} / {done.chunks} / {time.perf_counter() - t0:.0f}")
