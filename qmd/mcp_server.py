@@ -66,6 +66,15 @@ class QmdMCP(MCPServer):
         self.service = service
         self.call_log = log
 
+    async def list_tools(self) -> Any:
+        """The tools, each schema closed (`additionalProperties: false`): clients that check
+        arguments before sending learn at once that unknown names are refused."""
+        tools = await super().list_tools()
+        for tool in tools:
+            if tool.name in TOOL_PARAMS:
+                tool.input_schema["additionalProperties"] = False
+        return tools
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if name not in TOOL_PARAMS:
             return await super().call_tool(name, arguments, context)

@@ -57,6 +57,7 @@ def test_stdio_handshake_tools_and_cli_parity(env: dict[str, str], tmp_path: Pat
     assert set(tools["get"].input_schema["properties"]) == {"file", "fromLine", "maxLines", "lineNumbers"}
     assert set(tools["multi_get"].input_schema["properties"]) == {"pattern", "maxLines", "maxBytes", "lineNumbers"}
     assert tools["multi_get"].input_schema["properties"]["maxBytes"]["default"] == 65536
+    assert all(t.input_schema["additionalProperties"] is False for t in tools.values())
     assert all(t.annotations.read_only_hint for t in tools.values())
 
     # query == the CLI's `qmd query --json` (same pipeline, same snippets)
