@@ -162,6 +162,20 @@ def test_size_limits(server: Server) -> None:
         status, body = request(server.port, "POST", path, big, ACCEPT)
         assert status == 413, path
         assert "over 1048576 bytes" in body["error"]
+    # no Content-Length: the body is counted as it streams in
+    import socket
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(f"POST /query HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+        chunk = b"x" * 65536
+        try:
+            for _ in range(20):  # 1.3 MB: over the limit, within the socket buffers
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server may answer and close before the rest is sent
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:100]
     status, body = request(server.port, "POST", "/query", {"query": "x" * 5000})
     assert status == 400 and "longer than 4000" in body["error"]
     status, body = request(server.port, "POST", "/query", {**QUERY, "limit": 100000})
