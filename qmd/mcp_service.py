@@ -166,11 +166,6 @@ class ToolService:
     def _refresh(self) -> None:
         self.store.refresh_config()
 
-    def freshness(self) -> dict[str, Any]:
-        with self._lock:
-            updated = self.store.last_updated()
-        return freshness(updated, self._flag.get())
-
     def run_query(self, q: QueryArgs, wait: bool = True) -> tuple[QueryResult, dict[str, Any]] | None:
         """The hybrid query and the index's freshness; None if `wait` is False and the Store is busy."""
         if not self._lock.acquire(blocking=wait):

@@ -9,13 +9,16 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import QmdError
 from ..paths import DEFAULT_INDEX, check_index_name, resolve_index
 from .common import STATE, err, open_store, out
+
+if TYPE_CHECKING:
+    from ..mcp_service import ToolService
 
 mcp_app = typer.Typer(
     help="The MCP server for agents: `qmd mcp` (stdio), `qmd mcp --http [--daemon]`, `qmd mcp stop`, `qmd mcp install`.",
@@ -54,7 +57,7 @@ def serve(
         _serve_stdio(index)
 
 
-def _service(index: str):  # type: ignore[no-untyped-def]
+def _service(index: str) -> ToolService:
     from .. import build_id
     from ..mcp_service import ToolService, stderr_log
 
