@@ -27,8 +27,7 @@ class Embedder:
         self.family: Family = family_for(self.info)
         if self.info.pooling == 4:
             raise QmdError(f"{path.name} is a reranker, not an embedding model", "set the embed model to an embedding GGUF (qmd status shows the roles)")
-        # llama.cpp aborts the process (uncatchable) when n_ctx exceeds the training context.
-        self.n_ctx = max(64, min(self.info.context_length, MAX_CONTEXT))
+        self.n_ctx = self.info.usable_context(MAX_CONTEXT)
         self._threads = n_threads or threads()
         self._llm = None
 

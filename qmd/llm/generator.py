@@ -43,7 +43,7 @@ class Generator:
 
     def __init__(self, path: Path, n_threads: int | None = None) -> None:
         self.info = model_info(path)
-        self.n_ctx = max(256, min(self.info.context_length, MAX_CONTEXT))
+        self.n_ctx = self.info.usable_context(MAX_CONTEXT)
         self._threads = n_threads or threads()
         self._llm = None
         self._grammar = None

@@ -92,6 +92,13 @@ class ModelInfo:
     pooling: int | None
     meta: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    def usable_context(self, cap: int = 2048) -> int:
+        """n_ctx to load with: at most `cap`, never above the training context.
+
+        llama.cpp aborts the whole process (uncatchable) when n_ctx exceeds it.
+        """
+        return max(1, min(self.context_length, cap))
+
     @property
     def identity(self) -> str:
         """Name, size and a hash of the first MiB: stable across copies, cheap for big files."""

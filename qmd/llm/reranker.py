@@ -31,7 +31,7 @@ class CrossEncoder:
         self.info = model_info(path)
         if self.info.pooling != RANK_POOLING:
             raise QmdError(f"{path.name} is not a cross-encoder (no rank pooling)", "import a BertForSequenceClassification model with qmd models import")
-        self.n_ctx = max(64, min(self.info.context_length, MAX_CONTEXT))
+        self.n_ctx = self.info.usable_context(MAX_CONTEXT)
         self._threads = n_threads or threads()
         self._llm = None
 
@@ -110,7 +110,7 @@ class YesNoReranker:
 
     def __init__(self, path: Path, n_threads: int | None = None) -> None:
         self.info = model_info(path)
-        self.n_ctx = max(256, min(self.info.context_length, MAX_CONTEXT))
+        self.n_ctx = self.info.usable_context(MAX_CONTEXT)
         self._threads = n_threads or threads()
         self._llm = None
         self._ids: tuple[int, int] | None = None
