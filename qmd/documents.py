@@ -58,6 +58,16 @@ def rows_by_ids(conn: apsw.Connection, ids: list[int]) -> dict[int, DocRow]:
     return {row.id: row for row in (DocRow(*r) for r in conn.execute(f"SELECT {_COLUMNS} FROM documents WHERE id IN ({marks})", ids))}
 
 
+def rows_with_text(conn: apsw.Connection, ids: list[int]) -> dict[int, tuple[DocRow, str]]:
+    """Document rows and their texts for `ids`, in one query (the search hot path)."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    columns = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
+    sql = f"SELECT {columns}, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.id IN ({marks})"
+    return {r[0]: (DocRow(*r[:-1]), r[-1]) for r in conn.execute(sql, ids)}
+
+
 def by_docid(conn: apsw.Connection, prefix: str) -> DocRow:
     """The document whose content hash starts with `prefix` (≥ 6 hex digits)."""
     prefix = prefix.lstrip("#").lower()

@@ -153,7 +153,11 @@ class Store:
         return colls[name]
 
     def _context(self, collection: str, path: str) -> str | None:
-        return contexts_for(self.config.global_context, self._collections().get(collection), path)
+        colls = self._collections()
+        coll = colls.get(collection)
+        if coll is None or not coll.context:  # the common case: one answer per collection
+            return self.config.global_context or None
+        return contexts_for(self.config.global_context, coll, path)
 
     # --- collections ---------------------------------------------------------------
 
@@ -418,13 +422,9 @@ class Store:
         parsed = parse_query(query)
         conn = self._db()
         hits = bm25_search(conn, parsed, limit, self._search_scope(collections), min_score)
-        rows = docs.rows_by_ids(conn, [h.doc_id for h in hits])
-        texts = docs.read_contents(conn, [r.hash for r in rows.values()])
+        found = docs.rows_with_text(conn, [h.doc_id for h in hits])
         words = parsed.words
-        return [
-            self.hit(rows[h.doc_id], texts[rows[h.doc_id].hash], h.score, h.match, words, snippet_chars, line_numbers, full=full)
-            for h in hits
-        ]
+        return [self.hit(*found[h.doc_id], h.score, h.match, words, snippet_chars, line_numbers, full=full) for h in hits]
 
     def hit(
         self,
