@@ -13,6 +13,7 @@ from qmd.llm.generator import Generator, parse_expansion
 from qmd.llm.reranker import CrossEncoder, YesNoReranker
 from qmd.search.fusion import blend
 from qmd.search.typed import SubQuery
+from tests.conftest import BENCH_DATA
 
 NOTES = {
     "deploy.md": "# Deploy\n\nBlue green deploys. To roll back, flip the load balancer back to blue.\n",
@@ -166,3 +167,22 @@ def test_vsearch_expand_fuses_vector_lists_only(store: qmd.Store, models: dict[s
     assert result.stages["bm25"] == 0 and result.stages["vector"] >= 1
     assert all(x["list"].startswith(("vec", "hyde")) for h in result.hits for x in h.explain["lists"])
     assert all(s["type"] != "lex" for s in result.searches)
+
+
+@pytest.mark.skipif(not (BENCH_DATA / "qmd-eval" / "eval-docs").is_dir(), reason=f"qmd-eval fixture not found under {BENCH_DATA} (set QMD_BENCH_DATA)")
+def test_hybrid_on_the_original_fixture_with_minilm(tmp_path: Path, minilm_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end with the imported MiniLM: RRF of BM25 and vectors on qmd-eval (no reranker here)."""
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(minilm_gguf))
+    monkeypatch.setenv("QMD_RERANK_MODEL", str(tmp_path / "none.gguf"))
+    monkeypatch.setenv("QMD_GENERATE_MODEL", str(tmp_path / "none.gguf"))
+    store = qmd.Store(tmp_path / "eval.sqlite")
+    store.add_collection(BENCH_DATA / "qmd-eval" / "eval-docs", name="eval-docs")
+    store.embed()
+    deep = [json.loads(line) for line in (BENCH_DATA / "qmd-eval" / "eval-deep-research.jsonl").read_text().splitlines() if line.strip()]
+    firsts = [store.query(q["query"], limit=5).hits[0].path for q in deep]
+    hit1 = sum(1 for q, path in zip(deep, firsts) if q["expected_doc"] in path)
+    assert hit1 >= 23, f"hybrid hit@1 {hit1}/25"
+    example = json.loads((BENCH_DATA / "qmd-eval" / "example.json").read_text())["queries"]
+    for q in example:
+        paths = [h.path for h in store.query(q["query"], limit=5).hits]
+        assert any(f in paths[0] for f in q["expected_files"]), (q["query"], paths[:3])  # MRR = 1.0
