@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -80,7 +81,7 @@ def read_metadata(path: Path) -> dict[str, Any]:
         raise QmdError(f"cannot read the model file {path}: {exc or 'truncated'}", "download it again (qmd pull) or re-import it") from exc
 
 
-@dataclass(frozen=True)
+@dataclass
 class ModelInfo:
     """What qmd needs to know about a GGUF model before loading it."""
 
@@ -99,7 +100,7 @@ class ModelInfo:
         """
         return max(1, min(self.context_length, cap))
 
-    @property
+    @cached_property
     def identity(self) -> str:
         """Name, size and a hash of the first MiB: stable across copies, cheap for big files."""
         size = self.path.stat().st_size

@@ -175,13 +175,15 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
     conn = store._db()
     scope = store._search_scope(opts.collections)
 
-    # Vectors are usable only with a local embed model that has embedded something.
+    # Vectors are usable only with a local embed model that has embedded something; a
+    # keyword-only typed query never touches the embed model.
     embedder, vmodel = None, None
-    try:
-        embedder = store.embedder()
-        vmodel = current_model(conn, embedder)
-    except QmdError as exc:
-        plan.notices.append(f"vector search skipped: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+    if not typed.searches or any(s.type != "lex" for s in typed.searches):
+        try:
+            embedder = store.embedder()
+            vmodel = current_model(conn, embedder)
+        except QmdError as exc:
+            plan.notices.append(f"vector search skipped: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
 
     expansions: list[SubQuery] | None = None
     if not typed.searches:
@@ -241,8 +243,16 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
 
     with timer("fusion"):
         candidates = fuse(named)
-    rows = docs.rows_by_ids(conn, [c.doc_id for c in candidates[: max(opts.candidates, opts.limit)]])
-    texts = docs.read_contents(conn, [r.hash for r in rows.values()])
+    rows: dict[int, Any] = {}
+    texts: dict[str, str] = {}
+
+    def load(cands: list[Candidate]) -> None:
+        """Rows and texts of `cands` not loaded yet (only what rerank or the output needs)."""
+        missing = [c.doc_id for c in cands if c.doc_id not in rows]
+        for doc_id, (row, text) in docs.rows_with_text(conn, missing).items():
+            rows[doc_id] = row
+            texts[row.hash] = text
+
     words = set(parse_query(question).words)
     intent_words = set(parse_query(intent).words) if intent else set()
 
@@ -255,6 +265,7 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
             plan.notices.append(f"rerank skipped: {exc.message}")
         else:
             top = candidates[: opts.candidates]
+            load(top)
             say(f"reranking {len(top)} chunks…")
             with timer("rerank"):
                 chunk_map = store.chunks_for([rows[c.doc_id].hash for c in top])
@@ -272,14 +283,14 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
     ranked = finish(candidates[: max(opts.candidates, opts.limit)] if reranked else candidates, reranked)
 
     hits: list[SearchHit] = []
+    load([c for c in ranked if c.score >= opts.min_score][: opts.limit])
     for c in ranked:
         if c.score < opts.min_score:
             continue
         if len(hits) >= opts.limit:
             break
-        row = rows.get(c.doc_id) or docs.rows_by_ids(conn, [c.doc_id])[c.doc_id]
-        text_ = texts.get(row.hash) or docs.read_content(conn, row.hash)
-        hit = store.hit(row, text_, c.score, "hybrid", sorted(words | intent_words), opts.snippet_chars, chunk=c.chunk)
+        row = rows[c.doc_id]
+        hit = store.hit(row, texts[row.hash], c.score, "hybrid", sorted(words | intent_words), opts.snippet_chars, chunk=c.chunk)
         if explain:
             hit.explain = {
                 "lists": [{"list": n, "rank": r, "rrf": round(v, 6)} for n, r, v in c.contributions],
