@@ -80,6 +80,8 @@ class Store:
         self._reranker: CrossEncoder | YesNoReranker | None = None
         self._generator: Generator | None = None
         self._colls: tuple[int, dict[str, CollectionConfig]] | None = None
+        self._pending: tuple[tuple[object, ...], int] | None = None
+        self._writes = 0  # bumped by this Store's own writes (data_version only sees others')
 
     # --- plumbing ------------------------------------------------------------------
 
@@ -339,6 +341,7 @@ class Store:
         colls = self._collections()
         names = list(colls) if collections is None else [self._collection(n).name for n in collections]
         report = UpdateReport([])
+        self._writes += 1
         with writer_lock(self.index_path, on_wait=on_wait):
             conn = self._db(create=True)
             for name in names:
@@ -650,6 +653,7 @@ class Store:
 
         embedder = self.embedder()
         wanted, skipped = self.embed_collections(collections)
+        self._writes += 1
         with writer_lock(self.index_path, on_wait=on_wait):
             return run_embed(self._db(), embedder, wanted, skipped, force=force, progress=progress)
 
@@ -685,7 +689,12 @@ class Store:
         wanted, _ = self.embed_collections(scope)
         model = current_model(conn, embedder)
         found = nearest_documents(conn, model, embedder.embed_query(query), limit, scope)
-        pending = pending_count(conn, model, wanted)
+        # Counting what still needs embedding costs ~5-9 ms on a large index: cache it until
+        # another connection commits (PRAGMA data_version) or this Store writes.
+        key = (model.id, tuple(wanted), scalar(conn, "PRAGMA data_version"), self._writes)
+        if self._pending is None or self._pending[0] != key:
+            self._pending = (key, pending_count(conn, model, wanted))
+        pending = self._pending[1]
         words = parse_query(query).words
         rows = docs.rows_by_ids(conn, [doc_id for doc_id, _, _ in found])
         texts = docs.read_contents(conn, [r.hash for r in rows.values()])

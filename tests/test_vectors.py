@@ -216,3 +216,17 @@ def test_semantic_search_finds_the_rollback_runbook(tmp_path: Path, minilm_gguf:
     hits = store.vsearch("how do we undo a bad release?", limit=3).hits
     assert hits[0].path == "runbooks/blue-green-deploy.md", [(h.path, round(h.score, 3)) for h in hits]
     assert store.search("how do we undo a bad release?", limit=3)[0].path != "runbooks/blue-green-deploy.md"  # BM25 cannot
+
+
+def test_pending_count_follows_other_writers(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _store(tmp_path, tiny_models["embed"], monkeypatch)
+    root = _notes(tmp_path / "a", 4)
+    store.add_collection(root, name="a")
+    store.embed()
+    assert store.vsearch("rollback").pending == 0
+    (root / "new.md").write_text("# New\n\nkafka lag\n")
+    other = qmd.Store(store.index_path, store.config_path)  # another connection writes
+    other.update()
+    assert store.vsearch("rollback").pending == 1  # the cached count saw the other commit
+    store.embed()
+    assert store.vsearch("rollback").pending == 0  # and this Store's own write
