@@ -51,13 +51,6 @@ def active_rows(conn: apsw.Connection, where: str, params: tuple[object, ...]) -
     return [DocRow(*row) for row in conn.execute(sql, params)]
 
 
-def rows_by_ids(conn: apsw.Connection, ids: list[int]) -> dict[int, DocRow]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    return {row.id: row for row in (DocRow(*r) for r in conn.execute(f"SELECT {_COLUMNS} FROM documents WHERE id IN ({marks})", ids))}
-
-
 def rows_with_text(conn: apsw.Connection, ids: list[int]) -> dict[int, tuple[DocRow, str]]:
     """Document rows and their texts for `ids`, in one query (the search hot path)."""
     if not ids:
@@ -190,19 +183,6 @@ def read_content(conn: apsw.Connection, content_hash: str) -> str:
     for (doc,) in conn.execute("SELECT doc FROM content WHERE hash = ?", (content_hash,)):
         return doc
     raise QmdError(f"content {content_hash[:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
-
-
-def read_contents(conn: apsw.Connection, hashes: list[str]) -> dict[str, str]:
-    """Texts of several content hashes in one query."""
-    unique = list(dict.fromkeys(hashes))
-    if not unique:
-        return {}
-    marks = ",".join("?" * len(unique))
-    found = dict(conn.execute(f"SELECT hash, doc FROM content WHERE hash IN ({marks})", unique))
-    missing = [h for h in unique if h not in found]
-    if missing:
-        raise QmdError(f"content {missing[0][:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
-    return found
 
 
 def abs_path(collections: dict[str, CollectionConfig], row: DocRow) -> str | None:

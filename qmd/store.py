@@ -696,10 +696,9 @@ class Store:
             self._pending = (key, pending_count(conn, model, wanted))
         pending = self._pending[1]
         words = parse_query(query).words
-        rows = docs.rows_by_ids(conn, [doc_id for doc_id, _, _ in found])
-        texts = docs.read_contents(conn, [r.hash for r in rows.values()])
+        rows = docs.rows_with_text(conn, [doc_id for doc_id, _, _ in found])
         out = [
-            self.hit(rows[doc_id], texts[rows[doc_id].hash], similarity, "vector", words, snippet_chars, line_numbers, chunk, full)
+            self.hit(*rows[doc_id], similarity, "vector", words, snippet_chars, line_numbers, chunk, full)
             for doc_id, similarity, chunk in found
             if similarity >= min_score
         ]

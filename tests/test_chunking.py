@@ -11,7 +11,6 @@ import contextlib
 import functools
 import random
 import signal
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
