@@ -199,3 +199,58 @@ def uninstall(claude: bool, codex: bool, scope: str = "user") -> list[str]:
         _uninstall_json(home / "hooks.json", lines)
         _uninstall_feature(home / "config.toml", lines)
     return lines
+
+
+def _handlers(data: dict[str, Any], event: str) -> list[dict[str, Any]]:
+    groups = (data.get("hooks") or {}).get(event) if isinstance(data.get("hooks"), dict) else None
+    out = []
+    for group in groups if isinstance(groups, list) else []:
+        for handler in (group.get("hooks") or []) if isinstance(group, dict) else []:
+            if isinstance(handler, dict):
+                out.append(handler)
+    return out
+
+
+def status() -> list[tuple[str, bool, str]]:
+    """(settings file, still registered, detail) for every file `install` wrote; [] when the
+    guard was never installed. Registered = our PreToolUse and SessionStart handlers are in
+    the file and the command they run exists."""
+    import shlex as _shlex
+
+    out = []
+    for name, entry in sorted(_load_manifest().items()):
+        path = Path(name)
+        if "feature" in entry:
+            continue  # Codex's [features] flag: informational, not a hook
+        try:
+            data, raw = settings.read(path)
+        except QmdError as exc:
+            out.append((name, False, exc.message))
+            continue
+        if raw is None:
+            out.append((name, False, "the file is gone"))
+            continue
+        guard = [h for h in _handlers(data, "PreToolUse") if settings.is_ours(h)]
+        session = [h for h in _handlers(data, settings.SESSION_EVENT) if settings.is_session_hook(h)]
+        if not guard:
+            out.append((name, False, "no qmd-guard PreToolUse hook in it any more"))
+            continue
+        exe = _shlex.split(guard[0]["command"])[0]
+        if not os.access(exe, os.X_OK):
+            out.append((name, False, f"its hook runs {exe}, which is missing or not executable"))
+            continue
+        out.append((name, True, f"PreToolUse → {exe}" + ("; SessionStart → qmd health" if session else "; no SessionStart hook")))
+    return out
+
+
+def uninstall_all() -> list[str]:
+    """Remove the guard from every file install wrote (any scope, Claude Code and Codex)."""
+    lines: list[str] = []
+    for name, entry in sorted(_load_manifest().items()):
+        if "feature" in entry:
+            _uninstall_feature(Path(name), lines)
+        else:
+            _uninstall_json(Path(name), lines)
+    if _manifest_path().exists() and not _load_manifest():
+        _manifest_path().unlink()
+    return lines

@@ -57,11 +57,21 @@ def _write(path: Path, text: str, mode: int = 0o755) -> bool:
     return True
 
 
+def _ensure_executable(path: Path) -> bool:
+    """chmod +x a hook git would otherwise skip; True if it had to."""
+    mode = path.stat().st_mode
+    if mode & 0o111:
+        return False
+    os.chmod(path, (mode & 0o7777) | 0o755)
+    return True
+
+
 def _install_plain(hooks_dir: Path, name: str, text: str) -> tuple[str, dict[str, Any]]:
     target, legacy = hooks_dir / name, hooks_dir / f"{name}.legacy"
     current = _read(target)
     if current is not None and script.is_ours(current):
-        return ("updated" if _write(target, text) else "already installed"), {}
+        changed = _write(target, text)
+        return ("updated" if _ensure_executable(target) or changed else "already installed"), {}
     if current is not None and script.is_pre_commit(current):
         previous = _read(legacy)
         if previous is not None and script.is_ours(previous):
@@ -234,7 +244,7 @@ def uninstall(path: Path | str, layout: Layout | None = None) -> Outcome:
 @dataclass
 class HookState:
     name: str
-    state: str  # installed | missing | stale (installed for another state dir)
+    state: str  # installed | missing | not-executable | stale (installed for another state dir)
     detail: str
 
 
@@ -265,7 +275,10 @@ def inspect(key: str, entry: dict[str, Any], layout: Layout | None = None) -> tu
             states.append(HookState(name, "missing", f"{where} does not run qmd's hook (run: qmd hooks install {key})"))
             continue
         baked = script.baked_state(found)
-        if baked != str(layout.root):
+        runner = repo.hooks_dir / name  # what git executes (our script, or pre-commit's that chains ours)
+        if repo.husky_dir is None and not (runner.exists() and runner.stat().st_mode & 0o111):
+            states.append(HookState(name, "not-executable", f"{runner} is not executable, so git skips it (run: qmd hooks install {key})"))
+        elif baked != str(layout.root):
             states.append(HookState(name, "stale", f"{where} queues into {baked}, not {layout.root} (run: qmd hooks install {key})"))
         else:
             states.append(HookState(name, "installed", str(where)))

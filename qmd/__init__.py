@@ -47,8 +47,11 @@ _EXPORTS = {
     "Store": "store",
     "EmbedReport": "embedding",
     "build_id": "buildinfo",
+    "selected_index": "cli.common",
+    "IndexCheck": "integrity",
+    "RebuildReport": "integrity",
 }
-_SUBMODULES = {"folders"}
+_SUBMODULES = {"folders", "mcp_daemon", "mcp_install", "mcp_probe"}
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES, "__version__"])
 
@@ -65,8 +68,10 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from . import folders
+    from . import folders, mcp_daemon, mcp_install, mcp_probe
+    from .integrity import IndexCheck, RebuildReport
     from .buildinfo import build_id
+    from .cli.common import selected_index
     from .config import DEFAULT_PATTERN, CollectionConfig
     from .embedding import EmbedReport
     from .errors import ConfigError, IndexBusyError, NotFoundError, QmdError

@@ -225,3 +225,103 @@ def apply(plan: Plan) -> str:
         shutil.copymode(plan.path, tmp)
     os.replace(tmp, plan.path)
     return plan.summary + (f" (backup: {backup})" if backup else "")
+
+
+# --- removing (qmd teardown) --------------------------------------------------------------
+
+
+def _is_our_entry(entry: object) -> bool:
+    """A Claude Code mcpServers entry that runs qmd's server (stdio launcher or local URL)."""
+    if not isinstance(entry, dict):
+        return False
+    if entry.get("type") == "http" or "url" in entry:
+        return str(entry.get("url", "")).startswith("http://127.0.0.1:") and str(entry.get("url", "")).endswith("/mcp")
+    words = [str(entry.get("command", "")), *[str(a) for a in entry.get("args") or []]]
+    return "mcp" in words and any(os.path.basename(w) == "qmd" or w == "qmd" for w in words)
+
+
+def _write_or_remove(path: Path, text: str | None) -> None:
+    """Write `text` atomically, or delete the file when nothing of the user's is left (None)."""
+    if text is None:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    shutil.copymode(path, tmp)
+    os.replace(tmp, path)
+
+
+def unregister_claude_file(path: Path) -> list[str]:
+    """Remove qmd's entries (`qmd`, `qmd-*`) from a Claude Code JSON file; returns the names removed."""
+    data = _read_json(path)
+    servers = data.get("mcpServers")
+    if not isinstance(servers, dict):
+        return []
+    names = [n for n, e in servers.items() if (n == "qmd" or n.startswith("qmd-")) and _is_our_entry(e)]
+    if not names:
+        return []
+    for name in names:
+        del servers[name]
+    if not servers:
+        del data["mcpServers"]
+    _write_or_remove(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n" if data else None)
+    return names
+
+
+def unregister_codex_file(path: Path) -> list[str]:
+    """Remove every `[mcp_servers.qmd*]` table from Codex's config.toml; returns the names removed."""
+    import tomllib
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        servers = tomllib.loads(text).get("mcp_servers", {})
+    except FileNotFoundError:
+        return []
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise QmdError(f"cannot read {path} ({exc})", f"remove the [mcp_servers.qmd] table by hand from {path}") from exc
+    names = [n for n in servers if n == "qmd" or n.startswith("qmd-")] if isinstance(servers, dict) else []
+    for name in names:
+        text = merge_codex_config(text, name, "")
+    if names:
+        _write_or_remove(path, text if text.strip() else None)
+    return names
+
+
+def unregister_all(*, cwd: Path | None = None, which: Which = shutil.which) -> list[str]:
+    """Remove qmd's MCP registrations from Claude Code (user scope and ./.mcp.json) and Codex,
+    through the clients' own commands when they are on PATH and from their files; returns lines."""
+    lines = []
+    for client, argv in (("claude", ["mcp", "remove", "--scope", "user"]), ("codex", ["mcp", "remove"])):
+        exe = which(client)
+        if not exe:
+            continue
+        listing = subprocess.run([exe, "mcp", "list"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL).stdout
+        for name in sorted(set(re.findall(r"(?m)^\s*(qmd(?:-[A-Za-z0-9._-]+)?)\b", listing))):
+            proc = subprocess.run([exe, *argv, name], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+            if proc.returncode == 0:
+                lines.append(f"removed MCP server '{name}' from {client} (`{client} mcp remove`)")
+    files = [(Path.home() / ".claude.json", unregister_claude_file), ((cwd or Path.cwd()) / ".mcp.json", unregister_claude_file), (codex_home() / "config.toml", unregister_codex_file)]
+    for path, remove in files:
+        for name in remove(path):
+            lines.append(f"removed MCP server '{name}' from {path}")
+    return lines
+
+
+def registrations(*, cwd: Path | None = None) -> list[str]:
+    """Where qmd's MCP server is registered, from the clients' files (for teardown's summary)."""
+    found = []
+    for path in (Path.home() / ".claude.json", (cwd or Path.cwd()) / ".mcp.json"):
+        try:
+            servers = _read_json(path).get("mcpServers")
+        except QmdError:
+            continue
+        if isinstance(servers, dict):
+            found += [f"{path}: {n}" for n, e in servers.items() if (n == "qmd" or n.startswith("qmd-")) and _is_our_entry(e)]
+    try:
+        import tomllib
+
+        servers = tomllib.loads((codex_home() / "config.toml").read_text(encoding="utf-8")).get("mcp_servers", {})
+        found += [f"{codex_home() / 'config.toml'}: {n}" for n in servers if n == "qmd" or n.startswith("qmd-")]
+    except (OSError, ValueError):
+        pass
+    return found

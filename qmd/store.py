@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .llm.reranker import CrossEncoder, YesNoReranker
     from .search.typed import SubQuery
     from .indexer import Progress
+    from .integrity import IndexCheck, RebuildReport
     from .llm.embedder import Embedder
     from .llm.models import ModelRef
 
@@ -398,6 +399,55 @@ class Store:
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return CleanupReport(inactive, orphans, before, self.index_path.stat().st_size)
+
+    # --- integrity (qmd/integrity.py): what doctor inspects and repairs -------------
+
+    def check(self, *, quick: bool = False) -> IndexCheck:
+        """Read-only health of the index file: opens, quick_check (unless `quick`), schema,
+        FTS rows against active documents, orphans, vector models. Never migrates."""
+        from .integrity import inspect
+
+        return inspect(self.index_path, quick=quick)
+
+    def repair_fts(self) -> int:
+        """Rewrite the full-text rows from the stored content (they drifted); returns rows written."""
+        from .integrity import repair_fts
+
+        self._writes += 1
+        with writer_lock(self.index_path):
+            conn = self._db()
+            with transaction(conn):
+                return repair_fts(conn)
+
+    def backup(self) -> Path:
+        """A verified copy of the index beside it (`<name>.backup-<time>`, quick_check passed)."""
+        from .integrity import verified_backup
+
+        with writer_lock(self.index_path):
+            return verified_backup(self._db(), self.index_path)
+
+    def rebuild(self, progress: Progress | None = None) -> RebuildReport:
+        """Build the index anew from the config's collections into a new file and swap it in
+        atomically; the old (broken) file is kept beside it. Vectors need `embed` again."""
+        from .integrity import rebuild
+
+        def build(tmp: Path) -> int:
+            fresh = Store(tmp, self.config_path)
+            try:
+                report = fresh.update(progress=progress, run_commands=False)
+                if report.errors:
+                    name, message, _ = report.errors[0]
+                    raise QmdError(f"rebuild stopped: collection '{name}': {message}", "fix that collection (or remove it), then: qmd rebuild")
+                conn = fresh._db(create=True)
+                conn.execute("PRAGMA journal_mode = DELETE")  # one self-contained file to swap in
+                return int(scalar(conn, "SELECT count(*) FROM documents WHERE active = 1") or 0)
+            finally:
+                fresh.close()
+
+        self.close()
+        self._writes += 1
+        with writer_lock(self.index_path):
+            return rebuild(self.index_path, build)
 
     # --- reading -------------------------------------------------------------------
 

@@ -19,6 +19,11 @@ class State:
 STATE = State()
 
 
+def selected_index() -> str | None:
+    """The index named with `qmd --index NAME …` (None: the default); for harness commands."""
+    return STATE.index_name
+
+
 def open_store() -> Store:
     """The Store of the index chosen with --index (default `index`)."""
     paths = resolve_index(STATE.index_name)

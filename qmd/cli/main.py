@@ -33,6 +33,7 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "embed": ("qmd.cli.vectors", "embed", False),
     "status": ("qmd.cli.update", "status", False),
     "cleanup": ("qmd.cli.update", "cleanup", False),
+    "rebuild": ("qmd.cli.update", "rebuild", False),
     "collection": ("qmd.cli.collections", "collection_app", True),
     "context": ("qmd.cli.collections", "context_app", True),
     "models": ("qmd.cli.vectors", "models_app", True),

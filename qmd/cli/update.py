@@ -147,3 +147,14 @@ def cleanup() -> None:
         f"Removed {report.inactive_removed} deleted documents and {report.orphaned_content_removed} unused content rows; "
         f"{human_size(report.bytes_before)} → {human_size(report.bytes_after)}"
     )
+
+
+def rebuild() -> None:
+    """Rebuild the index from its collections into a new file, swapped in atomically (the old file is kept beside it)."""
+    with open_store() as store:
+        report = store.rebuild()
+        embed = store.model("embed").available
+    kept = f"; the old file is kept at {report.kept}" if report.kept else ""
+    err(f"Rebuilt {report.path}: {report.documents} documents in {report.seconds:.1f}s{kept}")
+    if embed:
+        err("Vectors are not carried over: run qmd embed")

@@ -1,0 +1,37 @@
+"""`qmd doctor`: check what breaks quietly, `--fix` what is safe, exit with the worst status.
+
+Exit codes: 0 no failures (warnings allowed), 1 warnings under --strict, 2 a failed
+check, 3 doctor itself could not run.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+import qmd
+
+
+def doctor(
+    json_: Annotated[bool, typer.Option("--json", help="Print the results as JSON (shape in the README).")] = False,
+    fix: Annotated[bool, typer.Option("--fix", help="Repair what is safe (restart stale servers, rebuild drifted FTS rows or a corrupted index, reinstall hooks, re-run the updater), then check again.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Skip the slow parts: SQLite quick_check and the MCP handshakes.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when there are warnings.")] = False,
+    index: Annotated[str | None, typer.Option("--index", help="Check only index NAME (default: every index in the config dir).")] = None,
+) -> None:
+    """Check native modules, models, indexes, the MCP server, the queue, hooks, guard and services."""
+    from .context import Context
+    from .model import exit_code
+    from .render import render
+    from .runner import run
+
+    try:
+        ctx = Context.create(index or qmd.selected_index(), quick=quick, fix=fix)
+        report = run(ctx)
+    except qmd.QmdError as exc:
+        sys.stderr.write(f"Error: doctor could not run: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+        raise typer.Exit(3) from None
+    typer.echo(render(report, json_, strict))
+    raise typer.Exit(exit_code(report.results, strict))

@@ -1,0 +1,90 @@
+"""Git hooks of every enrolled repository, the agent guard's registration, and its error log."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from guards import install as guard_install
+from guards.paths import guard_file
+from hooks import install as hook_install
+from hooks import registry
+from updater.layout import read_json, write_json
+
+from .context import Context, home_path
+from .model import CheckResult, Clock, fail, ok, warn
+
+WATERMARK = "doctor/watermarks.json"
+
+
+def _reinstall(repo: str) -> str:
+    hook_install.install(repo)
+    return f"reinstalled qmd's hooks in {home_path(repo)}"
+
+
+def _repos(ctx: Context) -> list[CheckResult]:
+    enrolled = registry.load(ctx.layout)
+    if not enrolled:
+        return [ok("git hooks", "no repository enrolled (qmd hooks install REPO)")]
+    out = []
+    for repo, entry in sorted(enrolled.items()):
+        name = f"git hooks [{home_path(repo)}]"
+        with Clock() as c:
+            exists, states = hook_install.inspect(repo, entry, ctx.layout)
+        if not exists:
+            out.append(warn(name, "the enrolled repository no longer exists", f"qmd hooks uninstall {repo}", ms=c.ms))
+            continue
+        bad = [s for s in states if s.state != "installed"]
+        if bad:
+            out.append(fail(name, "; ".join(f"{s.name}: {s.state}: {s.detail}" for s in bad), f"qmd hooks install {repo}", ms=c.ms, repair=lambda repo=repo: _reinstall(repo)))
+        else:
+            out.append(ok(name, f"{', '.join(s.name for s in states)} installed and executable", ms=c.ms))
+    return out
+
+
+def _guard() -> list[CheckResult]:
+    with Clock() as c:
+        found = guard_install.status()
+    if not found:
+        return [ok("agent guard", "not installed (optional: qmd guard install --claude --codex)", ms=c.ms)]
+    out = []
+    for path, registered, detail in found:
+        agent = "--codex" if Path(path).name == "hooks.json" else "--claude"
+        scope = [] if agent == "--codex" or Path(path).parent == Path(guard_install.claude_settings("user")).parent else ["--scope", "project"]
+        fix = " ".join(["qmd", "guard", "install", agent, *scope])
+        if registered:
+            out.append(ok(f"agent guard [{home_path(path)}]", detail, ms=c.ms))
+        else:
+            out.append(fail(f"agent guard [{home_path(path)}]", f"installed there, but {detail}", fix, ms=c.ms))
+    return out
+
+
+def _guard_errors(ctx: Context) -> CheckResult:
+    """New lines in the guard's error log since the last doctor run (a watermark in the state dir)."""
+    log = Path(guard_file("errors.log"))
+    mark_path = ctx.layout.root / WATERMARK
+    marks = read_json(mark_path)
+    marks = marks if isinstance(marks, dict) else {}
+    seen = marks.get("guard_errors") if isinstance(marks.get("guard_errors"), dict) else {}
+    try:
+        st = log.stat()
+    except OSError:
+        return ok("guard errors", "no error log")
+    start = int(seen.get("offset", 0)) if seen.get("inode") == st.st_ino and int(seen.get("offset", 0)) <= st.st_size else 0
+    with open(log, "rb") as f:
+        f.seek(start)
+        new = f.read().decode("utf-8", "replace")
+    lines = [line for line in new.splitlines() if line.strip()]
+    marks["guard_errors"] = {"inode": st.st_ino, "offset": start + len(new.encode("utf-8", "replace"))}
+    try:
+        write_json(mark_path, marks)
+    except OSError:
+        pass  # a read-only state dir must not break the check; the lines show again next time
+    if not lines:
+        return ok("guard errors", f"no new lines since the last doctor run ({home_path(log)})")
+    return warn("guard errors", f"{len(lines)} new line(s) since the last doctor run; latest: {lines[-1][:300]}", f"less {log}")
+
+
+def check(ctx: Context) -> list[CheckResult]:
+    return [*_repos(ctx), *_guard(), _guard_errors(ctx)]

@@ -1,0 +1,125 @@
+"""The index files: open, quick_check, schema, FTS rows against documents, orphans."""
+
+from __future__ import annotations
+
+import qmd
+
+from .context import Context, home_path, qmd_command
+from .model import CheckResult, Clock, fail, ok, warn
+
+ORPHAN_WARN_SHARE = 0.2  # a fifth of the rows serve nothing: cleanup is worth it
+ORPHAN_WARN_MIN = 50
+
+
+def _rebuild(ctx: Context, index: str) -> str:
+    store = ctx.store(index)
+    try:
+        report = store.rebuild()
+        line = f"rebuilt from the config: {report.documents} documents in {report.seconds:.1f}s"
+        if report.kept:
+            line += f"; the broken file is kept at {home_path(report.kept)}"
+        if store.model("embed").available:
+            line += f"; re-embedded {store.embed().documents} documents"
+        return line
+    finally:
+        store.close()
+
+
+def _migrate(ctx: Context, index: str) -> str:
+    store = ctx.store(index)
+    try:
+        store.status()  # opening for writing applies pending migrations
+        return "applied the pending migrations"
+    finally:
+        store.close()
+
+
+def _repair_fts(ctx: Context, index: str) -> str:
+    store = ctx.store(index)
+    try:
+        return f"rewrote {store.repair_fts()} full-text rows from the stored content"
+    finally:
+        store.close()
+
+
+def _cleanup(ctx: Context, index: str) -> str:
+    store = ctx.store(index)
+    try:
+        backup = store.backup()
+        report = store.cleanup()
+        return (
+            f"verified backup at {home_path(backup)} (quick_check ok), then cleanup: {report.inactive_removed} inactive documents and "
+            f"{report.orphaned_content_removed} orphaned contents removed"
+        )
+    finally:
+        store.close()
+
+
+def _one(ctx: Context, index: str) -> list[CheckResult]:
+    tag = f"[{index}]"
+    with Clock() as c:
+        store = ctx.store(index)
+        try:
+            if not store.config.collections():
+                return [ok(f"index {tag}", "no collections yet", fix=qmd_command("collection", "add", "DIR", "--name", "NAME", index=index), ms=c.ms)]
+            found = store.check(quick=ctx.quick)
+        finally:
+            store.close()
+    where = home_path(found.path)
+    if not found.exists:
+        return [warn(f"index {tag}", f"{where} has not been built", qmd_command("update", index=index), ms=c.ms, repair=lambda: _update(ctx, index))]
+    rebuild = qmd_command("rebuild", index=index)
+    if found.corrupted:
+        why = found.error or "; ".join(found.quick_check or [])[:400]
+        return [fail(f"index {tag}", f"{where} is corrupted: {why}", rebuild, ms=c.ms, repair=lambda: _rebuild(ctx, index))]
+    integrity = "quick_check skipped (--quick)" if found.quick_check is None else "quick_check ok"
+    out = [ok(f"index {tag}", f"{where}: {found.documents} documents, {integrity}", ms=c.ms)]
+    if found.unknown_migrations:
+        out.append(fail(f"schema {tag}", f"written by a newer qmd (migrations {', '.join(found.unknown_migrations)})", "upgrade qmd: ./install.sh"))
+        return out
+    if found.pending_migrations:
+        out.append(warn(f"schema {tag}", f"behind: pending {', '.join(found.pending_migrations)}", qmd_command("update", index=index), repair=lambda: _migrate(ctx, index)))
+        return out  # the counts below need the current schema
+    out.append(ok(f"schema {tag}", "current"))
+    if found.fts_drift:
+        out.append(
+            fail(
+                f"full-text rows {tag}",
+                f"{found.fts_rows} rows for {found.documents} active documents ({found.fts_missing} documents unsearchable, {found.fts_extra} rows of no document)",
+                "qmd doctor --fix  # rewrites the rows from the stored content",
+                repair=lambda: _repair_fts(ctx, index),
+            )
+        )
+    else:
+        out.append(ok(f"full-text rows {tag}", f"{found.fts_rows} rows match {found.documents} active documents"))
+    share_content = found.orphan_content / found.content_rows if found.content_rows else 0.0
+    share_chunks = found.orphan_chunks / found.chunks if found.chunks else 0.0
+    detail = (
+        f"{found.orphan_content} of {found.content_rows} contents ({share_content:.0%}) and {found.orphan_chunks} of {found.chunks} "
+        f"vector chunks ({share_chunks:.0%}) serve no document; {found.inactive} deleted documents kept"
+    )
+    wasteful = max(share_content, share_chunks) >= ORPHAN_WARN_SHARE and found.orphan_content + found.orphan_chunks + found.inactive >= ORPHAN_WARN_MIN
+    if wasteful:
+        out.append(warn(f"orphans {tag}", detail, qmd_command("cleanup", index=index), repair=lambda: _cleanup(ctx, index)))
+    else:
+        out.append(ok(f"orphans {tag}", detail))
+    return out
+
+
+def _update(ctx: Context, index: str) -> str:
+    store = ctx.store(index)
+    try:
+        totals = store.update().totals
+        return f"built the index: {totals['new']} documents"
+    finally:
+        store.close()
+
+
+def check(ctx: Context) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    for index in ctx.indexes:
+        try:
+            results += _one(ctx, index)
+        except qmd.QmdError as exc:
+            results.append(fail(f"index [{index}]", exc.message, exc.hint))
+    return results

@@ -1,0 +1,166 @@
+"""`qmd teardown`: remove everything the installers added, with a summary first.
+
+Hooks in every enrolled repository (legacy hooks restored), the guard and SessionStart
+hooks, MCP registrations and running HTTP servers, the updater's service, the
+~/.local/bin launcher. The index, config, models and harness state stay unless --purge.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import qmd
+from qmd import mcp_daemon as servers
+from qmd import mcp_install
+
+from .context import home_path
+
+LAUNCHER_MARK = "# qmd launcher written by"
+
+
+@dataclass
+class Step:
+    summary: str
+    run: Callable[[], list[str]]
+
+
+def launcher() -> Path | None:
+    """~/.local/bin/qmd if install.sh wrote it (its marker line), else None."""
+    path = Path.home() / ".local" / "bin" / "qmd"
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:400]
+    except OSError:
+        return None
+    return path if LAUNCHER_MARK in head else None
+
+
+def _remove(path: Path) -> list[str]:
+    path.unlink(missing_ok=True)
+    return [f"removed {path}"]
+
+
+def _rmtree(path: Path) -> list[str]:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    else:
+        return []
+    return [f"removed {path}"]
+
+
+def _stop_updater(pid: int) -> list[str]:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return []
+    return [f"stopped the updater daemon (pid {pid})"]
+
+
+def _updater_daemon() -> int | None:
+    from updater.layout import Layout
+    from updater.lock import holder
+
+    who = holder(Layout.current())
+    if not who or who.get("mode") != "daemon":
+        return None
+    argv = servers.process_argv(int(who["pid"])) or []
+    return int(who["pid"]) if "updater" in argv and "daemon" in argv else None
+
+
+def _backups(paths: list[Path]) -> list[Path]:
+    """The `<file>.qmd-backup-*` copies qmd's installers made beside `paths`."""
+    found = []
+    for path in paths:
+        try:
+            found += sorted(path.parent.glob(f"{path.name}.qmd-backup-*"))
+        except OSError:
+            continue
+    return found
+
+
+def plan(purge: bool) -> list[Step]:
+    from guards import install as guard_install
+    from hooks import install as hook_install
+    from hooks import registry
+    from updater import service
+
+    steps: list[Step] = []
+    for pid_file in sorted(Path(qmd.state_dir()).glob("mcp-*.json")):
+        index = pid_file.name[len("mcp-"):-len(".json")]
+        steps.append(Step(f"stop the MCP HTTP server of index '{index}'", lambda index=index: [servers.stop(index).message]))
+    for repo in sorted(registry.load()):
+        steps.append(Step(f"remove qmd's git hooks from {home_path(repo)} (restoring any hook they chained)", lambda repo=repo: hook_install.uninstall(repo).lines))
+    guard_files = [Path(p) for p in guard_install._load_manifest()]  # noqa: SLF001 - the installer's own record
+    if guard_files:
+        steps.append(Step("remove the agent guard and SessionStart hooks from " + ", ".join(home_path(p) for p in guard_files), guard_install.uninstall_all))
+    registered = mcp_install.registrations()
+    if registered or shutil.which("claude") or shutil.which("codex"):
+        what = ", ".join(home_path(r) for r in registered) or "Claude Code / Codex (asked through their CLIs)"
+        steps.append(Step(f"remove MCP registrations: {what}", mcp_install.unregister_all))
+    units = [p for p in (service.systemd_dir() / f"{service.UNIT}.service", service.systemd_dir() / f"{service.UNIT}.timer", Path.home() / "Library" / "LaunchAgents" / f"{service.LABEL}.plist") if p.exists()]
+    if units:
+        platform = "macos" if units[0].suffix == ".plist" else "linux"
+        steps.append(Step("stop and remove the updater service: " + ", ".join(home_path(u) for u in units), lambda: service.uninstall(platform)))
+    pid = _updater_daemon()
+    if pid:
+        steps.append(Step(f"stop the updater daemon (pid {pid})", lambda: _stop_updater(pid)))
+    script = launcher()
+    if script:
+        steps.append(Step(f"remove the launcher {home_path(script)}", lambda: _remove(script)))
+    touched = guard_files + [Path.home() / ".claude.json", Path.cwd() / ".mcp.json", mcp_install.codex_home() / "config.toml"]
+    copies = _backups(touched)
+    if copies:
+        steps.append(Step(f"remove {len(copies)} backup cop{'y' if len(copies) == 1 else 'ies'} qmd's installers made (" + ", ".join(home_path(c) for c in copies[:3]) + (", …" if len(copies) > 3 else "") + ")", lambda: [line for c in _backups(touched) for line in _remove(c)]))
+    if purge:
+        folders = [qmd.state_dir(), qmd.config_dir(), qmd.cache_dir()]
+        if os.environ.get("QMD_MODELS_DIR"):
+            folders.append(qmd.models_dir())
+        if os.environ.get("INDEX_PATH"):
+            index_file = Path(os.environ["INDEX_PATH"])
+            folders += [index_file, *(Path(f"{index_file}{s}") for s in ("-wal", "-shm", ".lock"))]
+        for folder in folders:
+            if folder.exists() or folder.is_symlink():
+                steps.append(Step(f"delete {home_path(folder)} (--purge)", lambda folder=folder: _rmtree(folder)))
+    return steps
+
+
+def teardown(
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking.")] = False,
+    purge: Annotated[bool, typer.Option("--purge", help="Also delete the indexes, config, models and harness state.")] = False,
+) -> None:
+    """Remove what qmd's installers added: hooks, guard, MCP registrations, service, launcher (--purge: all data too)."""
+    steps = plan(purge)
+    if not steps:
+        typer.echo("Nothing to remove: no hooks, guard, MCP registration, service or launcher of qmd's found" + ("" if purge else " (data kept; --purge deletes it)"))
+        return
+    typer.echo("qmd teardown will:")
+    for step in steps:
+        typer.echo(f"  - {step.summary}")
+    if not purge:
+        typer.echo(f"Kept: indexes in {home_path(qmd.cache_dir())}, config in {home_path(qmd.config_dir())}, state in {home_path(qmd.state_dir())} (--purge deletes them)")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise qmd.QmdError("teardown asks before removing anything", "run again with --yes")
+        typer.confirm("Proceed?", abort=True)
+    failed = 0
+    for step in steps:
+        try:
+            for line in step.run():
+                typer.echo(line)
+        except (qmd.QmdError, OSError) as exc:
+            failed += 1
+            message = exc.message if isinstance(exc, qmd.QmdError) else str(exc)
+            typer.echo(f"failed: {step.summary}: {message}", err=True)
+    if failed:
+        raise qmd.QmdError(f"{failed} step(s) of the teardown failed (see above)", "fix what they name, then run qmd teardown again")
+    typer.echo("qmd's integrations are removed." + (" All its data is deleted." if purge else ""))

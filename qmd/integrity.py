@@ -1,0 +1,198 @@
+"""Is the index file sound? Read-only inspection, and the repairs doctor may run.
+
+`inspect` opens the file read-only and never migrates, so it can say "schema behind"
+or "corrupted" without changing anything. The repairs (`repair_fts`, `verified_backup`,
+`rebuild`) run under the index's writer lock, like every other write.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apsw
+
+from .db import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, scalar
+from .errors import QmdError
+
+
+@dataclass
+class IndexCheck:
+    """What `inspect` found. `error` is set when the file cannot be read as an index at all."""
+
+    path: str
+    exists: bool
+    error: str | None = None
+    quick_check: list[str] | None = None  # ["ok"] when sound; None when skipped
+    pending_migrations: list[str] = field(default_factory=list)
+    unknown_migrations: list[str] = field(default_factory=list)  # written by a newer qmd
+    documents: int = 0  # active
+    inactive: int = 0
+    fts_rows: int = 0
+    fts_missing: int = 0  # active documents without an FTS row
+    fts_extra: int = 0  # FTS rows of no active document
+    content_rows: int = 0
+    orphan_content: int = 0  # content no document (active or not) uses
+    chunks: int = 0
+    orphan_chunks: int = 0  # chunks of content no document uses
+    vector_models: list[tuple[str, str, int]] = field(default_factory=list)  # (fingerprint, model, documents embedded)
+
+    @property
+    def corrupted(self) -> bool:
+        return self.error is not None or (self.quick_check is not None and self.quick_check != ["ok"])
+
+    @property
+    def fts_drift(self) -> int:
+        return self.fts_missing + self.fts_extra
+
+
+def _readonly(path: Path) -> apsw.Connection:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    return conn
+
+
+def _count(conn: apsw.Connection, sql: str) -> int:
+    return int(scalar(conn, sql) or 0)
+
+
+def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
+    """Read-only health of the index at `path` (`quick` skips PRAGMA quick_check)."""
+    check = IndexCheck(str(path), path.exists())
+    if not check.exists:
+        return check
+    try:
+        conn = _readonly(path)
+    except apsw.Error as exc:
+        check.error = f"cannot open: {exc}"
+        return check
+    try:
+        if not quick:
+            check.quick_check = [str(r[0]) for r in conn.execute("PRAGMA quick_check(20)")]
+        done = applied_migrations(conn)
+        known = [name for name, _ in MIGRATIONS]
+        check.pending_migrations = [n for n in known if n not in done]
+        check.unknown_migrations = sorted(done - set(known))
+        if "0001_core" not in done:
+            return check
+        check.documents = _count(conn, "SELECT count(*) FROM documents WHERE active = 1")
+        check.inactive = _count(conn, "SELECT count(*) FROM documents WHERE active = 0")
+        check.fts_rows = _count(conn, "SELECT count(*) FROM documents_fts")
+        check.fts_missing = _count(
+            conn, "SELECT count(*) FROM documents d WHERE d.active = 1 AND NOT EXISTS (SELECT 1 FROM documents_fts f WHERE f.rowid = d.id)"
+        )
+        check.fts_extra = _count(conn, "SELECT count(*) FROM documents_fts WHERE rowid NOT IN (SELECT id FROM documents WHERE active = 1)")
+        check.content_rows = _count(conn, "SELECT count(*) FROM content")
+        check.orphan_content = _count(conn, "SELECT count(*) FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
+        if "0002_vectors" in done:
+            check.chunks = _count(conn, "SELECT count(*) FROM chunks")
+            check.orphan_chunks = _count(conn, "SELECT count(*) FROM chunks WHERE hash NOT IN (SELECT hash FROM documents)")
+            check.vector_models = [
+                (str(fp), str(model), int(n))
+                for fp, model, n in conn.execute(
+                    "SELECT m.fingerprint, m.model, (SELECT count(*) FROM embedded e WHERE e.model_id = m.id"
+                    " AND EXISTS (SELECT 1 FROM documents d WHERE d.hash = e.hash AND d.active = 1)) FROM embed_models m ORDER BY m.id"
+                )
+            ]
+    except apsw.Error as exc:
+        check.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+    return check
+
+
+def repair_fts(conn: apsw.Connection) -> int:
+    """Rewrite every FTS row from the stored content; returns the rows written.
+
+    The caller holds the writer lock and a transaction.
+    """
+    from .indexer import fts_values, prepare
+
+    conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('delete-all')")
+    rows = conn.execute(
+        "SELECT d.id, d.collection, d.path, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.active = 1"
+    ).fetchall()
+    for doc_id, collection, rel, text in rows:
+        conn.execute(
+            "INSERT INTO documents_fts (rowid, filepath, title, body) VALUES (?, ?, ?, ?)",
+            (doc_id, *fts_values(collection, rel, prepare(text, rel))),
+        )
+    return len(rows)
+
+
+def verified_backup(conn: apsw.Connection, path: Path) -> Path:
+    """Copy the open index to `<name>.backup-<time>` beside it (SQLite's online backup),
+    then prove the copy sound with quick_check; QmdError when it is not."""
+    dest = path.with_name(f"{path.name}.backup-{time.strftime('%Y%m%d-%H%M%S')}")
+    target = apsw.Connection(str(dest))
+    try:
+        with target.backup("main", conn, "main") as job:
+            job.step(-1)
+        verdict = [str(r[0]) for r in target.execute("PRAGMA quick_check")]
+    finally:
+        target.close()
+    if verdict != ["ok"]:
+        dest.unlink(missing_ok=True)
+        raise QmdError(f"the backup copy of {path} failed its integrity check: {verdict[0]}", "run: qmd rebuild")
+    return dest
+
+
+def sidecars(path: Path) -> list[Path]:
+    """The index's WAL and shared-memory files (they belong to that one file)."""
+    return [Path(f"{path}-wal"), Path(f"{path}-shm")]
+
+
+def swap_in(new: Path, path: Path) -> Path | None:
+    """Put the freshly built `new` in place of `path`; the old file is kept beside it as
+    `<name>.broken-<time>` (with its WAL). Returns where the old file went, if it existed.
+
+    The old file is hard-linked first, so `os.replace` swaps the name atomically and a
+    reader never finds no index; its WAL is moved away before, so it never meets the new file.
+    """
+    kept = path.with_name(f"{path.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+    moved = None
+    if path.exists():
+        try:
+            os.link(path, kept)
+        except OSError:
+            import shutil
+
+            shutil.copy2(path, kept)
+        moved = kept
+    for side in sidecars(path):
+        if side.exists():
+            os.replace(side, Path(str(kept) + side.name[len(path.name):]))
+    os.replace(new, path)
+    return moved
+
+
+@dataclass
+class RebuildReport:
+    path: str
+    kept: str | None  # where the broken file was put
+    documents: int
+    seconds: float
+
+
+def rebuild(path: Path, build: Callable[[Path], int]) -> RebuildReport:
+    """Build a new index with `build(tmp_path)` (returns its documents), then swap it in."""
+    started = time.perf_counter()
+    tmp = path.with_name(f".{path.name}.rebuild-{os.getpid()}")
+    for leftover in [tmp, *sidecars(tmp)]:
+        leftover.unlink(missing_ok=True)
+    try:
+        documents = build(tmp)
+        left = [side for side in sidecars(tmp) if side.exists() and side.stat().st_size]
+        if left:  # the builder must leave one self-contained file (journal_mode=DELETE, closed)
+            raise QmdError(f"the rebuilt index left {left[0]} behind", "report this; the old index is untouched")
+        for side in sidecars(tmp):
+            side.unlink(missing_ok=True)
+        kept = swap_in(tmp, path)
+    except BaseException:
+        for leftover in [tmp, *sidecars(tmp)]:
+            leftover.unlink(missing_ok=True)
+        raise
+    return RebuildReport(str(path), str(kept) if kept else None, documents, time.perf_counter() - started)

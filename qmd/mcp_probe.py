@@ -1,0 +1,191 @@
+"""A real MCP handshake with qmd's server, for `doctor`: `initialize`, `notifications/initialized`,
+`tools/list`, over stdio (a spawned `qmd mcp`) or Streamable HTTP (a running server).
+
+Plain JSON-RPC on the wire, no SDK client: importing the SDK's client costs ~1 s of CPU,
+which doctor's budget (5 s for everything) cannot pay; what is checked is the server's
+real answers (protocol version, server info, the four tools).
+"""
+
+from __future__ import annotations
+
+import http.client as httplib
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import __version__
+from .paths import DEFAULT_INDEX
+
+PROTOCOL_VERSION = "2025-11-25"
+EXPECTED_TOOLS = ("query", "get", "multi_get", "status")
+
+
+class ProbeError(Exception):
+    pass
+
+
+@dataclass
+class Handshake:
+    """What a handshake found: the server's name, version and protocol, its tools, or the error."""
+
+    ok: bool
+    seconds: float
+    server: str = ""
+    version: str = ""
+    protocol: str = ""
+    tools: list[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def missing_tools(self) -> list[str]:
+        return [t for t in EXPECTED_TOOLS if t not in self.tools]
+
+
+def _request(id_: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+INITIALIZE = _request(1, "initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "qmd-doctor", "version": __version__}})
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+TOOLS_LIST = _request(2, "tools/list", {})
+
+
+def _result(message: object, id_: int) -> dict[str, Any]:
+    if not isinstance(message, dict) or message.get("id") != id_:
+        raise ProbeError(f"unexpected message: {str(message)[:200]}")
+    if "error" in message:
+        err = message["error"] if isinstance(message["error"], dict) else {}
+        raise ProbeError(f"the server answered with error {err.get('code')}: {err.get('message')}")
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise ProbeError(f"no result in {str(message)[:200]}")
+    return result
+
+
+def _finish(started: float, init: dict[str, Any], tools: dict[str, Any]) -> Handshake:
+    info = init.get("serverInfo") if isinstance(init.get("serverInfo"), dict) else {}
+    protocol = str(init.get("protocolVersion", ""))
+    if not protocol:
+        raise ProbeError("initialize returned no protocolVersion")
+    names = sorted(str(t.get("name")) for t in tools.get("tools") or [] if isinstance(t, dict))
+    return Handshake(True, time.perf_counter() - started, str(info.get("name", "")), str(info.get("version", "")), protocol, names)
+
+
+def stdio(index: str = DEFAULT_INDEX, timeout: float = 30.0, env: dict[str, str] | None = None) -> Handshake:
+    """Spawn `python -m qmd [--index NAME] mcp` (this interpreter) and shake hands over stdio.
+
+    The server's stderr goes to a temp file whose last line is added to the error when it fails.
+    """
+    started = time.perf_counter()
+    argv = [sys.executable, "-m", "qmd", *(["--index", index] if index != DEFAULT_INDEX else []), "mcp"]
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as errlog:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=env if env is not None else dict(os.environ), text=True, bufsize=1)
+        except OSError as exc:
+            return Handshake(False, time.perf_counter() - started, error=f"cannot start {argv[0]}: {exc}")
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = started + timeout
+
+        def send(message: dict[str, Any]) -> None:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+
+        def answer(id_: int) -> dict[str, Any]:
+            while True:
+                try:
+                    line = lines.get(timeout=max(0.01, deadline - time.perf_counter()))
+                except queue.Empty:
+                    raise ProbeError(f"no answer within {timeout:.0f}s") from None
+                if line is None:
+                    raise ProbeError(f"the server exited (code {proc.wait()}) before answering")
+                if not line.strip():
+                    continue
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    raise ProbeError(f"the server wrote a line that is not JSON-RPC: {line.strip()[:200]}") from None
+                if isinstance(message, dict) and "id" not in message:
+                    continue  # a notification (log message) from the server
+                return _result(message, id_)
+
+        try:
+            send(INITIALIZE)
+            init = answer(1)
+            send(INITIALIZED)
+            send(TOOLS_LIST)
+            result = _finish(started, init, answer(2))
+        except (ProbeError, OSError) as exc:
+            result = Handshake(False, time.perf_counter() - started, error=str(exc))
+        finally:
+            try:
+                if proc.stdin:
+                    proc.stdin.close()  # end of input: the stdio server exits
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+        if not result.ok:
+            errlog.seek(0)
+            said = [line.strip() for line in errlog.read().splitlines() if line.strip()]
+            if said:
+                result.error += f" (server said: {said[-1][:300]})"
+    return result
+
+
+def _post(url: str, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+    parts = urlsplit(url)
+    conn = httplib.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
+    try:
+        headers = {
+            "Host": parts.netloc, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PROTOCOL_VERSION,
+        }
+        conn.request("POST", parts.path or "/mcp", body=json.dumps(message).encode(), headers=headers)
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status == 202 and "id" not in message:
+            return None
+        if resp.status != 200:
+            raise ProbeError(f"HTTP {resp.status} from {url}: {body[:200].decode('utf-8', 'replace')}")
+        text = body.decode("utf-8", "replace")
+        if resp.getheader("Content-Type", "").startswith("text/event-stream"):
+            data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+            text = data[-1] if data else ""
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ProbeError(f"not JSON-RPC from {url}: {text[:200]}") from None
+    finally:
+        conn.close()
+
+
+def http(url: str, timeout: float = 10.0) -> Handshake:
+    """Shake hands with a running HTTP server at `url` (its /mcp endpoint)."""
+    started = time.perf_counter()
+    endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/mcp") else "/mcp")
+    try:
+        init = _result(_post(endpoint, INITIALIZE, timeout), 1)
+        _post(endpoint, INITIALIZED, timeout)
+        return _finish(started, init, _result(_post(endpoint, TOOLS_LIST, timeout), 2))
+    except (ProbeError, OSError) as exc:
+        return Handshake(False, time.perf_counter() - started, error=str(exc) or type(exc).__name__)
