@@ -58,6 +58,13 @@ def _rmtree(path: Path) -> list[str]:
     return [f"removed {path}"]
 
 
+def _stop_server(index: str) -> list[str]:
+    lines = [servers.stop(index).message]
+    if not servers.lock_is_held(index):
+        servers.lock_path(index).unlink(missing_ok=True)
+    return lines
+
+
 def _stop_updater(pid: int) -> list[str]:
     try:
         os.kill(pid, signal.SIGTERM)
@@ -88,6 +95,24 @@ def _backups(paths: list[Path]) -> list[Path]:
     return found
 
 
+def _prune(folders: list[Path]) -> list[str]:
+    """Remove the folders installers create for their files (~/.claude, ~/.codex, the systemd user
+    folder, ~/.local/bin) when teardown left them empty; never the home folder itself."""
+    home = Path.home().resolve()
+    out = []
+    for folder in folders:
+        while folder.resolve() != home and home in folder.resolve().parents:
+            try:
+                folder.rmdir()  # only when empty
+            except OSError:
+                break
+            out.append(f"removed the empty folder {folder}")
+            folder = folder.parent
+            if folder.resolve() == home / ".config":
+                break
+    return out
+
+
 def plan(purge: bool) -> list[Step]:
     from guards import install as guard_install
     from hooks import install as hook_install
@@ -97,7 +122,7 @@ def plan(purge: bool) -> list[Step]:
     steps: list[Step] = []
     for pid_file in sorted(Path(qmd.state_dir()).glob("mcp-*.json")):
         index = pid_file.name[len("mcp-"):-len(".json")]
-        steps.append(Step(f"stop the MCP HTTP server of index '{index}'", lambda index=index: [servers.stop(index).message]))
+        steps.append(Step(f"stop the MCP HTTP server of index '{index}'", lambda index=index: _stop_server(index)))
     for repo in sorted(registry.load()):
         steps.append(Step(f"remove qmd's git hooks from {home_path(repo)} (restoring any hook they chained)", lambda repo=repo: hook_install.uninstall(repo).lines))
     guard_files = [Path(p) for p in guard_install._load_manifest()]  # noqa: SLF001 - the installer's own record
@@ -121,6 +146,9 @@ def plan(purge: bool) -> list[Step]:
     copies = _backups(touched)
     if copies:
         steps.append(Step(f"remove {len(copies)} backup cop{'y' if len(copies) == 1 else 'ies'} qmd's installers made (" + ", ".join(home_path(c) for c in copies[:3]) + (", …" if len(copies) > 3 else "") + ")", lambda: [line for c in _backups(touched) for line in _remove(c)]))
+    parents = [Path(guard_install.claude_settings("user")).parent, mcp_install.codex_home(), service.systemd_dir(), Path.home() / ".local" / "bin"]
+    if steps:
+        steps.append(Step("remove the folders above if that left them empty", lambda: _prune(parents)))
     if purge:
         folders = [qmd.state_dir(), qmd.config_dir(), qmd.cache_dir()]
         if os.environ.get("QMD_MODELS_DIR"):

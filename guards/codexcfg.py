@@ -84,4 +84,12 @@ def unplan(path: Path, how: dict[str, str]) -> tuple[str | None, bool]:
     line = _OUR_LINE.search(text, start, end)
     if line is None:
         return None, False
-    return text[: line.start()] + text[line.end() :], False
+    new = text[: line.start()] + text[line.end() :]
+    if mode in ("created", "appended"):  # the [features] table was ours: drop it once it is empty
+        header = _HEADER.search(new)
+        section = _features_section(new)
+        if header and section and not new[section[0] : section[1]].strip():
+            new = (new[: header.start()].rstrip("\n") + "\n\n" + new[section[1] :]).lstrip("\n") if new[section[1] :].strip() else new[: header.start()].rstrip("\n") + ("\n" if new[: header.start()].strip() else "")
+        if mode == "created" and not new.strip():
+            return None, True
+    return new, False

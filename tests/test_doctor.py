@@ -1,0 +1,367 @@
+"""`qmd doctor`: inject each silent failure for real, see doctor catch it and `--fix` repair it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from tests.harness_support import commit, make_repo, state  # noqa: F401 - fixture
+from tests.mcp_helpers import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+STATUSES = {"ok", "warn", "fail"}
+GROUPS = {"native", "models", "index", "mcp", "queue", "hooks", "services"}
+
+
+def qmd(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ)
+    full.update(env or {})
+    # cwd: the (isolated) home, not the checkout, so `python -m qmd` imports what PYTHONPATH says
+    return subprocess.run([sys.executable, "-m", "qmd", *args], capture_output=True, text=True, env=full, timeout=timeout, stdin=subprocess.DEVNULL, cwd=full["HOME"])
+
+
+def doctor(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    proc = qmd("doctor", "--json", *args, env=env)
+    assert proc.returncode in (0, 1, 2), proc.stdout + proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def find(report: dict[str, Any], prefix: str) -> dict[str, Any]:
+    found = [c for c in report["checks"] if c["name"].startswith(prefix)]
+    assert found, f"no check named {prefix!r} in {[c['name'] for c in report['checks']]}"
+    return found[0]
+
+
+def failing(report: dict[str, Any]) -> list[str]:
+    return [c["name"] for c in report["checks"] if c["status"] == "fail"]
+
+
+@pytest.fixture
+def indexed(state: Path, tmp_path: Path) -> Path:  # noqa: F811
+    """Notes in a git repository, indexed into the default index."""
+    repo = make_repo(tmp_path / "notes", {f"note{i}.md": f"# Note {i}\n\nThe load balancer rollback step {i}.\n" for i in range(6)})
+    assert qmd("collection", "add", str(repo), "--name", "notes").returncode == 0
+    assert qmd("update").returncode == 0
+    return repo
+
+
+def index_file() -> Path:
+    return Path(os.environ["XDG_CACHE_HOME"]) / "qmd" / "index.sqlite"
+
+
+def test_healthy_setup_exits_0_and_the_json_has_its_documented_shape(indexed: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    assert qmd("embed").returncode == 0
+    code, report = doctor("--strict")
+    assert code == 0, [c for c in report["checks"] if c["status"] != "ok"]
+    assert set(report) == {"version", "status", "exit_code", "build_id", "seconds", "checks"}
+    assert report["version"] == 1 and report["status"] == "ok" and report["exit_code"] == 0 and report["build_id"].startswith("0.1.0+")
+    for check in report["checks"]:
+        assert set(check) == {"group", "name", "status", "detail", "fix", "ms", "repaired"}
+        assert check["group"] in GROUPS and check["status"] in STATUSES and isinstance(check["detail"], str) and check["detail"]
+        assert isinstance(check["ms"], (int, float)) and check["ms"] >= 0 and check["repaired"] is None
+    assert {c["group"] for c in report["checks"]} == GROUPS
+    shake = find(report, "stdio handshake")
+    assert "protocol 2025-11-25" in shake["detail"] and "get, multi_get, query, status" in shake["detail"]
+    assert "6 documents embedded" in find(report, "vectors")["detail"]
+    text = qmd("doctor")
+    assert text.returncode == 0 and "✓ apsw" in text.stdout and "Next steps" not in text.stdout and "0 failed" in text.stdout
+
+
+def test_sqlite_vec_that_cannot_load_fails_with_the_knob_named(indexed: Path, tmp_path: Path) -> None:
+    code, report = doctor("--quick", env={"QMD_SQLITE_VEC_PATH": str(tmp_path / "missing-vec0.so")})
+    check = find(report, "sqlite-vec")
+    assert code == 2 and check["status"] == "fail" and "missing-vec0" in check["detail"]
+    assert check["fix"].startswith("unset QMD_SQLITE_VEC_PATH")
+    assert find(report, "apsw")["status"] == "ok"  # one broken module does not hide the others
+    code, report = doctor("--quick", "--fix", env={"QMD_SQLITE_VEC_PATH": str(tmp_path / "missing-vec0.so")})
+    assert code == 2 and find(report, "sqlite-vec")["status"] == "fail"  # nothing doctor may repair
+
+
+def test_llama_cpp_that_fails_to_import_in_a_fresh_process(indexed: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "no-libllama"
+    empty.mkdir()
+    code, report = doctor("--quick", env={"LLAMA_CPP_LIB_PATH": str(empty)})
+    check = find(report, "llama_cpp")
+    assert code == 2 and check["status"] == "fail" and "fresh process" in check["detail"] and "install" in check["fix"]
+    assert failing(report) == ["llama_cpp"]
+
+
+def _daemon(env: dict[str, str] | None = None) -> dict[str, Any]:
+    port = free_port()
+    proc = qmd("mcp", "--http", "--daemon", "--port", str(port), env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((Path(os.environ["QMD_STATE_DIR"]) / "mcp-index.json").read_text())
+
+
+def test_a_server_running_older_code_is_stale_and_fix_restarts_it(indexed: Path, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "qmd", src / "qmd", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(src)}
+    old = _daemon(env)
+    try:
+        with open(src / "qmd" / "mcp_text.py", "a") as f:  # an upgrade of the editable checkout
+            f.write("\n# upgraded\n")
+        code, report = doctor("--quick", env=env)
+        check = find(report, "HTTP server")
+        assert code == 2 and check["status"] == "fail" and "stale" in check["detail"] and old["build_id"] in check["detail"]
+        code, report = doctor("--fix", env=env)
+        check = find(report, "HTTP server")
+        assert check["status"] == "ok" and "restarted" in check["repaired"] and "MCP handshake ok" in check["detail"], check
+        new = json.loads((Path(os.environ["QMD_STATE_DIR"]) / "mcp-index.json").read_text())
+        assert new["pid"] != old["pid"] and new["build_id"] != old["build_id"] and new["port"] == old["port"]
+        assert not _alive(old["pid"])
+    finally:
+        qmd("mcp", "stop", env=env)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
+
+
+def test_a_pid_file_whose_process_is_gone(indexed: Path) -> None:
+    info = _daemon()
+    try:
+        os.kill(info["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _alive(info["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code, report = doctor("--quick")
+        check = find(report, "HTTP server")
+        assert code == 2 and "stale PID file" in check["detail"] and str(info["pid"]) in check["detail"]
+        code, report = doctor("--quick", "--fix")
+        check = find(report, "HTTP server")
+        assert code == 0 and check["status"] == "ok" and check["repaired"].startswith("restarted")
+    finally:
+        qmd("mcp", "stop")
+
+
+def _set_doctor_config(text: str) -> None:
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "qmd" / "index.yml"
+    config.write_text(config.read_text() + text)
+
+
+def test_requests_stuck_past_the_threshold(indexed: Path, state: Path) -> None:  # noqa: F811
+    assert qmd("hooks", "install", str(indexed)).returncode == 0
+    _set_doctor_config("doctor:\n  queue_warn_minutes: 0\n  queue_fail_hours: 0.00001\n")
+    commit(indexed, "new.md", "# New\n\nA fresh note about canary deploys.\n")
+    time.sleep(0.2)
+    code, report = doctor("--quick")
+    queue = find(report, "queue")
+    assert code == 2 and queue["status"] == "fail" and queue["detail"].startswith("stuck: 1 request(s) pending") and "no updater is running" in queue["detail"]
+    assert find(report, "updater")["status"] == "warn"  # enrolled, and nothing drains the queue
+    code, report = doctor("--quick", "--fix")
+    queue = find(report, "queue")
+    assert queue["status"] == "ok" and queue["detail"].startswith("empty") and "ran the updater once (succeeded" in queue["repaired"]
+    assert "canary" in qmd("search", "canary").stdout
+
+
+def test_a_failed_updater_run_raises_the_flag_and_only_a_successful_run_clears_it(indexed: Path, state: Path, tmp_path: Path, tiny_models: dict[str, Path]) -> None:  # noqa: F811
+    assert qmd("hooks", "install", str(indexed)).returncode == 0
+    broken = {"QMD_EMBED_MODEL": str(tmp_path / "gone.gguf")}
+    commit(indexed, "x.md", "# X\n\nSomething to embed.\n")
+    assert qmd("updater", "run", env=broken).returncode == 1
+    code, report = doctor("--quick", env=broken)
+    flag = find(report, "health flag")
+    assert code == 2 and flag["status"] == "fail" and "raised since" in flag["detail"] and "gone.gguf" in flag["detail"]
+    code, report = doctor("--quick", "--fix", env=broken)  # the cause is still there: the flag stays up
+    assert code == 2 and find(report, "health flag")["status"] == "fail" and "failed" in find(report, "health flag")["repaired"]
+    assert json.loads((state / "health.json").read_text())["raised"] is True
+    fixed = {"QMD_EMBED_MODEL": str(tiny_models["embed"])}
+    code, report = doctor("--quick", "--fix", env=fixed)
+    flag = find(report, "health flag")
+    assert flag["status"] == "ok" and "succeeded" in flag["repaired"] and "last success" in flag["detail"]
+    assert json.loads((state / "health.json").read_text())["raised"] is False
+
+
+def test_an_enrolled_repo_whose_hook_was_deleted_or_made_non_executable(indexed: Path, state: Path) -> None:  # noqa: F811
+    assert qmd("hooks", "install", str(indexed)).returncode == 0
+    hook = indexed / ".git" / "hooks" / "post-commit"
+    hook.unlink()
+    (indexed / ".git" / "hooks" / "post-merge").chmod(0o644)
+    code, report = doctor("--quick")
+    check = find(report, "git hooks")
+    assert code == 2 and check["status"] == "fail" and "post-commit: missing" in check["detail"] and "post-merge: not-executable" in check["detail"]
+    assert check["fix"] == f"qmd hooks install {indexed}"
+    code, report = doctor("--quick", "--fix")
+    check = find(report, "git hooks")
+    assert code == 0 and check["status"] == "ok" and check["repaired"].startswith("reinstalled")
+    assert hook.exists() and os.access(hook, os.X_OK) and (indexed / ".git" / "hooks" / "post-merge").stat().st_mode & 0o111
+    commit(indexed, "after.md", "# After\n\nqueued again.\n")
+    assert list((state / "queue" / "new").iterdir())  # the repaired hook queues a request
+
+
+def _corrupt_pages(path: Path) -> None:
+    size = path.stat().st_size
+    assert size > 4 * 4096
+    with open(path, "r+b") as f:
+        f.seek(4096 * 2)
+        f.write(b"\xde\xad\xbe\xef" * (1024 * 2))
+
+
+def test_a_corrupted_index_is_rebuilt_into_a_new_file_and_the_broken_one_kept(indexed: Path) -> None:
+    path = index_file()
+    qmd("cleanup")  # checkpoint: every page in the main file
+    _corrupt_pages(path)
+    code, report = doctor()
+    check = find(report, "index [index]")
+    assert code == 2 and check["status"] == "fail" and "corrupted" in check["detail"] and check["fix"] == "qmd rebuild"
+    code, report = doctor("--fix")
+    check = find(report, "index [index]")
+    assert check["status"] == "ok" and "rebuilt from the config: 6 documents" in check["repaired"], check
+    kept = sorted(path.parent.glob("index.sqlite.broken-*"))
+    assert kept and kept[0].stat().st_size > 0
+    assert "qmd://notes/note3.md" in qmd("search", "rollback", "--json").stdout
+    assert code == 0, failing(report)
+
+
+def test_qmd_rebuild_on_an_unreadable_header(indexed: Path) -> None:
+    path = index_file()
+    qmd("cleanup")
+    with open(path, "r+b") as f:
+        f.write(b"not a database at all, sorry" * 4)
+    code, report = doctor("--quick")
+    assert code == 2 and "corrupted" in find(report, "index [index]")["detail"]
+    proc = qmd("rebuild")
+    assert proc.returncode == 0, proc.stderr
+    assert "6 documents" in proc.stderr and "kept at" in proc.stderr
+    assert doctor("--quick")[0] == 0
+
+
+def _conn() -> apsw.Connection:
+    return apsw.Connection(str(index_file()))
+
+
+def test_fts_rows_that_drifted_are_rewritten(indexed: Path) -> None:
+    with _conn() as conn:
+        conn.execute("DELETE FROM documents_fts WHERE rowid IN (SELECT id FROM documents LIMIT 2)")
+    assert len(json.loads(qmd("search", "rollback", "--json", "-n", "20").stdout)) == 4
+    code, report = doctor("--quick")
+    check = find(report, "full-text rows")
+    assert code == 2 and "2 documents unsearchable" in check["detail"]
+    code, report = doctor("--quick", "--fix")
+    check = find(report, "full-text rows")
+    assert code == 0 and check["status"] == "ok" and "rewrote 6 full-text rows" in check["repaired"]
+    assert len(json.loads(qmd("search", "rollback", "--json", "-n", "20").stdout)) == 6
+
+
+def test_a_schema_behind_is_named_and_fix_migrates(indexed: Path) -> None:
+    with _conn() as conn:
+        conn.execute("DROP TABLE llm_cache; DELETE FROM schema_migrations WHERE name = '0003_llm_cache'")
+    code, report = doctor("--quick")
+    check = find(report, "schema")
+    assert code == 0 and check["status"] == "warn" and "pending 0003_llm_cache" in check["detail"]
+    code, report = doctor("--quick", "--strict")
+    assert code == 1  # warnings fail only under --strict
+    code, report = doctor("--quick", "--fix")
+    assert find(report, "schema")["status"] == "ok" and find(report, "schema")["repaired"] == "applied the pending migrations"
+
+
+def test_orphans_are_cleaned_after_a_verified_backup(indexed: Path) -> None:
+    for i in range(60):
+        (indexed / f"bulk{i}.md").write_text(f"# Bulk {i}\n\nversion one {i}\n")
+    assert qmd("update").returncode == 0
+    for i in range(60):
+        (indexed / f"bulk{i}.md").write_text(f"# Bulk {i}\n\nversion two {i}\n")
+    assert qmd("update").returncode == 0
+    code, report = doctor("--quick")
+    check = find(report, "orphans")
+    assert check["status"] == "warn" and "60 of 126 contents" in check["detail"] and check["fix"] == "qmd cleanup"
+    code, report = doctor("--quick", "--fix")
+    check = find(report, "orphans")
+    assert check["status"] == "ok" and "0 of 66 contents" in check["detail"] and "verified backup" in check["repaired"]
+    [backup] = index_file().parent.glob("index.sqlite.backup-*")
+    with apsw.Connection(str(backup)) as conn:
+        assert conn.execute("SELECT count(*) FROM content").fetchall()[0][0] == 126
+
+
+def test_new_guard_errors_warn_once_then_the_watermark_moves(indexed: Path, state: Path) -> None:  # noqa: F811
+    log = state / "guard" / "errors.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("2026-11-30T00:00:00Z qmd-guard: KeyError: 'tool_input'\n")
+    code, report = doctor("--quick")
+    check = find(report, "guard errors")
+    assert code == 0 and check["status"] == "warn" and "1 new line" in check["detail"] and "KeyError" in check["detail"]
+    assert doctor("--quick")[1]["checks"] and find(doctor("--quick")[1], "guard errors")["status"] == "ok"
+    with open(log, "a") as f:
+        f.write("2026-11-30T00:01:00Z qmd-guard: second\n")
+    assert "second" in find(doctor("--quick")[1], "guard errors")["detail"]
+
+
+def test_a_guard_hook_removed_from_the_settings_fails_loudly(indexed: Path, state: Path) -> None:  # noqa: F811
+    assert qmd("guard", "install", "--claude").returncode == 0
+    assert find(doctor("--quick")[1], "agent guard")["status"] == "ok"
+    settings = Path(os.environ["HOME"]) / ".claude" / "settings.json"
+    data = json.loads(settings.read_text())
+    data["hooks"].pop("PreToolUse")
+    settings.write_text(json.dumps(data))
+    code, report = doctor("--quick")
+    check = find(report, "agent guard")
+    assert code == 2 and "no qmd-guard PreToolUse hook" in check["detail"] and check["fix"] == "qmd guard install --claude"
+
+
+def test_doctor_that_cannot_run_exits_3(indexed: Path) -> None:
+    proc = qmd("doctor", "--index", "no/such name")
+    assert proc.returncode == 3 and "doctor could not run" in proc.stderr and "invalid index name" in proc.stderr
+
+
+def _tree(root: Path, skip: Path | None = None) -> dict[str, bytes]:
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if skip and (path == skip or skip in path.parents):
+            continue
+        if path.is_file() and "__pycache__" not in path.parts:
+            out[str(path.relative_to(root))] = path.read_bytes()
+        elif path.is_dir() and not any(path.iterdir()):
+            out[str(path.relative_to(root)) + "/"] = b""
+    return out
+
+
+def test_teardown_round_trip_leaves_no_trace(indexed: Path, state: Path, tmp_path: Path) -> None:  # noqa: F811
+    home = Path(os.environ["HOME"])
+    (indexed / ".git" / "hooks" / "post-merge").write_text("#!/bin/sh\necho mine\n")
+    (indexed / ".git" / "hooks" / "post-merge").chmod(0o755)
+    before_home, before_repo = _tree(home), _tree(indexed)
+    before_state = set(_tree(state)) if state.exists() else set()
+    assert qmd("hooks", "install", str(indexed)).returncode == 0
+    assert qmd("guard", "install", "--claude", "--codex").returncode == 0
+    assert qmd("mcp", "install", "--claude").returncode == 0
+    assert qmd("mcp", "install", "--codex").returncode == 0
+    assert qmd("updater", "install-service", "--no-start").returncode == 0
+    _daemon()
+    launcher = home / ".local" / "bin" / "qmd"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text(f"#!/bin/sh\n# qmd launcher written by {REPO}/install.sh\nexec qmd \"$@\"\n")
+    assert _tree(home) != before_home and _tree(indexed) != before_repo
+
+    refused = qmd("teardown")
+    assert refused.returncode == 1 and "--yes" in refused.stderr and "will:" in refused.stdout
+    proc = qmd("teardown", "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for word in ("git hooks", "agent guard", "MCP registrations", "updater service", "launcher", "MCP HTTP server"):
+        assert word in proc.stdout
+    after_home = _tree(home)
+    assert {k: v for k, v in after_home.items()} == before_home, set(after_home) ^ set(before_home)
+    assert _tree(indexed) == before_repo
+    assert not list(state.glob("mcp-*.json")) and not (state / "guard" / "installed.json").exists()
+    assert qmd("search", "rollback").returncode == 0  # the index and config stay
+    assert set(_tree(state)) - before_state <= {p for p in _tree(state) if p.startswith(("logs/", "queue/", "hooks/", "health", "stats", "doctor/"))}
+
+    again = qmd("teardown", "--yes", "--purge")
+    assert again.returncode == 0
+    assert not (home / ".cache" / "qmd").exists() and not (home / ".config" / "qmd").exists() and not state.exists()
