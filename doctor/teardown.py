@@ -125,7 +125,7 @@ def plan(purge: bool) -> list[Step]:
         steps.append(Step(f"stop the MCP HTTP server of index '{index}'", lambda index=index: _stop_server(index)))
     for repo in sorted(registry.load()):
         steps.append(Step(f"remove qmd's git hooks from {home_path(repo)} (restoring any hook they chained)", lambda repo=repo: hook_install.uninstall(repo).lines))
-    guard_files = [Path(p) for p in guard_install._load_manifest()]  # noqa: SLF001 - the installer's own record
+    guard_files = guard_install.installed_files()
     if guard_files:
         steps.append(Step("remove the agent guard and SessionStart hooks from " + ", ".join(home_path(p) for p in guard_files), guard_install.uninstall_all))
     registered = mcp_install.registrations()

@@ -254,3 +254,8 @@ def uninstall_all() -> list[str]:
     if _manifest_path().exists() and not _load_manifest():
         _manifest_path().unlink()
     return lines
+
+
+def installed_files() -> list[Path]:
+    """Every file `install` changed (settings, hooks.json, config.toml), from its record."""
+    return [Path(name) for name in sorted(_load_manifest())]
