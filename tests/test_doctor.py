@@ -365,3 +365,26 @@ def test_teardown_round_trip_leaves_no_trace(indexed: Path, state: Path, tmp_pat
     again = qmd("teardown", "--yes", "--purge")
     assert again.returncode == 0
     assert not (home / ".cache" / "qmd").exists() and not (home / ".config" / "qmd").exists() and not state.exists()
+
+
+def test_teardown_restores_files_the_user_already_had(indexed: Path, state: Path) -> None:  # noqa: F811
+    home = Path(os.environ["HOME"])
+    claude_json = home / ".claude.json"
+    claude_json.write_text(json.dumps({"mcpServers": {"other": {"type": "stdio", "command": "other-server"}}, "theme": "dark"}, indent=2) + "\n")
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-hook"}]}]}}) + "\n")
+    codex = home / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    codex.write_text('model = "o3"\n\n[mcp_servers.other]\ncommand = "other"\n')
+    before = _tree(home)
+    for argv in (("guard", "install", "--claude", "--codex"), ("mcp", "install", "--claude"), ("mcp", "install", "--codex")):
+        assert qmd(*argv).returncode == 0
+    assert "qmd" in json.loads(claude_json.read_text())["mcpServers"] and "[mcp_servers.qmd]" in codex.read_text()
+    proc = qmd("teardown", "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = _tree(home)
+    assert set(after) == set(before), set(after) ^ set(before)
+    assert json.loads(claude_json.read_text()) == json.loads(before[".claude.json"])
+    assert json.loads(settings.read_text()) == json.loads(before[".claude/settings.json"])
+    assert codex.read_text().strip() == before[".codex/config.toml"].decode().strip()
