@@ -230,10 +230,13 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
         plan.stages["vector"] = len(vector_lists)
     else:
         plan.stages["vector"] = 0
+    # One keyword list and no rerank: fusion keeps its order, so the top `limit` rows are the
+    # answer and reading LIST_DEPTH (and maybe an any-term fill query) would be wasted work.
+    depth = opts.limit if len(lists) == 1 and not opts.rerank else LIST_DEPTH
     with timer("bm25"):
         for name, backend, weight, t in lists:
             if backend == "bm25":
-                found = bm25_search(conn, parse_query(t), LIST_DEPTH, scope)
+                found = bm25_search(conn, parse_query(t), depth, scope)
                 if not any(h.match == "all" for h in found):
                     weight = min(weight, ANY_ONLY_WEIGHT)  # only any-term fill: weak evidence
                 named.append((name, weight, [h.doc_id for h in found]))
