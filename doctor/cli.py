@@ -21,7 +21,11 @@ def doctor(
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when there are warnings.")] = False,
     index: Annotated[str | None, typer.Option("--index", help="Check only index NAME (default: every index in the config dir).")] = None,
 ) -> None:
-    """Check native modules, models, indexes, the MCP server, the queue, hooks, guard and services."""
+    """Check native modules, models, indexes, the MCP server, the queue, hooks, guard and services.
+
+    Exit codes: 0 no failures (warnings allowed), 1 warnings under --strict, 2 a failed
+    check, 3 doctor itself could not run.
+    """
     from .context import Context
     from .model import exit_code
     from .render import render
