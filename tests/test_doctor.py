@@ -388,3 +388,18 @@ def test_teardown_restores_files_the_user_already_had(indexed: Path, state: Path
     assert json.loads(claude_json.read_text()) == json.loads(before[".claude.json"])
     assert json.loads(settings.read_text()) == json.loads(before[".claude/settings.json"])
     assert codex.read_text().strip() == before[".codex/config.toml"].decode().strip()
+
+
+def test_models_a_switched_embed_model_and_a_file_that_is_not_gguf(indexed: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    assert qmd("embed", env={"QMD_EMBED_MODEL": str(tiny_models["embed"])}).returncode == 0
+    code, report = doctor("--quick", env={"QMD_EMBED_MODEL": str(tiny_models["embed_b"])})
+    vectors = find(report, "vectors")
+    assert code == 0 and vectors["status"] == "warn" and "6 documents need re-embedding" in vectors["detail"] and vectors["fix"] == "qmd embed"
+    fake = tmp_path / "reranker.gguf"
+    fake.write_bytes(b"<html>not a model</html>")
+    code, report = doctor("--quick", env={"QMD_EMBED_MODEL": str(tiny_models["embed"]), "QMD_RERANK_MODEL": str(fake)})
+    rerank = find(report, "rerank model")
+    assert code == 2 and rerank["status"] == "fail" and "is not a GGUF file" in rerank["detail"]
+    assert find(report, "vectors")["status"] == "ok"
+    code, report = doctor("--quick", env={"QMD_GENERATE_MODEL": str(tmp_path / "gone.gguf")})
+    assert code == 2 and "is configured but" in find(report, "generate model")["detail"]
