@@ -77,7 +77,7 @@ def cranfield(store, report: Report, bench: Path, tmp: Path, gemma: Path | None)
         "RRF": lambda q: store.query(q, limit=10, collections=["cranfield"], rerank=False, expand=False).hits,
     }
     if gemma is not None:
-        runs["RRF + expansion"] = lambda q: store.query(q, limit=10, collections=["cranfield"], rerank=False).hits
+        runs["RRF + expansion"] = lambda q: store.query(q, limit=10, collections=["cranfield"], rerank=False, expand=True).hits
     scores = {}
     for name, run in runs.items():
         path = tmp / f"cran-{name.replace(' ', '')}.tsv"

@@ -672,7 +672,7 @@ class Store:
         collections: list[str] | None = None,
         intent: str | None = None,
         rerank: bool = True,
-        expand: bool = True,
+        expand: bool | None = None,
         explain: bool = False,
         snippet_chars: int = CLI_SNIPPET_CHARS,
         progress: Callable[[str], None] | None = None,
@@ -681,6 +681,8 @@ class Store:
         """Hybrid search: expansion, BM25 + vector lists, RRF, rerank, blend (search/hybrid.py).
 
         Missing models skip their stage; the result's `stages` and `notices` say which.
+        `expand=None` expands only with a model trained for it (Generator.tuned); True with
+        any generate model; False never.
         `keyword=False` searches vectors only (vsearch --expand).
         """
         from .search.hybrid import QueryOptions, run_query

@@ -23,6 +23,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out[name] = import_bert(folder, root / f"{name}.gguf", "f32", name=f"tiny-{name}").path
         out[f"{name}_src"] = folder
     out["llama"] = write_tiny_llama(root / "tiny-llama.gguf")
+    out["llama_generic"] = write_tiny_llama(root / "tiny-generic.gguf", tuned=False)  # not marked as an expansion model
     return out
 
 

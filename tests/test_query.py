@@ -132,6 +132,19 @@ def test_strong_keyword_match_skips_expansion(store: qmd.Store, models: dict[str
     assert with_intent.stages["strong_signal"] is False  # intent disables the shortcut
 
 
+def test_a_generate_model_not_trained_for_expansion_is_used_only_when_forced(store: qmd.Store, models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_GENERATE_MODEL", str(models["llama_generic"]))
+    store.embed()
+    auto = store.query("how do we roll back a deploy", rerank=False)
+    assert auto.stages["expand"] == "skipped: tiny-llama is not trained for query expansion"
+    assert any("force it with --expand" in n for n in auto.notices) and len(auto.searches) == 1
+    forced = store.query("how do we roll back a deploy", rerank=False, expand=True)
+    assert str(forced.stages["expand"]).endswith("dropped)") and not any("trained" in n for n in forced.notices)
+    typed = store.query("expand: how do we roll back a deploy", rerank=False)  # an explicit expand: line asks for it
+    assert str(typed.stages["expand"]).endswith("dropped)")
+    assert store.query("how do we roll back a deploy", rerank=False, expand=False).stages["expand"] == "off"
+
+
 def test_expansion_always_parses_and_is_cached(tiny_models: dict[str, Path]) -> None:
     generator = Generator(tiny_models["llama"], 1)
     for question in ("how do we undo a bad release?", "postgres", "東京 travel", "x" * 300):

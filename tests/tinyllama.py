@@ -16,7 +16,7 @@ import numpy as np
 PIECES = [*"abcdefghijklmnopqrstuvwxyz", "▁", "▁y", "▁ye", "▁yes", "▁n", "▁no", "ye", "yes", "no", "lex", "vec", "hyde", ":", "\n"]
 
 
-def write_tiny_llama(path: Path, seed: int = 3, hidden: int = 32, layers: int = 1, heads: int = 4, ctx: int = 512) -> Path:
+def write_tiny_llama(path: Path, seed: int = 3, hidden: int = 32, layers: int = 1, heads: int = 4, ctx: int = 512, tuned: bool = True) -> Path:
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -31,6 +31,8 @@ def write_tiny_llama(path: Path, seed: int = 3, hidden: int = 32, layers: int = 
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("tiny-llama")
+    if tuned:
+        writer.add_string("qmd.expansion", "true")  # qmd's mark for a model trained for query expansion
     writer.add_context_length(ctx)
     writer.add_embedding_length(hidden)
     writer.add_block_count(layers)

@@ -37,7 +37,7 @@ def query(
     min_score: MinScoreOpt = 0.0,
     intent: Annotated[str | None, typer.Option("--intent", help="What you are after (steers rerank and snippets; disables the keyword shortcut).")] = None,
     no_rerank: Annotated[bool, typer.Option("--no-rerank", help="Skip reranking: rank by fusion only.")] = False,
-    no_expand: Annotated[bool, typer.Option("--no-expand", help="Skip automatic query expansion.")] = False,
+    expand: Annotated[bool | None, typer.Option("--expand/--no-expand", help="Force query expansion even with a generate model not trained for it, or skip it (default: expand only with a model trained for expansion).")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Per hit: list ranks, RRF contributions, rerank score, blend; stage timings.")] = False,
     collection: CollectionOpt = None,
     full_path: FullPathOpt = False,
@@ -58,7 +58,7 @@ def query(
     with open_store() as store:
         result = store.query(
             "\n".join(text), limit=limit or 5, candidates=candidates, min_score=min_score,
-            collections=collection, intent=intent, rerank=not no_rerank, expand=not no_expand, explain=explain,
+            collections=collection, intent=intent, rerank=not no_rerank, expand=expand, explain=explain,
             snippet_chars=snippet_chars(kind), progress=progress,
         )
         paths = fs_paths(store, result.hits) if full_path else None

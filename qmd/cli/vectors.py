@@ -106,7 +106,7 @@ def vsearch(
     if expand:
         with open_store() as store:
             fused = store.query(
-                " ".join(query), limit=limit or 10_000, min_score=min_score, collections=collection, rerank=False,
+                " ".join(query), limit=limit or 10_000, min_score=min_score, collections=collection, rerank=False, expand=True,
                 snippet_chars=snippet_chars(kind), keyword=False,
             )
             paths = fs_paths(store, fused.hits) if full_path else None

@@ -42,7 +42,7 @@ class QueryOptions:
     collections: list[str] | None = None
     intent: str | None = None
     rerank: bool = True
-    expand: bool = True
+    expand: bool | None = None  # None: only with a model trained for expansion; True: with any
     snippet_chars: int = 500
     bm25: bool = True  # False: vector lists only (vsearch --expand)
 
@@ -195,15 +195,20 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
         plan.stages["strong_signal"] = strong
         if strong:
             plan.stages["expand"] = "skipped: strong keyword match"
-        elif not opts.expand:
+        elif opts.expand is False:
             plan.stages["expand"] = "off"
         else:
             try:
                 generator = store.generator()
             except QmdError as exc:
+                generator = None
                 plan.stages["expand"] = "skipped: no generate model"
                 plan.notices.append(f"expansion skipped: {exc.message}")
-            else:
+            if generator is not None and opts.expand is None and typed.expand is None and not generator.tuned:
+                name = generator.info.name
+                plan.stages["expand"] = f"skipped: {name} is not trained for query expansion"
+                plan.notices.append(f"expansion skipped: {name} is not trained for query expansion (such models lowered quality when measured); force it with --expand")
+            elif generator is not None:
                 say("expanding…")
                 with timer("expand"):
                     expansions = store.expand(typed.question, generator)
