@@ -116,6 +116,8 @@ def _update(ctx: Context, index: str) -> str:
 
 
 def check(ctx: Context) -> list[CheckResult]:
+    if not ctx.indexes:
+        return [warn("index", f"no index is configured in {home_path(qmd.config_dir())}", qmd_command("collection", "add", "DIR", "--name", "NAME"))]
     results: list[CheckResult] = []
     for index in ctx.indexes:
         try:
