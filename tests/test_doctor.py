@@ -214,7 +214,9 @@ def _corrupt_pages(path: Path) -> None:
         f.write(b"\xde\xad\xbe\xef" * (1024 * 2))
 
 
-def test_a_corrupted_index_is_rebuilt_into_a_new_file_and_the_broken_one_kept(indexed: Path) -> None:
+def test_a_corrupted_index_is_rebuilt_into_a_new_file_and_the_broken_one_kept(indexed: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    assert qmd("embed").returncode == 0
     path = index_file()
     qmd("cleanup")  # checkpoint: every page in the main file
     _corrupt_pages(path)
@@ -224,6 +226,8 @@ def test_a_corrupted_index_is_rebuilt_into_a_new_file_and_the_broken_one_kept(in
     code, report = doctor("--fix")
     check = find(report, "index [index]")
     assert check["status"] == "ok" and "rebuilt from the config: 6 documents" in check["repaired"], check
+    assert "re-embedded 6 documents" in check["repaired"]
+    assert "6 documents embedded" in find(doctor("--quick")[1], "vectors")["detail"]
     kept = sorted(path.parent.glob("index.sqlite.broken-*"))
     assert kept and kept[0].stat().st_size > 0
     assert "qmd://notes/note3.md" in qmd("search", "rollback", "--json").stdout
