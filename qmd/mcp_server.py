@@ -144,11 +144,18 @@ def serve_stdio(service: ToolService, log: Log) -> None:
 # --- HTTP ---------------------------------------------------------------------------------
 
 
-class FrontDoor:
-    """ASGI middleware in front of every route: Origin/Host check, body limit, one log line."""
+Rest = Callable[[bytes, list[str]], Any]  # async (body, log notes) -> (status, JSON payload)
 
-    def __init__(self, app: Any, guard: Guard, log: Log, max_body: int = MAX_BODY_BYTES) -> None:
-        self.app, self.guard, self.log, self.max_body = app, guard, log, max_body
+
+class FrontDoor:
+    """ASGI middleware in front of every route: Origin/Host check, body limit, one log line.
+
+    It answers `POST /query` and `/search` itself (`rest`): the agent's commonest request
+    skips Starlette's routing, Request and Response objects (~0.3 ms).
+    """
+
+    def __init__(self, app: Any, guard: Guard, log: Log, max_body: int = MAX_BODY_BYTES, rest: Rest | None = None) -> None:
+        self.app, self.guard, self.log, self.max_body, self.rest = app, guard, log, max_body, rest
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -174,6 +181,10 @@ class FrontDoor:
             if body is None:
                 note.append(f"body over {self.max_body} bytes")
                 await _json(send_wrapper, 413, {"error": f"request body over {self.max_body} bytes", "hint": "send smaller requests"})
+                return
+            if self.rest is not None and scope["method"] == "POST" and scope["path"] in ("/query", "/search"):
+                code, payload = await self.rest(body, note)
+                await _json(send_wrapper, code, payload)
                 return
             if scope["path"] == "/mcp" and body:
                 note.append(_describe_rpc(body))
@@ -218,7 +229,7 @@ class FrontDoor:
 
 
 async def _json(send: Any, status: int, payload: dict[str, Any]) -> None:
-    body = json.dumps(payload).encode()
+    body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")  # as Starlette's JSONResponse
     await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
@@ -254,19 +265,22 @@ def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Ca
     async def health(request: Request) -> JSONResponse:
         return JSONResponse(service.health())
 
-    async def rest_query(request: Request) -> JSONResponse:
-        note = _request_note.get()
+    async def rest(raw: bytes, note: list[str]) -> tuple[int, dict[str, Any]]:
+        """POST /query and /search: keyword-only queries run in the event loop, the rest on a thread."""
         try:
-            body = json.loads(await request.body() or b"null")
+            body = json.loads(raw or b"null")
         except ValueError:
-            return JSONResponse({"error": "the body is not valid JSON", "hint": '{"searches": [{"type": "lex", "query": "rollback"}]}'}, 400)
-        answer = service.rest_query(body, fast_only=True)  # keyword-only: in the event loop
+            return 400, {"error": "the body is not valid JSON", "hint": '{"searches": [{"type": "lex", "query": "rollback"}]}'}
+        answer = service.rest_query(body, fast_only=True)
         if answer is None:
             answer = await anyio.to_thread.run_sync(service.rest_query, body)
         assert answer is not None
         status, payload, summary = answer
-        if note is not None:
-            note.append(summary)
+        note.append(summary)
+        return status, payload
+
+    async def rest_query(request: Request) -> JSONResponse:  # reached only when FrontDoor does not answer
+        status, payload = await rest(await request.body(), _request_note.get() or [])
         return JSONResponse(payload, status)
 
     @asynccontextmanager
@@ -289,7 +303,7 @@ def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Ca
         routes.append(Mount("/", app=inner))
     else:
         routes.extend(inner.routes)
-    return FrontDoor(Starlette(routes=routes, lifespan=lifespan), guard, log)
+    return FrontDoor(Starlette(routes=routes, lifespan=lifespan), guard, log, rest=rest)
 
 
 def serve_http(service: ToolService, sock: Any, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None) -> bool:
