@@ -134,6 +134,10 @@ if [ "$DEMO" = 1 ]; then
   vectors=0
   say "Embedding the sample notes"
   if "$QMD" --index demo embed; then vectors=1; else say "Embedding failed (see above); keyword search still works"; fi
+  say "Checking the setup: qmd doctor --quick"
+  if ! "$QMD" --index demo doctor --quick; then
+    say "qmd doctor found a problem (above): its fix lines say what to run; 'qmd doctor --fix' repairs what is safe"
+  fi
   question="how do we restore the postgres database from a backup"
   say "Keyword search (BM25): \"$question\""
   "$QMD" --index demo search "$question" -n 2
@@ -149,6 +153,7 @@ Next steps
   qmd --index demo vsearch "what broke logins in january" # search by meaning
   qmd --index demo get qmd://notes/runbooks/blue-green-deploy.md
   qmd --index demo status
+  qmd doctor                                              # check everything; --fix repairs
   qmd collection add ~/notes --name notes                 # index your own notes
   qmd embed && qmd vsearch "your question"
 EOF2

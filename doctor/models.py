@@ -9,7 +9,7 @@ import qmd
 from .context import Context, home_path, qmd_command
 from .model import CheckResult, Clock, fail, ok, warn
 
-SKIPPED = {"rerank": "query skips reranking", "generate": "query skips expansion (typed lex:/vec: queries still work)"}
+SKIPPED = {"rerank": "query skips reranking", "generate": "query skips expansion; typed lex:/vec: queries still work"}
 
 
 def _gguf(path: Path) -> str | None:
