@@ -143,16 +143,6 @@ def knn(conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: in
     return [(r[0], r[1]) for r in conn.execute(sql, (pack(query), k))]
 
 
-def scan(conn: apsw.Connection, model: VectorModel, query: Sequence[float], hashes_sql: str, params: Sequence[object], k: int) -> list[tuple[int, float]]:
-    """Exact nearest chunks among the content hashes selected by `hashes_sql` (a brute-force scan)."""
-    ensure_vec(conn)
-    sql = (
-        f"SELECT c.id, vec_distance_cosine(v.embedding, ?) AS d FROM chunks c JOIN {table(model.id)} v ON v.chunk_id = c.id"
-        f" WHERE c.model_id = ? AND c.hash IN ({hashes_sql}) ORDER BY d LIMIT ?"
-    )
-    return [(r[0], r[1]) for r in conn.execute(sql, (pack(query), model.id, *params, k))]
-
-
 def chunk_rows(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[str, int, int, int]]:
     """chunk id → (hash, seq, start, end)."""
     if not ids:

@@ -1,10 +1,11 @@
 """Vector search: the documents whose best chunk is nearest to the query.
 
-Without a collection filter, sqlite-vec's KNN finds the nearest chunks (asking for more
-until enough distinct active documents are found). With a filter, the chunks of exactly
-that collection's documents are scanned, so the result equals a brute-force scan
-restricted to the collection (vectors are shared across collections by content hash,
-so a global top-k filtered afterwards could miss them).
+sqlite-vec's KNN finds the nearest chunks, and is asked for more (k × 4) until enough
+distinct active documents in scope are among them, or every chunk was returned. KNN
+returns the true nearest chunks in order, so keeping those in scope gives exactly what a
+brute-force scan restricted to the scope would (vectors are shared across collections by
+content hash). A scan that reads each vector through SQL is not used: vec0 returns a
+column ~10 µs a row, 100+ ms on 9k chunks, against ~15 ms for its own KNN over all of them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..embedding import fingerprint, pending_hashes
 from ..errors import QmdError
 from ..llm.embedder import Embedder
 from ..results import VectorStatus
-from ..vectors import VectorModel, chunk_rows, knn, model_row, scan
+from ..vectors import VectorModel, chunk_rows, knn, model_row
 from ..vectors import counts as vector_counts
 
 Found = tuple[int, float, tuple[int, int]]  # (document id, cosine similarity, best chunk (start, end))
@@ -37,18 +38,12 @@ def nearest_documents(
     """The documents in `scope` (None: all) whose best chunk is nearest to `qvec`."""
     total = int(scalar(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,)) or 0)
     want = total if limit is None else limit
-    if scope is not None:
-        marks = ",".join("?" * len(scope))
-        where = f"SELECT hash FROM documents WHERE active = 1 AND collection IN ({marks})"
-        found = best_per_document(conn, scan(conn, model, qvec, where, scope, total), want, scope)
-    else:
-        k = min(total, max(want * 4, 32))
-        while True:
-            found = best_per_document(conn, knn(conn, model, qvec, k) if k else [], want, None)
-            if len(found) >= want or k >= total:
-                break
-            k = min(total, k * 4)
-    return found
+    k = min(total, max(want * 4, 32))
+    while True:
+        found = best_per_document(conn, knn(conn, model, qvec, k) if k else [], want, scope)
+        if len(found) >= want or k >= total:
+            return found
+        k = min(total, k * 4)
 
 
 def pending_count(conn: apsw.Connection, model: VectorModel, embeddable: list[str]) -> int:
