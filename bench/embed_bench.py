@@ -93,13 +93,13 @@ class Flush:
 def bare_inputs(conn: apsw.Connection, embedder, collection: str) -> tuple[list[Flush], list[tuple[str, int]]]:  # type: ignore[no-untyped-def]
     """What `qmd embed -c collection` is about to embed, cut into batches exactly as qmd cuts them.
 
-    Mirrors qmd.embedding.embed_documents: documents in qmd's pending order, chunked and
+    Mirrors qmd.index.embedding.embed_documents: documents in qmd's pending order, chunked and
     formatted by qmd's own `prepare`, flushed whenever >= BATCH_CHUNKS chunks are pending.
     Returns (the flushes, (content hash, chunk count) per document). Not timed.
     """
-    from qmd.documents import read_content
-    from qmd.embedding import BATCH_CHUNKS, fingerprint, pending_hashes, prepare
-    from qmd.vectors import model_row
+    from qmd.store.reading import read_content
+    from qmd.index.embedding import BATCH_CHUNKS, fingerprint, pending_hashes, prepare
+    from qmd.store.sqlite.vectors import model_row
 
     model = model_row(conn, fingerprint(embedder))
     todo = pending_hashes(conn, model.id if model else None, [collection])
@@ -147,8 +147,8 @@ def embed_throughput(store: qmd.Store, index_path: Path, collection: str, report
     loop's time is measured inside the callback. So the two sides alternate batch by batch
     and each batch gives one paired ratio.
     """
-    from qmd.embedding import fingerprint
-    from qmd.vectors import ensure_vec, model_row
+    from qmd.index.embedding import fingerprint
+    from qmd.store.sqlite.vectors import ensure_vec, model_row
 
     embedder = store.embedder()
     qmd_llm = embedder.llm
@@ -260,8 +260,8 @@ def full_size_table(path: Path, rows: int, dims: int) -> apsw.Connection:
 def vsearch_latency(store: qmd.Store, index_path: Path, queries: list[str], rounds: int, report: Report, full_rows: int | None) -> dict:
     import sqlite_vec
 
-    from qmd.embedding import fingerprint
-    from qmd.vectors import model_row, pack
+    from qmd.index.embedding import fingerprint
+    from qmd.store.sqlite.vectors import model_row, pack
 
     embedder = store.embedder()
     conn = apsw.Connection(str(index_path), flags=apsw.SQLITE_OPEN_READONLY)

@@ -44,7 +44,7 @@ def build_world(root: Path) -> Path:
     paths = qmd.resolve_index(None)
     with qmd.Store(paths.index_path, paths.config_path) as store:
         store.add_collection(str(repo / "notes"), name="notes")
-    assert qmd.folders.cache_path().exists(), "qmd did not write folders.json"
+    assert qmd.index.folders.cache_path().exists(), "qmd did not write folders.json"
     return repo
 
 

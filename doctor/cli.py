@@ -15,6 +15,7 @@ import qmd
 
 
 def doctor(
+    ctx: typer.Context,
     json_: Annotated[bool, typer.Option("--json", help="Print the results as JSON (shape in the README).")] = False,
     fix: Annotated[bool, typer.Option("--fix", help="Repair what is safe (restart stale servers, rebuild drifted FTS rows or a corrupted index, reinstall hooks, re-run the updater), then check again.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Skip the slow parts: SQLite quick_check and the MCP handshakes.")] = False,
@@ -32,7 +33,7 @@ def doctor(
     from .runner import run
 
     try:
-        ctx = Context.create(index or qmd.selected_index(), quick=quick, fix=fix)
+        ctx = Context.create(index or ctx.meta.get("qmd.index"), quick=quick, fix=fix)
         report = run(ctx)
     except qmd.QmdError as exc:
         sys.stderr.write(f"Error: doctor could not run: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import qmd
-from qmd import mcp_daemon as servers
-from qmd import mcp_probe
+from qmd.serve import daemon as servers
+from qmd.serve import probe as mcp_probe
 
 from .context import Context, home_path, qmd_command
 from .model import CheckResult, Clock, fail, ok, warn

@@ -19,8 +19,8 @@ from typing import Annotated
 import typer
 
 import qmd
-from qmd import mcp_daemon as servers
-from qmd import mcp_install
+from qmd.serve import daemon as servers
+from qmd.agents import registration as mcp_install
 
 from .context import home_path
 

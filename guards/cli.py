@@ -39,7 +39,7 @@ def _out(text: str) -> None:
 
 def _knowledge() -> tuple[Knowledge | None, list[str]]:
     """The knowledge folders as the hook sees them, and warnings about the cache."""
-    path = qmd.folders.cache_path()
+    path = qmd.index.folders.cache_path()
     warnings: list[str] = []
     try:
         kn = load(str(path))
@@ -150,7 +150,7 @@ def log(
 @app.command()
 def refresh() -> None:
     """Rebuild folders.json (the knowledge folders the hook reads) from every index config."""
-    path = qmd.folders.refresh()
+    path = qmd.index.folders.refresh()
     data = json.loads(path.read_text(encoding="utf-8"))
     n = len(data.get("folders", []))
     _out(f"{path}: {n} knowledge folder{'' if n == 1 else 's'}, {len(data.get('protect', []))} guard.protect and {len(data.get('allow', []))} guard.allow globs")

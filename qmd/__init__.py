@@ -19,46 +19,43 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "DEFAULT_PATTERN": "config",
-    "CollectionConfig": "config",
-    "ConfigError": "errors",
-    "IndexBusyError": "errors",
-    "NotFoundError": "errors",
-    "QmdError": "errors",
-    "writer_lock": "lock",
-    "IndexPaths": "paths",
-    "cache_dir": "paths",
-    "config_dir": "paths",
-    "models_dir": "paths",
-    "resolve_index": "paths",
-    "state_dir": "paths",
-    "CleanupReport": "results",
-    "CollectionInfo": "results",
-    "ContextInfo": "results",
-    "Document": "results",
-    "FileEntry": "results",
-    "ModelStatus": "results",
-    "MultiGetItem": "results",
-    "SearchHit": "results",
-    "StatusInfo": "results",
-    "UpdateReport": "results",
-    "VectorSearch": "results",
-    "VectorStatus": "results",
-    "Store": "store",
-    "EmbedReport": "embedding",
-    "build_id": "buildinfo",
-    "selected_index": "cli.common",
-    "IndexCheck": "integrity",
-    "RebuildReport": "integrity",
+    "DEFAULT_PATTERN": "store.config",
+    "CollectionConfig": "store.config",
+    "ConfigError": "core.errors",
+    "IndexBusyError": "core.errors",
+    "NotFoundError": "core.errors",
+    "QmdError": "core.errors",
+    "writer_lock": "core.locks",
+    "IndexPaths": "core.paths",
+    "cache_dir": "core.paths",
+    "config_dir": "core.paths",
+    "models_dir": "core.paths",
+    "resolve_index": "core.paths",
+    "state_dir": "core.paths",
+    "CleanupReport": "store.results",
+    "CollectionInfo": "store.results",
+    "ContextInfo": "store.results",
+    "Document": "store.results",
+    "FileEntry": "store.results",
+    "ModelStatus": "store.results",
+    "MultiGetItem": "store.results",
+    "SearchHit": "store.results",
+    "StatusInfo": "store.results",
+    "UpdateReport": "store.results",
+    "VectorSearch": "store.results",
+    "VectorStatus": "store.results",
+    "Store": "store.store",
+    "open_index": "store.store",
+    "EmbedReport": "index.embedding",
+    "build_id": "core.buildinfo",
+    "IndexCheck": "store.sqlite.integrity",
+    "RebuildReport": "store.sqlite.integrity",
 }
-_SUBMODULES = {"folders", "mcp_daemon", "mcp_install", "mcp_probe"}
 
-__all__ = sorted([*_EXPORTS, *_SUBMODULES, "__version__"])
+__all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'qmd' has no attribute {name!r}")
@@ -68,16 +65,13 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from . import folders, mcp_daemon, mcp_install, mcp_probe
-    from .integrity import IndexCheck, RebuildReport
-    from .buildinfo import build_id
-    from .cli.common import selected_index
-    from .config import DEFAULT_PATTERN, CollectionConfig
-    from .embedding import EmbedReport
-    from .errors import ConfigError, IndexBusyError, NotFoundError, QmdError
-    from .lock import writer_lock
-    from .paths import IndexPaths, cache_dir, config_dir, models_dir, resolve_index, state_dir
-    from .results import (
+    from qmd.core.buildinfo import build_id
+    from qmd.core.errors import ConfigError, IndexBusyError, NotFoundError, QmdError
+    from qmd.core.locks import writer_lock
+    from qmd.core.paths import IndexPaths, cache_dir, config_dir, models_dir, resolve_index, state_dir
+    from qmd.index.embedding import EmbedReport
+    from qmd.store.config import DEFAULT_PATTERN, CollectionConfig
+    from qmd.store.results import (
         CleanupReport,
         CollectionInfo,
         ContextInfo,
@@ -91,4 +85,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         VectorSearch,
         VectorStatus,
     )
-    from .store import Store
+    from qmd.store.sqlite.integrity import IndexCheck, RebuildReport
+    from qmd.store.store import Store, open_index

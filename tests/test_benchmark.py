@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qmd.benchmark import mrr_at, ndcg_at, precision_at, recall_at
+from qmd.search.metrics import mrr_at, ndcg_at, precision_at, recall_at
 
 
 def test_metrics() -> None:

@@ -1,4 +1,4 @@
-"""`qmd.chunking`: break-point scores, cut choice, overlap, coverage and bounds (design §2).
+"""`qmd.index.chunking`: break-point scores, cut choice, overlap, coverage and bounds (design §2).
 
 Two toy tokenizers make the arithmetic exact: `words` (whitespace-separated words) and
 `chars` (one token per character, so token offsets are character offsets). A third one,
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from qmd.chunking import BreakPoint, Chunk, break_points, chunk_text
+from qmd.index.chunking import BreakPoint, Chunk, break_points, chunk_text
 
 Tokenizer = Callable[[str], int]
 
@@ -631,10 +631,10 @@ class _BreakPointCounter:
 
 
 def _count_break_point_reads(monkeypatch: pytest.MonkeyPatch) -> _BreakPointCounter:
-    import qmd.chunking
+    import qmd.index.chunking
 
     counter = _BreakPointCounter()
-    real = qmd.chunking.break_points
+    real = qmd.index.chunking.break_points
 
     class Counted(list):  # type: ignore[type-arg]
         def __getitem__(self, item):  # type: ignore[no-untyped-def]
@@ -648,7 +648,7 @@ def _count_break_point_reads(monkeypatch: pytest.MonkeyPatch) -> _BreakPointCoun
         counter.points += len(points)
         return points
 
-    monkeypatch.setattr(qmd.chunking, "break_points", counted)
+    monkeypatch.setattr(qmd.index.chunking, "break_points", counted)
     return counter
 
 

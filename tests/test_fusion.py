@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qmd.errors import QmdError
+from qmd.core.errors import QmdError
 from qmd.search.fusion import RankedList, blend, blend_weight, rrf
 from qmd.search.typed import SubQuery, parse_typed
 

@@ -270,7 +270,7 @@ def test_guard_paths_match_qmd_state_dir(tmp_path: Path, monkeypatch: pytest.Mon
     assert guard_paths.state_dir() == str(qmd.state_dir())
     monkeypatch.setenv("QMD_STATE_DIR", str(tmp_path / "explicit"))
     assert guard_paths.state_dir() == str(qmd.state_dir())
-    assert guard_paths.guard_file(guard_paths.FOLDERS) == str(qmd.folders.cache_path())
+    assert guard_paths.guard_file(guard_paths.FOLDERS) == str(qmd.index.folders.cache_path())
 
 
 def test_retry_window_is_ten_minutes() -> None:

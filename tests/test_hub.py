@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qmd.errors import QmdError
+from qmd.core.errors import QmdError
 from qmd.llm import hub
 from qmd.llm.gguf_info import model_info, read_metadata
 from qmd.llm.models import BUILTIN, ModelRef, installed_defaults_path, require_local, resolve_model, set_installed_default

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import qmd
-import qmd.indexer
-from qmd.db import scalar
+import qmd.index.indexer
+from qmd.store.sqlite.connection import scalar
 
 
 def _touch_later(path: Path, seconds: int = 10) -> None:
@@ -22,13 +22,13 @@ def _touch_later(path: Path, seconds: int = 10) -> None:
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record every file the indexer reads (a spy around the real reader)."""
     reads: list[str] = []
-    real = qmd.indexer.read_text
+    real = qmd.index.indexer.read_text
 
     def spy(path: str, size_hint: int):  # type: ignore[no-untyped-def]
         reads.append(path)
         return real(path, size_hint)
 
-    monkeypatch.setattr(qmd.indexer, "read_text", spy)
+    monkeypatch.setattr(qmd.index.indexer, "read_text", spy)
     return reads
 
 
@@ -264,11 +264,11 @@ def test_knowledge_folder_cache_follows_config_changes(notes: Path, tmp_path: Pa
     other = tmp_path / "other"
     other.mkdir()
     qmd.Store(qmd.resolve_index(None).index_path, qmd.resolve_index(None).config_path).add_collection(other, name="misc", index=False)
-    cache = json.loads(qmd.folders.cache_path().read_text())
+    cache = json.loads(qmd.index.folders.cache_path().read_text())
     assert {(f["index"], f["collection"], f["path"]) for f in cache["folders"]} == {
         ("work", "notes", str(notes.resolve())),
         ("index", "misc", str(other.resolve())),
     }
     store.remove_collection("notes")
-    cache = json.loads(qmd.folders.cache_path().read_text())
+    cache = json.loads(qmd.index.folders.cache_path().read_text())
     assert [f["collection"] for f in cache["folders"]] == ["misc"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from qmd import mcp_daemon
+from qmd.serve import daemon as mcp_daemon
 from tests.mcp_helpers import free_port, make_env, qmd, request, setup_index
 
 pytest.importorskip("mcp")

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import qmd
-from qmd.mcp_guard import Guard, is_loopback, normalise_origin
-from qmd.mcp_args import ArgError, parse_query_args
-from qmd.mcp_service import ToolService
-from qmd.mcp_text import INSTRUCTIONS_MAX_BYTES, build_instructions, read_health_flag
+from qmd.serve.origin import Guard, is_loopback, normalise_origin
+from qmd.serve.arguments import ArgError, parse_query_args
+from qmd.serve.service import ToolService
+from qmd.serve.answers import INSTRUCTIONS_MAX_BYTES, build_instructions, read_health_flag
 from tests.mcp_helpers import SECRET, write_notes
 
 
@@ -165,7 +165,7 @@ def test_instructions_are_built_from_the_index_and_stay_under_2kb(service: ToolS
     assert "4 markdown documents" in text and "- notes (4 docs)" in text
     assert "lex:" in text and "vec:" in text and "hyde:" in text and "before answering from general knowledge" in text
     assert len(text.encode()) <= INSTRUCTIONS_MAX_BYTES
-    from qmd.results import CollectionInfo, StatusInfo
+    from qmd.store.results import CollectionInfo, StatusInfo
 
     colls = [CollectionInfo(f"collection-{i:03d}", "/x", "**/*.md", [], True, i, None, {"/": "ü context " * 30}) for i in range(200)]
     big = build_instructions(StatusInfo("/x", 0, 12345, 0, 0, None, colls, [], "global " * 100), "big", False)
@@ -226,7 +226,7 @@ def test_guard_accepts_its_own_bind_address() -> None:
 
 
 def test_build_id_changes_with_the_sources(tmp_path: Path) -> None:
-    from qmd.buildinfo import build_id, source_digest
+    from qmd.core.buildinfo import build_id, source_digest
 
     assert re.fullmatch(re.escape(qmd.__version__) + r"\+[0-9a-f]{12}", build_id())
     (tmp_path / "a.py").write_text("x = 1\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qmd.errors import QmdError
+from qmd.core.errors import QmdError
 from qmd.llm.convert import gguf_name, import_bert
 from qmd.llm.embedder import Embedder
 from qmd.llm.families import family_for

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from ..benchmark import fixture_report, load_fixture, qrels_report
-from .common import CollectionOpt, open_store, out
+from qmd.search.metrics import fixture_report, load_fixture, qrels_report
+from qmd.cli.common import CollectionOpt, open_store, out
 
 
 def bench(

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ..formats import format_collection, format_collection_list, to_json
-from .common import err, open_store, out
-from .update import print_report
+from qmd.cli.formats import format_collection, format_collection_list, to_json
+from qmd.cli.common import err, open_store, out
+from qmd.cli.update import print_report
 
 collection_app = typer.Typer(help="Manage collections: folders of markdown that qmd indexes.", no_args_is_help=True)
 context_app = typer.Typer(help="Describe the index, a collection or a folder; contexts come back with every hit.", no_args_is_help=True)

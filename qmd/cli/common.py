@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from .. import Store, resolve_index
-from ..formats import FORMATS
+from qmd import Store, open_index
+from qmd.cli.formats import FORMATS
 
 
 class State:
@@ -19,15 +19,9 @@ class State:
 STATE = State()
 
 
-def selected_index() -> str | None:
-    """The index named with `qmd --index NAME …` (None: the default); for harness commands."""
-    return STATE.index_name
-
-
 def open_store() -> Store:
     """The Store of the index chosen with --index (default `index`)."""
-    paths = resolve_index(STATE.index_name)
-    return Store(paths.index_path, paths.config_path)
+    return open_index(STATE.index_name)
 
 
 def out(text: str) -> None:
@@ -81,7 +75,7 @@ def result_limit(kind: str, n: int | None, all_: bool = False) -> int | None:
 
 
 def snippet_chars(kind: str) -> int:
-    from ..search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
+    from qmd.search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
 
     return JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS
 

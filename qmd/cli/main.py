@@ -1,5 +1,8 @@
 """The `qmd` entry point: one error boundary, core commands, harness commands loaded lazily.
 
+Harness sub-apps find `qmd --index NAME` in `ctx.meta["qmd.index"]` (click shares `meta`
+with every nested context), so they need nothing of the CLI's own state.
+
 Exit codes: 0 ok, 1 a QmdError (message + hint), 2 usage, 3 unexpected (traceback
 written under the state dir's logs/), 130 on Ctrl-C.
 """
@@ -14,9 +17,9 @@ from typing import Annotated
 
 import typer
 
-from .. import __version__
-from ..errors import QmdError
-from .common import STATE, err
+from qmd import __version__
+from qmd.core.errors import QmdError
+from qmd.cli.common import STATE, err
 
 ENTRY_POINT_GROUP = "qmd.commands"
 
@@ -49,12 +52,17 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+INDEX_META_KEY = "qmd.index"  # harness commands read the --index NAME from click's ctx.meta
+
+
 def root(
+    ctx: typer.Context,
     index: Annotated[str | None, typer.Option("--index", help="Use index NAME (default: index). Each has its own config and database.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     """On-device search for your markdown notes."""
     STATE.index_name = index
+    ctx.meta[INDEX_META_KEY] = index
 
 
 def _harness_commands() -> dict[str, object]:
@@ -120,7 +128,7 @@ def build_app(argv: list[str]) -> typer.Typer:
 
 
 def _crash_log(exc: BaseException) -> str:
-    from ..paths import state_dir
+    from qmd.core.paths import state_dir
 
     folder = state_dir() / "logs"
     try:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import QmdError
-from ..paths import DEFAULT_INDEX, check_index_name, resolve_index
-from .common import STATE, err, open_store, out
+from qmd.core.errors import QmdError
+from qmd.core.paths import DEFAULT_INDEX, check_index_name, resolve_index
+from qmd.cli.common import STATE, err, open_store, out
 
 if TYPE_CHECKING:
-    from ..mcp_service import ToolService
+    from qmd.serve.service import ToolService
 
 mcp_app = typer.Typer(
     help="The MCP server for agents: `qmd mcp` (stdio), `qmd mcp --http [--daemon]`, `qmd mcp stop`, `qmd mcp install`.",
@@ -58,18 +58,18 @@ def serve(
 
 
 def _service(index: str) -> ToolService:
-    from .. import build_id
-    from ..mcp_service import ToolService, stderr_log
+    from qmd import build_id
+    from qmd.serve.service import ToolService, stderr_log
 
     return ToolService(open_store(), index, build_id=build_id(), log=stderr_log).start()
 
 
 def _serve_stdio(index: str) -> None:
-    from ..mcp_service import stderr_log
+    from qmd.serve.service import stderr_log
 
     service = _service(index)
     try:
-        from ..mcp_server import serve_stdio
+        from qmd.serve.server import serve_stdio
 
         serve_stdio(service, stderr_log)
     finally:
@@ -77,7 +77,7 @@ def _serve_stdio(index: str) -> None:
 
 
 def _warn_exposed(host: str, port: int) -> None:
-    from ..mcp_guard import is_loopback
+    from qmd.serve.origin import is_loopback
 
     if is_loopback(host):
         return
@@ -89,10 +89,10 @@ def _warn_exposed(host: str, port: int) -> None:
 
 
 def _serve_http(index: str, host: str, port: int | None) -> None:
-    from .. import build_id
-    from .. import mcp_daemon as daemon
-    from ..mcp_guard import Guard
-    from ..mcp_service import stderr_log
+    from qmd import build_id
+    from qmd.serve import daemon
+    from qmd.serve.origin import Guard
+    from qmd.serve.service import stderr_log
 
     lock = daemon.InstanceLock(index).acquire()  # refuses a second server for this index
     pid_file = daemon.pid_path(index)
@@ -123,7 +123,7 @@ def _serve_http(index: str, host: str, port: int | None) -> None:
             stderr_log(f"qmd MCP server for index '{index}' stopped")
 
         try:
-            from ..mcp_server import serve_http
+            from qmd.serve.server import serve_http
 
             daemon.write_pid_file(pid_file, info)
             err(f"qmd MCP server for index '{index}': {info.url}/mcp (also /query, /search, /health), pid {info.pid}")
@@ -139,7 +139,7 @@ def _serve_http(index: str, host: str, port: int | None) -> None:
 
 
 def _start_daemon(index: str, host: str, port: int | None) -> None:
-    from .. import mcp_daemon as daemon
+    from qmd.serve import daemon
 
     state = daemon.inspect(index)
     if state.state in ("running", "unverified"):
@@ -159,7 +159,7 @@ def stop(
     index: Annotated[str | None, typer.Option("--index", help="The index whose server to stop (default: the one chosen with qmd --index, else index).", show_default=False)] = None,
 ) -> None:
     """Stop the HTTP server of an index (after checking the PID is really qmd's server)."""
-    from .. import mcp_daemon as daemon
+    from qmd.serve import daemon
 
     name = check_index_name(index or _index())
     report = daemon.stop(name)
@@ -176,8 +176,8 @@ def install(
     print_: Annotated[bool, typer.Option("--print", help="Show what would be run or written; change nothing.")] = False,
 ) -> None:
     """Register qmd's MCP server with Claude Code and/or Codex."""
-    from .. import mcp_daemon as daemon
-    from ..mcp_install import apply, plan_claude, plan_codex
+    from qmd.serve import daemon
+    from qmd.agents.registration import apply, plan_claude, plan_codex
 
     if not claude and not codex:
         raise typer.BadParameter("choose --claude and/or --codex", param_hint="--claude/--codex")

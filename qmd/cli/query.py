@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from ..formats import format_search, search_json_rows
-from .common import (
+from qmd.cli.formats import format_search, search_json_rows
+from qmd.cli.common import (
     CollectionOpt,
     CsvOpt,
     FilesOpt,

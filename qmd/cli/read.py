@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from ..formats import format_document, format_ls, format_ls_root, format_multi, format_search
-from .common import (
+from qmd.cli.formats import format_document, format_ls, format_ls_root, format_multi, format_search
+from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
     CsvOpt,

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from ..errors import QmdError
-from ..formats import ago, format_collection, human_size, to_json
-from ..results import UpdateReport
-from .common import err, open_store, out
+from qmd.core.errors import QmdError
+from qmd.cli.formats import ago, format_collection, human_size, to_json
+from qmd.store.results import UpdateReport
+from qmd.cli.common import err, open_store, out
 
 
 def print_report(report: UpdateReport) -> int:

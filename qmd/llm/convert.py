@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import QmdError
+from qmd.core.errors import QmdError
 
 OUT_TYPES = ("f32", "f16", "q8_0")
 

@@ -6,9 +6,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import QmdError
-from .families import Family, family_for
-from .gguf_info import ModelInfo, model_info
+from qmd.core.errors import QmdError
+from qmd.llm.families import Family, family_for
+from qmd.llm.gguf_info import ModelInfo, model_info
 
 MAX_CONTEXT = 2048  # enough for 900-token chunks; never above the model's training context
 

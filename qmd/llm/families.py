@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .gguf_info import ModelInfo
+from qmd.llm.gguf_info import ModelInfo
 
 
 @dataclass(frozen=True)

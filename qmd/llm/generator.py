@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..search.typed import SubQuery
-from .embedder import MAX_CONTEXT, threads
-from .gguf_info import model_info
+from qmd.search.typed import SubQuery
+from qmd.llm.embedder import MAX_CONTEXT, threads
+from qmd.llm.gguf_info import model_info
 
 GRAMMAR = r"""
 root ::= line line? line? line? line? line?

@@ -9,7 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import QmdError
+from qmd.core.errors import QmdError
 
 MAGIC = b"GGUF"
 # value type → struct format (scalars); 8 = string, 9 = array

@@ -11,9 +11,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import QmdError
-from .gguf_info import MAGIC
-from .models import ModelRef, parse_hf
+from qmd.core.errors import QmdError
+from qmd.llm.gguf_info import MAGIC
+from qmd.llm.models import ModelRef, parse_hf
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 CONNECT_TIMEOUT_S = 5.0

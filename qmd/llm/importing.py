@@ -8,10 +8,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import QmdError
-from ..paths import models_dir
-from .convert import ImportResult, import_bert
-from .models import set_installed_default
+from qmd.core.errors import QmdError
+from qmd.core.paths import models_dir
+from qmd.llm.convert import ImportResult, import_bert
+from qmd.llm.models import set_installed_default
 
 PYPI_MODELS = {
     # name: (PyPI package, import name, folder inside the package, model name)

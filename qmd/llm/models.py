@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import QmdError
-from ..paths import config_dir, models_dir
+from qmd.core.errors import QmdError
+from qmd.core.paths import config_dir, models_dir
 
 ROLES = ("embed", "rerank", "generate")
 BUILTIN = {

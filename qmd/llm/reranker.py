@@ -13,9 +13,9 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import QmdError
-from .embedder import MAX_CONTEXT, threads
-from .gguf_info import model_info
+from qmd.core.errors import QmdError
+from qmd.llm.embedder import MAX_CONTEXT, threads
+from qmd.llm.gguf_info import model_info
 
 RANK_POOLING = 4
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from .syntax import ParsedQuery, build_match
+from qmd.search.syntax import ParsedQuery, build_match
 
 
 @dataclass(frozen=True)

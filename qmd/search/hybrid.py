@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fusion import RankedList, blend, blend_weight, rrf
-from .syntax import STOPWORDS, parse_query
-from .typed import SubQuery, TypedQuery, parse_typed
+from qmd.search.fusion import RankedList, blend, blend_weight, rrf
+from qmd.search.syntax import STOPWORDS, parse_query
+from qmd.search.typed import SubQuery, TypedQuery, parse_typed
 
 LIST_DEPTH = 20
 ANY_ONLY_WEIGHT = 1.0  # a BM25 list with no all-terms hit counts like an expansion list
@@ -160,11 +160,11 @@ def best_chunk(text: str, chunks: list[tuple[int, int]], words: set[str], intent
 
 def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | None = None, explain: bool = False) -> Any:
     """The whole pipeline over a Store (see the module docstring); returns a QueryResult."""
-    from .. import documents as docs
-    from ..errors import QmdError
-    from ..results import QueryResult, SearchHit
-    from .fts import bm25_search
-    from .vector import current_model, nearest_documents
+    from qmd.store import reading as docs
+    from qmd.core.errors import QmdError
+    from qmd.store.results import QueryResult, SearchHit
+    from qmd.search.fts import bm25_search
+    from qmd.search.vector import current_model, nearest_documents
 
     say = progress or (lambda _msg: None)
     started = time.perf_counter()

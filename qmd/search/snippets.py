@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..text import has_cjk
+from qmd.core.text import has_cjk
 
 JSON_SNIPPET_CHARS = 300  # JSON and MCP: agents pay for every character
 CLI_SNIPPET_CHARS = 500

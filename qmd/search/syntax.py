@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..text import has_cjk, segment_cjk
+from qmd.core.text import has_cjk, segment_cjk
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _WORDISH = re.compile(r"\w")

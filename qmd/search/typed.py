@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import QmdError
+from qmd.core.errors import QmdError
 
 SEARCH_TYPES = ("lex", "vec", "hyde")
 ALL_TYPES = (*SEARCH_TYPES, "intent", "expand")

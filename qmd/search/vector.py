@@ -14,13 +14,13 @@ from pathlib import Path
 
 import apsw
 
-from ..db import scalar
-from ..embedding import fingerprint, pending_hashes
-from ..errors import QmdError
-from ..llm.embedder import Embedder
-from ..results import VectorStatus
-from ..vectors import VectorModel, chunk_rows, knn, model_row
-from ..vectors import counts as vector_counts
+from qmd.store.sqlite.connection import scalar
+from qmd.index.embedding import fingerprint, pending_hashes
+from qmd.core.errors import QmdError
+from qmd.llm.embedder import Embedder
+from qmd.store.results import VectorStatus
+from qmd.store.sqlite.vectors import VectorModel, chunk_rows, knn, model_row
+from qmd.store.sqlite.vectors import counts as vector_counts
 
 Found = tuple[int, float, tuple[int, int]]  # (document id, cosine similarity, best chunk (start, end))
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .results import CollectionInfo, Document, FileEntry, MultiGetItem, SearchHit
+from qmd.store.results import CollectionInfo, Document, FileEntry, MultiGetItem, SearchHit
 
 FORMATS = ("cli", "json", "csv", "md", "xml", "files")
 _XML_TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}

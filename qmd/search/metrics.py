@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import QmdError
+from qmd.core.errors import QmdError
 
 BACKENDS = ("bm25", "vector", "hybrid", "full")
 

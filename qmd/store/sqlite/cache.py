@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-from .db import BUSY_TIMEOUT_MS, now_iso
+from qmd.store.sqlite.connection import BUSY_TIMEOUT_MS, now_iso
 
 
 def cache_key(kind: str, *parts: str) -> str:

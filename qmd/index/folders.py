@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import Config
-from .errors import ConfigError
-from .paths import config_dir, state_dir
+from qmd.store.config import Config
+from qmd.core.errors import ConfigError
+from qmd.core.paths import config_dir, state_dir
 
 CACHE_VERSION = 1
 

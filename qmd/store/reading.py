@@ -10,8 +10,8 @@ from pathlib import Path
 
 import apsw
 
-from .config import CollectionConfig
-from .errors import NotFoundError, QmdError
+from qmd.store.config import CollectionConfig
+from qmd.core.errors import NotFoundError, QmdError
 
 _RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", re.DOTALL)
 _HEX = re.compile(r"^[0-9a-fA-F]+$")

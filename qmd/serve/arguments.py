@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import QmdError
-from .search.typed import MAX_LINE_CHARS, MAX_SEARCHES, SEARCH_TYPES
-from .store import MULTI_GET_MAX_BYTES
+from qmd.core.errors import QmdError
+from qmd.search.typed import MAX_LINE_CHARS, MAX_SEARCHES, SEARCH_TYPES
+from qmd.store.store import MULTI_GET_MAX_BYTES
 
 MAX_LIMIT = 100
 MAX_CANDIDATES = 200

@@ -30,10 +30,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from . import __version__
-from .mcp_guard import Guard
-from .mcp_args import GET_PARAMS, MULTI_GET_PARAMS, QUERY_PARAMS, TOOL_DESCRIPTIONS, TOOL_PARAMS
-from .mcp_service import ToolOutput, ToolService
+from qmd import __version__
+from qmd.serve.origin import Guard
+from qmd.serve.arguments import GET_PARAMS, MULTI_GET_PARAMS, QUERY_PARAMS, TOOL_DESCRIPTIONS, TOOL_PARAMS
+from qmd.serve.service import ToolOutput, ToolService
 
 MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from .config import CollectionConfig
-from .db import now_iso, transaction
-from .errors import QmdError
-from .scan import FoundFile, SkippedFile, scan
-from .text import content_hash, extract_title, parse_front_matter, segment_cjk
+from qmd.store.config import CollectionConfig
+from qmd.store.sqlite.connection import now_iso, transaction
+from qmd.core.errors import QmdError
+from qmd.index.scan import FoundFile, SkippedFile, scan
+from qmd.core.text import content_hash, extract_title, parse_front_matter, segment_cjk
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 _BINARY_PROBE = 8192

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import apsw
 
-from .db import now_iso, scalar
-from .errors import QmdError
+from qmd.store.sqlite.connection import now_iso, scalar
+from qmd.core.errors import QmdError
 
 
 def ensure_vec(conn: apsw.Connection) -> None:

@@ -6,7 +6,7 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
-from . import __version__
+from qmd import __version__
 
 _PACKAGE = Path(__file__).resolve().parent
 

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import __version__
-from .errors import QmdError
-from .formats import ago, numbered
-from .mcp_args import (
+from qmd import __version__
+from qmd.core.errors import QmdError
+from qmd.cli.formats import ago, numbered
+from qmd.serve.arguments import (
     GET_PARAMS,
     MULTI_GET_PARAMS,
     MULTI_GET_TOTAL_BYTES,
@@ -41,10 +41,10 @@ from .mcp_args import (
     parse_query_args,
     str_arg,
 )
-from .mcp_text import HealthFlag, build_instructions, freshness, freshness_line, hit_row, query_text
-from .results import QueryResult
-from .search.snippets import JSON_SNIPPET_CHARS
-from .store import MULTI_GET_MAX_BYTES, Store
+from qmd.serve.answers import HealthFlag, build_instructions, freshness, freshness_line, hit_row, query_text
+from qmd.store.results import QueryResult
+from qmd.search.snippets import JSON_SNIPPET_CHARS
+from qmd.store.store import MULTI_GET_MAX_BYTES, Store
 
 DEFAULT_IDLE_S = 300.0
 

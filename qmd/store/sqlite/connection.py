@@ -9,7 +9,7 @@ from pathlib import Path
 
 import apsw
 
-from .errors import QmdError
+from qmd.core.errors import QmdError
 
 Connection = apsw.Connection
 

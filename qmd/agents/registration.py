@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import QmdError
-from .paths import DEFAULT_INDEX
+from qmd.core.errors import QmdError
+from qmd.core.paths import DEFAULT_INDEX
 
 Which = Callable[[str], str | None]
 

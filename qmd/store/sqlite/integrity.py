@@ -15,8 +15,8 @@ from pathlib import Path
 
 import apsw
 
-from .db import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, scalar
-from .errors import QmdError
+from qmd.store.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, scalar
+from qmd.core.errors import QmdError
 
 
 @dataclass
@@ -109,7 +109,7 @@ def repair_fts(conn: apsw.Connection) -> int:
 
     The caller holds the writer lock and a transaction.
     """
-    from .indexer import fts_values, prepare
+    from qmd.index.indexer import fts_values, prepare
 
     conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('delete-all')")
     rows = conn.execute(

@@ -7,9 +7,9 @@ import os
 import time
 from typing import Any
 
-from .formats import ago
-from .paths import state_dir
-from .results import QueryResult, SearchHit, StatusInfo
+from qmd.cli.formats import ago
+from qmd.core.paths import state_dir
+from qmd.store.results import QueryResult, SearchHit, StatusInfo
 
 INSTRUCTIONS_MAX_BYTES = 2000  # Claude Code truncates server instructions at 2 KB
 

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import QmdError
-from .paths import DEFAULT_INDEX, state_dir
+from qmd.core.errors import QmdError
+from qmd.core.paths import DEFAULT_INDEX, state_dir
 
 DEFAULT_PORT = 8181
 PORT_SCAN = 100  # how far past 8181 a non-default index looks for a free port

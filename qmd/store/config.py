@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from qmd.core.errors import ConfigError
 
 DEFAULT_PATTERN = "**/*.md"
 
@@ -138,7 +138,7 @@ class Config:
             Path(tmp).unlink(missing_ok=True)
             raise
         _write_cache(self.path, self.path.stat(), self.raw)
-        from .folders import refresh_quietly  # late import: folders imports this module
+        from qmd.index.folders import refresh_quietly  # late import: folders imports this module
 
         refresh_quietly(self.path)
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from .chunking import chunk_text
-from .db import transaction
-from .documents import read_content
-from .llm.embedder import Embedder
-from .text import parse_front_matter
-from .vectors import ChunkVector, VectorModel, write_document
+from qmd.index.chunking import chunk_text
+from qmd.store.sqlite.connection import transaction
+from qmd.store.reading import read_content
+from qmd.llm.embedder import Embedder
+from qmd.core.text import parse_front_matter
+from qmd.store.sqlite.vectors import ChunkVector, VectorModel, write_document
 
 CHUNKER_VERSION = 1
 TITLE_TOKENS = 32  # a title longer than this is cut, so it never crowds out the chunk
@@ -129,7 +129,7 @@ def run_embed(
     progress: EmbedProgress | None = None,
 ) -> EmbedReport:
     """Embed what `collections` lack for this embedder's fingerprint (caller holds the writer lock)."""
-    from .vectors import counts, drop_model_vectors, ensure_model
+    from qmd.store.sqlite.vectors import counts, drop_model_vectors, ensure_model
 
     started = time.perf_counter()
     model = ensure_model(conn, fingerprint(embedder), embedder.info.name, embedder.dims)

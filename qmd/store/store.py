@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from . import documents as docs
-from .config import DEFAULT_PATTERN, CollectionConfig, Config
-from .contexts import contexts_for, normalise_subpath
-from .db import connect, scalar, transaction
-from .errors import NotFoundError, QmdError
-from .lock import writer_lock
-from .results import (
+from qmd.store import reading as docs
+from qmd.store.config import DEFAULT_PATTERN, CollectionConfig, Config
+from qmd.store.contexts import contexts_for, normalise_subpath
+from qmd.store.sqlite.connection import connect, scalar, transaction
+from qmd.core.errors import NotFoundError, QmdError
+from qmd.core.locks import writer_lock
+from qmd.store.results import (
     CleanupReport,
     CollectionInfo,
     ContextInfo,
@@ -32,19 +32,19 @@ from .results import (
     VectorSearch,
     VectorStatus,
 )
-from .search.fts import bm25_search
-from .search.snippets import CLI_SNIPPET_CHARS, make_snippet
-from .search.syntax import parse_query
+from qmd.search.fts import bm25_search
+from qmd.search.snippets import CLI_SNIPPET_CHARS, make_snippet
+from qmd.search.syntax import parse_query
 
 if TYPE_CHECKING:
-    from .embedding import EmbedProgress, EmbedReport
-    from .llm.generator import Generator
-    from .llm.reranker import CrossEncoder, YesNoReranker
-    from .search.typed import SubQuery
-    from .indexer import Progress
-    from .integrity import IndexCheck, RebuildReport
-    from .llm.embedder import Embedder
-    from .llm.models import ModelRef
+    from qmd.index.embedding import EmbedProgress, EmbedReport
+    from qmd.llm.generator import Generator
+    from qmd.llm.reranker import CrossEncoder, YesNoReranker
+    from qmd.search.typed import SubQuery
+    from qmd.index.indexer import Progress
+    from qmd.store.sqlite.integrity import IndexCheck, RebuildReport
+    from qmd.llm.embedder import Embedder
+    from qmd.llm.models import ModelRef
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MULTI_GET_MAX_BYTES = 64 * 1024
@@ -204,7 +204,7 @@ class Store:
         dropped = 0
         if self.index_path.exists():
             with writer_lock(self.index_path):
-                from .indexer import drop_collection
+                from qmd.index.indexer import drop_collection
 
                 dropped = drop_collection(self._db(), name)
         self.config.remove_collection(name)
@@ -218,7 +218,7 @@ class Store:
             raise QmdError(f"collection '{new}' already exists", "pick another name")
         if self.index_path.exists():
             with writer_lock(self.index_path):
-                from .indexer import rename_collection_rows
+                from qmd.index.indexer import rename_collection_rows
 
                 rename_collection_rows(self._db(), old, new)
         self.config.rename_collection(old, new)
@@ -337,7 +337,7 @@ class Store:
         A collection's `update:` command runs first, in its folder; its failure is
         reported and the folder is still indexed as it is on disk.
         """
-        from .indexer import index_collection
+        from qmd.index.indexer import index_collection
 
         colls = self._collections()
         names = list(colls) if collections is None else [self._collection(n).name for n in collections]
@@ -364,7 +364,7 @@ class Store:
     def _run_update_command(coll: CollectionConfig, on_command: Callable[[str, str], None] | None) -> str | None:
         import subprocess
 
-        from .indexer import check_root
+        from qmd.index.indexer import check_root
 
         check_root(coll)
         if on_command is not None:
@@ -392,7 +392,7 @@ class Store:
                 orphans = int(scalar(conn, "SELECT count(*) FROM content WHERE hash NOT IN (SELECT hash FROM documents)") or 0)
                 conn.execute("DELETE FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
                 if scalar(conn, "SELECT count(*) FROM embed_models"):
-                    from .vectors import drop_orphans, ensure_vec
+                    from qmd.store.sqlite.vectors import drop_orphans, ensure_vec
 
                     ensure_vec(conn)
                     drop_orphans(conn)
@@ -405,13 +405,13 @@ class Store:
     def check(self, *, quick: bool = False) -> IndexCheck:
         """Read-only health of the index file: opens, quick_check (unless `quick`), schema,
         FTS rows against active documents, orphans, vector models. Never migrates."""
-        from .integrity import inspect
+        from qmd.store.sqlite.integrity import inspect
 
         return inspect(self.index_path, quick=quick)
 
     def repair_fts(self) -> int:
         """Rewrite the full-text rows from the stored content (they drifted); returns rows written."""
-        from .integrity import repair_fts
+        from qmd.store.sqlite.integrity import repair_fts
 
         self._writes += 1
         with writer_lock(self.index_path):
@@ -421,7 +421,7 @@ class Store:
 
     def backup(self) -> Path:
         """A verified copy of the index beside it (`<name>.backup-<time>`, quick_check passed)."""
-        from .integrity import verified_backup
+        from qmd.store.sqlite.integrity import verified_backup
 
         with writer_lock(self.index_path):
             return verified_backup(self._db(), self.index_path)
@@ -429,7 +429,7 @@ class Store:
     def rebuild(self, progress: Progress | None = None) -> RebuildReport:
         """Build the index anew from the config's collections into a new file and swap it in
         atomically; the old (broken) file is kept beside it. Vectors need `embed` again."""
-        from .integrity import rebuild
+        from qmd.store.sqlite.integrity import rebuild
 
         def build(tmp: Path) -> int:
             fresh = Store(tmp, self.config_path)
@@ -574,20 +574,20 @@ class Store:
 
     def model(self, role: str) -> ModelRef:
         """The model serving `role` (embed, rerank, generate) and where the choice came from."""
-        from .llm.models import resolve_model
+        from qmd.llm.models import resolve_model
 
         models = self.config.raw.get("models")
         return resolve_model(role, models if isinstance(models, dict) else None)
 
     def models(self) -> list[ModelStatus]:
-        from .llm.models import ROLES
+        from qmd.llm.models import ROLES
 
         return [ModelStatus(r.role, r.spec, r.source, str(r.path), r.available) for r in (self.model(role) for role in ROLES)]
 
     def embedder(self) -> Embedder:
         """The loaded embedding model (kept for the Store's lifetime). Never downloads."""
-        from .llm.embedder import Embedder
-        from .llm.models import require_local
+        from qmd.llm.embedder import Embedder
+        from qmd.llm.models import require_local
 
         path = require_local(self.model("embed"))
         if self._embedder is None or self._embedder.info.path != path:
@@ -596,8 +596,8 @@ class Store:
 
     def reranker(self) -> CrossEncoder | YesNoReranker:
         """The loaded rerank model (cross-encoder or yes/no form). Never downloads."""
-        from .llm.models import require_local
-        from .llm.reranker import load_reranker
+        from qmd.llm.models import require_local
+        from qmd.llm.reranker import load_reranker
 
         path = require_local(self.model("rerank"))
         if self._reranker is None or self._reranker.info.path != path:
@@ -606,8 +606,8 @@ class Store:
 
     def generator(self) -> Generator:
         """The loaded generate (query expansion) model. Never downloads."""
-        from .llm.generator import Generator
-        from .llm.models import require_local
+        from qmd.llm.generator import Generator
+        from qmd.llm.models import require_local
 
         path = require_local(self.model("generate"))
         if self._generator is None or self._generator.info.path != path:
@@ -616,8 +616,8 @@ class Store:
 
     def expand(self, question: str, generator: Generator | None = None) -> list[SubQuery]:
         """Typed expansion lines for `question`, from the index's cache when present."""
-        from . import llm_cache
-        from .search.typed import SubQuery
+        from qmd.store.sqlite import cache as llm_cache
+        from qmd.search.typed import SubQuery
 
         generator = generator or self.generator()
         key = llm_cache.cache_key("expand", generator.info.identity, question)
@@ -631,7 +631,7 @@ class Store:
 
     def rerank(self, query: str, texts: list[str], reranker: CrossEncoder | YesNoReranker | None = None) -> list[float]:
         """Relevance in [0, 1] of each text to `query`, cached per (model, query, text)."""
-        from . import llm_cache
+        from qmd.store.sqlite import cache as llm_cache
 
         reranker = reranker or self.reranker()
         conn = self._db()
@@ -647,8 +647,8 @@ class Store:
 
     def chunks_for(self, hashes: list[str]) -> dict[str, list[tuple[int, int]]]:
         """(start, end) of each document's chunks under the current embed model ({} if none)."""
-        from .embedding import fingerprint
-        from .vectors import model_row
+        from qmd.index.embedding import fingerprint
+        from qmd.store.sqlite.vectors import model_row
 
         if self._embedder is None or not hashes:
             return {}
@@ -685,7 +685,7 @@ class Store:
         any generate model; False never.
         `keyword=False` searches vectors only (vsearch --expand).
         """
-        from .search.hybrid import QueryOptions, run_query
+        from qmd.search.hybrid import QueryOptions, run_query
 
         opts = QueryOptions(limit, candidates, min_score, collections, intent, rerank, expand, snippet_chars, keyword)
         return run_query(self, text, opts, progress, explain)
@@ -701,7 +701,7 @@ class Store:
 
         `force` drops this model's vectors first; `embed: false` collections are skipped.
         """
-        from .embedding import run_embed
+        from qmd.index.embedding import run_embed
 
         embedder = self.embedder()
         wanted, skipped = self.embed_collections(collections)
@@ -714,7 +714,7 @@ class Store:
 
         Reads the model file's header only: never loads llama.cpp.
         """
-        from .search.vector import vector_status
+        from qmd.search.vector import vector_status
 
         ref = self.model("embed")
         wanted, _ = self.embed_collections(collections)
@@ -733,7 +733,7 @@ class Store:
         line_numbers: bool = False,
     ) -> VectorSearch:
         """Nearest documents by meaning (cosine similarity of each document's best chunk)."""
-        from .search.vector import current_model, nearest_documents, pending_count
+        from qmd.search.vector import current_model, nearest_documents, pending_count
 
         conn = self._db()
         embedder = self.embedder()
@@ -785,3 +785,11 @@ class Store:
             updated_at=str(updated) if updated else None,
             collections=self.collections(), issues=issues, global_context=self.config.global_context,
         )
+
+
+def open_index(name: str | None = None) -> Store:
+    """The Store of the named index (default `index`) at its default paths (see `resolve_index`)."""
+    from qmd.core.paths import resolve_index
+
+    paths = resolve_index(name)
+    return Store(paths.index_path, paths.config_path)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import __version__
-from .paths import DEFAULT_INDEX
+from qmd import __version__
+from qmd.core.paths import DEFAULT_INDEX
 
 PROTOCOL_VERSION = "2025-11-25"
 EXPECTED_TOOLS = ("query", "get", "multi_get", "status")

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import IndexBusyError, QmdError
+from qmd.core.errors import IndexBusyError, QmdError
 
 
 def lock_path(index_path: Path) -> Path:

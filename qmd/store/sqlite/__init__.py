@@ -1,0 +1,1 @@
+"""qmd/store/sqlite"""
