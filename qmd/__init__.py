@@ -1,7 +1,8 @@
 """qmd: on-device search for markdown notes.
 
 The public API. The CLI, the MCP server and the harness packages use only what is
-exported here. Names are imported on first use (PEP 562), so `import qmd` stays cheap
+exported here (plus the small documented surfaces of `qmd.serve`, for the MCP server's
+lifecycle and probes, and `qmd.agents`, for Claude Code's and Codex's configuration files). Names are imported on first use (PEP 562), so `import qmd` stays cheap
 and never loads a model runtime.
 
     from qmd import Store
@@ -32,6 +33,16 @@ _EXPORTS = {
     "models_dir": "core.paths",
     "resolve_index": "core.paths",
     "state_dir": "core.paths",
+    "StateLayout": "core.paths",
+    "now_iso": "core.clock",
+    "parse_iso": "core.clock",
+    "age": "core.clock",
+    "ago": "core.clock",
+    "read_json": "core.fileio",
+    "write_json": "core.fileio",
+    "write_text": "core.fileio",
+    "write_bytes": "core.fileio",
+    "replace_file": "core.fileio",
     "CleanupReport": "store.results",
     "CollectionInfo": "store.results",
     "ContextInfo": "store.results",
@@ -68,7 +79,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.buildinfo import build_id
     from qmd.core.errors import ConfigError, IndexBusyError, NotFoundError, QmdError
     from qmd.core.locks import writer_lock
-    from qmd.core.paths import IndexPaths, cache_dir, config_dir, models_dir, resolve_index, state_dir
+    from qmd.core.clock import age, ago, now_iso, parse_iso
+    from qmd.core.fileio import read_json, replace_file, write_bytes, write_json, write_text
+    from qmd.core.paths import IndexPaths, StateLayout, cache_dir, config_dir, models_dir, resolve_index, state_dir
     from qmd.index.embedding import EmbedReport
     from qmd.store.config import DEFAULT_PATTERN, CollectionConfig
     from qmd.store.results import (

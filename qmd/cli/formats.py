@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from qmd.core.clock import ago
+from qmd.core.text import numbered
 from qmd.store.results import CollectionInfo, Document, FileEntry, MultiGetItem, SearchHit
 
 FORMATS = ("cli", "json", "csv", "md", "xml", "files")
@@ -93,10 +95,6 @@ def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | N
     return "\n".join(blocks)
 
 
-def numbered(text: str, first: int) -> str:
-    return "\n".join(f"{first + i}: {line}" for i, line in enumerate(text.split("\n")))
-
-
 def format_document(doc: Document, fmt: str, line_numbers: bool = True, full_path: str | None = None) -> str:
     """One document from `get`: a header then its lines (numbered unless asked not to)."""
     name = full_path or doc.uri
@@ -166,20 +164,6 @@ def human_size(n: int) -> str:
         if n < 1024 or unit == "GB":
             return f"{n:.1f} {unit}"
     return f"{n} B"  # pragma: no cover
-
-
-def ago(iso: str | None, now: float | None = None) -> str:
-    """'4m ago' style age of an ISO-8601 UTC timestamp."""
-    if not iso:
-        return "never"
-    import calendar
-
-    then = calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ"))
-    secs = max(0, int((now or time.time()) - then))
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
-        if secs >= size:
-            return f"{secs // size}{unit} ago"
-    return f"{secs}s ago"
 
 
 def format_ls(entries: Sequence[FileEntry]) -> str:

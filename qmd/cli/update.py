@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from qmd.core.errors import QmdError
-from qmd.cli.formats import ago, format_collection, human_size, to_json
+from qmd.cli.formats import format_collection, human_size, to_json
+from qmd.core.clock import ago
 from qmd.store.results import UpdateReport
 from qmd.cli.common import err, open_store, out
 

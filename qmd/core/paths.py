@@ -68,3 +68,119 @@ def resolve_index(name: str | None = None) -> IndexPaths:
     explicit = os.environ.get("INDEX_PATH")
     index_path = Path(explicit) if explicit else cache_dir() / f"{name}.sqlite"
     return IndexPaths(name, index_path.expanduser(), config_dir() / f"{name}.yml")
+
+
+QUEUE_DIRS = ("tmp", "new", "cur", "failed")
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """Every path of the harness state dir (design §7), computed from its root.
+
+    The updater, the hooks, the guard, the MCP daemon and doctor all find their files here,
+    so each path is spelled once.
+    """
+
+    root: Path
+
+    @classmethod
+    def current(cls) -> StateLayout:
+        """The layout of `state_dir()` (`$QMD_STATE_DIR`, else XDG), made absolute."""
+        return cls(Path(os.path.abspath(state_dir())))
+
+    # --- the reindex queue and the updater ---
+
+    @property
+    def queue(self) -> Path:
+        return self.root / "queue"
+
+    def q(self, name: str) -> Path:
+        """`queue/tmp`, `queue/new`, `queue/cur` or `queue/failed`."""
+        return self.queue / name
+
+    @property
+    def lock(self) -> Path:
+        """The updater's global lock."""
+        return self.root / "updater.lock"
+
+    @property
+    def holder(self) -> Path:
+        """Who holds the updater lock: written by the holder, read by anyone who finds it busy."""
+        return self.root / "updater.lock.json"
+
+    @property
+    def health(self) -> Path:
+        """The health flag."""
+        return self.root / "health.json"
+
+    @property
+    def failures(self) -> Path:
+        return self.root / "failures"
+
+    @property
+    def stats(self) -> Path:
+        return self.root / "updater" / "stats.json"
+
+    @property
+    def repos(self) -> Path:
+        """The repositories `qmd hooks install` enrolled."""
+        return self.root / "hooks" / "repos.json"
+
+    # --- logs ---
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def updater_log(self) -> Path:
+        return self.logs / "updater.log"
+
+    @property
+    def hooks_log(self) -> Path:
+        return self.logs / "hooks.log"
+
+    # --- the agent guard ---
+
+    @property
+    def guard(self) -> Path:
+        return self.root / "guard"
+
+    @property
+    def guard_folders(self) -> Path:
+        """The knowledge-folder cache the guard reads (rewritten on every config save)."""
+        return self.guard / "folders.json"
+
+    @property
+    def guard_blocks(self) -> Path:
+        return self.guard / "blocks.jsonl"
+
+    @property
+    def guard_errors(self) -> Path:
+        return self.guard / "errors.log"
+
+    # --- MCP HTTP servers, doctor ---
+
+    def mcp_pid_file(self, index: str) -> Path:
+        return self.root / f"mcp-{index}.json"
+
+    def mcp_lock(self, index: str) -> Path:
+        return self.root / f"mcp-{index}.lock"
+
+    def mcp_log(self, index: str) -> Path:
+        return self.logs / f"mcp-{index}.log"
+
+    @property
+    def doctor(self) -> Path:
+        return self.root / "doctor"
+
+    def ensure_queue(self) -> None:
+        """Create queue/{tmp,new,cur,failed}; a QmdError naming the fix when something is in the way."""
+        for name in QUEUE_DIRS:
+            try:
+                self.q(name).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise QmdError(
+                    f"cannot create the queue folder {self.q(name)}: {exc.strerror or exc}",
+                    f"move away whatever is in the way under {self.root} (or set QMD_STATE_DIR to a writable folder)",
+                ) from exc

@@ -104,3 +104,8 @@ def extract_title(body: str, fallback: str) -> str:
         if before.count("```") % 2 == 0 and before.count("~~~") % 2 == 0:
             return match.group(2).strip()
     return fallback
+
+
+def numbered(text: str, first: int) -> str:
+    """`text` with each line prefixed by its number (`12: …`), counting from `first`."""
+    return "\n".join(f"{first + i}: {line}" for i, line in enumerate(text.split("\n")))

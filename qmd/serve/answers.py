@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any
 
-from qmd.cli.formats import ago
+from qmd.core.clock import ago
 from qmd.core.paths import state_dir
 from qmd.store.results import QueryResult, SearchHit, StatusInfo
 

@@ -27,7 +27,8 @@ from typing import Any
 
 from qmd import __version__
 from qmd.core.errors import QmdError
-from qmd.cli.formats import ago, numbered
+from qmd.core.clock import ago
+from qmd.core.text import numbered
 from qmd.serve.arguments import (
     GET_PARAMS,
     MULTI_GET_PARAMS,

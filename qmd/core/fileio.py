@@ -1,0 +1,74 @@
+"""Files that are never seen half-written: atomic writes, moves and JSON I/O.
+
+Every write goes to a temporary file in the target's folder, is flushed and fsynced, and
+then renamed over the target, so a reader sees the old file or the new one, never a mix,
+and a crash leaves at most a stray `.<name>.<pid>.tmp`. This module is the only place qmd
+renames files (`os.replace`): everything else calls `replace_file` or one of the writers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def replace_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Rename `src` to `dst` atomically, replacing `dst` (same file system)."""
+    os.replace(src, dst)
+
+
+def _tmp_for(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None, keep_mode: bool = True, fsync: bool = True) -> Path:
+    """Atomically replace `path` with `data`; returns the path.
+
+    The new file gets `mode` when given, else the existing file's mode (`keep_mode`), else
+    the umask default. The parent folder is created when missing. A symlink at `path` is
+    replaced by a regular file, never written through.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None and keep_mode:
+        try:
+            if not target.is_symlink():
+                mode = target.stat().st_mode & 0o7777
+        except OSError:
+            mode = None
+    tmp = _tmp_for(target)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666 if mode is None else 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        replace_file(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write_text(path: str | os.PathLike[str], text: str, *, mode: int | None = None, keep_mode: bool = True, fsync: bool = True) -> Path:
+    """Atomically replace `path` with `text` (UTF-8); see `write_bytes`."""
+    return write_bytes(path, text.encode("utf-8"), mode=mode, keep_mode=keep_mode, fsync=fsync)
+
+
+def write_json(path: str | os.PathLike[str], data: Any, *, indent: int | None = 2, sort_keys: bool = False, mode: int | None = None, fsync: bool = True) -> Path:
+    """Atomically write `data` as JSON (with a final newline); see `write_bytes`."""
+    text = json.dumps(data, indent=indent, sort_keys=sort_keys)
+    return write_text(path, text + "\n", mode=mode, fsync=fsync)
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON in `path`, or None when it is missing, unreadable or not JSON."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
