@@ -27,6 +27,10 @@ _EXPORTS = {
     "NotFoundError": "core.errors",
     "QmdError": "core.errors",
     "writer_lock": "core.locks",
+    "FileLockHandle": "core.locks",
+    "try_lock": "core.locks",
+    "lock_file": "core.locks",
+    "is_locked": "core.locks",
     "IndexPaths": "core.paths",
     "cache_dir": "core.paths",
     "config_dir": "core.paths",
@@ -78,7 +82,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.buildinfo import build_id
     from qmd.core.errors import ConfigError, IndexBusyError, NotFoundError, QmdError
-    from qmd.core.locks import writer_lock
+    from qmd.core.locks import FileLockHandle, is_locked, lock_file, try_lock, writer_lock
     from qmd.core.clock import age, ago, now_iso, parse_iso
     from qmd.core.fileio import read_json, replace_file, write_bytes, write_json, write_text
     from qmd.core.paths import IndexPaths, StateLayout, cache_dir, config_dir, models_dir, resolve_index, state_dir
