@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from qmd.serve import daemon as mcp_daemon
+from qmd.serve import process_alive, prune_lock, wait_gone
+from qmd.serve.process import looks_like_server
 from tests.mcp_helpers import free_port, make_env, qmd, request, setup_index
 
 pytest.importorskip("mcp")
@@ -24,12 +26,7 @@ def _pid_file(root: Path, index: str = "index") -> Path:
 
 
 def _gone(pid: int, timeout: float = 15) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not mcp_daemon.process_alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    return wait_gone(pid, timeout)
 
 
 @pytest.fixture
@@ -48,7 +45,7 @@ def test_daemon_start_refuse_second_stop(env: dict[str, str], tmp_path: Path) ->
     assert set(info) == {"pid", "started_at", "host", "port", "index", "argv", "build_id"}
     pid = info["pid"]
     try:
-        assert mcp_daemon.process_alive(pid) and info["port"] == port
+        assert process_alive(pid) and info["port"] == port
         status, health = request(port, "GET", "/health")
         assert status == 200 and health["build_id"] == info["build_id"] and health["index"] == "index"
         log = tmp_path / "state" / "logs" / "mcp-index.log"
@@ -67,7 +64,7 @@ def test_daemon_start_refuse_second_stop(env: dict[str, str], tmp_path: Path) ->
         again = qmd(env, "mcp", "stop")
         assert again.returncode == 0 and "no MCP server is running" in again.stdout
     finally:
-        if mcp_daemon.process_alive(pid):
+        if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -87,12 +84,12 @@ def test_other_index_gets_its_own_daemon(env: dict[str, str], tmp_path: Path) ->
         assert request(p2, "POST", "/query", {"searches": [{"type": "lex", "query": "wombat"}]})[1]["results"][0]["file"] == "qmd://work/w.md"
         # stop --index stops only that one
         assert qmd(env, "mcp", "stop", "--index", "work").returncode == 0
-        assert _gone(pids[1]) and mcp_daemon.process_alive(pids[0])
+        assert _gone(pids[1]) and process_alive(pids[0])
         assert qmd(env, "mcp", "stop").returncode == 0
         assert _gone(pids[0])
     finally:
         for pid in pids:
-            if mcp_daemon.process_alive(pid):
+            if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
@@ -180,7 +177,57 @@ def test_choose_port() -> None:
 
 
 def test_looks_like_server() -> None:
-    assert mcp_daemon.looks_like_server(["/v/bin/python", "-m", "qmd", "mcp", "--http", "--port", "1"])
-    assert mcp_daemon.looks_like_server(["/v/bin/python", "/v/bin/qmd", "--index", "w", "mcp", "--http"])
-    assert not mcp_daemon.looks_like_server(["/v/bin/python", "-m", "qmd", "mcp"])  # stdio servers have no PID file
-    assert not mcp_daemon.looks_like_server(["sleep", "60"])
+    assert looks_like_server(["/v/bin/python", "-m", "qmd", "mcp", "--http", "--port", "1"])
+    assert looks_like_server(["/v/bin/python", "/v/bin/qmd", "--index", "w", "mcp", "--http"])
+    assert not looks_like_server(["/v/bin/python", "-m", "qmd", "mcp"])  # stdio servers have no PID file
+    assert not looks_like_server(["sleep", "60"])
+
+
+_HOLDER = """
+import sys
+from pathlib import Path
+from qmd import try_lock
+handle = try_lock(Path(sys.argv[1]))
+print("held" if handle else "busy", flush=True)
+sys.stdin.readline()  # hold the lock until the test closes our stdin
+"""
+
+
+def test_prune_lock_waits_until_the_stopping_server_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Teardown's race: a server that still holds its lock while it exits must not leave the lock file behind."""
+    import threading
+
+    monkeypatch.setenv("QMD_STATE_DIR", str(tmp_path / "state"))
+    lock = tmp_path / "state" / "mcp-index.lock"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert prune_lock("index") is False and lock.exists()  # held, no pid to wait for: left alone at once
+        result: list[bool] = []
+        pruning = threading.Thread(target=lambda: result.append(prune_lock("index", holder.pid, timeout=60)))
+        pruning.start()
+        assert lock.exists() and not result  # still waiting for the holder
+        assert holder.stdin is not None
+        holder.stdin.close()  # the "server" exits, releasing its lock
+        holder.wait(timeout=30)
+        pruning.join(timeout=60)
+        assert result == [True] and not lock.exists()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_prune_lock_gives_up_after_its_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_STATE_DIR", str(tmp_path / "state"))
+    lock = tmp_path / "state" / "mcp-index.lock"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        assert prune_lock("index", holder.pid, timeout=0.3) is False and lock.exists()
+        assert time.monotonic() - started < 10
+    finally:
+        holder.kill()
+        holder.wait()
+    assert prune_lock("index") is True and not lock.exists()  # the holder is gone: pruned

@@ -1,19 +1,15 @@
 """`qmd mcp`: the MCP server for agents (stdio, or HTTP with --http), `stop`, `install`.
 
 This module stays light (`qmd --help` imports it): the MCP SDK, starlette and uvicorn
-are imported only when a server actually starts (qmd/mcp_server.py).
+are imported only when a server actually starts (qmd/serve/server.py, via qmd/serve/httpd.py).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from qmd.core.errors import QmdError
 from qmd.core.paths import DEFAULT_INDEX, check_index_name, resolve_index
 from qmd.cli.common import STATE, err, open_store, out
 
@@ -76,79 +72,16 @@ def _serve_stdio(index: str) -> None:
         service.close()
 
 
-def _warn_exposed(host: str, port: int) -> None:
-    from qmd.serve.origin import is_loopback
-
-    if is_loopback(host):
-        return
-    err(
-        f"warning: listening on {host}:{port}: /mcp, /query, /search and /health are unauthenticated; "
-        "anyone who can reach this port can read every indexed note."
-    )
-    err("warning: requests must still name a loopback Host or one listed in QMD_ALLOWED_HOSTS (e.g. QMD_ALLOWED_HOSTS=myhost.lan).")
-
-
 def _serve_http(index: str, host: str, port: int | None) -> None:
-    from qmd import build_id
-    from qmd.serve import daemon
-    from qmd.serve.origin import Guard
-    from qmd.serve.service import stderr_log
+    from qmd.serve.httpd import run_http
 
-    lock = daemon.InstanceLock(index).acquire()  # refuses a second server for this index
-    pid_file = daemon.pid_path(index)
-    try:
-        stale = daemon.read_pid_file(pid_file)
-        if stale is not None or pid_file.exists():
-            # We hold the lock, so whoever wrote it is gone.
-            pid_file.unlink(missing_ok=True)
-            err(f"removed a stale PID file ({pid_file}" + (f", pid {stale.pid})" if stale else ")"))
-        chosen = daemon.choose_port(index, port, host)
-        sock = daemon.bind_socket(host, chosen)
-        _warn_exposed(host, chosen)
-        service = _service(index)
-        info = daemon.PidInfo(
-            pid=os.getpid(), started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=host, port=chosen,
-            index=index, argv=list(getattr(sys, "orig_argv", sys.argv)), build_id=build_id(),
-        )
-        guard = Guard.for_bind(host)
-
-        done = []
-
-        def shutdown() -> None:
-            if done:
-                return
-            done.append(True)
-            daemon.remove_pid_file(pid_file, os.getpid())
-            service.close()
-            stderr_log(f"qmd MCP server for index '{index}' stopped")
-
-        try:
-            from qmd.serve.server import serve_http
-
-            daemon.write_pid_file(pid_file, info)
-            err(f"qmd MCP server for index '{index}': {info.url}/mcp (also /query, /search, /health), pid {info.pid}")
-            started = serve_http(service, sock, guard, stderr_log, shutdown)
-        finally:
-            shutdown()
-            sock.close()
-        if not started:
-            raise QmdError("the HTTP server failed to start (see the messages above)", "check the port and host, then retry")
-    finally:
-        daemon.remove_pid_file(pid_file, os.getpid())
-        lock.release()
+    run_http(index, host, port, lambda: _service(index), err)
 
 
 def _start_daemon(index: str, host: str, port: int | None) -> None:
-    from qmd.serve import daemon
+    from qmd.serve import start_daemon
 
-    state = daemon.inspect(index)
-    if state.state in ("running", "unverified"):
-        raise daemon.already_running(index, state.info if state.state == "running" else None)
-    if state.state == "stale":
-        daemon.pid_path(index).unlink(missing_ok=True)
-        err(f"removed a stale PID file ({state.reason})")
-    proc, log = daemon.spawn(daemon.daemon_argv(index, host, port), index)
-    info = daemon.wait_ready(proc, index, log)
+    info, log = start_daemon(index, host, port, err)
     flag = "" if index == DEFAULT_INDEX else f" --index {index}"
     out(f"qmd MCP server for index '{index}' running at {info.url}/mcp (pid {info.pid})\n")
     out(f"log: {log}\nstop: qmd mcp stop{flag}\n")
@@ -159,10 +92,10 @@ def stop(
     index: Annotated[str | None, typer.Option("--index", help="The index whose server to stop (default: the one chosen with qmd --index, else index).", show_default=False)] = None,
 ) -> None:
     """Stop the HTTP server of an index (after checking the PID is really qmd's server)."""
-    from qmd.serve import daemon
+    from qmd.serve import stop as stop_server
 
     name = check_index_name(index or _index())
-    report = daemon.stop(name)
+    report = stop_server(name)
     out(report.message + "\n")
 
 
@@ -176,27 +109,28 @@ def install(
     print_: Annotated[bool, typer.Option("--print", help="Show what would be run or written; change nothing.")] = False,
 ) -> None:
     """Register qmd's MCP server with Claude Code and/or Codex."""
-    from qmd.serve import daemon
-    from qmd.agents.registration import apply, plan_claude, plan_codex
+    from qmd.agents import apply, plan_claude, plan_codex
+    from qmd.serve import DEFAULT_PORT, inspect, read_pid_file
+    from qmd.serve.daemon import choose_port
 
     if not claude and not codex:
         raise typer.BadParameter("choose --claude and/or --codex", param_hint="--claude/--codex")
     index = _index()
     if http and port is None:
-        running = daemon.read_pid_file(daemon.pid_path(index))
-        port = running.port if running is not None else daemon.choose_port(index, None, "127.0.0.1")
+        running = read_pid_file(index)
+        port = running.port if running is not None else choose_port(index, None, "127.0.0.1")
     plans = []
     if claude:
-        plans.append(plan_claude(index, scope, http, port or daemon.DEFAULT_PORT))
+        plans.append(plan_claude(index, scope, http, port or DEFAULT_PORT))
     if codex:
-        plans.append(plan_codex(index, http, port or daemon.DEFAULT_PORT))
+        plans.append(plan_codex(index, http, port or DEFAULT_PORT))
     for plan in plans:
         if print_:
             out(plan.describe() + "\n")
         else:
             out(apply(plan) + "\n")
     if http and not print_:
-        state = daemon.inspect(index)
+        state = inspect(index)
         if state.state != "running":
             flag = "" if index == DEFAULT_INDEX else f"--index {index} "
             err(f"note: no HTTP server runs for index '{index}' yet; start one with: qmd {flag}mcp --http --daemon")

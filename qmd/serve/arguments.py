@@ -190,6 +190,7 @@ def parse_query_args(args: dict[str, Any], tool: str = "query") -> QueryArgs:
     given = {k: v for k, v in args.items() if v is not None}
     if ("query" in given) == ("searches" in given):
         raise ArgError("give exactly one of query (a plain question) or searches (typed sub-queries)", 'for example {"query": "how do we roll back a deploy"}')
+    kinds: tuple[str, ...]
     if "query" in given:
         text = str_arg("query", given["query"])
         shown, searches, kinds = " ".join(text.split()), 0, ()

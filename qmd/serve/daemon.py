@@ -1,9 +1,6 @@
-"""The HTTP server's process bookkeeping: PID file, single-instance lock, port, stop.
+"""The HTTP server's process bookkeeping: state, stop, ports, the detached launcher.
 
-One server per index. The server holds `<state>/mcp-{index}.lock` (flock: the kernel
-releases it when the process dies, however it dies) for its whole life, and writes
-`<state>/mcp-{index}.json` = {pid, started_at, host, port, index, argv, build_id} once its
-socket is bound. So:
+Built on the PID file and the single-instance lock (qmd/serve/pidfile.py):
 
 - a PID file whose lock nobody holds is stale (the server died without cleaning up);
 - a second server for the same index fails to take the lock and is refused;
@@ -23,193 +20,25 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from qmd.core.errors import QmdError
-from qmd.core.paths import DEFAULT_INDEX, state_dir
+from qmd.core.fileio import replace_file
+from qmd.core.paths import DEFAULT_INDEX
+from qmd.serve.pidfile import PidInfo, already_running, load_pid_file, lock_is_held, lock_path, log_path, pid_path, remove_pid_file
+from qmd.serve.process import is_our_server, process_alive
 
 DEFAULT_PORT = 8181
 PORT_SCAN = 100  # how far past 8181 a non-default index looks for a free port
 STOP_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 60.0
+GONE_TIMEOUT_S = 15.0
+LOG_ROTATE_BYTES = 10 * 1024 * 1024
 
-
-def pid_path(index: str) -> Path:
-    return state_dir() / f"mcp-{index}.json"
-
-
-def lock_path(index: str) -> Path:
-    return state_dir() / f"mcp-{index}.lock"
-
-
-def log_path(index: str) -> Path:
-    return state_dir() / "logs" / f"mcp-{index}.log"
-
-
-@dataclass
-class PidInfo:
-    """The PID file (design §7): who serves this index, where, and which build."""
-
-    pid: int
-    started_at: str
-    host: str
-    port: int
-    index: str
-    argv: list[str]
-    build_id: str
-
-    @property
-    def url(self) -> str:
-        return f"http://{connect_host(self.host)}:{self.port}"
-
-
-def connect_host(bind_host: str) -> str:
-    """The address a local client uses to reach a server bound to `bind_host`."""
-    host = bind_host.strip()
-    if host in ("", "0.0.0.0", "*"):
-        return "127.0.0.1"
-    if host in ("::", "[::]"):
-        return "[::1]"
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def read_pid_file(path: Path) -> PidInfo | None:
-    """The PID file, or None if absent or malformed (a malformed file is treated as stale)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        info = PidInfo(
-            pid=int(data["pid"]), started_at=str(data["started_at"]), host=str(data["host"]), port=int(data["port"]),
-            index=str(data["index"]), argv=[str(a) for a in data["argv"]], build_id=str(data["build_id"]),
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return info if info.pid > 0 and 0 < info.port < 65536 else None
-
-
-def write_pid_file(path: Path, info: PidInfo) -> None:
-    """Atomically (temp file + rename): a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def remove_pid_file(path: Path, pid: int | None = None) -> bool:
-    """Remove the PID file (only if it records `pid`, when given); True if removed."""
-    if pid is not None:
-        info = read_pid_file(path)
-        if info is not None and info.pid != pid:
-            return False
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    return True
-
-
-# --- the single-instance lock ---------------------------------------------------------
-
-
-class InstanceLock:
-    """Held by a running server for its whole life: `acquire()` refuses a second one."""
-
-    def __init__(self, index: str) -> None:
-        from filelock import FileLock
-
-        self.index = index
-        self.path = lock_path(index)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(self.path))
-
-    def acquire(self) -> InstanceLock:
-        from filelock import Timeout
-
-        try:
-            self._lock.acquire(timeout=0)
-        except Timeout:
-            raise already_running(self.index, read_pid_file(pid_path(self.index))) from None
-        return self
-
-    def release(self) -> None:
-        self._lock.release(force=True)
-
-
-def lock_is_held(index: str) -> bool:
-    """Whether some process (a running server) holds the index's server lock."""
-    from filelock import FileLock, Timeout
-
-    path = lock_path(index)
-    if not path.exists():
-        return False
-    probe = FileLock(str(path))
-    try:
-        probe.acquire(timeout=0)
-    except Timeout:
-        return True
-    probe.release(force=True)
-    return False
-
-
-def already_running(index: str, info: PidInfo | None) -> QmdError:
-    where = f" at {info.url}/mcp (pid {info.pid})" if info is not None else ""
-    flag = "" if index == DEFAULT_INDEX else f" --index {index}"
-    return QmdError(f"an MCP server for index '{index}' is already running{where}", f"use it, or stop it first: qmd mcp stop{flag}")
-
-
-# --- processes ------------------------------------------------------------------------
-
-
-def process_alive(pid: int) -> bool:
-    """True if `pid` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2] != "Z"
-    except (OSError, ValueError, IndexError):
-        return True
-
-
-def process_argv(pid: int) -> list[str] | None:
-    """The command line of `pid` (/proc, else `ps`), or None if it cannot be read."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        if raw:
-            return [part.decode("utf-8", "replace") for part in raw.rstrip(b"\0").split(b"\0")]
-    except OSError:
-        pass
-    try:
-        out = subprocess.run(["ps", "-p", str(pid), "-o", "args="], capture_output=True, text=True, timeout=5, env={**os.environ, "LC_ALL": "C"})
-    except (OSError, subprocess.SubprocessError):
-        return None
-    text = out.stdout.strip()
-    return text.split() if out.returncode == 0 and text else None
-
-
-def looks_like_server(argv: list[str]) -> bool:
-    """`… qmd … mcp … --http` (python -m qmd, the qmd launcher, or qmd/__main__.py)."""
-    names = [os.path.basename(a) for a in argv]
-    is_qmd = "qmd" in names or any(a.endswith(("qmd/__main__.py", "qmd\\__main__.py")) for a in argv)
-    return is_qmd and "mcp" in argv and "--http" in argv
-
-
-def is_our_server(info: PidInfo) -> tuple[bool, str]:
-    """(verdict, why): is `info.pid` the server this PID file describes?"""
-    if not process_alive(info.pid):
-        return False, f"pid {info.pid} is not running"
-    argv = process_argv(info.pid)
-    if argv is None:
-        return False, f"cannot read the command line of pid {info.pid}"
-    same = argv == info.argv or " ".join(argv) == " ".join(info.argv)
-    if not same or not looks_like_server(argv):
-        return False, f"pid {info.pid} is now another program ({' '.join(argv)[:120]})"
-    return True, "verified by its command line"
+State = Literal["running", "stale", "none", "unverified"]
+Say = Callable[[str], None]
 
 
 @dataclass
@@ -217,19 +46,20 @@ class ServerState:
     """What runs for an index: `running`, `stale` (a PID file nobody backs), `none`, or
     `unverified` (a server holds the lock but the PID file names a process that is not it)."""
 
-    state: str
+    state: State
     info: PidInfo | None
     reason: str = ""
 
 
 def inspect(index: str) -> ServerState:
     """The server state of `index`, from its lock, PID file and process table (no changes)."""
-    info = read_pid_file(pid_path(index))
+    path = pid_path(index)
+    info = load_pid_file(path)
     held = lock_is_held(index)
     if info is None:
         if held:
             return ServerState("running", None, "the lock is held but there is no PID file (starting or stopping)")
-        return ServerState("stale" if pid_path(index).exists() else "none", None, "unreadable PID file" if pid_path(index).exists() else "")
+        return ServerState("stale" if path.exists() else "none", None, "unreadable PID file" if path.exists() else "")
     if not held:
         return ServerState("stale", info, f"no server holds the index's server lock (pid {info.pid} is gone or is not qmd)")
     ours, why = is_our_server(info)
@@ -248,6 +78,8 @@ def clean_stale(index: str) -> ServerState:
 
 @dataclass
 class StopReport:
+    """What `stop` did: `stopped` (a server was signalled and is gone), the PID file it read, a line for people."""
+
     stopped: bool
     info: PidInfo | None
     message: str
@@ -289,6 +121,24 @@ def _wait_stopped(index: str, pid: int, timeout: float) -> bool:
     return False
 
 
+def prune_lock(index: str, pid: int | None = None, timeout: float = GONE_TIMEOUT_S) -> bool:
+    """Remove the index's lock file once no server needs it; True if it was removed.
+
+    With `pid` (a server just stopped) this first waits, at most `timeout` seconds, until
+    that process is gone and nobody holds the lock: a stopping server can still hold it
+    while its threads exit (its main thread already shows as a zombie), and pulling the
+    file then leaves it behind for good.
+    """
+    deadline = time.monotonic() + timeout
+    while pid is not None and (lock_is_held(index) or process_alive(pid)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    path = lock_path(index)
+    if not path.exists() or lock_is_held(index):
+        return False
+    path.unlink(missing_ok=True)
+    return True
+
+
 # --- ports ----------------------------------------------------------------------------
 
 
@@ -311,6 +161,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def port_free(host: str, port: int) -> bool:
+    """Whether (host, port) can be bound right now."""
     try:
         bind_socket(host, port).close()
     except QmdError:
@@ -333,7 +184,7 @@ def choose_port(index: str, requested: int | None, host: str, is_free: Callable[
 # --- the daemon launcher ----------------------------------------------------------------
 
 
-def health(url: str, timeout: float = 2.0) -> dict[str, Any] | None:
+def health(url: str, timeout: float = 2.0) -> dict[str, object] | None:
     """GET {url}/health as JSON, or None when nothing answers."""
     import http.client
     from urllib.parse import urlsplit
@@ -358,9 +209,10 @@ def spawn(argv: list[str], index: str, env: dict[str, str] | None = None) -> tup
     """Start `argv` detached (own session, stdin closed, output appended to the log)."""
     log = log_path(index)
     log.parent.mkdir(parents=True, exist_ok=True)
-    if log.exists() and log.stat().st_size > 10 * 1024 * 1024:
-        os.replace(log, log.with_suffix(".log.1"))
+    if log.exists() and log.stat().st_size > LOG_ROTATE_BYTES:
+        replace_file(log, log.with_suffix(".log.1"))
     with open(log, "ab") as out:
+        # local time, like the server's own log lines (service.stderr_log) in the same file
         out.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(argv)}\n".encode())
         out.flush()
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=env, close_fds=True)
@@ -374,7 +226,7 @@ def wait_ready(proc: subprocess.Popen[bytes], index: str, log: Path, timeout: fl
         code = proc.poll()
         if code is not None:
             raise QmdError(f"the MCP server exited at start (code {code}): {_tail(log)}", f"the whole log is in {log}")
-        info = read_pid_file(pid_path(index))
+        info = load_pid_file(pid_path(index))
         if info is not None and info.pid == proc.pid and health(info.url, timeout=1.0) is not None:
             return info
         time.sleep(0.1)
@@ -398,3 +250,31 @@ def daemon_argv(index: str, host: str, port: int | None) -> list[str]:
     if port is not None:
         argv += ["--port", str(port)]
     return argv
+
+
+def start_daemon(index: str, host: str, port: int | None, say: Say | None = None) -> tuple[PidInfo, Path]:
+    """Start a detached HTTP server for `index` and wait until it answers; (its PID file, its log).
+
+    Refuses when one already runs; a stale PID file is removed first (reported through `say`).
+    """
+    state = inspect(index)
+    if state.state in ("running", "unverified"):
+        raise already_running(index, state.info if state.state == "running" else None)
+    if state.state == "stale":
+        pid_path(index).unlink(missing_ok=True)
+        if say is not None:
+            say(f"removed a stale PID file ({state.reason})")
+    proc, log = spawn(daemon_argv(index, host, port), index)
+    return wait_ready(proc, index, log), log
+
+
+def restart(index: str, host: str = "127.0.0.1", port: int | None = None) -> PidInfo:
+    """Stop the index's server if one runs (or clear its stale PID file), then start a detached
+    one of this build on `host`/`port`; returns the new server's PID file."""
+    state = inspect(index)
+    if state.state == "running":
+        stop(index)
+    elif state.state == "stale":
+        clean_stale(index)
+    proc, log = spawn(daemon_argv(index, host, port), index)
+    return wait_ready(proc, index, log)

@@ -74,7 +74,8 @@ def _result(message: object, id_: int) -> dict[str, Any]:
 
 
 def _finish(started: float, init: dict[str, Any], tools: dict[str, Any]) -> Handshake:
-    info = init.get("serverInfo") if isinstance(init.get("serverInfo"), dict) else {}
+    raw_info = init.get("serverInfo")
+    info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     protocol = str(init.get("protocolVersion", ""))
     if not protocol:
         raise ProbeError("initialize returned no protocolVersion")
@@ -152,7 +153,7 @@ def stdio(index: str = DEFAULT_INDEX, timeout: float = 30.0, env: dict[str, str]
     return result
 
 
-def _post(url: str, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+def _post(url: str, message: dict[str, Any], timeout: float) -> object:
     parts = urlsplit(url)
     conn = httplib.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
     try:
@@ -172,9 +173,10 @@ def _post(url: str, message: dict[str, Any], timeout: float) -> dict[str, Any] |
             data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
             text = data[-1] if data else ""
         try:
-            return json.loads(text)
+            answer: object = json.loads(text)
         except ValueError:
             raise ProbeError(f"not JSON-RPC from {url}: {text[:200]}") from None
+        return answer
     finally:
         conn.close()
 
