@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,9 @@ from qmd.llm.convert import gguf_name, import_bert
 from qmd.llm.embedder import Embedder
 from qmd.llm.families import family_for
 from qmd.llm.gguf_info import model_info, read_metadata
-from qmd.llm.reranker import CrossEncoder, sigmoid
+from qmd.llm.generator import Generator
+from qmd.llm.reranker import CrossEncoder, YesNoReranker, sigmoid
+from qmd.llm.runtime import LlamaModel, threads
 from tests import tinybert
 from tests.conftest import BENCH_DATA
 
@@ -152,3 +155,60 @@ def test_models_code_is_not_imported_by_keyword_search(tmp_path: Path) -> None:
     code = "import sys, qmd; s = qmd.Store(sys.argv[1]); print(s.models()[0].role); assert 'llama_cpp' not in sys.modules"
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "i.sqlite")], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "embed", proc.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# The shared llama.cpp loader (qmd.llm.runtime): every role fails the same way
+
+
+ROLES = [("embed", Embedder), ("rerank", CrossEncoder), ("llama", YesNoReranker), ("llama", Generator)]
+
+
+@pytest.mark.parametrize(("model", "role"), ROLES)
+def test_missing_llama_cpp_is_one_error_naming_the_fix(tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, model: str, role: type[LlamaModel]) -> None:
+    loaded = role(tiny_models[model], 1)  # reading the header needs no llama.cpp
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # `import llama_cpp` now raises ImportError
+    with pytest.raises(QmdError, match="llama-cpp-python is not installed") as err:
+        loaded.llm
+    assert err.value.hint == "re-run ./install.sh"
+
+
+@pytest.mark.parametrize("role", [Embedder, Generator, YesNoReranker])
+def test_a_file_llama_cpp_cannot_load_is_one_error_naming_the_file(tmp_path: Path, role: type[LlamaModel]) -> None:
+    import gguf
+
+    broken = tmp_path / "broken.gguf"  # a valid header, but no layers: llama.cpp refuses it
+    writer = gguf.GGUFWriter(str(broken), "bert")
+    writer.add_name("broken")
+    writer.add_context_length(64)
+    writer.add_embedding_length(4)
+    writer.add_block_count(1)
+    writer.add_pooling_type(gguf.PoolingType.MEAN)
+    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(QmdError, match=re.escape(f"llama.cpp could not load {broken}")) as err:
+        role(broken, 1).llm
+    assert "qmd doctor" in (err.value.hint or "")
+
+
+def test_threads_and_context_come_from_the_base(tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_THREADS", "3")
+    assert threads() == 3
+    generator = Generator(tiny_models["llama"])
+    assert generator.n_ctx == 512  # the tiny llama's training context, below MAX_CONTEXT
+    assert LlamaModel(tiny_models["llama"], 1, max_context=64).n_ctx == 64
+    monkeypatch.setenv("QMD_THREADS", "many")
+    assert threads() >= 1
+
+
+def test_close_frees_the_model_and_the_next_use_loads_it_again(tiny_models: dict[str, Path]) -> None:
+    embedder = Embedder(tiny_models["embed"], 1)
+    first = embedder.embed_query("rollback")
+    embedder.close()
+    assert embedder._llm is None
+    embedder.close()  # twice is harmless
+    assert embedder.embed_query("rollback") == pytest.approx(first)
+    embedder.close()

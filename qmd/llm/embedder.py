@@ -2,65 +2,43 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qmd.core.errors import QmdError
 from qmd.llm.families import Family, family_for
-from qmd.llm.gguf_info import ModelInfo, model_info
+from qmd.llm.gguf_info import RANK_POOLING, model_info
+from qmd.llm.runtime import MAX_CONTEXT, LlamaModel, LoadOptions, threads
 
-MAX_CONTEXT = 2048  # enough for 900-token chunks; never above the model's training context
-
-
-def threads() -> int:
-    """`QMD_THREADS`, else every core."""
-    value = os.environ.get("QMD_THREADS", "")
-    return max(1, int(value)) if value.isdigit() else max(1, os.cpu_count() or 1)
+__all__ = ["MAX_CONTEXT", "Embedder", "threads"]  # MAX_CONTEXT, threads: kept for older imports
 
 
-class Embedder:
+class Embedder(LlamaModel):
     """One loaded embedding model: count tokens, embed documents and queries (L2-normalised)."""
 
     def __init__(self, path: Path, n_threads: int | None = None) -> None:
-        self.info: ModelInfo = model_info(path)
-        self.family: Family = family_for(self.info)
-        if self.info.pooling == 4:
+        info = model_info(path)
+        if info.pooling == RANK_POOLING:
             raise QmdError(f"{path.name} is a reranker, not an embedding model", "set the embed model to an embedding GGUF (qmd status shows the roles)")
-        self.n_ctx = self.info.usable_context(MAX_CONTEXT)
-        self._threads = n_threads or threads()
-        self._llm = None
+        super().__init__(path, n_threads, info=info)
+        self.family: Family = family_for(self.info)
 
-    @property
-    def llm(self):  # type: ignore[no-untyped-def]
-        if self._llm is None:
-            try:
-                from llama_cpp import Llama
-            except ImportError as exc:  # pragma: no cover - depends on the install
-                raise QmdError(f"llama-cpp-python is not installed ({exc})", "re-run ./install.sh") from exc
-            try:
-                self._llm = Llama(
-                    model_path=str(self.info.path),
-                    embedding=True,
-                    n_ctx=self.n_ctx,
-                    n_batch=self.n_ctx,
-                    n_ubatch=self.n_ctx,
-                    n_threads=self._threads,
-                    n_threads_batch=self._threads,
-                    verbose=False,
-                )
-            except (ValueError, RuntimeError, OSError) as exc:
-                raise QmdError(f"llama.cpp could not load {self.info.path}: {exc}", "check the file (qmd doctor) or import/download it again") from exc
-        return self._llm
+    def load_options(self) -> LoadOptions:
+        """Embedding mode, one batch holding a whole context (embed() truncates to the batch)."""
+        return {"embedding": True, "n_batch": self.n_ctx, "n_ubatch": self.n_ctx}
 
     @property
     def dims(self) -> int:
+        """Vector length (from the header, else from the loaded model)."""
         return int(self.info.embedding_length or self.llm.n_embd())
 
     def tokens(self, text: str) -> list[int]:
-        return self.llm.tokenize(self.family.normalise(text).encode("utf-8", "replace"), add_bos=False, special=False)
+        """Token ids of `text` as the model sees it (no special tokens)."""
+        return self.tokenize(self.family.normalise(text))
 
     def count_tokens(self, text: str) -> int:
+        """How many tokens `text` takes (without special tokens)."""
         return len(self.tokens(text))
 
     def fit(self, text: str, limit: int) -> str:
@@ -68,7 +46,7 @@ class Embedder:
         toks = self.tokens(text)
         if len(toks) <= limit:
             return text
-        return self.llm.detokenize(toks[:limit]).decode("utf-8", "replace")
+        return self.detokenize(toks[:limit])
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Normalised vectors for already formatted inputs (each must fit the context)."""
@@ -79,10 +57,12 @@ class Embedder:
         return [list(v) for v in vectors]
 
     def embed_query(self, query: str) -> list[float]:
+        """The vector of a search question in the family's query format."""
         text = self.fit(self.family.query(query), self.n_ctx - 4)
         return self.embed([text])[0]
 
-    def close(self) -> None:
-        if self._llm is not None:
-            self._llm.close()
-            self._llm = None
+
+if TYPE_CHECKING:
+    from qmd.llm.roles import EmbeddingModel
+
+    _is_an_embedding_model: type[EmbeddingModel] = Embedder

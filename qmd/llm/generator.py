@@ -8,10 +8,13 @@ the expansion.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from qmd.llm.runtime import LlamaModel, LoadOptions
 from qmd.search.typed import SubQuery
-from qmd.llm.embedder import MAX_CONTEXT, threads
-from qmd.llm.gguf_info import model_info
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama, LlamaGrammar
 
 GRAMMAR = r"""
 root ::= line line? line? line? line? line?
@@ -29,6 +32,7 @@ MAX_NEW_TOKENS = 220
 
 
 def parse_expansion(text: str) -> list[SubQuery]:
+    """The distinct `lex:`/`vec:`/`hyde:` lines of a model's output, in order."""
     out: list[SubQuery] = []
     for line in text.splitlines():
         kind, sep, value = line.partition(":")
@@ -38,27 +42,22 @@ def parse_expansion(text: str) -> list[SubQuery]:
     return out
 
 
-class Generator:
+class Generator(LlamaModel):
     """One loaded generate model: `expand(question)` → typed sub-queries."""
 
     def __init__(self, path: Path, n_threads: int | None = None) -> None:
-        self.info = model_info(path)
-        self.n_ctx = self.info.usable_context(MAX_CONTEXT)
-        self._threads = n_threads or threads()
-        self._llm = None
-        self._grammar = None
+        super().__init__(path, n_threads)
+        self._grammar: LlamaGrammar | None = None
 
-    @property
-    def llm(self):  # type: ignore[no-untyped-def]
-        if self._llm is None:
-            from llama_cpp import Llama, LlamaGrammar
+    def load_options(self) -> LoadOptions:
+        """A plain causal LM."""
+        return {"n_batch": min(512, self.n_ctx)}
 
-            self._llm = Llama(
-                model_path=str(self.info.path), n_ctx=self.n_ctx, n_batch=min(512, self.n_ctx),
-                n_threads=self._threads, n_threads_batch=self._threads, verbose=False,
-            )
-            self._grammar = LlamaGrammar.from_string(GRAMMAR, verbose=False)
-        return self._llm
+    def on_load(self, llm: Llama) -> None:
+        """Compile the expansion grammar."""
+        from llama_cpp import LlamaGrammar
+
+        self._grammar = LlamaGrammar.from_string(GRAMMAR, verbose=False)
 
     @property
     def tuned(self) -> bool:
@@ -72,21 +71,26 @@ class Generator:
         return mark or "query-expansion" in f"{self.info.name} {self.info.path.name}".lower()
 
     def prompt(self, query: str) -> str:
+        """The expansion prompt (in the chat format when the model has a ChatML template)."""
         text = INSTRUCTIONS.format(query=query)
         if "<|im_start|>" in str(self.info.meta.get("tokenizer.chat_template", "")):
             return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
         return text + "\n"
 
     def expand(self, query: str) -> list[SubQuery]:
+        """Typed sub-queries for `query` (greedy, grammar-constrained; a long question is cut)."""
         llm = self.llm
-        room = self.n_ctx - MAX_NEW_TOKENS - len(llm.tokenize(self.prompt("").encode(), add_bos=True)) - 8
-        tokens = llm.tokenize(query.encode("utf-8", "replace"), add_bos=False)
+        room = self.n_ctx - MAX_NEW_TOKENS - len(self.tokenize(self.prompt(""), add_bos=True)) - 8
+        tokens = self.tokenize(query)
         if len(tokens) > room:  # a long question is cut, never an error
-            query = llm.detokenize(tokens[: max(room, 1)]).decode("utf-8", "replace")
+            query = self.detokenize(tokens[: max(room, 1)])
         out = llm.create_completion(self.prompt(query), max_tokens=MAX_NEW_TOKENS, temperature=0.0, grammar=self._grammar)
+        if not isinstance(out, dict):  # a stream: never, without stream=True
+            raise TypeError("create_completion returned a stream")
         return parse_expansion(out["choices"][0]["text"])
 
-    def close(self) -> None:
-        if self._llm is not None:
-            self._llm.close()
-            self._llm = None
+
+if TYPE_CHECKING:
+    from qmd.llm.roles import ExpansionModel
+
+    _is_an_expansion_model: type[ExpansionModel] = Generator

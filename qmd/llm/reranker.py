@@ -12,56 +12,49 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qmd.core.errors import QmdError
-from qmd.llm.embedder import MAX_CONTEXT, threads
-from qmd.llm.gguf_info import model_info
+from qmd.llm.gguf_info import RANK_POOLING, ModelInfo, model_info
+from qmd.llm.runtime import LlamaModel, LoadOptions, llama_cpp_module
 
-RANK_POOLING = 4
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+__all__ = ["RANK_POOLING", "CrossEncoder", "YesNoReranker", "load_reranker", "sigmoid"]
 
 
 def sigmoid(x: float) -> float:
+    """The logistic function, without overflow for large |x|."""
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
-class CrossEncoder:
+class CrossEncoder(LlamaModel):
     """One loaded cross-encoder: `logits(query, docs)` and `scores(query, docs)`."""
 
-    def __init__(self, path: Path, n_threads: int | None = None) -> None:
-        self.info = model_info(path)
-        if self.info.pooling != RANK_POOLING:
+    def __init__(self, path: Path, n_threads: int | None = None, *, info: ModelInfo | None = None) -> None:
+        info = info or model_info(path)
+        if info.pooling != RANK_POOLING:
             raise QmdError(f"{path.name} is not a cross-encoder (no rank pooling)", "import a BertForSequenceClassification model with qmd models import")
-        self.n_ctx = self.info.usable_context(MAX_CONTEXT)
-        self._threads = n_threads or threads()
-        self._llm = None
+        super().__init__(path, n_threads, info=info)
 
-    @property
-    def llm(self):  # type: ignore[no-untyped-def]
-        if self._llm is None:
-            import llama_cpp
-            from llama_cpp import Llama
-
-            self._llm = Llama(
-                model_path=str(self.info.path), embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_RANK,
-                n_ctx=self.n_ctx, n_batch=self.n_ctx, n_ubatch=self.n_ctx,
-                n_threads=self._threads, n_threads_batch=self._threads, verbose=False,
-            )
-        return self._llm
+    def load_options(self) -> LoadOptions:
+        """Rank pooling, one batch holding a whole context."""
+        return {"embedding": True, "pooling_type": int(llama_cpp_module().LLAMA_POOLING_TYPE_RANK), "n_batch": self.n_ctx, "n_ubatch": self.n_ctx}
 
     def pair_tokens(self, query: str, doc: str) -> list[int]:
         """`[CLS] query [SEP] doc [SEP]`, the document cut so the pair fits the context."""
-        llm = self.llm
-        q = llm.tokenize(query.encode("utf-8", "replace"), add_bos=True, special=False)  # [CLS] q [SEP]
-        d = llm.tokenize(doc.encode("utf-8", "replace"), add_bos=False, special=False)
+        q = self.tokenize(query, add_bos=True)  # [CLS] q [SEP]
+        d = self.tokenize(doc)
         sep = q[-1]
         room = max(self.n_ctx - len(q) - 1, 1)
         return q + d[:room] + [sep]
 
     def logits(self, query: str, docs: Sequence[str]) -> list[float]:
         """One raw classifier logit per document, in order, decoded several pairs per batch."""
-        import llama_cpp
-
         llm = self.llm
+        import llama_cpp  # loaded by `llm`
+
         out: list[float] = []
         pending: list[list[int]] = []
 
@@ -92,11 +85,6 @@ class CrossEncoder:
         """Relevance in [0, 1]: the sigmoid of each logit."""
         return [sigmoid(x) for x in self.logits(query, docs)]
 
-    def close(self) -> None:
-        if self._llm is not None:
-            self._llm.close()
-            self._llm = None
-
 
 YES_NO_SYSTEM = (
     'Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
@@ -105,33 +93,27 @@ YES_NO_SYSTEM = (
 YES_NO_INSTRUCT = "Given a search query, judge whether the note answers it"
 
 
-class YesNoReranker:
+class YesNoReranker(LlamaModel):
     """A causal LM reranker in the Qwen3-Reranker form: P(yes) from the next-token logits."""
 
-    def __init__(self, path: Path, n_threads: int | None = None) -> None:
-        self.info = model_info(path)
-        self.n_ctx = self.info.usable_context(MAX_CONTEXT)
-        self._threads = n_threads or threads()
-        self._llm = None
-        self._ids: tuple[int, int] | None = None
+    def __init__(self, path: Path, n_threads: int | None = None, *, info: ModelInfo | None = None) -> None:
+        super().__init__(path, n_threads, info=info)
+        self._ids = (0, 0)  # the "yes" and "no" token ids, once loaded
 
-    @property
-    def llm(self):  # type: ignore[no-untyped-def]
-        if self._llm is None:
-            from llama_cpp import Llama
+    def load_options(self) -> LoadOptions:
+        """A plain causal LM; only the last position's logits are needed."""
+        return {"n_batch": min(512, self.n_ctx), "logits_all": False}
 
-            self._llm = Llama(
-                model_path=str(self.info.path), n_ctx=self.n_ctx, n_batch=min(512, self.n_ctx),
-                n_threads=self._threads, n_threads_batch=self._threads, verbose=False, logits_all=False,
-            )
-            yes = self._llm.tokenize(b"yes", add_bos=False, special=False)
-            no = self._llm.tokenize(b"no", add_bos=False, special=False)
-            if len(yes) != 1 or len(no) != 1:
-                raise QmdError(f"{self.info.path.name} cannot answer yes/no in one token", "use a cross-encoder or a Qwen3-Reranker GGUF as the rerank model")
-            self._ids = (yes[0], no[0])
-        return self._llm
+    def on_load(self, llm: Llama) -> None:
+        """Find the one-token answers, or refuse the model."""
+        yes = llm.tokenize(b"yes", add_bos=False, special=False)
+        no = llm.tokenize(b"no", add_bos=False, special=False)
+        if len(yes) != 1 or len(no) != 1:
+            raise QmdError(f"{self.info.path.name} cannot answer yes/no in one token", "use a cross-encoder or a Qwen3-Reranker GGUF as the rerank model")
+        self._ids = (yes[0], no[0])
 
     def prompt(self, query: str, doc: str) -> str:
+        """The Qwen3-Reranker judging prompt for one pair."""
         return (
             f"<|im_start|>system\n{YES_NO_SYSTEM}<|im_end|>\n<|im_start|>user\n"
             f"<Instruct>: {YES_NO_INSTRUCT}\n<Query>: {query}\n<Document>: {doc}<|im_end|>\n"
@@ -139,13 +121,14 @@ class YesNoReranker:
         )
 
     def scores(self, query: str, docs: Sequence[str]) -> list[float]:
-        import llama_cpp
-
+        """P(yes) against P(no) for each document, in [0, 1]."""
         llm = self.llm
-        yes_id, no_id = self._ids  # type: ignore[misc]
+        import llama_cpp  # loaded by `llm`
+
+        yes_id, no_id = self._ids
         out = []
         for doc in docs:
-            tokens = llm.tokenize(self.prompt(query, doc).encode("utf-8", "replace"), add_bos=True, special=True)
+            tokens = self.tokenize(self.prompt(query, doc), add_bos=True, special=True)
             tokens = tokens[-(self.n_ctx - 1):]
             llm.reset()
             llm.eval(tokens)  # only the last position's logits are computed
@@ -154,13 +137,15 @@ class YesNoReranker:
             out.append(sigmoid(yes - no))  # softmax over the two answers
         return out
 
-    def close(self) -> None:
-        if self._llm is not None:
-            self._llm.close()
-            self._llm = None
-
 
 def load_reranker(path: Path, n_threads: int | None = None) -> CrossEncoder | YesNoReranker:
     """A cross-encoder when the GGUF has rank pooling, else the yes/no form."""
     info = model_info(path)
-    return CrossEncoder(path, n_threads) if info.pooling == RANK_POOLING else YesNoReranker(path, n_threads)
+    return CrossEncoder(path, n_threads, info=info) if info.pooling == RANK_POOLING else YesNoReranker(path, n_threads, info=info)
+
+
+if TYPE_CHECKING:
+    from qmd.llm.roles import RerankModel
+
+    _cross_encoder_is_a_reranker: type[RerankModel] = CrossEncoder
+    _yes_no_is_a_reranker: type[RerankModel] = YesNoReranker
