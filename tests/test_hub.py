@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from qmd.core.errors import QmdError
-from qmd.llm import hub
+from qmd.llm import gguf_info, hub
 from qmd.llm.gguf_info import model_info, read_metadata
 from qmd.llm.models import BUILTIN, ModelRef, installed_defaults_path, require_local, resolve_model, set_installed_default
 
@@ -182,6 +182,38 @@ def ref(spec: str = SPEC) -> ModelRef:
 
 def part_of(path: Path) -> Path:
     return path.with_name(path.name + ".part")
+
+
+# ---------------------------------------------------------------------------------------
+# The one GGUF magic check
+
+
+@pytest.mark.parametrize(
+    ("head", "whole", "partial"),
+    [
+        (b"GGUF\x03\x00\x00\x00", True, True),
+        (b"GGUF", True, True),
+        (b"GG", False, True),  # a first block this short can still begin a GGUF
+        (b"", False, True),
+        (b"<html>", False, False),
+        (b"GGUG", False, False),
+        (b"ggu", False, False),
+    ],
+)
+def test_looks_like_gguf(head: bytes, whole: bool, partial: bool) -> None:
+    assert gguf_info.looks_like_gguf(head) is whole
+    assert gguf_info.looks_like_gguf(head, partial=True) is partial
+
+
+def test_has_gguf_magic(tmp_path: Path, gguf_bytes: bytes) -> None:
+    (tmp_path / "m.gguf").write_bytes(gguf_bytes)
+    (tmp_path / "short").write_bytes(b"GG")
+    (tmp_path / "page.html").write_bytes(b"<html></html>")
+    assert gguf_info.has_gguf_magic(tmp_path / "m.gguf")
+    assert not gguf_info.has_gguf_magic(tmp_path / "short")
+    assert not gguf_info.has_gguf_magic(tmp_path / "page.html")
+    assert not gguf_info.has_gguf_magic(tmp_path / "missing.gguf")
+    assert not gguf_info.has_gguf_magic(tmp_path)  # a folder
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,17 +12,31 @@ from typing import Any, BinaryIO
 from qmd.core.errors import QmdError
 
 MAGIC = b"GGUF"
+RANK_POOLING = 4  # `{arch}.pooling_type` of cross-encoders (llama.cpp's LLAMA_POOLING_TYPE_RANK)
 # value type → struct format (scalars); 8 = string, 9 = array
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _SKIP_ARRAYS_OVER = 64  # token lists etc.: skipped, only their length is kept
 
 
-def is_gguf(path: Path) -> bool:
+def looks_like_gguf(head: bytes, *, partial: bool = False) -> bool:
+    """Whether `head`, the first bytes of a file, start with the GGUF magic.
+
+    With `partial` (the first block of a download), fewer than four bytes pass when they
+    are a prefix of the magic.
+    """
+    if partial:
+        return head[: len(MAGIC)] == MAGIC[: len(head)]
+    return head[: len(MAGIC)] == MAGIC
+
+
+def has_gguf_magic(path: Path) -> bool:
+    """Whether the file at `path` starts with the GGUF magic (False when it cannot be read)."""
     try:
         with open(path, "rb") as fh:
-            return fh.read(4) == MAGIC
+            head = fh.read(len(MAGIC))
     except OSError:
         return False
+    return looks_like_gguf(head)
 
 
 def _read(fh: BinaryIO, fmt: str) -> Any:
@@ -67,7 +81,7 @@ def read_metadata(path: Path) -> dict[str, Any]:
     """All metadata keys of a GGUF file (long arrays summarised). Raises QmdError if not GGUF."""
     try:
         with open(path, "rb") as fh:
-            if fh.read(4) != MAGIC:
+            if not looks_like_gguf(fh.read(len(MAGIC))):
                 raise QmdError(f"{path} is not a GGUF model file", "download it again (qmd pull) or point the config at a .gguf file")
             _read(fh, "<I")  # version
             _read(fh, "<Q")  # tensor count
@@ -110,6 +124,7 @@ class ModelInfo:
 
 
 def model_info(path: Path) -> ModelInfo:
+    """What the header of the GGUF file at `path` says (QmdError when it is not one)."""
     meta = read_metadata(path)
     arch = str(meta.get("general.architecture", "unknown"))
     ctx = meta.get(f"{arch}.context_length")

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qmd.core.errors import QmdError
-from qmd.llm.gguf_info import MAGIC
+from qmd.core.fileio import replace_file
+from qmd.llm.gguf_info import has_gguf_magic, looks_like_gguf
 from qmd.llm.models import ModelRef, parse_hf
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -90,7 +91,7 @@ def _fetch(ref: ModelRef, target: Path, progress: Progress | None) -> Path:
                     block = response.read(CHUNK)
                     if not block:
                         break
-                    if done == 0 and not block.startswith(MAGIC[: len(block)]):
+                    if done == 0 and not looks_like_gguf(block, partial=True):
                         fh.close()
                         _discard(part, validator_file)
                         raise QmdError(f"{url} did not send a GGUF file", "check the model URI (it must name a .gguf file)")
@@ -111,10 +112,9 @@ def _discard(part: Path, validator_file: Path) -> None:
 
 
 def _finish(part: Path, target: Path, validator_file: Path) -> Path:
-    with open(part, "rb") as fh:
-        if fh.read(4) != MAGIC:
-            _discard(part, validator_file)
-            raise QmdError(f"the downloaded {target.name} is not a GGUF file; it was deleted", "check the model URI and try again")
-    os.replace(part, target)
+    if not has_gguf_magic(part):
+        _discard(part, validator_file)
+        raise QmdError(f"the downloaded {target.name} is not a GGUF file; it was deleted", "check the model URI and try again")
+    replace_file(part, target)
     validator_file.unlink(missing_ok=True)
     return target
