@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import QmdError
+from qmd.core.fileio import replace_file
 
 OUT_TYPES = ("f32", "f16", "q8_0")
 
@@ -60,11 +61,23 @@ class ImportResult:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
         raise QmdError(f"cannot read {path}: {exc}", "is this a sentence-transformers or BERT model folder?") from exc
+    if not isinstance(data, dict):
+        raise QmdError(f"cannot read {path}: not a JSON object", "is this a sentence-transformers or BERT model folder?")
+    return data
+
+
+def _first_duplicate(items: list[str]) -> str | None:
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
 
 
 def gguf_name(hf_name: str) -> str | None:
@@ -160,8 +173,7 @@ def import_bert(folder: Path, out: Path, out_type: str = "f16", name: str | None
     tokens = [_phantom(t) for t in vocab]
     if len(set(tokens)) != len(tokens):
         # llama.cpp aborts the whole process on a vocabulary with duplicates: refuse here.
-        seen: set[str] = set()
-        dup = next(t for t in tokens if t in seen or seen.add(t))  # type: ignore[func-returns-value]
+        dup = _first_duplicate(tokens)
         raise QmdError(f"{vocab_file} has duplicate tokens (e.g. {dup!r})", "use the model's original vocab.txt")
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -228,5 +240,5 @@ def import_bert(folder: Path, out: Path, out_type: str = "f16", name: str | None
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    tmp.replace(out)
+    replace_file(tmp, out)
     return ImportResult(out, "rerank" if rerank else "embed", hidden, context, max_tokens, pooling_name, out_type)

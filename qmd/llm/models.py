@@ -9,11 +9,12 @@ Order (design §7): the index config's `models:` > env `QMD_*_MODEL` > installed
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from qmd.core.errors import QmdError
+from qmd.core.fileio import write_text
 from qmd.core.paths import config_dir, models_dir
 
 ROLES = ("embed", "rerank", "generate")
@@ -49,12 +50,7 @@ def set_installed_default(role: str, spec: str) -> Path:
         raise QmdError(f"unknown model role {role}", f"roles: {', '.join(ROLES)}")
     current = installed_defaults()
     current[role] = spec
-    path = installed_defaults_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(yaml.safe_dump(current, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text(installed_defaults_path(), yaml.safe_dump(current, sort_keys=True))
 
 
 def parse_hf(spec: str) -> tuple[str, str, str]:
@@ -90,7 +86,7 @@ class ModelRef:
         return self.path.is_file()
 
 
-def resolve_model(role: str, index_models: dict[str, Any] | None = None) -> ModelRef:
+def resolve_model(role: str, index_models: Mapping[str, object] | None = None) -> ModelRef:
     """The model for `role`, by the documented order."""
     if role not in ROLES:
         raise QmdError(f"unknown model role {role}", f"roles: {', '.join(ROLES)}")
