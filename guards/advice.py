@@ -3,9 +3,9 @@
 What to suggest depends on what is installed for *that* agent: the qmd MCP server's
 `query` tool when qmd is registered as an MCP server (Claude Code: `~/.claude.json`
 `mcpServers`, per-project entries there, or a project `.mcp.json`; Codex:
-`[mcp_servers.qmd]` in `~/.codex/config.toml` or a project `.codex/config.toml`), else the
-`qmd search` / `qmd query` commands with the agent's own pattern filled in. These files are
-read only when denying.
+`[mcp_servers.qmd]` in `~/.codex/config.toml` or a project `.codex/config.toml`; where they
+are is `qmd.agents`' definition), else the `qmd search` / `qmd query` commands with the
+agent's own pattern filled in. These files are read only when denying.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shlex
+from pathlib import Path
 
 from .knowledge import Knowledge
 from .model import Decision
@@ -81,8 +82,9 @@ def _read_json(path: str) -> object:
 
 def claude_mcp(cwd: str | None) -> str | None:
     """Name of the qmd MCP server registered for Claude Code in `cwd`, or None."""
-    home = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~")
-    data = _read_json(os.path.join(home, ".claude.json"))
+    from qmd.agents import claude_json, project_mcp_json
+
+    data = _read_json(str(claude_json()))
     if isinstance(data, dict):
         found = _qmd_in(data.get("mcpServers"))
         projects = data.get("projects")
@@ -94,7 +96,7 @@ def claude_mcp(cwd: str | None) -> str | None:
         if found:
             return found
     for folder in _ancestors(cwd):
-        data = _read_json(os.path.join(folder, ".mcp.json"))
+        data = _read_json(str(project_mcp_json(Path(folder))))
         if isinstance(data, dict) and (found := _qmd_in(data.get("mcpServers"))):
             return found
     return None
@@ -102,8 +104,9 @@ def claude_mcp(cwd: str | None) -> str | None:
 
 def codex_mcp(cwd: str | None) -> str | None:
     """`qmd` when Codex has `[mcp_servers.qmd]` in its user or project config.toml, else None."""
-    codex_home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
-    for path in [os.path.join(codex_home, "config.toml")] + [os.path.join(d, ".codex", "config.toml") for d in _ancestors(cwd)]:
+    from qmd.agents import codex_config
+
+    for path in [codex_config()] + [codex_config(Path(d)) for d in _ancestors(cwd)]:
         try:
             with open(path, encoding="utf-8", errors="replace") as fh:
                 if re.search(_CODEX_MCP, fh.read(), re.MULTILINE):

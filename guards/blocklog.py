@@ -22,39 +22,17 @@ ERROR_REPEAT_S = 60
 _TAIL_BYTES = 512 * 1024
 
 
-def now_iso(now: float | None = None) -> str:
-    """UTC timestamp with milliseconds: `2026-01-02T03:04:05.678Z`."""
-    now = time.time() if now is None else now
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
-
-
-def _days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (no datetime import on the hook's path)."""
-    y -= m <= 2
-    era = (y if y >= 0 else y - 399) // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
 def parse_ts(ts: object) -> float | None:
     """Seconds since the epoch of a block-log timestamp (`2026-01-02T03:04:05.678Z`), or None."""
-    if not isinstance(ts, str):
-        return None
-    if len(ts) == 24 and ts[4] == "-" and ts[10] == "T" and ts[19] == "." and ts[23] == "Z":
-        try:
-            days = _days_from_civil(int(ts[0:4]), int(ts[5:7]), int(ts[8:10]))
-            return days * 86400 + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + int(ts[17:19]) + int(ts[20:23]) / 1000
-        except ValueError:
-            return None
-    from datetime import datetime
+    from qmd import parse_iso  # only on the deny and error paths: the allow path never imports qmd
 
-    try:
-        when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when.timestamp() if when.tzinfo is not None else None
+    return parse_iso(ts)
+
+
+def _now_iso(now: float | None = None) -> str:
+    from qmd import now_iso
+
+    return now_iso(now, millis=True)
 
 
 def normalized(tool: str, tool_input: object) -> str:
@@ -125,7 +103,9 @@ def _append(path: str, line: str, mode: int) -> None:
 def _rotate(path: str, limit: int) -> None:
     try:
         if os.path.getsize(path) >= limit:
-            os.replace(path, path + ".1")
+            from qmd import replace_file
+
+            replace_file(path, path + ".1")
     except FileNotFoundError:
         pass
 
@@ -140,7 +120,7 @@ def record_block(session_id: str, cwd: str | None, tool: str, tool_input: object
     path = os.path.join(directory, BLOCKS)
     _rotate(path, MAX_BYTES)
     record: dict[str, object] = {
-        "ts": now_iso(now),
+        "ts": _now_iso(now),
         "session_id": session_id,
         "cwd": cwd,
         "tool": tool,
@@ -167,6 +147,6 @@ def log_error(message: str) -> None:
             if previous == message and when is not None and time.time() - when < ERROR_REPEAT_S:
                 return
         _rotate(path, MAX_ERROR_BYTES)
-        _append(path, f"{now_iso()} {message}\n", 0o600)
+        _append(path, f"{_now_iso()} {message}\n", 0o600)
     except Exception:  # noqa: BLE001 - nothing may escape the fail-open path
         pass

@@ -21,7 +21,6 @@ from .decide import decide
 from .evaluate import shell_searches
 from .knowledge import Knowledge, load
 from .lexer import literal
-from .paths import BLOCKS, ERRORS, guard_file
 
 app = typer.Typer(
     name="guard",
@@ -39,7 +38,7 @@ def _out(text: str) -> None:
 
 def _knowledge() -> tuple[Knowledge | None, list[str]]:
     """The knowledge folders as the hook sees them, and warnings about the cache."""
-    path = qmd.index.folders.cache_path()
+    path = qmd.StateLayout.current().guard_folders
     warnings: list[str] = []
     try:
         kn = load(str(path))
@@ -118,7 +117,7 @@ def stats(
     """Summarise the block log: by rule, by day, retries, the most blocked calls."""
     summary = blockstats.summarize(blockstats.records(), days)
     _out(json.dumps(summary, indent=2) if json_ else blockstats.render(summary))
-    errors = guard_file(ERRORS)
+    errors = str(qmd.StateLayout.current().guard_errors)
     if not json_ and os.path.exists(errors):
         last = tail_lines(errors, 4096)
         if last:
@@ -134,7 +133,7 @@ def log(
     """Show the latest blocks (the tail of blocks.jsonl)."""
     items = blockstats.records()
     if not items and not follow:
-        _out(f"No blocks logged yet ({guard_file(BLOCKS)}).")
+        _out(f"No blocks logged yet ({qmd.StateLayout.current().guard_blocks}).")
         return
     for record in items[-lines:] if lines > 0 else []:
         _out(json.dumps(record, ensure_ascii=False) if json_ else blockstats.render_line(record))
@@ -150,7 +149,7 @@ def log(
 @app.command()
 def refresh() -> None:
     """Rebuild folders.json (the knowledge folders the hook reads) from every index config."""
-    path = qmd.index.folders.refresh()
+    path = qmd.refresh_folder_cache()
     data = json.loads(path.read_text(encoding="utf-8"))
     n = len(data.get("folders", []))
     _out(f"{path}: {n} knowledge folder{'' if n == 1 else 's'}, {len(data.get('protect', []))} guard.protect and {len(data.get('allow', []))} guard.allow globs")

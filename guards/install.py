@@ -10,7 +10,6 @@ bytes; otherwise it removes our handler (and only the containers install created
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shlex
 import sys
@@ -19,8 +18,21 @@ from typing import Any
 
 import qmd
 from qmd import QmdError
+from qmd.agents import (
+    HOOKS_FEATURE_LINE,
+    claude_settings,
+    codex_config,
+    codex_hooks_json,
+    disable_hooks_feature,
+    dump_json,
+    enable_hooks_feature,
+    read_json_object,
+    write_with_backup,
+)
 
-from . import codexcfg, settings
+from . import settings
+
+__all__ = ["claude_settings", "install", "installed_files", "status", "uninstall", "uninstall_all"]
 
 CLAUDE_MATCHER = "Bash|Grep|Glob"
 CODEX_MATCHER = "^Bash$"
@@ -48,38 +60,18 @@ def health_command() -> str:
     return f"{shlex.quote(str(script.absolute()))} health --session-start"
 
 
-def claude_settings(scope: str) -> Path:
-    """Claude Code settings file for `user` (~/.claude/settings.json) or `project` (./.claude/settings.json)."""
-    if scope == "user":
-        base = os.environ.get("CLAUDE_CONFIG_DIR")
-        return (Path(base) if base else Path.home() / ".claude") / "settings.json"
-    if scope == "project":
-        return Path.cwd() / ".claude" / "settings.json"
-    raise QmdError(f"unknown scope {scope!r}", "use --scope user or --scope project")
-
-
-def codex_home() -> Path:
-    """`$CODEX_HOME`, else `~/.codex`."""
-    base = os.environ.get("CODEX_HOME")
-    return Path(base) if base else Path.home() / ".codex"
-
-
 def _manifest_path() -> Path:
-    return qmd.state_dir() / "guard" / "installed.json"
+    """What each install added, per file: `<state>/guard/installed.json`."""
+    return qmd.StateLayout.current().guard / "installed.json"
 
 
 def _load_manifest() -> dict[str, Any]:
-    try:
-        data = json.loads(_manifest_path().read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    data = qmd.read_json(_manifest_path())
+    return data if isinstance(data, dict) else {}
 
 
 def _save_manifest(data: dict[str, Any]) -> None:
-    path = _manifest_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    qmd.write_json(_manifest_path(), data, sort_keys=True)
 
 
 def _sha(data: bytes) -> str:
@@ -87,16 +79,15 @@ def _sha(data: bytes) -> str:
 
 
 def _install_json(path: Path, matcher: str, command: str, lines: list[str]) -> bool:
-    data, raw = settings.read(path)
+    data, raw = read_json_object(path)
     changed, created = settings.merge(data, path, command, matcher)
     health = health_command()
     session_changed, session_created = settings.merge_session(data, path, health)
     if not (changed or session_changed):
         lines.append(f"{path}: already installed (PreToolUse {matcher} → {command}; SessionStart → {health})")
         return False
-    new = settings.dump(data, raw)
-    saved = settings.backup(path)
-    settings.write(path, new)
+    new = dump_json(data, raw)
+    saved = write_with_backup(path, new)
     manifest = _load_manifest()
     entry = manifest.get(str(path)) or {"backup": str(saved) if saved else None, "created": (["file"] if raw is None else []) + created}
     entry["created"] = entry.get("created", []) + [key for key in session_created if key not in entry.get("created", [])]
@@ -115,7 +106,7 @@ def _install_json(path: Path, matcher: str, command: str, lines: list[str]) -> b
 def _uninstall_json(path: Path, lines: list[str]) -> None:
     manifest = _load_manifest()
     entry = manifest.get(str(path)) or {}
-    data, raw = settings.read(path)
+    data, raw = read_json_object(path)
     if raw is None:
         lines.append(f"{path}: no such file; nothing to remove")
         manifest.pop(str(path), None)
@@ -127,8 +118,7 @@ def _uninstall_json(path: Path, lines: list[str]) -> None:
         path.unlink()  # exactly the bytes qmd wrote into a file qmd created: nothing to back up
         lines.append(f"{path}: removed (qmd created it)")
     elif untouched and original is not None and original.exists():
-        saved = settings.backup(path)
-        settings.write(path, original.read_bytes())
+        saved = write_with_backup(path, original.read_bytes())
         lines.append(f"{path}: restored the original from {original}; backup: {saved}")
     else:
         drop = entry.get("created", []) if entry else ["hooks", "PreToolUse", settings.SESSION_EVENT]
@@ -136,25 +126,23 @@ def _uninstall_json(path: Path, lines: list[str]) -> None:
         if not removed:
             lines.append(f"{path}: no qmd-guard hook found; nothing to remove")
         else:
-            saved = settings.backup(path)
-            settings.write(path, settings.dump(data, raw))
+            saved = write_with_backup(path, dump_json(data, raw))
             lines.append(f"{path}: removed the qmd-guard hook; backup: {saved}")
     manifest.pop(str(path), None)
     _save_manifest(manifest)
 
 
 def _install_feature(path: Path, lines: list[str]) -> None:
-    new, how, note = codexcfg.plan(path)
+    new, how, note = enable_hooks_feature(path)
     if note:
         lines.append(f"note: {note}")
     if new is None or how is None:
         return
-    saved = settings.backup(path)
-    settings.write(path, new.encode("utf-8"))
+    saved = write_with_backup(path, new)
     manifest = _load_manifest()
     manifest[str(path)] = {"feature": how}
     _save_manifest(manifest)
-    lines.append(f"{path}: enabled hooks ([features] {codexcfg.LINE}) for Codex versions that need the flag" + (f"; backup: {saved}" if saved else ""))
+    lines.append(f"{path}: enabled hooks ([features] {HOOKS_FEATURE_LINE}) for Codex versions that need the flag" + (f"; backup: {saved}" if saved else ""))
 
 
 def _uninstall_feature(path: Path, lines: list[str]) -> None:
@@ -162,14 +150,13 @@ def _uninstall_feature(path: Path, lines: list[str]) -> None:
     how = (manifest.get(str(path)) or {}).get("feature")
     if not how:
         return
-    new, delete = codexcfg.unplan(path, how)
+    new, delete = disable_hooks_feature(path, how)
     if delete:
         path.unlink()  # still exactly what qmd created
         lines.append(f"{path}: removed (qmd created it)")
     elif new is not None:
-        saved = settings.backup(path)
-        settings.write(path, new.encode("utf-8"))
-        lines.append(f"{path}: removed `{codexcfg.LINE}` that qmd added; backup: {saved}")
+        saved = write_with_backup(path, new)
+        lines.append(f"{path}: removed `{HOOKS_FEATURE_LINE}` that qmd added; backup: {saved}")
     manifest.pop(str(path), None)
     _save_manifest(manifest)
 
@@ -181,9 +168,8 @@ def install(claude: bool, codex: bool, scope: str = "user") -> list[str]:
     if claude:
         _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines)
     if codex:
-        home = codex_home()
-        changed = _install_json(home / "hooks.json", CODEX_MATCHER, command, lines)
-        _install_feature(home / "config.toml", lines)
+        changed = _install_json(codex_hooks_json(), CODEX_MATCHER, command, lines)
+        _install_feature(codex_config(), lines)
         if changed:
             lines.append(TRUST_NOTE)
     return lines
@@ -195,9 +181,8 @@ def uninstall(claude: bool, codex: bool, scope: str = "user") -> list[str]:
     if claude:
         _uninstall_json(claude_settings(scope), lines)
     if codex:
-        home = codex_home()
-        _uninstall_json(home / "hooks.json", lines)
-        _uninstall_feature(home / "config.toml", lines)
+        _uninstall_json(codex_hooks_json(), lines)
+        _uninstall_feature(codex_config(), lines)
     return lines
 
 
@@ -215,15 +200,13 @@ def status() -> list[tuple[str, bool, str]]:
     """(settings file, still registered, detail) for every file `install` wrote; [] when the
     guard was never installed. Registered = our PreToolUse and SessionStart handlers are in
     the file and the command they run exists."""
-    import shlex as _shlex
-
     out = []
     for name, entry in sorted(_load_manifest().items()):
         path = Path(name)
         if "feature" in entry:
             continue  # Codex's [features] flag: informational, not a hook
         try:
-            data, raw = settings.read(path)
+            data, raw = read_json_object(path)
         except QmdError as exc:
             out.append((name, False, exc.message))
             continue
@@ -235,7 +218,7 @@ def status() -> list[tuple[str, bool, str]]:
         if not guard:
             out.append((name, False, "no qmd-guard PreToolUse hook in it any more"))
             continue
-        exe = _shlex.split(guard[0]["command"])[0]
+        exe = shlex.split(guard[0]["command"])[0]
         if not os.access(exe, os.X_OK):
             out.append((name, False, f"its hook runs {exe}, which is missing or not executable"))
             continue

@@ -1,7 +1,8 @@
-"""Where the guard keeps its files, computed without importing qmd (the hook must stay lean).
+"""Where the hook finds the guard's files, computed without importing qmd.
 
-The rule is design §7's harness state dir: `$QMD_STATE_DIR`, else `$XDG_STATE_HOME/qmd`,
-else `~/.local/state/qmd`; a test keeps it equal to `qmd.state_dir()`.
+`qmd.StateLayout` (`guard_folders`, `guard_blocks`, `guard_errors`) is the definition; this
+is its mirror for the hook's allow path, which runs on every shell call an agent makes and
+would pay about 15 ms for `qmd` (typing, dataclasses, pathlib). A test keeps the two equal.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Editing agents' JSON hook settings safely: read, merge our PreToolUse hook, write with a backup.
+"""Our hooks in agents' JSON hook settings: merge the PreToolUse (and SessionStart) handlers, remove them.
 
 Beside the guard, install registers `qmd health --session-start` as a SessionStart hook (its
 plain stdout, one line only when the index health flag is raised, reaches the agent's context).
@@ -6,15 +6,15 @@ plain stdout, one line only when the index health flag is raised, reaches the ag
 Used for Claude Code (`settings.json`) and Codex (`hooks.json`); both share the shape
 `{"hooks": {"PreToolUse": [{"matcher": …, "hooks": [{"type": "command", "command": …}]}]}}`.
 Our handler is recognised by its command: a `qmd-guard` executable (the marker), so a
-reinstall from another venv replaces it and uninstall removes exactly it.
+reinstall from another venv replaces it and uninstall removes exactly it. Reading, backing
+up and writing the files is `qmd.agents`' job (`read_json_object`, `write_with_backup`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,64 +48,6 @@ def is_session_hook(handler: object) -> bool:
     return len(words) >= 3 and os.path.basename(words[0]) == "qmd" and words[1:3] == ["health", "--session-start"]
 
 
-def read(path: Path) -> tuple[dict[str, Any], bytes | None]:
-    """(settings, original bytes); ({}, None) when the file does not exist."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return {}, None
-    except OSError as exc:
-        raise QmdError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from exc
-    if not raw.strip():
-        return {}, raw
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise QmdError(f"{path} is not valid JSON ({exc})", "fix the file (or move it away) and run the command again") from exc
-    if not isinstance(data, dict):
-        raise QmdError(f"{path} does not hold a JSON object", "fix the file (or move it away) and run the command again")
-    return data, raw
-
-
-def dump(data: dict[str, Any], like: bytes | None) -> bytes:
-    """JSON text in the style of the original file (indent, trailing newline)."""
-    indent = 2
-    if like:
-        for line in like.decode("utf-8", errors="replace").splitlines()[1:]:
-            stripped = line.lstrip(" ")
-            if stripped and len(stripped) < len(line):
-                indent = len(line) - len(stripped)
-                break
-    text = json.dumps(data, indent=indent, ensure_ascii=False)
-    if like is None or like.endswith(b"\n"):
-        text += "\n"
-    return text.encode("utf-8")
-
-
-def backup(path: Path) -> Path | None:
-    """Copy `path` to `<name>.qmd-backup-<time>` before it is changed; None when it does not exist."""
-    if not path.exists():
-        return None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.qmd-backup-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.qmd-backup-{stamp}-{n}")
-    target.write_bytes(path.read_bytes())
-    return target
-
-
-def write(path: Path, data: bytes) -> None:
-    """Atomic replace, keeping the file's mode."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    if path.exists():
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
-    os.replace(tmp, path)
-
-
 def _pre_tool_use(data: dict[str, Any], path: Path, create: bool, event: str = "PreToolUse") -> list[Any] | None:
     hooks = data.get("hooks")
     if hooks is None:
@@ -124,7 +66,7 @@ def _pre_tool_use(data: dict[str, Any], path: Path, create: bool, event: str = "
     return pre
 
 
-def _strip_ours(pre: list[Any], ours: Any = is_ours) -> int:
+def _strip_ours(pre: list[Any], ours: Callable[[object], bool] = is_ours) -> int:
     removed = 0
     for group in list(pre):
         handlers = group.get("hooks") if isinstance(group, dict) else None

@@ -232,18 +232,29 @@ def test_error_lines_are_not_repeated_within_a_minute(world: Path) -> None:
 # -- lean --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["claude_bash_root_sweep.json", "claude_bash_mentions_notes.json"])
-def test_hook_imports_no_typer_yaml_apsw_or_qmd(world: Path, name: str) -> None:
+HEAVY = {"typer", "click", "yaml", "apsw", "sqlite_vec", "llama_cpp", "numpy", "rich", "tomllib"}
+# A deny may use qmd's clock (the block line's timestamp) and where the agents' files are (the advice);
+# an allow imports nothing of qmd.
+DENY_QMD = {"qmd", "qmd.core", "qmd.core.clock", "qmd.core.errors", "qmd.agents", "qmd.agents.locations"}
+
+
+def _check_lean(modules: set[str], denied: bool) -> None:
+    assert not {m for m in modules if m.split(".")[0] in HEAVY}
+    of_qmd = {m for m in modules if m.split(".")[0] == "qmd"}
+    assert of_qmd <= (DENY_QMD if denied else set()), of_qmd
+
+
+@pytest.mark.parametrize("name, denied", [("claude_bash_root_sweep.json", True), ("claude_bash_mentions_notes.json", False)])
+def test_hook_imports_no_typer_yaml_apsw_or_qmd(world: Path, name: str, denied: bool) -> None:
     proc = run_guard(payload(name, world), python_args=("-X", "importtime"))
-    assert proc.returncode == 0
+    assert proc.returncode == 0 and bool(proc.stdout) == denied
     imported = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines() if line.startswith("import time:")}
     assert "guards.hook" in imported
-    heavy = {m for m in imported if m.split(".")[0] in {"typer", "click", "yaml", "apsw", "qmd", "sqlite_vec", "llama_cpp", "numpy", "rich", "tomllib"}}
-    assert not heavy, heavy
+    _check_lean(imported, denied)
 
 
-@pytest.mark.parametrize("name", ["claude_bash_root_sweep.json", "codex_bash_read_note.json", "claude_grep_notes.json"])
-def test_hook_sys_modules_stay_lean(world: Path, name: str) -> None:
+@pytest.mark.parametrize("name, denied", [("claude_bash_root_sweep.json", True), ("codex_bash_read_note.json", False), ("claude_grep_notes.json", True)])
+def test_hook_sys_modules_stay_lean(world: Path, name: str, denied: bool) -> None:
     """The same check through sys.modules after a full decision (deny or allow) in a fresh interpreter."""
     code = (
         "import io, json, sys\n"
@@ -256,7 +267,7 @@ def test_hook_sys_modules_stay_lean(world: Path, name: str) -> None:
     assert proc.returncode == 0, proc.stderr
     modules = set(json.loads(proc.stderr))
     assert "guards.hook" in modules
-    assert not {m for m in modules if m.split(".")[0] in {"typer", "click", "yaml", "apsw", "qmd", "sqlite_vec", "llama_cpp", "numpy", "rich", "tomllib"}}
+    _check_lean(modules, denied)
 
 
 # -- block log unit behaviour ------------------------------------------------------------------
@@ -270,7 +281,9 @@ def test_guard_paths_match_qmd_state_dir(tmp_path: Path, monkeypatch: pytest.Mon
     assert guard_paths.state_dir() == str(qmd.state_dir())
     monkeypatch.setenv("QMD_STATE_DIR", str(tmp_path / "explicit"))
     assert guard_paths.state_dir() == str(qmd.state_dir())
-    assert guard_paths.guard_file(guard_paths.FOLDERS) == str(qmd.index.folders.cache_path())
+    assert guard_paths.guard_file(guard_paths.FOLDERS) == str(qmd.StateLayout.current().guard_folders)
+    assert guard_paths.guard_file(guard_paths.BLOCKS) == str(qmd.StateLayout.current().guard_blocks)
+    assert guard_paths.guard_file(guard_paths.ERRORS) == str(qmd.StateLayout.current().guard_errors)
 
 
 def test_retry_window_is_ten_minutes() -> None:
@@ -304,7 +317,7 @@ def test_timestamp_parsing_agrees_with_datetime() -> None:
     from datetime import datetime
 
     for seconds in (0.0, 951_782_400.5, 1_700_000_000.123, 1_709_164_800.0, 4_102_444_799.999):
-        ts = blocklog.now_iso(seconds)
+        ts = qmd.now_iso(seconds, millis=True)
         assert blocklog.parse_ts(ts) == pytest.approx(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp(), abs=1e-6)
     assert blocklog.parse_ts("2026-01-02T03:04:05+00:00") == pytest.approx(datetime.fromisoformat("2026-01-02T03:04:05+00:00").timestamp())
     assert blocklog.parse_ts("yesterday") is None and blocklog.parse_ts(None) is None

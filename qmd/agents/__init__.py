@@ -1,14 +1,67 @@
 """Claude Code's and Codex's configuration files: where they are, read, back up, merge, remove.
 
-The documented surface for `qmd mcp install`, `qmd guard install`, teardown and doctor:
+The documented surface for `qmd mcp install`, `qmd guard install`, teardown and doctor.
+Names load on first use (PEP 562), so a caller that only needs a path pays for `pathlib`.
 
+MCP registration (`registration`):
 - `plan_claude`, `plan_codex`, `apply`: register qmd's MCP server with a client.
 - `registrations`, `unregister_all`: what is registered, and remove it (teardown).
-- `codex_home`: `$CODEX_HOME`, else `~/.codex`.
+
+Where the files are (`locations`):
+- `claude_settings(scope)`: Claude Code's settings.json (hooks) for `user` or `project`.
+- `claude_json()`, `project_mcp_json()`: Claude Code's MCP servers (user, project scope).
+- `codex_home()`, `codex_hooks_json()`, `codex_config()`: Codex's folder, hooks.json, config.toml.
+
+Editing them (`files`, `codex`):
+- `read_json_object`, `dump_json`: read a JSON object file, write JSON in its style.
+- `backup`, `write_file`, `write_with_backup`, `write_or_remove`: `*.qmd-backup-<time>`
+  copies and atomic, mode-keeping writes.
+- `enable_hooks_feature`, `disable_hooks_feature`, `HOOKS_FEATURE_LINE`: Codex's
+  `[features] hooks = true` flag, added and removed as text.
 """
 
 from __future__ import annotations
 
-from qmd.agents.registration import apply, codex_home, plan_claude, plan_codex, registrations, unregister_all
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["apply", "codex_home", "plan_claude", "plan_codex", "registrations", "unregister_all"]
+_EXPORTS = {
+    "apply": "registration",
+    "plan_claude": "registration",
+    "plan_codex": "registration",
+    "registrations": "registration",
+    "unregister_all": "registration",
+    "claude_settings": "locations",
+    "claude_json": "locations",
+    "project_mcp_json": "locations",
+    "codex_home": "locations",
+    "codex_hooks_json": "locations",
+    "codex_config": "locations",
+    "read_json_object": "files",
+    "dump_json": "files",
+    "backup": "files",
+    "write_file": "files",
+    "write_with_backup": "files",
+    "write_or_remove": "files",
+    "enable_hooks_feature": "codex",
+    "disable_hooks_feature": "codex",
+    "HOOKS_FEATURE_LINE": "codex",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'qmd.agents' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from qmd.agents.codex import HOOKS_FEATURE_LINE, disable_hooks_feature, enable_hooks_feature
+    from qmd.agents.files import backup, dump_json, read_json_object, write_file, write_or_remove, write_with_backup
+    from qmd.agents.locations import claude_json, claude_settings, codex_config, codex_home, codex_hooks_json, project_mcp_json
+    from qmd.agents.registration import apply, plan_claude, plan_codex, registrations, unregister_all

@@ -14,20 +14,23 @@ stdio (`qmd [--index NAME] mcp`), or with `--http` as a URL of `qmd mcp --http`.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qmd.agents import codex
+from qmd.agents.files import dump_json, read_json_object, write_or_remove, write_with_backup
+from qmd.agents.locations import claude_json, codex_config, codex_home, project_mcp_json
 from qmd.core.errors import QmdError
 from qmd.core.paths import DEFAULT_INDEX
+
+__all__ = ["Plan", "apply", "codex_home", "plan_claude", "plan_codex", "registrations", "unregister_all", "unregister_claude_file"]
 
 Which = Callable[[str], str | None]
 
@@ -91,7 +94,7 @@ def plan_claude(index: str, scope: str, http: bool, port: int, *, cwd: Path | No
             add = [exe, "mcp", "add", "--scope", scope, name, "--", *server_command(index)]
         remove = [exe, "mcp", "remove", "--scope", scope, name]
         return Plan("claude", f"registered '{name}' with Claude Code ({scope} scope) through `claude mcp add`", [remove, add])
-    path = Path.home() / ".claude.json" if scope == "user" else (cwd or Path.cwd()) / ".mcp.json"
+    path = claude_json() if scope == "user" else project_mcp_json(cwd)
     data = _read_json(path)
     servers = data.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
@@ -99,100 +102,36 @@ def plan_claude(index: str, scope: str, http: bool, port: int, *, cwd: Path | No
     entry = claude_entry(index, http, port)
     changed = servers.get(name) != entry
     servers[name] = entry
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    text = dump_json(data).decode("utf-8")
     verb = "registered" if changed else "already registered"
     return Plan("claude", f"{verb} '{name}' for Claude Code in {where}", path=path, new_text=text, changed=changed)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise QmdError(f"cannot read {path}: {exc.strerror or exc}", "check its permissions") from exc
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise QmdError(f"{path} is not valid JSON ({exc})", f"fix {path} by hand, then retry") from exc
-    if not isinstance(data, dict):
-        raise QmdError(f"{path} does not hold a JSON object", f"fix {path} by hand, then retry")
-    return data
+    return read_json_object(path, f"fix {path} by hand, then retry")[0]
 
 
 # --- Codex ------------------------------------------------------------------------------
 
 
-def codex_home() -> Path:
-    explicit = os.environ.get("CODEX_HOME")
-    return Path(explicit) if explicit else Path.home() / ".codex"
-
-
-def _toml_str(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)  # JSON string escapes are valid TOML basic strings
-
-
 def codex_block(index: str, http: bool, port: int) -> str:
-    lines = [f"[mcp_servers.{server_name(index)}]"]
+    """The `[mcp_servers.<name>]` table that registers the server of `index`."""
     if http:
-        lines.append(f"url = {_toml_str(server_url(port))}")
-    else:
-        cmd = server_command(index)
-        lines.append(f"command = {_toml_str(cmd[0])}")
-        lines.append("args = [" + ", ".join(_toml_str(a) for a in cmd[1:]) + "]")
-    return "\n".join(lines) + "\n"
-
-
-def merge_codex_config(text: str, name: str, block: str) -> str:
-    """`text` with the `[mcp_servers.NAME]` table (and its sub-tables) replaced by `block`."""
-    header = re.compile(r"^\s*\[\s*mcp_servers\s*\.\s*(?:\"" + re.escape(name) + r"\"|" + re.escape(name) + r")\s*(?:\.[^\]]*)?\]\s*(?:#.*)?$")
-    any_header = re.compile(r"^\s*\[")
-    out: list[str] = []
-    inside = False
-    inserted = False
-    for line in text.splitlines(keepends=True):
-        if any_header.match(line):
-            if header.match(line):
-                if not inserted:
-                    out.append(block)
-                    inserted = True
-                inside = True
-                continue
-            inside = False
-        if not inside:
-            out.append(line)
-    merged = "".join(out)
-    if not inserted:
-        if merged and not merged.endswith("\n"):
-            merged += "\n"
-        merged += ("\n" if merged.strip() else "") + block
-    return merged
+        return codex.mcp_server_table(server_name(index), url=server_url(port))
+    return codex.mcp_server_table(server_name(index), command=server_command(index))
 
 
 def plan_codex(index: str, http: bool, port: int, *, which: Which = shutil.which) -> Plan:
-    import tomllib
-
     name = server_name(index)
     exe = which("codex")
     if exe:
         add = [exe, "mcp", "add", name, "--url", server_url(port)] if http else [exe, "mcp", "add", name, "--", *server_command(index)]
         return Plan("codex", f"registered '{name}' with Codex through `codex mcp add`", [[exe, "mcp", "remove", name], add])
-    path = codex_home() / "config.toml"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    try:
-        old = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise QmdError(f"{path} is not valid TOML ({exc})", f"fix {path} by hand, then retry") from exc
-    new_text = merge_codex_config(text, name, codex_block(index, http, port))
-    try:
-        new = tomllib.loads(new_text)
-    except tomllib.TOMLDecodeError as exc:  # pragma: no cover - merge_codex_config keeps tables whole
-        raise QmdError(f"could not merge [mcp_servers.{name}] into {path} ({exc})", "add the table by hand (see qmd mcp install --codex --print)") from exc
+    path = codex_config()
+    text = codex.read_text(path) or ""
+    old = codex.parse(text, path, f"fix {path} by hand, then retry")
+    new_text = codex.set_mcp_server_table(text, name, codex_block(index, http, port))
+    new = codex.parse(new_text, path, "add the table by hand (see qmd mcp install --codex --print)")
     changed = old.get("mcp_servers", {}).get(name) != new["mcp_servers"][name]
     verb = "registered" if changed else "already registered"
     return Plan("codex", f"{verb} '{name}' for Codex in {path}", path=path, new_text=new_text if changed else text, changed=changed)
@@ -214,16 +153,7 @@ def apply(plan: Plan) -> str:
         return plan.summary
     if not plan.changed or plan.path is None or plan.new_text is None:
         return plan.summary
-    backup = None
-    if plan.path.exists():
-        backup = plan.path.with_name(f"{plan.path.name}.qmd-backup-{time.strftime('%Y%m%d-%H%M%S')}")
-        shutil.copy2(plan.path, backup)
-    plan.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = plan.path.with_name(f".{plan.path.name}.{os.getpid()}.tmp")
-    tmp.write_text(plan.new_text, encoding="utf-8")
-    if plan.path.exists():
-        shutil.copymode(plan.path, tmp)
-    os.replace(tmp, plan.path)
+    backup = write_with_backup(plan.path, plan.new_text)
     return plan.summary + (f" (backup: {backup})" if backup else "")
 
 
@@ -240,50 +170,20 @@ def _is_our_entry(entry: object) -> bool:
     return "mcp" in words and any(os.path.basename(w) == "qmd" or w == "qmd" for w in words)
 
 
-def _write_or_remove(path: Path, text: str | None) -> None:
-    """Write `text` atomically, or delete the file when nothing of the user's is left (None)."""
-    if text is None:
-        path.unlink(missing_ok=True)
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    shutil.copymode(path, tmp)
-    os.replace(tmp, path)
-
-
 def unregister_claude_file(path: Path) -> list[str]:
     """Remove qmd's entries (`qmd`, `qmd-*`) from a Claude Code JSON file; returns the names removed."""
     data = _read_json(path)
     servers = data.get("mcpServers")
     if not isinstance(servers, dict):
         return []
-    names = [n for n, e in servers.items() if (n == "qmd" or n.startswith("qmd-")) and _is_our_entry(e)]
+    names = [n for n, e in servers.items() if codex.is_qmd_server(n) and _is_our_entry(e)]
     if not names:
         return []
     for name in names:
         del servers[name]
     if not servers:
         del data["mcpServers"]
-    _write_or_remove(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n" if data else None)
-    return names
-
-
-def unregister_codex_file(path: Path) -> list[str]:
-    """Remove every `[mcp_servers.qmd*]` table from Codex's config.toml; returns the names removed."""
-    import tomllib
-
-    try:
-        text = path.read_text(encoding="utf-8")
-        servers = tomllib.loads(text).get("mcp_servers", {})
-    except FileNotFoundError:
-        return []
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise QmdError(f"cannot read {path} ({exc})", f"remove the [mcp_servers.qmd] table by hand from {path}") from exc
-    names = [n for n in servers if n == "qmd" or n.startswith("qmd-")] if isinstance(servers, dict) else []
-    for name in names:
-        text = merge_codex_config(text, name, "")
-    if names:
-        _write_or_remove(path, text if text.strip() else None)
+    write_or_remove(path, dump_json(data) if data else None)
     return names
 
 
@@ -300,7 +200,7 @@ def unregister_all(*, cwd: Path | None = None, which: Which = shutil.which) -> l
             proc = subprocess.run([exe, *argv, name], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
             if proc.returncode == 0:
                 lines.append(f"removed MCP server '{name}' from {client} (`{client} mcp remove`)")
-    files = [(Path.home() / ".claude.json", unregister_claude_file), ((cwd or Path.cwd()) / ".mcp.json", unregister_claude_file), (codex_home() / "config.toml", unregister_codex_file)]
+    files = [(claude_json(), unregister_claude_file), (project_mcp_json(cwd), unregister_claude_file), (codex_config(), codex.remove_qmd_servers)]
     for path, remove in files:
         for name in remove(path):
             lines.append(f"removed MCP server '{name}' from {path}")
@@ -310,18 +210,12 @@ def unregister_all(*, cwd: Path | None = None, which: Which = shutil.which) -> l
 def registrations(*, cwd: Path | None = None) -> list[str]:
     """Where qmd's MCP server is registered, from the clients' files (for teardown's summary)."""
     found = []
-    for path in (Path.home() / ".claude.json", (cwd or Path.cwd()) / ".mcp.json"):
+    for path in (claude_json(), project_mcp_json(cwd)):
         try:
             servers = _read_json(path).get("mcpServers")
         except QmdError:
             continue
         if isinstance(servers, dict):
-            found += [f"{path}: {n}" for n, e in servers.items() if (n == "qmd" or n.startswith("qmd-")) and _is_our_entry(e)]
-    try:
-        import tomllib
-
-        servers = tomllib.loads((codex_home() / "config.toml").read_text(encoding="utf-8")).get("mcp_servers", {})
-        found += [f"{codex_home() / 'config.toml'}: {n}" for n in servers if n == "qmd" or n.startswith("qmd-")]
-    except (OSError, ValueError):
-        pass
+            found += [f"{path}: {n}" for n, e in servers.items() if codex.is_qmd_server(n) and _is_our_entry(e)]
+    found += [f"{codex_config()}: {n}" for n in codex.qmd_servers(codex_config())]
     return found

@@ -2,26 +2,27 @@
 
 Lean tools that must not parse YAML on every call (the agent guard runs on every shell
 command an agent issues) read `<state>/guard/folders.json`. It is rewritten whenever a
-config in the config dir is saved, and can be rebuilt at any time with `refresh()`.
+config in the config dir is saved, and can be rebuilt at any time with `refresh_folder_cache()`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
-from qmd.store.config import Config
+from qmd.core.clock import now_iso
 from qmd.core.errors import ConfigError
-from qmd.core.paths import config_dir, state_dir
+from qmd.core.fileio import write_json
+from qmd.core.paths import StateLayout, config_dir
+from qmd.store.config import Config
 
 CACHE_VERSION = 1
 
 
 def cache_path() -> Path:
-    return state_dir() / "guard" / "folders.json"
+    """`<state>/guard/folders.json`."""
+    return StateLayout.current().guard_folders
 
 
 def collect() -> dict[str, Any]:
@@ -48,7 +49,7 @@ def collect() -> dict[str, Any]:
             allow += [str(g) for g in guard.get("allow") or [] if isinstance(g, str)]
     return {
         "version": CACHE_VERSION,
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "generated_at": now_iso(),
         "config_dir": str(directory),
         "folders": folders,
         "protect": protect,
@@ -57,14 +58,12 @@ def collect() -> dict[str, Any]:
     }
 
 
-def refresh() -> Path:
-    """Rewrite the cache atomically; returns its path. Raises OSError if it cannot be written."""
-    target = cache_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(collect(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+def refresh_folder_cache() -> Path:
+    """Rewrite `<state>/guard/folders.json` atomically from every index config; returns its path.
+
+    Raises OSError if it cannot be written.
+    """
+    return write_json(cache_path(), collect(), indent=2)
 
 
 def refresh_quietly(changed_config: Path) -> None:
@@ -76,6 +75,6 @@ def refresh_quietly(changed_config: Path) -> None:
     try:
         if changed_config.parent.resolve() != config_dir().resolve():
             return
-        refresh()
+        refresh_folder_cache()
     except OSError:
         pass

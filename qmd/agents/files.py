@@ -1,0 +1,95 @@
+"""Agents' JSON files, edited safely: read, back up, write atomically (keeping the mode), or remove.
+
+Used by `qmd mcp install` (Claude Code's `~/.claude.json`, `./.mcp.json`), `qmd guard install`
+(`settings.json`, Codex's `hooks.json`), Codex's `config.toml` edits and teardown. Before a
+file changes it is copied to `<name>.qmd-backup-<YYYYmmdd-HHMMSS>` (`-2`, `-3`, … when that
+name is taken), with its mode.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from qmd.core.errors import QmdError
+from qmd.core.fileio import write_bytes
+
+FIX_HINT = "fix the file (or move it away) and run the command again"
+
+
+def read_json_object(path: Path, fix: str = FIX_HINT) -> tuple[dict[str, Any], bytes | None]:
+    """(the JSON object in `path`, its bytes); `({}, None)` when the file does not exist.
+
+    An empty file is `{}`. A file that cannot be read, is not JSON or does not hold an
+    object raises a QmdError whose hint is `fix` (for the last two).
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        raise QmdError(f"cannot read {path}: {exc.strerror or exc}", "check the file's permissions") from exc
+    if not raw.strip():
+        return {}, raw
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise QmdError(f"{path} is not valid JSON ({exc})", fix) from exc
+    if not isinstance(data, dict):
+        raise QmdError(f"{path} does not hold a JSON object", fix)
+    return data, raw
+
+
+def dump_json(data: dict[str, Any], like: bytes | None = None) -> bytes:
+    """`data` as JSON in the style of the file it replaces (`like`: its indent and final newline).
+
+    Without `like`: two-space indent and a final newline. Non-ASCII text stays as it is.
+    """
+    indent = 2
+    if like:
+        for line in like.decode("utf-8", errors="replace").splitlines()[1:]:
+            stripped = line.lstrip(" ")
+            if stripped and len(stripped) < len(line):
+                indent = len(line) - len(stripped)
+                break
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    if like is None or like.endswith(b"\n"):
+        text += "\n"
+    return text.encode("utf-8")
+
+
+def backup(path: Path) -> Path | None:
+    """Copy `path` (bytes and mode) to `<name>.qmd-backup-<time>` before it changes; None when it does not exist."""
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.qmd-backup-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.qmd-backup-{stamp}-{n}")
+    shutil.copy2(path, target)
+    return target
+
+
+def write_file(path: Path, data: bytes | str) -> None:
+    """Replace `path` atomically with `data` (text is UTF-8), keeping an existing file's mode."""
+    write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def write_with_backup(path: Path, data: bytes | str) -> Path | None:
+    """Back up `path` (when it exists), then replace it with `data`; returns the backup's path."""
+    saved = backup(path)
+    write_file(path, data)
+    return saved
+
+
+def write_or_remove(path: Path, data: bytes | str | None) -> None:
+    """Replace `path` with `data`, or delete it when nothing of the user's is left (`None`)."""
+    if data is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_file(path, data)
