@@ -63,8 +63,9 @@ _EXPORTS = {
     "open_index": "store.store",
     "EmbedReport": "index.embedding",
     "build_id": "core.buildinfo",
-    "IndexCheck": "store.sqlite.integrity",
-    "RebuildReport": "store.sqlite.integrity",
+    "IndexCheck": "store.backend",
+    "RebuildReport": "store.backend",
+    "refresh_folder_cache": "index.folders",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -102,5 +103,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         VectorSearch,
         VectorStatus,
     )
-    from qmd.store.sqlite.integrity import IndexCheck, RebuildReport
+    from qmd.store.backend import IndexCheck, RebuildReport
     from qmd.store.store import Store, open_index
+    from qmd.index.folders import refresh_folder_cache

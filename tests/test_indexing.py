@@ -81,7 +81,7 @@ def test_deleted_file_is_soft_deleted_and_restorable(store: qmd.Store, notes: Pa
     report = store.update()
     assert report.totals["removed"] == 1
     assert store.search("pg_restore") == []
-    conn = store._db()
+    conn = store.backend.connection()
     assert scalar(conn, "SELECT active FROM documents WHERE path = 'runbooks/postgres.md'") == 0
     assert store.status().inactive == 1
     (notes / "runbooks" / "postgres.md").write_text(text)
@@ -94,7 +94,7 @@ def test_identical_content_shares_one_row_and_docid(store: qmd.Store, notes: Pat
     store.add_collection(notes, name="notes")
     a, b = store.get("notes/copy.md"), store.get("notes/runbooks/deploy.md")
     assert a.docid == b.docid == hashlib.sha256(a.text.encode()).hexdigest()[:6]
-    conn = store._db()
+    conn = store.backend.connection()
     assert scalar(conn, "SELECT count(*) FROM content") == 4
     assert scalar(conn, "SELECT count(*) FROM documents") == 5
 
@@ -183,7 +183,7 @@ def test_rename_and_remove_collection(store: qmd.Store, notes: Path) -> None:
     assert store.update().totals["unchanged"] == 4
     assert store.remove_collection("wiki") == 4
     assert store.collections() == []
-    assert scalar(store._db(), "SELECT count(*) FROM documents") == 0
+    assert scalar(store.backend.connection(), "SELECT count(*) FROM documents") == 0
     assert (notes / "runbooks" / "postgres.md").exists()
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from qmd.search.syntax import build_match, parse_query
+from qmd.search.syntax import ParsedQuery, parse_query, text_query
+from qmd.store.sqlite.fulltext import build_match as _match
+
+
+def build_match(parsed: ParsedQuery, mode: str) -> str | None:
+    """The FTS5 MATCH text the SQLite backend runs for `parsed` in `mode`."""
+    query = text_query(parsed, mode)
+    return None if query is None else _match(query)
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,7 @@ def test_collection_filter_equals_a_brute_force_scan(tmp_path: Path, tiny_models
     query = "rollback blue green load balancer"
     qvec = np.array(store.embedder().embed_query(query))
     vectors = _vectors(store.index_path)
-    conn = store._db()
+    conn = store.backend.connection()
     for coll in ("a", "b"):
         expected: dict[str, float] = {}
         for doc_id, path, h in conn.execute("SELECT id, path, hash FROM documents WHERE active = 1 AND collection = ?", (coll,)):
@@ -151,7 +151,7 @@ def test_cleanup_drops_orphaned_vectors(tmp_path: Path, tiny_models: dict[str, P
     store.cleanup()
     after = _vectors(store.index_path)
     assert len(after) < before
-    conn = store._db()
+    conn = store.backend.connection()
     live = {r[0] for r in conn.execute("SELECT hash FROM documents")}
     assert {h for h, _ in after} == live
 

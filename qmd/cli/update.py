@@ -69,7 +69,7 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
         info = store.status()
         models = store.models()
         vectors, vector_error = None, None
-        if info.documents or store.index_path.exists():
+        if info.documents or store.backend.exists():
             try:
                 vectors = store.vector_status()
             except QmdError as exc:

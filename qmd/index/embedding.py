@@ -12,14 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import apsw
-
-from qmd.index.chunking import chunk_text
-from qmd.store.sqlite.connection import transaction
-from qmd.store.reading import read_content
-from qmd.llm.embedder import Embedder
 from qmd.core.text import parse_front_matter
-from qmd.store.sqlite.vectors import ChunkVector, VectorModel, write_document
+from qmd.index.chunking import chunk_text
+from qmd.llm.embedder import Embedder
+from qmd.store.backend import ChunkVector, IndexBackend, VectorModel
+from qmd.store.refs import read_content
 
 CHUNKER_VERSION = 1
 TITLE_TOKENS = 32  # a title longer than this is cut, so it never crowds out the chunk
@@ -42,19 +39,6 @@ class EmbedReport:
     already: int = 0
     seconds: float = 0.0
     skipped_collections: list[str] = field(default_factory=list)
-
-
-def pending_hashes(conn: apsw.Connection, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
-    """(content hash, title) of active documents in `collections` without vectors for `model_id`."""
-    if not collections:
-        return []
-    marks = ",".join("?" * len(collections))
-    sql = (
-        f"SELECT d.hash, min(d.title) FROM documents d WHERE d.active = 1 AND d.collection IN ({marks})"
-        " AND NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = d.hash)"
-        " GROUP BY d.hash ORDER BY min(d.id)"
-    )
-    return [(r[0], r[1]) for r in conn.execute(sql, (*collections, -1 if model_id is None else model_id))]
 
 
 @dataclass
@@ -81,7 +65,7 @@ def prepare(embedder: Embedder, text: str, title: str, content_hash: str) -> _Do
 
 
 def embed_documents(
-    conn: apsw.Connection,
+    backend: IndexBackend,
     embedder: Embedder,
     model: VectorModel,
     todo: list[tuple[str, str]],
@@ -93,23 +77,20 @@ def embed_documents(
 
     def flush() -> None:
         inputs = [text for doc in batch for text in doc.inputs]
-        vectors = embedder.embed(inputs)
-        i = 0
-        with transaction(conn):
-            for doc in batch:
-                rows = []
-                for (seq, start, end, tokens), _ in zip(doc.starts, doc.inputs):
-                    rows.append(ChunkVector(doc.hash, seq, start, end, tokens, vectors[i]))
-                    i += 1
-                report.chunks += write_document(conn, model, doc.hash, rows)
-                report.documents += 1
+        vectors = iter(embedder.embed(inputs))
+        rows = [
+            (doc.hash, [ChunkVector(doc.hash, seq, start, end, tokens, next(vectors)) for seq, start, end, tokens in doc.starts])
+            for doc in batch
+        ]
+        report.chunks += backend.write_vectors(model, rows)
+        report.documents += len(batch)
         batch.clear()
         if progress is not None:
             progress(report.documents, len(todo), report.chunks)
 
     pending_chunks = 0
     for content_hash, title in todo:
-        doc = prepare(embedder, read_content(conn, content_hash), title, content_hash)
+        doc = prepare(embedder, read_content(backend, content_hash), title, content_hash)
         batch.append(doc)
         pending_chunks += len(doc.inputs)
         if pending_chunks >= BATCH_CHUNKS:
@@ -120,7 +101,7 @@ def embed_documents(
 
 
 def run_embed(
-    conn: apsw.Connection,
+    backend: IndexBackend,
     embedder: Embedder,
     collections: list[str],
     skipped: list[str],
@@ -129,15 +110,12 @@ def run_embed(
     progress: EmbedProgress | None = None,
 ) -> EmbedReport:
     """Embed what `collections` lack for this embedder's fingerprint (caller holds the writer lock)."""
-    from qmd.store.sqlite.vectors import counts, drop_model_vectors, ensure_model
-
     started = time.perf_counter()
-    model = ensure_model(conn, fingerprint(embedder), embedder.info.name, embedder.dims)
+    model = backend.ensure_vector_model(fingerprint(embedder), embedder.info.name, embedder.dims)
     if force:
-        with transaction(conn):
-            drop_model_vectors(conn, model)
-    todo = pending_hashes(conn, model.id, collections)
-    report = EmbedReport(embedder.info.name, skipped_collections=skipped, already=counts(conn, model.id)[1])
-    embed_documents(conn, embedder, model, todo, report, progress)
+        backend.drop_vectors(model)
+    todo = backend.pending_embeddings(model.id, collections)
+    report = EmbedReport(embedder.info.name, skipped_collections=skipped, already=backend.vector_counts(model.id)[1])
+    embed_documents(backend, embedder, model, todo, report, progress)
     report.seconds = time.perf_counter() - started
     return report

@@ -8,18 +8,15 @@ mid-update leaves the previous index intact.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import apsw
-
-from qmd.store.config import CollectionConfig
-from qmd.store.sqlite.connection import now_iso, transaction
 from qmd.core.errors import QmdError
-from qmd.index.scan import FoundFile, SkippedFile, scan
 from qmd.core.text import content_hash, extract_title, parse_front_matter, segment_cjk
+from qmd.index.scan import SkippedFile, scan
+from qmd.store.backend import DocumentWrite, IndexBackend, SearchFields
+from qmd.store.config import CollectionConfig
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 _BINARY_PROBE = 8192
@@ -64,10 +61,13 @@ def prepare(text: str, rel: str) -> Prepared:
     return Prepared(text, content_hash(text), title, fm.tags, body, fm.body_line)
 
 
-def fts_values(collection: str, rel: str, doc: Prepared) -> tuple[str, str, str]:
-    """The (filepath, title, body) columns of a document's FTS row."""
+def fts_values(collection: str, rel: str, doc: Prepared) -> SearchFields:
+    """The full-text fields of a document: collection/path, title (+ tags), body.
+
+    CJK runs are split into characters, so any word inside one is searchable.
+    """
     title = doc.title if not doc.tags else doc.title + " " + " ".join(doc.tags)
-    return segment_cjk(f"{collection}/{rel}"), segment_cjk(title), segment_cjk(doc.body)
+    return SearchFields(segment_cjk(f"{collection}/{rel}"), segment_cjk(title), segment_cjk(doc.body))
 
 
 def read_text(path: str, size_hint: int) -> tuple[str | None, str | None, str | None]:
@@ -99,30 +99,6 @@ def read_text(path: str, size_hint: int) -> tuple[str | None, str | None, str | 
     return text, None, warning
 
 
-def _write_document(conn: apsw.Connection, collection: str, found: FoundFile, doc: Prepared, row_id: int | None, now: str) -> None:
-    conn.execute("INSERT OR IGNORE INTO content (hash, doc, created_at) VALUES (?, ?, ?)", (doc.hash, doc.text, now))
-    modified = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(found.mtime_ns / 1e9))
-    tags = json.dumps(doc.tags) if doc.tags else None
-    if row_id is None:
-        conn.execute(
-            "INSERT INTO documents (collection, path, title, hash, size, mtime_ns, body_line, tags, created_at, modified_at, active)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-            (collection, found.rel, doc.title, doc.hash, found.size, found.mtime_ns, doc.body_line, tags, now, modified),
-        )
-        row_id = conn.last_insert_rowid()
-    else:
-        conn.execute(
-            "UPDATE documents SET title = ?, hash = ?, size = ?, mtime_ns = ?, body_line = ?, tags = ?, modified_at = ?, active = 1"
-            " WHERE id = ?",
-            (doc.title, doc.hash, found.size, found.mtime_ns, doc.body_line, tags, modified, row_id),
-        )
-        conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (row_id,))
-    conn.execute(
-        "INSERT INTO documents_fts (rowid, filepath, title, body) VALUES (?, ?, ?, ?)",
-        (row_id, *fts_values(collection, found.rel, doc)),
-    )
-
-
 def check_root(coll: CollectionConfig) -> None:
     """Raise a QmdError naming the fix when a collection's folder is missing or not a folder."""
     if not coll.path.exists():
@@ -134,27 +110,26 @@ def check_root(coll: CollectionConfig) -> None:
         raise QmdError(f"collection '{coll.name}': {coll.path} is not a folder", "point the collection at a folder of markdown files")
 
 
-def index_collection(conn: apsw.Connection, coll: CollectionConfig, progress: Progress | None = None) -> CollectionReport:
+def search_fields(collection: str, rel: str, text: str) -> SearchFields:
+    """The full-text fields of a stored document (what renames and FTS repairs rewrite)."""
+    return fts_values(collection, rel, prepare(text, rel))
+
+
+def index_collection(backend: IndexBackend, coll: CollectionConfig, progress: Progress | None = None) -> CollectionReport:
     """Scan `coll`'s folder and apply the difference to the index in one transaction."""
     started = time.perf_counter()
     check_root(coll)
     report = CollectionReport(coll.name)
-    existing: dict[str, tuple[int, str, int, int, int]] = {
-        row[0]: (row[1], row[2], row[3], row[4], row[5])
-        for row in conn.execute(
-            "SELECT path, id, hash, size, mtime_ns, active FROM documents WHERE collection = ?", (coll.name,)
-        )
-    }
-    seen: set[str] = set()
-    now = now_iso()
-    with transaction(conn):
+    with backend.collection_writer(coll.name) as writer:
+        existing = writer.known()
+        seen: set[str] = set()
         for item in scan(coll.path, coll.pattern, coll.ignore):
             if isinstance(item, SkippedFile):
                 report.skipped.append((item.rel, item.reason))
                 continue
             seen.add(item.rel)
             row = existing.get(item.rel)
-            if row is not None and row[4] and row[2] == item.size and row[3] == item.mtime_ns:
+            if row is not None and row.active and row.size == item.size and row.mtime_ns == item.mtime_ns:
                 report.unchanged += 1
                 continue
             text, skip, warning = read_text(item.path, item.size)
@@ -165,67 +140,25 @@ def index_collection(conn: apsw.Connection, coll: CollectionConfig, progress: Pr
             if warning:
                 report.warnings.append((item.rel, warning))
             doc = prepare(text, item.rel)
-            if row is not None and row[4] and row[1] == doc.hash:
+            if row is not None and row.active and row.hash == doc.hash:
                 # Touched but identical: remember the new stat so the next run skips it.
-                conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (item.size, item.mtime_ns, row[0]))
+                writer.touch(row.id, item.size, item.mtime_ns)
                 report.unchanged += 1
                 continue
-            _write_document(conn, coll.name, item, doc, row[0] if row else None, now)
-            if row is not None and row[4]:
+            writer.put(
+                DocumentWrite(item.rel, text, doc.hash, doc.title, doc.tags, doc.body_line, item.size, item.mtime_ns, fts_values(coll.name, item.rel, doc)),
+                row.id if row else None,
+            )
+            if row is not None and row.active:
                 report.updated += 1
             else:
                 report.new += 1
             if progress is not None:
                 progress(item.rel, report.new + report.updated)
-        for rel, row in existing.items():
-            if row[4] and rel not in seen:
-                conn.execute("UPDATE documents SET active = 0 WHERE id = ?", (row[0],))
-                conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (row[0],))
+        for rel, known in existing.items():
+            if known.active and rel not in seen:
+                writer.deactivate(known.id)
                 report.removed += 1
-        conn.execute("DELETE FROM file_issues WHERE collection = ?", (coll.name,))
-        for severity, items in (("skipped", report.skipped), ("warning", report.warnings)):
-            for rel, reason in items:
-                conn.execute(
-                    "INSERT OR REPLACE INTO file_issues (collection, path, severity, reason) VALUES (?, ?, ?, ?)",
-                    (coll.name, rel, severity, reason),
-                )
-        conn.execute(
-            "INSERT INTO collection_state (name, updated_at) VALUES (?, ?)"
-            " ON CONFLICT (name) DO UPDATE SET updated_at = excluded.updated_at",
-            (coll.name, now),
-        )
+        writer.set_issues([(rel, "skipped", reason) for rel, reason in report.skipped] + [(rel, "warning", reason) for rel, reason in report.warnings])
     report.seconds = time.perf_counter() - started
     return report
-
-
-def drop_collection(conn: apsw.Connection, name: str) -> int:
-    """Delete every row of collection `name` (documents, FTS rows, state); returns documents dropped."""
-    with transaction(conn):
-        ids = [row[0] for row in conn.execute("SELECT id FROM documents WHERE collection = ?", (name,))]
-        for doc_id in ids:
-            conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
-        conn.execute("DELETE FROM documents WHERE collection = ?", (name,))
-        conn.execute("DELETE FROM collection_state WHERE name = ?", (name,))
-        conn.execute("DELETE FROM file_issues WHERE collection = ?", (name,))
-    return len(ids)
-
-
-def rename_collection_rows(conn: apsw.Connection, old: str, new: str) -> None:
-    """Move rows to a new collection name, rewriting FTS rows whose filepath column changes."""
-    with transaction(conn):
-        rows = list(
-            conn.execute(
-                "SELECT d.id, d.path, c.doc FROM documents d JOIN content c ON c.hash = d.hash"
-                " WHERE d.collection = ? AND d.active = 1",
-                (old,),
-            )
-        )
-        conn.execute("UPDATE documents SET collection = ? WHERE collection = ?", (new, old))
-        for doc_id, rel, text in rows:
-            conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
-            conn.execute(
-                "INSERT INTO documents_fts (rowid, filepath, title, body) VALUES (?, ?, ?, ?)",
-                (doc_id, *fts_values(new, rel, prepare(text, rel))),
-            )
-        conn.execute("UPDATE collection_state SET name = ? WHERE name = ?", (new, old))
-        conn.execute("UPDATE file_issues SET collection = ? WHERE collection = ?", (new, old))

@@ -1,12 +1,12 @@
-"""BM25 search over FTS5: all-terms hits first, then any-term fill.
+"""BM25 keyword search: all-terms hits first, then any-term fill.
 
-1. The query is parsed (`syntax.parse_query`) and every part quoted, so no input is an
-   FTS5 syntax error.
-2. The all-terms MATCH runs first, as the original; its hits are marked `match="all"`.
-3. When it returns fewer than `limit`, an any-term MATCH (stop-words dropped) fills the
+1. The query is parsed (`syntax.parse_query`); the backend quotes every part, so no input
+   is a syntax error.
+2. The all-terms query runs first, as the original; its hits are marked `match="all"`.
+3. When it returns fewer than `limit`, an any-term query (stop-words dropped) fills the
    rest, ranked by BM25, marked `match="any"`. A long question with one word absent
    from every document still finds the documents that share the other words.
-4. bm25 (column weights filepath 1.5, title 4.0, body 1.0, set as the table's rank) is
+4. bm25 (column weights filepath 1.5, title 4.0, body 1.0, computed by the backend) is
    normalised to |s| / (1 + |s|).
 A collection filter is applied inside the query, so the top-k is exact per collection.
 """
@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import apsw
-
-from qmd.search.syntax import ParsedQuery, build_match
+from qmd.search.syntax import ParsedQuery, text_query
+from qmd.store.backend import IndexBackend
 
 
 @dataclass(frozen=True)
@@ -33,25 +32,8 @@ def normalise(bm25: float) -> float:
     return s / (1.0 + s)
 
 
-def _run(conn: apsw.Connection, expr: str, limit: int | None, collections: list[str] | None, exclude: set[int]) -> list[tuple[int, float]]:
-    # Ask for extra rows when some will be dropped as already found.
-    lim = -1 if limit is None else limit + len(exclude)
-    if collections is None:
-        sql = "SELECT rowid, rank FROM documents_fts WHERE documents_fts MATCH ? ORDER BY rank LIMIT ?"
-        params: tuple[object, ...] = (expr, lim)
-    else:
-        marks = ",".join("?" * len(collections))
-        sql = (
-            "SELECT f.rowid, f.rank FROM documents_fts f JOIN documents d ON d.id = f.rowid"
-            f" WHERE documents_fts MATCH ? AND d.collection IN ({marks}) ORDER BY f.rank LIMIT ?"
-        )
-        params = (expr, *collections, lim)
-    rows = [(r[0], r[1]) for r in conn.execute(sql, params) if r[0] not in exclude]
-    return rows if limit is None else rows[:limit]
-
-
 def bm25_search(
-    conn: apsw.Connection,
+    backend: IndexBackend,
     parsed: ParsedQuery,
     limit: int | None,
     collections: list[str] | None = None,
@@ -61,15 +43,17 @@ def bm25_search(
     if collections is not None and not collections:
         return []
     hits: list[FtsHit] = []
-    all_expr = build_match(parsed, "all")
-    if all_expr is None:
+    every = text_query(parsed, "all")
+    if every is None:
         return []
-    for doc_id, rank in _run(conn, all_expr, limit, collections, set()):
+    for doc_id, rank in backend.bm25(every, limit, collections, set()):
         hits.append(FtsHit(doc_id, normalise(rank), "all"))
-    any_expr = build_match(parsed, "any")
-    if any_expr != all_expr and (limit is None or len(hits) < limit):
+    some = text_query(parsed, "any")
+    # A single term (and no stop-word dropped) asks the same question twice: skip it.
+    same = some is None or (len(some.terms) == 1 and some.terms == every.terms)
+    if not same and some is not None and (limit is None or len(hits) < limit):
         found = {h.doc_id for h in hits}
         room = None if limit is None else limit - len(hits)
-        for doc_id, rank in _run(conn, any_expr, room, collections, found):
+        for doc_id, rank in backend.bm25(some, room, collections, found):
             hits.append(FtsHit(doc_id, normalise(rank), "any"))
     return [h for h in hits if h.score >= min_score]

@@ -20,11 +20,20 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from qmd.core.errors import QmdError
+from qmd.search.fts import bm25_search
 from qmd.search.fusion import RankedList, blend, blend_weight, rrf
 from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.search.typed import SubQuery, TypedQuery, parse_typed
+from qmd.store.backend import DocRow, IndexBackend
+from qmd.store.results import QueryResult, SearchHit
+
+if TYPE_CHECKING:
+    from qmd.llm.embedder import Embedder
+    from qmd.llm.generator import Generator
+    from qmd.llm.reranker import CrossEncoder, YesNoReranker
 
 LIST_DEPTH = 20
 ANY_ONLY_WEIGHT = 1.0  # a BM25 list with no all-terms hit counts like an expansion list
@@ -45,6 +54,41 @@ class QueryOptions:
     expand: bool | None = None  # None: only with a model trained for expansion; True: with any
     snippet_chars: int = 500
     bm25: bool = True  # False: vector lists only (vsearch --expand)
+
+
+class QueryModels(Protocol):
+    """The model roles the pipeline uses; each raises QmdError when its model is absent."""
+
+    def embedder(self) -> Embedder: ...
+
+    def generator(self) -> Generator: ...
+
+    def reranker(self) -> CrossEncoder | YesNoReranker: ...
+
+    def expand(self, question: str, generator: Generator | None = None) -> list[SubQuery]: ...
+
+    def rerank(self, query: str, texts: list[str], reranker: CrossEncoder | YesNoReranker | None = None) -> list[float]: ...
+
+    def chunks_for(self, hashes: list[str]) -> dict[str, list[tuple[int, int]]]: ...
+
+
+class HitMaker(Protocol):
+    """Turns a document row into a result: snippet at the best line, context."""
+
+    def __call__(
+        self, row: DocRow, text: str, score: float, match: str, words: list[str], snippet_chars: int,
+        line_numbers: bool = False, chunk: tuple[int, int] | None = None, full: bool = False,
+    ) -> SearchHit: ...
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    """What one query runs against: the index, the collections in scope, the models."""
+
+    backend: IndexBackend
+    scope: list[str] | None  # None: every collection
+    models: QueryModels
+    hit: HitMaker
 
 
 @dataclass
@@ -111,22 +155,22 @@ class _Span:
 
 
 def plan_searches(typed: TypedQuery, expansions: list[SubQuery] | None) -> tuple[str, list[tuple[str, str, float, str]]]:
-    """(question, [(list name, backend, weight, text)]) for a parsed query and its expansions.
+    """(question, [(list name, kind, weight, text)]) for a parsed query and its expansions.
 
-    backend is "bm25" or "vector"; the first list(s) weigh 2.
+    kind is "bm25" or "vector"; the first list(s) weigh 2.
     """
     lists: list[tuple[str, str, float, str]] = []
     if typed.searches:
         for i, sub in enumerate(typed.searches):
-            backend = "bm25" if sub.type == "lex" else "vector"
-            lists.append((f"{sub.type}#{i + 1}", backend, 2.0 if i == 0 else 1.0, sub.text))
+            kind = "bm25" if sub.type == "lex" else "vector"
+            lists.append((f"{sub.type}#{i + 1}", kind, 2.0 if i == 0 else 1.0, sub.text))
         return typed.question, lists
     question = typed.question
     lists.append(("bm25:query", "bm25", 2.0, question))
     lists.append(("vec:query", "vector", 2.0, question))
     for i, sub in enumerate(expansions or []):
-        backend = "bm25" if sub.type == "lex" else "vector"
-        lists.append((f"{sub.type}#{i + 1}", backend, 1.0, sub.text))
+        kind = "bm25" if sub.type == "lex" else "vector"
+        lists.append((f"{sub.type}#{i + 1}", kind, 1.0, sub.text))
     return question, lists
 
 
@@ -158,13 +202,9 @@ def best_chunk(text: str, chunks: list[tuple[int, int]], words: set[str], intent
     return best
 
 
-def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | None = None, explain: bool = False) -> Any:
-    """The whole pipeline over a Store (see the module docstring); returns a QueryResult."""
-    from qmd.store import reading as docs
-    from qmd.core.errors import QmdError
-    from qmd.store.results import QueryResult, SearchHit
-    from qmd.search.fts import bm25_search
-    from qmd.search.vector import current_model, nearest_documents
+def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progress | None = None, explain: bool = False) -> QueryResult:
+    """The whole pipeline (see the module docstring)."""
+    from qmd.search.vector import current_model
 
     say = progress or (lambda _msg: None)
     started = time.perf_counter()
@@ -172,16 +212,15 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
     intent = opts.intent or typed.intent
     plan = QueryPlan(typed.question, intent)
     timer = Timer(plan)
-    conn = store._db()
-    scope = store._search_scope(opts.collections)
+    backend, scope, models = ctx.backend, ctx.scope, ctx.models
 
     # Vectors are usable only with a local embed model that has embedded something; a
     # keyword-only typed query never touches the embed model.
     embedder, vmodel = None, None
     if not typed.searches or any(s.type != "lex" for s in typed.searches):
         try:
-            embedder = store.embedder()
-            vmodel = current_model(conn, embedder)
+            embedder = models.embedder()
+            vmodel = current_model(backend, embedder)
         except QmdError as exc:
             plan.notices.append(f"vector search skipped: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
 
@@ -190,7 +229,7 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
         strong = False
         if typed.plain is not None and not intent and opts.bm25:
             with timer("probe"):
-                probe = bm25_search(conn, parse_query(typed.plain), 2, scope)
+                probe = bm25_search(backend, parse_query(typed.plain), 2, scope)
             strong = all(h.match == "all" for h in probe[:1]) and strong_signal([h.score for h in probe])
         plan.stages["strong_signal"] = strong
         if strong:
@@ -199,7 +238,7 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
             plan.stages["expand"] = "off"
         else:
             try:
-                generator = store.generator()
+                generator = models.generator()
             except QmdError as exc:
                 generator = None
                 plan.stages["expand"] = "skipped: no generate model"
@@ -211,7 +250,7 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
             elif generator is not None:
                 say("expanding…")
                 with timer("expand"):
-                    expansions = store.expand(typed.question, generator)
+                    expansions = models.expand(typed.question, generator)
                 kept = [e for e in expansions if e.type != "lex" or shares_a_term(e.text, typed.question)]
                 plan.stages["expand"] = f"{len(kept)} lines ({len(expansions) - len(kept)} lex dropped)"
                 expansions = kept
@@ -231,7 +270,7 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
             vectors = embedder.embed(inputs)
         with timer("vector"):
             for (name, weight, _), qvec in zip(vector_lists, vectors):
-                named.append((name, weight, [doc_id for doc_id, _, _ in nearest_documents(conn, vmodel, qvec, LIST_DEPTH, scope)]))
+                named.append((name, weight, [doc_id for doc_id, _, _ in backend.nearest_documents(vmodel, qvec, LIST_DEPTH, scope)]))
         plan.stages["vector"] = len(vector_lists)
     else:
         plan.stages["vector"] = 0
@@ -239,9 +278,9 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
     # answer and reading LIST_DEPTH (and maybe an any-term fill query) would be wasted work.
     depth = opts.limit if len(lists) == 1 and not opts.rerank else LIST_DEPTH
     with timer("bm25"):
-        for name, backend, weight, t in lists:
-            if backend == "bm25":
-                found = bm25_search(conn, parse_query(t), depth, scope)
+        for name, kind, weight, t in lists:
+            if kind == "bm25":
+                found = bm25_search(backend, parse_query(t), depth, scope)
                 if not any(h.match == "all" for h in found):
                     weight = min(weight, ANY_ONLY_WEIGHT)  # only any-term fill: weak evidence
                 named.append((name, weight, [h.doc_id for h in found]))
@@ -251,13 +290,13 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
 
     with timer("fusion"):
         candidates = fuse(named)
-    rows: dict[int, Any] = {}
+    rows: dict[int, DocRow] = {}
     texts: dict[str, str] = {}
 
     def load(cands: list[Candidate]) -> None:
         """Rows and texts of `cands` not loaded yet (only what rerank or the output needs)."""
         missing = [c.doc_id for c in cands if c.doc_id not in rows]
-        for doc_id, (row, text) in docs.rows_with_text(conn, missing).items():
+        for doc_id, (row, text) in backend.documents(missing).items():
             rows[doc_id] = row
             texts[row.hash] = text
 
@@ -267,7 +306,7 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
     reranked = False
     if opts.rerank and candidates:
         try:
-            reranker = store.reranker()
+            reranker = models.reranker()
         except QmdError as exc:
             plan.stages["rerank"] = "skipped: no rerank model"
             plan.notices.append(f"rerank skipped: {exc.message}")
@@ -276,12 +315,12 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
             load(top)
             say(f"reranking {len(top)} chunks…")
             with timer("rerank"):
-                chunk_map = store.chunks_for([rows[c.doc_id].hash for c in top])
+                chunk_map = models.chunks_for([rows[c.doc_id].hash for c in top])
                 for c in top:
                     text_ = texts[rows[c.doc_id].hash]
                     c.chunk = best_chunk(text_, chunk_map.get(rows[c.doc_id].hash, []), words, intent_words, 1200)
                 rerank_query = f"{intent}\n{question}" if intent else question
-                scores = store.rerank(rerank_query, [texts[rows[c.doc_id].hash][c.chunk[0] : c.chunk[1]] for c in top], reranker)  # type: ignore[index]
+                scores = models.rerank(rerank_query, [texts[rows[c.doc_id].hash][c.chunk[0] : c.chunk[1]] for c in top], reranker)  # type: ignore[index]
                 for c, s in zip(top, scores):
                     c.rerank = s
             reranked = True
@@ -298,7 +337,7 @@ def run_query(store: Any, text: str, opts: QueryOptions, progress: Progress | No
         if len(hits) >= opts.limit:
             break
         row = rows[c.doc_id]
-        hit = store.hit(row, texts[row.hash], c.score, "hybrid", sorted(words | intent_words), opts.snippet_chars, chunk=c.chunk)
+        hit = ctx.hit(row, texts[row.hash], c.score, "hybrid", sorted(words | intent_words), opts.snippet_chars, chunk=c.chunk)
         if explain:
             hit.explain = {
                 "lists": [{"list": n, "rank": r, "rrf": round(v, 6)} for n, r, v in c.contributions],

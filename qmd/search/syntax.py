@@ -1,8 +1,8 @@
-"""Keyword query syntax → FTS5 MATCH expressions (pure; table-driven tests).
+"""Keyword query syntax → backend text queries (pure; table-driven tests).
 
 Syntax, as the original: plain words are prefix terms, `"..."` is a phrase, a leading
-`-` negates a word or phrase. Everything reaches FTS5 quoted, so no user input can be
-an FTS5 syntax error.
+`-` negates a word or phrase. The backend quotes every term, so no user input can be a
+syntax error there.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from qmd.core.text import has_cjk, segment_cjk
+from qmd.store.backend import Term, TextQuery
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _WORDISH = re.compile(r"\w")
@@ -25,12 +25,6 @@ STOPWORDS = frozenset(
     what when where which while who whom why will with would you your yours yourself yourselves
     also may might must shall us whether""".split()
 )
-
-
-@dataclass(frozen=True)
-class Term:
-    text: str
-    phrase: bool = False  # written in quotes: exact phrase, no prefix
 
 
 @dataclass(frozen=True)
@@ -66,20 +60,8 @@ def parse_query(query: str) -> ParsedQuery:
     return ParsedQuery(positive, negative)
 
 
-def _fts_string(term: Term) -> str:
-    text = " ".join(segment_cjk(term.text).split())
-    quoted = '"' + text.replace('"', '""') + '"'
-    # Prefix matching for plain words; CJK text is matched as a phrase of characters.
-    return quoted if term.phrase or has_cjk(term.text) else quoted + "*"
-
-
-def _join(terms: list[Term], op: str) -> str:
-    parts = [_fts_string(t) for t in terms]
-    return parts[0] if len(parts) == 1 else "(" + f" {op} ".join(parts) + ")"
-
-
-def build_match(parsed: ParsedQuery, mode: str) -> str | None:
-    """FTS5 MATCH text for `mode` "all" (every term) or "any" (any non-stop-word term).
+def text_query(parsed: ParsedQuery, mode: str) -> TextQuery | None:
+    """The backend query for `mode` "all" (every term) or "any" (any non-stop-word term).
 
     Returns None when nothing positive is left to search for.
     """
@@ -91,7 +73,4 @@ def build_match(parsed: ParsedQuery, mode: str) -> str | None:
         raise ValueError(f"unknown mode {mode!r}")
     if not terms:
         return None
-    expr = _join(terms, "AND" if mode == "all" else "OR")
-    if parsed.negative:
-        expr = f"{expr} NOT {_join(parsed.negative, 'OR')}"
-    return expr
+    return TextQuery(tuple(terms), tuple(parsed.negative), require_all=mode == "all")

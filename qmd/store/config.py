@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import ConfigError
+from qmd.core.fileio import write_json, write_text
 
 DEFAULT_PATTERN = "**/*.md"
 
@@ -67,15 +68,10 @@ def _read_cache(path: Path, stat: os.stat_result) -> dict[str, Any] | None:
 
 def _write_cache(path: Path, stat: os.stat_result, raw: dict[str, Any]) -> None:
     """Best effort: a config with values JSON cannot hold, or a read-only folder, has no cache."""
-    import json
-
-    target = _cache_path(path)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps({"stat": [stat.st_mtime_ns, stat.st_size, stat.st_ino], "raw": raw}), encoding="utf-8")
-        os.replace(tmp, target)
+        write_json(_cache_path(path), {"stat": [stat.st_mtime_ns, stat.st_size, stat.st_ino], "raw": raw}, indent=None, fsync=False)
     except (OSError, TypeError, ValueError):
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 class Config:
@@ -121,26 +117,16 @@ class Config:
         return config
 
     def save(self) -> None:
-        """Write the config atomically (temp file, fsync, rename): never half-written."""
-        import tempfile
+        """Write the config atomically (temp file, fsync, rename): never half-written.
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        The caller refreshes caches derived from the config dir (`Store` does: the guard's
+        knowledge-folder cache).
+        """
         yaml, _, dumper = _yaml()
         text = yaml.dump(self.raw, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yml", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        # A new config is private (0600); an existing one keeps its mode.
+        write_text(self.path, text, mode=None if self.path.exists() else 0o600)
         _write_cache(self.path, self.path.stat(), self.raw)
-        from qmd.index.folders import refresh_quietly  # late import: folders imports this module
-
-        refresh_quietly(self.path)
 
     # --- reading -------------------------------------------------------------------
 

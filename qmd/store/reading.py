@@ -1,190 +1,143 @@
-"""Find documents by reference: qmd:// URI, collection/path, file path, or #docid prefix."""
+"""Reading an index: keyword and vector search, hybrid query, get, multi-get, ls."""
 
 from __future__ import annotations
 
-import os
-import posixpath
+import fnmatch
 import re
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 
-import apsw
-
-from qmd.store.config import CollectionConfig
 from qmd.core.errors import NotFoundError, QmdError
+from qmd.search.fts import bm25_search
+from qmd.search.hybrid import QueryContext, QueryOptions, run_query
+from qmd.search.snippets import make_snippet
+from qmd.search.syntax import parse_query
+from qmd.store import refs
+from qmd.store.backend import DocRow
+from qmd.store.contexts import normalise_subpath
+from qmd.store.models import Models
+from qmd.store.results import Document, FileEntry, MultiGetItem, QueryResult, SearchHit, VectorSearch
+from qmd.store.state import IndexState
 
-_RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", re.DOTALL)
-_HEX = re.compile(r"^[0-9a-fA-F]+$")
-MIN_DOCID = 6
-
-_COLUMNS = "id, collection, path, title, hash, body_line, size, mtime_ns"
-
-
-@dataclass(frozen=True)
-class DocRow:
-    id: int
-    collection: str
-    path: str
-    title: str
-    hash: str
-    body_line: int
-    size: int
-    mtime_ns: int
-
-    @property
-    def docid(self) -> str:
-        return self.hash[:MIN_DOCID]
+MULTI_GET_MAX_BYTES = 64 * 1024
 
 
-def split_range(ref: str) -> tuple[str, int | None, int | None]:
-    """`path:from:count` → (path, from, count); either number may be absent."""
-    match = _RANGE.match(ref.strip())
-    if not match:
-        return ref, None, None
-    start = int(match["start"]) if match["start"] else None
-    count = int(match["count"]) if match["count"] else None
-    return match["ref"], start, count
+class Reader:
+    """Everything that reads documents; never writes, except the best-effort LLM cache."""
 
+    def __init__(self, state: IndexState, models: Models) -> None:
+        self.state = state
+        self.models = models
+        self._pending: tuple[tuple[object, ...], int] | None = None
 
-def active_rows(conn: apsw.Connection, where: str, params: tuple[object, ...]) -> list[DocRow]:
-    sql = f"SELECT {_COLUMNS} FROM documents WHERE active = 1 AND {where} ORDER BY collection, path"
-    return [DocRow(*row) for row in conn.execute(sql, params)]
+    def hit(
+        self,
+        row: DocRow,
+        text: str,
+        score: float,
+        match: str,
+        words: list[str],
+        snippet_chars: int,
+        line_numbers: bool = False,
+        chunk: tuple[int, int] | None = None,
+        full: bool = False,
+    ) -> SearchHit:
+        """A result for `row`: snippet at the best line (within `chunk`, when given) and context."""
+        region = None if chunk is None else (text.count("\n", 0, chunk[0]), text.count("\n", 0, chunk[1]) + 1)
+        line, snippet = make_snippet(text, words, row.body_line, snippet_chars, line_numbers, region)
+        return SearchHit(
+            docid=row.docid, collection=row.collection, path=row.path, title=row.title, score=score, line=line,
+            snippet=snippet, match=match, context=self.state.context(row.collection, row.path), body=text if full else None,
+        )
 
+    def search(self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool) -> list[SearchHit]:
+        parsed = parse_query(query)
+        backend = self.state.db()
+        hits = bm25_search(backend, parsed, limit, self.state.search_scope(collections), min_score)
+        found = backend.documents([h.doc_id for h in hits])
+        words = parsed.words
+        return [self.hit(*found[h.doc_id], h.score, h.match, words, snippet_chars, line_numbers, full=full) for h in hits]
 
-def rows_with_text(conn: apsw.Connection, ids: list[int]) -> dict[int, tuple[DocRow, str]]:
-    """Document rows and their texts for `ids`, in one query (the search hot path)."""
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    columns = ", ".join(f"d.{c.strip()}" for c in _COLUMNS.split(","))
-    sql = f"SELECT {columns}, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.id IN ({marks})"
-    return {r[0]: (DocRow(*r[:-1]), r[-1]) for r in conn.execute(sql, ids)}
+    def vsearch(self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool) -> VectorSearch:
+        from qmd.search.vector import current_model, pending_count
 
+        backend = self.state.db()
+        embedder = self.models.embedder()
+        scope = self.state.search_scope(collections)
+        wanted, _ = self.state.embeddable(scope)
+        model = current_model(backend, embedder)
+        found = backend.nearest_documents(model, embedder.embed_query(query), limit, scope)
+        # Counting what still needs embedding costs ~5-9 ms on a large index: cache it until
+        # another connection commits (the backend's change token) or this Store writes.
+        key = (model.id, tuple(wanted), backend.change_token(), self.state.writes)
+        if self._pending is None or self._pending[0] != key:
+            self._pending = (key, pending_count(backend, model, wanted))
+        pending = self._pending[1]
+        words = parse_query(query).words
+        rows = backend.documents([doc_id for doc_id, _, _ in found])
+        out = [
+            self.hit(*rows[doc_id], similarity, "vector", words, snippet_chars, line_numbers, chunk, full)
+            for doc_id, similarity, chunk in found
+            if similarity >= min_score
+        ]
+        return VectorSearch(out, embedder.info.name, pending)
 
-def by_docid(conn: apsw.Connection, prefix: str) -> DocRow:
-    """The document whose content hash starts with `prefix` (≥ 6 hex digits)."""
-    prefix = prefix.lstrip("#").lower()
-    if len(prefix) < MIN_DOCID or not _HEX.match(prefix):
-        raise QmdError(f"'#{prefix}' is not a docid", f"a docid is at least {MIN_DOCID} hex digits, as printed by qmd search")
-    rows = active_rows(conn, "hash >= ? AND hash < ?", (prefix, prefix + "g"))
-    if not rows:
-        raise NotFoundError(f"no document with docid #{prefix}", "run qmd search to find current docids (a docid changes when the file changes)")
-    hashes = sorted({r.hash for r in rows})
-    if len(hashes) > 1:
-        listing = ", ".join(f"#{h[:len(prefix) + 2]} {r.collection}/{r.path}" for h in hashes for r in rows if r.hash == h)
-        raise QmdError(f"docid #{prefix} is ambiguous: {listing}", "give more hex digits")
-    return rows[0]
+    def query(self, text: str, options: QueryOptions, progress: Callable[[str], None] | None, explain: bool) -> QueryResult:
+        context = QueryContext(self.state.db(), self.state.search_scope(options.collections), self.models, self.hit)
+        return run_query(context, text, options, progress, explain)
 
+    def get(self, ref: str, from_line: int | None, max_lines: int | None, cwd: str | None) -> Document:
+        target, start, count = refs.split_range(ref)
+        from_line = from_line or start
+        max_lines = max_lines if max_lines is not None else count
+        backend = self.state.db()
+        colls = self.state.collections()
+        row = refs.resolve(backend, colls, target, cwd)
+        lines = refs.read_content(backend, row.hash).split("\n")
+        first = max((from_line or 1), 1)
+        if first > len(lines):
+            raise QmdError(f"{row.collection}/{row.path} has {len(lines)} lines; line {first} does not exist", "pick a line within the file")
+        last = len(lines) if max_lines is None else min(len(lines), first - 1 + max(max_lines, 0))
+        return Document(
+            docid=row.docid, collection=row.collection, path=row.path, title=row.title,
+            text="\n".join(lines[first - 1 : last]), from_line=first, total_lines=len(lines),
+            context=self.state.context(row.collection, row.path), abs_path=refs.abs_path(colls, row),
+        )
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+    def multi_get(self, pattern: str, max_lines: int | None, max_bytes: int, cwd: str | None) -> list[MultiGetItem]:
+        backend = self.state.db()
+        colls = self.state.collections()
+        rows: list[DocRow] = []
+        if any(ch in pattern for ch in "*?["):
+            glob = pattern[len("qmd://") :] if pattern.startswith("qmd://") else pattern
+            regex = re.compile(fnmatch.translate(glob))
+            for row in backend.find():
+                if row.collection in colls and (regex.match(f"{row.collection}/{row.path}") or regex.match(row.path)):
+                    rows.append(row)
+            if not rows:
+                raise NotFoundError(f"no documents match {pattern}", "patterns match collection/path, e.g. 'notes/**/*.md'")
+        else:
+            for ref in (p.strip() for p in pattern.split(",")):
+                if ref:
+                    rows.append(refs.resolve(backend, colls, ref, cwd))
+        out: list[MultiGetItem] = []
+        for row in dict.fromkeys(rows):
+            ctx = self.state.context(row.collection, row.path)
+            if row.size > max_bytes:
+                out.append(MultiGetItem(row.docid, row.collection, row.path, row.title, None,
+                                        skipped=f"{row.size} bytes is over the {max_bytes}-byte limit; use qmd get {row.collection}/{row.path}", context=ctx))
+                continue
+            lines = refs.read_content(backend, row.hash).split("\n")
+            shown = lines if max_lines is None else lines[:max_lines]
+            out.append(MultiGetItem(row.docid, row.collection, row.path, row.title, "\n".join(shown),
+                                    total_lines=len(lines), truncated_lines=len(lines) - len(shown), context=ctx))
+        return out
 
+    def ls(self, target: str | None) -> list[FileEntry]:
+        ref = (target or "").strip()
+        if ref.startswith("qmd://"):
+            ref = ref[len("qmd://") :]
+        name, _, sub = ref.partition("/")
+        self.state.collection(name)
+        sub = normalise_subpath(sub).lstrip("/")
+        return [FileEntry(f.collection, f.path, f.size, f.mtime_ns, f.hash[:6], f.title) for f in self.state.db().files(name, sub)]
 
-def collection_of_path(collections: dict[str, CollectionConfig], path: str) -> tuple[str, str] | None:
-    """(collection, relative path) for a file-system path inside a collection's folder."""
-    real = os.path.realpath(path)
-    best: tuple[str, str] | None = None
-    best_len = -1
-    for name, coll in collections.items():
-        root = os.path.realpath(coll.path)
-        if _inside(real, root) and len(root) > best_len:
-            rel = os.path.relpath(real, root).replace(os.sep, "/")
-            best, best_len = (name, "" if rel == "." else rel), len(root)
-    return best
-
-
-def _clean_rel(rel: str, ref: str) -> str:
-    norm = posixpath.normpath(rel.lstrip("/")) if rel else ""
-    if norm == ".." or norm.startswith("../"):
-        raise QmdError(f"'{ref}' leaves its collection", "use a path inside the collection")
-    return "" if norm == "." else norm
-
-
-def suggestions(conn: apsw.Connection, ref: str, limit: int = 5) -> list[str]:
-    """Up to `limit` active document paths that look like `ref` (by file name, then path)."""
-    import difflib
-
-    uris = [f"qmd://{c}/{p}" for c, p in conn.execute("SELECT collection, path FROM documents WHERE active = 1")]
-    tail = ref.rstrip("/").rsplit("/", 1)[-1].lower()
-    stem = tail.rsplit(".", 1)[0]
-    names = {u: u.rsplit("/", 1)[-1].lower() for u in uris}
-    contains = [u for u in uris if len(stem) >= 3 and stem in names[u]]
-    close_names = set(difflib.get_close_matches(tail, list(set(names.values())), n=limit, cutoff=0.75))
-    close = [u for u in uris if names[u] in close_names]
-    out: list[str] = []
-    for u in contains + close:
-        if u not in out:
-            out.append(u)
-    return out[:limit]
-
-
-def not_found(conn: apsw.Connection, ref: str) -> NotFoundError:
-    similar = suggestions(conn, ref)
-    hint = ("did you mean: " + ", ".join(similar)) if similar else "list documents with: qmd ls"
-    return NotFoundError(f"document not found: {ref}", hint)
-
-
-def resolve(conn: apsw.Connection, collections: dict[str, CollectionConfig], ref: str, cwd: str | None = None) -> DocRow:
-    """Find the active document `ref` names; refuse anything outside the collections."""
-    ref = ref.strip()
-    if not ref:
-        raise QmdError("empty document reference", "give a path, qmd://collection/path or #docid")
-    if ref.startswith("#"):
-        return by_docid(conn, ref)
-    if ref.startswith("qmd://"):
-        name, _, rel = ref[len("qmd://") :].partition("/")
-        if name not in collections:
-            raise unknown_collection(name, collections)
-        rows = active_rows(conn, "collection = ? AND path = ?", (name, _clean_rel(rel, ref)))
-        if rows:
-            return rows[0]
-        raise not_found(conn, ref)
-    first, _, rest = ref.partition("/")
-    if first in collections and rest and not os.path.isabs(ref):
-        rows = active_rows(conn, "collection = ? AND path = ?", (first, _clean_rel(rest, ref)))
-        if rows:
-            return rows[0]
-    is_fs = os.path.isabs(ref) or ref.startswith(("./", "../", "~")) or ref in (".", "..")
-    if not is_fs:
-        rows = active_rows(conn, "path = ?", (_clean_rel(ref, ref),))
-        if len(rows) == 1:
-            return rows[0]
-        if len(rows) > 1:
-            listing = ", ".join(f"qmd://{r.collection}/{r.path}" for r in rows[:5])
-            raise QmdError(f"'{ref}' is in several collections: {listing}", "use the qmd:// path")
-        if _HEX.match(ref) and len(ref) >= MIN_DOCID:
-            try:
-                return by_docid(conn, ref)
-            except NotFoundError:
-                pass
-    fs_path = os.path.expanduser(ref)
-    if not os.path.isabs(fs_path):
-        fs_path = os.path.join(cwd or os.getcwd(), fs_path)
-    if is_fs or os.path.exists(fs_path):
-        located = collection_of_path(collections, fs_path)
-        if located is None:
-            raise QmdError(f"{ref} is outside every collection", "qmd only serves indexed files; add its folder with: qmd collection add DIR")
-        rows = active_rows(conn, "collection = ? AND path = ?", located)
-        if rows:
-            return rows[0]
-    raise not_found(conn, ref)
-
-
-def unknown_collection(name: str, collections: dict[str, CollectionConfig]) -> NotFoundError:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(collections), n=5, cutoff=0.4)
-    known = close or list(collections)[:5]
-    hint = ("did you mean: " + ", ".join(known)) if close else ("collections: " + ", ".join(known) if known else "add one with: qmd collection add DIR --name NAME")
-    return NotFoundError(f"unknown collection '{name}'", hint)
-
-
-def read_content(conn: apsw.Connection, content_hash: str) -> str:
-    for (doc,) in conn.execute("SELECT doc FROM content WHERE hash = ?", (content_hash,)):
-        return doc
-    raise QmdError(f"content {content_hash[:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
-
-
-def abs_path(collections: dict[str, CollectionConfig], row: DocRow) -> str | None:
-    coll = collections.get(row.collection)
-    return str(Path(coll.path) / row.path) if coll else None

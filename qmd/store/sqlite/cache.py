@@ -6,27 +6,17 @@ query; the value is simply not cached this time.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from typing import Any
 
 import apsw
 
-from qmd.store.sqlite.connection import BUSY_TIMEOUT_MS, now_iso
+from qmd.core.clock import now_iso
+from qmd.store.sqlite.connection import BUSY_TIMEOUT_MS
 
 
-def cache_key(kind: str, *parts: str) -> str:
-    return hashlib.sha256("\x1f".join((kind, *parts)).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def get(conn: apsw.Connection, key: str) -> Any | None:
-    for (value,) in conn.execute("SELECT value FROM llm_cache WHERE key = ?", (key,)):
-        return json.loads(value)
-    return None
-
-
-def get_many(conn: apsw.Connection, keys: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def get_many(conn: apsw.Connection, keys: list[str]) -> dict[str, object]:
+    """The cached values of `keys` that exist (in batches of 500 parameters)."""
+    out: dict[str, object] = {}
     for i in range(0, len(keys), 500):
         part = keys[i : i + 500]
         marks = ",".join("?" * len(part))
@@ -35,7 +25,7 @@ def get_many(conn: apsw.Connection, keys: list[str]) -> dict[str, Any]:
     return out
 
 
-def put_many(conn: apsw.Connection, kind: str, items: dict[str, Any]) -> bool:
+def put_many(conn: apsw.Connection, kind: str, items: dict[str, object]) -> bool:
     """Store values; returns False (and stores nothing) when the index is busy."""
     if not items:
         return True

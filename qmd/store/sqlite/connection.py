@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
 
+from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
 
 Connection = apsw.Connection
@@ -111,11 +111,6 @@ MIGRATIONS: list[tuple[str, str]] = [
 BUSY_TIMEOUT_MS = 5000
 
 
-def now_iso() -> str:
-    """UTC timestamp, second precision, ISO 8601 with a Z."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def connect(path: Path, *, create: bool) -> apsw.Connection:
     """Open the index at `path` (WAL, short busy timeout) and bring its schema up to date.
 
@@ -183,9 +178,15 @@ def transaction(conn: apsw.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-def scalar(conn: apsw.Connection, sql: str, params: tuple[object, ...] = ()) -> object:
+def scalar(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...] = ()) -> apsw.SQLiteValue:
     """The first column of the first row, or None."""
     for row in conn.execute(sql, params):
         return row[0]
     return None
+
+
+def count(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...] = ()) -> int:
+    """An integer result (a count); 0 when the query returns nothing or NULL."""
+    value = scalar(conn, sql, params)
+    return int(value) if isinstance(value, (int, float, str)) else 0
 

@@ -10,53 +10,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import apsw
 
-from qmd.store.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, scalar
 from qmd.core.errors import QmdError
-
-
-@dataclass
-class IndexCheck:
-    """What `inspect` found. `error` is set when the file cannot be read as an index at all."""
-
-    path: str
-    exists: bool
-    error: str | None = None
-    quick_check: list[str] | None = None  # ["ok"] when sound; None when skipped
-    pending_migrations: list[str] = field(default_factory=list)
-    unknown_migrations: list[str] = field(default_factory=list)  # written by a newer qmd
-    documents: int = 0  # active
-    inactive: int = 0
-    fts_rows: int = 0
-    fts_missing: int = 0  # active documents without an FTS row
-    fts_extra: int = 0  # FTS rows of no active document
-    content_rows: int = 0
-    orphan_content: int = 0  # content no document (active or not) uses
-    chunks: int = 0
-    orphan_chunks: int = 0  # chunks of content no document uses
-    vector_models: list[tuple[str, str, int]] = field(default_factory=list)  # (fingerprint, model, documents embedded)
-
-    @property
-    def corrupted(self) -> bool:
-        return self.error is not None or (self.quick_check is not None and self.quick_check != ["ok"])
-
-    @property
-    def fts_drift(self) -> int:
-        return self.fts_missing + self.fts_extra
+from qmd.core.fileio import replace_file
+from qmd.store.backend import FieldsFor, IndexCheck, RebuildReport
+from qmd.store.sqlite import fulltext
+from qmd.store.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, count
 
 
 def _readonly(path: Path) -> apsw.Connection:
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     return conn
-
-
-def _count(conn: apsw.Connection, sql: str) -> int:
-    return int(scalar(conn, sql) or 0)
 
 
 def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
@@ -78,18 +46,18 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
         check.unknown_migrations = sorted(done - set(known))
         if "0001_core" not in done:
             return check
-        check.documents = _count(conn, "SELECT count(*) FROM documents WHERE active = 1")
-        check.inactive = _count(conn, "SELECT count(*) FROM documents WHERE active = 0")
-        check.fts_rows = _count(conn, "SELECT count(*) FROM documents_fts")
-        check.fts_missing = _count(
+        check.documents = count(conn, "SELECT count(*) FROM documents WHERE active = 1")
+        check.inactive = count(conn, "SELECT count(*) FROM documents WHERE active = 0")
+        check.fts_rows = count(conn, "SELECT count(*) FROM documents_fts")
+        check.fts_missing = count(
             conn, "SELECT count(*) FROM documents d WHERE d.active = 1 AND NOT EXISTS (SELECT 1 FROM documents_fts f WHERE f.rowid = d.id)"
         )
-        check.fts_extra = _count(conn, "SELECT count(*) FROM documents_fts WHERE rowid NOT IN (SELECT id FROM documents WHERE active = 1)")
-        check.content_rows = _count(conn, "SELECT count(*) FROM content")
-        check.orphan_content = _count(conn, "SELECT count(*) FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
+        check.fts_extra = count(conn, "SELECT count(*) FROM documents_fts WHERE rowid NOT IN (SELECT id FROM documents WHERE active = 1)")
+        check.content_rows = count(conn, "SELECT count(*) FROM content")
+        check.orphan_content = count(conn, "SELECT count(*) FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
         if "0002_vectors" in done:
-            check.chunks = _count(conn, "SELECT count(*) FROM chunks")
-            check.orphan_chunks = _count(conn, "SELECT count(*) FROM chunks WHERE hash NOT IN (SELECT hash FROM documents)")
+            check.chunks = count(conn, "SELECT count(*) FROM chunks")
+            check.orphan_chunks = count(conn, "SELECT count(*) FROM chunks WHERE hash NOT IN (SELECT hash FROM documents)")
             check.vector_models = [
                 (str(fp), str(model), int(n))
                 for fp, model, n in conn.execute(
@@ -104,22 +72,18 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
     return check
 
 
-def repair_fts(conn: apsw.Connection) -> int:
+def repair_fts(conn: apsw.Connection, fields: FieldsFor) -> int:
     """Rewrite every FTS row from the stored content; returns the rows written.
 
     The caller holds the writer lock and a transaction.
     """
-    from qmd.index.indexer import fts_values, prepare
-
     conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('delete-all')")
     rows = conn.execute(
         "SELECT d.id, d.collection, d.path, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.active = 1"
     ).fetchall()
     for doc_id, collection, rel, text in rows:
-        conn.execute(
-            "INSERT INTO documents_fts (rowid, filepath, title, body) VALUES (?, ?, ?, ?)",
-            (doc_id, *fts_values(collection, rel, prepare(text, rel))),
-        )
+        f = fields(str(collection), str(rel), str(text))
+        fulltext.write_row(conn, int(doc_id), f.filepath, f.title, f.body)
     return len(rows)
 
 
@@ -164,17 +128,9 @@ def swap_in(new: Path, path: Path) -> Path | None:
         moved = kept
     for side in sidecars(path):
         if side.exists():
-            os.replace(side, Path(str(kept) + side.name[len(path.name):]))
-    os.replace(new, path)
+            replace_file(side, Path(str(kept) + side.name[len(path.name):]))
+    replace_file(new, path)
     return moved
-
-
-@dataclass
-class RebuildReport:
-    path: str
-    kept: str | None  # where the broken file was put
-    documents: int
-    seconds: float
 
 
 def rebuild(path: Path, build: Callable[[Path], int]) -> RebuildReport:

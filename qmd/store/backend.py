@@ -1,0 +1,354 @@
+"""The storage seam: everything an index keeps, behind one interface.
+
+`Store`, the indexer, `embed` and the search pipeline call only what `IndexBackend`
+declares; no SQL, PRAGMA, FTS5 MATCH string or vec0 statement exists above it. SQLite
+(apsw + FTS5 + sqlite-vec, `qmd/store/sqlite/`) is the first implementation; another
+database implements the same methods and the rest of qmd does not change.
+
+What a backend stores:
+- documents: one row per (collection, path), soft-deleted when the file goes, pointing at
+  content by its sha256 (identical files share one content row and their vectors);
+- full-text fields (filepath, title, body) ranked by BM25 with column weights 1.5 / 4 / 1;
+- chunk vectors per embedding fingerprint (one vector space each), keyed by content hash;
+- per-collection state (when last indexed) and the files skipped or warned about;
+- an LLM cache (expansions, rerank scores), written best-effort;
+- its schema as named migrations, and one writer lock (readers never wait).
+
+Document ids (`DocRow.id`) are opaque integers, stable while the document exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+MIN_DOCID = 6  # hex digits of the content hash shown as a docid
+
+
+@dataclass(frozen=True)
+class DocRow:
+    """An active document as stored."""
+
+    id: int
+    collection: str
+    path: str
+    title: str
+    hash: str
+    body_line: int
+    size: int
+    mtime_ns: int
+
+    @property
+    def docid(self) -> str:
+        return self.hash[:MIN_DOCID]
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """One line of `qmd ls`."""
+
+    collection: str
+    path: str
+    size: int
+    mtime_ns: int
+    hash: str
+    title: str
+
+
+@dataclass(frozen=True)
+class KnownFile:
+    """What the index remembers of a file, to decide whether it must be read again."""
+
+    id: int
+    hash: str
+    size: int
+    mtime_ns: int
+    active: bool
+
+
+@dataclass(frozen=True)
+class SearchFields:
+    """The full-text columns of a document: its collection/path, title (+ tags) and body."""
+
+    filepath: str
+    title: str
+    body: str
+
+
+FieldsFor = Callable[[str, str, str], SearchFields]  # (collection, path, text) → fields
+
+
+@dataclass(frozen=True)
+class DocumentWrite:
+    """A new or changed file, read and prepared, to be stored."""
+
+    path: str
+    text: str
+    hash: str
+    title: str
+    tags: list[str]
+    body_line: int
+    size: int
+    mtime_ns: int
+    fields: SearchFields
+
+
+@dataclass(frozen=True)
+class Term:
+    """A keyword-query term: a word (matched as a prefix) or a quoted phrase."""
+
+    text: str
+    phrase: bool = False  # written in quotes: exact phrase, no prefix
+
+
+@dataclass(frozen=True)
+class TextQuery:
+    """A keyword search for the backend: every term (`require_all`) or any of them, minus `negated`."""
+
+    terms: tuple[Term, ...]
+    negated: tuple[Term, ...] = ()
+    require_all: bool = True
+
+
+@dataclass(frozen=True)
+class VectorModel:
+    """One vector space: an embedding fingerprint and its dimensions."""
+
+    id: int
+    fingerprint: str
+    model: str
+    dims: int
+
+
+@dataclass(frozen=True)
+class ChunkVector:
+    """One embedded chunk of a content hash: its span in the text and its vector."""
+
+    hash: str
+    seq: int
+    start: int
+    end: int
+    tokens: int
+    vector: Sequence[float]
+
+
+Nearest = tuple[int, float, tuple[int, int]]  # (document id, cosine similarity, best chunk (start, end))
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Row counts for `status`."""
+
+    active: int
+    inactive: int
+    content: int
+
+
+@dataclass
+class IndexCheck:
+    """What `inspect` found. `error` is set when the index cannot be read at all."""
+
+    path: str
+    exists: bool
+    error: str | None = None
+    quick_check: list[str] | None = None  # ["ok"] when sound; None when skipped
+    pending_migrations: list[str] = field(default_factory=list)
+    unknown_migrations: list[str] = field(default_factory=list)  # written by a newer qmd
+    documents: int = 0  # active
+    inactive: int = 0
+    fts_rows: int = 0
+    fts_missing: int = 0  # active documents without a full-text row
+    fts_extra: int = 0  # full-text rows of no active document
+    content_rows: int = 0
+    orphan_content: int = 0  # content no document (active or not) uses
+    chunks: int = 0
+    orphan_chunks: int = 0  # chunks of content no document uses
+    vector_models: list[tuple[str, str, int]] = field(default_factory=list)  # (fingerprint, model, documents embedded)
+
+    @property
+    def corrupted(self) -> bool:
+        return self.error is not None or (self.quick_check is not None and self.quick_check != ["ok"])
+
+    @property
+    def fts_drift(self) -> int:
+        return self.fts_missing + self.fts_extra
+
+
+@dataclass
+class RebuildReport:
+    path: str
+    kept: str | None  # where the old file was put
+    documents: int
+    seconds: float
+
+
+class CollectionWriter(Protocol):
+    """The writes of one collection's update, applied atomically when the block ends."""
+
+    def known(self) -> dict[str, KnownFile]:
+        """Every file of the collection the index has a row for (active or not), by path."""
+        ...
+
+    def put(self, doc: DocumentWrite, replaces: int | None) -> None:
+        """Store a new file (`replaces=None`) or a changed one (its row id)."""
+        ...
+
+    def touch(self, row_id: int, size: int, mtime_ns: int) -> None:
+        """Remember a new stat for unchanged content, so the next update skips the file."""
+        ...
+
+    def deactivate(self, row_id: int) -> None:
+        """Soft-delete a file that is gone (`cleanup` drops it)."""
+        ...
+
+    def set_issues(self, issues: Sequence[tuple[str, str, str]]) -> None:
+        """Replace the collection's (path, severity, reason) list; severity is skipped|warning."""
+        ...
+
+
+class IndexBackend(Protocol):
+    """Where one index lives. Opened lazily; every method opens it when needed."""
+
+    @property
+    def location(self) -> str:
+        """A path or URL for messages."""
+        ...
+
+    def exists(self) -> bool:
+        """Whether the index was ever created (a read of a missing one is an error naming the fix)."""
+        ...
+
+    def open(self, *, create: bool) -> None:
+        """Connect (creating the index when `create`) and apply pending migrations."""
+        ...
+
+    def close(self) -> None: ...
+
+    def size_bytes(self) -> int: ...
+
+    def change_token(self) -> object:
+        """A value that changes whenever another connection commits (cheap; for caches)."""
+        ...
+
+    def writer_lock(self, *, wait: bool = True, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+        """One writer at a time (update, embed, cleanup, repairs); readers never wait."""
+        ...
+
+    # --- documents --------------------------------------------------------------------
+
+    def documents(self, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
+        """Rows and texts of the given document ids (the search hot path: one query)."""
+        ...
+
+    def find(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
+        """Active documents matching every given field, by collection then path."""
+        ...
+
+    def content(self, content_hash: str) -> str | None: ...
+
+    def files(self, collection: str, under: str = "") -> list[FileRow]:
+        """Active files of a collection, optionally under a sub-path, by path."""
+        ...
+
+    def collection_counts(self) -> dict[str, int]:
+        """Active documents per collection."""
+        ...
+
+    def collection_updated(self) -> dict[str, str]:
+        """When each indexed collection was last updated (ISO-8601 UTC)."""
+        ...
+
+    def file_issues(self) -> list[tuple[str, str, str, str]]:
+        """(collection, path, severity, reason) of every skipped or warned-about file."""
+        ...
+
+    def totals(self) -> Totals: ...
+
+    def collection_writer(self, collection: str) -> AbstractContextManager[CollectionWriter]:
+        """One collection's update as one transaction: a crash leaves the previous state."""
+        ...
+
+    def drop_collection(self, name: str) -> int:
+        """Delete every row of a collection; returns the documents dropped."""
+        ...
+
+    def rename_collection(self, old: str, new: str, fields: FieldsFor) -> None:
+        """Move a collection's rows to a new name (its full-text filepaths change)."""
+        ...
+
+    def cleanup(self) -> tuple[int, int]:
+        """Drop soft-deleted documents, unused content and their vectors, then compact.
+
+        Returns (documents dropped, content rows dropped).
+        """
+        ...
+
+    # --- full text --------------------------------------------------------------------
+
+    def bm25(self, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int]) -> list[tuple[int, float]]:
+        """(document id, raw BM25 score, more negative is better) best first, without `exclude`.
+
+        `collections=None` searches everything; `limit=None` returns every match.
+        """
+        ...
+
+    def repair_fulltext(self, fields: FieldsFor) -> int:
+        """Rewrite every full-text row from the stored content; returns the rows written."""
+        ...
+
+    # --- vectors ----------------------------------------------------------------------
+
+    def vector_model(self, fingerprint: str) -> VectorModel | None: ...
+
+    def ensure_vector_model(self, fingerprint: str, model: str, dims: int) -> VectorModel:
+        """The vector space of a fingerprint, created on first use."""
+        ...
+
+    def pending_embeddings(self, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
+        """(content hash, title) of active documents in `collections` without vectors for the model."""
+        ...
+
+    def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
+        """Replace the chunks of each content hash in `batch`, in one transaction; returns chunks written."""
+        ...
+
+    def drop_vectors(self, model: VectorModel) -> None:
+        """Forget every vector of one fingerprint (`embed -f`)."""
+        ...
+
+    def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None) -> list[Nearest]:
+        """The active documents in `scope` (None: all) whose best chunk is nearest, best first; exact."""
+        ...
+
+    def vector_counts(self, model_id: int | None) -> tuple[int, int]:
+        """(chunks, embedded content of active documents) of one vector space (zeros for None)."""
+        ...
+
+    def chunk_spans(self, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+        """(start, end) of each content hash's chunks, in order."""
+        ...
+
+    # --- the LLM cache ----------------------------------------------------------------
+
+    def cache_get(self, keys: Sequence[str]) -> dict[str, object]: ...
+
+    def cache_put(self, kind: str, items: dict[str, object]) -> bool:
+        """Store values; False (and nothing stored) when the index is busy: never fails a query."""
+        ...
+
+    # --- schema and integrity ---------------------------------------------------------
+
+    def inspect(self, *, quick: bool = False) -> IndexCheck:
+        """Read-only health: never migrates (`quick` skips the expensive scan)."""
+        ...
+
+    def backup(self) -> Path:
+        """A verified copy beside the index; QmdError when the copy is not sound."""
+        ...
+
+    def rebuild(self, build: Callable[[IndexBackend], int]) -> RebuildReport:
+        """Fill a fresh index with `build(fresh)` (returns its documents), then swap it in."""
+        ...

@@ -1,0 +1,232 @@
+"""Collections and contexts: what is indexed, and what it is about (the config's side)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from qmd.core.errors import NotFoundError, QmdError
+from qmd.index.indexer import Progress, check_root, index_collection, search_fields
+from qmd.store.config import DEFAULT_PATTERN, CollectionConfig
+from qmd.store.contexts import normalise_subpath
+from qmd.store.results import CollectionInfo, ContextInfo, UpdateReport
+from qmd.store.state import IndexState
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+UPDATE_COMMAND_TIMEOUT_S = 900
+
+
+def check_collection_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise QmdError(f"invalid collection name {name!r}", "use letters, digits, '.', '_' or '-' (it appears in qmd:// paths)")
+    return name
+
+
+class Collections:
+    """Add, remove, rename and describe collections; re-index them (`update`)."""
+
+    def __init__(self, state: IndexState) -> None:
+        self.state = state
+
+    def add(
+        self,
+        path: str | os.PathLike[str],
+        name: str | None,
+        pattern: str,
+        ignore: list[str] | None,
+        update_command: str | None,
+        *,
+        index: bool,
+        progress: Progress | None,
+    ) -> UpdateReport | None:
+        folder = Path(path).expanduser().resolve()
+        name = check_collection_name(folder.name if name is None else name)
+        existing = self.state.collections()
+        if name in existing:
+            raise QmdError(f"collection '{name}' already exists (at {existing[name].path})", f"pick another --name, or: qmd collection remove {name}")
+        if not folder.exists():
+            raise QmdError(f"{path} does not exist", "check the path of the folder to index")
+        if not folder.is_dir():
+            raise QmdError(f"{path} is not a folder", "give the folder that holds the markdown files")
+        coll = CollectionConfig(name, folder, pattern or DEFAULT_PATTERN, list(ignore or []), update_command)
+        self.state.config.set_collection(coll)
+        self.state.save_config()
+        if not index:
+            return None
+        try:
+            return self.update([name], progress=progress)
+        except BaseException:
+            # Nothing half-done: a collection that could not be indexed is not left registered.
+            self.state.config.remove_collection(name)
+            self.state.save_config()
+            raise
+
+    def remove(self, name: str) -> int:
+        self.state.collection(name)
+        dropped = 0
+        backend = self.state.backend
+        if backend.exists():
+            with backend.writer_lock():
+                dropped = self.state.db().drop_collection(name)
+        self.state.config.remove_collection(name)
+        self.state.save_config()
+        return dropped
+
+    def rename(self, old: str, new: str) -> None:
+        self.state.collection(old)
+        check_collection_name(new)
+        if new in self.state.collections():
+            raise QmdError(f"collection '{new}' already exists", "pick another name")
+        backend = self.state.backend
+        if backend.exists():
+            with backend.writer_lock():
+                self.state.db().rename_collection(old, new, search_fields)
+        self.state.config.rename_collection(old, new)
+        self.state.save_config()
+
+    def set_include_by_default(self, name: str, include: bool) -> None:
+        coll = self.state.collection(name)
+        coll.include_by_default = include
+        self.state.config.set_collection(coll)
+        self.state.save_config()
+
+    def infos(self) -> list[CollectionInfo]:
+        backend = self.state.backend
+        counts: dict[str, int] = {}
+        updated: dict[str, str] = {}
+        issues: dict[tuple[str, str], int] = {}
+        if backend.exists():
+            db = self.state.db()
+            counts = db.collection_counts()
+            updated = db.collection_updated()
+            for collection, _, severity, _ in db.file_issues():
+                issues[(collection, severity)] = issues.get((collection, severity), 0) + 1
+        return [
+            CollectionInfo(
+                name=c.name,
+                path=str(c.path),
+                pattern=c.pattern,
+                ignore=c.ignore,
+                include_by_default=c.include_by_default,
+                documents=counts.get(c.name, 0),
+                updated_at=updated.get(c.name),
+                contexts=dict(c.context),
+                update_command=c.update,
+                embed=c.embed,
+                skipped=issues.get((c.name, "skipped"), 0),
+                warnings=issues.get((c.name, "warning"), 0),
+            )
+            for c in self.state.collections().values()
+        ]
+
+    # --- contexts -----------------------------------------------------------------
+
+    def _context_target(self, target: str, cwd: str | None) -> tuple[str | None, str]:
+        """(collection or None for global, sub-path) for a context target."""
+        target = target.strip()
+        if target in ("/", ""):
+            return None, "/"
+        colls = self.state.collections()
+        if target.startswith("qmd://"):
+            name, _, sub = target[len("qmd://") :].partition("/")
+            self.state.collection(name)
+            return name, normalise_subpath(sub)
+        first, _, rest = target.partition("/")
+        if first in colls and not os.path.isabs(target):
+            return first, normalise_subpath(rest)
+        located = self.state.fs_context_target(target, cwd)
+        if located is None:
+            raise QmdError(f"{target} is not inside any collection", "use qmd://COLLECTION/sub-path, or '/' for the global context")
+        return located[0], normalise_subpath(located[1])
+
+    def add_context(self, target: str, text: str, cwd: str | None) -> ContextInfo:
+        text = text.strip()
+        if not text:
+            raise QmdError("a context needs some text", 'qmd context add qmd://notes/ "What these notes are about"')
+        name, sub = self._context_target(target, cwd)
+        if name is None:
+            self.state.config.global_context = text
+        else:
+            coll = self.state.collection(name)
+            coll.context[sub] = text
+            self.state.config.set_collection(coll)
+        self.state.save_config()
+        return ContextInfo("/" if name is None else f"qmd://{name}{sub if sub != '/' else '/'}", text)
+
+    def contexts(self) -> list[ContextInfo]:
+        config = self.state.config
+        out = [ContextInfo("/", config.global_context)] if config.global_context else []
+        for coll in self.state.collections().values():
+            for sub, text in coll.context.items():
+                sub = normalise_subpath(sub)
+                out.append(ContextInfo(f"qmd://{coll.name}{sub if sub != '/' else '/'}", text))
+        return out
+
+    def remove_context(self, target: str, cwd: str | None) -> None:
+        name, sub = self._context_target(target, cwd)
+        config = self.state.config
+        if name is None:
+            if not config.global_context:
+                raise NotFoundError("there is no global context", "list contexts with: qmd context list")
+            config.global_context = None
+        else:
+            coll = self.state.collection(name)
+            key = next((k for k in coll.context if normalise_subpath(k) == sub), None)
+            if key is None:
+                raise NotFoundError(f"no context at qmd://{name}{sub}", "list contexts with: qmd context list")
+            del coll.context[key]
+            config.set_collection(coll)
+        self.state.save_config()
+
+    # --- indexing -------------------------------------------------------------------
+
+    def update(
+        self,
+        collections: list[str] | None = None,
+        *,
+        progress: Progress | None = None,
+        run_commands: bool = True,
+        on_command: Callable[[str, str], None] | None = None,
+        on_wait: Callable[[], None] | None = None,
+    ) -> UpdateReport:
+        colls = self.state.collections()
+        names = list(colls) if collections is None else [self.state.collection(n).name for n in collections]
+        report = UpdateReport([])
+        self.state.writes += 1
+        with self.state.backend.writer_lock(on_wait=on_wait):
+            backend = self.state.db(create=True)
+            for name in names:
+                coll = colls[name]
+                try:
+                    if run_commands and coll.update:
+                        failure = run_update_command(coll, on_command)
+                        if failure:
+                            report.command_failures.append((name, failure))
+                    report.collections.append(index_collection(backend, coll, progress))
+                except QmdError as exc:
+                    if len(names) == 1:
+                        raise
+                    # One broken collection must not keep the others stale.
+                    report.errors.append((name, exc.message, exc.hint))
+        return report
+
+
+def run_update_command(coll: CollectionConfig, on_command: Callable[[str, str], None] | None) -> str | None:
+    """Run a collection's `update:` command in its folder; the failure as one line, or None."""
+    check_root(coll)
+    if on_command is not None:
+        on_command(coll.name, coll.update or "")
+    try:
+        proc = subprocess.run(
+            coll.update or "", shell=True, cwd=coll.path, capture_output=True, text=True,
+            timeout=UPDATE_COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return f"update command timed out after {UPDATE_COMMAND_TIMEOUT_S}s: {coll.update}"
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+        return f"update command exited {proc.returncode}: {coll.update} {tail[0]}".strip()
+    return None

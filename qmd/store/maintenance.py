@@ -1,0 +1,87 @@
+"""Keeping an index sound: status, cleanup, integrity checks, repairs and rebuilds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qmd.core.errors import QmdError
+from qmd.index.indexer import Progress, index_collection, search_fields
+from qmd.store.backend import IndexBackend, IndexCheck, RebuildReport
+from qmd.store.collections import Collections
+from qmd.store.results import CleanupReport, StatusInfo
+from qmd.store.state import IndexState
+
+
+class Maintenance:
+    """What `status`, `cleanup`, `rebuild` and doctor ask of an index."""
+
+    def __init__(self, state: IndexState, collections: Collections) -> None:
+        self.state = state
+        self.collections = collections
+
+    def cleanup(self) -> CleanupReport:
+        backend = self.state.backend
+        before = backend.size_bytes() if backend.exists() else 0
+        with backend.writer_lock():
+            inactive, orphans = self.state.db().cleanup()
+        return CleanupReport(inactive, orphans, before, backend.size_bytes())
+
+    def check(self, quick: bool) -> IndexCheck:
+        return self.state.backend.inspect(quick=quick)
+
+    def repair_fts(self) -> int:
+        self.state.writes += 1
+        with self.state.backend.writer_lock():
+            return self.state.db().repair_fulltext(search_fields)
+
+    def backup(self) -> Path:
+        with self.state.backend.writer_lock():
+            return self.state.db().backup()
+
+    def rebuild(self, progress: Progress | None) -> RebuildReport:
+        """Build the index anew from the config's collections and swap it in atomically.
+
+        The writer lock of the index is held throughout; the fresh file takes none (no
+        lock file is left beside it). `update:` commands do not run.
+        """
+
+        def build(fresh: IndexBackend) -> int:
+            fresh.open(create=True)
+            for coll in self.state.collections().values():
+                try:
+                    index_collection(fresh, coll, progress)
+                except QmdError as exc:
+                    raise QmdError(f"rebuild stopped: collection '{coll.name}': {exc.message}", "fix that collection (or remove it), then: qmd rebuild") from exc
+            return fresh.totals().active
+
+        backend = self.state.backend
+        self.state.writes += 1
+        with backend.writer_lock():
+            return backend.rebuild(build)
+
+    def last_updated(self) -> str | None:
+        if not self.state.backend.exists():
+            return None
+        updated = self.state.db().collection_updated().values()
+        return max(updated) if updated else None
+
+    def document_count(self) -> int:
+        if not self.state.backend.exists():
+            return 0
+        return sum(self.state.db().collection_counts().values())
+
+    def status(self) -> StatusInfo:
+        backend = self.state.backend
+        exists = backend.exists()
+        db = self.state.db() if exists else None
+        totals = db.totals() if db is not None else None
+        updated = db.collection_updated().values() if db is not None else []
+        return StatusInfo(
+            index_path=backend.location, size_bytes=backend.size_bytes(),
+            documents=totals.active if totals else 0,
+            inactive=totals.inactive if totals else 0,
+            content_rows=totals.content if totals else 0,
+            updated_at=max(updated) if updated else None,
+            collections=self.collections.infos(), issues=db.file_issues() if db is not None else [],
+            global_context=self.state.config.global_context,
+        )

@@ -1,0 +1,140 @@
+"""The index's three model roles (embed, rerank, generate), loaded once, and their caches."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from qmd.store.results import ModelStatus, VectorStatus
+from qmd.store.state import IndexState
+
+if TYPE_CHECKING:
+    from qmd.index.embedding import EmbedProgress, EmbedReport
+    from qmd.llm.embedder import Embedder
+    from qmd.llm.generator import Generator
+    from qmd.llm.models import ModelRef
+    from qmd.llm.reranker import CrossEncoder, YesNoReranker
+    from qmd.search.typed import SubQuery
+
+
+def cache_key(kind: str, *parts: str) -> str:
+    """The LLM cache key of one model call: kind + model identity + inputs."""
+    return hashlib.sha256("\x1f".join((kind, *parts)).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Models:
+    """Loads each role's model on first use (never downloads) and keeps it for the Store's life."""
+
+    def __init__(self, state: IndexState) -> None:
+        self.state = state
+        self._embedder: Embedder | None = None
+        self._reranker: CrossEncoder | YesNoReranker | None = None
+        self._generator: Generator | None = None
+
+    def loaded(self) -> list[str]:
+        pairs = (("embed", self._embedder), ("rerank", self._reranker), ("generate", self._generator))
+        return [role for role, model in pairs if model is not None]
+
+    def release(self) -> list[str]:
+        released = self.loaded()
+        for model in (self._embedder, self._reranker, self._generator):
+            if model is not None:
+                model.close()
+        self._embedder = self._reranker = self._generator = None
+        return released
+
+    def model(self, role: str) -> ModelRef:
+        from qmd.llm.models import resolve_model
+
+        models = self.state.config.raw.get("models")
+        return resolve_model(role, models if isinstance(models, dict) else None)
+
+    def statuses(self) -> list[ModelStatus]:
+        from qmd.llm.models import ROLES
+
+        return [ModelStatus(r.role, r.spec, r.source, str(r.path), r.available) for r in (self.model(role) for role in ROLES)]
+
+    def embedder(self) -> Embedder:
+        from qmd.llm.embedder import Embedder
+        from qmd.llm.models import require_local
+
+        path = require_local(self.model("embed"))
+        if self._embedder is None or self._embedder.info.path != path:
+            self._embedder = Embedder(path)
+        return self._embedder
+
+    def reranker(self) -> CrossEncoder | YesNoReranker:
+        from qmd.llm.models import require_local
+        from qmd.llm.reranker import load_reranker
+
+        path = require_local(self.model("rerank"))
+        if self._reranker is None or self._reranker.info.path != path:
+            self._reranker = load_reranker(path)
+        return self._reranker
+
+    def generator(self) -> Generator:
+        from qmd.llm.generator import Generator
+        from qmd.llm.models import require_local
+
+        path = require_local(self.model("generate"))
+        if self._generator is None or self._generator.info.path != path:
+            self._generator = Generator(path)
+        return self._generator
+
+    def expand(self, question: str, generator: Generator | None = None) -> list[SubQuery]:
+        """Typed expansion lines for `question`, from the index's cache when present."""
+        from qmd.search.typed import SubQuery
+
+        generator = generator or self.generator()
+        key = cache_key("expand", generator.info.identity, question)
+        backend = self.state.db()
+        cached = backend.cache_get([key]).get(key)
+        if isinstance(cached, list):
+            return [SubQuery(str(t), str(q)) for t, q in cached]
+        lines = generator.expand(question)
+        backend.cache_put("expand", {key: [[s.type, s.text] for s in lines]})
+        return lines
+
+    def rerank(self, query: str, texts: list[str], reranker: CrossEncoder | YesNoReranker | None = None) -> list[float]:
+        """Relevance in [0, 1] of each text to `query`, cached per (model, query, text)."""
+        reranker = reranker or self.reranker()
+        backend = self.state.db()
+        keys = [cache_key("rerank", reranker.info.identity, query, t) for t in texts]
+        known = {k: float(v) for k, v in backend.cache_get(keys).items() if isinstance(v, (int, float))}
+        missing = [i for i, k in enumerate(keys) if k not in known]
+        if missing:
+            fresh = reranker.scores(query, [texts[i] for i in missing])
+            new = {keys[i]: float(score) for i, score in zip(missing, fresh)}
+            backend.cache_put("rerank", dict(new))
+            known.update(new)
+        return [known[k] for k in keys]
+
+    def chunks_for(self, hashes: list[str]) -> dict[str, list[tuple[int, int]]]:
+        """(start, end) of each document's chunks under the loaded embed model ({} if none)."""
+        from qmd.index.embedding import fingerprint
+
+        if self._embedder is None or not hashes:
+            return {}
+        backend = self.state.db()
+        model = backend.vector_model(fingerprint(self._embedder))
+        return {} if model is None else backend.chunk_spans(model, hashes)
+
+    def embed(self, force: bool, collections: list[str] | None, progress: EmbedProgress | None, on_wait: Callable[[], None] | None) -> EmbedReport:
+        from qmd.index.embedding import run_embed
+
+        embedder = self.embedder()
+        wanted, skipped = self.state.embeddable(collections)
+        self.state.writes += 1
+        with self.state.backend.writer_lock(on_wait=on_wait):
+            return run_embed(self.state.db(), embedder, wanted, skipped, force=force, progress=progress)
+
+    def vector_status(self, collections: list[str] | None) -> VectorStatus:
+        from qmd.search.vector import vector_status
+
+        ref = self.model("embed")
+        wanted, _ = self.state.embeddable(collections)
+        loaded = self._embedder if self._embedder is not None and self._embedder.info.path == ref.path else None
+        return vector_status(self.state.db(), ref.path if ref.available else None, loaded, wanted)
+
+

@@ -1,0 +1,156 @@
+"""Find documents by reference: qmd:// URI, collection/path, file path, or #docid prefix."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from pathlib import Path
+
+from qmd.core.errors import NotFoundError, QmdError
+from qmd.store.backend import MIN_DOCID, DocRow, IndexBackend
+from qmd.store.config import CollectionConfig
+
+_RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", re.DOTALL)
+_HEX = re.compile(r"^[0-9a-fA-F]+$")
+
+
+def split_range(ref: str) -> tuple[str, int | None, int | None]:
+    """`path:from:count` → (path, from, count); either number may be absent."""
+    match = _RANGE.match(ref.strip())
+    if not match:
+        return ref, None, None
+    start = int(match["start"]) if match["start"] else None
+    count = int(match["count"]) if match["count"] else None
+    return match["ref"], start, count
+
+
+def by_docid(backend: IndexBackend, prefix: str) -> DocRow:
+    """The document whose content hash starts with `prefix` (≥ 6 hex digits)."""
+    prefix = prefix.lstrip("#").lower()
+    if len(prefix) < MIN_DOCID or not _HEX.match(prefix):
+        raise QmdError(f"'#{prefix}' is not a docid", f"a docid is at least {MIN_DOCID} hex digits, as printed by qmd search")
+    rows = backend.find(hash_prefix=prefix)
+    if not rows:
+        raise NotFoundError(f"no document with docid #{prefix}", "run qmd search to find current docids (a docid changes when the file changes)")
+    hashes = sorted({r.hash for r in rows})
+    if len(hashes) > 1:
+        listing = ", ".join(f"#{h[:len(prefix) + 2]} {r.collection}/{r.path}" for h in hashes for r in rows if r.hash == h)
+        raise QmdError(f"docid #{prefix} is ambiguous: {listing}", "give more hex digits")
+    return rows[0]
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def collection_of_path(collections: dict[str, CollectionConfig], path: str) -> tuple[str, str] | None:
+    """(collection, relative path) for a file-system path inside a collection's folder."""
+    real = os.path.realpath(path)
+    best: tuple[str, str] | None = None
+    best_len = -1
+    for name, coll in collections.items():
+        root = os.path.realpath(coll.path)
+        if _inside(real, root) and len(root) > best_len:
+            rel = os.path.relpath(real, root).replace(os.sep, "/")
+            best, best_len = (name, "" if rel == "." else rel), len(root)
+    return best
+
+
+def _clean_rel(rel: str, ref: str) -> str:
+    norm = posixpath.normpath(rel.lstrip("/")) if rel else ""
+    if norm == ".." or norm.startswith("../"):
+        raise QmdError(f"'{ref}' leaves its collection", "use a path inside the collection")
+    return "" if norm == "." else norm
+
+
+def suggestions(backend: IndexBackend, ref: str, limit: int = 5) -> list[str]:
+    """Up to `limit` active document paths that look like `ref` (by file name, then path)."""
+    import difflib
+
+    uris = [f"qmd://{r.collection}/{r.path}" for r in backend.find()]
+    tail = ref.rstrip("/").rsplit("/", 1)[-1].lower()
+    stem = tail.rsplit(".", 1)[0]
+    names = {u: u.rsplit("/", 1)[-1].lower() for u in uris}
+    contains = [u for u in uris if len(stem) >= 3 and stem in names[u]]
+    close_names = set(difflib.get_close_matches(tail, list(set(names.values())), n=limit, cutoff=0.75))
+    close = [u for u in uris if names[u] in close_names]
+    out: list[str] = []
+    for u in contains + close:
+        if u not in out:
+            out.append(u)
+    return out[:limit]
+
+
+def not_found(backend: IndexBackend, ref: str) -> NotFoundError:
+    similar = suggestions(backend, ref)
+    hint = ("did you mean: " + ", ".join(similar)) if similar else "list documents with: qmd ls"
+    return NotFoundError(f"document not found: {ref}", hint)
+
+
+def resolve(backend: IndexBackend, collections: dict[str, CollectionConfig], ref: str, cwd: str | None = None) -> DocRow:
+    """Find the active document `ref` names; refuse anything outside the collections."""
+    ref = ref.strip()
+    if not ref:
+        raise QmdError("empty document reference", "give a path, qmd://collection/path or #docid")
+    if ref.startswith("#"):
+        return by_docid(backend, ref)
+    if ref.startswith("qmd://"):
+        name, _, rel = ref[len("qmd://") :].partition("/")
+        if name not in collections:
+            raise unknown_collection(name, collections)
+        rows = backend.find(collection=name, path=_clean_rel(rel, ref))
+        if rows:
+            return rows[0]
+        raise not_found(backend, ref)
+    first, _, rest = ref.partition("/")
+    if first in collections and rest and not os.path.isabs(ref):
+        rows = backend.find(collection=first, path=_clean_rel(rest, ref))
+        if rows:
+            return rows[0]
+    is_fs = os.path.isabs(ref) or ref.startswith(("./", "../", "~")) or ref in (".", "..")
+    if not is_fs:
+        rows = backend.find(path=_clean_rel(ref, ref))
+        if len(rows) == 1:
+            return rows[0]
+        if len(rows) > 1:
+            listing = ", ".join(f"qmd://{r.collection}/{r.path}" for r in rows[:5])
+            raise QmdError(f"'{ref}' is in several collections: {listing}", "use the qmd:// path")
+        if _HEX.match(ref) and len(ref) >= MIN_DOCID:
+            try:
+                return by_docid(backend, ref)
+            except NotFoundError:
+                pass
+    fs_path = os.path.expanduser(ref)
+    if not os.path.isabs(fs_path):
+        fs_path = os.path.join(cwd or os.getcwd(), fs_path)
+    if is_fs or os.path.exists(fs_path):
+        located = collection_of_path(collections, fs_path)
+        if located is None:
+            raise QmdError(f"{ref} is outside every collection", "qmd only serves indexed files; add its folder with: qmd collection add DIR")
+        rows = backend.find(collection=located[0], path=located[1])
+        if rows:
+            return rows[0]
+    raise not_found(backend, ref)
+
+
+def unknown_collection(name: str, collections: dict[str, CollectionConfig]) -> NotFoundError:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(collections), n=5, cutoff=0.4)
+    known = close or list(collections)[:5]
+    hint = ("did you mean: " + ", ".join(known)) if close else ("collections: " + ", ".join(known) if known else "add one with: qmd collection add DIR --name NAME")
+    return NotFoundError(f"unknown collection '{name}'", hint)
+
+
+def read_content(backend: IndexBackend, content_hash: str) -> str:
+    """The stored text of a content hash; a QmdError naming the fix when it is missing."""
+    text = backend.content(content_hash)
+    if text is not None:
+        return text
+    raise QmdError(f"content {content_hash[:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
+
+
+def abs_path(collections: dict[str, CollectionConfig], row: DocRow) -> str | None:
+    coll = collections.get(row.collection)
+    return str(Path(coll.path) / row.path) if coll else None

@@ -1,0 +1,188 @@
+"""The SQLite implementation of the storage seam: one file (apsw + FTS5 + sqlite-vec)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+import apsw
+
+from qmd.core.locks import writer_lock
+from qmd.store.backend import (
+    ChunkVector,
+    CollectionWriter,
+    DocRow,
+    FieldsFor,
+    FileRow,
+    IndexBackend,
+    IndexCheck,
+    Nearest,
+    RebuildReport,
+    TextQuery,
+    Totals,
+    VectorModel,
+)
+from qmd.store.sqlite import cache, documents, fulltext, integrity, vectors
+from qmd.store.sqlite.connection import connect, count, scalar, transaction
+
+
+class SqliteBackend(IndexBackend):
+    """An index in one SQLite file, WAL mode; the writer lock is `{file}.lock` beside it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._conn: apsw.Connection | None = None
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def open(self, *, create: bool) -> None:
+        if self._conn is None:
+            self._conn = connect(self.path, create=create)
+
+    def connection(self) -> apsw.Connection:
+        """The open connection (opened on first use; never creates the file)."""
+        if self._conn is None:
+            self._conn = connect(self.path, create=False)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+
+    def change_token(self) -> object:
+        return scalar(self.connection(), "PRAGMA data_version")
+
+    def writer_lock(self, *, wait: bool = True, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+        return writer_lock(self.path, wait=wait, on_wait=on_wait)
+
+    # --- documents --------------------------------------------------------------------
+
+    def documents(self, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
+        return documents.documents(self.connection(), ids)
+
+    def find(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
+        return documents.find(self.connection(), collection=collection, path=path, hash_prefix=hash_prefix)
+
+    def content(self, content_hash: str) -> str | None:
+        return documents.content(self.connection(), content_hash)
+
+    def files(self, collection: str, under: str = "") -> list[FileRow]:
+        return documents.files(self.connection(), collection, under)
+
+    def collection_counts(self) -> dict[str, int]:
+        return documents.collection_counts(self.connection()) if self.exists() else {}
+
+    def collection_updated(self) -> dict[str, str]:
+        return documents.collection_updated(self.connection()) if self.exists() else {}
+
+    def file_issues(self) -> list[tuple[str, str, str, str]]:
+        return documents.file_issues(self.connection()) if self.exists() else []
+
+    def totals(self) -> Totals:
+        return documents.totals(self.connection()) if self.exists() else Totals(0, 0, 0)
+
+    @contextmanager
+    def _collection_writer(self, collection: str) -> Iterator[CollectionWriter]:
+        self.open(create=True)
+        with documents.collection_writer(self.connection(), collection) as writer:
+            yield writer
+
+    def collection_writer(self, collection: str) -> AbstractContextManager[CollectionWriter]:
+        return self._collection_writer(collection)
+
+    def drop_collection(self, name: str) -> int:
+        return documents.drop_collection(self.connection(), name)
+
+    def rename_collection(self, old: str, new: str, fields: FieldsFor) -> None:
+        documents.rename_collection(self.connection(), old, new, fields)
+
+    def cleanup(self) -> tuple[int, int]:
+        conn = self.connection()
+        with transaction(conn):
+            dropped = documents.drop_inactive(conn)
+            if count(conn, "SELECT count(*) FROM embed_models"):
+                vectors.ensure_vec(conn)
+                vectors.drop_orphans(conn)
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return dropped
+
+    # --- full text --------------------------------------------------------------------
+
+    def bm25(self, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int]) -> list[tuple[int, float]]:
+        return fulltext.bm25(self.connection(), query, limit, collections, exclude)
+
+    def repair_fulltext(self, fields: FieldsFor) -> int:
+        conn = self.connection()
+        with transaction(conn):
+            return integrity.repair_fts(conn, fields)
+
+    # --- vectors ----------------------------------------------------------------------
+
+    def vector_model(self, fingerprint: str) -> VectorModel | None:
+        return vectors.model_row(self.connection(), fingerprint)
+
+    def ensure_vector_model(self, fingerprint: str, model: str, dims: int) -> VectorModel:
+        return vectors.ensure_model(self.connection(), fingerprint, model, dims)
+
+    def pending_embeddings(self, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
+        return vectors.pending_hashes(self.connection(), model_id, collections)
+
+    def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
+        return vectors.write_batch(self.connection(), model, batch)
+
+    def drop_vectors(self, model: VectorModel) -> None:
+        vectors.drop_all(self.connection(), model)
+
+    def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None) -> list[Nearest]:
+        return vectors.nearest_documents(self.connection(), model, query, limit, scope)
+
+    def vector_counts(self, model_id: int | None) -> tuple[int, int]:
+        return vectors.counts(self.connection(), model_id)
+
+    def chunk_spans(self, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+        return vectors.chunk_spans(self.connection(), model, hashes)
+
+    # --- the LLM cache ----------------------------------------------------------------
+
+    def cache_get(self, keys: Sequence[str]) -> dict[str, object]:
+        return cache.get_many(self.connection(), list(keys))
+
+    def cache_put(self, kind: str, items: dict[str, object]) -> bool:
+        return cache.put_many(self.connection(), kind, items)
+
+    # --- schema and integrity ---------------------------------------------------------
+
+    def inspect(self, *, quick: bool = False) -> IndexCheck:
+        return integrity.inspect(self.path, quick=quick)
+
+    def backup(self) -> Path:
+        return integrity.verified_backup(self.connection(), self.path)
+
+    def rebuild(self, build: Callable[[IndexBackend], int]) -> RebuildReport:
+        def fill(tmp: Path) -> int:
+            fresh = SqliteBackend(tmp)
+            try:
+                documents_built = build(fresh)
+                fresh.open(create=True)
+                fresh.connection().execute("PRAGMA journal_mode = DELETE")  # one self-contained file to swap in
+                return documents_built
+            finally:
+                fresh.close()
+
+        self.close()
+        return integrity.rebuild(self.path, fill)
+
+

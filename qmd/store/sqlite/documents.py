@@ -1,0 +1,188 @@
+"""Documents, content, per-collection state and file issues in SQLite."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import apsw
+
+from qmd.core.clock import now_iso
+from qmd.store.backend import DocRow, DocumentWrite, FieldsFor, FileRow, KnownFile, Totals
+from qmd.store.sqlite import fulltext
+from qmd.store.sqlite.connection import count, scalar, transaction
+
+_COLUMNS = ("id", "collection", "path", "title", "hash", "body_line", "size", "mtime_ns")
+
+
+def _row(values: Sequence[object]) -> DocRow:
+    i, c, p, t, h, b, s, m = values
+    return DocRow(int(i), str(c), str(p), str(t), str(h), int(b), int(s), int(m))  # type: ignore[call-overload]
+
+
+def find(conn: apsw.Connection, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
+    """Active documents matching every given field, by collection then path."""
+    where = ["active = 1"]
+    params: list[object] = []
+    if collection is not None:
+        where.append("collection = ?")
+        params.append(collection)
+    if path is not None:
+        where.append("path = ?")
+        params.append(path)
+    if hash_prefix is not None:
+        where.append("hash >= ? AND hash < ?")
+        params += [hash_prefix, hash_prefix + "g"]  # hex digits sort before "g"
+    sql = f"SELECT {', '.join(_COLUMNS)} FROM documents WHERE {' AND '.join(where)} ORDER BY collection, path"
+    return [_row(r) for r in conn.execute(sql, params)]
+
+
+def documents(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
+    """Rows and texts for `ids`, in one query (the search hot path)."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    columns = ", ".join(f"d.{c}" for c in _COLUMNS)
+    sql = f"SELECT {columns}, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.id IN ({marks})"
+    return {int(r[0]): (_row(r[:-1]), str(r[-1])) for r in conn.execute(sql, list(ids))}
+
+
+def content(conn: apsw.Connection, content_hash: str) -> str | None:
+    value = scalar(conn, "SELECT doc FROM content WHERE hash = ?", (content_hash,))
+    return None if value is None else str(value)
+
+
+def files(conn: apsw.Connection, collection: str, under: str) -> list[FileRow]:
+    sql = "SELECT collection, path, size, mtime_ns, hash, title FROM documents WHERE active = 1 AND collection = ?"
+    params: list[object] = [collection]
+    if under:
+        sql += " AND (path = ? OR substr(path, 1, ?) = ?)"
+        params += [under, len(under) + 1, under + "/"]
+    return [FileRow(str(c), str(p), int(s), int(m), str(h), str(t)) for c, p, s, m, h, t in conn.execute(sql + " ORDER BY path", params)]
+
+
+def collection_counts(conn: apsw.Connection) -> dict[str, int]:
+    return {str(c): int(n) for c, n in conn.execute("SELECT collection, count(*) FROM documents WHERE active = 1 GROUP BY collection")}
+
+
+def collection_updated(conn: apsw.Connection) -> dict[str, str]:
+    return {str(n): str(u) for n, u in conn.execute("SELECT name, updated_at FROM collection_state")}
+
+
+def file_issues(conn: apsw.Connection) -> list[tuple[str, str, str, str]]:
+    return [(str(c), str(p), str(s), str(r)) for c, p, s, r in conn.execute("SELECT collection, path, severity, reason FROM file_issues ORDER BY 1, 2")]
+
+
+def totals(conn: apsw.Connection) -> Totals:
+    return Totals(
+        count(conn, "SELECT count(*) FROM documents WHERE active = 1"),
+        count(conn, "SELECT count(*) FROM documents WHERE active = 0"),
+        count(conn, "SELECT count(*) FROM content"),
+    )
+
+
+class SqliteCollectionWriter:
+    """One collection's update inside one transaction (see `CollectionWriter`)."""
+
+    def __init__(self, conn: apsw.Connection, collection: str) -> None:
+        self.conn = conn
+        self.collection = collection
+        self.now = now_iso()
+
+    def known(self) -> dict[str, KnownFile]:
+        rows = self.conn.execute("SELECT path, id, hash, size, mtime_ns, active FROM documents WHERE collection = ?", (self.collection,))
+        return {str(p): KnownFile(int(i), str(h), int(s), int(m), bool(a)) for p, i, h, s, m, a in rows}
+
+    def put(self, doc: DocumentWrite, replaces: int | None) -> None:
+        conn = self.conn
+        conn.execute("INSERT OR IGNORE INTO content (hash, doc, created_at) VALUES (?, ?, ?)", (doc.hash, doc.text, self.now))
+        modified = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(doc.mtime_ns / 1e9))
+        tags = json.dumps(doc.tags) if doc.tags else None
+        if replaces is None:
+            conn.execute(
+                "INSERT INTO documents (collection, path, title, hash, size, mtime_ns, body_line, tags, created_at, modified_at, active)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                (self.collection, doc.path, doc.title, doc.hash, doc.size, doc.mtime_ns, doc.body_line, tags, self.now, modified),
+            )
+            row_id = conn.last_insert_rowid()
+        else:
+            row_id = replaces
+            conn.execute(
+                "UPDATE documents SET title = ?, hash = ?, size = ?, mtime_ns = ?, body_line = ?, tags = ?, modified_at = ?, active = 1"
+                " WHERE id = ?",
+                (doc.title, doc.hash, doc.size, doc.mtime_ns, doc.body_line, tags, modified, row_id),
+            )
+            fulltext.delete_row(conn, row_id)
+        fulltext.write_row(conn, row_id, doc.fields.filepath, doc.fields.title, doc.fields.body)
+
+    def touch(self, row_id: int, size: int, mtime_ns: int) -> None:
+        self.conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, row_id))
+
+    def deactivate(self, row_id: int) -> None:
+        self.conn.execute("UPDATE documents SET active = 0 WHERE id = ?", (row_id,))
+        fulltext.delete_row(self.conn, row_id)
+
+    def set_issues(self, issues: Sequence[tuple[str, str, str]]) -> None:
+        self.conn.execute("DELETE FROM file_issues WHERE collection = ?", (self.collection,))
+        for path, severity, reason in issues:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO file_issues (collection, path, severity, reason) VALUES (?, ?, ?, ?)",
+                (self.collection, path, severity, reason),
+            )
+
+    def _finish(self) -> None:
+        self.conn.execute(
+            "INSERT INTO collection_state (name, updated_at) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET updated_at = excluded.updated_at",
+            (self.collection, self.now),
+        )
+
+
+@contextmanager
+def collection_writer(conn: apsw.Connection, collection: str) -> Iterator[SqliteCollectionWriter]:
+    """All of one collection's writes in one transaction, stamped with its update time."""
+    writer = SqliteCollectionWriter(conn, collection)
+    with transaction(conn):
+        yield writer
+        writer._finish()
+
+
+def drop_collection(conn: apsw.Connection, name: str) -> int:
+    """Delete every row of collection `name` (documents, FTS rows, state); returns documents dropped."""
+    with transaction(conn):
+        ids = [int(row[0]) for row in conn.execute("SELECT id FROM documents WHERE collection = ?", (name,))]
+        for doc_id in ids:
+            fulltext.delete_row(conn, doc_id)
+        conn.execute("DELETE FROM documents WHERE collection = ?", (name,))
+        conn.execute("DELETE FROM collection_state WHERE name = ?", (name,))
+        conn.execute("DELETE FROM file_issues WHERE collection = ?", (name,))
+    return len(ids)
+
+
+def rename_collection(conn: apsw.Connection, old: str, new: str, fields: FieldsFor) -> None:
+    """Move rows to a new collection name, rewriting FTS rows whose filepath column changes."""
+    with transaction(conn):
+        rows = list(
+            conn.execute(
+                "SELECT d.id, d.path, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.collection = ? AND d.active = 1",
+                (old,),
+            )
+        )
+        conn.execute("UPDATE documents SET collection = ? WHERE collection = ?", (new, old))
+        for doc_id, rel, text in rows:
+            fulltext.delete_row(conn, int(doc_id))
+            f = fields(new, str(rel), str(text))
+            fulltext.write_row(conn, int(doc_id), f.filepath, f.title, f.body)
+        conn.execute("UPDATE collection_state SET name = ? WHERE name = ?", (new, old))
+        conn.execute("UPDATE file_issues SET collection = ? WHERE collection = ?", (new, old))
+
+
+def drop_inactive(conn: apsw.Connection) -> tuple[int, int]:
+    """Delete soft-deleted documents and content nothing uses (caller holds a transaction)."""
+    inactive = count(conn, "SELECT count(*) FROM documents WHERE active = 0")
+    conn.execute("DELETE FROM documents WHERE active = 0")
+    orphans = count(conn, "SELECT count(*) FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
+    conn.execute("DELETE FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
+    return inactive, orphans

@@ -1,0 +1,64 @@
+"""Keyword search in FTS5: a `TextQuery` as a MATCH expression, ranked by the table's bm25.
+
+Every term reaches FTS5 quoted, so no user input can be an FTS5 syntax error. Plain words
+match as prefixes (`"roll"*`), phrases and CJK runs as phrases. The table's rank is
+`bm25(1.5, 4.0, 1.0)` (filepath, title, body), set when the table was created.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from qmd.core.text import has_cjk, segment_cjk
+from qmd.store.backend import Term, TextQuery
+
+
+def _fts_string(term: Term) -> str:
+    text = " ".join(segment_cjk(term.text).split())
+    quoted = '"' + text.replace('"', '""') + '"'
+    # Prefix matching for plain words; CJK text is matched as a phrase of characters.
+    return quoted if term.phrase or has_cjk(term.text) else quoted + "*"
+
+
+def _join(terms: tuple[Term, ...], op: str) -> str:
+    parts = [_fts_string(t) for t in terms]
+    return parts[0] if len(parts) == 1 else "(" + f" {op} ".join(parts) + ")"
+
+
+def build_match(query: TextQuery) -> str | None:
+    """The FTS5 MATCH text for `query` (pure); None when it has no positive term."""
+    if not query.terms:
+        return None
+    expr = _join(query.terms, "AND" if query.require_all else "OR")
+    if query.negated:
+        expr = f"{expr} NOT {_join(query.negated, 'OR')}"
+    return expr
+
+
+def bm25(conn: apsw.Connection, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int]) -> list[tuple[int, float]]:
+    """(document id, bm25) best first, skipping `exclude`; `collections` filters inside the query."""
+    expr = build_match(query)
+    if expr is None or (collections is not None and not collections):
+        return []
+    # Ask for extra rows when some will be dropped as already found.
+    lim = -1 if limit is None else limit + len(exclude)
+    if collections is None:
+        sql = "SELECT rowid, rank FROM documents_fts WHERE documents_fts MATCH ? ORDER BY rank LIMIT ?"
+        params: tuple[object, ...] = (expr, lim)
+    else:
+        marks = ",".join("?" * len(collections))
+        sql = (
+            "SELECT f.rowid, f.rank FROM documents_fts f JOIN documents d ON d.id = f.rowid"
+            f" WHERE documents_fts MATCH ? AND d.collection IN ({marks}) ORDER BY f.rank LIMIT ?"
+        )
+        params = (expr, *collections, lim)
+    rows = [(int(r[0]), float(r[1])) for r in conn.execute(sql, params) if r[0] not in exclude]
+    return rows if limit is None else rows[:limit]
+
+
+def write_row(conn: apsw.Connection, doc_id: int, filepath: str, title: str, body: str) -> None:
+    conn.execute("INSERT INTO documents_fts (rowid, filepath, title, body) VALUES (?, ?, ?, ?)", (doc_id, filepath, title, body))
+
+
+def delete_row(conn: apsw.Connection, doc_id: int) -> None:
+    conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
