@@ -33,8 +33,8 @@ def doctor(
     from .runner import run
 
     try:
-        ctx = Context.create(index or ctx.meta.get("qmd.index"), quick=quick, fix=fix)
-        report = run(ctx)
+        run_ctx = Context.create(index or ctx.meta.get("qmd.index"), quick=quick, fix=fix)
+        report = run(run_ctx)
     except qmd.QmdError as exc:
         sys.stderr.write(f"Error: doctor could not run: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
         raise typer.Exit(3) from None

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import qmd
-from updater.layout import Layout
 from updater.routing import index_names
 
 QUEUE_WARN_MINUTES = 15.0
@@ -19,17 +18,20 @@ QUEUE_FAIL_HOURS = 24.0
 
 @dataclass
 class Context:
+    """One doctor run: what it checks, with which options, and repairs already done."""
+
     indexes: list[str]  # the indexes to check (every configured one unless --index)
     primary: str  # the index the stdio handshake serves
     quick: bool = False
     fix: bool = False
-    layout: Layout = field(default_factory=Layout.current)
+    layout: qmd.StateLayout = field(default_factory=qmd.StateLayout.current)
     queue_warn_s: float = QUEUE_WARN_MINUTES * 60
     queue_fail_s: float = QUEUE_FAIL_HOURS * 3600
     memo: dict[str, str] = field(default_factory=dict)  # repairs shared by several checks run once
 
     @classmethod
     def create(cls, index: str | None, *, quick: bool = False, fix: bool = False) -> Context:
+        """The run for `index` (None: every index in the config dir), thresholds read from the configs."""
         names = [qmd.resolve_index(index).name] if index else index_names()
         primary = names[0] if index else ("index" if "index" in names or not names else names[0])
         ctx = cls(names, primary, quick, fix)
@@ -48,6 +50,7 @@ class Context:
                     setattr(self, attr, min(getattr(self, attr), float(value) * scale))
 
     def config(self, name: str) -> dict[str, Any]:
+        """The raw YAML config of index `name` ({} when it cannot be read)."""
         try:
             return self.store(name).config.raw
         except qmd.QmdError:
@@ -55,8 +58,7 @@ class Context:
 
     def store(self, name: str) -> qmd.Store:
         """A new Store for index `name` (each check opens its own: checks run in threads)."""
-        paths = qmd.resolve_index(name)
-        return qmd.Store(paths.index_path, paths.config_path)
+        return qmd.open_index(name)
 
 
 def qmd_command(*args: str, index: str | None = None) -> str:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
+from typing import Any
 
+import qmd
 from guards import install as guard_install
-from guards.paths import guard_file
 from hooks import install as hook_install
 from hooks import registry
-from updater.layout import read_json, write_json
 
 from .context import Context, home_path
 from .model import CheckResult, Clock, fail, ok, warn
@@ -62,11 +60,12 @@ def _guard() -> list[CheckResult]:
 
 def _guard_errors(ctx: Context) -> CheckResult:
     """New lines in the guard's error log since the last doctor run (a watermark in the state dir)."""
-    log = Path(guard_file("errors.log"))
+    log = ctx.layout.guard_errors
     mark_path = ctx.layout.root / WATERMARK
-    marks = read_json(mark_path)
-    marks = marks if isinstance(marks, dict) else {}
-    seen = marks.get("guard_errors") if isinstance(marks.get("guard_errors"), dict) else {}
+    found = qmd.read_json(mark_path)
+    marks: dict[str, Any] = found if isinstance(found, dict) else {}
+    raw = marks.get("guard_errors")
+    seen: dict[str, Any] = raw if isinstance(raw, dict) else {}
     try:
         st = log.stat()
     except OSError:
@@ -78,7 +77,7 @@ def _guard_errors(ctx: Context) -> CheckResult:
     lines = [line for line in new.splitlines() if line.strip()]
     marks["guard_errors"] = {"inode": st.st_ino, "offset": start + len(new.encode("utf-8", "replace"))}
     try:
-        write_json(mark_path, marks)
+        qmd.write_json(mark_path, marks, indent=2, sort_keys=True)  # the bytes updater.layout wrote
     except OSError:
         pass  # a read-only state dir must not break the check; the lines show again next time
     if not lines:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import qmd
-from qmd.serve import daemon as servers
-from qmd.serve import probe as mcp_probe
+import qmd.serve as servers
 
 from .context import Context, home_path, qmd_command
 from .model import CheckResult, Clock, fail, ok, warn
@@ -17,7 +14,7 @@ def _stdio(ctx: Context) -> CheckResult:
     if ctx.quick:
         return ok(name, "skipped (--quick)")
     with Clock() as c:
-        shake = mcp_probe.stdio(ctx.primary)
+        shake = servers.stdio_handshake(ctx.primary)
     if not shake.ok:
         return fail(name, f"`qmd mcp` failed the MCP handshake: {shake.error}", qmd_command("mcp", index=ctx.primary) + "  # run it to see the error", ms=c.ms)
     if shake.missing_tools:
@@ -27,14 +24,8 @@ def _stdio(ctx: Context) -> CheckResult:
 
 def restart(index: str, info: servers.PidInfo | None) -> str:
     """Stop the index's server if one runs, then start it again where it was (this build)."""
-    state = servers.inspect(index)
-    if state.state == "running":
-        servers.stop(index)
-    elif state.state == "stale":
-        servers.clean_stale(index)
     host, port = (info.host, info.port) if info else ("127.0.0.1", None)
-    proc, log = servers.spawn(servers.daemon_argv(index, host, port), index)
-    new = servers.wait_ready(proc, index, log)
+    new = servers.restart(index, host, port)
     return f"restarted the HTTP server: pid {new.pid} at {new.url}, build {new.build_id}"
 
 
@@ -64,24 +55,16 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
                     qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info),
                 )
             ]
-        shake = None if ctx.quick else mcp_probe.http(info.url)
+        shake = None if ctx.quick else servers.http_handshake(info.url)
     if shake is not None and not shake.ok:
         return [fail(name, f"pid {info.pid} answers /health but the MCP handshake at {info.url}/mcp failed: {shake.error}", qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info))]
     uptime = health.get("uptime_s")
     return [ok(name, f"pid {info.pid} at {info.url}, build {running}, up {uptime}s, {health.get('documents')} documents; " + ("MCP handshake skipped (--quick)" if shake is None else "MCP handshake ok"), ms=c.ms)]
 
 
-def _pid_indexes() -> list[str]:
-    folder = Path(qmd.state_dir())
-    try:
-        return sorted(p.name[len("mcp-"):-len(".json")] for p in folder.glob("mcp-*.json"))
-    except OSError:
-        return []
-
-
 def check(ctx: Context) -> list[CheckResult]:
     results = [_stdio(ctx)]
-    for index in _pid_indexes():
+    for index in servers.served_indexes():
         try:
             results += _server(ctx, index)
         except qmd.QmdError as exc:

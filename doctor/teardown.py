@@ -13,14 +13,15 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 import qmd
-from qmd.serve import daemon as servers
-from qmd.agents import registration as mcp_install
+import qmd.agents as mcp_install
+import qmd.serve as servers
 
 from .context import home_path
 
@@ -59,10 +60,17 @@ def _rmtree(path: Path) -> list[str]:
 
 
 def _stop_server(index: str) -> list[str]:
-    lines = [servers.stop(index).message]
-    if not servers.lock_is_held(index):
-        servers.lock_path(index).unlink(missing_ok=True)
-    return lines
+    report = servers.stop(index)
+    # The server releases its lock a moment before its process exits: wait (bounded) for
+    # the process to be gone before pruning the lock file it held.
+    servers.prune_lock(index, report.info.pid if report.stopped and report.info else None)
+    return [report.message]
+
+
+def _unhook(repo: str) -> list[str]:
+    from hooks import install as hook_install
+
+    return hook_install.uninstall(repo).lines
 
 
 def _stop_updater(pid: int) -> list[str]:
@@ -74,10 +82,9 @@ def _stop_updater(pid: int) -> list[str]:
 
 
 def _updater_daemon() -> int | None:
-    from updater.layout import Layout
     from updater.lock import holder
 
-    who = holder(Layout.current())
+    who = holder(qmd.StateLayout.current())
     if not who or who.get("mode") != "daemon":
         return None
     argv = servers.process_argv(int(who["pid"])) or []
@@ -115,16 +122,14 @@ def _prune(folders: list[Path]) -> list[str]:
 
 def plan(purge: bool) -> list[Step]:
     from guards import install as guard_install
-    from hooks import install as hook_install
     from hooks import registry
     from updater import service
 
     steps: list[Step] = []
-    for pid_file in sorted(Path(qmd.state_dir()).glob("mcp-*.json")):
-        index = pid_file.name[len("mcp-"):-len(".json")]
-        steps.append(Step(f"stop the MCP HTTP server of index '{index}'", lambda index=index: _stop_server(index)))
+    for index in servers.served_indexes():
+        steps.append(Step(f"stop the MCP HTTP server of index '{index}'", partial(_stop_server, index)))
     for repo in sorted(registry.load()):
-        steps.append(Step(f"remove qmd's git hooks from {home_path(repo)} (restoring any hook they chained)", lambda repo=repo: hook_install.uninstall(repo).lines))
+        steps.append(Step(f"remove qmd's git hooks from {home_path(repo)} (restoring any hook they chained)", partial(_unhook, repo)))
     guard_files = guard_install.installed_files()
     if guard_files:
         steps.append(Step("remove the agent guard and SessionStart hooks from " + ", ".join(home_path(p) for p in guard_files), guard_install.uninstall_all))
@@ -158,7 +163,7 @@ def plan(purge: bool) -> list[Step]:
             folders += [index_file, *(Path(f"{index_file}{s}") for s in ("-wal", "-shm", ".lock"))]
         for folder in folders:
             if folder.exists() or folder.is_symlink():
-                steps.append(Step(f"delete {home_path(folder)} (--purge)", lambda folder=folder: _rmtree(folder)))
+                steps.append(Step(f"delete {home_path(folder)} (--purge)", partial(_rmtree, folder)))
     return steps
 
 
