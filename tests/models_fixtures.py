@@ -5,10 +5,32 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.tinybert import write_tiny_bert
 from tests.tinyllama import write_tiny_llama
+
+
+def write_stub_gguf(path: Path, offset: float = 0.0) -> bytes:
+    """A small valid GGUF (a BERT header and one tensor, no layers): what the header reader
+    and the hub accept and llama.cpp refuses to load. Returns the file's bytes."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "bert")
+    writer.add_name("tiny-hub-test")
+    writer.add_context_length(512)
+    writer.add_embedding_length(4)
+    writer.add_block_count(1)
+    writer.add_pooling_type(gguf.PoolingType.MEAN)
+    writer.add_tensor("token_embd.weight", np.arange(256, dtype=np.float32).reshape(64, 4) + np.float32(offset))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    data = path.read_bytes()
+    assert data[:4] == b"GGUF" and len(data) > 256
+    return data
 
 
 @pytest.fixture(scope="session")

@@ -18,50 +18,31 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from qmd.core.errors import QmdError
 from qmd.llm import gguf_info, hub
 from qmd.llm.gguf_info import model_info, read_metadata
 from qmd.llm.models import BUILTIN, ModelRef, installed_defaults_path, require_local, resolve_model, set_installed_default
+from tests.models_fixtures import write_stub_gguf
 
 SPEC = "hf:fake-user/tiny-bert-GGUF/tiny-bert-f32.gguf"
 URL_PATH = "/fake-user/tiny-bert-GGUF/resolve/main/tiny-bert-f32.gguf"
 
 
 # ---------------------------------------------------------------------------------------
-# A tiny valid GGUF
-
-
-def write_gguf(path: Path, offset: float = 0.0) -> bytes:
-    import gguf
-
-    writer = gguf.GGUFWriter(str(path), "bert")
-    writer.add_name("tiny-hub-test")
-    writer.add_context_length(512)
-    writer.add_embedding_length(4)
-    writer.add_block_count(1)
-    writer.add_pooling_type(gguf.PoolingType.MEAN)
-    writer.add_tensor("token_embd.weight", np.arange(256, dtype=np.float32).reshape(64, 4) + np.float32(offset))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    data = path.read_bytes()
-    assert data[:4] == b"GGUF" and len(data) > 256
-    return data
+# A tiny valid GGUF (a header and one tensor: readable, not loadable by llama.cpp)
 
 
 @pytest.fixture(scope="module")
 def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+    return write_stub_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
 
 
 @pytest.fixture(scope="module")
 def gguf_bytes_v2(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """The same model re-uploaded with other weights: same size, same header, other tail."""
-    return write_gguf(tmp_path_factory.mktemp("gguf") / "tiny-v2.gguf", offset=1000.0)
+    return write_stub_gguf(tmp_path_factory.mktemp("gguf") / "tiny-v2.gguf", offset=1000.0)
 
 
 # ---------------------------------------------------------------------------------------

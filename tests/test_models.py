@@ -21,6 +21,7 @@ from qmd.llm.reranker import CrossEncoder, YesNoReranker, sigmoid
 from qmd.llm.runtime import LlamaModel, threads
 from tests import tinybert
 from tests.conftest import BENCH_DATA
+from tests.models_fixtures import write_stub_gguf
 
 TEXTS = ["how do we undo a bad release", "flip the load balancer back to blue", "zzz unknownword, rollback. 東京!", "a"]
 
@@ -175,20 +176,8 @@ def test_missing_llama_cpp_is_one_error_naming_the_fix(tiny_models: dict[str, Pa
 
 @pytest.mark.parametrize("role", [Embedder, Generator, YesNoReranker])
 def test_a_file_llama_cpp_cannot_load_is_one_error_naming_the_file(tmp_path: Path, role: type[LlamaModel]) -> None:
-    import gguf
-
     broken = tmp_path / "broken.gguf"  # a valid header, but no layers: llama.cpp refuses it
-    writer = gguf.GGUFWriter(str(broken), "bert")
-    writer.add_name("broken")
-    writer.add_context_length(64)
-    writer.add_embedding_length(4)
-    writer.add_block_count(1)
-    writer.add_pooling_type(gguf.PoolingType.MEAN)
-    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_stub_gguf(broken)
     with pytest.raises(QmdError, match=re.escape(f"llama.cpp could not load {broken}")) as err:
         role(broken, 1).llm
     assert "qmd doctor" in (err.value.hint or "")

@@ -29,11 +29,17 @@ class ModelDescription(Protocol):
     def identity(self) -> str: ...
 
 
-class EmbeddingModel(Protocol):
-    """Text → L2-normalised vectors, with the token accounting chunking needs."""
+class Model(Protocol):
+    """What every role has: a description, and `close()` to free what it holds."""
 
     @property
     def info(self) -> ModelDescription: ...
+
+    def close(self) -> None: ...
+
+
+class EmbeddingModel(Model, Protocol):
+    """Text → L2-normalised vectors, with the token accounting chunking needs."""
 
     @property
     def family(self) -> Family:
@@ -62,27 +68,17 @@ class EmbeddingModel(Protocol):
         """`text` cut to at most `limit` tokens."""
         ...
 
-    def close(self) -> None: ...
 
-
-class RerankModel(Protocol):
+class RerankModel(Model, Protocol):
     """Relevance of each text to a query, in [0, 1]."""
-
-    @property
-    def info(self) -> ModelDescription: ...
 
     def scores(self, query: str, docs: Sequence[str]) -> list[float]:
         """One score per document text, in order."""
         ...
 
-    def close(self) -> None: ...
 
-
-class ExpansionModel(Protocol):
+class ExpansionModel(Model, Protocol):
     """A question → typed `lex:`/`vec:`/`hyde:` sub-queries."""
-
-    @property
-    def info(self) -> ModelDescription: ...
 
     @property
     def tuned(self) -> bool:
@@ -92,5 +88,3 @@ class ExpansionModel(Protocol):
     def expand(self, query: str) -> list[SubQuery]:
         """Sub-queries for the question `query` (a long one is cut, never an error)."""
         ...
-
-    def close(self) -> None: ...
