@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qmd import QmdError
+from qmd import QmdError, StateLayout, now_iso, replace_file, write_text
+from updater import registry
 
-from updater.layout import Layout, now_iso
-
-from . import registry, script
+from . import script
 from .gitrepo import RepoHooks, locate
 
 HUSKY8_PREAMBLE = '#!/usr/bin/env sh\n. "$(dirname -- "$0")/_/husky.sh"\n\n'
@@ -45,15 +44,14 @@ def _read(path: Path) -> str | None:
 
 
 def _write(path: Path, text: str, mode: int = 0o755) -> bool:
-    """Atomically replace `path` with `text` (keeping an existing file's mode); False when unchanged."""
+    """Atomically replace `path` with `text` (keeping an existing file's mode); False when unchanged.
+
+    A symlink (dangling or not) is replaced by a regular file, never written through.
+    """
     if _read(path) == text and not os.path.islink(path):
         return False
-    if path.exists() and not os.path.islink(path):
-        mode = path.stat().st_mode & 0o7777
-    tmp = path.with_name(f".{path.name}.qmd-{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    keep = path.exists() and not os.path.islink(path)
+    write_text(path, text, mode=None if keep else mode)
     return True
 
 
@@ -81,7 +79,7 @@ def _install_plain(hooks_dir: Path, name: str, text: str) -> tuple[str, dict[str
             older = hooks_dir / f"{name}.legacy.legacy"
             if os.path.lexists(older):
                 raise QmdError(f"{legacy} and {older} both exist: qmd will not overwrite either", f"merge them into one, then run qmd hooks install again")
-            os.rename(legacy, older)
+            replace_file(legacy, older)
             note = f"; the hook pre-commit chained moved to {older.name} and still runs"
         _write(legacy, text)
         return f"installed as {legacy.name}, which pre-commit's hook runs{note}", {"how": "pre-commit"}
@@ -91,7 +89,7 @@ def _install_plain(hooks_dir: Path, name: str, text: str) -> tuple[str, dict[str
                 f"{target} is not qmd's and {legacy.name} already exists: qmd will not overwrite it",
                 f"merge {legacy} into {target} (or move it away), then run qmd hooks install again",
             )
-        os.rename(target, legacy)
+        replace_file(target, legacy)
         _write(target, text)
         return f"installed; the existing hook was kept as {legacy.name} and still runs", {"how": "chained"}
     _write(target, text)
@@ -104,7 +102,7 @@ def _remove_plain(hooks_dir: Path, name: str) -> str:
     if current is not None and script.is_ours(current):
         target.unlink()
         if os.path.lexists(legacy):
-            os.rename(legacy, target)
+            replace_file(legacy, target)
             return f"removed; restored the previous hook from {legacy.name}"
         return "removed"
     previous = _read(legacy)
@@ -112,7 +110,7 @@ def _remove_plain(hooks_dir: Path, name: str) -> str:
         legacy.unlink()
         older = hooks_dir / f"{name}.legacy.legacy"
         if os.path.lexists(older):
-            os.rename(older, legacy)
+            replace_file(older, legacy)
             return f"removed from after pre-commit's hook; {older.name} is {legacy.name} again"
         return "removed from after pre-commit's hook"
     return "not installed"
@@ -163,9 +161,9 @@ def _remove_husky(husky_dir: Path, name: str, entry: dict[str, Any]) -> str:
     return f"removed our block from {path}"
 
 
-def install(path: Path | str, layout: Layout | None = None) -> Outcome:
+def install(path: Path | str, layout: StateLayout | None = None) -> Outcome:
     """Enrol the work tree containing `path`: install the three hooks, remember the repo."""
-    layout = layout or Layout.current()
+    layout = layout or StateLayout.current()
     repo = locate(path)
     state = str(layout.root)
     out = Outcome(repo.top)
@@ -199,9 +197,9 @@ def install(path: Path | str, layout: Layout | None = None) -> Outcome:
     return out
 
 
-def uninstall(path: Path | str, layout: Layout | None = None) -> Outcome:
+def uninstall(path: Path | str, layout: StateLayout | None = None) -> Outcome:
     """Remove our hooks from a repository and forget it (a deleted repository is just forgotten)."""
-    layout = layout or Layout.current()
+    layout = layout or StateLayout.current()
     repos = registry.load(layout)
     key = os.path.realpath(os.path.expanduser(str(path)))
     if key not in repos and os.path.exists(key):
@@ -248,9 +246,9 @@ class HookState:
     detail: str
 
 
-def inspect(key: str, entry: dict[str, Any], layout: Layout | None = None) -> tuple[bool, list[HookState]]:
+def inspect(key: str, entry: dict[str, Any], layout: StateLayout | None = None) -> tuple[bool, list[HookState]]:
     """(the work tree exists, the state of each hook) for an enrolled repository."""
-    layout = layout or Layout.current()
+    layout = layout or StateLayout.current()
     if not os.path.isdir(key):
         return False, []
     try:

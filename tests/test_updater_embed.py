@@ -74,26 +74,45 @@ def test_a_failing_embed_raises_the_flag_and_fixing_it_clears_it(enrolled: Path,
         assert store.vsearch("load balancer blue", limit=5).hits
 
 
+BULK = 240  # enough batches (32 chunks each) that a stopped run is always caught between two of them
+
+
+def _stop_between_batches(proc: subprocess.Popen[bytes], deadline: float) -> qmd.VectorStatus:
+    """Freeze the run (SIGSTOP) as soon as the index shows a partial embed, and return what it shows.
+
+    The state is read while the process is stopped, so what the test sees is what the kill
+    leaves (at most one batch whose commit was under way may still land). Between two looks
+    the run continues for a few milliseconds.
+    """
+    with _store() as store:
+        while True:
+            assert proc.poll() is None and time.time() < deadline, "the run ended before it committed a first batch of vectors"
+            proc.send_signal(signal.SIGSTOP)
+            status = store.vector_status()
+            if status.chunks > 0:
+                return status
+            proc.send_signal(signal.SIGCONT)
+            time.sleep(0.005)
+
+
 def test_kill_9_mid_run_then_another_run_loses_nothing_and_embeds_nothing_twice(enrolled: Path, state: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
     words = " ".join(f"term{j}" for j in range(90))
-    for i in range(40):
-        (enrolled / "bulk" / f"n{i:02d}.md").parent.mkdir(exist_ok=True)
-        (enrolled / "bulk" / f"n{i:02d}.md").write_text(f"# Bulk {i}\n\nuniq{i}word {words}\n")
+    for i in range(BULK):
+        (enrolled / "bulk" / f"n{i:03d}.md").parent.mkdir(exist_ok=True)
+        (enrolled / "bulk" / f"n{i:03d}.md").write_text(f"# Bulk {i}\n\nuniq{i}word {words}\n")
     commit(enrolled, "last.md", "# Last\n\nthe final note\n")
-    log = state / "logs" / "updater.log"
     proc = subprocess.Popen([sys.executable, "-m", "qmd", "updater", "run"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while not (log.exists() and "embedding notes" in log.read_text()):
-        assert proc.poll() is None and time.time() < deadline, "the run ended before it embedded"
-        time.sleep(0.01)
-    time.sleep(0.4)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    try:
+        seen = _stop_between_batches(proc, time.time() + 120)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert seen.pending_documents > 64, f"the first look came too late: {seen}"  # more than one batch still to do
     assert len(queue_files(state, "cur")) == 1  # claimed, not lost
     with _store() as store:
         before = store.vector_status()
-    assert before.pending_documents > 0, "killed too late to test a half-done embed"
+    assert before.chunks >= seen.chunks and before.pending_documents > 0, (seen, before)
 
     again = qmd_run("updater", "run", "--json")
     assert again.returncode == 0, again.stderr
@@ -102,17 +121,16 @@ def test_kill_9_mid_run_then_another_run_loses_nothing_and_embeds_nothing_twice(
         after = store.vector_status()
         assert after.pending_documents == 0
         assert result["chunks_embedded"] == after.chunks - before.chunks  # only what was missing
-        for i in range(40):
-            assert [h.uri for h in store.search(f"uniq{i}word")] == [f"qmd://notes/bulk/n{i:02d}.md"]
+        for i in range(BULK):
+            assert [h.uri for h in store.search(f"uniq{i}word")] == [f"qmd://notes/bulk/n{i:03d}.md"]
     assert queue_files(state, "cur") == queue_files(state, "new") == []
     assert _records(state) == []
 
 
 def _drain(**kwargs: bool):  # type: ignore[no-untyped-def]
-    from updater.layout import Layout
     from updater.run import drain
 
-    return drain(Layout.current(), logging.getLogger("test-updater"), **kwargs)
+    return drain(qmd.StateLayout.current(), logging.getLogger("test-updater"), **kwargs)
 
 
 def test_five_failed_attempts_make_a_dead_record_and_retry_revives_it(cli, enrolled: Path, state: Path, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

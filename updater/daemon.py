@@ -16,8 +16,9 @@ import threading
 import time
 from typing import Any
 
-from . import routing
-from .layout import Layout
+import qmd
+
+from . import registry, routing
 from .run import drain
 from .spool import enqueue
 
@@ -68,7 +69,7 @@ def watched_folders(enrolled: list[str]) -> list[str]:
 
 
 class Daemon:
-    def __init__(self, layout: Layout, log: logging.Logger, *, window: float = 0.5, max_batch: float = 5.0, watch: bool = False) -> None:
+    def __init__(self, layout: qmd.StateLayout, log: logging.Logger, *, window: float = 0.5, max_batch: float = 5.0, watch: bool = False) -> None:
         self.layout, self.log = layout, log
         self.window, self.max_batch, self.watch = window, max_batch, watch
         self.wake = threading.Event()
@@ -85,8 +86,6 @@ class Daemon:
             raise SystemExit(0)  # every step is crash-safe: the next start finishes the work
 
     def _refresh_watches(self, observer: Any) -> None:
-        from hooks import registry
-
         enrolled = [k for k in registry.load(self.layout) if os.path.isdir(k)]
         wanted = set(watched_folders(enrolled))
         for folder in set(self.watches) - wanted:

@@ -15,16 +15,16 @@ from typing import Annotated, Any
 
 import typer
 
-from qmd import QmdError
+import qmd
+from qmd import QmdError, age, parse_iso
 
 from . import records, spool, stats
-from .layout import Layout, ago, parse_iso
 from .lock import holder
 
 STALE_QUEUE_S = 15 * 60  # doctor's queue_warn_minutes default
 
 
-def snapshot(layout: Layout) -> dict[str, Any]:
+def snapshot(layout: qmd.StateLayout) -> dict[str, Any]:
     """Everything status and health report, read without the lock."""
     now = time.time()
     failures = records.load_all(layout)
@@ -64,7 +64,7 @@ def snapshot(layout: Layout) -> dict[str, Any]:
 
 def _when(stamp: str | None, now: float) -> str:
     t = parse_iso(stamp)
-    return f"{stamp} ({ago(now - t)} ago)" if t else "never"
+    return f"{stamp} ({age(now - t)} ago)" if t else "never"
 
 
 def failure_line(f: dict[str, Any], now: float) -> str:
@@ -75,7 +75,7 @@ def failure_line(f: dict[str, Any], now: float) -> str:
         state = f"dead after {f['attempts']} attempts"
     else:
         nxt = parse_iso(f.get("next_at"))
-        state = f"attempt {f['attempts']}/{records.MAX_ATTEMPTS}" + (f", next retry in {ago(nxt - now)}" if nxt and nxt > now else ", retry due")
+        state = f"attempt {f['attempts']}/{records.MAX_ATTEMPTS}" + (f", next retry in {age(nxt - now)}" if nxt and nxt > now else ", retry due")
     return f"  {f['id']}  {f['step']:<6} {where}  ({state})\n      {f['error']}" + (f"\n      hint: {f['hint']}" if f.get("hint") else "")
 
 
@@ -93,7 +93,7 @@ def render(snap: dict[str, Any]) -> str:
             lines.append(f"{title}:")
             lines += [failure_line(f, now) for f in snap[key]]
     q = snap["queue"]
-    oldest = f" (oldest {ago(q['oldest_age_s'])} old)" if q["oldest_age_s"] is not None else ""
+    oldest = f" (oldest {age(q['oldest_age_s'])} old)" if q["oldest_age_s"] is not None else ""
     lines.append(f"queue: {q['pending']} pending{oldest}, {q['failed_requests']} in queue/failed")
     who = snap["updater"]
     lines.append(f"updater: running ({who.get('mode')}, pid {who['pid']}, since {who.get('started_at')})" if who else "updater: not running (start one: qmd updater install-service, or qmd updater daemon)")
@@ -117,7 +117,7 @@ def session_line(snap: dict[str, Any]) -> str | None:
     q = snap["queue"]
     if q["pending"] and not snap["updater"] and (q["oldest_age_s"] or 0) > STALE_QUEUE_S:
         return (
-            f"qmd: {q['pending']} index update request{'s have' if q['pending'] != 1 else ' has'} waited {ago(q['oldest_age_s'])} and no updater is running; "
+            f"qmd: {q['pending']} index update request{'s have' if q['pending'] != 1 else ' has'} waited {age(q['oldest_age_s'])} and no updater is running; "
             "search results from qmd may be stale. Start one: qmd updater install-service (or run: qmd updater run)."
         )
     return None
@@ -128,7 +128,7 @@ def health(
     session_start: Annotated[bool, typer.Option("--session-start", help="For agent SessionStart hooks: one line when something is wrong, nothing when healthy; always exits 0.")] = False,
 ) -> None:
     """The health flag: raised while an index update keeps failing (exit 1 when raised)."""
-    layout = Layout.current()
+    layout = qmd.StateLayout.current()
     if session_start:
         try:
             line = session_line(snapshot(layout))

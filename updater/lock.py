@@ -1,7 +1,7 @@
 """The updater's global lock (design §7): one updater at a time across all repos and indexes.
 
-`filelock.FileLock(<state>/updater.lock, timeout=0)` is flock on Unix, released by the
-kernel when the holder dies (kill -9 included). The holder writes its PID, start time and
+`qmd.try_lock(<state>/updater.lock)` is flock on Unix, released by the kernel when the
+holder dies (kill -9 included). The holder writes its PID, start time and
 command line to `updater.lock.json`, so a second updater can name it when it gives up.
 """
 
@@ -13,9 +13,8 @@ import sys
 import time
 from typing import Any
 
+import qmd
 from qmd import QmdError
-
-from .layout import Layout, now_iso, read_json, write_json
 
 
 class UpdaterBusy(QmdError):
@@ -31,9 +30,9 @@ class UpdaterBusy(QmdError):
         self.lock_path = lock_path
 
 
-def holder(layout: Layout) -> dict[str, Any] | None:
+def holder(layout: qmd.StateLayout) -> dict[str, Any] | None:
     """Who holds (or last held) the lock, if its process is still alive."""
-    data = read_json(layout.holder)
+    data = qmd.read_json(layout.holder)
     if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
         return None
     try:
@@ -48,29 +47,28 @@ def holder(layout: Layout) -> dict[str, Any] | None:
 class UpdaterLock:
     """`with UpdaterLock(layout, mode):` — hold the global lock or raise UpdaterBusy at once."""
 
-    def __init__(self, layout: Layout, mode: str) -> None:
+    def __init__(self, layout: qmd.StateLayout, mode: str) -> None:
         self.layout = layout
         self.mode = mode
         self.info: dict[str, Any] = {}
+        self._handle: qmd.FileLockHandle | None = None
 
     def __enter__(self) -> UpdaterLock:
-        from filelock import FileLock, Timeout  # lazy: `qmd health` and `--help` never need it
-
-        self.layout.root.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(self.layout.lock), timeout=0)
-        try:
-            self._lock.acquire(timeout=0)
-        except Timeout:
-            raise UpdaterBusy(holder(self.layout), str(self.layout.lock)) from None
-        self.info = {"pid": os.getpid(), "started_at": now_iso(), "started": time.time(), "host": socket.gethostname(), "mode": self.mode, "argv": sys.argv}
-        write_json(self.layout.holder, self.info)
+        handle = qmd.try_lock(self.layout.lock)
+        if handle is None:
+            raise UpdaterBusy(holder(self.layout), str(self.layout.lock))
+        self._handle = handle
+        self.info = {"pid": os.getpid(), "started_at": qmd.now_iso(), "started": time.time(), "host": socket.gethostname(), "mode": self.mode, "argv": sys.argv}
+        qmd.write_json(self.layout.holder, self.info, sort_keys=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
         try:
-            data = read_json(self.layout.holder)
+            data = qmd.read_json(self.layout.holder)
             if isinstance(data, dict) and data.get("pid") == os.getpid():
                 self.layout.holder.unlink()
         except OSError:
             pass
-        self._lock.release()
+        if self._handle is not None:
+            self._handle.release()
+            self._handle = None

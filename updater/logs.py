@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
-import os
 import sys
 
-from .layout import Layout
+import qmd
 
 MAX_BYTES = 1024 * 1024
 LOGGER = "qmd.updater"
 
 
-def setup(layout: Layout, *, stderr: bool = False, verbose: bool = False) -> logging.Logger:
+def setup(layout: qmd.StateLayout, *, stderr: bool = False, verbose: bool = False) -> logging.Logger:
     """The updater's logger: the rotating file, plus stderr for the daemon (journald, launchd)."""
     log = logging.getLogger(LOGGER)
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
@@ -38,10 +37,10 @@ def setup(layout: Layout, *, stderr: bool = False, verbose: bool = False) -> log
     return log
 
 
-def rotate_hooks_log(layout: Layout) -> None:
+def rotate_hooks_log(layout: qmd.StateLayout) -> None:
     """hooks.log → hooks.log.1 past MAX_BYTES (a hook appending meanwhile lands in either file)."""
     try:
         if layout.hooks_log.stat().st_size > MAX_BYTES:
-            os.replace(layout.hooks_log, layout.hooks_log.with_name("hooks.log.1"))
+            qmd.replace_file(layout.hooks_log, layout.hooks_log.with_name("hooks.log.1"))
     except OSError:
         pass

@@ -20,7 +20,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .layout import Layout, now_iso, parse_iso, read_json, write_json
+import qmd
+from qmd import StateLayout, now_iso, parse_iso, read_json
 
 MAX_ATTEMPTS = 5
 BACKOFF_S = (30, 120, 480, 1920)
@@ -60,7 +61,7 @@ class Failure:
         return not self.dead and (when is None or when <= now)
 
 
-def load_all(layout: Layout) -> list[Failure]:
+def load_all(layout: StateLayout) -> list[Failure]:
     """Every readable record, oldest first."""
     out = []
     try:
@@ -81,11 +82,11 @@ def load_all(layout: Layout) -> list[Failure]:
     return sorted(out, key=lambda f: f.first_at)
 
 
-def save(layout: Layout, failure: Failure) -> None:
-    write_json(layout.failures / f"{failure.id}.json", {k: v for k, v in asdict(failure).items() if k != "extra"})
+def save(layout: StateLayout, failure: Failure) -> None:
+    qmd.write_json(layout.failures / f"{failure.id}.json", {k: v for k, v in asdict(failure).items() if k != "extra"}, sort_keys=True)
 
 
-def remove(layout: Layout, failure_id: str) -> bool:
+def remove(layout: StateLayout, failure_id: str) -> bool:
     try:
         (layout.failures / f"{failure_id}.json").unlink()
         return True
@@ -94,7 +95,7 @@ def remove(layout: Layout, failure_id: str) -> bool:
 
 
 def record_failure(
-    layout: Layout, repo: str | None, index: str, collections: list[str], step: str, error: str, hint: str | None = None
+    layout: StateLayout, repo: str | None, index: str, collections: list[str], step: str, error: str, hint: str | None = None
 ) -> Failure:
     """Create or bump the record of (repo, index, step): one more attempt, the next backoff, dead at the limit."""
     fid = record_id(repo, index, step)
@@ -112,7 +113,7 @@ def record_failure(
     return failure
 
 
-def record_dropped(layout: Layout, repo: str, requests: int) -> Failure:
+def record_dropped(layout: StateLayout, repo: str, requests: int) -> Failure:
     """A request for a repository that no longer exists: dropped, recorded, not retried, flag not raised."""
     fid = record_id(repo, "", "update")
     stamp = now_iso()
@@ -126,17 +127,17 @@ def record_dropped(layout: Layout, repo: str, requests: int) -> Failure:
     return failure
 
 
-def clear(layout: Layout, repo: str | None, index: str, steps: tuple[str, ...] = ("update", "embed")) -> list[str]:
+def clear(layout: StateLayout, repo: str | None, index: str, steps: tuple[str, ...] = ("update", "embed")) -> list[str]:
     """A success covers these records: delete them; returns the ids removed."""
     return [fid for step in steps if remove(layout, fid := record_id(repo, index, step))]
 
 
-def forget_repo(layout: Layout, repo: str) -> int:
+def forget_repo(layout: StateLayout, repo: str) -> int:
     """Remove the dropped records of `repo` (it was uninstalled); returns how many."""
     return sum(remove(layout, f.id) for f in load_all(layout) if f.dropped and f.repo == repo)
 
 
-def revive(layout: Layout, repo: str) -> None:
+def revive(layout: StateLayout, repo: str) -> None:
     """`qmd updater retry`: dead records of `repo` get their attempts back."""
     for failure in load_all(layout):
         if failure.repo == repo and failure.dead and not failure.dropped:
@@ -144,14 +145,14 @@ def revive(layout: Layout, repo: str) -> None:
             save(layout, failure)
 
 
-def expire_dropped(layout: Layout, now: float) -> None:
+def expire_dropped(layout: StateLayout, now: float) -> None:
     for failure in load_all(layout):
         when = parse_iso(failure.last_at)
         if failure.dropped and when is not None and now - when > DROPPED_TTL_S:
             remove(layout, failure.id)
 
 
-def health(layout: Layout) -> dict[str, Any]:
+def health(layout: StateLayout) -> dict[str, Any]:
     """The flag as stored in health.json (a default when no updater has written it yet)."""
     data = read_json(layout.health)
     if not isinstance(data, dict):
@@ -159,7 +160,7 @@ def health(layout: Layout) -> dict[str, Any]:
     return data
 
 
-def write_health(layout: Layout, last_success: str | None = None) -> dict[str, Any]:
+def write_health(layout: StateLayout, last_success: str | None = None) -> dict[str, Any]:
     """Recompute the flag from the records (the lock holder only) and write health.json."""
     old = health(layout)
     live = [f for f in load_all(layout) if f.live]
@@ -174,5 +175,5 @@ def write_health(layout: Layout, last_success: str | None = None) -> dict[str, A
         "last_success": last_success or old.get("last_success"),
     }
     if data != old or not layout.health.exists():
-        write_json(layout.health, data)
+        qmd.write_json(layout.health, data, sort_keys=True)
     return data

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import qmd
 from qmd import QmdError
@@ -52,17 +51,12 @@ def index_names() -> list[str]:
         return []
 
 
-def open_store(index: str) -> qmd.Store:
-    paths = qmd.resolve_index(index)
-    return qmd.Store(paths.index_path, paths.config_path)
-
-
 def load() -> Indexes:
     """Every index's collections; an index whose config cannot be read is listed in `errors`."""
     result = Indexes()
     for index in index_names():
         try:
-            store = open_store(index)
+            store = qmd.open_index(index)
             try:
                 embed, _ = store.embed_collections()
                 for info in store.collections():
@@ -78,11 +72,3 @@ def covered_by(repos: list[str], path: str) -> bool:
     """True when `path` is inside one of the (enrolled) work trees."""
     return any(inside(path, repo) for repo in repos)
 
-
-def git_top(folder: str) -> str | None:
-    """The work tree containing `folder` (a `.git` in it or above), without running git."""
-    path = Path(folder)
-    for candidate in (path, *path.parents):
-        if (candidate / ".git").exists():
-            return str(candidate)
-    return None

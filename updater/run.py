@@ -28,10 +28,10 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from qmd import QmdError
+import qmd
+from qmd import QmdError, StateLayout, now_iso
 
 from . import records, routing, spool, stats
-from .layout import Layout, now_iso
 from .logs import rotate_hooks_log
 
 
@@ -68,7 +68,7 @@ def _describe(exc: BaseException, log: logging.Logger, what: str) -> tuple[str, 
     return f"{type(exc).__name__}: {exc}", "this is a bug in qmd; the traceback is in the updater log"
 
 
-def _revalidate(layout: Layout, indexes: routing.Indexes, log: logging.Logger) -> None:
+def _revalidate(layout: StateLayout, indexes: routing.Indexes, log: logging.Logger) -> None:
     known = set(routing.index_names())
     for failure in records.load_all(layout):
         if failure.dropped or failure.repo is None:
@@ -84,7 +84,7 @@ def _revalidate(layout: Layout, indexes: routing.Indexes, log: logging.Logger) -
             records.remove(layout, failure.id)
 
 
-def drain(layout: Layout, log: logging.Logger, *, respect_backoff: bool = False) -> RunResult:
+def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = False) -> RunResult:
     """Process every request in the queue once (see the module docstring)."""
     started = time.time()
     result = RunResult(now_iso(started))
@@ -170,7 +170,7 @@ def _summary(failure: records.Failure) -> dict[str, Any]:
     return {"id": failure.id, "repo": failure.repo, "index": failure.index, "step": failure.step, "error": failure.error, "attempts": failure.attempts, "dead": failure.dead}
 
 
-def _run_index(layout: Layout, log: logging.Logger, index: str, repos: dict[str, list[str]], result: RunResult) -> dict[str, records.Failure]:
+def _run_index(layout: StateLayout, log: logging.Logger, index: str, repos: dict[str, list[str]], result: RunResult) -> dict[str, records.Failure]:
     """Update then embed one index for `repos`; returns {repo: failure} for the repos that failed."""
     failed: dict[str, records.Failure] = {}
     union = sorted({name for names in repos.values() for name in names})
@@ -182,7 +182,7 @@ def _run_index(layout: Layout, log: logging.Logger, index: str, repos: dict[str,
         log.error("%s → index %s: %s failed (attempt %d%s): %s", repo, index, step, failure.attempts, ", dead" if failure.dead else "", message)
 
     try:
-        store = routing.open_store(index)
+        store = qmd.open_index(index)
     except Exception as exc:  # the config was readable a moment ago; anything can happen to files
         message, hint = _describe(exc, log, f"index {index}")
         for repo in repos:

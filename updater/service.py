@@ -17,8 +17,6 @@ from pathlib import Path
 import qmd
 from qmd import QmdError
 
-from .layout import Layout
-
 UNIT = "qmd-updater"
 LABEL = "dev.qmd.updater"
 PASS_THROUGH = ("INDEX_PATH", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL", "QMD_HF_ENDPOINT", "QMD_UPDATER_THREADS", "QMD_SQLITE_VEC_PATH")
@@ -44,7 +42,7 @@ def environment() -> dict[str, str]:
     bin_dir = str(qmd_executable().parent)
     env = {
         "PATH": os.pathsep.join(dict.fromkeys([bin_dir, "/usr/local/bin", *(["/opt/homebrew/bin"] if sys.platform == "darwin" else []), "/usr/bin", "/bin"])),
-        "QMD_STATE_DIR": str(Layout.current().root),
+        "QMD_STATE_DIR": str(qmd.StateLayout.current().root),
         "QMD_CONFIG_DIR": os.path.abspath(qmd.config_dir()),
         "XDG_CACHE_HOME": os.path.abspath(qmd.cache_dir().parent),
     }
@@ -121,7 +119,7 @@ WantedBy=timers.target
 
 def launchd_plist(timer: bool = False, watch: bool = False, interval_min: int = 2) -> UnitFile:
     """A LaunchAgent: kept alive and restarted when it fails, or started every few minutes."""
-    logs = Layout.current().logs
+    logs = qmd.StateLayout.current().logs
     data: dict[str, object] = {
         "Label": LABEL,
         "ProgramArguments": _argv(timer, watch),
@@ -166,8 +164,7 @@ def install(platform: str, timer: bool, watch: bool, interval_min: int, start: b
     files = units(platform, timer, watch, interval_min)
     lines: list[str] = []
     for unit in files:
-        unit.path.parent.mkdir(parents=True, exist_ok=True)
-        unit.path.write_text(unit.text, encoding="utf-8")
+        qmd.write_text(unit.path, unit.text)
         lines.append(f"wrote {unit.path}")
     if platform == "linux":
         other = systemd_dir() / f"{UNIT}.timer"

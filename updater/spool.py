@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .layout import Layout, now_iso, parse_iso
+from qmd import StateLayout, now_iso, parse_iso, replace_file, write_text
 
 
 @dataclass
@@ -41,18 +41,14 @@ def unique_name(event: str) -> str:
     return f"{now_iso()}.{os.getpid()}.{time.monotonic_ns() % 10**9}.{socket.gethostname().split('.')[0] or 'host'}.{event}"
 
 
-def enqueue(layout: Layout, repo: str, event: str, commit: str = "", extra: dict[str, Any] | None = None) -> Path:
+def enqueue(layout: StateLayout, repo: str, event: str, commit: str = "", extra: dict[str, Any] | None = None) -> Path:
     """Queue one request from Python (the watcher, `qmd updater retry`); the hooks do the same in sh."""
     layout.ensure_queue()
     name = unique_name(event)
-    tmp = layout.q("tmp") / name
     body = {"repo": repo, "event": event, "commit": commit, "time": now_iso(), **(extra or {})}
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(body) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    tmp = write_text(layout.q("tmp") / name, json.dumps(body) + "\n")
     target = layout.q("new") / name
-    os.replace(tmp, target)
+    replace_file(tmp, target)
     return target
 
 
@@ -80,13 +76,13 @@ def _names(folder: Path) -> list[str]:
         return []
 
 
-def claim(layout: Layout) -> tuple[list[Request], list[Path]]:
+def claim(layout: StateLayout) -> tuple[list[Request], list[Path]]:
     """Move everything in new/ into cur/; return (all requests in cur/, unreadable files moved to failed/)."""
     layout.ensure_queue()
     fresh: set[str] = set()
     for name in _names(layout.q("new")):
         try:
-            os.rename(layout.q("new") / name, layout.q("cur") / name)
+            replace_file(layout.q("new") / name, layout.q("cur") / name)
             fresh.add(name)
         except FileNotFoundError:
             continue  # another claimer took it (cannot happen under the lock, harmless anyway)
@@ -107,7 +103,7 @@ def move(path: Path, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / path.name
     try:
-        os.replace(path, target)
+        replace_file(path, target)
     except FileNotFoundError:
         pass
     return target
@@ -121,7 +117,7 @@ def delete(paths: list[Path]) -> None:
             pass
 
 
-def failed_for(layout: Layout, repo: str) -> list[Path]:
+def failed_for(layout: StateLayout, repo: str) -> list[Path]:
     """Requests in failed/ about `repo` (superseded once the repo updates successfully)."""
     out = []
     for name in _names(layout.q("failed")):
@@ -139,7 +135,7 @@ class QueueInfo:
     by_repo: dict[str, int]
 
 
-def info(layout: Layout) -> QueueInfo:
+def info(layout: StateLayout) -> QueueInfo:
     """Counts for status and health (reads only; safe while an updater runs)."""
     oldest: float | None = None
     by_repo: dict[str, int] = {}
