@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 
 from qmd import Store, open_index
 from qmd.cli.formats import FORMATS
+from qmd.store.results import Document, MultiGetItem, SearchHit
 
 
 class State:
@@ -80,7 +82,7 @@ def snippet_chars(kind: str) -> int:
     return JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS
 
 
-def fs_paths(store: Store, items: list) -> dict[str, str]:  # type: ignore[type-arg]
+def fs_paths(store: Store, items: Sequence[SearchHit | Document | MultiGetItem]) -> dict[str, str]:
     """qmd:// URI → file-system path, for --full-path."""
     roots = {c.name: c.path for c in store.collections()}
     return {it.uri: os.path.join(roots[it.collection], it.path) for it in items if it.collection in roots}

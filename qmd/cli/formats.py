@@ -11,7 +11,7 @@ from typing import Any
 
 from qmd.core.clock import ago
 from qmd.core.text import numbered
-from qmd.store.results import CollectionInfo, Document, FileEntry, MultiGetItem, SearchHit
+from qmd.store.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
 
 FORMATS = ("cli", "json", "csv", "md", "xml", "files")
 _XML_TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -28,28 +28,14 @@ def quoteattr(text: str) -> str:
     return '"' + "".join(_XML_ATTR.get(ch, ch) for ch in text) + '"'
 
 
-def _score2(score: float) -> float:
-    return round(score, 2)
-
-
 def _file(hit: SearchHit | MultiGetItem | Document, paths: dict[str, str] | None) -> str:
     """The qmd:// URI, or the file-system path under --full-path."""
     return (paths or {}).get(hit.uri, hit.uri)
 
 
 def search_json_rows(hits: Sequence[SearchHit], paths: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    rows = []
-    for h in hits:
-        row: dict[str, Any] = {"docid": f"#{h.docid}", "score": _score2(h.score), "file": _file(h, paths), "line": h.line, "title": h.title}
-        if h.context:
-            row["context"] = h.context
-        if h.body is not None:
-            row["body"] = h.body
-        else:
-            row["snippet"] = h.snippet
-        row["match"] = h.match
-        rows.append(row)
-    return rows
+    """`--json` rows of search results (`paths`: --full-path file names by URI)."""
+    return [h.to_json(file=_file(h, paths)) for h in hits]
 
 
 def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | None = None) -> str:
@@ -215,3 +201,67 @@ def format_collection_list(colls: Sequence[CollectionInfo]) -> str:
 
 def to_json(value: Any, default: Callable[[Any], Any] | None = None) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=default) + "\n"
+
+
+def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: str | None, models: Sequence[ModelStatus]) -> str:
+    """`qmd status` for people: documents, vectors, collections, files needing attention, models."""
+    lines = [
+        "QMD Status",
+        "",
+        f"Index: {info.index_path}",
+        f"Size:  {human_size(info.size_bytes)}",
+        "",
+        "Documents",
+        f"  Total:    {info.documents} files indexed",
+    ]
+    if vectors is not None:
+        model = f" ({vectors.model})" if vectors.model else " (no embed model file yet: qmd pull, or qmd models import)"
+        lines.append(f"  Vectors:  {vectors.embedded_documents} documents embedded, {vectors.chunks} chunks{model}")
+        if vectors.pending_documents:
+            lines.append(f"  Pending:  {vectors.pending_documents} need embedding (run 'qmd embed')")
+    elif vector_error:
+        lines.append(f"  Vectors:  unavailable: {vector_error}")
+    if info.inactive:
+        lines.append(f"  Deleted:  {info.inactive} (run 'qmd cleanup' to drop them)")
+    lines.append(f"  Updated:  {ago(info.updated_at)}")
+    if info.global_context:
+        lines += ["", "Global context", f"  {info.global_context}"]
+    lines += ["", "Collections"]
+    if not info.collections:
+        lines.append("  none — add one with: qmd collection add DIR --name NAME")
+    for c in info.collections:
+        lines.append("  " + format_collection(c, compact=True).rstrip("\n").replace("\n", "\n  "))
+    skipped = [i for i in info.issues if i[2] == "skipped"]
+    warnings = [i for i in info.issues if i[2] == "warning"]
+    if skipped or warnings:
+        lines += ["", "Files needing attention"]
+        for coll, path, severity, reason in skipped + warnings:
+            lines.append(f"  {severity:8} qmd://{coll}/{path}: {reason}")
+    if info.collections:
+        name = info.collections[0].name
+        lines += [
+            "",
+            "Examples",
+            "  # List files in a collection",
+            f"  qmd ls {name}",
+            "  # Get a document",
+            f"  qmd get qmd://{name}/path/to/file.md",
+            "  # Search within a collection",
+            f'  qmd search "query" -c {name}',
+        ]
+    labels = {"embed": "Embedding", "rerank": "Reranking", "generate": "Generation"}
+    sources = {"config": "index config", "env": "environment", "installed": "installed default", "default": "built-in default"}
+    lines += ["", "Models"]
+    for m in models:
+        state = "ready" if m.available else ("not downloaded: qmd pull" if m.spec.startswith("hf:") else "file missing")
+        lines.append(f"  {labels[m.role] + ':':12} {m.spec} ({sources[m.source]}; {state})")
+    bare = [c.name for c in info.collections if not c.contexts]
+    if bare and not info.global_context:
+        lines += [
+            "",
+            "Tips",
+            f"  Add context to collections for better search results: {', '.join(bare)}",
+            '    qmd context add qmd://<name>/ "What this collection contains"',
+            '    qmd context add qmd://<name>/meeting-notes "Weekly team meeting notes"',
+        ]
+    return "\n".join(lines) + "\n"

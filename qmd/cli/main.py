@@ -89,8 +89,10 @@ def _first_command(argv: list[str]) -> str | None:
 def _add(app: typer.Typer, name: str, target: object) -> None:
     if isinstance(target, typer.Typer):
         app.add_typer(target, name=name)
+    elif callable(target):
+        app.command(name)(target)
     else:
-        app.command(name)(target)  # type: ignore[arg-type]
+        raise TypeError(f"the '{name}' command is neither a function nor a typer app")
 
 
 def build_app(argv: list[str]) -> typer.Typer:

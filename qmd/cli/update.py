@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from qmd.core.errors import QmdError
-from qmd.cli.formats import format_collection, human_size, to_json
-from qmd.core.clock import ago
+from qmd.cli.formats import format_status, human_size, to_json
 from qmd.store.results import UpdateReport
 from qmd.cli.common import err, open_store, out
 
@@ -78,66 +77,7 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
         payload = dict(info.__dict__, vectors=vectors, vector_error=vector_error, models=models)
         out(to_json(payload, default=lambda o: o.__dict__))
         return
-    lines = [
-        "QMD Status",
-        "",
-        f"Index: {info.index_path}",
-        f"Size:  {human_size(info.size_bytes)}",
-        "",
-        "Documents",
-        f"  Total:    {info.documents} files indexed",
-    ]
-    if vectors is not None:
-        model = f" ({vectors.model})" if vectors.model else " (no embed model file yet: qmd pull, or qmd models import)"
-        lines.append(f"  Vectors:  {vectors.embedded_documents} documents embedded, {vectors.chunks} chunks{model}")
-        if vectors.pending_documents:
-            lines.append(f"  Pending:  {vectors.pending_documents} need embedding (run 'qmd embed')")
-    elif vector_error:
-        lines.append(f"  Vectors:  unavailable: {vector_error}")
-    if info.inactive:
-        lines.append(f"  Deleted:  {info.inactive} (run 'qmd cleanup' to drop them)")
-    lines.append(f"  Updated:  {ago(info.updated_at)}")
-    if info.global_context:
-        lines += ["", "Global context", f"  {info.global_context}"]
-    lines += ["", "Collections"]
-    if not info.collections:
-        lines.append("  none — add one with: qmd collection add DIR --name NAME")
-    for c in info.collections:
-        lines.append("  " + format_collection(c, compact=True).rstrip("\n").replace("\n", "\n  "))
-    skipped = [i for i in info.issues if i[2] == "skipped"]
-    warnings = [i for i in info.issues if i[2] == "warning"]
-    if skipped or warnings:
-        lines += ["", "Files needing attention"]
-        for coll, path, severity, reason in skipped + warnings:
-            lines.append(f"  {severity:8} qmd://{coll}/{path}: {reason}")
-    if info.collections:
-        name = info.collections[0].name
-        lines += [
-            "",
-            "Examples",
-            "  # List files in a collection",
-            f"  qmd ls {name}",
-            "  # Get a document",
-            f"  qmd get qmd://{name}/path/to/file.md",
-            "  # Search within a collection",
-            f'  qmd search "query" -c {name}',
-        ]
-    labels = {"embed": "Embedding", "rerank": "Reranking", "generate": "Generation"}
-    sources = {"config": "index config", "env": "environment", "installed": "installed default", "default": "built-in default"}
-    lines += ["", "Models"]
-    for m in models:
-        state = "ready" if m.available else ("not downloaded: qmd pull" if m.spec.startswith("hf:") else "file missing")
-        lines.append(f"  {labels[m.role] + ':':12} {m.spec} ({sources[m.source]}; {state})")
-    bare = [c.name for c in info.collections if not c.contexts]
-    if bare and not info.global_context:
-        lines += [
-            "",
-            "Tips",
-            f"  Add context to collections for better search results: {', '.join(bare)}",
-            '    qmd context add qmd://<name>/ "What this collection contains"',
-            '    qmd context add qmd://<name>/meeting-notes "Weekly team meeting notes"',
-        ]
-    out("\n".join(lines) + "\n")
+    out(format_status(info, vectors, vector_error, models))
 
 
 def cleanup() -> None:

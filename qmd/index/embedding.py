@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from qmd.core.text import parse_front_matter
 from qmd.index.chunking import chunk_text
-from qmd.llm.embedder import Embedder
+from qmd.llm.roles import EmbeddingModel
 from qmd.store.backend import ChunkVector, IndexBackend, VectorModel
 from qmd.store.refs import read_content
 
@@ -25,7 +25,7 @@ BATCH_CHUNKS = 32
 EmbedProgress = Callable[[int, int, int], None]  # (documents done, documents total, chunks done)
 
 
-def fingerprint(embedder: Embedder) -> str:
+def fingerprint(embedder: EmbeddingModel) -> str:
     """Model identity + input format + chunk settings: what makes two vectors comparable."""
     spec = json.dumps([embedder.info.identity, embedder.family.spec, CHUNKER_VERSION])
     return hashlib.sha256(spec.encode()).hexdigest()[:16]
@@ -48,7 +48,7 @@ class _Doc:
     inputs: list[str]
 
 
-def prepare(embedder: Embedder, text: str, title: str, content_hash: str) -> _Doc:
+def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str) -> _Doc:
     """Chunk one document's body and format every chunk with its title for the model."""
     fm = parse_front_matter(text)
     body = text[fm.body_offset :]
@@ -66,7 +66,7 @@ def prepare(embedder: Embedder, text: str, title: str, content_hash: str) -> _Do
 
 def embed_documents(
     backend: IndexBackend,
-    embedder: Embedder,
+    embedder: EmbeddingModel,
     model: VectorModel,
     todo: list[tuple[str, str]],
     report: EmbedReport,
@@ -102,7 +102,7 @@ def embed_documents(
 
 def run_embed(
     backend: IndexBackend,
-    embedder: Embedder,
+    embedder: EmbeddingModel,
     collections: list[str],
     skipped: list[str],
     *,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qmd.llm.runtime import LlamaModel, LoadOptions
-from qmd.search.typed import SubQuery
+from qmd.core.query import SubQuery
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from qmd.llm.families import Family
 
 if TYPE_CHECKING:
-    from qmd.search.typed import SubQuery
+    from qmd.core.query import SubQuery
 
 
 class ModelDescription(Protocol):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,14 +26,13 @@ from qmd.core.errors import QmdError
 from qmd.search.fts import bm25_search
 from qmd.search.fusion import RankedList, blend, blend_weight, rrf
 from qmd.search.syntax import STOPWORDS, parse_query
-from qmd.search.typed import SubQuery, TypedQuery, parse_typed
+from qmd.core.query import SubQuery
+from qmd.search.typed import TypedQuery, parse_typed
 from qmd.store.backend import DocRow, IndexBackend
 from qmd.store.results import QueryResult, SearchHit
 
 if TYPE_CHECKING:
-    from qmd.llm.embedder import Embedder
-    from qmd.llm.generator import Generator
-    from qmd.llm.reranker import CrossEncoder, YesNoReranker
+    from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
 
 LIST_DEPTH = 20
 ANY_ONLY_WEIGHT = 1.0  # a BM25 list with no all-terms hit counts like an expansion list
@@ -59,15 +58,15 @@ class QueryOptions:
 class QueryModels(Protocol):
     """The model roles the pipeline uses; each raises QmdError when its model is absent."""
 
-    def embedder(self) -> Embedder: ...
+    def embedder(self) -> EmbeddingModel: ...
 
-    def generator(self) -> Generator: ...
+    def generator(self) -> ExpansionModel: ...
 
-    def reranker(self) -> CrossEncoder | YesNoReranker: ...
+    def reranker(self) -> RerankModel: ...
 
-    def expand(self, question: str, generator: Generator | None = None) -> list[SubQuery]: ...
+    def expand(self, question: str, generator: ExpansionModel | None = None) -> list[SubQuery]: ...
 
-    def rerank(self, query: str, texts: list[str], reranker: CrossEncoder | YesNoReranker | None = None) -> list[float]: ...
+    def rerank(self, query: str, texts: list[str], reranker: RerankModel | None = None) -> list[float]: ...
 
     def chunks_for(self, hashes: list[str]) -> dict[str, list[tuple[int, int]]]: ...
 
@@ -176,7 +175,14 @@ def plan_searches(typed: TypedQuery, expansions: list[SubQuery] | None) -> tuple
 
 def fuse(named: list[tuple[str, float, list[int]]]) -> list[Candidate]:
     fused = rrf([RankedList(name, weight, keys) for name, weight, keys in named])
-    return [Candidate(int(f.key), f.score, rank, f.contributions) for rank, f in enumerate(fused, start=1)]  # type: ignore[arg-type]
+    return [Candidate(doc_id(f.key), f.score, rank, f.contributions) for rank, f in enumerate(fused, start=1)]
+
+
+def doc_id(key: Hashable) -> int:
+    """A fused key back as the document id it was (every list here ranks document ids)."""
+    if not isinstance(key, int):
+        raise TypeError(f"fused key {key!r} is not a document id")
+    return key
 
 
 def finish(candidates: list[Candidate], reranked: bool) -> list[Candidate]:

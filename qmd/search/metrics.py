@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import QmdError
+from qmd.store.results import SearchHit
 
 BACKENDS = ("bm25", "vector", "hybrid", "full")
 
@@ -91,7 +92,7 @@ def run_backends(store: Any, queries: list[tuple[str, str]], collections: list[s
     return out
 
 
-def _file_name(hit: Any) -> str:
+def _file_name(hit: SearchHit) -> str:
     return hit.path.rsplit("/", 1)[-1]
 
 
@@ -106,7 +107,7 @@ def fixture_report(store: Any, fixture: dict[str, Any], collections: list[str] |
     for backend, (hits, times, error) in run_backends(store, queries, collections).items():
         report = BackendReport(backend, latency_ms=times, error=error)
         if error is None:
-            rows = []
+            rows: list[dict[str, Any]] = []
             for (qid, text), rel, k, found in zip(queries, expected, ks, hits):
                 names = [_file_name(h) for h in found]
                 p, r = precision_at(names, rel, k), recall_at(names, rel, k)
@@ -143,7 +144,7 @@ def qrels_report(store: Any, queries_tsv: Path, qrels_tsv: Path, collections: li
     for backend, (hits, times, error) in run_backends(store, judged, collections).items():
         report = BackendReport(backend, latency_ms=times, error=error)
         if error is None:
-            rows = []
+            rows: list[dict[str, Any]] = []
             for (qid, text), found in zip(judged, hits):
                 docs = [h.path.rsplit(".", 1)[0] for h in found]
                 rel = {d for d, g in gains[qid].items() if g > 0}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from qmd.core.query import SubQuery
 from qmd.core.errors import QmdError
 
 SEARCH_TYPES = ("lex", "vec", "hyde")
@@ -22,12 +23,6 @@ MAX_SEARCHES = 10
 MAX_LINE_CHARS = 2000
 _LINE = re.compile(r"^\s*([A-Za-z]+)\s*:\s?(.*)$")
 _HINT = "write one sub-query per line: lex: …, vec: …, hyde: …, optionally intent: … (or a single expand: … line)"
-
-
-@dataclass(frozen=True)
-class SubQuery:
-    type: str  # lex | vec | hyde
-    text: str
 
 
 @dataclass

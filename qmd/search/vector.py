@@ -11,11 +11,12 @@ from pathlib import Path
 from qmd.core.errors import QmdError
 from qmd.index.embedding import fingerprint
 from qmd.llm.embedder import Embedder
+from qmd.llm.roles import EmbeddingModel
 from qmd.store.backend import IndexBackend, VectorModel
 from qmd.store.results import VectorStatus
 
 
-def current_model(backend: IndexBackend, embedder: Embedder) -> VectorModel:
+def current_model(backend: IndexBackend, embedder: EmbeddingModel) -> VectorModel:
     """The vector space of `embedder`; a QmdError naming `qmd embed` when it has none yet."""
     model = backend.vector_model(fingerprint(embedder))
     if model is None:

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from qmd.llm.generator import Generator
     from qmd.llm.models import ModelRef
     from qmd.llm.reranker import CrossEncoder, YesNoReranker
-    from qmd.search.typed import SubQuery
+    from qmd.llm.roles import ExpansionModel, RerankModel
+    from qmd.core.query import SubQuery
 
 
 def cache_key(kind: str, *parts: str) -> str:
@@ -82,9 +83,9 @@ class Models:
             self._generator = Generator(path)
         return self._generator
 
-    def expand(self, question: str, generator: Generator | None = None) -> list[SubQuery]:
+    def expand(self, question: str, generator: ExpansionModel | None = None) -> list[SubQuery]:
         """Typed expansion lines for `question`, from the index's cache when present."""
-        from qmd.search.typed import SubQuery
+        from qmd.core.query import SubQuery
 
         generator = generator or self.generator()
         key = cache_key("expand", generator.info.identity, question)
@@ -96,7 +97,7 @@ class Models:
         backend.cache_put("expand", {key: [[s.type, s.text] for s in lines]})
         return lines
 
-    def rerank(self, query: str, texts: list[str], reranker: CrossEncoder | YesNoReranker | None = None) -> list[float]:
+    def rerank(self, query: str, texts: list[str], reranker: RerankModel | None = None) -> list[float]:
         """Relevance in [0, 1] of each text to `query`, cached per (model, query, text)."""
         reranker = reranker or self.reranker()
         backend = self.state.db()

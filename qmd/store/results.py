@@ -29,6 +29,29 @@ class SearchHit:
     def uri(self) -> str:
         return uri(self.collection, self.path)
 
+    def to_json(self, *, file: str | None = None, mcp: bool = False) -> dict[str, Any]:
+        """The hit as JSON, in the original's field order (`file` replaces the qmd:// URI).
+
+        The CLI's `--json` shape (`mcp=False`): context only when set, `body` instead of
+        the snippet for `--full`, and `match`. The MCP tools' and HTTP API's shape
+        (`mcp=True`): always a context and a snippet, no `match`.
+        """
+        name = file or self.uri
+        if mcp:
+            return {
+                "docid": f"#{self.docid}", "file": name, "title": self.title, "score": round(self.score, 2),
+                "context": self.context, "line": self.line, "snippet": self.snippet,
+            }
+        row: dict[str, Any] = {"docid": f"#{self.docid}", "score": round(self.score, 2), "file": name, "line": self.line, "title": self.title}
+        if self.context:
+            row["context"] = self.context
+        if self.body is not None:
+            row["body"] = self.body
+        else:
+            row["snippet"] = self.snippet
+        row["match"] = self.match
+        return row
+
 
 @dataclass
 class Document:

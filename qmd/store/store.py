@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from qmd.llm.generator import Generator
     from qmd.llm.models import ModelRef
     from qmd.llm.reranker import CrossEncoder, YesNoReranker
-    from qmd.search.typed import SubQuery
+    from qmd.core.query import SubQuery
 
 __all__ = ["MULTI_GET_MAX_BYTES", "Store", "open_index"]
 

@@ -185,6 +185,11 @@ def scalar(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...]
     return None
 
 
+def as_int(value: apsw.SQLiteValue) -> int:
+    """An INTEGER column's value as an int (0 for NULL)."""
+    return int(value) if isinstance(value, (int, float, str)) else 0
+
+
 def count(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...] = ()) -> int:
     """An integer result (a count); 0 when the query returns nothing or NULL."""
     value = scalar(conn, sql, params)

@@ -18,7 +18,7 @@ from qmd.core.errors import QmdError
 from qmd.core.fileio import replace_file
 from qmd.store.backend import FieldsFor, IndexCheck, RebuildReport
 from qmd.store.sqlite import fulltext
-from qmd.store.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, count
+from qmd.store.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, as_int, count
 
 
 def _readonly(path: Path) -> apsw.Connection:
@@ -83,7 +83,7 @@ def repair_fts(conn: apsw.Connection, fields: FieldsFor) -> int:
     ).fetchall()
     for doc_id, collection, rel, text in rows:
         f = fields(str(collection), str(rel), str(text))
-        fulltext.write_row(conn, int(doc_id), f.filepath, f.title, f.body)
+        fulltext.write_row(conn, as_int(doc_id), f.filepath, f.title, f.body)
     return len(rows)
 
 

@@ -1,0 +1,13 @@
+"""A typed sub-query (`lex:`, `vec:`, `hyde:`): written by people, produced by query expansion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SubQuery:
+    """One line of a typed query: `type` is lex (keywords), vec (a question) or hyde (an answer)."""
+
+    type: str  # lex | vec | hyde
+    text: str
