@@ -94,7 +94,14 @@ def post_query(conn: http.client.HTTPConnection, body: bytes) -> dict[str, Any]:
     data = resp.read()
     if resp.status != 200:
         sys.exit(f"POST /query answered {resp.status}: {data[:200]!r}")
-    return json.loads(data)  # type: ignore[no-any-return]
+    return _json_object(data)
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    answer = json.loads(data)
+    if not isinstance(answer, dict):
+        sys.exit(f"expected a JSON object, got {data[:200]!r}")
+    return answer
 
 
 class RawClient:
@@ -116,13 +123,16 @@ class RawClient:
         while b"\r\n\r\n" not in self.buf:
             self.buf += self._recv()
         headers, _, rest = self.buf.partition(b"\r\n\r\n")
-        length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", headers).group(1))  # type: ignore[union-attr]
+        found = re.search(rb"(?i)\r\ncontent-length: *(\d+)", headers)
+        if found is None:
+            sys.exit(f"POST {path}: no Content-Length in {headers[:200]!r}")
+        length = int(found.group(1))
         while len(rest) < length:
             rest += self._recv()
         payload, self.buf = rest[:length], rest[length:]
         if not headers.startswith(b"HTTP/1.1 200"):
             sys.exit(f"POST {path} answered {headers[:40]!r}: {payload[:200]!r}")
-        return json.loads(payload)  # type: ignore[no-any-return]
+        return _json_object(payload)
 
     def _recv(self) -> bytes:
         chunk = self.sock.recv(1 << 16)

@@ -102,8 +102,8 @@ def wait_health(port: int, proc: subprocess.Popen[Any] | None = None, timeout: f
             raise AssertionError(f"the server exited with {proc.returncode}")
         try:
             status, body = request(port, "GET", "/health", timeout=2)
-            if status == 200:
-                return body  # type: ignore[no-any-return]
+            if status == 200 and isinstance(body, dict):
+                return body
         except OSError:
             pass
         time.sleep(0.1)

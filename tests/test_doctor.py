@@ -8,14 +8,15 @@ end to end: exit codes (0, 1 under --strict, 2, 3), the --json shape and text ou
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,16 @@ def qmd(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> 
     full.update(env or {})
     # cwd: the (isolated) home, not the checkout, so `python -m qmd` imports what PYTHONPATH says
     return subprocess.run([sys.executable, "-m", "qmd", *args], capture_output=True, text=True, env=full, timeout=timeout, stdin=subprocess.DEVNULL, cwd=full["HOME"])
+
+
+def qmd_in(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`qmd ARGS` through the CLI's real entry point, in this process (setup steps: no interpreter start)."""
+    from qmd.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with _environ(env or {}), redirect_stdout(out), redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(["qmd", *args], code, out.getvalue(), err.getvalue())
 
 
 def doctor_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
@@ -74,7 +85,7 @@ def doctor(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str
 
 
 def find(report: dict[str, Any], prefix: str) -> dict[str, Any]:
-    found = [c for c in report["checks"] if c["name"].startswith(prefix)]
+    found: list[dict[str, Any]] = [c for c in report["checks"] if c["name"].startswith(prefix)]
     assert found, f"no check named {prefix!r} in {[c['name'] for c in report['checks']]}"
     return found[0]
 
@@ -90,11 +101,11 @@ def _in_home(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def indexed(state: Path, tmp_path: Path) -> Path:  # noqa: F811
-    """Notes in a git repository, indexed into the default index."""
+def indexed(state: Path, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]) -> Path:  # noqa: F811
+    """Notes in a git repository, indexed into the default index (by the CLI, in this process)."""
     repo = make_repo(tmp_path / "notes", {f"note{i}.md": f"# Note {i}\n\nThe load balancer rollback step {i}.\n" for i in range(6)})
-    assert qmd("collection", "add", str(repo), "--name", "notes").returncode == 0
-    assert qmd("update").returncode == 0
+    assert cli("collection", "add", str(repo), "--name", "notes")[0] == 0
+    assert cli("update")[0] == 0
     return repo
 
 
@@ -144,7 +155,8 @@ def _daemon(env: dict[str, str] | None = None) -> dict[str, Any]:
     port = free_port()
     proc = qmd("mcp", "--http", "--daemon", "--port", str(port), env=env)
     assert proc.returncode == 0, proc.stderr
-    return json.loads((Path(os.environ["QMD_STATE_DIR"]) / "mcp-index.json").read_text())
+    info: dict[str, Any] = json.loads((Path(os.environ["QMD_STATE_DIR"]) / "mcp-index.json").read_text())
+    return info
 
 
 @pytest.mark.slow
@@ -169,6 +181,7 @@ def test_a_server_running_older_code_is_stale_and_fix_restarts_it(indexed: Path,
         qmd("mcp", "stop", env=env)
 
 
+@pytest.mark.slow
 def test_a_pid_file_whose_process_is_gone(indexed: Path) -> None:
     info = _daemon()
     try:
@@ -190,7 +203,7 @@ def _set_doctor_config(text: str) -> None:
 
 
 def test_requests_stuck_past_the_threshold(indexed: Path, state: Path) -> None:  # noqa: F811
-    assert qmd("hooks", "install", str(indexed)).returncode == 0
+    assert qmd_in("hooks", "install", str(indexed)).returncode == 0
     _set_doctor_config("doctor:\n  queue_warn_minutes: 0\n  queue_fail_hours: 0\n")  # any pending request is stuck
     commit(indexed, "new.md", "# New\n\nA fresh note about canary deploys.\n")
     code, report = doctor("--quick")
@@ -200,11 +213,12 @@ def test_requests_stuck_past_the_threshold(indexed: Path, state: Path) -> None: 
     code, report = doctor("--quick", "--fix")
     queue = find(report, "queue")
     assert queue["status"] == "ok" and queue["detail"].startswith("empty") and "ran the updater once (succeeded" in queue["repaired"]
-    assert "canary" in qmd("search", "canary").stdout
+    assert "canary" in qmd_in("search", "canary").stdout
 
 
+@pytest.mark.slow
 def test_a_failed_updater_run_raises_the_flag_and_only_a_successful_run_clears_it(indexed: Path, state: Path, tmp_path: Path, tiny_models: dict[str, Path]) -> None:  # noqa: F811
-    assert qmd("hooks", "install", str(indexed)).returncode == 0
+    assert qmd_in("hooks", "install", str(indexed)).returncode == 0
     broken = {"QMD_EMBED_MODEL": str(tmp_path / "gone.gguf")}
     commit(indexed, "x.md", "# X\n\nSomething to embed.\n")
     assert qmd("updater", "run", env=broken).returncode == 1
@@ -222,7 +236,7 @@ def test_a_failed_updater_run_raises_the_flag_and_only_a_successful_run_clears_i
 
 
 def test_an_enrolled_repo_whose_hook_was_deleted_or_made_non_executable(indexed: Path, state: Path) -> None:  # noqa: F811
-    assert qmd("hooks", "install", str(indexed)).returncode == 0
+    assert qmd_in("hooks", "install", str(indexed)).returncode == 0
     hook = indexed / ".git" / "hooks" / "post-commit"
     hook.unlink()
     (indexed / ".git" / "hooks" / "post-merge").chmod(0o644)
@@ -246,11 +260,12 @@ def _corrupt_pages(path: Path) -> None:
         f.write(b"\xde\xad\xbe\xef" * (1024 * 2))
 
 
+@pytest.mark.slow
 def test_a_corrupted_index_is_rebuilt_into_a_new_file_and_the_broken_one_kept(indexed: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
-    assert qmd("embed").returncode == 0
+    assert qmd_in("embed").returncode == 0
     path = index_file()
-    qmd("cleanup")  # checkpoint: every page in the main file
+    qmd_in("cleanup")  # checkpoint: every page in the main file
     _corrupt_pages(path)
     code, report = doctor()
     check = find(report, "index [index]")
@@ -262,18 +277,18 @@ def test_a_corrupted_index_is_rebuilt_into_a_new_file_and_the_broken_one_kept(in
     assert "6 documents embedded" in find(doctor("--quick")[1], "vectors")["detail"]
     kept = sorted(path.parent.glob("index.sqlite.broken-*"))
     assert kept and kept[0].stat().st_size > 0
-    assert "qmd://notes/note3.md" in qmd("search", "rollback", "--json").stdout
+    assert "qmd://notes/note3.md" in qmd_in("search", "rollback", "--json").stdout
     assert code == 0, failing(report)
 
 
 def test_qmd_rebuild_on_an_unreadable_header(indexed: Path) -> None:
     path = index_file()
-    qmd("cleanup")
+    qmd_in("cleanup")
     with open(path, "r+b") as f:
         f.write(b"not a database at all, sorry" * 4)
     code, report = doctor("--quick")
     assert code == 2 and "corrupted" in find(report, "index [index]")["detail"]
-    proc = qmd("rebuild")
+    proc = qmd_in("rebuild")
     assert proc.returncode == 0, proc.stderr
     assert "6 documents" in proc.stderr and "kept at" in proc.stderr
     assert doctor("--quick")[0] == 0
@@ -286,14 +301,14 @@ def _conn() -> apsw.Connection:
 def test_fts_rows_that_drifted_are_rewritten(indexed: Path) -> None:
     with _conn() as conn:
         conn.execute("DELETE FROM documents_fts WHERE rowid IN (SELECT id FROM documents LIMIT 2)")
-    assert len(json.loads(qmd("search", "rollback", "--json", "-n", "20").stdout)) == 4
+    assert len(json.loads(qmd_in("search", "rollback", "--json", "-n", "20").stdout)) == 4
     code, report = doctor("--quick")
     check = find(report, "full-text rows")
     assert code == 2 and "2 documents unsearchable" in check["detail"]
     code, report = doctor("--quick", "--fix")
     check = find(report, "full-text rows")
     assert code == 0 and check["status"] == "ok" and "rewrote 6 full-text rows" in check["repaired"]
-    assert len(json.loads(qmd("search", "rollback", "--json", "-n", "20").stdout)) == 6
+    assert len(json.loads(qmd_in("search", "rollback", "--json", "-n", "20").stdout)) == 6
 
 
 def test_a_schema_behind_is_named_and_fix_migrates(indexed: Path) -> None:
@@ -312,10 +327,10 @@ def test_a_schema_behind_is_named_and_fix_migrates(indexed: Path) -> None:
 def test_orphans_are_cleaned_after_a_verified_backup(indexed: Path) -> None:
     for i in range(60):
         (indexed / f"bulk{i}.md").write_text(f"# Bulk {i}\n\nversion one {i}\n")
-    assert qmd("update").returncode == 0
+    assert qmd_in("update").returncode == 0
     for i in range(60):
         (indexed / f"bulk{i}.md").write_text(f"# Bulk {i}\n\nversion two {i}\n")
-    assert qmd("update").returncode == 0
+    assert qmd_in("update").returncode == 0
     code, report = doctor("--quick")
     check = find(report, "orphans")
     assert check["status"] == "warn" and "60 of 126 contents" in check["detail"] and check["fix"] == "qmd cleanup"
@@ -341,7 +356,7 @@ def test_new_guard_errors_warn_once_then_the_watermark_moves(indexed: Path, stat
 
 
 def test_a_guard_hook_removed_from_the_settings_fails_loudly(indexed: Path, state: Path) -> None:  # noqa: F811
-    assert qmd("guard", "install", "--claude").returncode == 0
+    assert qmd_in("guard", "install", "--claude").returncode == 0
     assert find(doctor("--quick")[1], "agent guard")["status"] == "ok"
     settings = Path(os.environ["HOME"]) / ".claude" / "settings.json"
     data = json.loads(settings.read_text())
@@ -430,7 +445,7 @@ def test_teardown_restores_files_the_user_already_had(indexed: Path, state: Path
 
 
 def test_models_a_switched_embed_model_and_a_file_that_is_not_gguf(indexed: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
-    assert qmd("embed", env={"QMD_EMBED_MODEL": str(tiny_models["embed"])}).returncode == 0
+    assert qmd_in("embed", env={"QMD_EMBED_MODEL": str(tiny_models["embed"])}).returncode == 0
     code, report = doctor("--quick", env={"QMD_EMBED_MODEL": str(tiny_models["embed_b"])})
     vectors = find(report, "vectors")
     assert code == 0 and vectors["status"] == "warn" and "6 documents need re-embedding" in vectors["detail"] and vectors["fix"] == "qmd embed"

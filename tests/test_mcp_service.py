@@ -7,6 +7,7 @@ import json
 import os
 import re
 import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,11 @@ from qmd.serve.service import ToolService
 from qmd.serve.answers import INSTRUCTIONS_MAX_BYTES, build_instructions, read_health_flag
 from tests.mcp_helpers import SECRET, write_notes
 
+Cli = Callable[..., tuple[int, str, str]]  # conftest's in-process CLI runner
+
 
 @pytest.fixture
-def service(tmp_path: Path) -> ToolService:
+def service(tmp_path: Path) -> Iterator[ToolService]:
     notes = write_notes(tmp_path)
     os.symlink(tmp_path / "secret.md", notes / "link-out.md")  # a symlink leaving the collection
     store = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
@@ -238,7 +241,7 @@ def test_build_id_changes_with_the_sources(tmp_path: Path) -> None:
 # --- install ------------------------------------------------------------------------------
 
 
-def test_install_claude_by_file_is_idempotent_with_a_backup(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_install_claude_by_file_is_idempotent_with_a_backup(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     config = Path.home() / ".claude.json"
     config.write_text(json.dumps({"numStartups": 3, "mcpServers": {"other": {"type": "stdio", "command": "x"}}}))
@@ -262,7 +265,7 @@ def test_install_claude_by_file_is_idempotent_with_a_backup(cli, tmp_path: Path,
     assert project == {"mcpServers": {"qmd-work": {"type": "http", "url": "http://127.0.0.1:8182/mcp"}}}
 
 
-def test_install_codex_by_file_merges_the_toml(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_install_codex_by_file_merges_the_toml(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     config = Path.home() / ".codex" / "config.toml"
     config.parent.mkdir()
@@ -280,7 +283,7 @@ def test_install_codex_by_file_merges_the_toml(cli, tmp_path: Path, monkeypatch:
     assert len(list(config.parent.glob("config.toml.qmd-backup-*"))) >= 1
 
 
-def test_install_uses_the_client_command_when_present(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_install_uses_the_client_command_when_present(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
@@ -301,7 +304,7 @@ def test_install_uses_the_client_command_when_present(cli, tmp_path: Path, monke
     assert not (Path.home() / ".claude.json").exists()
 
 
-def test_install_needs_a_client(cli) -> None:  # type: ignore[no-untyped-def]
+def test_install_needs_a_client(cli: Cli) -> None:
     code, _, err = cli("mcp", "install")
     assert code == 2 and "--claude" in err
 
@@ -332,11 +335,13 @@ def test_rest_fast_path_never_waits_or_loads_a_model(service: ToolService) -> No
 
     lex = {"searches": [{"type": "lex", "query": "rollback"}], "rerank": False}
     fast = service.rest_query(lex, fast_only=True)
-    assert fast is not None and fast[0] == 200 and fast[1] == service.rest_query(lex)[1]  # type: ignore[index]
+    full = service.rest_query(lex)
+    assert fast is not None and full is not None and fast[0] == 200 and fast[1] == full[1]
     assert service.rest_query({"query": "rollback", "rerank": False}, fast_only=True) is None  # plain: may expand
     assert service.rest_query({**lex, "rerank": True}, fast_only=True) is None  # the reranker may run
     assert service.rest_query({**lex, "searches": [*lex["searches"], {"type": "vec", "query": "x"}]}, fast_only=True) is None
-    assert service.rest_query({"bogus": 1}, fast_only=True)[0] == 400  # type: ignore[index]
+    refused = service.rest_query({"bogus": 1}, fast_only=True)
+    assert refused is not None and refused[0] == 400
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
