@@ -34,7 +34,7 @@ def loads(text: str) -> object:
         import json
 
         return json.loads(text)  # let json raise its "Unexpected UTF-8 BOM" error
-    scan = make_scanner(_Context())
+    scan = make_scanner(_Context())  # type: ignore[arg-type]  # typeshed: the context is any object with a decoder's attributes
     start = len(text) - len(text.lstrip(_WS))
     try:
         value, end = scan(text, start)

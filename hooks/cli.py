@@ -90,7 +90,7 @@ def status_cmd(
     enrolled = registry.load(layout)
     keys = [os.path.realpath(p) for p in repos] if repos else sorted(enrolled)
     pending = spool.info(layout).by_repo
-    report = []
+    report: list[dict[str, Any]] = []
     for key in keys:
         entry = enrolled.get(key)
         exists, hooks = installer.inspect(key, entry or {}, layout)

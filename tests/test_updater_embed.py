@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ def _store() -> qmd.Store:
     return qmd.Store(paths.index_path, paths.config_path)
 
 
-def _records(state_dir: Path) -> list[dict]:  # type: ignore[type-arg]
+def _records(state_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted((state_dir / "failures").glob("*.json"))]
 
 

@@ -18,9 +18,9 @@ def setup(layout: qmd.StateLayout, *, stderr: bool = False, verbose: bool = Fals
     log = logging.getLogger(LOGGER)
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
     log.propagate = False
-    for handler in list(log.handlers):
-        log.removeHandler(handler)
-        handler.close()
+    for old in list(log.handlers):
+        log.removeHandler(old)
+        old.close()
     fmt = logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(message)s", "%Y-%m-%dT%H:%M:%S%z")
     try:
         layout.logs.mkdir(parents=True, exist_ok=True)

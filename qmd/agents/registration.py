@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qmd.agents import codex
+import qmd.agents.codex as codex
 from qmd.agents.files import dump_json, read_json_object, write_or_remove, write_with_backup
 from qmd.agents.locations import claude_json, codex_config, codex_home, project_mcp_json
 from qmd.core.errors import QmdError
