@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "DEFAULT_PATTERN": "store.config",
-    "CollectionConfig": "store.config",
+    "DEFAULT_PATTERN": "core.config",
+    "CollectionConfig": "core.config",
     "ConfigError": "core.errors",
     "IndexBusyError": "core.errors",
     "NotFoundError": "core.errors",
@@ -47,24 +47,24 @@ _EXPORTS = {
     "write_text": "core.fileio",
     "write_bytes": "core.fileio",
     "replace_file": "core.fileio",
-    "CleanupReport": "store.results",
-    "CollectionInfo": "store.results",
-    "ContextInfo": "store.results",
-    "Document": "store.results",
-    "FileEntry": "store.results",
-    "ModelStatus": "store.results",
-    "MultiGetItem": "store.results",
-    "SearchHit": "store.results",
-    "StatusInfo": "store.results",
-    "UpdateReport": "store.results",
-    "VectorSearch": "store.results",
-    "VectorStatus": "store.results",
+    "CleanupReport": "core.results",
+    "CollectionInfo": "core.results",
+    "ContextInfo": "core.results",
+    "Document": "core.results",
+    "FileEntry": "core.results",
+    "ModelStatus": "core.results",
+    "MultiGetItem": "core.results",
+    "SearchHit": "core.results",
+    "StatusInfo": "core.results",
+    "UpdateReport": "core.results",
+    "VectorSearch": "core.results",
+    "VectorStatus": "core.results",
     "Store": "store.store",
     "open_index": "store.store",
     "EmbedReport": "index.embedding",
     "build_id": "core.buildinfo",
-    "IndexCheck": "store.backend",
-    "RebuildReport": "store.backend",
+    "IndexCheck": "storage.backend",
+    "RebuildReport": "storage.backend",
     "refresh_folder_cache": "index.folders",
 }
 
@@ -88,8 +88,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.fileio import read_json, replace_file, write_bytes, write_json, write_text
     from qmd.core.paths import IndexPaths, StateLayout, cache_dir, config_dir, models_dir, resolve_index, state_dir
     from qmd.index.embedding import EmbedReport
-    from qmd.store.config import DEFAULT_PATTERN, CollectionConfig
-    from qmd.store.results import (
+    from qmd.core.config import DEFAULT_PATTERN, CollectionConfig
+    from qmd.core.results import (
         CleanupReport,
         CollectionInfo,
         ContextInfo,
@@ -103,6 +103,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         VectorSearch,
         VectorStatus,
     )
-    from qmd.store.backend import IndexCheck, RebuildReport
+    from qmd.storage.backend import IndexCheck, RebuildReport
     from qmd.store.store import Store, open_index
     from qmd.index.folders import refresh_folder_cache

@@ -11,7 +11,7 @@ import pytest
 
 import qmd
 import qmd.index.indexer
-from qmd.store.sqlite.connection import scalar
+from qmd.storage.sqlite.connection import scalar
 
 
 def _touch_later(path: Path, seconds: int = 10) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import qmd
-from qmd.store.sqlite.vectors import ensure_vec
+from qmd.storage.sqlite.vectors import ensure_vec
 from tests.conftest import REPO, qmd_env
 
 

@@ -11,7 +11,7 @@ import typer
 
 from qmd import Store, open_index
 from qmd.cli.formats import FORMATS
-from qmd.store.results import Document, MultiGetItem, SearchHit
+from qmd.core.results import Document, MultiGetItem, SearchHit
 
 
 class State:

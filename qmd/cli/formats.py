@@ -11,7 +11,7 @@ from typing import Any
 
 from qmd.core.clock import ago
 from qmd.core.text import numbered
-from qmd.store.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
+from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
 
 FORMATS = ("cli", "json", "csv", "md", "xml", "files")
 _XML_TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}

@@ -9,7 +9,7 @@ import typer
 
 from qmd.core.errors import QmdError
 from qmd.cli.formats import format_status, human_size, to_json
-from qmd.store.results import UpdateReport
+from qmd.core.results import UpdateReport
 from qmd.cli.common import err, open_store, out
 
 

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from qmd.core.errors import QmdError
 from qmd.core.text import parse_front_matter
 from qmd.index.chunking import chunk_text
 from qmd.llm.roles import EmbeddingModel
-from qmd.store.backend import ChunkVector, IndexBackend, VectorModel
-from qmd.store.refs import read_content
+from qmd.storage.backend import ChunkVector, IndexBackend, VectorModel
 
 CHUNKER_VERSION = 1
 TITLE_TOKENS = 32  # a title longer than this is cut, so it never crowds out the chunk
@@ -90,7 +90,10 @@ def embed_documents(
 
     pending_chunks = 0
     for content_hash, title in todo:
-        doc = prepare(embedder, read_content(backend, content_hash), title, content_hash)
+        text = backend.content(content_hash)
+        if text is None:
+            raise QmdError(f"content {content_hash[:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
+        doc = prepare(embedder, text, title, content_hash)
         batch.append(doc)
         pending_chunks += len(doc.inputs)
         if pending_chunks >= BATCH_CHUNKS:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from qmd.core.errors import QmdError
 from qmd.core.text import content_hash, extract_title, parse_front_matter, segment_cjk
 from qmd.index.scan import SkippedFile, scan
-from qmd.store.backend import DocumentWrite, IndexBackend, SearchFields
-from qmd.store.config import CollectionConfig
+from qmd.storage.backend import DocumentWrite, IndexBackend, SearchFields
+from qmd.core.config import CollectionConfig
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 _BINARY_PROBE = 8192

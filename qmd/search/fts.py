@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qmd.search.syntax import ParsedQuery, text_query
-from qmd.store.backend import IndexBackend
+from qmd.storage.backend import IndexBackend
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from qmd.search.fusion import RankedList, blend, blend_weight, rrf
 from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.core.query import SubQuery
 from qmd.search.typed import TypedQuery, parse_typed
-from qmd.store.backend import DocRow, IndexBackend
-from qmd.store.results import QueryResult, SearchHit
+from qmd.storage.backend import DocRow, IndexBackend
+from qmd.core.results import QueryResult, SearchHit
 
 if TYPE_CHECKING:
     from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel

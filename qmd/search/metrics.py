@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import QmdError
-from qmd.store.results import SearchHit
+from qmd.core.results import SearchHit
 
 BACKENDS = ("bm25", "vector", "hybrid", "full")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from qmd.store.backend import Term, TextQuery
+from qmd.storage.backend import Term, TextQuery
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _WORDISH = re.compile(r"\w")

@@ -12,8 +12,8 @@ from qmd.core.errors import QmdError
 from qmd.index.embedding import fingerprint
 from qmd.llm.embedder import Embedder
 from qmd.llm.roles import EmbeddingModel
-from qmd.store.backend import IndexBackend, VectorModel
-from qmd.store.results import VectorStatus
+from qmd.storage.backend import IndexBackend, VectorModel
+from qmd.core.results import VectorStatus
 
 
 def current_model(backend: IndexBackend, embedder: EmbeddingModel) -> VectorModel:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from qmd.core.errors import NotFoundError, QmdError
 from qmd.index.indexer import Progress, check_root, index_collection, search_fields
-from qmd.store.config import DEFAULT_PATTERN, CollectionConfig
-from qmd.store.contexts import normalise_subpath
-from qmd.store.results import CollectionInfo, ContextInfo, UpdateReport
+from qmd.core.config import DEFAULT_PATTERN, CollectionConfig
+from qmd.core.contexts import normalise_subpath
+from qmd.core.results import CollectionInfo, ContextInfo, UpdateReport
 from qmd.store.state import IndexState
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

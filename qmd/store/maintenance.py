@@ -6,9 +6,9 @@ from pathlib import Path
 
 from qmd.core.errors import QmdError
 from qmd.index.indexer import Progress, index_collection, search_fields
-from qmd.store.backend import IndexBackend, IndexCheck, RebuildReport
+from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport
 from qmd.store.collections import Collections
-from qmd.store.results import CleanupReport, StatusInfo
+from qmd.core.results import CleanupReport, StatusInfo
 from qmd.store.state import IndexState
 
 

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from qmd.store.results import ModelStatus, VectorStatus
+from qmd.core.results import ModelStatus, VectorStatus
 from qmd.store.state import IndexState
 
 if TYPE_CHECKING:

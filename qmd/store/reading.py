@@ -12,10 +12,10 @@ from qmd.search.hybrid import QueryContext, QueryOptions, run_query
 from qmd.search.snippets import make_snippet
 from qmd.search.syntax import parse_query
 from qmd.store import refs
-from qmd.store.backend import DocRow
-from qmd.store.contexts import normalise_subpath
+from qmd.storage.backend import DocRow
+from qmd.core.contexts import normalise_subpath
 from qmd.store.models import Models
-from qmd.store.results import Document, FileEntry, MultiGetItem, QueryResult, SearchHit, VectorSearch
+from qmd.core.results import Document, FileEntry, MultiGetItem, QueryResult, SearchHit, VectorSearch
 from qmd.store.state import IndexState
 
 MULTI_GET_MAX_BYTES = 64 * 1024

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 from qmd.core.errors import NotFoundError, QmdError
-from qmd.store.backend import MIN_DOCID, DocRow, IndexBackend
-from qmd.store.config import CollectionConfig
+from qmd.storage.backend import MIN_DOCID, DocRow, IndexBackend
+from qmd.core.config import CollectionConfig
 
 _RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", re.DOTALL)
 _HEX = re.compile(r"^[0-9a-fA-F]+$")

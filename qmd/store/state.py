@@ -7,9 +7,9 @@ from pathlib import Path
 
 from qmd.core.errors import QmdError
 from qmd.store import refs
-from qmd.store.backend import IndexBackend
-from qmd.store.config import CollectionConfig, Config
-from qmd.store.contexts import contexts_for
+from qmd.storage.backend import IndexBackend
+from qmd.core.config import CollectionConfig, Config
+from qmd.core.contexts import contexts_for
 
 
 def stat_key(path: Path) -> tuple[int, int, int] | None:

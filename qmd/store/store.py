@@ -5,7 +5,7 @@
 `Reader` (reading.py: search, vsearch, query, get, multi-get, ls),
 `Models` (models.py: the three model roles, their caches, `embed`) and
 `Maintenance` (maintenance.py: status, cleanup, integrity, rebuild) —
-all sharing one `IndexState` (the config and the storage backend, qmd/store/backend.py).
+all sharing one `IndexState` (the config and the storage backend, qmd/storage/backend.py).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 from qmd.search.hybrid import QueryOptions
 from qmd.search.snippets import CLI_SNIPPET_CHARS
-from qmd.store.backend import DocRow, IndexBackend, IndexCheck, RebuildReport
+from qmd.storage.backend import DocRow, IndexBackend, IndexCheck, RebuildReport
 from qmd.store.collections import Collections
-from qmd.store.config import DEFAULT_PATTERN, Config
+from qmd.core.config import DEFAULT_PATTERN, Config
 from qmd.store.maintenance import Maintenance
 from qmd.store.models import Models
 from qmd.store.reading import MULTI_GET_MAX_BYTES, Reader
-from qmd.store.results import (
+from qmd.core.results import (
     CleanupReport,
     CollectionInfo,
     ContextInfo,
@@ -60,7 +60,7 @@ class Store:
     """
 
     def __init__(self, index_path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, *, backend: IndexBackend | None = None) -> None:
-        from qmd.store.sqlite.backend import SqliteBackend
+        from qmd.storage.sqlite.backend import SqliteBackend
 
         self.index_path = Path(index_path)
         self.config_path = Path(config_path) if config_path else self.index_path.with_suffix(".yml")

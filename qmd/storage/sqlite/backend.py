@@ -9,7 +9,7 @@ from pathlib import Path
 import apsw
 
 from qmd.core.locks import writer_lock
-from qmd.store.backend import (
+from qmd.storage.backend import (
     ChunkVector,
     CollectionWriter,
     DocRow,
@@ -23,8 +23,8 @@ from qmd.store.backend import (
     Totals,
     VectorModel,
 )
-from qmd.store.sqlite import cache, documents, fulltext, integrity, vectors
-from qmd.store.sqlite.connection import connect, count, scalar, transaction
+from qmd.storage.sqlite import cache, documents, fulltext, integrity, vectors
+from qmd.storage.sqlite.connection import connect, count, scalar, transaction
 
 
 class SqliteBackend(IndexBackend):

@@ -2,7 +2,7 @@
 
 `Store`, the indexer, `embed` and the search pipeline call only what `IndexBackend`
 declares; no SQL, PRAGMA, FTS5 MATCH string or vec0 statement exists above it. SQLite
-(apsw + FTS5 + sqlite-vec, `qmd/store/sqlite/`) is the first implementation; another
+(apsw + FTS5 + sqlite-vec, `qmd/storage/sqlite/`) is the first implementation; another
 database implements the same methods and the rest of qmd does not change.
 
 What a backend stores:

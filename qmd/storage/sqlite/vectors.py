@@ -15,8 +15,8 @@ import apsw
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
-from qmd.store.backend import ChunkVector, Nearest, VectorModel
-from qmd.store.sqlite.connection import count, transaction
+from qmd.storage.backend import ChunkVector, Nearest, VectorModel
+from qmd.storage.sqlite.connection import count, transaction
 
 
 def ensure_vec(conn: apsw.Connection) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import apsw
 
 from qmd.core.text import has_cjk, segment_cjk
-from qmd.store.backend import Term, TextQuery
+from qmd.storage.backend import Term, TextQuery
 
 
 def _fts_string(term: Term) -> str:

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.store.backend import DocRow, DocumentWrite, FieldsFor, FileRow, KnownFile, Totals
-from qmd.store.sqlite import fulltext
-from qmd.store.sqlite.connection import count, scalar, transaction
+from qmd.storage.backend import DocRow, DocumentWrite, FieldsFor, FileRow, KnownFile, Totals
+from qmd.storage.sqlite import fulltext
+from qmd.storage.sqlite.connection import count, scalar, transaction
 
 _COLUMNS = ("id", "collection", "path", "title", "hash", "body_line", "size", "mtime_ns")
 

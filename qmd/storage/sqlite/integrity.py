@@ -16,9 +16,9 @@ import apsw
 
 from qmd.core.errors import QmdError
 from qmd.core.fileio import replace_file
-from qmd.store.backend import FieldsFor, IndexCheck, RebuildReport
-from qmd.store.sqlite import fulltext
-from qmd.store.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, as_int, count
+from qmd.storage.backend import FieldsFor, IndexCheck, RebuildReport
+from qmd.storage.sqlite import fulltext
+from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, as_int, count
 
 
 def _readonly(path: Path) -> apsw.Connection:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qmd.store.config import CollectionConfig
+from qmd.core.config import CollectionConfig
 
 
 def normalise_subpath(sub: str) -> str:

@@ -1,0 +1,1 @@
+"""The storage seam (backend.py) and its implementations (sqlite/)."""
