@@ -124,7 +124,7 @@ def main() -> int:
             subprocess.run([QMD_BIN, "embed", "-c", "embedded"], check=True, capture_output=True)
             base_embedded.append(wait_until(lambda: vector("embedded", f"{word}.md", text), t0))
 
-        log = root / "state" / "logs" / "updater.log"
+        log = qmd.StateLayout.current().updater_log
         daemon = subprocess.Popen([QMD_BIN, "updater", "daemon"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.time() + 60
