@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Annotated
 
 import typer
@@ -46,6 +48,37 @@ CsvOpt = Annotated[bool, typer.Option("--csv", help="Same as --format csv.")]
 MdOpt = Annotated[bool, typer.Option("--md", help="Same as --format md.")]
 XmlOpt = Annotated[bool, typer.Option("--xml", help="Same as --format xml.")]
 FilesOpt = Annotated[bool, typer.Option("--files", help="Same as --format files: docid,score,path lines.")]
+
+
+_FORMAT_FLAGS: dict[str, tuple[object, object]] = {  # parameter → (annotation, default), in --help order
+    "fmt": (FormatOpt, None),
+    "json_": (JsonOpt, False),
+    "csv_": (CsvOpt, False),
+    "md": (MdOpt, False),
+    "xml": (XmlOpt, False),
+    "files": (FilesOpt, False),
+}
+
+
+def with_output_format(command: Callable[..., None]) -> Callable[..., None]:
+    """The one definition of the output options (--format, --json, --csv, --md, --xml, --files).
+
+    The decorated command declares a `kind: str` parameter instead and receives the chosen
+    format there; the options are added after its own in the signature typer reads.
+    """
+    sig = inspect.signature(command, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.name != "kind"]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann) for name, (ann, default) in _FORMAT_FLAGS.items()]
+
+    @functools.wraps(command)
+    def wrapper(*args: object, **kwargs: object) -> None:
+        flags = [kwargs.pop(name, default) for name, (_, default) in _FORMAT_FLAGS.items()]
+        command(*args, kind=pick_format(*flags), **kwargs)  # type: ignore[arg-type]
+
+    wrapper.__signature__ = sig.replace(parameters=own + extra)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + extra} | {"return": None}
+    del wrapper.__wrapped__  # typer must read the new signature, not the original's
+    return wrapper
 
 
 def pick_format(fmt: str | None, json_: bool, csv_: bool, md: bool, xml: bool, files: bool) -> str:

@@ -11,25 +11,20 @@ import typer
 from qmd.cli.formats import format_search, search_json_rows
 from qmd.cli.common import (
     CollectionOpt,
-    CsvOpt,
-    FilesOpt,
-    FormatOpt,
     FullPathOpt,
-    JsonOpt,
-    MdOpt,
     MinScoreOpt,
     NOpt,
-    XmlOpt,
     err,
     fs_paths,
     open_store,
     out,
-    pick_format,
     result_limit,
+    with_output_format,
     snippet_chars,
 )
 
 
+@with_output_format
 def query(
     text: Annotated[list[str], typer.Argument(metavar="QUERY", help="A question, or typed lines: 'lex: …', 'vec: …', 'hyde: …', 'intent: …', 'expand: …'.")],
     n: NOpt = None,
@@ -41,10 +36,9 @@ def query(
     explain: Annotated[bool, typer.Option("--explain", help="Per hit: list ranks, RRF contributions, rerank score, blend; stage timings.")] = False,
     collection: CollectionOpt = None,
     full_path: FullPathOpt = False,
-    fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
+    kind: str = "cli",
 ) -> None:
     """Hybrid search: the best of keyword and vector search, reranked."""
-    kind = pick_format(fmt, json_, csv_, md, xml, files)
     limit = result_limit(kind, n)
     if candidates < 1:
         raise typer.BadParameter("must be at least 1", param_hint="-C")

@@ -10,26 +10,21 @@ from qmd.cli.formats import format_document, format_ls, format_ls_root, format_m
 from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
-    CsvOpt,
-    FilesOpt,
-    FormatOpt,
     FullOpt,
     FullPathOpt,
-    JsonOpt,
     LineNumbersOpt,
-    MdOpt,
     MinScoreOpt,
     NOpt,
-    XmlOpt,
     fs_paths,
     open_store,
     out,
-    pick_format,
     result_limit,
+    with_output_format,
     snippet_chars,
 )
 
 
+@with_output_format
 def search(
     query: Annotated[list[str], typer.Argument(metavar="QUERY", help='Words (prefix match), "exact phrases", -excluded words.')],
     n: NOpt = None,
@@ -39,10 +34,9 @@ def search(
     line_numbers: LineNumbersOpt = False,
     collection: CollectionOpt = None,
     full_path: FullPathOpt = False,
-    fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
+    kind: str = "cli",
 ) -> None:
     """Keyword search (BM25): all-terms matches first, then documents sharing most terms."""
-    kind = pick_format(fmt, json_, csv_, md, xml, files)
     limit = result_limit(kind, n, all_)
     with open_store() as store:
         hits = store.search(
@@ -53,6 +47,7 @@ def search(
     out(format_search(hits, kind, paths))
 
 
+@with_output_format
 def get(
     ref: Annotated[str, typer.Argument(help="path, qmd://collection/path, #docid; path:FROM or path:FROM:COUNT for a line range.")],
     from_line: Annotated[int | None, typer.Option("--from", help="First line (1-based).")] = None,
@@ -60,10 +55,9 @@ def get(
     line_numbers: Annotated[bool, typer.Option("--line-numbers/--no-line-numbers", help="Number the lines.")] = True,
     raw: Annotated[bool, typer.Option("--raw", help="Only the text, no header or numbers.")] = False,
     full_path: Annotated[bool, typer.Option("--full-path", help="Show the file-system path.")] = False,
-    fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
+    kind: str = "cli",
 ) -> None:
     """Print a document, or a range of its lines."""
-    kind = pick_format(fmt, json_, csv_, md, xml, files)
     with open_store() as store:
         doc = store.get(ref, from_line, lines)
     if raw:
@@ -72,15 +66,15 @@ def get(
     out(format_document(doc, kind, line_numbers, doc.abs_path if full_path else None))
 
 
+@with_output_format
 def multi_get(
     pattern: Annotated[str, typer.Argument(help="Glob over collection/path ('notes/**/*.md'), or a comma-separated list of paths/#docids.")],
     lines: Annotated[int | None, typer.Option("-l", "--lines", help="At most this many lines per document.")] = None,
     max_bytes: Annotated[int, typer.Option("--max-bytes", help="Skip documents larger than this.")] = 65536,
     line_numbers: Annotated[bool, typer.Option("--line-numbers/--no-line-numbers", help="Number the lines.")] = True,
-    fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
+    kind: str = "cli",
 ) -> None:
     """Print several documents at once."""
-    kind = pick_format(fmt, json_, csv_, md, xml, files)
     with open_store() as store:
         items = store.multi_get(pattern, lines, max_bytes)
     out(format_multi(items, kind, line_numbers))

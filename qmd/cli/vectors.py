@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,25 +14,22 @@ from qmd.cli.formats import format_search, human_size, to_json
 from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
-    CsvOpt,
-    FilesOpt,
-    FormatOpt,
     FullOpt,
     FullPathOpt,
-    JsonOpt,
     LineNumbersOpt,
-    MdOpt,
     MinScoreOpt,
     NOpt,
-    XmlOpt,
     err,
     fs_paths,
     open_store,
     out,
-    pick_format,
     result_limit,
+    with_output_format,
     snippet_chars,
 )
+
+if TYPE_CHECKING:
+    from qmd.llm.models import ModelRef
 
 models_app = typer.Typer(help="Local models: list the roles, import a BERT model from a folder or from PyPI.", no_args_is_help=True)
 
@@ -88,6 +85,7 @@ def embed(
     err(f"Embedded {report.documents} documents ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already} were already embedded")
 
 
+@with_output_format
 def vsearch(
     query: Annotated[list[str], typer.Argument(metavar="QUERY", help="A question or description, in plain language.")],
     n: NOpt = None,
@@ -98,10 +96,9 @@ def vsearch(
     collection: CollectionOpt = None,
     full_path: FullPathOpt = False,
     expand: Annotated[bool, typer.Option("--expand", help="Also search vec/hyde expansions of the query (needs the generate model), fused by RRF.")] = False,
-    fmt: FormatOpt = None, json_: JsonOpt = False, csv_: CsvOpt = False, md: MdOpt = False, xml: XmlOpt = False, files: FilesOpt = False,
+    kind: str = "cli",
 ) -> None:
     """Vector search: documents nearest in meaning to the query (best chunk per document)."""
-    kind = pick_format(fmt, json_, csv_, md, xml, files)
     limit = result_limit(kind, n, all_)
     if expand:
         with open_store() as store:
@@ -125,7 +122,7 @@ def vsearch(
     out(format_search(result.hits, kind, paths))
 
 
-def _download(ref) -> Path:  # type: ignore[no-untyped-def]
+def _download(ref: ModelRef) -> Path:
     from qmd.llm.hub import download
 
     err(f"Downloading the {ref.role} model {ref.spec}")

@@ -15,7 +15,7 @@ from qmd.core.clock import now_iso
 from qmd.core.errors import ConfigError
 from qmd.core.fileio import write_json
 from qmd.core.paths import StateLayout, config_dir
-from qmd.store.config import Config
+from qmd.core.config import Config
 
 CACHE_VERSION = 1
 

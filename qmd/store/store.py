@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from qmd.search.hybrid import QueryOptions
 from qmd.search.snippets import CLI_SNIPPET_CHARS
-from qmd.storage.backend import DocRow, IndexBackend, IndexCheck, RebuildReport
+from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport
 from qmd.store.collections import Collections
 from qmd.core.config import DEFAULT_PATTERN, Config
 from qmd.store.maintenance import Maintenance
@@ -183,21 +183,6 @@ class Store:
     ) -> list[SearchHit]:
         """BM25 keyword search; `limit=None` returns every match. See search/fts.py."""
         return self._reader.search(query, limit, collections, min_score, full, snippet_chars, line_numbers)
-
-    def hit(
-        self,
-        row: DocRow,
-        text: str,
-        score: float,
-        match: str,
-        words: list[str],
-        snippet_chars: int,
-        line_numbers: bool = False,
-        chunk: tuple[int, int] | None = None,
-        full: bool = False,
-    ) -> SearchHit:
-        """A result for `row`: snippet at the best line (within `chunk`, when given) and context."""
-        return self._reader.hit(row, text, score, match, words, snippet_chars, line_numbers, chunk, full)
 
     def vsearch(
         self,
