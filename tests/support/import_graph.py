@@ -1,7 +1,7 @@
 """Import graph of qmd and the harness packages: module and package cycles, floors, sizes.
 
-    python bench/import_graph.py            # cycles (should be none) and a summary
-    python bench/import_graph.py --json
+    python tests/support/import_graph.py            # cycles (should be none) and a summary
+    python tests/support/import_graph.py --json
 
 Every import counts, including ones inside functions (a lazy import still ties two modules
 together); imports under `if TYPE_CHECKING:` do not (they never run).
@@ -16,7 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ["qmd", "hooks", "updater", "doctor", "guards"]
 
 
@@ -100,6 +100,30 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def floors(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Each module's floor: 0 imports nothing of ours, else 1 + the highest floor it imports.
+
+    Members of a cycle (there should be none) are counted once, as if the cycle were cut.
+    """
+    out: dict[str, int] = {}
+    visiting: set[str] = set()
+
+    def floor(v: str) -> int:
+        if v in out:
+            return out[v]
+        if v in visiting:
+            return 0
+        visiting.add(v)
+        deps = [floor(w) for w in graph.get(v, ()) if w in graph]
+        visiting.discard(v)
+        out[v] = 1 + max(deps) if deps else 0
+        return out[v]
+
+    for v in graph:
+        floor(v)
+    return out
+
+
 def package_of(module: str) -> str:
     """`qmd.storage.sqlite.vectors` → `qmd.storage.sqlite`; a top-level qmd module → `qmd`."""
     parts = module.split(".")
@@ -129,13 +153,14 @@ def main() -> int:
         "module_cycles": cycles(graph),
         "package_cycles": cycles(dict(pgraph)),
         "modules_per_folder": dict(sorted(per_folder.items())),
+        "floors": 1 + max(floors(graph).values()),
         "median_lines": statistics.median(sizes),
         "max_lines": max(sizes),
     }
     if "--json" in sys.argv:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{result['modules']} modules; median {result['median_lines']} lines, max {result['max_lines']}")
+        print(f"{result['modules']} modules on {result['floors']} import floors; median {result['median_lines']} lines, max {result['max_lines']}")
         for folder, n in result["modules_per_folder"].items():
             print(f"  {folder:24} {n}")
         print(f"module cycles: {result['module_cycles'] or 'none'}")

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (fixtures live in conftest.py)."""
