@@ -4,7 +4,7 @@
 #   ./install.sh            set up .venv, build what is needed, put `qmd` on PATH,
 #                           index examples/notes into the `demo` index and answer a question
 #   ./install.sh --dev      also install the test tools
-#   ./install.sh --test     set up with the test tools, then run the whole test suite
+#   ./install.sh --test     set up with the test tools, then type-check and run the whole test suite
 #                           (writes nothing outside the repo, temp dirs and pip's cache)
 #
 # Environment: QMD_VENV (default: <repo>/.venv), PYTHON (default: python3).
@@ -100,14 +100,20 @@ if [ "$LAUNCHER" = 1 ]; then
 fi
 
 if [ "$TEST" = 1 ]; then
+  say "Type-checking qmd and the harness packages (mypy, settings in pyproject.toml)"
+  set +e
+  (cd "$REPO" && "$VENV/bin/python" -m mypy)
+  typed=$?
   say "Running the test suite"
   export QMD_THREADS=1
-  set +e
   "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$REPO/tests"
   rc=$?
   set -e
   if [ "$rc" = 5 ]; then
     die "pytest collected no tests"
+  fi
+  if [ "$typed" != 0 ]; then
+    die "mypy found type errors (above); the tests ran anyway (exit $rc)"
   fi
   exit "$rc"
 fi
