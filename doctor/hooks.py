@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ def _repos(ctx: Context) -> list[CheckResult]:
             continue
         bad = [s for s in states if s.state != "installed"]
         if bad:
-            out.append(fail(name, "; ".join(f"{s.name}: {s.state}: {s.detail}" for s in bad), f"qmd hooks install {repo}", ms=c.ms, repair=lambda repo=repo: _reinstall(repo)))
+            out.append(fail(name, "; ".join(f"{s.name}: {s.state}: {s.detail}" for s in bad), f"qmd hooks install {repo}", ms=c.ms, repair=partial(_reinstall, repo)))
         else:
             out.append(ok(name, f"{', '.join(s.name for s in states)} installed and executable", ms=c.ms))
     return out

@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 
 class Status(str, Enum):
@@ -35,23 +34,26 @@ class CheckResult:
     repaired: str | None = None  # what --fix did (or tried) for this check
     repair: Repair | None = field(default=None, repr=False, compare=False)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "group": self.group, "name": self.name, "status": self.status.value, "detail": self.detail,
             "fix": self.fix, "ms": round(self.ms, 1), "repaired": self.repaired,
         }
 
 
-def ok(name: str, detail: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.OK, detail, **kw)
+def ok(name: str, detail: str, fix: str | None = None, *, ms: float = 0.0, repair: Repair | None = None) -> CheckResult:
+    """A passed check (`fix` is still shown in --json when given)."""
+    return CheckResult(name, Status.OK, detail, fix, ms=ms, repair=repair)
 
 
-def warn(name: str, detail: str, fix: str | None = None, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.WARN, detail, fix, **kw)
+def warn(name: str, detail: str, fix: str | None = None, *, ms: float = 0.0, repair: Repair | None = None) -> CheckResult:
+    """A warning: exit 0 unless --strict; `fix` names the command, `repair` is what --fix runs."""
+    return CheckResult(name, Status.WARN, detail, fix, ms=ms, repair=repair)
 
 
-def fail(name: str, detail: str, fix: str | None = None, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.FAIL, detail, fix, **kw)
+def fail(name: str, detail: str, fix: str | None = None, *, ms: float = 0.0, repair: Repair | None = None) -> CheckResult:
+    """A failed check: doctor exits 2; `fix` names the command, `repair` is what --fix runs."""
+    return CheckResult(name, Status.FAIL, detail, fix, ms=ms, repair=repair)
 
 
 class Clock:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import qmd
 
@@ -14,7 +13,7 @@ MARKS = {Status.OK: "✓", Status.WARN: "⚠", Status.FAIL: "✗"}
 SCHEMA_VERSION = 1
 
 
-def as_json(report: Report, strict: bool) -> dict[str, Any]:
+def as_json(report: Report, strict: bool) -> dict[str, object]:
     """The documented shape (README, "qmd doctor --json")."""
     return {
         "version": SCHEMA_VERSION,

@@ -77,7 +77,7 @@ def check_names(tool: str, args: dict[str, Any], valid: dict[str, str]) -> None:
     raise ArgError(f"unknown parameter{plural} {', '.join(repr(k) for k in unknown)} for {tool}", hint)
 
 
-def int_arg(name: str, value: Any, lo: int, hi: int) -> int:
+def int_arg(name: str, value: object, lo: int, hi: int) -> int:
     if isinstance(value, bool):
         raise ArgError(f"{name} must be a whole number, got {value!r}", f"for example {name}: {lo}")
     if isinstance(value, float) and value.is_integer():
@@ -91,7 +91,7 @@ def int_arg(name: str, value: Any, lo: int, hi: int) -> int:
     return value
 
 
-def num_arg(name: str, value: Any, lo: float, hi: float) -> float:
+def num_arg(name: str, value: object, lo: float, hi: float) -> float:
     if isinstance(value, str):
         try:
             value = float(value)
@@ -104,7 +104,7 @@ def num_arg(name: str, value: Any, lo: float, hi: float) -> float:
     return float(value)
 
 
-def bool_arg(name: str, value: Any) -> bool:
+def bool_arg(name: str, value: object) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
@@ -112,7 +112,7 @@ def bool_arg(name: str, value: Any) -> bool:
     raise ArgError(f"{name} must be true or false, got {value!r}"[:200])
 
 
-def str_arg(name: str, value: Any, max_len: int = MAX_TEXT) -> str:
+def str_arg(name: str, value: object, max_len: int = MAX_TEXT) -> str:
     if not isinstance(value, str):
         raise ArgError(f"{name} must be a string, got {type(value).__name__}")
     if not value.strip():
@@ -122,7 +122,7 @@ def str_arg(name: str, value: Any, max_len: int = MAX_TEXT) -> str:
     return value
 
 
-def _json_list(name: str, value: Any) -> Any:
+def _json_list(name: str, value: object) -> object:
     # Some clients send arrays as JSON text.
     if isinstance(value, str) and value.strip().startswith("["):
         try:
@@ -132,7 +132,7 @@ def _json_list(name: str, value: Any) -> Any:
     return value
 
 
-def str_list_arg(name: str, value: Any) -> list[str]:
+def str_list_arg(name: str, value: object) -> list[str]:
     value = _json_list(name, value)
     if isinstance(value, str):
         value = [value]
@@ -143,7 +143,7 @@ def str_list_arg(name: str, value: Any) -> list[str]:
     return [v.strip() for v in value]
 
 
-def searches_arg(value: Any) -> list[tuple[str, str]]:
+def searches_arg(value: object) -> list[tuple[str, str]]:
     example = 'searches: [{"type": "lex", "query": "rollback"}, {"type": "vec", "query": "how do we undo a bad deploy"}]'
     value = _json_list("searches", value)
     if not isinstance(value, list) or not value:

@@ -11,17 +11,35 @@ from qmd.serve.pidfile import PidInfo
 
 
 def process_alive(pid: int) -> bool:
-    """True if `pid` exists and is not a zombie."""
+    """True if `pid` exists and is not a zombie.
+
+    On Linux every thread counts: a killed multi-threaded process shows its main thread as
+    a zombie while the others still exit, and until the last one has, its files (and the
+    locks on them) are still open.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # exists, owned by someone else
+    stats: list[str] = []
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2] != "Z"
-    except (OSError, ValueError, IndexError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                stats.append((task / "stat").read_text())
+            except OSError:
+                continue  # that thread is gone already
+    except OSError:
+        pass
+    if not stats:
+        try:
+            stats = [Path(f"/proc/{pid}/stat").read_text()]
+        except OSError:
+            return True
+    try:
+        return any(stat[stat.rindex(")") + 2] not in "ZX" for stat in stats)
+    except (ValueError, IndexError):
         return True
 
 

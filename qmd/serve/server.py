@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import socket
 import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -306,7 +307,7 @@ def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Ca
     return FrontDoor(Starlette(routes=routes, lifespan=lifespan), guard, log, rest=rest)
 
 
-def serve_http(service: ToolService, sock: Any, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None) -> bool:
+def serve_http(service: ToolService, sock: socket.socket, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None) -> bool:
     """Serve on the bound socket until SIGINT/SIGTERM; False if the server failed to start."""
     import uvicorn
 
