@@ -9,7 +9,7 @@ from typing import Any
 import qmd
 from guards import install as guard_install
 from hooks import install as hook_install
-from hooks import registry
+from updater import registry
 
 from .context import Context, home_path
 from .model import CheckResult, Clock, fail, ok, warn

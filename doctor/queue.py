@@ -7,8 +7,8 @@ import sys
 import time
 
 import qmd
-from hooks import registry
 from updater import health as flag
+from updater import registry
 
 from .context import Context, home_path
 from .model import CheckResult, Clock, fail, ok, warn

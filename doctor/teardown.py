@@ -122,8 +122,7 @@ def _prune(folders: list[Path]) -> list[str]:
 
 def plan(purge: bool) -> list[Step]:
     from guards import install as guard_install
-    from hooks import registry
-    from updater import service
+    from updater import registry, service
 
     steps: list[Step] = []
     for index in servers.served_indexes():
