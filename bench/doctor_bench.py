@@ -44,7 +44,9 @@ def main() -> int:
         try:
             base = [run("--version")[0] for _ in range(args.rounds)]
             status = [run("status")[0] for _ in range(args.rounds)]
-            full, quick, per_check = [], [], {}
+            full: list[float] = []
+            quick: list[float] = []
+            per_check: dict[str, list[float]] = {}
             for _ in range(args.rounds):
                 seconds, proc = run("doctor", "--json")
                 data = json.loads(proc.stdout)

@@ -1,6 +1,6 @@
 """The MCP server over stdio and HTTP. Every import of the MCP SDK (and of starlette and
 uvicorn) lives in this module, which only `qmd mcp` imports. Doctor's handshake
-(mcp_probe.py) speaks plain JSON-RPC and imports no SDK.
+(qmd/serve/probe.py) speaks plain JSON-RPC and imports no SDK.
 
 HTTP routes (one Origin/Host check, size limit and log line for all of them):
 
@@ -10,7 +10,7 @@ HTTP routes (one Origin/Host check, size limit and log line for all of them):
                     line, snippet}], freshness}   (the original's REST body; same route twice)
     GET  /health   {status, uptime_s, version, build_id, index, documents}
 
-The tools themselves are in qmd/mcp_service.py; this module declares their schemas and
+The tools themselves are in qmd/serve/service.py; this module declares their schemas and
 adapts their answers (text + structured content; errors as error results).
 """
 
