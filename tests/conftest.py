@@ -93,4 +93,4 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str
     return run
 
 
-from tests.models_fixtures import minilm_gguf, tiny_models  # noqa: E402,F401 - shared session fixtures
+from tests.support.models import minilm_gguf, tiny_models  # noqa: E402,F401 - shared session fixtures

@@ -23,7 +23,7 @@ from typing import Any
 import apsw
 import pytest
 
-from tests.harness_support import commit, make_repo, state  # noqa: F401 - fixture
+from tests.support.harness import commit, make_repo, state  # noqa: F401 - fixture
 from qmd.serve import process_alive, wait_gone
 from tests.mcp_helpers import free_port
 

@@ -168,7 +168,7 @@ def test_instructions_are_built_from_the_index_and_stay_under_2kb(service: ToolS
     assert "4 markdown documents" in text and "- notes (4 docs)" in text
     assert "lex:" in text and "vec:" in text and "hyde:" in text and "before answering from general knowledge" in text
     assert len(text.encode()) <= INSTRUCTIONS_MAX_BYTES
-    from qmd.store.results import CollectionInfo, StatusInfo
+    from qmd.core.results import CollectionInfo, StatusInfo
 
     colls = [CollectionInfo(f"collection-{i:03d}", "/x", "**/*.md", [], True, i, None, {"/": "ü context " * 30}) for i in range(200)]
     big = build_instructions(StatusInfo("/x", 0, 12345, 0, 0, None, colls, [], "global " * 100), "big", False)

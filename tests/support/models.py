@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.tinybert import write_tiny_bert
-from tests.tinyllama import write_tiny_llama
+from tests.support.tinybert import write_tiny_bert
+from tests.support.tinyllama import write_tiny_llama
 
 
 def write_stub_gguf(path: Path, offset: float = 0.0) -> bytes:

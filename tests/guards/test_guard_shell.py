@@ -1,0 +1,82 @@
+"""The guard's shell reader: lexing (quotes, operators, substitutions, here-docs) and the walk (cwd, wrappers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from guards.lexer import OP, has_glob, literal, tokenize
+from guards.shell import commands
+
+
+def words(command: str) -> list[str]:
+    tokens, _subs = tokenize(command)
+    return [("OP " + t[1:]) if t.startswith(OP) else literal(t) for t in tokens]
+
+
+@pytest.mark.parametrize(
+    "command, expected",
+    [
+        ("grep -r 'a;b|c' notes", ["grep", "-r", "a;b|c", "notes"]),
+        ('grep "x && y" f', ["grep", "x && y", "f"]),
+        ("a&&b||c;d|e", ["a", "OP &&", "b", "OP ||", "c", "OP ;", "d", "OP |", "e"]),
+        ("grep x f 2>/dev/null >out", ["grep", "x", "f", "OP >", "/dev/null", "OP >", "out"]),
+        ("grep x f 2>&1 | wc", ["grep", "x", "f", "OP >&", "1", "OP |", "wc"]),
+        ("echo a#b # comment", ["echo", "a#b"]),
+        ("a \\\n  b", ["a", "b"]),
+        ("a |\n b\nc", ["a", "OP |", "b", "OP ;", "c"]),
+        ("cat <<EOF\ngrep -r x notes\nEOF\nls", ["cat", "OP <<", "EOF", "OP ;", "ls"]),
+        ("cat <<-'END' >f\n\tgrep -r x .\n\tEND\nls", ["cat", "OP <<-", "END", "OP >", "f", "OP ;", "ls"]),
+        ("find . -exec grep x {} \\;", ["find", ".", "-exec", "grep", "x", "{}", ";"]),
+    ],
+)
+def test_tokenize(command: str, expected: list[str]) -> None:
+    assert words(command) == expected
+
+
+def test_substitutions_are_cut_out() -> None:
+    tokens, subs = tokenize('grep x $(find notes -name "*.md") "$(ls)" `pwd` <(cat a) $((1+2))')
+    assert list(subs.values()) == ['find notes -name "*.md"', "ls", "pwd", "cat a"]
+    assert tokens[-1] == "0"
+
+
+def test_quoted_wildcards_are_not_globs() -> None:
+    tokens, _ = tokenize("ls notes/*.md 'notes/*.md' notes/\\*.md \"*\"")
+    assert [has_glob(t) for t in tokens[1:]] == [True, False, False, False]
+    assert [literal(t) for t in tokens[1:]] == ["notes/*.md", "notes/*.md", "notes/*.md", "*"]
+
+
+@pytest.mark.parametrize(
+    "command, argv, cwd",
+    [
+        ("cd notes && grep -r x .", ["grep", "-r", "x", "."], "/w/notes"),
+        ("cd /a; cd b; cd -; rg x", ["rg", "x"], "/a"),
+        ("pushd notes >/dev/null; popd; rg x", ["rg", "x"], "/w"),
+        ("(cd notes; true); rg x", ["rg", "x"], "/w"),
+        ("cd notes | rg x", ["rg", "x"], "/w"),
+        ("env -C /srv FOO=1 rg x", ["rg", "x"], "/srv"),
+        ("sudo -D /srv -u me rg x", ["rg", "x"], "/srv"),
+        ("bash -euo pipefail -c 'cd sub && rg x'", ["rg", "x"], "/w/sub"),
+        ("timeout -s KILL 5 nohup nice rg x", ["rg", "x"], "/w"),
+        ("X=notes; Y=$X/sub; rg x $Y", ["rg", "x", "notes/sub"], "/w"),
+        ("time rg x", ["rg", "x"], "/w"),
+        ("if true; then rg x; fi", ["rg", "x"], "/w"),
+        ("cd ~ && rg x", ["rg", "x"], "HOME"),
+    ],
+)
+def test_walk_tracks_cwd_and_unwraps(command: str, argv: list[str], cwd: str, isolated_home) -> None:  # type: ignore[no-untyped-def]
+    found = [c for c in commands(command, "/w") if literal(c.argv[0]) == argv[0]]
+    assert found, commands(command, "/w")
+    assert [literal(a) for a in found[-1].argv] == argv
+    assert found[-1].cwd == (str(isolated_home) if cwd == "HOME" else cwd)
+
+
+def test_pipeline_knows_its_producer() -> None:
+    producer, consumer = commands("find notes | xargs grep x", "/w")
+    assert consumer.producer is producer and producer.producer is None
+
+
+def test_unknown_values_are_marked() -> None:
+    [cmd] = commands('rg x "$1" $UNSET', "/w")
+    assert all("\x00" in a for a in cmd.argv[2:])
+    [cmd] = commands('cd "$DIR" && rg x', "/w")
+    assert cmd.cwd is None

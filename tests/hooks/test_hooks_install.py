@@ -1,0 +1,305 @@
+"""`qmd hooks install|uninstall|status` on real repositories: plain, an existing hook, pre-commit,
+husky, core.hooksPath, a worktree; uninstall restores byte for byte; a commit never fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.harness import commit, git, make_repo, queue_files, state  # noqa: F401 - fixture
+
+HOOKS = ("post-commit", "post-merge", "post-rewrite")
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes | str, int]]:
+    """Every entry below `folder`: bytes (or a symlink's target) and mode, to compare byte for byte."""
+    out: dict[str, tuple[bytes | str, int]] = {}
+    for path in sorted(folder.rglob("*")):
+        rel = str(path.relative_to(folder))
+        if path.is_symlink():
+            out[rel] = (os.readlink(path), 0)
+        elif path.is_file():
+            out[rel] = (path.read_bytes(), stat.S_IMODE(path.stat().st_mode))
+    return out
+
+
+def requests(state_dir: Path) -> list[dict[str, str]]:
+    folder = state_dir / "queue" / "new"
+    return [json.loads((folder / n).read_text()) for n in queue_files(state_dir, "new")]
+
+
+def test_install_in_a_plain_repo_queues_one_request_per_commit(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0, err
+    assert all(f"{h}: installed" in out for h in HOOKS)
+    for hook in HOOKS:
+        path = repo / ".git" / "hooks" / hook
+        assert os.access(path, os.X_OK) and path.read_text().startswith("#!/bin/sh\n# qmd-hooks-v1")
+        assert str(state) in path.read_text()  # the state dir is baked in at install time
+    proc = commit(repo, "notes/a.md", "# A\n")
+    assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == ""  # nothing printed on the commit path
+    [req] = requests(state)
+    head = git(repo, "rev-parse", "HEAD").stdout.strip()
+    assert req["repo"] == str(repo) and req["event"] == "post-commit" and req["commit"] == head
+    assert time.time() - time.mktime(time.strptime(req["time"], "%Y-%m-%dT%H:%M:%SZ")) + time.timezone < 120
+    assert queue_files(state, "tmp") == []
+    log = (state / "logs" / "hooks.log").read_text().splitlines()
+    assert len(log) == 1 and log[0].endswith(f"post-commit {repo} {head} queued")
+
+    again = cli("hooks", "install", str(repo))
+    assert again[0] == 0 and again[1].count("already installed") == 3
+    git(repo, "checkout", "-q", "-b", "side")
+    commit(repo, "notes/b.md", "# B\n")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    git(repo, "commit", "-q", "--amend", "-m", "merge side (amended)")
+    events = sorted(r["event"] for r in requests(state))
+    assert events == ["post-commit", "post-commit", "post-commit", "post-merge", "post-rewrite"]  # merge --no-ff commits too
+
+
+def test_existing_hook_is_chained_with_its_arguments_and_stdin_and_restored(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    hooks = repo / ".git" / "hooks"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (hooks / "post-rewrite").write_text(f'#!/bin/sh\necho "$1" > {marks}/args\ncat > {marks}/stdin\n')
+    (hooks / "post-rewrite").chmod(0o750)
+    (hooks / "post-commit").write_text(f"#!/bin/sh\necho ran >> {marks}/post-commit\nexit 3\n")
+    (hooks / "post-commit").chmod(0o700)
+    (hooks / "post-merge").write_text("#!/bin/sh\necho not executable\n")  # git ignores it; so must we
+    (hooks / "post-merge").chmod(0o644)
+    before = snapshot(hooks)
+
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0, err
+    assert out.count("kept as") == 3
+    assert (hooks / "post-rewrite.legacy").read_bytes() == before["post-rewrite"][0]
+    old = git(repo, "rev-parse", "HEAD").stdout.strip()
+    proc = git(repo, "commit", "-q", "--amend", "-m", "amended")
+    assert proc.returncode == 0
+    new = git(repo, "rev-parse", "HEAD").stdout.strip()
+    assert (marks / "args").read_text() == "amend\n"
+    assert (marks / "stdin").read_text().split() == [old, new]  # the legacy hook got git's stdin
+    assert (marks / "post-commit").read_text() == "ran\n"  # post-commit runs on --amend too
+    assert sorted(r["event"] for r in requests(state)) == ["post-commit", "post-rewrite"]
+
+    assert cli("hooks", "install", str(repo))[1].count("already installed") == 3  # idempotent: .legacy untouched
+    code, out, err = cli("hooks", "uninstall", str(repo))
+    assert code == 0, err
+    assert out.count("restored the previous hook") == 3
+    assert snapshot(hooks) == before
+
+
+def test_foreign_hook_with_a_foreign_legacy_is_refused(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    hooks = repo / ".git" / "hooks"
+    (hooks / "post-commit").write_text("#!/bin/sh\n")
+    (hooks / "post-commit.legacy").write_text("#!/bin/sh\n")
+    code, _out, err = cli("hooks", "install", str(repo))
+    assert code == 1 and "post-commit.legacy already exists" in err and "hint:" in err
+    assert (hooks / "post-commit").read_text() == "#!/bin/sh\n"
+
+
+PRE_COMMIT_HOOK = """#!/usr/bin/env bash
+# File generated by pre-commit: https://pre-commit.com
+# ID: 138fd403232d2ddd5efb44073f4a3cb2
+# (a stand-in for pre-commit's template: it runs <hook>.legacy with the hook's args and stdin)
+HERE="$(cd "$(dirname "$0")" && pwd)"
+if [ -x "$HERE/post-commit.legacy" ]; then "$HERE/post-commit.legacy" "$@"; fi
+echo pre-commit >> "$MARKS/calls"
+"""
+
+
+def test_pre_commit_generated_hook_is_chained_not_replaced(cli, state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    hooks = repo / ".git" / "hooks"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("MARKS", str(marks))
+    (hooks / "post-commit").write_text(PRE_COMMIT_HOOK)
+    (hooks / "post-commit").chmod(0o755)
+    (hooks / "post-commit.legacy").write_text('#!/bin/sh\necho original >> "$MARKS/calls"\n')  # what pre-commit chained
+    (hooks / "post-commit.legacy").chmod(0o755)
+    before = snapshot(hooks)
+
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0, err
+    assert "pre-commit's hook runs" in out
+    assert (hooks / "post-commit").read_text() == PRE_COMMIT_HOOK  # not replaced
+    assert (hooks / "post-commit.legacy.legacy").read_bytes() == before["post-commit.legacy"][0]
+    commit(repo, "a.md", "# A\n")
+    assert (marks / "calls").read_text().split() == ["original", "pre-commit"]
+    assert [r["event"] for r in requests(state)] == ["post-commit"]
+    code, out, _ = cli("hooks", "status", str(repo))
+    assert "post-commit: installed" in out
+
+    assert cli("hooks", "install", str(repo))[0] == 0
+    assert cli("hooks", "uninstall", str(repo))[0] == 0
+    assert snapshot(hooks) == before
+
+
+HUSKY_H = """#!/usr/bin/env sh
+[ "$HUSKY" = "2" ] && set -x
+n=$(basename "$0")
+s=$(dirname "$(dirname "$0")")/$n
+
+[ ! -f "$s" ] && exit 0
+[ "${HUSKY-}" = "0" ] && exit 0
+
+export PATH="node_modules/.bin:$PATH"
+sh -e "$s" "$@"
+c=$?
+
+[ $c != 0 ] && echo "husky - $n script failed (code $c)"
+exit $c
+"""
+
+
+def _husky9(repo: Path) -> Path:
+    """husky 9's layout: core.hooksPath=.husky/_ with a stub per hook running .husky/<hook> through _/h."""
+    folder = repo / ".husky" / "_"
+    folder.mkdir(parents=True)
+    (folder / "h").write_text(HUSKY_H)
+    for hook in ("pre-commit", *HOOKS):
+        (folder / hook).write_text('#!/usr/bin/env sh\n. "$(dirname "$0")/h"\n')
+        (folder / hook).chmod(0o755)
+    (folder / ".gitignore").write_text("*\n")
+    git(repo, "config", "core.hooksPath", ".husky/_")
+    return repo / ".husky"
+
+
+def test_husky_owns_core_hooks_path(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    husky = _husky9(repo)
+    marks = tmp_path / "marks"
+    (husky / "post-commit").write_text(f"echo user-hook >> {marks}")  # no trailing newline, as people write them
+    before = snapshot(husky)
+
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0, err
+    assert f"added to {husky / 'post-commit'}" in out and f"created {husky / 'post-merge'}" in out
+    assert snapshot(husky / "_") == {k[2:]: v for k, v in before.items() if k.startswith("_/")}  # husky's own files untouched
+    assert not (repo / ".git" / "hooks" / "post-commit").exists()
+    assert cli("hooks", "install", str(repo))[1].count("already installed") == 3
+    proc = commit(repo, "a.md", "# A\n")
+    assert proc.returncode == 0 and "husky - " not in proc.stdout + proc.stderr
+    assert marks.read_text() == "user-hook\n"
+    assert [r["event"] for r in requests(state)] == ["post-commit"]
+
+    code, out, err = cli("hooks", "uninstall", str(repo))
+    assert code == 0, err
+    assert snapshot(husky) == before
+
+
+def test_core_hooks_path_folder_is_created_and_removed(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "config", "core.hooksPath", "tools/githooks")
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0, err
+    assert f"hooks in {repo / 'tools' / 'githooks'}" in out
+    commit(repo, "a.md", "# A\n")
+    assert [r["repo"] for r in requests(state)] == [str(repo)]
+    assert cli("hooks", "uninstall", str(repo))[0] == 0
+    assert not (repo / "tools").exists()  # both folders install created are gone
+
+
+def test_worktree_installs_into_the_shared_hooks_and_reports_its_own_path(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = make_repo(tmp_path / "main")
+    hooks = main / ".git" / "hooks"
+    before = snapshot(hooks)
+    wt = tmp_path / "wt"
+    git(main, "worktree", "add", "-q", "-b", "feature", str(wt))
+    wt = wt.resolve()
+    code, out, err = cli("hooks", "install", str(wt))
+    assert code == 0, err
+    assert f"hooks in {hooks}" in out
+    commit(wt, "wt.md", "# In the worktree\n")
+    commit(main, "main.md", "# In the main work tree\n")
+    heads = {str(repo): git(repo, "rev-parse", "HEAD").stdout.strip() for repo in (wt, main)}
+    assert {r["repo"]: r["commit"] for r in requests(state)} == heads  # each work tree's own HEAD
+
+    code, out, _ = cli("hooks", "install", str(main))  # both enrolled: one shared hooks dir
+    assert code == 0
+    code, out, _ = cli("hooks", "uninstall", str(wt))
+    assert "hooks kept" in out  # main still uses them
+    assert (hooks / "post-commit").exists()
+    assert cli("hooks", "uninstall", str(main))[0] == 0
+    assert snapshot(hooks) == before
+
+
+def test_a_commit_succeeds_when_the_queue_is_unusable(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    assert cli("hooks", "install", str(repo))[0] == 0
+    (state / "queue").mkdir(parents=True, exist_ok=True)
+    os.rename(state / "queue", tmp_path / "old-queue")
+    (state / "queue").write_text("a regular file where the queue folder should be\n")
+    proc = commit(repo, "a.md", "# A\n")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert git(repo, "log", "--format=%s", "-1").stdout.strip() == "add a.md"
+    assert "NOT queued" in (state / "logs" / "hooks.log").read_text()
+
+    (state / "queue").unlink()
+    (state / "logs").rename(tmp_path / "old-logs")
+    (state / "logs").write_text("not a folder either\n")
+    assert commit(repo, "b.md", "# B\n").returncode == 0  # even the log cannot be written: still exit 0
+    assert len(requests(state)) == 1  # the queue folder was re-created on the way
+
+
+def test_qmd_hooks_0_skips_the_hook(cli, state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    assert cli("hooks", "install", str(repo))[0] == 0
+    monkeypatch.setenv("QMD_HOOKS", "0")
+    commit(repo, "a.md", "# A\n")
+    assert requests(state) == []
+
+
+def test_status_reports_missing_hooks_and_deleted_repos(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    keep = make_repo(tmp_path / "keep")
+    gone = make_repo(tmp_path / "gone")
+    assert cli("hooks", "install", str(keep), str(gone))[0] == 0
+    (keep / ".git" / "hooks" / "post-merge").unlink()
+    shutil.rmtree(gone)
+    code, out, _ = cli("hooks", "status")
+    assert code == 0
+    assert f"{keep}: NEEDS ATTENTION" in out and "post-merge: missing" in out
+    assert f"{gone}: MISSING" in out
+    data = json.loads(cli("hooks", "status", "--json")[1])
+    assert {r["repo"]: r["exists"] for r in data["repos"]} == {str(keep): True, str(gone): False}
+    code, out, _ = cli("hooks", "uninstall", str(gone))
+    assert code == 0 and "forgotten" in out
+    assert [r["repo"] for r in json.loads(cli("hooks", "status", "--json")[1])["repos"]] == [str(keep)]
+
+
+def test_install_outside_a_repository_names_the_fix(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    code, _out, err = cli("hooks", "install", str(plain))
+    assert code == 1 and "not a git repository" in err.lower() and "hint:" in err
+
+
+def test_husky_8_layout_gets_an_executable_hook_file(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    husky = repo / ".husky"
+    (husky / "_").mkdir(parents=True)
+    (husky / "_" / "husky.sh").write_text("#!/usr/bin/env sh\n# husky 8 helper\n")
+    (husky / "pre-commit").write_text('#!/usr/bin/env sh\n. "$(dirname -- "$0")/_/husky.sh"\n\ntrue\n')
+    (husky / "pre-commit").chmod(0o755)
+    git(repo, "config", "core.hooksPath", ".husky")
+    before = snapshot(husky)
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0, err
+    created = husky / "post-commit"
+    assert f"created {created}" in out and os.access(created, os.X_OK)
+    assert created.read_text().startswith('#!/usr/bin/env sh\n. "$(dirname -- "$0")/_/husky.sh"\n')
+    assert commit(repo, "a.md", "# A\n").returncode == 0
+    assert [r["event"] for r in requests(state)] == ["post-commit"]
+    assert cli("hooks", "uninstall", str(repo))[0] == 0
+    assert snapshot(husky) == before

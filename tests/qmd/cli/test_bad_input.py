@@ -1,0 +1,597 @@
+"""Bad input: one clear error (`Error: …` then `hint: …` naming the fix), the documented
+exit code, and nothing half-written. Real files, real SQLite, real subprocesses.
+
+Exit codes (design §7): 0 ok, 1 a QmdError, 2 usage, 3 unexpected (traceback in logs/).
+Fault injection works as root: a regular file where a folder is expected, never chmod.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import pytest
+
+import qmd
+from tests.conftest import qmd_env
+
+Cli = Callable[..., tuple[int, str, str]]
+RunQmd = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def assert_error(code: int, out: str, err: str, *fragments: str, exit_code: int = 1) -> None:
+    """One `Error:` line first, a `hint:` line, no traceback, nothing on stdout."""
+    assert code == exit_code, f"exit {code}, stderr:\n{err}"
+    lines = err.strip("\n").split("\n")
+    assert lines[0].startswith("Error: "), err
+    assert sum(1 for line in lines if line.startswith("Error: ")) == 1, err
+    assert any(line.startswith("hint: ") and len(line) > len("hint: ") for line in lines[1:]), err
+    assert "Traceback" not in err
+    assert out == ""
+    for fragment in fragments:
+        assert fragment in err, f"{fragment!r} not in:\n{err}"
+
+
+def hint_of(err: str) -> str:
+    return next(line for line in err.splitlines() if line.startswith("hint: "))
+
+
+def config_bytes() -> bytes | None:
+    path = qmd.resolve_index(None).config_path
+    return path.read_bytes() if path.exists() else None
+
+
+def make_notes(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+NOTES = {
+    "runbooks/deploy.md": "# Deploy Runbook\n\nHow to ship the api service.\n\n## Rollback\n\nFlip the load balancer back to blue.\n",
+    "postgres.md": "# Postgres Backups\n\nNightly pg_dump to object storage.\n",
+}
+
+
+@pytest.fixture
+def indexed(tmp_path: Path, cli: Cli) -> Path:
+    """A small collection `small`, indexed."""
+    root = make_notes(tmp_path / "small", NOTES)
+    code, _, err = cli("collection", "add", str(root), "--name", "small")
+    assert code == 0, err
+    return root
+
+
+# --- collection add ------------------------------------------------------------------------
+
+def test_add_missing_path(tmp_path: Path, cli: Cli) -> None:
+    missing = tmp_path / "no-such-folder"
+    assert_error(*cli("collection", "add", str(missing), "--name", "x"), str(missing), "does not exist")
+    assert config_bytes() is None and not qmd.resolve_index(None).index_path.exists()
+
+
+def test_add_missing_path_hint_names_a_working_fix(tmp_path: Path, cli: Cli) -> None:
+    code, out, err = cli("collection", "add", str(tmp_path / "nope"), "--name", "x")
+    assert code == 1
+    assert "collection remove" not in hint_of(err)
+
+
+def test_add_regular_file(tmp_path: Path, cli: Cli) -> None:
+    f = tmp_path / "note.md"
+    f.write_text("# Just a file\n")
+    code, out, err = cli("collection", "add", str(f), "--name", "y")
+    assert_error(code, out, err, str(f), "not a folder")
+    assert "folder" in hint_of(err)
+    assert config_bytes() is None
+
+
+def test_add_duplicate_name(tmp_path: Path, cli: Cli, indexed: Path) -> None:
+    other = make_notes(tmp_path / "other", {"a.md": "# A\n\nalpha words\n"})
+    before = config_bytes()
+    code, out, err = cli("collection", "add", str(other), "--name", "small")
+    assert_error(code, out, err, "'small' already exists", str(indexed))
+    assert "--name" in hint_of(err)
+    assert config_bytes() == before
+    assert cli("search", "alpha", "--files")[1] == ""  # the other folder was not indexed
+
+
+@pytest.mark.parametrize("name", ["a/b", "../up", "-dash", "sp ace", "x" * 65, "qmd://x"])
+def test_add_invalid_name(tmp_path: Path, cli: Cli, name: str) -> None:
+    root = make_notes(tmp_path / "n", {"a.md": "# A\n\nalpha\n"})
+    code, out, err = cli("collection", "add", str(root), f"--name={name}")
+    assert_error(code, out, err, "invalid collection name")
+    assert "letters, digits" in hint_of(err)
+    assert config_bytes() is None
+
+
+def test_add_empty_name_is_consistent(tmp_path: Path, cli: Cli) -> None:
+    root = make_notes(tmp_path / "n", {"a.md": "# A\n\nalpha\n"})
+    code, out, err = cli("collection", "add", str(root), "--name=")
+    registered = b"n:" in (config_bytes() or b"")
+    # Either refused with nothing registered, or accepted under the folder's name.
+    assert (code == 1 and not registered) or (code == 0 and registered and "Added collection 'n'" in err)
+
+
+# --- update ---------------------------------------------------------------------------------
+
+def test_update_with_deleted_folder_names_collection_remove(tmp_path: Path, cli: Cli, indexed: Path) -> None:
+    gone = make_notes(tmp_path / "gone", {"g.md": "# Gone\n\nvanishing words\n"})
+    assert cli("collection", "add", str(gone), "--name", "gone")[0] == 0
+    for p in gone.iterdir():
+        p.unlink()
+    gone.rmdir()
+    code, out, err = cli("update")
+    # The other collections are updated first; the missing folder is then one Error + hint.
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert "Error: gone: " in err and str(gone) in err and "does not exist" in err
+    assert "qmd collection remove gone" in hint_of(err)
+    # The index is still whole and usable.
+    assert "qmd://small/runbooks/deploy.md" in cli("search", "balancer", "--files")[1]
+    assert "qmd://gone/g.md" in cli("search", "vanishing", "--files")[1]  # not half-dropped either
+    code, _, err = cli("collection", "remove", "gone")
+    assert code == 0 and cli("update")[0] == 0
+
+
+def test_one_missing_folder_does_not_block_other_collections(tmp_path: Path, cli: Cli) -> None:
+    first = make_notes(tmp_path / "first", {"f.md": "# First\n\nfirst words\n"})
+    second = make_notes(tmp_path / "second", {"s.md": "# Second\n\nsecond words\n"})
+    assert cli("collection", "add", str(first), "--name", "first")[0] == 0
+    assert cli("collection", "add", str(second), "--name", "second")[0] == 0
+    (first / "f.md").unlink()
+    first.rmdir()
+    (second / "new.md").write_text("# New\n\nfreshly added zanzibar\n")
+    code, _, err = cli("update")
+    assert code == 1 and "qmd collection remove first" in err
+    assert cli("search", "zanzibar", "--files")[1].endswith(",qmd://second/new.md\n")
+
+
+# --- files the indexer must skip or repair ------------------------------------------------
+
+BIG = 10 * 1024 * 1024 + 1
+
+
+@pytest.fixture
+def messy(tmp_path: Path, cli: Cli) -> tuple[Path, int, str]:
+    """A folder with every kind of problem file; returns (root, exit code, stderr of the add)."""
+    root = tmp_path / "messy"
+    outside = make_notes(tmp_path / "outside", {"secret.md": "# Secret\n\nexfiltrated quokka\n"})
+    make_notes(root, {
+        "ok.md": "# Fine\n\nperfectly normal words\n",
+        "sub/real.md": "# Real\n\nlinked wombat inside\n",
+    })
+    (root / "binary.md").write_bytes(b"# Bin\n\x00\x01\x02\xff binary numbat\n")
+    (root / "latin1.md").write_bytes("# Latin\n\ncaf\xe9 zebracorn valid words\n".encode("latin-1"))
+    with open(root / "huge.md", "wb") as fh:  # sparse: 10 MB + 1 byte, written in microseconds
+        fh.write(b"# Huge\n\nhugeword\n")
+        fh.truncate(BIG)
+    (root / "empty.md").write_bytes(b"")
+    (root / "blank.md").write_text("  \n\n\t\n")
+    os.symlink(outside / "secret.md", root / "outlink.md")
+    os.symlink("sub/real.md", root / "inlink.md")
+    os.symlink("nowhere.md", root / "dangling.md")
+    os.symlink("..", root / "sub" / "loop")  # a directory cycle back to the root
+    os.symlink(root / "sub", root / "sub" / "self")  # and one to itself
+    code, _, err = cli("collection", "add", str(root), "--name", "messy")
+    return root, code, err
+
+
+def test_problem_files_do_not_fail_the_update(messy: tuple[Path, int, str], cli: Cli) -> None:
+    root, code, err = messy
+    assert code == 0, err  # skips are warnings (design §7)
+    assert "messy: 4 new, 0 updated, 0 unchanged, 0 removed, 6 skipped" in err
+    files = sorted(line.split("  ")[-1] for line in cli("ls", "messy")[1].splitlines())
+    assert files == ["qmd://messy/inlink.md", "qmd://messy/latin1.md", "qmd://messy/ok.md", "qmd://messy/sub/real.md"]
+
+
+@pytest.mark.parametrize(
+    ("rel", "reason"),
+    [
+        ("binary.md", "binary file (NUL bytes)"),
+        ("huge.md", f"larger than 10 MB ({BIG} bytes)"),
+        ("empty.md", "empty file"),
+        ("blank.md", "empty file"),
+        ("outlink.md", "symlink points outside the collection root"),
+        ("dangling.md", "broken symlink"),
+    ],
+)
+def test_skipped_file_has_reason_and_is_listed_in_status(messy: tuple[Path, int, str], cli: Cli, rel: str, reason: str) -> None:
+    _, code, err = messy
+    assert code == 0
+    assert f"  skipped {rel}: {reason}\n" in err
+    status = cli("status")[1]
+    assert "\nFiles needing attention\n" in status
+    assert f"  skipped  qmd://messy/{rel}: {reason}\n" in status
+
+
+def test_skipped_files_are_not_searchable(messy: tuple[Path, int, str], cli: Cli) -> None:
+    for word in ("numbat", "hugeword", "quokka"):
+        assert cli("search", word) == (0, "No results found.\n", "")
+
+
+def test_invalid_utf8_is_indexed_with_replacement_and_warning(messy: tuple[Path, int, str], cli: Cli) -> None:
+    _, code, err = messy
+    assert code == 0
+    assert "  warning latin1.md: invalid UTF-8 at byte 12; indexed with replacement characters\n" in err
+    hits = json.loads(cli("search", "zebracorn", "--json")[1])
+    assert [h["file"] for h in hits] == ["qmd://messy/latin1.md"]
+    assert "caf\ufffd zebracorn" in hits[0]["snippet"]
+    assert cli("get", "messy/latin1.md")[1].endswith("3: caf\ufffd zebracorn valid words\n4: \n")
+    assert "  warning  qmd://messy/latin1.md: invalid UTF-8" in cli("status")[1]
+
+
+def test_symlink_inside_root_is_indexed(messy: tuple[Path, int, str], cli: Cli) -> None:
+    files = sorted(cli("search", "wombat", "--files")[1].splitlines())
+    assert [f.split(",")[2] for f in files] == ["qmd://messy/inlink.md", "qmd://messy/sub/real.md"]
+    assert files[0].split(",")[0] == files[1].split(",")[0]  # same content, same docid
+
+
+def test_symlink_loops_do_not_hang(tmp_path: Path, run_qmd: RunQmd) -> None:
+    root = make_notes(tmp_path / "loops", {"a/b/c.md": "# C\n\ncyclic capybara\n"})
+    os.symlink("..", root / "a" / "b" / "up")
+    os.symlink(root, root / "a" / "root")
+    os.symlink(root / "a", root / "a" / "b" / "again")
+    started = time.monotonic()
+    proc = run_qmd("collection", "add", str(root), "--name", "loops", timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 30
+    assert "loops: 1 new" in proc.stderr
+    assert run_qmd("search", "capybara", "--files").stdout.splitlines()[0].endswith(",qmd://loops/a/b/c.md")
+
+
+def test_symlink_outside_root_cannot_be_read_through_get(messy: tuple[Path, int, str], cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, _, _ = messy
+    monkeypatch.chdir(root.parent)
+    for ref in ("messy/outlink.md", "qmd://messy/outlink.md", str(root / "outlink.md"), str(root.parent / "outside" / "secret.md")):
+        code, out, err = cli("get", ref)
+        assert code == 1 and out == "" and "quokka" not in err, ref
+        assert err.startswith("Error: ")
+
+
+# --- malformed query syntax -----------------------------------------------------------------
+
+MALFORMED = [
+    '"unclosed', "AND OR NOT", "*", "(((", "NEAR(", "col:thing", "-", '""', "^x", "", "   ",
+    "NEAR(blue green, 2)", "title:rollback", "blue AND", "OR blue", "NOT", "blue -", '"', "'", "\\", "{", "}",
+    "blue*", "*blue", "+blue", "blue^2", "a:b:c", "\x00", "café ☕ 🚀", "日本語 検索", "🚀" * 50,
+]
+
+
+@pytest.mark.parametrize("query", MALFORMED, ids=[repr(q)[:24] for q in MALFORMED])
+def test_malformed_queries_never_error(indexed: Path, cli: Cli, query: str) -> None:
+    for fmt in ((), ("--json",)):
+        code, out, err = cli("search", query, *fmt)
+        assert code == 0, err
+        assert err == ""
+        if fmt:
+            assert isinstance(json.loads(out), list)
+        else:
+            assert out == "No results found.\n" or out.startswith("qmd://small/")
+        for word in ("fts5", "syntax error", "SQL", "Traceback"):
+            assert word not in out + err
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ('"load balancer', "qmd://small/runbooks/deploy.md"),  # unclosed quote: still a phrase
+        ("rollback)", "qmd://small/runbooks/deploy.md"),
+        ("(((rollback", "qmd://small/runbooks/deploy.md"),
+        ("rollback NEAR(", "qmd://small/runbooks/deploy.md"),
+        ("pg_dump*", "qmd://small/postgres.md"),
+        ('pg_dump"', "qmd://small/postgres.md"),
+    ],
+)
+def test_odd_syntax_around_real_words_still_finds(indexed: Path, cli: Cli, query: str, expected: str) -> None:
+    code, out, err = cli("search", query, "--files")
+    assert code == 0, err
+    assert out.splitlines()[0].endswith("," + expected)
+
+
+@pytest.mark.parametrize("query", ['"unclosed', "(((", "^x", "col:thing", "*", "café ☕ 🚀"])
+def test_queries_with_no_match_say_no_results(indexed: Path, cli: Cli, query: str) -> None:
+    assert cli("search", query) == (0, "No results found.\n", "")
+
+
+def test_five_thousand_character_query(indexed: Path, cli: Cli) -> None:
+    words = " ".join(f"filler{i}x" for i in range(600))
+    query = ("rollback " + words)[:5000]
+    assert len(query) == 5000
+    started = time.monotonic()
+    code, out, err = cli("search", query, "--json")
+    assert code == 0, err
+    assert time.monotonic() - started < 10
+    hits = json.loads(out)
+    assert [h["file"] for h in hits] == ["qmd://small/runbooks/deploy.md"]
+    assert hits[0]["match"] == "any"  # no document has the filler words: any-term fill
+    assert cli("search", "blue " * 1000, "--files")[1].endswith(",qmd://small/runbooks/deploy.md\n")
+
+
+def test_dash_query_in_a_subprocess(indexed: Path, run_qmd: RunQmd) -> None:
+    # `--` ends options, so a query may start with a dash (negation only: nothing positive).
+    proc = run_qmd("search", "--", "-rollback")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "No results found.\n", "")
+    proc = run_qmd("search", "--files", "--", "blue -postgres")
+    assert proc.returncode == 0 and proc.stdout.endswith(",qmd://small/runbooks/deploy.md\n")
+
+
+# --- unknown collections and documents -----------------------------------------------------
+
+def test_search_unknown_collection(indexed: Path, cli: Cli) -> None:
+    code, out, err = cli("search", "blue", "-c", "nope")
+    assert_error(code, out, err, "unknown collection 'nope'")
+    assert hint_of(err) == "hint: collections: small"
+    code, out, err = cli("search", "blue", "-c", "smal")
+    assert_error(code, out, err, "unknown collection 'smal'")
+    assert hint_of(err) == "hint: did you mean: small"
+
+
+def test_unknown_collection_suggests_at_most_five(tmp_path: Path, cli: Cli) -> None:
+    for letter in "abcdefg":
+        root = make_notes(tmp_path / f"n{letter}", {"a.md": f"# {letter}\n\nword {letter}\n"})
+        assert cli("collection", "add", str(root), "--name", f"notes-{letter}", "--no-index")[0] == 0
+    assert cli("update")[0] == 0
+    code, out, err = cli("search", "word", "-c", "notes")
+    assert_error(code, out, err, "unknown collection 'notes'")
+    names = hint_of(err).removeprefix("hint: did you mean: ").split(", ")
+    assert len(names) == 5 and all(n.startswith("notes-") for n in names)
+
+
+def test_get_missing_document_suggests_similar(indexed: Path, cli: Cli) -> None:
+    code, out, err = cli("get", "small/runbooks/deploy-guide.md")
+    assert_error(code, out, err, "document not found: small/runbooks/deploy-guide.md")
+    assert hint_of(err).startswith("hint: did you mean: qmd://small/runbooks/deploy.md")
+    code, out, err = cli("get", "qmd://small/postgress.md")
+    assert_error(code, out, err)
+    assert "qmd://small/postgres.md" in hint_of(err)
+    assert len(hint_of(err).split(", ")) <= 5
+
+
+def test_get_missing_document_does_not_suggest_unrelated(indexed: Path, cli: Cli, tmp_path: Path) -> None:
+    names = {f"{n}.md": f"# {n}\n\n{n} words\n" for n in ("ok", "todo", "faq", "inbox")}
+    assert cli("collection", "add", str(make_notes(tmp_path / "notes", names)), "--name", "notes")[0] == 0
+    code, out, err = cli("get", "xyzzy.md")
+    assert code == 1
+    assert hint_of(err) == "hint: list documents with: qmd ls"
+
+
+@pytest.mark.parametrize("ref", ["../../etc/passwd", "/etc/passwd", "qmd://small/../../etc/passwd", "small/../../etc/passwd", "~/../../etc/passwd", "qmd://small/../../../etc/passwd"])
+def test_get_refuses_paths_outside_collections(indexed: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, ref: str) -> None:
+    monkeypatch.chdir(indexed / "runbooks")
+    code, out, err = cli("get", ref)
+    assert_error(code, out, err)
+    assert "root:" not in out + err
+    assert "outside every collection" in err or "leaves its collection" in err
+
+
+def test_get_refuses_sibling_folder_in_subprocess(indexed: Path, run_qmd: RunQmd) -> None:
+    secret = make_notes(indexed.parent / "private", {"diary.md": "# Diary\n\nmy pangolin secret\n"})
+    for ref in ("../private/diary.md", str(secret / "diary.md"), "/etc/passwd"):
+        proc = run_qmd("get", ref, cwd=indexed)
+        assert proc.returncode == 1 and proc.stdout == ""
+        assert proc.stderr.startswith("Error: ") and "outside every collection" in proc.stderr
+        assert "pangolin" not in proc.stderr and "root:" not in proc.stderr
+    proc = run_qmd("multi-get", "../private/diary.md,/etc/passwd", cwd=indexed)
+    assert proc.returncode == 1 and proc.stdout == "" and "pangolin" not in proc.stderr
+
+
+# --- docids -----------------------------------------------------------------------------------
+
+def _docid(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("ref", ["#zz", "#abc", "#12345", "#zzzzzz", "#", "#9d49-1"])
+def test_bad_docids(indexed: Path, cli: Cli, ref: str) -> None:
+    code, out, err = cli("get", ref)
+    assert_error(code, out, err, "is not a docid")
+    assert "at least 6 hex digits" in hint_of(err)
+
+
+def test_docid_prefixes_of_six_or_more_hex_digits(indexed: Path, cli: Cli) -> None:
+    full = _docid(NOTES["postgres.md"])
+    expected = cli("get", "small/postgres.md")[1]
+    assert expected.startswith(f"qmd://small/postgres.md  #{full[:6]}\n")
+    for ref in (f"#{full[:6]}", f"#{full[:7]}", f"#{full[:12]}", f"#{full}", f"#{full[:8].upper()}", full[:6]):
+        assert cli("get", ref) == (0, expected, ""), ref
+    code, out, err = cli("get", f"#{full[:6]}0000" if full[6:10] != "0000" else f"#{full[:6]}1111")
+    assert_error(code, out, err, "no document with docid")
+
+
+def test_ambiguous_docid_prefix_lists_candidates(tmp_path: Path, cli: Cli) -> None:
+    # Two texts whose sha256 share 6 hex digits: the birthday bound finds one in ~5k tries.
+    seen: dict[str, str] = {}
+    i = 0
+    while True:
+        text = f"# Note {i}\n\ncollide token\n"
+        prefix = _docid(text)[:6]
+        if prefix in seen:
+            break
+        seen[prefix] = text
+        i += 1
+    one, two = seen[prefix], text
+    root = make_notes(tmp_path / "amb", {"one.md": one, "two.md": two})
+    assert cli("collection", "add", str(root), "--name", "amb")[0] == 0
+    code, out, err = cli("get", f"#{prefix}")
+    assert_error(code, out, err, f"docid #{prefix} is ambiguous", "amb/one.md", "amb/two.md")
+    assert "more hex digits" in hint_of(err)
+    for name, body in (("one.md", one), ("two.md", two)):
+        longer = _docid(body)[:8]
+        assert f"#{longer} amb/{name}" in err  # each candidate with enough digits to tell them apart
+        code, out, _ = cli("get", f"#{longer}")
+        assert code == 0 and out.startswith(f"qmd://amb/{name}  #{prefix}\n")
+
+
+# --- config, index name, file-system faults -----------------------------------------------
+
+def test_invalid_config_yaml(indexed: Path, cli: Cli, tmp_path: Path) -> None:
+    path = qmd.resolve_index(None).config_path
+    path.write_text("collections:\n  small: [unclosed\n")
+    before = path.read_bytes()
+    for args in (("search", "blue"), ("status",), ("collection", "add", str(tmp_path), "--name", "z"), ("update",), ("ls",)):
+        code, out, err = cli(*args)
+        assert_error(code, out, err, str(path), "not valid YAML")
+        assert f"fix or remove {path}" in hint_of(err)
+        assert "\n" not in err.split("\n")[0]  # the YAML error is folded into one line
+    assert path.read_bytes() == before  # never overwritten
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [("- a\n- b\n", "must be a mapping"), ("collections:\n  small:\n    pattern: x\n", "needs a 'path'"), ("collections: [1]\n", "must be a mapping")],
+)
+def test_config_with_wrong_shape(indexed: Path, cli: Cli, text: str, fragment: str) -> None:
+    path = qmd.resolve_index(None).config_path
+    path.write_text(text)
+    code, out, err = cli("search", "blue")
+    assert_error(code, out, err, fragment, str(path))
+
+
+@pytest.mark.parametrize("name", ["bad/name", "../escape", ".hidden", "x" * 65, "a b"])
+def test_invalid_index_name(indexed: Path, cli: Cli, name: str) -> None:
+    home = Path(os.environ["HOME"])
+    before = sorted(p.relative_to(home) for p in home.rglob("*"))
+    code, out, err = cli("--index", name, "status")
+    assert_error(code, out, err, f"invalid index name {name!r}")
+    assert "letters, digits" in hint_of(err)
+    assert sorted(p.relative_to(home) for p in home.rglob("*")) == before  # nothing created
+
+
+def test_invalid_index_name_in_subprocess(indexed: Path, run_qmd: RunQmd) -> None:
+    proc = run_qmd("--index", "bad/name", "search", "blue")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == "Error: invalid index name 'bad/name'\nhint: use letters, digits, '.', '_' or '-' (at most 64 characters)\n"
+
+
+def test_cache_dir_is_a_file_on_search(indexed: Path, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    code, out, err = cli("search", "blue")
+    assert_error(code, out, err, str(blocker))
+
+
+def test_cache_dir_is_a_file_on_update(indexed: Path, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    code, out, err = cli("update")
+    assert_error(code, out, err, str(blocker))
+    assert "XDG_CACHE_HOME" in hint_of(err) or "INDEX_PATH" in hint_of(err)
+
+
+def test_failed_collection_add_leaves_nothing_registered(tmp_path: Path, run_qmd: RunQmd) -> None:
+    root = make_notes(tmp_path / "notes", NOTES)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    proc = run_qmd("collection", "add", str(root), "--name", "notes", env={"XDG_CACHE_HOME": str(blocker)})
+    assert proc.returncode != 0  # the add failed (exit 3 today: see test_cache_dir_is_a_file_on_update)
+    assert config_bytes() is None or b"notes" not in (config_bytes() or b"")
+    proc = run_qmd("collection", "add", str(root), "--name", "notes")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_index_path_is_a_directory(indexed: Path, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "idx-dir"
+    folder.mkdir()
+    monkeypatch.setenv("INDEX_PATH", str(folder))
+    for args in (("search", "blue"), ("update",)):
+        assert_error(*cli(*args), f"cannot open the index {folder}")
+
+
+def test_index_file_is_not_a_database(indexed: Path, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not sqlite\n" * 100)
+    monkeypatch.setenv("INDEX_PATH", str(junk))
+    assert_error(*cli("search", "blue"), f"cannot open the index {junk}", "not a database")
+    assert junk.read_bytes() == b"this is not sqlite\n" * 100
+
+
+def test_config_dir_is_a_file(indexed: Path, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "cfg-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("QMD_CONFIG_DIR", str(blocker))
+    assert_error(*cli("status"), f"cannot read config {blocker}/index.yml")
+    assert_error(*cli("collection", "add", str(indexed), "--name", "again"), str(blocker))
+    assert blocker.read_text() == "x"
+
+
+@pytest.mark.parametrize("args", [("search",), ("search", "x", "--bogus"), ("nosuchcommand",), ("get",), ("search", "x", "-n", "many")])
+def test_usage_errors_exit_2_without_traceback(indexed: Path, run_qmd: RunQmd, args: tuple[str, ...]) -> None:
+    proc = run_qmd(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.strip()
+
+
+# --- a crash mid-update ----------------------------------------------------------------------
+
+def _kill_update_while_indexing() -> int | None:
+    """Run `qmd update` with stderr on a pty (so it reports progress) and SIGKILL it at the
+    first "indexed N files" line. Returns the exit status, None if no progress was seen."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qmd", "update"], env=qmd_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+    )
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 60
+    try:
+        while b"indexed" not in seen and time.monotonic() < deadline and proc.poll() is None:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        progressed = b"indexed" in seen
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        os.close(master)
+    return proc.returncode if progressed else None
+
+
+def test_kill_mid_update_keeps_previous_index(tmp_path: Path, cli: Cli, indexed: Path) -> None:
+    big = tmp_path / "big"
+    for i in range(3000):
+        d = big / f"d{i % 30:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"n{i:04d}.md").write_text(f"# Bulk note {i}\n\nbulkword unique{i}x in note {i}.\n")
+    assert cli("collection", "add", str(big), "--name", "big", "--no-index")[0] == 0
+    index_path = qmd.resolve_index(None).index_path
+
+    status = None
+    for _ in range(3):  # the kill must land while indexing: retry if the update outran us
+        status = _kill_update_while_indexing()
+        if status == -signal.SIGKILL:
+            break
+    assert status == -signal.SIGKILL, f"could not kill qmd update mid-way (exit status {status})"
+
+    # The previous index is intact and readable.
+    conn = apsw.Connection(str(index_path), flags=apsw.SQLITE_OPEN_READONLY)
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    conn.close()
+    assert cli("search", "balancer", "--files")[1].endswith(",qmd://small/runbooks/deploy.md\n")
+    assert cli("get", "small/postgres.md", "-l", "1")[1].endswith("1: # Postgres Backups\n")
+    # One transaction per collection: the killed one left nothing half-indexed.
+    partial = len(cli("search", "bulkword", "--files", "--all")[1].splitlines())
+    assert partial in (0, 3000), f"{partial} of 3000 documents visible after the kill"
+
+    # The writer lock died with the process: a new update runs at once and completes.
+    code, _, err = cli("update")
+    assert code == 0, err
+    assert "Waiting for another process" not in err
+    assert len(cli("search", "bulkword", "--files", "--all")[1].splitlines()) == 3000
+    assert cli("search", "unique2999x", "--files")[1].endswith(",qmd://big/d29/n2999.md\n")
+    assert qmd.Store(index_path, qmd.resolve_index(None).config_path).status().documents == 3002

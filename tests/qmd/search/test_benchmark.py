@@ -1,0 +1,54 @@
+"""`qmd bench` metrics (same definitions as shared/benchmarks/score.py) and both modes end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from qmd.search.metrics import mrr_at, ndcg_at, precision_at, recall_at
+
+
+def test_metrics() -> None:
+    results = ["a", "x", "b", "y"]
+    assert precision_at(results, {"a", "b"}, 2) == 0.5
+    assert recall_at(results, {"a", "b"}, 1) == 0.5 and recall_at(results, {"a", "b"}, 3) == 1.0
+    assert mrr_at(results, {"b"}) == pytest.approx(1 / 3) and mrr_at(results, {"z"}) == 0.0
+    gains = {"a": 3, "b": 1, "c": 2}
+    dcg = 3 / math.log2(2) + 1 / math.log2(4)
+    idcg = 3 / math.log2(2) + 2 / math.log2(3) + 1 / math.log2(4)
+    assert ndcg_at(results, gains) == pytest.approx(dcg / idcg)
+    assert ndcg_at(["a", "a", "c", "b"], gains) == pytest.approx(1.0)  # duplicates count once, as score.py
+    assert ndcg_at(results, {}) == 0.0
+
+
+def test_bench_fixture_and_qrels_modes(tmp_path: Path, tiny_models: dict[str, Path], run_qmd) -> None:  # type: ignore[no-untyped-def]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "api.md").write_text("# API\n\nREST endpoints and versioning.\n")
+    (docs / "cap.md").write_text("# CAP\n\nConsistency and availability under partitions.\n")
+    (docs / "money.md").write_text("# Fundraising\n\nSeries A and burn rate.\n")
+    env = {"QMD_EMBED_MODEL": str(tiny_models["embed"]), "QMD_RERANK_MODEL": str(tiny_models["rerank"])}
+    assert run_qmd("collection", "add", str(docs), "--name", "eval", env=env).returncode == 0
+    assert run_qmd("embed", env=env).returncode == 0
+    fixture = tmp_path / "fixture.json"
+    fixture.write_text(json.dumps({"collection": "eval", "queries": [
+        {"id": "a", "query": "versioning", "expected_files": ["api.md"], "expected_in_top_k": 1},
+        {"id": "b", "query": "burn rate", "expected_files": ["money.md"], "expected_in_top_k": 1},
+    ]}))
+    proc = run_qmd("bench", str(fixture), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["backend"]: r for r in json.loads(proc.stdout)}
+    assert set(rows) == {"bm25", "vector", "hybrid", "full"}
+    assert rows["bm25"]["metrics"]["mrr"] == 1.0 and rows["bm25"]["metrics"]["r@1"] == 1.0
+    assert all(r["error"] is None and r["p50_ms"] > 0 for r in rows.values())
+    (tmp_path / "q.tsv").write_text("1\tversioning\n2\tpartitions availability\n3\tunjudged\n")
+    (tmp_path / "qrels.tsv").write_text("1\tapi\t2\n2\tcap\t1\n")
+    proc = run_qmd("bench", "--queries", str(tmp_path / "q.tsv"), "--qrels", str(tmp_path / "qrels.tsv"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    bm25 = next(line for line in proc.stdout.splitlines() if line.startswith("bm25"))
+    assert bm25.split()[1:4] == ["1.000", "1.000", "1.000"]  # nDCG@10, Recall@10, MRR@10
+    bad = run_qmd("bench", env=env)
+    assert bad.returncode == 2

@@ -1,0 +1,103 @@
+"""Two writers serialise on the writer lock; readers never see "database is locked"."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import qmd
+from tests.conftest import qmd_env
+
+
+def _tree(root: Path, n: int, word: str) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    filler = " ".join(f"word{i}" for i in range(200))
+    for i in range(n):
+        sub = root / f"d{i % 20}"
+        sub.mkdir(exist_ok=True)
+        (sub / f"{word}-{i}.md").write_text(f"# {word} {i}\n\n{word} note {i}. {filler}\n")
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "qmd", *args], env=qmd_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_update_waits_for_the_writer_lock(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    _tree(root, 3, "alpha")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(root, name="notes")
+    _tree(root / "more", 2, "beta")
+    with qmd.writer_lock(paths.index_path):
+        proc = _spawn("update")
+        time.sleep(1.5)
+        assert proc.poll() is None, proc.communicate()
+        assert store.search("beta") == []
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Waiting for another process" in err
+    assert len(store.search("beta")) == 2
+
+
+def test_two_updates_at_once_both_succeed(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    _tree(root, 5, "alpha")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(root, name="notes")
+    _tree(root, 600, "gamma")
+    procs = [_spawn("update"), _spawn("update")]
+    results = [p.communicate(timeout=120) for p in procs]
+    for proc, (_, err) in zip(procs, results):
+        assert proc.returncode == 0, err
+        assert "locked" not in err
+    assert store.status().documents == 605
+    totals = "".join(err for _, err in results)
+    assert "600 new" in totals  # one of them indexed, the other found everything unchanged
+    assert "605 unchanged" in totals
+
+
+def test_searches_during_an_update_never_fail(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    _tree(root, 5, "alpha")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(root, name="notes")
+    _tree(root / "big", 2500, "delta")
+    proc = _spawn("update")
+    searches, errors = 0, []
+    while proc.poll() is None:
+        try:
+            reader = qmd.Store(paths.index_path, paths.config_path)
+            hits = reader.search("alpha note", limit=5)
+            assert len(hits) == 5
+            reader.close()
+            searches += 1
+        except Exception as exc:  # noqa: BLE001 - any failure is what this test looks for
+            errors.append(repr(exc))
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert errors == []
+    assert searches >= 3
+    assert len(store.search("delta", limit=None)) == 2500
+
+
+def test_qmd_search_does_not_import_llama_cpp(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    _tree(root, 2, "alpha")
+    code = (
+        "import sys\n"
+        "import qmd\n"
+        "assert 'llama_cpp' not in sys.modules\n"
+        "from qmd.cli.main import main\n"
+        f"assert main(['collection', 'add', {str(root)!r}, '--name', 'n']) == 0\n"
+        "assert main(['search', 'alpha', '--json']) == 0\n"
+        "assert main(['--help']) == 0\n"
+        "heavy = [m for m in ('llama_cpp', 'numpy', 'mcp') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=qmd_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,123 @@
+"""The layout's rules, checked on the source: rooms without cycles, one storage seam, one public API."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import qmd
+from tests.support import import_graph
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS = ("hooks", "updater", "doctor", "guards")
+# What the harness may import of qmd: the public API, and the documented package surfaces.
+PUBLIC_SURFACES = {"qmd", "qmd.serve", "qmd.agents"}
+
+
+def _sources(*tops: str) -> list[Path]:
+    return sorted(p for top in tops for p in (REPO / top).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, names) of every absolute import in `path` (relative ones stay in their package)."""
+    out: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.append((node.module, [a.name for a in node.names]))
+    return out
+
+
+def test_no_import_cycles_between_modules_or_packages() -> None:
+    files = [p for top in import_graph.PACKAGES for p in (REPO / top).rglob("*.py") if "__pycache__" not in p.parts]
+    modules = {import_graph.module_name(p) for p in files}
+    graph = {import_graph.module_name(p): import_graph.imports(p, modules) for p in files}
+    assert import_graph.cycles(graph) == []
+    # The same check at package level is what `python tests/support/import_graph.py` prints.
+    assert import_graph.main() == 0
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert import_graph.cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_graph.floors({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == {"b": 0, "a": 1, "c": 2}
+
+
+_SQL = re.compile(r"\b(SELECT|INSERT INTO|DELETE FROM|CREATE (VIRTUAL )?TABLE|PRAGMA)\b|\bvec0\b|\.execute\(|\bimport apsw\b|\bfrom apsw\b")
+
+
+def _docstring_lines(tree: ast.AST) -> set[int]:
+    """Lines of bare string statements (docstrings): prose, not code."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return lines
+
+
+def test_no_sql_above_the_storage_seam() -> None:
+    """Every SQL statement, PRAGMA, vec0 table and apsw call lives under qmd/storage/sqlite/."""
+    offenders = []
+    for path in _sources("qmd"):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith("qmd/storage/sqlite/"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        prose = _docstring_lines(ast.parse(text))
+        for n, line in enumerate(text.splitlines(), start=1):
+            if n not in prose and _SQL.search(line.split("#", 1)[0]):
+                offenders.append(f"{rel}:{n}: {line.strip()}")
+    assert offenders == []
+
+
+def test_the_sql_check_sees_sql() -> None:
+    assert _SQL.search('conn.execute("SELECT 1")') and _SQL.search("import apsw") and not _SQL.search("select the best")
+
+
+def test_the_harness_uses_only_the_public_api() -> None:
+    offenders = []
+    for path in _sources(*HARNESS):
+        for module, names in _imports(path):
+            if module != "qmd" and not module.startswith("qmd."):
+                continue
+            if module not in PUBLIC_SURFACES:
+                offenders.append(f"{path.relative_to(REPO)}: imports {module}")
+            elif module == "qmd":
+                offenders += [f"{path.relative_to(REPO)}: qmd.{n} is not public" for n in names if n not in qmd.__all__]
+    assert offenders == []
+
+
+def test_qmd_never_imports_a_harness_package() -> None:
+    offenders = [
+        f"{path.relative_to(REPO)}: {module}"
+        for path in _sources("qmd")
+        for module, _ in _imports(path)
+        if module.split(".")[0] in HARNESS
+    ]
+    assert offenders == []
+
+
+def test_only_the_fileio_helper_renames_files() -> None:
+    """Atomic writes have one home (qmd/core/fileio.py); nothing else calls os.replace."""
+    callers = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in _sources("qmd", *HARNESS)
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if re.search(r"\bos\.(replace|rename)\(", line.split("#", 1)[0])
+    ]
+    assert [c.split(":")[0] for c in callers] == ["qmd/core/fileio.py"], callers
+
+
+@pytest.mark.parametrize("name", sorted(qmd.__all__))
+def test_every_public_name_resolves(name: str) -> None:
+    assert getattr(qmd, name) is not None
+
+
+def test_the_public_api_holds_nothing_of_the_cli() -> None:
+    for name in qmd.__all__:
+        value = getattr(qmd, name)
+        module = getattr(value, "__module__", "") or ""
+        assert not module.startswith("qmd.cli"), f"qmd.{name} comes from the CLI ({module})"

@@ -1,0 +1,112 @@
+"""`qmd health`, `qmd health --session-start`, and the SessionStart hook `qmd guard install` registers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.harness import qmd_run, state  # noqa: F401 - fixture
+
+HEALTH = shlex.quote(str(Path(sys.executable).parent / "qmd")) + " health --session-start"
+
+
+def _raise_flag(state_dir: Path, repo: str = "/srv/notes") -> None:
+    """A live failure record and the flag, as the updater writes them."""
+    import qmd
+    from updater import records
+
+    layout = qmd.StateLayout(state_dir)
+    records.record_failure(layout, repo, "index", ["notes"], "embed", "the embed model file /m/x.gguf does not exist", "fix QMD_EMBED_MODEL")
+    records.write_health(layout)
+
+
+def test_healthy_prints_ok_and_nothing_at_session_start(state: Path) -> None:
+    proc = qmd_run("health")
+    assert proc.returncode == 0 and proc.stdout.startswith("health: ok")
+    assert "updater: not running" in proc.stdout
+    start = qmd_run("health", "--session-start")
+    assert start.returncode == 0 and start.stdout == "" and start.stderr == ""
+
+
+def test_raised_flag_exits_1_and_gives_the_agent_one_line(state: Path) -> None:
+    _raise_flag(state)
+    proc = qmd_run("health")
+    assert proc.returncode == 1
+    assert "health: RAISED since" in proc.stdout and "/m/x.gguf" in proc.stdout and "attempt 1/5" in proc.stdout
+    assert proc.stderr.startswith("Error: the health flag is raised: 1 index update failure") and "hint:" in proc.stderr
+    data = json.loads(qmd_run("health", "--json").stdout)
+    assert data["health"]["raised"] is True and len(data["failures"]) == 1 and data["failures"][0]["step"] == "embed"
+    start = qmd_run("health", "--session-start")
+    assert start.returncode == 0
+    [line] = start.stdout.splitlines()
+    assert line.startswith("qmd: index updates have been failing since ") and "embed of /srv/notes into index index" in line
+    assert "qmd health" in line
+
+
+def test_session_start_mentions_a_stale_queue_with_no_updater(state: Path) -> None:
+    import qmd
+    from updater import spool
+
+    path = spool.enqueue(qmd.StateLayout(state), "/srv/notes", "post-commit")
+    data = json.loads(path.read_text())
+    data["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+    path.write_text(json.dumps(data))
+    start = qmd_run("health", "--session-start")
+    assert start.returncode == 0
+    assert start.stdout.startswith("qmd: 1 index update request has waited 1h and no updater is running")
+    assert qmd_run("health").returncode == 0  # not a failure: the flag stays down
+
+
+def test_unreadable_state_never_breaks_a_session(state: Path) -> None:
+    state.mkdir(parents=True)
+    (state / "failures").write_text("not a folder")
+    (state / "queue").write_text("not a folder")
+    start = qmd_run("health", "--session-start")
+    assert start.returncode == 0 and start.stderr == ""
+    assert start.stdout.startswith("qmd: the index freshness harness is broken: ") and str(state / "queue") in start.stdout
+    shown = qmd_run("health")
+    assert shown.returncode == 1 and "health: BROKEN" in shown.stdout and "hint: move it away" in shown.stderr
+
+
+def test_guard_install_registers_the_session_start_hook(cli, state: Path, isolated_home: Path) -> None:  # type: ignore[no-untyped-def]
+    settings = isolated_home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    user_hook = {"hooks": [{"type": "command", "command": "echo hello"}]}
+    original = json.dumps({"hooks": {"SessionStart": [user_hook]}}, indent=2) + "\n"
+    settings.write_text(original)
+    code, out, err = cli("guard", "install", "--claude", "--codex")
+    assert code == 0, err
+    assert out.count("added SessionStart hook") == 2
+    for path in (settings, isolated_home / ".codex" / "hooks.json"):
+        starts = json.loads(path.read_text())["hooks"]["SessionStart"]
+        assert starts[-1] == {"hooks": [{"type": "command", "command": HEALTH, "timeout": 10}]}
+    assert json.loads(settings.read_text())["hooks"]["SessionStart"][0] == user_hook
+
+    # the registered command really runs: silent when healthy, one line when raised
+    env = dict(os.environ)
+    assert subprocess.run(HEALTH, shell=True, capture_output=True, text=True, env=env, timeout=60).stdout == ""
+    _raise_flag(state)
+    run = subprocess.run(HEALTH, shell=True, capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0 and run.stdout.startswith("qmd: index updates have been failing")
+
+    again = cli("guard", "install", "--claude")[1]
+    assert "already installed" in again and "SessionStart" in again
+    code, out, err = cli("guard", "uninstall", "--claude", "--codex")
+    assert code == 0, err
+    assert settings.read_text() == original
+    assert not (isolated_home / ".codex" / "hooks.json").exists()
+
+
+def test_guard_uninstall_after_user_edits_removes_the_session_hook_too(cli, state: Path, isolated_home: Path) -> None:  # type: ignore[no-untyped-def]
+    assert cli("guard", "install", "--claude")[0] == 0
+    settings = isolated_home / ".claude" / "settings.json"
+    data = json.loads(settings.read_text())
+    data["model"] = "opus"
+    settings.write_text(json.dumps(data, indent=2) + "\n")
+    assert cli("guard", "uninstall", "--claude")[0] == 0
+    assert json.loads(settings.read_text()) == {"model": "opus"}

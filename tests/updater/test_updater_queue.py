@@ -1,0 +1,127 @@
+"""The updater on real repositories and real processes: parallel commits, one lock, gone repos."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import qmd
+from tests.support.harness import commit, make_repo, qmd_run, queue_files, state  # noqa: F401 - fixture
+
+
+def _store() -> qmd.Store:
+    paths = qmd.resolve_index(None)
+    return qmd.Store(paths.index_path, paths.config_path)
+
+
+def test_fifty_commits_from_ten_processes_are_all_searchable_after_one_run(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repos = [make_repo(tmp_path / f"repo{i}") for i in range(10)]
+    with _store() as store:
+        for i, repo in enumerate(repos):
+            store.add_collection(repo, name=f"r{i}")
+    assert cli("hooks", "install", *map(str, repos))[0] == 0
+    script = 'for n in 1 2 3 4 5; do printf "# Note $n\\n\\nword%sx$n\\n" "$1" > "note$n.md" && git add "note$n.md" && git commit -q -m "note $n" || exit 1; done'
+    procs = [subprocess.Popen(["sh", "-c", script, "sh", f"repo{i}"], cwd=repo) for i, repo in enumerate(repos)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 10
+    assert len(queue_files(state, "new")) == 50  # no request lost, none half-written
+    log = (state / "logs" / "hooks.log").read_text().splitlines()
+    assert len(log) == 50 and all(line.endswith(" queued") for line in log)
+
+    proc = qmd_run("updater", "run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["requests"] == 50 and sorted(result["succeeded_repos"]) == sorted(map(str, repos))
+    assert result["documents_updated"] == 50 and "index" in result["embed_skipped"]  # no embedding model at all
+    assert queue_files(state, "new") == queue_files(state, "cur") == queue_files(state, "failed") == []
+    with _store() as store:
+        for i in range(10):
+            for n in range(1, 6):
+                hits = store.search(f"wordrepo{i}x{n}")
+                assert [h.uri for h in hits] == [f"qmd://r{i}/note{n}.md"]
+    health = json.loads((state / "health.json").read_text())
+    assert health["raised"] is False and health["failures"] == [] and health["last_success"]
+    status = json.loads(qmd_run("updater", "status", "--json").stdout)
+    assert status["stats"]["runs"] == 1 and status["stats"]["documents_updated"] == 50 and status["queue"]["pending"] == 0
+
+
+def test_a_second_updater_exits_at_once_naming_the_holder(state: Path, tmp_path: Path) -> None:
+    daemon = subprocess.Popen([sys.executable, "-m", "qmd", "updater", "daemon"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 30
+        while not (state / "updater.lock.json").exists():
+            assert daemon.poll() is None and time.time() < deadline, daemon.communicate()
+            time.sleep(0.05)
+        started = time.time()
+        proc = qmd_run("updater", "run")
+        assert time.time() - started < 5
+        assert proc.returncode == 1
+        assert f"pid {daemon.pid} (daemon, started" in proc.stderr and "hint:" in proc.stderr
+        assert qmd_run("updater", "run", "--if-idle").returncode == 0
+        status = json.loads(qmd_run("updater", "status", "--json").stdout)
+        assert status["updater"]["pid"] == daemon.pid and status["updater"]["mode"] == "daemon"
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=30)
+    assert daemon.returncode == 0, err
+    assert not (state / "updater.lock.json").exists()
+    assert qmd_run("updater", "run").returncode == 0  # the lock is free again
+
+
+def test_a_repo_deleted_after_enrolment_is_dropped_and_does_not_pin_the_flag(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "gone")
+    with _store() as store:
+        store.add_collection(repo, name="gone")
+    assert cli("hooks", "install", str(repo))[0] == 0
+    commit(repo, "a.md", "# A\n")
+    commit(repo, "b.md", "# B\n")
+    shutil.rmtree(repo)
+    proc = qmd_run("updater", "run")
+    assert proc.returncode == 0, proc.stderr
+    assert f"dropped: {repo} no longer exists" in proc.stdout
+    assert len(queue_files(state, "failed")) == 2 and queue_files(state, "cur") == []
+    [record] = [json.loads(p.read_text()) for p in (state / "failures").glob("*.json")]
+    assert record["repo"] == str(repo) and record["dropped"] is True and "no longer exists" in record["error"]
+    assert json.loads((state / "health.json").read_text())["raised"] is False
+    health = qmd_run("health")
+    assert health.returncode == 0 and "dropped" in health.stdout and str(repo) in health.stdout
+    assert qmd_run("health", "--session-start").stdout == ""
+    code, out, _ = cli("hooks", "uninstall", str(repo))
+    assert code == 0 and "removed 1 dropped-request record" in out
+    assert list((state / "failures").glob("*.json")) == []
+
+
+def test_requests_for_a_repo_without_collections_are_deleted(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "code")
+    code, out, _ = cli("hooks", "install", str(repo))
+    assert "warning: no collection of any index lies in" in out
+    commit(repo, "a.md", "# A\n")
+    proc = qmd_run("updater", "run")
+    assert proc.returncode == 0 and "nothing to do: no collection lies in" in proc.stdout
+    assert queue_files(state, "new") == queue_files(state, "cur") == []
+
+
+def test_routing_reaches_every_index_and_nested_collections(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "mono", {"docs/intro.md": "# Intro\n", "src/x.py": "print(1)\n"})
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "o.md").write_text("# Outside\n")
+    with _store() as store:
+        store.add_collection(repo / "docs", name="docs")
+        store.add_collection(outside, name="outside")
+    work = qmd.resolve_index("work")
+    with qmd.Store(work.index_path, work.config_path) as store:
+        store.add_collection(tmp_path, name="everything")  # contains the repo
+    assert cli("hooks", "install", str(repo))[0] == 0
+    commit(repo, "docs/new.md", "# New\n\nfreshword\n")
+    (outside / "o2.md").write_text("# Outside two\n\nfreshword\n")
+    proc = qmd_run("updater", "run")
+    assert proc.returncode == 0, proc.stderr
+    with _store() as store:
+        assert [h.uri for h in store.search("freshword")] == ["qmd://docs/new.md"]  # "outside" was not touched
+    with qmd.Store(work.index_path, work.config_path) as store:
+        assert {h.uri for h in store.search("freshword")} == {"qmd://everything/mono/docs/new.md", "qmd://everything/elsewhere/o2.md"}
