@@ -40,6 +40,8 @@ def update(
 ) -> None:
     """Re-index collections: new, changed and deleted files (unchanged files are not re-read)."""
     with open_store() as store:
+        for warning in store.config_warnings():
+            err(f"warning: {warning}")
         tty = sys.stderr.isatty()
 
         def progress(rel: str, n: int) -> None:
@@ -65,6 +67,7 @@ def update(
 def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show the index: documents, vectors, collections, models, skipped files."""
     with open_store() as store:
+        warnings = store.config_warnings()
         info = store.status()
         models = store.models()
         vectors, vector_error = None, None
@@ -74,9 +77,11 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
             except QmdError as exc:
                 vector_error = exc.message
     if json_:
-        payload = dict(info.__dict__, vectors=vectors, vector_error=vector_error, models=models)
+        payload = dict(info.__dict__, vectors=vectors, vector_error=vector_error, models=models, config_warnings=warnings)
         out(to_json(payload, default=lambda o: o.__dict__))
         return
+    for warning in warnings:
+        err(f"warning: {warning}")
     out(format_status(info, vectors, vector_error, models))
 
 

@@ -39,14 +39,51 @@ class CollectionConfig:
     context: dict[str, str] = field(default_factory=dict)
 
 
-def _as_str_list(value: Any, where: str) -> list[str]:
+# Keys qmd reads; anything else is kept as it is and named in a did-you-mean warning.
+TOP_LEVEL_KEYS = ("global_context", "models", "collections", "guard", "updater", "doctor", "database")
+COLLECTION_KEYS = ("path", "pattern", "ignore", "update", "includeByDefault", "embed", "context")
+MODEL_ROLES = ("embed", "rerank", "generate")
+
+
+def _type_name(value: object) -> str:
+    return {list: "a list", dict: "a mapping", bool: "true/false", int: "a number", float: "a number", str: "text"}.get(type(value), type(value).__name__)
+
+
+def _bad(where: str, key: str, wanted: str, value: object, path: Path) -> ConfigError:
+    return ConfigError(f"{where}: '{key}' must be {wanted}, not {_type_name(value)} ({value!r:.60})", f"fix '{key}' in {path}")
+
+
+def _as_str_list(value: Any, where: str, key: str, path: Path) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise ConfigError(f"{where} must be a list of glob strings", "fix the config file")
+    raise _bad(where, key, "a glob or a list of globs", value, path)
+
+
+def _text(body: dict[str, Any], key: str, where: str, path: Path) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _bad(where, key, "text", value, path)
+    return value
+
+
+def _flag(body: dict[str, Any], key: str, where: str, path: Path) -> bool:
+    value = body.get(key, True)
+    if not isinstance(value, bool):
+        raise _bad(where, key, "true or false", value, path)
+    return value
+
+
+def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else f" (known keys: {', '.join(known)})"
 
 
 def _cache_path(path: Path) -> Path:
@@ -97,7 +134,9 @@ class Config:
             raise ConfigError(f"cannot read config {path}: {exc}", "check the path and its permissions") from exc
         cached = _read_cache(path, stat)
         if cached is not None:
-            return cls(path, cached)
+            config = cls(path, cached)
+            config.validate()  # a copy written by an older qmd may hold what this one refuses
+            return config
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -112,7 +151,7 @@ class Config:
         if not isinstance(raw, dict):
             raise ConfigError(f"config {path} must be a mapping at the top level", f"fix or remove {path}")
         config = cls(path, raw)
-        config.collections()  # validate eagerly so errors surface at load time
+        config.validate()  # eagerly, so errors surface at load time (and a cached copy is valid)
         _write_cache(path, stat, raw)
         return config
 
@@ -152,26 +191,65 @@ class Config:
         return section
 
     def collections(self) -> dict[str, CollectionConfig]:
-        """All collections, by name, in file order."""
+        """All collections, by name, in file order; a value of the wrong type is a ConfigError
+        naming the key and the file (never a silently empty collection)."""
         result: dict[str, CollectionConfig] = {}
         for name, body in self._collections_raw().items():
             where = f"collection {name!r} in {self.path}"
-            if not isinstance(body, dict) or not body.get("path"):
-                raise ConfigError(f"{where} needs a 'path'", "fix the config file")
+            if not isinstance(body, dict):
+                raise ConfigError(f"{where} must be a mapping with at least a 'path'", f"fix {self.path}")
+            folder = _text(body, "path", where, self.path)
+            if not folder:
+                raise ConfigError(f"{where} needs a 'path'", f"fix {self.path}")
             context = body.get("context") or {}
-            if not isinstance(context, dict):
-                raise ConfigError(f"'context' of {where} must be a mapping of path to text", "fix the config file")
+            if not isinstance(context, dict) or not all(isinstance(v, str) for v in context.values()):
+                raise _bad(where, "context", "a mapping of folder to text", context, self.path)
+            pattern = body.get("pattern")
+            if pattern is not None and (not isinstance(pattern, str) or not pattern.strip()):
+                raise _bad(where, "pattern", "a glob such as '**/*.md' (several: comma-separated)", pattern, self.path)
             result[str(name)] = CollectionConfig(
                 name=str(name),
-                path=Path(str(body["path"])).expanduser(),
-                pattern=str(body.get("pattern") or DEFAULT_PATTERN),
-                ignore=_as_str_list(body.get("ignore"), f"'ignore' of {where}"),
-                update=str(body["update"]) if body.get("update") else None,
-                include_by_default=bool(body.get("includeByDefault", True)),
-                embed=bool(body.get("embed", True)),
-                context={str(k): str(v) for k, v in context.items()},
+                path=Path(folder).expanduser(),
+                pattern=pattern or DEFAULT_PATTERN,
+                ignore=_as_str_list(body.get("ignore"), where, "ignore", self.path),
+                update=_text(body, "update", where, self.path) or None,
+                include_by_default=_flag(body, "includeByDefault", where, self.path),
+                embed=_flag(body, "embed", where, self.path),
+                context={str(k): v for k, v in context.items()},
             )
         return result
+
+    def validate(self) -> None:
+        """Check the types of every key qmd reads (collections, global_context, models)."""
+        self.collections()
+        text = self.raw.get("global_context")
+        if text is not None and not isinstance(text, str):
+            raise _bad(str(self.path), "global_context", "text", text, self.path)
+        models = self.raw.get("models")
+        if models is not None:
+            if not isinstance(models, dict):
+                raise _bad(str(self.path), "models", "a mapping of role (embed, rerank, generate) to a model", models, self.path)
+            for role, spec in models.items():
+                if spec is not None and not isinstance(spec, str):
+                    raise _bad(f"{self.path} models", str(role), "a model path or hf: URI", spec, self.path)
+
+    def warnings(self) -> list[str]:
+        """Keys qmd does not know (a typo such as `patern` or `modles`), each with a did-you-mean."""
+        out = [
+            f"{self.path}: unknown key '{key}'{_did_you_mean(str(key), TOP_LEVEL_KEYS)}"
+            for key in self.raw
+            if key not in TOP_LEVEL_KEYS
+        ]
+        section = self.raw.get("collections")
+        for name, body in section.items() if isinstance(section, dict) else ():
+            for key in body if isinstance(body, dict) else ():
+                if key not in COLLECTION_KEYS:
+                    out.append(f"{self.path}: collection '{name}': unknown key '{key}'{_did_you_mean(str(key), COLLECTION_KEYS)}")
+        models = self.raw.get("models")
+        for role in models if isinstance(models, dict) else ():
+            if role not in MODEL_ROLES:
+                out.append(f"{self.path}: models: unknown role '{role}'{_did_you_mean(str(role), MODEL_ROLES)}")
+        return out
 
     # --- writing -------------------------------------------------------------------
 

@@ -135,6 +135,10 @@ class Store:
         """`include`/`exclude`: whether searches without -c look in this collection."""
         self._collections.set_include_by_default(name, include)
 
+    def config_warnings(self) -> list[str]:
+        """Keys of the config qmd does not know (typos), each with a did-you-mean."""
+        return self._state.config.warnings()
+
     def collections(self) -> list[CollectionInfo]:
         return self._collections.infos()
 

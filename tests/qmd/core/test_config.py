@@ -1,0 +1,100 @@
+"""The YAML config is validated on load: a wrong type is one line naming the key and the file
+(exit 1, nothing changed in the index); an unknown key is a did-you-mean warning."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import qmd
+
+Cli = Callable[..., tuple[int, str, str]]
+
+
+def _config() -> Path:
+    return qmd.resolve_index(None).config_path
+
+
+def _edit(change: Callable[[dict[str, Any]], None]) -> None:
+    path = _config()
+    raw = yaml.safe_load(path.read_text())
+    change(raw)
+    path.write_text(yaml.safe_dump(raw))
+
+
+def _coll(key: str, value: object) -> Callable[[dict[str, Any]], None]:
+    return lambda raw: raw["collections"]["notes"].__setitem__(key, value)
+
+
+def _top(key: str, value: object) -> Callable[[dict[str, Any]], None]:
+    return lambda raw: raw.__setitem__(key, value)
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        (_coll("pattern", [1, 2]), "pattern"),
+        (_coll("pattern", 5), "pattern"),
+        (_coll("pattern", ""), "pattern"),
+        (_coll("ignore", [1]), "ignore"),
+        (_coll("ignore", {"a": 1}), "ignore"),
+        (_coll("includeByDefault", "no"), "includeByDefault"),
+        (_coll("embed", "false"), "embed"),
+        (_coll("path", 42), "path"),
+        (_coll("update", ["git", "pull"]), "update"),
+        (_coll("context", ["a"]), "context"),
+        (_coll("context", {"/": 3}), "context"),
+        (_top("global_context", [1]), "global_context"),
+        (_top("models", ["x"]), "models"),
+        (_top("models", {"embed": 5}), "embed"),
+    ],
+)
+def test_a_wrong_type_is_one_clear_error_and_the_index_is_untouched(cli: Cli, notes: Path, change: Callable[[dict[str, Any]], None], key: str) -> None:
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    before = qmd.open_index().document_count()
+    good = _config().read_text()
+    _edit(change)
+    for command in (("update",), ("search", "rollback"), ("status",)):
+        code, out, err = cli(*command)
+        assert code == 1, (command, code, err)
+        first = err.splitlines()[0]
+        assert first.startswith("Error: ") and f"'{key}'" in first and str(_config()) in err, err
+        assert "hint: " in err and "Traceback" not in err
+    _config().write_text(good)
+    with qmd.open_index() as store:
+        assert store.document_count() == before  # nothing was soft-deleted
+        assert store.search("rollback")
+
+
+def test_unknown_keys_are_named_with_a_did_you_mean_in_update_and_status(cli: Cli, notes: Path) -> None:
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    _edit(lambda raw: raw["collections"]["notes"].__setitem__("patern", "*.txt"))
+    _edit(_top("modles", {"embed": "x.gguf"}))
+    for command in (("update",), ("status",)):
+        code, _, err = cli(*command)
+        assert code == 0, err
+        assert "unknown key 'patern'; did you mean 'pattern'?" in err, err
+        assert "unknown key 'modles'; did you mean 'models'?" in err, err
+    code, out, _ = cli("status", "--json")
+    import json
+
+    assert code == 0 and len(json.loads(out)["config_warnings"]) == 2
+
+
+def test_a_cached_copy_of_a_bad_config_is_still_refused(cli: Cli, notes: Path) -> None:
+    """The JSON copy beside the YAML (written by an older qmd) is validated too."""
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    path = _config()
+    stat = path.stat()
+    cache = path.with_name(f".{path.name}.json")
+    import json
+
+    raw = yaml.safe_load(path.read_text())
+    raw["collections"]["notes"]["pattern"] = [1, 2]
+    cache.write_text(json.dumps({"stat": [stat.st_mtime_ns, stat.st_size, stat.st_ino], "raw": raw}))
+    code, _, err = cli("update")
+    assert code == 1 and "'pattern'" in err
