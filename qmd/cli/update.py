@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
 from qmd.core.errors import QmdError
 from qmd.cli.formats import format_status, human_size, to_json
+from qmd.cli.progress import Bar
 from qmd.core.results import UpdateReport
 from qmd.cli.common import err, open_store, out
 
@@ -42,12 +42,11 @@ def update(
     with open_store() as store:
         for warning in store.config_warnings():
             err(f"warning: {warning}")
-        tty = sys.stderr.isatty()
+        bar = Bar("Indexing")
 
         def progress(rel: str, n: int) -> None:
-            if tty and n % 100 == 0:
-                sys.stderr.write(f"\r  indexed {n} files…")
-                sys.stderr.flush()
+            if n % 100 == 0 or not bar.tty:
+                bar.update(n, None, "files new or changed")
 
         report = store.update(
             collection or None,
@@ -56,8 +55,7 @@ def update(
             on_command=lambda name, cmd: err(f"{name}: running update command: {cmd}"),
             on_wait=lambda: err("Waiting for another process writing this index…"),
         )
-        if tty:
-            sys.stderr.write("\r\033[K")
+        bar.close()
         code = print_report(report)
         t = report.totals
         err(f"Done: {t['new']} new, {t['updated']} updated, {t['unchanged']} unchanged, {t['removed']} removed, {t['skipped']} skipped")

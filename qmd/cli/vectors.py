@@ -11,6 +11,7 @@ import typer
 
 from qmd.core.errors import QmdError
 from qmd.cli.formats import format_search, human_size, to_json
+from qmd.cli.progress import Bar
 from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
@@ -34,50 +35,38 @@ if TYPE_CHECKING:
 models_app = typer.Typer(help="Local models: list the roles, import a BERT model from a folder or from PyPI.", no_args_is_help=True)
 
 
-class Bar:
-    """A one-line progress bar on stderr, only on a TTY."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.tty = sys.stderr.isatty()
-        self.started = time.perf_counter()
-
-    def update(self, done: int, total: int | None, extra: str = "") -> None:
-        if not self.tty:
-            return
-        elapsed = time.perf_counter() - self.started
-        if total:
-            width = 24
-            filled = int(width * done / total)
-            eta = (elapsed / done * (total - done)) if done else 0
-            line = f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {extra} ETA {eta:.0f}s"
-        else:
-            line = f"\r{self.label} {done} {extra}"
-        sys.stderr.write(line[:160] + "\033[K")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.tty:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
 def embed(
-    force: Annotated[bool, typer.Option("-f", "--force", help="Drop this model's vectors and embed everything again.")] = False,
-    collection: CollectionOpt = None,
+    force: Annotated[bool, typer.Option("-f", "--force", help="Drop the vectors of the collections embedded (all, or those named with -c) and embed them again.")] = False,
+    collection: Annotated[list[str] | None, typer.Option("-c", "--collection", help="Embed only this collection (repeatable); with -f, re-embed only it.")] = None,
 ) -> None:
     """Embed documents that have no vectors for the current embed model (incremental, resumable)."""
     with open_store() as store:
         ref = store.model("embed")
         if not ref.available and ref.is_hf:
             _download(ref)
+        if force:
+            before = store.vector_status(collection)
+            if collection:
+                err(f"-f: dropping the {before.model} vectors of {', '.join(collection)} and embedding them again (other collections keep theirs)")
+            else:
+                err(f"-f: dropping all {before.chunks} {before.model} vectors ({before.embedded_documents} documents) and embedding every collection again")
         bar = Bar("Embedding")
-        report = store.embed(
-            force=force,
-            collections=collection,
-            progress=lambda d, t, c: bar.update(d, t, f"docs, {c} chunks, {c / max(time.perf_counter() - bar.started, 1e-6):.1f} chunks/s"),
-            on_wait=lambda: err("Waiting for another process writing this index…"),
-        )
+
+        def progress(done: int, total: int, chunks: int) -> None:
+            rate = chunks / max(time.perf_counter() - bar.started, 1e-6)
+            bar.update(done, total, f"{chunks} chunks, {rate:.1f} chunks/s", unit="documents")
+
+        try:
+            report = store.embed(
+                force=force,
+                collections=collection,
+                progress=progress,
+                on_wait=lambda: err("Waiting for another process writing this index…"),
+            )
+        except KeyboardInterrupt:
+            bar.close()
+            err(f"Interrupted: the {bar.done} documents embedded so far are kept; run 'qmd embed' again to embed the rest")
+            raise
         bar.close()
     for name in report.skipped_collections:
         err(f"{name}: skipped (embed: false)")

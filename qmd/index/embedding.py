@@ -110,13 +110,15 @@ def run_embed(
     skipped: list[str],
     *,
     force: bool = False,
+    force_all: bool = True,
     progress: EmbedProgress | None = None,
 ) -> EmbedReport:
     """Embed what `collections` lack for this embedder's fingerprint (caller holds the writer lock)."""
     started = time.perf_counter()
     model = backend.ensure_vector_model(fingerprint(embedder), embedder.info.name, embedder.dims)
     if force:
-        backend.drop_vectors(model)
+        # `-f -c NAME` re-embeds that collection only; the other collections keep their vectors.
+        backend.drop_vectors(model, None if force_all else [h for h, _ in backend.pending_embeddings(None, collections)])
     todo = backend.pending_embeddings(model.id, collections)
     report = EmbedReport(embedder.info.name, skipped_collections=skipped, already=backend.vector_counts(model.id)[1])
     embed_documents(backend, embedder, model, todo, report, progress)

@@ -315,8 +315,8 @@ class IndexBackend(Protocol):
         """Replace the chunks of each content hash in `batch`, in one transaction; returns chunks written."""
         ...
 
-    def drop_vectors(self, model: VectorModel) -> None:
-        """Forget every vector of one fingerprint (`embed -f`)."""
+    def drop_vectors(self, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
+        """Forget the vectors of one fingerprint: of the given content hashes, or all (`embed -f`)."""
         ...
 
     def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None) -> list[Nearest]:

@@ -136,7 +136,7 @@ class Models:
         wanted, skipped = self.state.embeddable(collections)
         self.state.writes += 1
         with self.state.backend.writer_lock(on_wait=on_wait):
-            return run_embed(self.state.db(), embedder, wanted, skipped, force=force, progress=progress)
+            return run_embed(self.state.db(), embedder, wanted, skipped, force=force, force_all=not collections, progress=progress)
 
     def vector_status(self, collections: list[str] | None) -> VectorStatus:
         from qmd.search.vector import vector_status

@@ -292,7 +292,8 @@ class Store:
     def embed(self, *, force: bool = False, collections: list[str] | None = None, progress: EmbedProgress | None = None, on_wait: Callable[[], None] | None = None) -> EmbedReport:
         """Embed every document without vectors for the current embed model (writer lock held).
 
-        `force` drops this model's vectors first; `embed: false` collections are skipped.
+        `force` drops this model's vectors of `collections` first (of every collection when
+        None) and embeds them again; `embed: false` collections are skipped.
         """
         return self._models.embed(force, collections, progress, on_wait)
 

@@ -143,8 +143,8 @@ class SqliteBackend(IndexBackend):
     def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
         return vectors.write_batch(self.connection(), model, batch)
 
-    def drop_vectors(self, model: VectorModel) -> None:
-        vectors.drop_all(self.connection(), model)
+    def drop_vectors(self, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
+        vectors.drop_all(self.connection(), model, hashes)
 
     def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None) -> list[Nearest]:
         return vectors.nearest_documents(self.connection(), model, query, limit, scope)

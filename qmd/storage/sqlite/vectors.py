@@ -157,9 +157,14 @@ def write_batch(conn: apsw.Connection, model: VectorModel, batch: Sequence[tuple
     return written
 
 
-def drop_all(conn: apsw.Connection, model: VectorModel) -> None:
+def drop_all(conn: apsw.Connection, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
+    """Drop a model's vectors (of `hashes` only, when given) in one transaction."""
     with transaction(conn):
-        drop_model_vectors(conn, model)
+        if hashes is None:
+            drop_model_vectors(conn, model)
+        else:
+            for content_hash in hashes:
+                drop_hash(conn, model, content_hash)
 
 
 def pending_hashes(conn: apsw.Connection, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:

@@ -1,0 +1,99 @@
+"""`embed -f -c NAME` re-embeds that collection only; long embeds report progress off a
+terminal; Ctrl-C says what was kept. Real llama.cpp on the tiny test model, real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import qmd
+from tests.conftest import qmd_env
+
+
+def _notes(root: Path, n: int, word: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (root / f"{word}{i:03d}.md").write_text(f"# {word} {i}\n\n" + f"{word} note number {i} about the release process " * 8 + "\n")
+    return root
+
+
+def _embedded_hashes(store: qmd.Store, collection: str) -> set[str]:
+    conn = store.backend.connection()  # type: ignore[attr-defined]
+    sql = "SELECT DISTINCT d.hash FROM documents d JOIN embedded e ON e.hash = d.hash WHERE d.collection = ? AND d.active = 1"
+    return {row[0] for row in conn.execute(sql, (collection,))}
+
+
+def _chunk_ids(store: qmd.Store, collection: str) -> set[int]:
+    conn = store.backend.connection()  # type: ignore[attr-defined]
+    sql = "SELECT c.id FROM chunks c JOIN documents d ON d.hash = c.hash WHERE d.collection = ?"
+    return {row[0] for row in conn.execute(sql, (collection,))}
+
+
+def test_force_with_a_collection_keeps_the_vectors_of_the_others(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    big = _notes(tmp_path / "big", 30, "alpha")
+    small = _notes(tmp_path / "small", 3, "beta")
+    assert run_qmd("collection", "add", str(big), "--name", "big").returncode == 0
+    assert run_qmd("collection", "add", str(small), "--name", "small").returncode == 0
+    assert run_qmd("embed").returncode == 0
+    with qmd.open_index() as store:
+        big_chunks = _chunk_ids(store, "big")
+        small_chunks = _chunk_ids(store, "small")
+        assert len(_embedded_hashes(store, "big")) == 30 and len(_embedded_hashes(store, "small")) == 3
+
+    proc = run_qmd("embed", "-f", "-c", "small")
+    assert proc.returncode == 0, proc.stderr
+    assert "dropping the tiny-embed vectors of small" in proc.stderr and "other collections keep theirs" in proc.stderr
+    assert "Embedded 3 documents" in proc.stderr and "30 were already embedded" in proc.stderr
+    with qmd.open_index() as store:
+        assert _chunk_ids(store, "big") == big_chunks  # untouched: the same rows
+        assert len(_embedded_hashes(store, "big")) == 30
+        assert len(_chunk_ids(store, "small")) == len(small_chunks)
+        assert len(_embedded_hashes(store, "small")) == 3
+        assert store.vector_status().pending_documents == 0
+
+    proc = run_qmd("embed", "-f")
+    assert proc.returncode == 0, proc.stderr
+    assert "dropping all" in proc.stderr and "(33 documents)" in proc.stderr and "every collection" in proc.stderr
+    assert "Embedded 33 documents" in proc.stderr
+
+
+def test_embed_off_a_terminal_prints_progress_lines(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    notes = _notes(tmp_path / "notes", 80, "gamma")
+    assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
+    proc = run_qmd("embed", env={"QMD_PROGRESS_S": "0"})  # stderr is a pipe, not a terminal
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("Embedding: ")]
+    assert len(lines) >= 2, proc.stderr
+    assert "/80 documents (" in lines[0] and "chunks/s" in lines[0] and "ETA" in lines[0]
+    assert "\r" not in proc.stderr and "\033[" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    notes = _notes(tmp_path / "notes", 400, "delta")
+    env = qmd_env({"QMD_PROGRESS_S": "0"})
+    assert subprocess.run([sys.executable, "-m", "qmd", "collection", "add", str(notes), "--name", "notes"], env=env, capture_output=True).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "qmd", "embed"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    deadline = time.time() + 120
+    seen = ""
+    while "Embedding: " not in seen:  # the first committed batch
+        assert time.time() < deadline and proc.poll() is None, seen
+        seen += proc.stderr.readline()
+    os.kill(proc.pid, signal.SIGINT)
+    _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 130, seen + rest
+    assert "documents embedded so far are kept; run 'qmd embed' again to embed the rest" in rest
+    with qmd.open_index() as store:
+        status = store.vector_status()
+    assert status.embedded_documents > 0 and status.pending_documents > 0
+    assert status.embedded_documents + status.pending_documents == 400
