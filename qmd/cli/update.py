@@ -100,5 +100,7 @@ def rebuild() -> None:
         embed = store.model("embed").available
     kept = f"; the old file is kept at {report.kept}" if report.kept else ""
     err(f"Rebuilt {report.path}: {report.documents} documents in {report.seconds:.1f}s{kept}")
-    if embed:
-        err("Vectors are not carried over: run qmd embed")
+    if report.vectors_kept:
+        err(f"Kept the vectors of {report.vectors_kept} unchanged documents")
+    if embed and report.vectors_kept < report.documents:
+        err("Documents without vectors need: qmd embed")

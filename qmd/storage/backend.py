@@ -183,6 +183,7 @@ class RebuildReport:
     kept: str | None  # where the old file was put
     documents: int
     seconds: float
+    vectors_kept: int = 0  # documents whose vectors came over from a sound old index
 
 
 class CollectionWriter(Protocol):
@@ -350,5 +351,10 @@ class IndexBackend(Protocol):
         ...
 
     def rebuild(self, build: Callable[[IndexBackend], int]) -> RebuildReport:
-        """Fill a fresh index with `build(fresh)` (returns its documents), then swap it in."""
+        """Fill a fresh index with `build(fresh)` (returns its documents), then swap it in.
+
+        From a sound old index the vectors of unchanged content come over (they are keyed by
+        content hash and fingerprint) and the old copy is kept as a backup; a corrupted one
+        is kept aside as broken and nothing is taken from it.
+        """
         ...

@@ -172,17 +172,20 @@ class SqliteBackend(IndexBackend):
         return integrity.verified_backup(self.connection(), self.path)
 
     def rebuild(self, build: Callable[[IndexBackend], int]) -> RebuildReport:
-        def fill(tmp: Path) -> int:
+        sound = self.exists() and not integrity.inspect(self.path).corrupted
+
+        def fill(tmp: Path) -> tuple[int, int]:
             fresh = SqliteBackend(tmp)
             try:
                 documents_built = build(fresh)
                 fresh.open(create=True)
+                kept = vectors.copy_from(fresh.connection(), self.path) if sound else 0
                 fresh.connection().execute("PRAGMA journal_mode = DELETE")  # one self-contained file to swap in
-                return documents_built
+                return documents_built, kept
             finally:
                 fresh.close()
 
         self.close()
-        return integrity.rebuild(self.path, fill)
+        return integrity.rebuild(self.path, fill, "bak" if sound else "broken")
 
 

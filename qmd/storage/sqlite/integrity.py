@@ -109,14 +109,14 @@ def sidecars(path: Path) -> list[Path]:
     return [Path(f"{path}-wal"), Path(f"{path}-shm")]
 
 
-def swap_in(new: Path, path: Path) -> Path | None:
+def swap_in(new: Path, path: Path, label: str = "broken") -> Path | None:
     """Put the freshly built `new` in place of `path`; the old file is kept beside it as
-    `<name>.broken-<time>` (with its WAL). Returns where the old file went, if it existed.
+    `<name>.<label>-<time>` (with its WAL). Returns where the old file went, if it existed.
 
-    The old file is hard-linked first, so `os.replace` swaps the name atomically and a
+    The old file is hard-linked first, so the rename swaps the name atomically and a
     reader never finds no index; its WAL is moved away before, so it never meets the new file.
     """
-    kept = path.with_name(f"{path.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+    kept = path.with_name(f"{path.name}.{label}-{time.strftime('%Y%m%d-%H%M%S')}")
     moved = None
     if path.exists():
         try:
@@ -133,22 +133,23 @@ def swap_in(new: Path, path: Path) -> Path | None:
     return moved
 
 
-def rebuild(path: Path, build: Callable[[Path], int]) -> RebuildReport:
-    """Build a new index with `build(tmp_path)` (returns its documents), then swap it in."""
+def rebuild(path: Path, build: Callable[[Path], tuple[int, int]], label: str = "broken") -> RebuildReport:
+    """Build a new index with `build(tmp_path)` (returns its documents and the documents whose
+    vectors it kept), then swap it in; the old file is kept as `<name>.<label>-<time>`."""
     started = time.perf_counter()
     tmp = path.with_name(f".{path.name}.rebuild-{os.getpid()}")
     for leftover in [tmp, *sidecars(tmp)]:
         leftover.unlink(missing_ok=True)
     try:
-        documents = build(tmp)
+        documents, vectors_kept = build(tmp)
         left = [side for side in sidecars(tmp) if side.exists() and side.stat().st_size]
         if left:  # the builder must leave one self-contained file (journal_mode=DELETE, closed)
             raise QmdError(f"the rebuilt index left {left[0]} behind", "report this; the old index is untouched")
         for side in sidecars(tmp):
             side.unlink(missing_ok=True)
-        kept = swap_in(tmp, path)
+        kept = swap_in(tmp, path, label)
     except BaseException:
         for leftover in [tmp, *sidecars(tmp)]:
             leftover.unlink(missing_ok=True)
         raise
-    return RebuildReport(str(path), str(kept) if kept else None, documents, time.perf_counter() - started)
+    return RebuildReport(str(path), str(kept) if kept else None, documents, time.perf_counter() - started, vectors_kept)

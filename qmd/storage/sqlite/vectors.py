@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import apsw
 
@@ -231,3 +232,37 @@ def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], wa
     ]
     out.sort(key=lambda item: (-item[1], item[0]))
     return out[:want]
+
+
+def copy_from(conn: apsw.Connection, old_index: Path) -> int:
+    """Copy the vectors of `old_index` whose content the index of `conn` still holds.
+
+    Vectors are keyed by content hash and fingerprint, so those of unchanged documents are
+    valid in a rebuilt index. Returns the documents (content hashes) whose vectors came over.
+    """
+    conn.execute("ATTACH DATABASE ? AS old", (str(old_index),))
+    try:
+        if not conn.execute("SELECT 1 FROM old.sqlite_master WHERE type = 'table' AND name = 'embed_models'").fetchall():
+            return 0
+        ensure_vec(conn)
+        wanted = "SELECT hash FROM main.documents WHERE active = 1"
+        with transaction(conn):
+            for old_id, fingerprint, model, dims in list(conn.execute("SELECT id, fingerprint, model, dims FROM old.embed_models ORDER BY id")):
+                new = ensure_model(conn, str(fingerprint), str(model), int(dims))
+                chunks = list(conn.execute(f"SELECT id, hash, seq, start, end, tokens FROM old.chunks WHERE model_id = ? AND hash IN ({wanted})", (old_id,)))
+                for chunk_id, content_hash, seq, start, end, tokens in chunks:
+                    conn.execute(
+                        "INSERT INTO main.chunks (model_id, hash, seq, start, end, tokens) VALUES (?, ?, ?, ?, ?, ?)",
+                        (new.id, content_hash, seq, start, end, tokens),
+                    )
+                    new_chunk = conn.last_insert_rowid()
+                    blob = conn.execute(f"SELECT embedding FROM old.{table(int(old_id))} WHERE chunk_id = ?", (chunk_id,)).fetchall()
+                    if blob:
+                        conn.execute(f"INSERT INTO main.{table(new.id)} (chunk_id, embedding) VALUES (?, ?)", (new_chunk, blob[0][0]))
+                conn.execute(
+                    f"INSERT OR REPLACE INTO main.embedded (model_id, hash, chunks, embedded_at) SELECT ?, hash, chunks, embedded_at FROM old.embedded WHERE model_id = ? AND hash IN ({wanted})",
+                    (new.id, old_id),
+                )
+        return count(conn, "SELECT count(DISTINCT hash) FROM main.embedded")
+    finally:
+        conn.execute("DETACH DATABASE old")
