@@ -97,9 +97,9 @@ def bare_inputs(conn: apsw.Connection, embedder, collection: str) -> tuple[list[
     formatted by qmd's own `prepare`, flushed whenever >= BATCH_CHUNKS chunks are pending.
     Returns (the flushes, (content hash, chunk count) per document). Not timed.
     """
-    from qmd.store.reading import read_content
+    from qmd.store.refs import read_content
     from qmd.index.embedding import BATCH_CHUNKS, fingerprint, pending_hashes, prepare
-    from qmd.store.sqlite.vectors import model_row
+    from qmd.storage.sqlite.vectors import model_row
 
     model = model_row(conn, fingerprint(embedder))
     todo = pending_hashes(conn, model.id if model else None, [collection])
@@ -148,7 +148,7 @@ def embed_throughput(store: qmd.Store, index_path: Path, collection: str, report
     and each batch gives one paired ratio.
     """
     from qmd.index.embedding import fingerprint
-    from qmd.store.sqlite.vectors import ensure_vec, model_row
+    from qmd.storage.sqlite.vectors import ensure_vec, model_row
 
     embedder = store.embedder()
     qmd_llm = embedder.llm
@@ -261,7 +261,7 @@ def vsearch_latency(store: qmd.Store, index_path: Path, queries: list[str], roun
     import sqlite_vec
 
     from qmd.index.embedding import fingerprint
-    from qmd.store.sqlite.vectors import model_row, pack
+    from qmd.storage.sqlite.vectors import model_row, pack
 
     embedder = store.embedder()
     conn = apsw.Connection(str(index_path), flags=apsw.SQLITE_OPEN_READONLY)

@@ -42,7 +42,7 @@ def update(
     with open_store() as store:
         for warning in store.config_warnings():
             err(f"warning: {warning}")
-        bar = Bar("Indexing")
+        bar = Bar("Indexed")
 
         def progress(rel: str, n: int) -> None:
             if n % 100 == 0 or not bar.tty:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from qmd import __version__
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # the qmd package (this file is qmd/core/buildinfo.py)
 
 
 def source_digest(root: Path = _PACKAGE) -> str:

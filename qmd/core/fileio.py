@@ -72,3 +72,35 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def file_digest(path: str | os.PathLike[str], cache: str | os.PathLike[str] | None = None) -> str:
+    """The sha256 of a whole file (hex), computed once per (size, mtime, inode).
+
+    With `cache`, digests are remembered in that JSON file (keyed by real path), so a
+    large model file is read once per change, not once per process.
+    """
+    import hashlib
+
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    key = [st.st_size, st.st_mtime_ns, st.st_ino]
+    known: dict[str, Any] = {}
+    if cache is not None:
+        loaded = read_json(cache)
+        known = loaded if isinstance(loaded, dict) else {}
+        entry = known.get(real)
+        if isinstance(entry, dict) and entry.get("stat") == key and isinstance(entry.get("sha256"), str):
+            return str(entry["sha256"])
+    digest = hashlib.sha256()
+    with open(real, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    value = digest.hexdigest()
+    if cache is not None:
+        known[real] = {"stat": key, "sha256": value}
+        try:
+            write_json(cache, known, indent=None, fsync=False)
+        except OSError:
+            pass  # a read-only cache dir only costs the next process a re-read
+    return value

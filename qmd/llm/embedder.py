@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,8 +54,14 @@ class Embedder(LlamaModel):
         if not texts:
             return []
         inputs = [self.family.normalise(t) for t in texts]
-        vectors = self.llm.embed(inputs, normalize=True, truncate=False)
-        return [list(v) for v in vectors]
+        vectors = [list(v) for v in self.llm.embed(inputs, normalize=True, truncate=False)]
+        for text, vector in zip(texts, vectors):
+            if not all(math.isfinite(x) for x in vector):
+                raise QmdError(
+                    f"the embed model {self.info.name} returned NaN or infinite values (for {text[:40]!r}); nothing was stored",
+                    f"the model file {self.info.path} is broken: import or download it again, then: qmd embed",
+                )
+        return vectors
 
     def embed_query(self, query: str) -> list[float]:
         """The vector of a search question in the family's query format."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -116,11 +115,14 @@ class ModelInfo:
 
     @cached_property
     def identity(self) -> str:
-        """Name, size and a hash of the first MiB: stable across copies, cheap for big files."""
+        """Name, size and the sha256 of the whole file: other weights under the same name,
+        size and header are another model (their vectors never mix). The digest is cached
+        by (size, mtime, inode) in `<cache>/model-digests.json`, so a file is read once."""
+        from qmd.core.fileio import file_digest
+        from qmd.core.paths import cache_dir
+
         size = self.path.stat().st_size
-        with open(self.path, "rb") as fh:
-            head = hashlib.sha256(fh.read(1 << 20)).hexdigest()[:16]
-        return f"{self.name}:{size}:{head}"
+        return f"{self.name}:{size}:{file_digest(self.path, cache_dir() / 'model-digests.json')[:16]}"
 
 
 def model_info(path: Path) -> ModelInfo:

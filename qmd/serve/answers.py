@@ -9,7 +9,7 @@ from typing import Any
 
 from qmd.core.clock import ago
 from qmd.core.paths import state_dir
-from qmd.store.results import QueryResult, SearchHit, StatusInfo
+from qmd.core.results import QueryResult, SearchHit, StatusInfo
 
 INSTRUCTIONS_MAX_BYTES = 2000  # Claude Code truncates server instructions at 2 KB
 
@@ -124,10 +124,7 @@ def build_instructions(status: StatusInfo | None, index: str, vectors: bool | No
 
 def hit_row(hit: SearchHit) -> dict[str, Any]:
     """One result as the original's MCP tool and HTTP API return it."""
-    return {
-        "docid": f"#{hit.docid}", "file": hit.uri, "title": hit.title, "score": round(hit.score, 2),
-        "context": hit.context, "line": hit.line, "snippet": hit.snippet,
-    }
+    return hit.to_json(mcp=True)
 
 
 def query_text(shown: str, result: QueryResult, fresh: dict[str, Any], notices: list[str] | None = None) -> str:

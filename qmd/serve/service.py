@@ -43,7 +43,7 @@ from qmd.serve.arguments import (
     str_arg,
 )
 from qmd.serve.answers import HealthFlag, build_instructions, freshness, freshness_line, hit_row, query_text
-from qmd.store.results import QueryResult
+from qmd.core.results import QueryResult
 from qmd.search.snippets import JSON_SNIPPET_CHARS
 from qmd.store.store import MULTI_GET_MAX_BYTES, Store
 

@@ -7,6 +7,7 @@ settings) names one vector space; a query only ever searches the current one.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Iterable, Sequence
@@ -218,6 +219,8 @@ def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], wa
     chunk_info = chunk_rows(conn, [c for c, _ in pairs])
     by_hash: dict[str, tuple[float, tuple[int, int]]] = {}
     for chunk_id, distance in pairs:
+        if not math.isfinite(distance):  # a broken vector stored by an older qmd: never a match
+            continue
         content_hash, _, start, end = chunk_info[chunk_id]
         if content_hash not in by_hash or distance < by_hash[content_hash][0]:
             by_hash[content_hash] = (distance, (start, end))

@@ -537,7 +537,7 @@ def test_usage_errors_exit_2_without_traceback(indexed: Path, run_qmd: RunQmd, a
 
 def _kill_update_while_indexing() -> int | None:
     """Run `qmd update` with stderr on a pty (so it reports progress) and SIGKILL it at the
-    first "indexed N files" line. Returns the exit status, None if no progress was seen."""
+    first "Indexed N files" line. Returns the exit status, None if no progress was seen."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "qmd", "update"], env=qmd_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
@@ -546,14 +546,14 @@ def _kill_update_while_indexing() -> int | None:
     seen = b""
     deadline = time.monotonic() + 60
     try:
-        while b"indexed" not in seen and time.monotonic() < deadline and proc.poll() is None:
+        while b"Indexed" not in seen and time.monotonic() < deadline and proc.poll() is None:
             ready, _, _ = select.select([master], [], [], 0.05)
             if ready:
                 try:
                     seen += os.read(master, 4096)
                 except OSError:
                     break
-        progressed = b"indexed" in seen
+        progressed = b"Indexed" in seen
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
