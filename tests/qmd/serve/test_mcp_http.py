@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.mcp_helpers import free_port, http_connect, make_env, qmd, request, run_session, setup_index, spawn_http, stop_process, wait_health
+from tests.support.mcp import free_port, http_connect, make_env, qmd, request, run_session, setup_index, spawn_http, stop_process, wait_health
 
 pytest.importorskip("mcp")
 

@@ -16,7 +16,7 @@ import pytest
 from qmd.serve import daemon as mcp_daemon
 from qmd.serve import process_alive, prune_lock, wait_gone
 from qmd.serve.process import looks_like_server
-from tests.mcp_helpers import free_port, make_env, qmd, request, setup_index
+from tests.support.mcp import free_port, make_env, qmd, request, setup_index
 
 pytest.importorskip("mcp")
 

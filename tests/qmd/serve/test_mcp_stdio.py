@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.mcp_helpers import SECRET, make_env, qmd, run_session, setup_index, stdio_connect
+from tests.support.mcp import SECRET, make_env, qmd, run_session, setup_index, stdio_connect
 
 pytest.importorskip("mcp")
 

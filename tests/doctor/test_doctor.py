@@ -25,9 +25,9 @@ import pytest
 
 from tests.support.harness import commit, make_repo, state  # noqa: F401 - fixture
 from qmd.serve import process_alive, wait_gone
-from tests.mcp_helpers import free_port
+from tests.support.mcp import free_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STATUSES = {"ok", "warn", "fail"}
 GROUPS = {"native", "models", "index", "mcp", "queue", "hooks", "services"}
 

@@ -17,7 +17,7 @@ from qmd.serve.origin import Guard, is_loopback, normalise_origin
 from qmd.serve.arguments import ArgError, parse_query_args
 from qmd.serve.service import ToolService
 from qmd.serve.answers import INSTRUCTIONS_MAX_BYTES, build_instructions, read_health_flag
-from tests.mcp_helpers import SECRET, write_notes
+from tests.support.mcp import SECRET, write_notes
 
 Cli = Callable[..., tuple[int, str, str]]  # conftest's in-process CLI runner
 
