@@ -24,6 +24,8 @@ def print_report(report: UpdateReport) -> int:
             err(f"  skipped {rel}: {reason}")
         for rel, reason in c.warnings:
             err(f"  warning {rel}: {reason}")
+    for name, documents in report.dropped_collections:
+        err(f"{name}: no longer in the config: dropped its {documents} documents from the index")
     for name, message in report.command_failures:
         err(f"Error: {name}: {message}")
         err("hint: fix the collection's update command (qmd collection show " + name + "); files were indexed as they are on disk")
@@ -87,6 +89,8 @@ def cleanup() -> None:
     """Drop deleted documents and unused content, then compact the index file."""
     with open_store() as store:
         report = store.cleanup()
+    for name, documents in report.dropped_collections:
+        err(f"{name}: no longer in the config: dropped its {documents} documents from the index")
     err(
         f"Removed {report.inactive_removed} deleted documents and {report.orphaned_content_removed} unused content rows; "
         f"{human_size(report.bytes_before)} → {human_size(report.bytes_after)}"

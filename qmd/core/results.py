@@ -134,6 +134,7 @@ class UpdateReport:
     collections: list  # list[indexer.CollectionReport]
     command_failures: list[tuple[str, str]] = field(default_factory=list)  # (collection, message)
     errors: list[tuple[str, str, str | None]] = field(default_factory=list)  # (collection, message, hint): not indexed
+    dropped_collections: list[tuple[str, int]] = field(default_factory=list)  # (name, documents): no longer in the config
 
     @property
     def totals(self) -> dict[str, int]:
@@ -163,6 +164,7 @@ class CleanupReport:
     orphaned_content_removed: int
     bytes_before: int
     bytes_after: int
+    dropped_collections: list[tuple[str, int]] = field(default_factory=list)  # (name, documents): no longer in the config
 
 
 @dataclass

@@ -262,6 +262,10 @@ class IndexBackend(Protocol):
         """When each indexed collection was last updated (ISO-8601 UTC)."""
         ...
 
+    def indexed_collections(self) -> set[str]:
+        """Every collection name the index holds rows of (documents, state or file issues)."""
+        ...
+
     def file_issues(self) -> list[tuple[str, str, str, str]]:
         """(collection, path, severity, reason) of every skipped or warned-about file."""
         ...

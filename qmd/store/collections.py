@@ -93,6 +93,17 @@ class Collections:
         self.state.config.set_collection(coll)
         self.state.save_config()
 
+    def orphaned(self) -> list[str]:
+        """Collections the index holds rows of that the config no longer names."""
+        backend = self.state.backend
+        if not backend.exists():
+            return []
+        return sorted(self.state.db().indexed_collections() - set(self.state.collections()))
+
+    def drop_orphaned(self) -> list[tuple[str, int]]:
+        """Delete the rows of collections no longer in the config (the caller holds the writer lock)."""
+        return [(name, self.state.db().drop_collection(name)) for name in self.orphaned()]
+
     def infos(self) -> list[CollectionInfo]:
         backend = self.state.backend
         counts: dict[str, int] = {}
@@ -198,6 +209,8 @@ class Collections:
         self.state.writes += 1
         with self.state.backend.writer_lock(on_wait=on_wait):
             backend = self.state.db(create=True)
+            # The config says what may be served: rows of a collection removed from it go.
+            report.dropped_collections = self.drop_orphaned()
             for name in names:
                 coll = colls[name]
                 try:

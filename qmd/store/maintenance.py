@@ -23,8 +23,9 @@ class Maintenance:
         backend = self.state.backend
         before = backend.size_bytes() if backend.exists() else 0
         with backend.writer_lock():
+            dropped = self.collections.drop_orphaned()
             inactive, orphans = self.state.db().cleanup()
-        return CleanupReport(inactive, orphans, before, backend.size_bytes())
+        return CleanupReport(inactive, orphans, before, backend.size_bytes(), dropped)
 
     def check(self, quick: bool) -> IndexCheck:
         return self.state.backend.inspect(quick=quick)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from qmd.core.errors import NotFoundError, QmdError
@@ -25,12 +26,18 @@ def split_range(ref: str) -> tuple[str, int | None, int | None]:
     return match["ref"], start, count
 
 
-def by_docid(backend: IndexBackend, prefix: str) -> DocRow:
+def served(backend: IndexBackend, collections: Mapping[str, CollectionConfig], *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
+    """Active documents matching the fields, in configured collections only: rows of a
+    collection removed from the config are never served."""
+    return [r for r in backend.find(collection=collection, path=path, hash_prefix=hash_prefix) if r.collection in collections]
+
+
+def by_docid(backend: IndexBackend, prefix: str, collections: Mapping[str, CollectionConfig]) -> DocRow:
     """The document whose content hash starts with `prefix` (≥ 6 hex digits)."""
     prefix = prefix.lstrip("#").lower()
     if len(prefix) < MIN_DOCID or not _HEX.match(prefix):
         raise QmdError(f"'#{prefix}' is not a docid", f"a docid is at least {MIN_DOCID} hex digits, as printed by qmd search")
-    rows = backend.find(hash_prefix=prefix)
+    rows = served(backend, collections, hash_prefix=prefix)
     if not rows:
         raise NotFoundError(f"no document with docid #{prefix}", "run qmd search to find current docids (a docid changes when the file changes)")
     hashes = sorted({r.hash for r in rows})
@@ -44,7 +51,7 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def collection_of_path(collections: dict[str, CollectionConfig], path: str) -> tuple[str, str] | None:
+def collection_of_path(collections: Mapping[str, CollectionConfig], path: str) -> tuple[str, str] | None:
     """(collection, relative path) for a file-system path inside a collection's folder."""
     real = os.path.realpath(path)
     best: tuple[str, str] | None = None
@@ -64,11 +71,11 @@ def _clean_rel(rel: str, ref: str) -> str:
     return "" if norm == "." else norm
 
 
-def suggestions(backend: IndexBackend, ref: str, limit: int = 5) -> list[str]:
+def suggestions(backend: IndexBackend, ref: str, collections: Mapping[str, CollectionConfig], limit: int = 5) -> list[str]:
     """Up to `limit` active document paths that look like `ref` (by file name, then path)."""
     import difflib
 
-    uris = [f"qmd://{r.collection}/{r.path}" for r in backend.find()]
+    uris = [f"qmd://{r.collection}/{r.path}" for r in served(backend, collections)]
     tail = ref.rstrip("/").rsplit("/", 1)[-1].lower()
     stem = tail.rsplit(".", 1)[0]
     names = {u: u.rsplit("/", 1)[-1].lower() for u in uris}
@@ -82,35 +89,35 @@ def suggestions(backend: IndexBackend, ref: str, limit: int = 5) -> list[str]:
     return out[:limit]
 
 
-def not_found(backend: IndexBackend, ref: str) -> NotFoundError:
-    similar = suggestions(backend, ref)
+def not_found(backend: IndexBackend, ref: str, collections: Mapping[str, CollectionConfig]) -> NotFoundError:
+    similar = suggestions(backend, ref, collections)
     hint = ("did you mean: " + ", ".join(similar)) if similar else "list documents with: qmd ls"
     return NotFoundError(f"document not found: {ref}", hint)
 
 
-def resolve(backend: IndexBackend, collections: dict[str, CollectionConfig], ref: str, cwd: str | None = None) -> DocRow:
+def resolve(backend: IndexBackend, collections: Mapping[str, CollectionConfig], ref: str, cwd: str | None = None) -> DocRow:
     """Find the active document `ref` names; refuse anything outside the collections."""
     ref = ref.strip()
     if not ref:
         raise QmdError("empty document reference", "give a path, qmd://collection/path or #docid")
     if ref.startswith("#"):
-        return by_docid(backend, ref)
+        return by_docid(backend, ref, collections)
     if ref.startswith("qmd://"):
         name, _, rel = ref[len("qmd://") :].partition("/")
         if name not in collections:
             raise unknown_collection(name, collections)
-        rows = backend.find(collection=name, path=_clean_rel(rel, ref))
+        rows = served(backend, collections, collection=name, path=_clean_rel(rel, ref))
         if rows:
             return rows[0]
-        raise not_found(backend, ref)
+        raise not_found(backend, ref, collections)
     first, _, rest = ref.partition("/")
     if first in collections and rest and not os.path.isabs(ref):
-        rows = backend.find(collection=first, path=_clean_rel(rest, ref))
+        rows = served(backend, collections, collection=first, path=_clean_rel(rest, ref))
         if rows:
             return rows[0]
     is_fs = os.path.isabs(ref) or ref.startswith(("./", "../", "~")) or ref in (".", "..")
     if not is_fs:
-        rows = backend.find(path=_clean_rel(ref, ref))
+        rows = served(backend, collections, path=_clean_rel(ref, ref))
         if len(rows) == 1:
             return rows[0]
         if len(rows) > 1:
@@ -118,7 +125,7 @@ def resolve(backend: IndexBackend, collections: dict[str, CollectionConfig], ref
             raise QmdError(f"'{ref}' is in several collections: {listing}", "use the qmd:// path")
         if _HEX.match(ref) and len(ref) >= MIN_DOCID:
             try:
-                return by_docid(backend, ref)
+                return by_docid(backend, ref, collections)
             except NotFoundError:
                 pass
     fs_path = os.path.expanduser(ref)
@@ -128,13 +135,13 @@ def resolve(backend: IndexBackend, collections: dict[str, CollectionConfig], ref
         located = collection_of_path(collections, fs_path)
         if located is None:
             raise QmdError(f"{ref} is outside every collection", "qmd only serves indexed files; add its folder with: qmd collection add DIR")
-        rows = backend.find(collection=located[0], path=located[1])
+        rows = served(backend, collections, collection=located[0], path=located[1])
         if rows:
             return rows[0]
-    raise not_found(backend, ref)
+    raise not_found(backend, ref, collections)
 
 
-def unknown_collection(name: str, collections: dict[str, CollectionConfig]) -> NotFoundError:
+def unknown_collection(name: str, collections: Mapping[str, CollectionConfig]) -> NotFoundError:
     import difflib
 
     close = difflib.get_close_matches(name, list(collections), n=5, cutoff=0.4)
@@ -151,6 +158,6 @@ def read_content(backend: IndexBackend, content_hash: str) -> str:
     raise QmdError(f"content {content_hash[:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
 
 
-def abs_path(collections: dict[str, CollectionConfig], row: DocRow) -> str | None:
+def abs_path(collections: Mapping[str, CollectionConfig], row: DocRow) -> str | None:
     coll = collections.get(row.collection)
     return str(Path(coll.path) / row.path) if coll else None

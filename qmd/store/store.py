@@ -139,6 +139,11 @@ class Store:
         """Keys of the config qmd does not know (typos), each with a did-you-mean."""
         return self._state.config.warnings()
 
+    def orphaned_collections(self) -> list[str]:
+        """Collections the index still holds rows of but the config no longer names (they are
+        never served; the next `update` or `cleanup` drops them)."""
+        return self._collections.orphaned()
+
     def collections(self) -> list[CollectionInfo]:
         return self._collections.infos()
 

@@ -87,6 +87,9 @@ class SqliteBackend(IndexBackend):
     def collection_updated(self) -> dict[str, str]:
         return documents.collection_updated(self.connection()) if self.exists() else {}
 
+    def indexed_collections(self) -> set[str]:
+        return documents.indexed_collections(self.connection()) if self.exists() else set()
+
     def file_issues(self) -> list[tuple[str, str, str, str]]:
         return documents.file_issues(self.connection()) if self.exists() else []
 

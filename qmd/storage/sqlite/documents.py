@@ -71,6 +71,11 @@ def collection_updated(conn: apsw.Connection) -> dict[str, str]:
     return {str(n): str(u) for n, u in conn.execute("SELECT name, updated_at FROM collection_state")}
 
 
+def indexed_collections(conn: apsw.Connection) -> set[str]:
+    sql = "SELECT collection FROM documents UNION SELECT name FROM collection_state UNION SELECT collection FROM file_issues"
+    return {str(row[0]) for row in conn.execute(sql)}
+
+
 def file_issues(conn: apsw.Connection) -> list[tuple[str, str, str, str]]:
     return [(str(c), str(p), str(s), str(r)) for c, p, s, r in conn.execute("SELECT collection, path, severity, reason FROM file_issues ORDER BY 1, 2")]
 
