@@ -16,8 +16,9 @@ from tests.guards.test_guard_decisions import build_tree
 @pytest.fixture
 def world(tmp_path: Path) -> Path:
     data = build_tree(tmp_path)
-    qmd.index.folders.cache_path().parent.mkdir(parents=True, exist_ok=True)
-    qmd.index.folders.cache_path().write_text(json.dumps(data))
+    folders = qmd.StateLayout.current().guard_folders  # where qmd writes the folder cache
+    folders.parent.mkdir(parents=True, exist_ok=True)
+    folders.write_text(json.dumps(data))
     return Path(os.path.realpath(tmp_path))
 
 
@@ -48,7 +49,7 @@ def test_check_grep_tool_as_json(cli, world: Path) -> None:  # type: ignore[no-u
 
 
 def test_check_warns_when_the_cache_is_missing_or_stale(cli, world: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    qmd.index.folders.cache_path().unlink()
+    qmd.StateLayout.current().guard_folders.unlink()
     code, out, _err = cli("guard", "check", "rg foo", "--cwd", str(world / "repo"))
     assert code == 0 and "does not exist" in out and out.splitlines()[1].startswith("allow (no-knowledge)")
     notes = tmp_path / "more-notes"

@@ -249,8 +249,8 @@ def test_install_refreshes_the_folder_cache(cli, home: Path, tmp_path: Path) -> 
     notes.mkdir()
     (notes / "a.md").write_text("# A\n")
     assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
-    qmd.index.folders.cache_path().unlink()
+    qmd.StateLayout.current().guard_folders.unlink()
     code, out, _err = cli("guard", "install", "--claude", "--codex")
     assert code == 0
     assert "1 knowledge folder," in out
-    assert qmd.index.folders.cache_path().exists()
+    assert qmd.StateLayout.current().guard_folders.exists()
