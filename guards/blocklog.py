@@ -5,6 +5,10 @@ retry}`; `retry` is true when the same session was blocked on the same normalise
 within the last 10 minutes. The file is created 0600 and rotated to `blocks.jsonl.1` at
 10 MB. The error log gets one line per failure the hook swallowed (fail open); a message
 identical to the previous line is repeated at most once a minute, and the file rotates at 1 MB.
+
+Neither log is ever written, chmod'ed, read or rotated through a link: both are opened with
+`O_NOFOLLOW`, and a symlink, a file with other hard links, or a symlinked `.1` file raises
+`LinkRefused` (record_block) or drops the line (log_error, which never raises).
 """
 
 from __future__ import annotations
@@ -20,6 +24,19 @@ RETRY_WINDOW_S = 600
 MAX_FIELD = 4000
 ERROR_REPEAT_S = 60
 _TAIL_BYTES = 512 * 1024
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class LinkRefused(OSError):
+    """A log file is a symbolic or hard link: nothing is written through it."""
+
+
+def _refuse_link(path: str, exc: OSError | None = None) -> None:
+    """Raise LinkRefused when `path` is a symlink (`exc`: the error opening it, re-raised otherwise)."""
+    if os.path.islink(path):
+        raise LinkRefused(f"refused to write through a link: {path} is a symbolic link") from None
+    if exc is not None:
+        raise exc
 
 
 def parse_ts(ts: object) -> float | None:
@@ -59,13 +76,16 @@ def clip(value: object) -> object:
 def tail_lines(path: str, max_bytes: int = _TAIL_BYTES) -> list[str]:
     """The complete lines in the last `max_bytes` of `path` (empty when it does not exist)."""
     try:
-        with open(path, "rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            start = max(0, size - max_bytes)
-            fh.seek(start)
-            data = fh.read()
-    except FileNotFoundError:
-        return []
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or os.path.islink(path):
+            return []  # missing, or a link: nothing of ours to read
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        start = max(0, size - max_bytes)
+        fh.seek(start)
+        data = fh.read()
     lines = data.decode("utf-8", errors="replace").splitlines()
     return lines[1:] if start > 0 else lines
 
@@ -90,9 +110,23 @@ def is_retry(path: str, session_id: str, key: str, now: float) -> bool:
 
 
 def _append(path: str, line: str, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    """Append `line` to the regular file `path` (created with `mode`); LinkRefused for a link."""
+    import errno
+    import stat
+
     try:
-        os.fchmod(fd, mode)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, mode)
+    except OSError as exc:
+        _refuse_link(path, exc)
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if info.st_nlink > 1:
+            raise LinkRefused(f"refused to write through a link: {path} has {info.st_nlink - 1} other hard link(s)")
+        if stat.S_IMODE(info.st_mode) != mode:
+            os.fchmod(fd, mode)
         data = line.encode("utf-8")
         while data:
             data = data[os.write(fd, data) :]
@@ -101,17 +135,29 @@ def _append(path: str, line: str, mode: int) -> None:
 
 
 def _rotate(path: str, limit: int) -> None:
-    try:
-        if os.path.getsize(path) >= limit:
-            from qmd import replace_file
+    """Rename `path` to `path.1` once it reaches `limit` bytes; never through a link (LinkRefused)."""
+    import stat
 
-            replace_file(path, path + ".1")
+    try:
+        info = os.lstat(path)
     except FileNotFoundError:
-        pass
+        return
+    _refuse_link(path)
+    if not stat.S_ISREG(info.st_mode) or info.st_size < limit:
+        return
+    if os.path.islink(path + ".1"):
+        raise LinkRefused(f"refused to rotate onto a link: {path}.1 is a symbolic link")
+    from qmd import replace_file
+
+    replace_file(path, path + ".1")
 
 
 def record_block(session_id: str, cwd: str | None, tool: str, tool_input: object, rule: str, folder: str | None, now: float | None = None) -> dict[str, object]:
-    """Append one block line; returns the record written. Raises OSError when it cannot be written."""
+    """Append one block line; returns the record written.
+
+    Raises LinkRefused when blocks.jsonl (or, when rotating, blocks.jsonl.1) is a link, and
+    OSError when it cannot be written.
+    """
     import json
 
     now = time.time() if now is None else now

@@ -2,8 +2,10 @@
 
 Reads the hook payload (JSON) on stdin. To deny it prints the `hookSpecificOutput` deny
 JSON and exits 0; to allow it prints nothing and exits 0. It fails open, always: any
-exception, malformed, empty, huge or non-UTF-8 input, an unknown tool or a missing
-`folders.json` means allow, with one line in `<state>/guard/errors.log`.
+exception, malformed, empty or non-UTF-8 input, a payload over the 16 MiB hard cap, a
+missing, non-string or relative `cwd`, an unknown tool or a missing `folders.json` means
+allow, with one line in `<state>/guard/errors.log`. Every payload under the cap is decided
+(a huge command is read through `decide.bounded`, so the work stays bounded).
 
 Lean by design (every agent shell call pays for it): no typer, no YAML, no SQLite, and
 not even `json`/`re` unless the call may search or is denied. The knowledge folders come
@@ -15,18 +17,18 @@ from __future__ import annotations
 import os
 import sys
 
-from .blocklog import log_error, record_block
+from .blocklog import LinkRefused, log_error, record_block
 from .decide import BASH_TOOLS, decide
 from .fastjson import loads
 from .knowledge import load
 from .paths import FOLDERS, guard_file
 
-MAX_INPUT = 1 << 20  # 1 MiB: a real hook payload is a few KB
+MAX_INPUT = 16 << 20  # 16 MiB hard cap: a real hook payload is a few KB; anything under it is decided
 _DRAIN = 64 << 20
 
 
 def read_input(stream: object) -> bytes | None:
-    """The payload bytes, or None when it is over MAX_INPUT (the rest is drained, not parsed)."""
+    """All of the payload, or None when it is over MAX_INPUT (up to 64 MiB more is drained, not parsed)."""
     data = stream.read(MAX_INPUT + 1)  # type: ignore[attr-defined]
     if len(data) <= MAX_INPUT:
         return bytes(data)
@@ -58,9 +60,16 @@ def respond(data: bytes) -> str | None:
         return None
     tool = payload.get("tool_name")
     tool_input = payload.get("tool_input")
+    if tool not in BASH_TOOLS and tool not in ("Grep", "Glob"):
+        log_error(f"unknown tool or input shape {str(tool)[:80]!r}: allowed")
+        return None
     cwd = payload.get("cwd")
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
-        cwd = os.getcwd()
+        from .decide import kind_of
+
+        what = "missing" if cwd is None else ("not an absolute path" if isinstance(cwd, str) else f"{kind_of(cwd)}, not a string")
+        log_error(f"malformed input: cwd is {what}: allowed")
+        return None
     knowledge = load(guard_file(FOLDERS))
     if knowledge is None:
         log_error("folders.json is missing: allowed everything (run `qmd guard check` to see why)")
@@ -68,6 +77,8 @@ def respond(data: bytes) -> str | None:
     decision = decide(knowledge, str(tool), tool_input, cwd, os.environ.get("QMD_GUARD_GLOB") == "deny")
     if decision.rule == "unknown-tool":
         log_error(f"unknown tool or input shape {str(tool)[:80]!r}: allowed")
+    elif decision.rule == "malformed":
+        log_error(f"malformed input: {decision.detail}: allowed")
     if not decision.deny or not isinstance(tool_input, dict):
         return None
     import json
@@ -76,7 +87,10 @@ def respond(data: bytes) -> str | None:
 
     text = reason(knowledge, decision, _call_text(str(tool), tool_input), agent_of(payload), cwd)
     session = payload.get("session_id")
-    record_block(str(session) if session is not None else "", cwd, str(tool), tool_input, decision.rule, decision.folder.path if decision.folder else None)
+    try:
+        record_block(str(session) if session is not None else "", cwd, str(tool), tool_input, decision.rule, decision.folder.path if decision.folder else None)
+    except LinkRefused as exc:  # a deliberate refusal, not a failure: the decision stands
+        log_error(f"{exc}; the block was not logged (denied all the same)")
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": text}},
         ensure_ascii=False,

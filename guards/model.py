@@ -29,6 +29,7 @@ ALLOW_RULES = {
     "exempt": "the path is exempted by guard.allow",
     "unresolved": "its paths depend on values the guard cannot know; allowed (fail open)",
     "unknown-tool": "the guard does not inspect this tool",
+    "malformed": "the call's input is malformed; allowed (fail open)",
 }
 
 

@@ -8,6 +8,7 @@ roots, name filters and exclusions); the search run on those files inherits it.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 
 from .lexer import SUB, literal
@@ -15,6 +16,7 @@ from .model import Search, Target
 from .searches import TOOLS, getopt, grep_family, git_grep, target, Spec, _dir_excludes
 from .shell import Command
 
+_SUB_KEY = re.compile(f"{SUB}[0-9]+{SUB}")
 _CAT_LIKE = frozenset({"cat", "head", "tail", "bat", "batcat", "less", "more", "zcat", "tac", "nl"})
 _FD = Spec("eEtdSjoc", {"--extension", "--exclude", "--type", "--max-depth", "--min-depth", "--exact-depth", "--size", "--owner",
                         "--threads", "--color", "--base-directory", "--search-path", "--ignore-file", "--format", "--max-results",
@@ -221,8 +223,9 @@ def substituted(cmd: Command, search: Search) -> list[Search]:
         word = t.word or ""
         if SUB not in word:
             continue
-        for key, inner in cmd.subs.items():
-            if key in word:
+        for key in dict.fromkeys(_SUB_KEY.findall(word)):  # in order, once each (not every sub per word)
+            inner = cmd.subs.get(key)
+            if inner is not None:
                 listing = next((ls for ls in (listing_of(c) for c in reversed(inner)) if ls is not None), None)
                 if listing is not None:
                     fed = _from_listing("file-list", listing, search)

@@ -240,8 +240,19 @@ ALLOW: list[tuple[str, object, str, str]] = [
     ("Glob", {"pattern": "**/*.md"}, "repo", "listing"),
     ("Glob", {"pattern": "*.md", "path": "notes"}, "repo", "listing"),
     ("Read", {"file_path": "notes/a.md"}, "repo", "unknown-tool"),
-    (B, ["not", "a", "dict"], "repo", "unknown-tool"),
-    (B, {"description": "no command"}, "repo", "unknown-tool"),
+    (B, ["not", "a", "dict"], "repo", "malformed"),
+    (B, {"description": "no command"}, "repo", "malformed"),
+    # malformed input fails open (these were denied: the list was joined, the Grep searched the cwd)
+    (B, {"command": ["grep", "-r", "foo", "notes"]}, "repo", "malformed"),
+    (B, {"command": 42}, "repo", "malformed"),
+    (B, {"command": "grep -r foo notes", "workdir": ["notes"]}, "repo", "malformed"),
+    ("exec_command", {"cmd": ["rg", "foo", "notes"]}, "repo", "malformed"),
+    ("shell", {"command": ["bash", "-lc", 5]}, "repo", "malformed"),
+    ("Grep", {"path": "notes"}, "repo", "malformed"),
+    ("Grep", {"pattern": None, "path": "notes"}, "repo", "malformed"),
+    ("Grep", {"pattern": "foo", "path": 42}, "repo", "malformed"),
+    ("Grep", {"pattern": "foo", "path": "notes", "type": ["md"]}, "repo", "malformed"),
+    ("Glob", {"pattern": 3, "path": "notes"}, "repo", "malformed"),
     ("shell", {"command": ["bash", "-lc", "rg foo src"]}, "repo", "outside"),
 ]
 

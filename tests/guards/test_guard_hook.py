@@ -28,9 +28,10 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "guard"
 BLOCK_KEYS = {"ts", "session_id", "cwd", "tool", "input", "rule", "folder", "retry"}
 
 
-def run_guard(data: bytes, env: dict[str, str] | None = None, python_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess[bytes]:
+def run_guard(data: bytes, env: dict[str, str] | None = None, python_args: tuple[str, ...] = (), cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    """The real `qmd-guard` script fed `data` on stdin (the timeout only catches a hang)."""
     cmd = [sys.executable, *python_args, str(GUARD)] if python_args else [str(GUARD)]
-    return subprocess.run(cmd, input=data, capture_output=True, env=qmd_env(env), timeout=60)
+    return subprocess.run(cmd, input=data, capture_output=True, env=qmd_env(env), timeout=120, cwd=cwd)
 
 
 def guard_dir() -> Path:
@@ -166,7 +167,7 @@ def _assert_allowed(proc: subprocess.CompletedProcess[bytes]) -> None:
         (b'["PreToolUse"]', "not a JSON object"),
         (b'{"tool_name": "Bash", "tool_input": {"command": "grep -r \xff\xfe notes"}}', "UnicodeDecodeError"),
         (b"\x00\x01\x02\xff" * 64, "UnicodeDecodeError"),
-        (b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": 42}}', "unknown tool or input shape"),
+        (b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": "/", "tool_input": {"command": 42}}', "Bash tool_input.command is a number"),
         (b'{"hook_event_name": "PreToolUse", "tool_name": "WebFetch", "tool_input": {"url": "x"}}', "unknown tool or input shape"),
     ],
 )
@@ -177,11 +178,106 @@ def test_bad_input_is_allowed_and_logged(world: Path, data: bytes, logged: str) 
     assert blocks() == []
 
 
-def test_ten_megabyte_input_is_allowed_unparsed(world: Path) -> None:
-    huge = {"session_id": "s", "cwd": f"{world}/repo", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-            "tool_input": {"command": "grep -r foo notes # " + "x" * (10 * 1024 * 1024)}}
-    _assert_allowed(run_guard(json.dumps(huge).encode()))
-    assert len(errors()) == 1 and "input over" in errors()[0]
+def _bash(root: Path, command: str, **extra: object) -> bytes:
+    data: dict[str, object] = {"session_id": "s", "cwd": f"{root}/repo", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                               "tool_input": {"command": command}}
+    data.update(extra)
+    return json.dumps(data).encode()
+
+
+# (name, payload fields replacing the defaults, the words the logged error names). Each of these was
+# denied before: a list command was joined and parsed, a Grep without pattern or with an integer path
+# searched the cwd, a missing or bad cwd fell back to the hook's own working directory.
+MALFORMED: list[tuple[str, dict[str, object], str]] = [
+    ("bash-command-list", {"tool_input": {"command": ["grep", "-r", "foo", "notes"]}}, "Bash tool_input.command is a list"),
+    ("bash-command-shell-list", {"tool_input": {"command": ["bash", "-lc", "grep -r foo notes"]}}, "Bash tool_input.command is a list"),
+    ("bash-command-object", {"tool_input": {"command": {"argv": "grep -r foo notes"}}}, "Bash tool_input.command is an object"),
+    ("bash-workdir-int", {"tool_input": {"command": "grep -r foo .", "workdir": 7}}, "Bash tool_input.workdir is a number"),
+    ("grep-no-pattern", {"tool_name": "Grep", "tool_input": {"path": "{root}/repo/notes"}}, "Grep tool_input.pattern is missing"),
+    ("grep-pattern-list", {"tool_name": "Grep", "tool_input": {"pattern": ["foo"], "path": "{root}/repo/notes"}}, "Grep tool_input.pattern is a list"),
+    ("grep-int-path", {"tool_name": "Grep", "tool_input": {"pattern": "foo", "path": 42}}, "Grep tool_input.path is a number"),
+    ("grep-int-glob", {"tool_name": "Grep", "tool_input": {"pattern": "foo", "path": "{root}/repo/notes", "glob": 5}}, "Grep tool_input.glob is a number"),
+    ("cwd-missing", {"cwd": None}, "cwd is missing"),
+    ("cwd-int", {"cwd": 42}, "cwd is a number"),
+    ("cwd-relative", {"cwd": "repo"}, "cwd is not an absolute path"),
+]
+
+
+@pytest.mark.parametrize("name, fields, logged", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_input_is_allowed_and_logged(world: Path, name: str, fields: dict[str, object], logged: str) -> None:
+    """Fail open, as the README promises: allow (even from inside the notes' repo) and say why in errors.log."""
+    data = json.loads(_bash(world, "grep -r foo notes"))
+    for key, value in fields.items():
+        if value is None:
+            data.pop(key)
+        else:
+            data[key] = json.loads(json.dumps(value).replace("{root}", str(world)))
+    sent = json.dumps(data).encode()
+    _assert_allowed(run_guard(sent, cwd=world / "repo"))  # the hook's own cwd is the notes' repo
+    lines = errors()
+    assert len(lines) == 1 and logged in lines[0] and "allowed" in lines[0], lines
+    assert blocks() == []
+    _assert_allowed(run_guard(sent, cwd=world / "repo"))
+    assert len(errors()) == 1, "the same error is logged once"
+
+
+def test_distinct_malformed_errors_get_a_line_each(world: Path) -> None:
+    for fields in ({"cwd": 42}, {"tool_input": {"command": ["grep", "-r", "x", "notes"]}}, {"cwd": 42}):
+        data = dict(json.loads(_bash(world, "grep -r foo notes")), **fields)
+        _assert_allowed(run_guard(json.dumps(data).encode()))
+    assert [("cwd is a number" in e, "is a list" in e) for e in errors()] == [(True, False), (False, True), (True, False)]
+
+
+def _denied(proc: subprocess.CompletedProcess[bytes], rule: str) -> None:
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+    spec = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert spec["permissionDecision"] == "deny"
+    assert blocks()[-1]["rule"] == rule
+
+
+FILLER = "x" * (1024 * 1024 + 100 * 1024)  # 1.1 MB: over the old 1 MiB cut-off
+# (command over 1 MiB, the rule that denies it or None for allowed)
+HUGE: list[tuple[str, str, str | None]] = [
+    ("comment-after-root-sweep", "grep -rn foo . # " + FILLER, "shell-search-root"),
+    ("quoted-filler-before-the-path", 'grep -rn "' + FILLER + '" notes', "shell-search"),
+    ("unquoted-filler-word-before-the-path", "grep -rn foo " + FILLER + " notes", "shell-search"),
+    ("blank-filler-before-the-path", "grep -rn foo" + " " * len(FILLER) + "notes", "shell-search"),
+    ("heredoc-then-sweep", "cat > big.txt <<'EOF'\n" + FILLER + "\nEOF\ngrep -r foo notes", "shell-search"),
+    ("sweep-then-many-commands", "grep -r foo notes; " + "true; " * 200_000, "shell-search"),
+    ("comment-after-code-search", "grep -rn foo src # " + FILLER, None),
+    ("echo-filler", "echo " + FILLER, None),
+    ("heredoc-mentioning-notes", "cat > big.txt <<'EOF'\n" + "grep -r foo notes\n" * 70_000 + "EOF\nls", None),
+    ("many-named-files", "grep foo " + "src/app.py " * 100_000, None),
+]
+
+
+@pytest.mark.parametrize("name, command, rule", HUGE, ids=[h[0] for h in HUGE])
+def test_payloads_over_one_megabyte_are_decided(world: Path, name: str, command: str, rule: str | None) -> None:
+    """Before: anything over 1 MiB was allowed unparsed, so a comment of filler let a sweep through."""
+    data = _bash(world, command)
+    assert len(data) > 1024 * 1024
+    proc = run_guard(data)
+    if rule is None:
+        _assert_allowed(proc)
+        assert blocks() == []
+    else:
+        _denied(proc, rule)
+    assert errors() == []
+
+
+def test_ten_megabyte_sweep_is_denied(world: Path) -> None:
+    _denied(run_guard(_bash(world, "grep -r foo notes # " + "x" * (10 * 1024 * 1024))), "shell-search")
+    _denied(run_guard(_bash(world, "grep -r foo notes " + "a " * (5 * 1024 * 1024))), "shell-search")
+    assert errors() == []
+
+
+def test_payload_over_the_hard_cap_is_allowed_and_logged(world: Path) -> None:
+    from guards.hook import MAX_INPUT
+
+    data = _bash(world, "grep -r foo notes # " + "x" * MAX_INPUT)
+    assert len(data) > MAX_INPUT
+    _assert_allowed(run_guard(data))
+    assert len(errors()) == 1 and f"input over {MAX_INPUT} bytes" in errors()[0]
 
 
 def _deny_payload(root: Path) -> bytes:

@@ -80,3 +80,56 @@ def test_unknown_values_are_marked() -> None:
     assert all("\x00" in a for a in cmd.argv[2:])
     [cmd] = commands('cd "$DIR" && rg x', "/w")
     assert cmd.cwd is None
+
+
+# -- bounded work on huge commands ---------------------------------------------------------------
+
+TEN_MB = 10 * 1024 * 1024
+# Shapes that make a shell reader slow or large: long words, many words, many operators, deep or
+# unclosed substitutions and quotes, line continuations, here-documents, loops over variables.
+HOSTILE = {
+    "long-word": "grep -r foo notes " + "x" * TEN_MB,
+    "many-words": "grep -r foo notes " + "a " * (TEN_MB // 2),
+    "many-commands": "grep -r foo notes; " + "true; " * (TEN_MB // 6),
+    "many-assignments-then-commands": "".join(f"v{i}=1; " for i in range(6000)) + "grep x f; " * (TEN_MB // 10),
+    "nested-substitutions": "grep -r foo notes $(" * (TEN_MB // 20),
+    "unclosed-single-quote": "grep -r foo notes '" + "a b " * (TEN_MB // 4),
+    "unclosed-double-quote": 'grep -r foo notes "' + "$(a) " * (TEN_MB // 5),
+    "backticks": "grep -r foo notes `" * (TEN_MB // 20),
+    "subshells": "( " * 20_000 + "grep x f; " * (TEN_MB // 10),
+    "continuations": "grep -r foo notes " + "\\\n" * (TEN_MB // 2),
+    "heredocs": "grep -r foo notes <<A\n" * (TEN_MB // 20),
+    "loops": "for f in notes/*.md; do grep -r foo $f; done; " * (TEN_MB // 45),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_huge_commands_are_decided_with_bounded_lexing(name: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """However large the command, the shell reader sees a bounded amount of text (counted, not timed)."""
+    import os
+
+    import guards.shell as shell
+    from guards.decide import MAX_COMMAND, decide
+    from guards.knowledge import parse
+    from tests.guards.test_guard_decisions import build_tree
+
+    kn = parse(build_tree(tmp_path))
+    lexed: list[int] = []
+    tokens: list[int] = []
+    real_tokenize = shell.tokenize
+
+    def counting(text: str) -> tuple[list[str], dict[str, str]]:
+        lexed.append(len(text))
+        out = real_tokenize(text)
+        tokens.append(len(out[0]))
+        return out
+
+    monkeypatch.setattr(shell, "tokenize", counting)
+    command = HOSTILE[name]
+    assert len(command) >= 9 * 1024 * 1024
+    decision = decide(kn, "Bash", {"command": command}, os.path.realpath(tmp_path / "repo"))
+    assert lexed, "the command was not read at all"
+    assert sum(lexed) <= 8 * MAX_COMMAND, (len(lexed), sum(lexed))
+    assert sum(tokens) <= 8 * MAX_COMMAND
+    if command.startswith("grep -r foo notes"):
+        assert decision.deny, decision
