@@ -24,6 +24,7 @@ _EXPORTS = {
     "CollectionConfig": "core.config",
     "ConfigError": "core.errors",
     "IndexBusyError": "core.errors",
+    "IndexDamagedError": "core.errors",
     "NotFoundError": "core.errors",
     "QmdError": "core.errors",
     "writer_lock": "core.locks",
@@ -82,7 +83,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.buildinfo import build_id
-    from qmd.core.errors import ConfigError, IndexBusyError, NotFoundError, QmdError
+    from qmd.core.errors import ConfigError, IndexBusyError, IndexDamagedError, NotFoundError, QmdError
     from qmd.core.locks import FileLockHandle, is_locked, lock_file, try_lock, writer_lock
     from qmd.core.clock import age, ago, now_iso, parse_iso
     from qmd.core.fileio import read_json, replace_file, write_bytes, write_json, write_text

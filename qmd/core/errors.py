@@ -25,3 +25,7 @@ class ConfigError(QmdError):
 
 class IndexBusyError(QmdError):
     """The index's writer lock is held by another process."""
+
+
+class IndexDamagedError(QmdError):
+    """The index file is damaged (corrupt pages, a cut-short or foreign file): rebuild it."""

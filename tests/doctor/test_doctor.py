@@ -294,6 +294,48 @@ def test_qmd_rebuild_on_an_unreadable_header(indexed: Path) -> None:
     assert doctor("--quick")[0] == 0
 
 
+def _documents_page(data: bytes) -> int:
+    """The byte offset of the documents table's b-tree page in a sound index's bytes."""
+    copy = index_file().with_name("sound-copy.sqlite")
+    copy.write_bytes(data)
+    conn = apsw.Connection(str(copy), flags=apsw.SQLITE_OPEN_READONLY)
+    page = int(conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'documents'").fetchall()[0][0])
+    conn.close()
+    copy.unlink()
+    return (page - 1) * 4096
+
+
+DAMAGE: dict[str, Callable[[bytes], bytes]] = {
+    "0-byte file": lambda data: b"",
+    "truncated file": lambda data: data[: len(data) - 3 * 4096],
+    "random bytes in a b-tree page": lambda data: data[: _documents_page(data)] + os.urandom(4096) + data[_documents_page(data) + 4096 :],
+    "random bytes in the middle": lambda data: data[: 2 * 4096] + b"\xde\xad\xbe\xef" * 2048 + data[4 * 4096 :],
+    "overwritten header": lambda data: b"not a database at all, sorry" * 4 + data[112:],
+    "a text file in its place": lambda data: b"# shopping\n\n- milk\n",
+}
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_a_damaged_index_fails_quick_and_fix_rebuilds_it(indexed: Path, kind: str) -> None:
+    path = index_file()
+    assert qmd_in("cleanup").returncode == 0  # checkpoint: every page in the main file
+    for side in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        side.unlink(missing_ok=True)
+    damaged = DAMAGE[kind](path.read_bytes())
+    path.write_bytes(damaged)
+    code, report = doctor("--quick")
+    check = find(report, "index [index]")
+    assert code == 2 and check["status"] == "fail" and "corrupted" in check["detail"] and check["fix"] == "qmd rebuild", check
+    code, report = doctor("--quick", "--fix")
+    check = find(report, "index [index]")
+    assert check["status"] == "ok" and "rebuilt from the config: 6 documents" in check["repaired"], check
+    assert "the broken file is kept at" in check["repaired"]
+    assert code == 0, [c for c in report["checks"] if c["status"] == "fail"]
+    kept = [p for p in path.parent.glob("index.sqlite.broken-*") if not p.name.endswith(("-wal", "-shm"))]
+    assert len(kept) == 1 and kept[0].read_bytes() == damaged  # the damaged file is kept as it was
+    assert "qmd://notes/note3.md" in qmd_in("search", "rollback", "--json").stdout
+
+
 def _conn() -> apsw.Connection:
     return apsw.Connection(str(index_file()))
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from types import FunctionType
+from typing import Concatenate, ParamSpec, TypeVar
 
 import apsw
 
@@ -24,9 +27,43 @@ from qmd.storage.backend import (
     VectorModel,
 )
 from qmd.storage.sqlite import cache, documents, fulltext, integrity, vectors
-from qmd.storage.sqlite.connection import connect, count, scalar, transaction
+from qmd.storage.sqlite.connection import connect, count, scalar, transaction, translate
+
+P = ParamSpec("P")
+R = TypeVar("R")
+B = TypeVar("B", bound="SqliteBackend")
+C = TypeVar("C", bound=type)
+
+# Not wrapped: they raise no damage of this file (`inspect` reports it as data; `rebuild`
+# reads a fresh file, whose errors are not this one's).
+UNGUARDED = frozenset({"close", "exists", "inspect", "rebuild", "writer_lock"})
 
 
+def _guarded(method: Callable[Concatenate[B, P], R]) -> Callable[Concatenate[B, P], R]:
+    @functools.wraps(method)
+    def guarded(self: B, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except apsw.Error as exc:
+            meaning = translate(self.path, exc)
+            if meaning is None:
+                raise
+            raise meaning from exc
+
+    return guarded
+
+
+def damage_is_an_error(cls: C) -> C:
+    """Wrap every public method of the backend class so apsw's "corrupt" and "not a
+    database" errors leave it as IndexDamagedError naming the file and `qmd doctor --fix`:
+    no caller above the seam needs to know apsw."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and name not in UNGUARDED and isinstance(member, FunctionType):
+            setattr(cls, name, _guarded(member))
+    return cls
+
+
+@damage_is_an_error
 class SqliteBackend(IndexBackend):
     """An index in one SQLite file, WAL mode; the writer lock is `{file}.lock` beside it."""
 
@@ -99,8 +136,14 @@ class SqliteBackend(IndexBackend):
     @contextmanager
     def _collection_writer(self, collection: str) -> Iterator[CollectionWriter]:
         self.open(create=True)
-        with documents.collection_writer(self.connection(), collection) as writer:
-            yield writer
+        try:
+            with documents.collection_writer(self.connection(), collection) as writer:
+                yield writer
+        except apsw.Error as exc:  # raised in the caller's with-body, past the method wrapper
+            meaning = translate(self.path, exc)
+            if meaning is None:
+                raise
+            raise meaning from exc
 
     def collection_writer(self, collection: str) -> AbstractContextManager[CollectionWriter]:
         return self._collection_writer(collection)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+import time
 from pathlib import Path
 
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.core.errors import QmdError
+from qmd.core.errors import IndexDamagedError, QmdError
 
 Connection = apsw.Connection
 
@@ -110,21 +111,98 @@ MIGRATIONS: list[tuple[str, str]] = [
 
 BUSY_TIMEOUT_MS = 5000
 
+HEADER_MAGIC = b"SQLite format 3\x00"
+FRESH_FILE_WAIT_S = 0.05  # a file another process has just created is empty for a moment
+REBUILD_HINT = "run: qmd doctor --fix  (rebuilds it from your notes; the damaged file is kept beside it as .broken-<time>)"
+
+
+def damaged(path: Path, detail: str) -> IndexDamagedError:
+    """The error every damaged-index case becomes: names the file and the fix."""
+    return IndexDamagedError(f"the index {path} is damaged: {detail}", REBUILD_HINT)
+
+
+def _header_problem(path: Path) -> str | None:
+    """One look at the file's first 100 bytes and its size (no SQLite involved)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except IsADirectoryError:
+        return "it is a folder, not a file"
+    except OSError as exc:
+        return None if isinstance(exc, FileNotFoundError) else f"it cannot be read ({exc.strerror or exc})"
+    if size == 0:
+        return "the file is empty (0 bytes)"
+    if not header.startswith(HEADER_MAGIC):
+        return f"it is not a SQLite database (starts with {header[:16]!r})"
+    if len(header) < 100:
+        return f"the file is cut short ({size} bytes, less than a SQLite header)"
+    raw_page = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if raw_page == 1 else raw_page
+    if page_size < 512 or page_size & (page_size - 1):
+        return f"its header names an impossible page size ({raw_page})"
+    pages = int.from_bytes(header[28:32], "big")
+    counter_valid = header[24:28] == header[92:96]  # else the header's page count is stale: SQLite ignores it
+    if pages and counter_valid and size < pages * page_size:
+        return f"the file is cut short: {size} bytes, its header counts {pages} pages of {page_size} bytes ({pages * page_size} bytes)"
+    return None
+
+
+def _wal_has_frames(path: Path) -> bool:
+    try:
+        return Path(f"{path}-wal").stat().st_size > 0
+    except OSError:
+        return False
+
+
+def file_problem(path: Path) -> str | None:
+    """Why the file at `path` cannot be a sound index, from its header and size alone; None if it may be.
+
+    A missing file is no problem here (the callers say "not built"). A problem is looked at
+    twice, a moment apart, when it could be a writer caught mid-step: a file just created
+    (empty until its first pragma) or a checkpoint growing the file (header first, pages after).
+    """
+    problem = _header_problem(path)
+    if problem is None:
+        return None
+    time.sleep(FRESH_FILE_WAIT_S)
+    problem = _header_problem(path)
+    if problem and "cut short" in problem and _wal_has_frames(path):
+        time.sleep(FRESH_FILE_WAIT_S * 4)  # a checkpoint may still be writing the pages
+        problem = _header_problem(path)
+    return problem
+
+
+def translate(path: Path, exc: apsw.Error) -> QmdError | None:
+    """The QmdError an apsw error reading `path` means, or None when it is not about damage."""
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return damaged(path, f"SQLite says: {exc}")
+    if isinstance(exc, apsw.IOError) and "short read" in str(exc).lower():
+        return damaged(path, f"SQLite says: {exc}")
+    return None
+
 
 def connect(path: Path, *, create: bool) -> apsw.Connection:
     """Open the index at `path` (WAL, short busy timeout) and bring its schema up to date.
 
     `create=False` refuses to make a new file, so a read of a missing index is an error
-    naming the fix instead of an empty database left behind.
+    naming the fix instead of an empty database left behind. An existing file is looked
+    at before SQLite opens it: an empty, cut-short or foreign file is IndexDamagedError,
+    never an empty index with fresh tables written into it.
     """
     if not create and not path.exists():
         raise QmdError(f"no index at {path}", "add a collection first: qmd collection add DIR --name NAME")
-    if create:
+    if path.exists() or path.is_symlink():
+        problem = file_problem(path)
+        if problem:
+            raise damaged(path, problem)
+    elif create:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise QmdError(f"cannot create the index folder {path.parent}: {exc}", "set XDG_CACHE_HOME or INDEX_PATH to a writable place") from exc
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+    conn: apsw.Connection | None = None
     try:
         conn = apsw.Connection(str(path), flags=flags)
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
@@ -133,7 +211,9 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
             conn.execute("PRAGMA journal_mode = WAL")
         migrate(conn)
     except apsw.Error as exc:
-        raise QmdError(f"cannot open the index {path}: {exc}", "check the file; `qmd doctor` can rebuild a broken index") from exc
+        if conn is not None:
+            conn.close()
+        raise translate(path, exc) or QmdError(f"cannot open the index {path}: {exc}", "check the file; `qmd doctor` can rebuild a broken index") from exc
     return conn
 
 

@@ -18,7 +18,7 @@ from qmd.core.errors import QmdError
 from qmd.core.fileio import replace_file
 from qmd.storage.backend import FieldsFor, IndexCheck, RebuildReport
 from qmd.storage.sqlite import fulltext
-from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, as_int, count
+from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, as_int, count, file_problem
 
 
 def _readonly(path: Path) -> apsw.Connection:
@@ -27,10 +27,24 @@ def _readonly(path: Path) -> apsw.Connection:
     return conn
 
 
+def _touch_every_table(conn: apsw.Connection) -> None:
+    """Read the schema and the first row of every table: cheap (a few pages per table), and
+    it finds a damaged schema or root page before a command does. Raises apsw's error."""
+    tables = [str(name) for name, in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")]
+    conn.execute("PRAGMA schema_version").fetchall()
+    for name in tables:
+        quoted = name.replace('"', '""')
+        conn.execute(f'SELECT 1 FROM "{quoted}" LIMIT 1').fetchall()
+
+
 def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
     """Read-only health of the index at `path` (`quick` skips PRAGMA quick_check)."""
     check = IndexCheck(str(path), path.exists())
     if not check.exists:
+        return check
+    problem = file_problem(path)
+    if problem:
+        check.error = problem
         return check
     try:
         conn = _readonly(path)
@@ -38,6 +52,7 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
         check.error = f"cannot open: {exc}"
         return check
     try:
+        _touch_every_table(conn)
         if not quick:
             check.quick_check = [str(r[0]) for r in conn.execute("PRAGMA quick_check(20)")]
         done = applied_migrations(conn)
