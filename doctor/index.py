@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import shlex
+from pathlib import Path
+
 import qmd
 
 from .context import Context, home_path, qmd_command
@@ -55,25 +59,107 @@ def _cleanup(ctx: Context, index: str) -> str:
         store.close()
 
 
+_UNKNOWN = re.compile(r"(?:collection '(?P<coll>[^']*)': )?(?:models: )?unknown (?:key|role) '(?P<key>[^']*)'")
+
+
+def _config_warnings(store: qmd.Store, index: str) -> list[CheckResult]:
+    """Each unknown key of the config (a typo qmd ignores) as a warning with its did-you-mean."""
+    path = Path(store.config.path)
+    out: list[CheckResult] = []
+    for n, text in enumerate(store.config_warnings(), 1):
+        detail = text.removeprefix(f"{path}: ")
+        m = _UNKNOWN.search(detail)
+        what = (f"{m['coll']}." if m and m["coll"] else "") + (m["key"] if m else str(n))
+        out.append(warn(f"config key {what} [{index}]", f"{home_path(path)}: {detail} (qmd ignores it)", f"edit {home_path(path)}: rename or remove that key"))
+    return out
+
+
+def _readable(found: qmd.IndexCheck) -> bool:
+    """The index can be opened through the Store without changing it (opening migrates)."""
+    return found.exists and not found.corrupted and not found.unknown_migrations and not found.pending_migrations
+
+
+def _folders(store: qmd.Store, index: str, found: qmd.IndexCheck) -> list[CheckResult]:
+    """Every configured collection's folder is still a folder (else update fails for it and
+    search serves notes that are gone)."""
+    counts: dict[str, int] = {}
+    if _readable(found):
+        try:
+            counts = {c.name: c.documents for c in store.collections()}
+        except qmd.QmdError:  # the index checks say why
+            pass
+    out: list[CheckResult] = []
+    for name, coll in store.config.collections().items():
+        folder = Path(coll.path)
+        held = f"; the index still holds its {counts[name]} documents" if counts.get(name) else ""
+        if folder.is_dir():
+            out.append(ok(f"collection {name} [{index}]", f"folder {home_path(folder)}"))
+            continue
+        why = "is not a folder" if folder.exists() else "is gone"
+        fix = f"restore the folder {shlex.quote(str(folder))}, or stop indexing it: {qmd_command('collection', 'remove', name, index=index)}"
+        out.append(fail(f"collection {name} [{index}]", f"its folder {folder} {why}: update fails for it{held}", fix))
+    return out
+
+
+def _orphaned(ctx: Context, store: qmd.Store, index: str) -> CheckResult:
+    """Rows of collections the config no longer names: never served, but still on disk."""
+    name = f"orphaned collections [{index}]"
+    gone = store.orphaned_collections()
+    if not gone:
+        return ok(name, "every collection in the index is in the config")
+    listed = ", ".join(f"'{g}'" for g in gone)
+    return warn(
+        name,
+        f"the index still holds rows of {listed}, no longer in {home_path(store.config.path)} (never served; cleanup drops them)",
+        qmd_command("cleanup", index=index),
+        repair=lambda: _drop_orphaned(ctx, index),
+    )
+
+
+def _drop_orphaned(ctx: Context, index: str) -> str:
+    store = ctx.store(index)
+    try:
+        report = store.cleanup()
+        dropped = ", ".join(f"'{n}' ({docs} documents)" for n, docs in report.dropped_collections) or "nothing"
+        return f"cleanup dropped the rows of {dropped}"
+    finally:
+        store.close()
+
+
 def _one(ctx: Context, index: str) -> list[CheckResult]:
     tag = f"[{index}]"
     with Clock() as c:
         store = ctx.store(index)
         try:
+            config = _config_warnings(store, index)
             if not store.config.collections():
-                return [ok(f"index {tag}", "no collections yet", fix=qmd_command("collection", "add", "DIR", "--name", "NAME", index=index), ms=c.ms)]
+                return [*config, ok(f"index {tag}", "no collections yet", fix=qmd_command("collection", "add", "DIR", "--name", "NAME", index=index), ms=c.ms)]
             found = store.check(quick=ctx.quick)
+            folders = _folders(store, index, found)
         finally:
             store.close()
+    out = _index(ctx, index, found, c.ms)
+    if _readable(found):
+        store = ctx.store(index)
+        try:
+            out.append(_orphaned(ctx, store, index))
+        finally:
+            store.close()
+    return [*config, *out, *folders]
+
+
+def _index(ctx: Context, index: str, found: qmd.IndexCheck, ms: float) -> list[CheckResult]:
+    """The index file itself: built, sound, schema current, full-text rows, orphaned rows."""
+    tag = f"[{index}]"
     where = home_path(found.path)
     if not found.exists:
-        return [warn(f"index {tag}", f"{where} has not been built", qmd_command("update", index=index), ms=c.ms, repair=lambda: _update(ctx, index))]
+        return [warn(f"index {tag}", f"{where} has not been built", qmd_command("update", index=index), ms=ms, repair=lambda: _update(ctx, index))]
     rebuild = qmd_command("rebuild", index=index)
     if found.corrupted:
         why = found.error or "; ".join(found.quick_check or [])[:400]
-        return [fail(f"index {tag}", f"{where} is corrupted: {why}", rebuild, ms=c.ms, repair=lambda: _rebuild(ctx, index))]
+        return [fail(f"index {tag}", f"{where} is corrupted: {why}", rebuild, ms=ms, repair=lambda: _rebuild(ctx, index))]
     integrity = "quick_check skipped (--quick)" if found.quick_check is None else "quick_check ok"
-    out = [ok(f"index {tag}", f"{where}: {found.documents} documents, {integrity}", ms=c.ms)]
+    out = [ok(f"index {tag}", f"{where}: {found.documents} documents, {integrity}", ms=ms)]
     if found.unknown_migrations:
         out.append(fail(f"schema {tag}", f"written by a newer qmd (migrations {', '.join(found.unknown_migrations)})", "upgrade qmd: ./install.sh"))
         return out

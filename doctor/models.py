@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import qmd
@@ -24,6 +25,19 @@ def _gguf(path: Path) -> str | None:
     return None if magic == b"GGUF" else f"is not a GGUF file (starts with {magic!r})"
 
 
+def _replace_fix(index: str, m: qmd.ModelStatus, path: Path) -> str:
+    """How to put a real model file where a broken one is, naming that file.
+
+    A download (an `hf:` spec) is fetched again once the bad file is out of the way; any
+    other file is the user's own: convert the model folder into it again, or point the
+    role at another GGUF file.
+    """
+    quoted = shlex.quote(str(path))
+    if m.spec.startswith("hf:"):
+        return f"rm {quoted} && {qmd_command('pull', index=index)}  # downloads {m.spec} again"
+    return f"replace {quoted} with a GGUF file: {qmd_command('models', 'import', 'MODEL_FOLDER', '--out', str(path), index=index)} (or point the {m.role} model at another .gguf)"
+
+
 def _role(index: str, m: qmd.ModelStatus) -> CheckResult:
     name = f"{m.role} model"
     with Clock() as c:
@@ -37,7 +51,7 @@ def _role(index: str, m: qmd.ModelStatus) -> CheckResult:
             return fail(name, f"{where} is configured but {home_path(path)} does not exist", qmd_command("models", "list", index=index), ms=c.ms)
         problem = _gguf(path)
         if problem:
-            return fail(name, f"{home_path(path)} {problem}", qmd_command("pull", index=index), ms=c.ms)
+            return fail(name, f"{home_path(path)} {problem}", _replace_fix(index, m, path), ms=c.ms)
         size = path.stat().st_size / 1e6
         return ok(name, f"{home_path(path)} ({size:.0f} MB, {m.source})", ms=c.ms)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -34,13 +35,23 @@ def run_updater(ctx: Context) -> str:
     return result
 
 
+def _move_aside(ctx: Context) -> str:
+    """The command that moves the state path that should be a folder (and is not) aside, whole."""
+    layout = ctx.layout
+    for path in (layout.root, layout.queue, layout.q("new"), layout.failures):
+        if path.exists() and not path.is_dir():
+            aside = path.with_name(f"{path.name}.moved-aside")
+            return f"mv {shlex.quote(str(path))} {shlex.quote(str(aside))}  # the hooks and the updater re-create the folder"
+    return f"ls -la {shlex.quote(str(layout.root))}  # a state path that should be a folder is not one"
+
+
 def check(ctx: Context) -> list[CheckResult]:
     with Clock() as c:
         snap = flag.snapshot(ctx.layout)
     now = time.time()
     out: list[CheckResult] = []
     if snap["problems"]:
-        out.append(fail("state folder", snap["problems"][0], f"mv {snap['state_dir']}/… aside  # the hooks and the updater re-create the folders", ms=c.ms))
+        out.append(fail("state folder", snap["problems"][0], _move_aside(ctx), ms=c.ms))
     q = snap["queue"]
     who = snap["updater"]
     running = f"; the updater (pid {who['pid']}, {who.get('mode')}) holds the lock since {who.get('started_at')}" if who else "; no updater is running"

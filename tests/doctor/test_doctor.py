@@ -12,6 +12,7 @@ import io
 import json
 import os
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -499,3 +500,84 @@ def test_models_a_switched_embed_model_and_a_file_that_is_not_gguf(indexed: Path
     assert find(report, "vectors")["status"] == "ok"
     code, report = doctor("--quick", env={"QMD_GENERATE_MODEL": str(tmp_path / "gone.gguf")})
     assert code == 2 and "is configured but" in find(report, "generate model")["detail"]
+
+
+def _config_file() -> Path:
+    return Path(os.environ["XDG_CONFIG_HOME"]) / "qmd" / "index.yml"
+
+
+def _gone(folder: Path) -> None:
+    shutil.rmtree(folder)
+
+
+def _made_a_file(folder: Path) -> None:
+    shutil.rmtree(folder)
+    folder.write_text("the notes folder became a file\n")
+
+
+@pytest.mark.parametrize("damage", [_gone, _made_a_file], ids=["folder gone", "folder made a file"])
+def test_a_collection_whose_folder_is_gone_fails_with_both_ways_out(indexed: Path, damage: Callable[[Path], None]) -> None:
+    damage(indexed)
+    code, report = doctor("--quick")
+    check = find(report, "collection notes")
+    assert code == 2 and check["status"] == "fail", check
+    assert str(indexed) in check["detail"] and "6 documents" in check["detail"], check
+    assert "qmd collection remove notes" in check["fix"] and "restore" in check["fix"], check
+
+
+def test_a_collection_whose_folder_is_there_is_ok(indexed: Path) -> None:
+    check = find(doctor("--quick")[1], "collection notes")
+    assert check["status"] == "ok" and str(indexed) in check["detail"]
+
+
+def test_unknown_config_keys_are_warnings_in_the_index_group(indexed: Path) -> None:
+    config = _config_file()
+    config.write_text(config.read_text().replace("    pattern:", "    patern: '*.txt'\n    pattern:") + "modles:\n  embed: x\n")
+    code, report = doctor("--quick")
+    warned = [c for c in report["checks"] if c["group"] == "index" and c["status"] == "warn" and "unknown key" in c["detail"]]
+    details = " | ".join(c["detail"] for c in warned)
+    assert code == 0 and len(warned) == 2, report["checks"]
+    assert "unknown key 'patern'; did you mean 'pattern'?" in details and "'modles'" in details and "'models'" in details
+    assert all(str(config.name) in c["fix"] for c in warned), warned
+    assert doctor("--quick", "--strict")[0] == 1
+
+
+def test_a_collection_removed_from_the_config_by_hand_is_reported_as_orphaned(indexed: Path, tmp_path: Path) -> None:
+    other = make_repo(tmp_path / "other", {"secret.md": "# Secret\n\nThe other collection's rollback.\n"})
+    assert qmd_in("collection", "add", str(other), "--name", "other").returncode == 0
+    config = _config_file()
+    text = config.read_text()
+    start = text.index("  other:")
+    config.write_text(text[:start] + "\n".join(line for line in text[start:].splitlines()[1:] if not line.startswith("    ")) + "\n")
+    assert "other" not in config.read_text()
+    code, report = doctor("--quick")
+    check = find(report, "orphaned collections")
+    assert code == 0 and check["status"] == "warn" and "'other'" in check["detail"] and check["fix"] == "qmd cleanup", check
+    code, report = doctor("--quick", "--fix")
+    check = find(report, "orphaned collections")
+    assert check["status"] == "ok" and "other" in check["repaired"], check
+    with apsw.Connection(str(index_file())) as conn:
+        assert conn.execute("SELECT count(*) FROM documents WHERE collection = 'other'").fetchall() == [(0,)]
+
+
+def test_a_model_file_that_is_not_gguf_names_the_file_and_not_qmd_pull(indexed: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "reranker.gguf"
+    fake.write_bytes(b"<html>not a model</html>")
+    code, report = doctor("--quick", env={"QMD_RERANK_MODEL": str(fake)})
+    check = find(report, "rerank model")
+    assert code == 2 and check["status"] == "fail" and "qmd pull" not in check["fix"], check
+    assert str(fake) in check["fix"] and "qmd models import" in check["fix"], check
+
+
+def test_a_state_folder_that_became_a_file_names_the_whole_path_and_the_fix(indexed: Path, state: Path) -> None:  # noqa: F811
+    queue_dir = state / "queue"
+    shutil.rmtree(queue_dir, ignore_errors=True)
+    state.mkdir(parents=True, exist_ok=True)
+    queue_dir.write_text("not a folder\n")
+    code, report = doctor("--quick")
+    check = find(report, "state folder")
+    assert code == 2 and check["status"] == "fail", check
+    assert "…" not in check["fix"] and "..." not in check["fix"], check
+    assert shlex.quote(str(queue_dir)) in check["fix"] and check["fix"].startswith("mv "), check
+    subprocess.run(check["fix"].split("#")[0], shell=True, check=True)
+    assert queue_dir.with_name("queue.moved-aside").is_file() or any(p.name.startswith("queue.") for p in state.iterdir())
