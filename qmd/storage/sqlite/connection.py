@@ -192,6 +192,8 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     """
     if not create and not path.exists():
         raise QmdError(f"no index at {path}", "add a collection first: qmd collection add DIR --name NAME")
+    if path.is_dir():
+        raise QmdError(f"the index path {path} is a folder, not an index file", f"move the folder aside (mv {path} {path}.moved-aside), or set INDEX_PATH to a file")
     if path.exists() or path.is_symlink():
         problem = file_problem(path)
         if problem:

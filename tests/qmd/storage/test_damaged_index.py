@@ -168,3 +168,11 @@ def test_a_sound_index_is_not_flagged(built: tuple[Path, bytes]) -> None:
         assert not store.check().corrupted
         assert store.search("rollback")
     assert run("search", "rollback").returncode == 0
+
+
+def test_a_folder_in_place_of_the_index_names_the_folder_not_a_rebuild(built: tuple[Path, bytes]) -> None:
+    path, _ = built
+    path.unlink()
+    path.mkdir()
+    proc = run("search", "rollback")
+    assert proc.returncode == 1 and f"Error: the index path {path} is a folder" in proc.stderr and "move the folder aside" in proc.stderr, proc.stderr
