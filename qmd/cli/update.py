@@ -24,6 +24,8 @@ def print_report(report: UpdateReport) -> int:
             err(f"  skipped {rel}: {reason}")
         for rel, reason in c.warnings:
             err(f"  warning {rel}: {reason}")
+        if c.matched_nothing:
+            err(f"  warning: the pattern {c.pattern!r} matches no file in this collection's folder (see qmd collection show {c.name})")
     for name, documents in report.dropped_collections:
         err(f"{name}: no longer in the config: dropped its {documents} documents from the index")
     for name, message in report.command_failures:

@@ -8,6 +8,8 @@ mid-update leaves the previous index intact.
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +38,8 @@ class CollectionReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    matched_nothing: bool = False  # the pattern found no file at all (a typo, a wrong folder?)
+    pattern: str = ""
 
 
 @dataclass
@@ -70,18 +74,53 @@ def fts_values(collection: str, rel: str, doc: Prepared) -> SearchFields:
     return SearchFields(segment_cjk(f"{collection}/{rel}"), segment_cjk(title), segment_cjk(doc.body))
 
 
-def read_text(path: str, size_hint: int) -> tuple[str | None, str | None, str | None]:
-    """(text, skip_reason, warning) for one file; never raises for file-level problems."""
+def _opened_path(fd: int, path: str) -> str | None:
+    """The real path of the file `fd` is open on, or None when it cannot be told.
+
+    Linux names it in /proc; elsewhere the path is resolved again and must be the same
+    file (device and inode) as the one opened.
+    """
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass
+    real = os.path.realpath(path)
+    try:
+        here, there = os.fstat(fd), os.stat(real)
+    except OSError:
+        return None
+    return real if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino) else None
+
+
+def read_text(path: str, size_hint: int, root: str | None = None) -> tuple[str | None, str | None, str | None]:
+    """(text, skip_reason, warning) for one file; never raises for file-level problems.
+
+    With `root` (the collection's real path), what was actually opened must lie inside it:
+    a symlink flipped to a file outside between the scan and the read is refused, and a
+    file replaced by a FIFO is not waited on.
+    """
     if size_hint > MAX_FILE_BYTES:
         return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB ({size_hint} bytes)", None
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or exc}", None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "not a regular file", None
+        if root is not None:
+            opened = _opened_path(fd, path)
+            if opened is None or not (opened == root or opened.startswith(root.rstrip(os.sep) + os.sep)):
+                return None, "symlink points outside the collection root", None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
             # Read what stat said (+1 to notice growth), not a 10 MB buffer per file.
             data = fh.read(size_hint + 1)
             if len(data) > size_hint:
                 data += fh.read(MAX_FILE_BYTES + 1 - len(data))
     except OSError as exc:
         return None, f"cannot read: {exc.strerror or exc}", None
+    finally:
+        os.close(fd)
     if len(data) > MAX_FILE_BYTES:
         return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB", None
     if b"\0" in data[:_BINARY_PROBE]:
@@ -119,20 +158,27 @@ def index_collection(backend: IndexBackend, coll: CollectionConfig, progress: Pr
     """Scan `coll`'s folder and apply the difference to the index in one transaction."""
     started = time.perf_counter()
     check_root(coll)
-    report = CollectionReport(coll.name)
+    report = CollectionReport(coll.name, pattern=coll.pattern)
+    root = os.path.realpath(coll.path)
     with backend.collection_writer(coll.name) as writer:
         existing = writer.known()
+        previous = writer.issues()
         seen: set[str] = set()
+        matched = 0
         for item in scan(coll.path, coll.pattern, coll.ignore):
             if isinstance(item, SkippedFile):
                 report.skipped.append((item.rel, item.reason))
                 continue
             seen.add(item.rel)
+            matched += 1
             row = existing.get(item.rel)
             if row is not None and row.active and row.size == item.size and row.mtime_ns == item.mtime_ns:
                 report.unchanged += 1
+                # Not read again, so a warning about it (invalid UTF-8) stands until the file changes.
+                if previous.get(item.rel, ("", ""))[0] == "warning":
+                    report.warnings.append((item.rel, previous[item.rel][1]))
                 continue
-            text, skip, warning = read_text(item.path, item.size)
+            text, skip, warning = read_text(item.path, item.size, root)
             if text is None:
                 report.skipped.append((item.rel, skip or "unreadable"))
                 seen.discard(item.rel)
@@ -155,6 +201,8 @@ def index_collection(backend: IndexBackend, coll: CollectionConfig, progress: Pr
                 report.new += 1
             if progress is not None:
                 progress(item.rel, report.new + report.updated)
+        if matched == 0 and not report.skipped:
+            report.matched_nothing = True
         for rel, known in existing.items():
             if known.active and rel not in seen:
                 writer.deactivate(known.id)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -13,9 +15,34 @@ from pathlib import Path
 SKIP_DIRS = frozenset({"node_modules", "vendor", "dist", "build", "__pycache__"})
 
 
+def split_patterns(pattern: str) -> list[str]:
+    """`'kafka.txt,*.rst'` → `['kafka.txt', '*.rst']`: commas outside braces separate globs."""
+    parts, depth, current = [], 0, ""
+    for c in pattern:
+        if c == "," and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        depth += 1 if c == "{" else -1 if c == "}" and depth else 0
+        current += c
+    parts.append(current)
+    return [p.strip() for p in parts if p.strip()]
+
+
 @lru_cache(maxsize=256)
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob (`**`, `*`, `?`, `[..]`, `{a,b}`) to a regex over posix relative paths."""
+    """Compile a glob to a regex over posix relative paths.
+
+    `**/` matches zero or more folders, `**` anything, `*` and `?` stop at `/`, `[..]` and
+    `{a,b}` as usual; a comma outside braces separates alternatives (`kafka.txt,*.rst`).
+    """
+    parts = split_patterns(pattern)
+    if len(parts) > 1:
+        return re.compile("(?:" + "|".join(_glob_body(p) for p in parts) + r")\Z", re.DOTALL)
+    return re.compile(_glob_body(pattern) + r"\Z", re.DOTALL)
+
+
+def _glob_body(pattern: str) -> str:
     out: list[str] = []
     i, n, depth = 0, len(pattern), 0
     while i < n:
@@ -52,7 +79,14 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
             out.append(re.escape(c))
         i += 1
     out.extend(")" * depth)
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+    return "".join(out)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def glob_match(pattern: str, rel: str) -> bool:
@@ -109,7 +143,9 @@ def scan(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | Sk
             try:
                 is_link = entry.is_symlink()
                 is_dir = entry.is_dir()
-            except OSError:
+            except OSError as exc:
+                if regex.match(rel) or entry.is_symlink():
+                    yield SkippedFile(rel, "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}")
                 continue
             if is_link:
                 target = os.path.realpath(entry.path)
@@ -126,6 +162,7 @@ def scan(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | Sk
                     continue
                 real = os.path.realpath(entry.path) if is_link else entry.path
                 if is_link and real in seen_dirs:
+                    yield SkippedFile(rel, "symlink to a folder already indexed (a loop, or a second way in)")
                     continue
                 seen_dirs.add(real)
                 subdirs.append((entry.path, rel))
@@ -137,7 +174,8 @@ def scan(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | Sk
             except OSError as exc:
                 yield SkippedFile(rel, f"cannot stat: {exc.strerror or exc}")
                 continue
-            if not entry.is_file():
+            if not stat.S_ISREG(st.st_mode):
+                yield SkippedFile(rel, f"not a regular file ({_kind(st.st_mode)})")
                 continue
             yield FoundFile(rel, entry.path, st.st_size, st.st_mtime_ns)
         stack.extend(reversed(subdirs))

@@ -205,6 +205,10 @@ class CollectionWriter(Protocol):
         """Soft-delete a file that is gone (`cleanup` drops it)."""
         ...
 
+    def issues(self) -> dict[str, tuple[str, str]]:
+        """The collection's recorded (severity, reason) by path, before this update."""
+        ...
+
     def set_issues(self, issues: Sequence[tuple[str, str, str]]) -> None:
         """Replace the collection's (path, severity, reason) list; severity is skipped|warning."""
         ...

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from collections.abc import Callable
 
 from qmd.core.errors import NotFoundError, QmdError
+from qmd.index.scan import glob_regex
 from qmd.search.fts import bm25_search
 from qmd.search.hybrid import QueryContext, QueryOptions, run_query
 from qmd.search.snippets import make_snippet
@@ -109,7 +108,7 @@ class Reader:
         rows: list[DocRow] = []
         if any(ch in pattern for ch in "*?["):
             glob = pattern[len("qmd://") :] if pattern.startswith("qmd://") else pattern
-            regex = re.compile(fnmatch.translate(glob))
+            regex = glob_regex(glob)  # `**/` is zero or more folders, `*` stops at `/`
             for row in backend.find():
                 if row.collection in colls and (regex.match(f"{row.collection}/{row.path}") or regex.match(row.path)):
                     rows.append(row)

@@ -129,6 +129,10 @@ class SqliteCollectionWriter:
         self.conn.execute("UPDATE documents SET active = 0 WHERE id = ?", (row_id,))
         fulltext.delete_row(self.conn, row_id)
 
+    def issues(self) -> dict[str, tuple[str, str]]:
+        rows = self.conn.execute("SELECT path, severity, reason FROM file_issues WHERE collection = ?", (self.collection,))
+        return {str(p): (str(s), str(r)) for p, s, r in rows}
+
     def set_issues(self, issues: Sequence[tuple[str, str, str]]) -> None:
         self.conn.execute("DELETE FROM file_issues WHERE collection = ?", (self.collection,))
         for path, severity, reason in issues:

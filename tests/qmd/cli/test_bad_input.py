@@ -189,7 +189,7 @@ def messy(tmp_path: Path, cli: Cli) -> tuple[Path, int, str]:
 def test_problem_files_do_not_fail_the_update(messy: tuple[Path, int, str], cli: Cli) -> None:
     root, code, err = messy
     assert code == 0, err  # skips are warnings (design §7)
-    assert "messy: 4 new, 0 updated, 0 unchanged, 0 removed, 6 skipped" in err
+    assert "messy: 4 new, 0 updated, 0 unchanged, 0 removed, 8 skipped" in err
     files = sorted(line.split("  ")[-1] for line in cli("ls", "messy")[1].splitlines())
     assert files == ["qmd://messy/inlink.md", "qmd://messy/latin1.md", "qmd://messy/ok.md", "qmd://messy/sub/real.md"]
 
@@ -203,6 +203,8 @@ def test_problem_files_do_not_fail_the_update(messy: tuple[Path, int, str], cli:
         ("blank.md", "empty file"),
         ("outlink.md", "symlink points outside the collection root"),
         ("dangling.md", "broken symlink"),
+        ("sub/loop", "symlink to a folder already indexed (a loop, or a second way in)"),
+        ("sub/self", "symlink to a folder already indexed (a loop, or a second way in)"),
     ],
 )
 def test_skipped_file_has_reason_and_is_listed_in_status(messy: tuple[Path, int, str], cli: Cli, rel: str, reason: str) -> None:

@@ -79,7 +79,8 @@ def test_embed_off_a_terminal_prints_progress_lines(tmp_path: Path, tiny_models:
 @pytest.mark.slow
 def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
-    notes = _notes(tmp_path / "notes", 400, "delta")
+    total = 2000  # about 60 batches: far more than run between the first progress line and the signal
+    notes = _notes(tmp_path / "notes", total, "delta")
     env = qmd_env({"QMD_PROGRESS_S": "0"})
     assert subprocess.run([sys.executable, "-m", "qmd", "collection", "add", str(notes), "--name", "notes"], env=env, capture_output=True).returncode == 0
     proc = subprocess.Popen([sys.executable, "-m", "qmd", "embed"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -87,8 +88,9 @@ def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path
     deadline = time.time() + 120
     seen = ""
     while "Embedding: " not in seen:  # the first committed batch
-        assert time.time() < deadline and proc.poll() is None, seen
-        seen += proc.stderr.readline()
+        line = proc.stderr.readline()
+        assert line and time.time() < deadline, f"the embed ended before reporting progress:\n{seen}"
+        seen += line
     os.kill(proc.pid, signal.SIGINT)
     _, rest = proc.communicate(timeout=60)
     assert proc.returncode == 130, seen + rest
@@ -96,4 +98,4 @@ def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path
     with qmd.open_index() as store:
         status = store.vector_status()
     assert status.embedded_documents > 0 and status.pending_documents > 0
-    assert status.embedded_documents + status.pending_documents == 400
+    assert status.embedded_documents + status.pending_documents == total

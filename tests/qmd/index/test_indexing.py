@@ -24,9 +24,9 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
     real = qmd.index.indexer.read_text
 
-    def spy(path: str, size_hint: int):  # type: ignore[no-untyped-def]
+    def spy(path: str, size_hint: int, root: str | None = None):  # type: ignore[no-untyped-def]
         reads.append(path)
-        return real(path, size_hint)
+        return real(path, size_hint, root)
 
     monkeypatch.setattr(qmd.index.indexer, "read_text", spy)
     return reads

@@ -1,0 +1,150 @@
+"""What the scanner meets on a real file system: FIFOs, sockets, symlink loops, a symlink
+flipped to a secret mid-update, comma-separated patterns, warnings that outlive a no-op
+update, and multi-get globs with `**/` and `*`."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import qmd
+from qmd.index.indexer import read_text
+from qmd.index.scan import SkippedFile, glob_regex, scan
+
+Cli = Callable[..., tuple[int, str, str]]
+
+
+def test_fifos_sockets_and_symlink_loops_are_listed_as_skipped(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "ok.md").write_text("# ok\n")
+    os.mkfifo(root / "pipe.md")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "sock.md"))
+    os.symlink("self.md", root / "self.md")  # a link to itself
+    try:
+        skipped = {i.rel: i.reason for i in scan(root, "**/*.md", []) if isinstance(i, SkippedFile)}
+    finally:
+        sock.close()
+    assert skipped == {"pipe.md": "not a regular file (a FIFO)", "self.md": "symlink loop", "sock.md": "not a regular file (a socket)"}
+
+
+def test_reading_never_waits_on_a_fifo(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "swapped.md")  # a file replaced by a FIFO between scan and read
+    assert read_text(str(tmp_path / "swapped.md"), 10, str(tmp_path)) == (None, "not a regular file", None)
+
+
+def test_a_symlink_flipped_outside_between_scan_and_read_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "inside.md").write_text("# Inside\n\nharmless\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nthe password is hunter2\n")
+    link = root / "race.md"
+    os.symlink("inside.md", link)
+    found = [i for i in scan(root, "**/*.md", []) if not isinstance(i, SkippedFile) and i.rel == "race.md"]
+    assert found  # the scanner saw a link that stays inside
+    os.remove(link)
+    os.symlink(str(outside / "secret.md"), link)  # flipped after the scan, before the read
+    text, skip, _ = read_text(found[0].path, found[0].size, os.path.realpath(root))
+    assert text is None and skip == "symlink points outside the collection root"
+
+
+@pytest.mark.slow
+def test_a_flipping_symlink_never_gets_a_secret_indexed(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "inside.md").write_text("# Inside\n\nharmless text\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nthe password is hunter2\n")
+    link = root / "race.md"
+    os.symlink("inside.md", link)
+    assert cli("collection", "add", str(root), "--name", "notes")[0] == 0
+    stop = threading.Event()
+
+    def flip() -> None:
+        targets = ["inside.md", str(outside / "secret.md")]
+        n = 0
+        while not stop.is_set():
+            tmp = root / f".race-{n}"
+            os.symlink(targets[n % 2], tmp)
+            os.replace(tmp, link)  # the attacker's atomic flip
+            n += 1
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    try:
+        for _ in range(40):
+            (root / "inside.md").write_text(f"# Inside\n\nharmless text {_}\n")  # force re-reads
+            assert cli("update")[0] == 0
+            assert "hunter2" not in cli("search", "password hunter2", "--json")[1]
+    finally:
+        stop.set()
+        flipper.join()
+
+
+def test_comma_separated_patterns_and_a_pattern_that_matches_nothing(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "kafka.txt").write_text("kafka consumer lag runbook\n")
+    (root / "guide.rst").write_text("Guide\n=====\n\nrestore steps\n")
+    (root / "skip.md").write_text("# not wanted\n")
+    code, _, err = cli("collection", "add", str(root), "--name", "docs", "--pattern", "kafka.txt,*.rst")
+    assert code == 0, err
+    with qmd.open_index() as store:
+        assert sorted(f.path for f in store.ls("docs")) == ["guide.rst", "kafka.txt"]
+    code, _, err = cli("collection", "add", str(root), "--name", "typo", "--pattern", "**/*.mdx")
+    assert code == 0 and "the pattern '**/*.mdx' matches no file" in err, err
+
+
+def test_an_invalid_utf8_warning_stands_until_the_file_changes(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "latin1.md").write_bytes("# Caf\xe9\n\ncr\xe8me br\xfbl\xe9e\n".encode("latin-1"))
+    code, _, err = cli("collection", "add", str(root), "--name", "notes")
+    assert "warning latin1.md: invalid UTF-8" in err
+    for _ in range(2):  # no-op updates: the file is not read again, the warning stays
+        code, _, err = cli("update")
+        assert code == 0 and "warning latin1.md: invalid UTF-8" in err, err
+    assert "invalid UTF-8" in cli("status")[1]
+    (root / "latin1.md").write_text("# Café\n\ncrème brûlée\n")
+    os.utime(root / "latin1.md", ns=(1, 2_000_000_000_000_000_000))
+    code, _, err = cli("update")
+    assert code == 0 and "invalid UTF-8" not in err and "invalid UTF-8" not in cli("status")[1]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "rel", "matches"),
+    [
+        ("notes/**/*.md", "notes/onboarding.md", True),  # `**/` is zero or more folders
+        ("notes/**/*.md", "notes/a/b/c.md", True),
+        ("notes/*.md", "notes/onboarding.md", True),
+        ("notes/*.md", "notes/sub/x.md", False),  # `*` stops at `/`
+        ("*.md", "a/b.md", False),
+        ("**", "a/b.md", True),
+        ("notes/{a,b}.md", "notes/b.md", True),
+    ],
+)
+def test_glob_semantics(pattern: str, rel: str, matches: bool) -> None:
+    assert bool(glob_regex(pattern).match(rel)) is matches
+
+
+def test_multi_get_globs_follow_the_same_rules(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "notes"
+    (root / "runbooks").mkdir(parents=True)
+    (root / "onboarding.md").write_text("# Onboarding\n")
+    (root / "runbooks" / "deploy.md").write_text("# Deploy\n")
+    assert cli("collection", "add", str(root), "--name", "notes")[0] == 0
+    import json
+
+    every = {d["file"] for d in json.loads(cli("multi-get", "notes/**/*.md", "--json")[1])}
+    assert every == {"qmd://notes/onboarding.md", "qmd://notes/runbooks/deploy.md"}
+    top = {d["file"] for d in json.loads(cli("multi-get", "notes/*.md", "--json")[1])}
+    assert top == {"qmd://notes/onboarding.md"}
