@@ -14,6 +14,7 @@ from qmd.storage.backend import Term, TextQuery
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _WORDISH = re.compile(r"\w")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -45,6 +46,7 @@ def parse_query(query: str) -> ParsedQuery:
     """Split a keyword query into positive and negated terms; drop punctuation-only tokens."""
     positive: list[Term] = []
     negative: list[Term] = []
+    query = _CONTROL.sub(" ", query)  # a NUL or other control character separates words
     for match in _TOKEN.finditer(query):
         neg_quote, quoted, bare = match.groups()
         if quoted is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from qmd.core.errors import NotFoundError, QmdError
@@ -18,6 +19,18 @@ from qmd.core.results import Document, FileEntry, MultiGetItem, QueryResult, Sea
 from qmd.store.state import IndexState
 
 MULTI_GET_MAX_BYTES = 64 * 1024
+MAX_LIMIT = 1_000_000  # more results than anyone reads; keeps a huge -n from overflowing SQL
+
+
+def checked(limit: int | None, min_score: float) -> int | None:
+    """A result limit clamped to MAX_LIMIT; a QmdError for a limit below 1 or a score outside [0, 1]."""
+    if not (isinstance(min_score, (int, float)) and math.isfinite(min_score) and 0.0 <= min_score <= 1.0):
+        raise QmdError(f"the minimum score must be a number from 0 to 1, not {min_score!r}", "e.g. --min-score 0.3 (scores rank results; 0 keeps everything)")
+    if limit is None:
+        return None
+    if limit < 1:
+        raise QmdError(f"the number of results must be at least 1, not {limit}", "e.g. -n 10, or --all for every match")
+    return min(limit, MAX_LIMIT)
 
 
 class Reader:
@@ -49,6 +62,7 @@ class Reader:
         )
 
     def search(self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool) -> list[SearchHit]:
+        limit = checked(limit, min_score)
         parsed = parse_query(query)
         backend = self.state.db()
         hits = bm25_search(backend, parsed, limit, self.state.search_scope(collections), min_score)
@@ -57,6 +71,7 @@ class Reader:
         return [self.hit(*found[h.doc_id], h.score, h.match, words, snippet_chars, line_numbers, full=full) for h in hits]
 
     def vsearch(self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool) -> VectorSearch:
+        limit = checked(limit, min_score)
         from qmd.search.vector import current_model, pending_count
 
         backend = self.state.db()
@@ -81,6 +96,10 @@ class Reader:
         return VectorSearch(out, embedder.info.name, pending)
 
     def query(self, text: str, options: QueryOptions, progress: Callable[[str], None] | None, explain: bool) -> QueryResult:
+        options.limit = checked(options.limit, options.min_score) or 1
+        if options.candidates < 1:
+            raise QmdError(f"the number of rerank candidates must be at least 1, not {options.candidates}", "e.g. -C 40")
+        options.candidates = min(options.candidates, MAX_LIMIT)
         context = QueryContext(self.state.db(), self.state.search_scope(options.collections), self.models, self.hit)
         return run_query(context, text, options, progress, explain)
 
