@@ -508,14 +508,14 @@ def test_index_path_is_a_directory(indexed: Path, cli: Cli, tmp_path: Path, monk
     folder.mkdir()
     monkeypatch.setenv("INDEX_PATH", str(folder))
     for args in (("search", "blue"), ("update",)):
-        assert_error(*cli(*args), f"cannot open the index {folder}")
+        assert_error(*cli(*args), f"the index path {folder} is a folder", "move the folder aside")
 
 
 def test_index_file_is_not_a_database(indexed: Path, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(b"this is not sqlite\n" * 100)
     monkeypatch.setenv("INDEX_PATH", str(junk))
-    assert_error(*cli("search", "blue"), f"cannot open the index {junk}", "not a database")
+    assert_error(*cli("search", "blue"), f"the index {junk} is damaged", "not a SQLite database", "qmd doctor --fix")
     assert junk.read_bytes() == b"this is not sqlite\n" * 100
 
 
