@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import functools
 import inspect
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Annotated
 
@@ -119,3 +119,28 @@ def fs_paths(store: Store, items: Sequence[SearchHit | Document | MultiGetItem])
     """qmd:// URI → file-system path, for --full-path."""
     roots = {c.name: c.path for c in store.collections()}
     return {it.uri: os.path.join(roots[it.collection], it.path) for it in items if it.collection in roots}
+
+
+WaitOpt = Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help="When another process writes the index, wait at most this long (default: until it is done).", show_default=False)]
+NoWaitOpt = Annotated[bool, typer.Option("--no-wait", help="When another process writes the index, give up at once (exit 1, naming it).")]
+
+
+def wait_seconds(wait: float | None, no_wait: bool) -> float | None:
+    """The writer-lock timeout from --wait/--no-wait (None: wait as long as it takes)."""
+    if no_wait:
+        if wait is not None:
+            raise typer.BadParameter("give --wait SECONDS or --no-wait, not both", param_hint="--wait/--no-wait")
+        return 0.0
+    if wait is not None and not (wait >= 0 and wait != float("inf")):
+        raise typer.BadParameter("must be a number of seconds, 0 or more", param_hint="--wait")
+    return wait
+
+
+def say_waiting(store: Store) -> Callable[[], None]:
+    """The on_wait callback: name who holds the writer lock, and how not to wait."""
+
+    def waiting() -> None:
+        holder = store.lock_holder() or "another process"
+        err(f"Waiting for {holder}, which is writing this index… (--no-wait gives up at once, --wait SECONDS bounds the wait)")
+
+    return waiting

@@ -10,7 +10,7 @@ from qmd.core.errors import QmdError
 from qmd.cli.formats import format_status, human_size, to_json
 from qmd.cli.progress import Bar
 from qmd.core.results import UpdateReport
-from qmd.cli.common import err, open_store, out
+from qmd.cli.common import NoWaitOpt, WaitOpt, err, open_store, out, say_waiting, wait_seconds
 
 
 def print_report(report: UpdateReport) -> int:
@@ -41,6 +41,8 @@ def print_report(report: UpdateReport) -> int:
 def update(
     collection: Annotated[list[str] | None, typer.Option("-c", "--collection", help="Only this collection (repeatable).")] = None,
     no_commands: Annotated[bool, typer.Option("--no-commands", help="Skip the collections' update commands.")] = False,
+    wait: WaitOpt = None,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     """Re-index collections: new, changed and deleted files (unchanged files are not re-read)."""
     with open_store() as store:
@@ -57,7 +59,8 @@ def update(
             progress=progress,
             run_commands=not no_commands,
             on_command=lambda name, cmd: err(f"{name}: running update command: {cmd}"),
-            on_wait=lambda: err("Waiting for another process writing this index…"),
+            on_wait=say_waiting(store),
+            wait=wait_seconds(wait, no_wait),
         )
         bar.close()
         code = print_report(report)
@@ -87,10 +90,10 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     out(format_status(info, vectors, vector_error, models))
 
 
-def cleanup() -> None:
+def cleanup(wait: WaitOpt = None, no_wait: NoWaitOpt = False) -> None:
     """Drop deleted documents and unused content, then compact the index file."""
     with open_store() as store:
-        report = store.cleanup()
+        report = store.cleanup(wait=wait_seconds(wait, no_wait), on_wait=say_waiting(store))
     for name, documents in report.dropped_collections:
         err(f"{name}: no longer in the config: dropped its {documents} documents from the index")
     err(

@@ -15,6 +15,8 @@ from qmd.cli.progress import Bar
 from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
+    NoWaitOpt,
+    WaitOpt,
     FullOpt,
     FullPathOpt,
     LineNumbersOpt,
@@ -25,6 +27,8 @@ from qmd.cli.common import (
     open_store,
     out,
     result_limit,
+    say_waiting,
+    wait_seconds,
     with_output_format,
     snippet_chars,
 )
@@ -38,6 +42,8 @@ models_app = typer.Typer(help="Local models: list the roles, import a BERT model
 def embed(
     force: Annotated[bool, typer.Option("-f", "--force", help="Drop the vectors of the collections embedded (all, or those named with -c) and embed them again.")] = False,
     collection: Annotated[list[str] | None, typer.Option("-c", "--collection", help="Embed only this collection (repeatable); with -f, re-embed only it.")] = None,
+    wait: WaitOpt = None,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     """Embed documents that have no vectors for the current embed model (incremental, resumable)."""
     with open_store() as store:
@@ -61,7 +67,8 @@ def embed(
                 force=force,
                 collections=collection,
                 progress=progress,
-                on_wait=lambda: err("Waiting for another process writing this index…"),
+                on_wait=say_waiting(store),
+                wait=wait_seconds(wait, no_wait),
             )
         except KeyboardInterrupt:
             bar.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,12 +86,71 @@ def lock_path(index_path: Path) -> Path:
     return index_path.with_name(index_path.name + ".lock")
 
 
+def holder_path(index_path: Path) -> Path:
+    """Who holds the writer lock: `{index}.sqlite.lock.json`, written by the holder."""
+    return index_path.with_name(index_path.name + ".lock.json")
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """The process holding an index's writer lock, as it recorded itself."""
+
+    pid: int
+    command: str
+    since: str  # ISO-8601 UTC
+
+    def describe(self) -> str:
+        """`pid 4242 (qmd embed), since 2026-12-01T10:21:03Z (2m ago)`."""
+        from qmd.core.clock import ago
+
+        return f"pid {self.pid} ({self.command}), since {self.since} ({ago(self.since)})"
+
+
+def lock_holder(index_path: Path) -> LockHolder | None:
+    """The recorded holder of the writer lock, if the lock is held and it left a record."""
+    from qmd.core.fileio import read_json
+
+    if not is_locked(lock_path(index_path)):
+        return None
+    data = read_json(holder_path(index_path))
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
+        return None
+    return LockHolder(int(data["pid"]), str(data.get("command") or "?"), str(data.get("since") or "?"))
+
+
+def _record_holder(index_path: Path) -> None:
+    import os
+    import sys
+
+    from qmd.core.clock import now_iso
+    from qmd.core.fileio import write_json
+
+    words = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python", *sys.argv[1:]]
+    command = "qmd " + " ".join(sys.argv[1:]) if words[0] in ("qmd", "__main__.py", "-m") else " ".join(words)
+    try:
+        write_json(holder_path(index_path), {"pid": os.getpid(), "command": command[:200], "since": now_iso()}, fsync=False)
+    except OSError:
+        pass  # the record only serves messages; the lock itself is what counts
+
+
+def _clear_holder(index_path: Path) -> None:
+    import os
+
+    from qmd.core.fileio import read_json
+
+    path = holder_path(index_path)
+    data = read_json(path)
+    if isinstance(data, dict) and data.get("pid") == os.getpid():
+        path.unlink(missing_ok=True)
+
+
 @contextmanager
-def writer_lock(index_path: Path, *, wait: bool = True, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+def writer_lock(index_path: Path, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold the writer lock of `index_path`: one writer at a time; readers never wait.
 
-    With `wait=False` a held lock raises IndexBusyError at once; otherwise `on_wait` is
-    called once and the call blocks until the holder finishes.
+    When another process holds it, `on_wait` is called once, then the call waits: for as long
+    as it takes (`timeout=None`), not at all (`timeout=0`), or up to `timeout` seconds; a
+    wait that runs out raises IndexBusyError naming the holder (pid, command, since when).
     """
     path = lock_path(index_path)
     try:
@@ -98,10 +158,25 @@ def writer_lock(index_path: Path, *, wait: bool = True, on_wait: Callable[[], No
     except OSError as exc:
         raise QmdError(f"cannot create the index folder {path.parent}: {exc.strerror or exc}", "set XDG_CACHE_HOME or INDEX_PATH to a writable folder") from exc
     if handle is None:
-        if not wait:
-            raise IndexBusyError(f"the index {index_path} is being written by another process", "wait for it to finish, then retry") from None
+        if timeout is not None and timeout <= 0:
+            raise busy(index_path) from None
         if on_wait is not None:
             on_wait()
-        handle = lock_file(path)
-    with handle:
-        yield
+        try:
+            handle = lock_file(path, timeout)
+        except TimeoutError:
+            raise busy(index_path, timeout) from None
+    _record_holder(index_path)
+    try:
+        with handle:
+            yield
+    finally:
+        _clear_holder(index_path)
+
+
+def busy(index_path: Path, waited: float | None = None) -> IndexBusyError:
+    """The error for a writer lock held by another process, naming it when it left a record."""
+    holder = lock_holder(index_path)
+    who = holder.describe() if holder else "another process"
+    after = f" (waited {waited:g}s)" if waited else ""
+    return IndexBusyError(f"the index {index_path} is being written by {who}{after}", "wait for it to finish (or use --wait SECONDS), then retry")

@@ -10,9 +10,9 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
-from qmd.core.errors import QmdError
 from qmd.core.text import parse_front_matter
 from qmd.index.chunking import chunk_text
 from qmd.llm.roles import EmbeddingModel
@@ -71,8 +71,13 @@ def embed_documents(
     todo: list[tuple[str, str]],
     report: EmbedReport,
     progress: EmbedProgress | None = None,
+    writing: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> None:
-    """Embed `todo` (hash, title) in batches of about BATCH_CHUNKS chunks."""
+    """Embed `todo` (hash, title) in batches of about BATCH_CHUNKS chunks.
+
+    Only each batch's write happens inside `writing()` (the writer lock): the model runs
+    outside it, so an `update` waiting for the lock gets in between two batches.
+    """
     batch: list[_Doc] = []
 
     def flush() -> None:
@@ -82,7 +87,8 @@ def embed_documents(
             (doc.hash, [ChunkVector(doc.hash, seq, start, end, tokens, next(vectors)) for seq, start, end, tokens in doc.starts])
             for doc in batch
         ]
-        report.chunks += backend.write_vectors(model, rows)
+        with writing():
+            report.chunks += backend.write_vectors(model, rows)
         report.documents += len(batch)
         batch.clear()
         if progress is not None:
@@ -91,8 +97,8 @@ def embed_documents(
     pending_chunks = 0
     for content_hash, title in todo:
         text = backend.content(content_hash)
-        if text is None:
-            raise QmdError(f"content {content_hash[:6]} is missing from the index", "run qmd update (or qmd doctor --fix)")
+        if text is None:  # a cleanup between two batches dropped it: nothing left to embed
+            continue
         doc = prepare(embedder, text, title, content_hash)
         batch.append(doc)
         pending_chunks += len(doc.inputs)
@@ -112,15 +118,28 @@ def run_embed(
     force: bool = False,
     force_all: bool = True,
     progress: EmbedProgress | None = None,
+    writing: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> EmbedReport:
-    """Embed what `collections` lack for this embedder's fingerprint (caller holds the writer lock)."""
+    """Embed what `collections` lack for this embedder's fingerprint.
+
+    `writing()` is entered around every write (the writer lock, taken per batch); with
+    nothing to embed and no `force`, no write happens and the lock is never taken.
+    """
     started = time.perf_counter()
-    model = backend.ensure_vector_model(fingerprint(embedder), embedder.info.name, embedder.dims)
-    if force:
-        # `-f -c NAME` re-embeds that collection only; the other collections keep their vectors.
-        backend.drop_vectors(model, None if force_all else [h for h, _ in backend.pending_embeddings(None, collections)])
+    fp = fingerprint(embedder)
+    model = backend.vector_model(fp)
+    report = EmbedReport(embedder.info.name, skipped_collections=skipped)
+    if not force and not backend.pending_embeddings(model.id if model else None, collections):
+        report.already = backend.vector_counts(model.id if model else None)[1]
+        report.seconds = time.perf_counter() - started
+        return report
+    with writing():
+        model = backend.ensure_vector_model(fp, embedder.info.name, embedder.dims)
+        if force:
+            # `-f -c NAME` re-embeds that collection only; the other collections keep their vectors.
+            backend.drop_vectors(model, None if force_all else [h for h, _ in backend.pending_embeddings(None, collections)])
     todo = backend.pending_embeddings(model.id, collections)
-    report = EmbedReport(embedder.info.name, skipped_collections=skipped, already=backend.vector_counts(model.id)[1])
-    embed_documents(backend, embedder, model, todo, report, progress)
+    report.already = backend.vector_counts(model.id)[1]
+    embed_documents(backend, embedder, model, todo, report, progress, writing)
     report.seconds = time.perf_counter() - started
     return report

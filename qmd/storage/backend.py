@@ -238,8 +238,12 @@ class IndexBackend(Protocol):
         """A value that changes whenever another connection commits (cheap; for caches)."""
         ...
 
-    def writer_lock(self, *, wait: bool = True, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
-        """One writer at a time (update, embed, cleanup, repairs); readers never wait."""
+    def writer_lock(self, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+        """One writer at a time (update, embed, cleanup, repairs); readers never wait.
+
+        A held lock calls `on_wait` once, then waits up to `timeout` seconds (None: as long
+        as it takes; 0: not at all) before IndexBusyError names the holder.
+        """
         ...
 
     # --- documents --------------------------------------------------------------------
@@ -349,6 +353,10 @@ class IndexBackend(Protocol):
         ...
 
     # --- schema and integrity ---------------------------------------------------------
+
+    def lock_holder(self) -> str | None:
+        """Who holds the writer lock (pid, command, since when), or None when nobody does."""
+        ...
 
     def inspect(self, *, quick: bool = False) -> IndexCheck:
         """Read-only health: never migrates (`quick` skips the expensive scan)."""

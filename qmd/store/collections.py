@@ -202,12 +202,13 @@ class Collections:
         run_commands: bool = True,
         on_command: Callable[[str, str], None] | None = None,
         on_wait: Callable[[], None] | None = None,
+        wait: float | None = None,
     ) -> UpdateReport:
         colls = self.state.collections()
         names = list(colls) if collections is None else [self.state.collection(n).name for n in collections]
         report = UpdateReport([])
         self.state.writes += 1
-        with self.state.backend.writer_lock(on_wait=on_wait):
+        with self.state.backend.writer_lock(timeout=wait, on_wait=on_wait):
             backend = self.state.db(create=True)
             # The config says what may be served: rows of a collection removed from it go.
             report.dropped_collections = self.drop_orphaned()

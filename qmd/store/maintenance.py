@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from qmd.core.errors import QmdError
@@ -19,10 +20,10 @@ class Maintenance:
         self.state = state
         self.collections = collections
 
-    def cleanup(self) -> CleanupReport:
+    def cleanup(self, wait: float | None = None, on_wait: Callable[[], None] | None = None) -> CleanupReport:
         backend = self.state.backend
         before = backend.size_bytes() if backend.exists() else 0
-        with backend.writer_lock():
+        with backend.writer_lock(timeout=wait, on_wait=on_wait):
             dropped = self.collections.drop_orphaned()
             inactive, orphans = self.state.db().cleanup()
         return CleanupReport(inactive, orphans, before, backend.size_bytes(), dropped)

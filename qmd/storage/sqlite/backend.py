@@ -11,7 +11,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import apsw
 
-from qmd.core.locks import writer_lock
+from qmd.core.locks import is_locked, lock_holder, lock_path, writer_lock
 from qmd.storage.backend import (
     ChunkVector,
     CollectionWriter,
@@ -36,7 +36,7 @@ C = TypeVar("C", bound=type)
 
 # Not wrapped: they raise no damage of this file (`inspect` reports it as data; `rebuild`
 # reads a fresh file, whose errors are not this one's).
-UNGUARDED = frozenset({"close", "exists", "inspect", "rebuild", "writer_lock"})
+UNGUARDED = frozenset({"close", "exists", "inspect", "rebuild", "writer_lock", "lock_holder"})
 
 
 def _guarded(method: Callable[Concatenate[B, P], R]) -> Callable[Concatenate[B, P], R]:
@@ -101,8 +101,14 @@ class SqliteBackend(IndexBackend):
     def change_token(self) -> object:
         return scalar(self.connection(), "PRAGMA data_version")
 
-    def writer_lock(self, *, wait: bool = True, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
-        return writer_lock(self.path, wait=wait, on_wait=on_wait)
+    def writer_lock(self, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+        return writer_lock(self.path, timeout=timeout, on_wait=on_wait)
+
+    def lock_holder(self) -> str | None:
+        holder = lock_holder(self.path)
+        if holder is not None:
+            return holder.describe()
+        return "another process" if is_locked(lock_path(self.path)) else None
 
     # --- documents --------------------------------------------------------------------
 

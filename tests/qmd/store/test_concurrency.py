@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 import qmd
 from tests.conftest import qmd_env
@@ -24,7 +27,19 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "qmd", *args], env=qmd_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_update_waits_for_the_writer_lock(tmp_path: Path) -> None:
+def _read_until(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
+    """stderr lines of `proc` until one contains `text` (the process must still be running)."""
+    assert proc.stderr is not None
+    seen = ""
+    deadline = time.time() + timeout
+    while text not in seen:
+        line = proc.stderr.readline()
+        assert line and time.time() < deadline, f"{text!r} never came:\n{seen}"
+        seen += line
+    return seen
+
+
+def test_update_waits_for_the_writer_lock_and_names_its_holder(tmp_path: Path) -> None:
     root = tmp_path / "notes"
     _tree(root, 3, "alpha")
     paths = qmd.resolve_index(None)
@@ -33,13 +48,69 @@ def test_update_waits_for_the_writer_lock(tmp_path: Path) -> None:
     _tree(root / "more", 2, "beta")
     with qmd.writer_lock(paths.index_path):
         proc = _spawn("update")
-        time.sleep(1.5)
-        assert proc.poll() is None, proc.communicate()
-        assert store.search("beta") == []
+        seen = _read_until(proc, "which is writing this index")
+        assert f"Waiting for pid {os.getpid()} (" in seen and "--no-wait" in seen, seen
+        assert proc.poll() is None and store.search("beta") == []
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert "Waiting for another process" in err
     assert len(store.search("beta")) == 2
+
+
+@pytest.mark.parametrize(("flags", "waited"), [(["--no-wait"], ""), (["--wait", "0.3"], " (waited 0.3s)")])
+@pytest.mark.parametrize("command", ["update", "cleanup"])
+def test_no_wait_and_a_bounded_wait_give_up_naming_the_holder(tmp_path: Path, command: str, flags: list[str], waited: str) -> None:
+    root = tmp_path / "notes"
+    _tree(root, 2, "alpha")
+    paths = qmd.resolve_index(None)
+    qmd.Store(paths.index_path, paths.config_path).add_collection(root, name="notes")
+    with qmd.writer_lock(paths.index_path):
+        proc = _spawn(command, *flags)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert f"is being written by pid {os.getpid()} (" in err and waited in err and "hint: " in err, err
+
+
+def test_embed_with_nothing_to_do_never_waits(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    root = tmp_path / "notes"
+    _tree(root, 3, "alpha")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(root, name="notes")
+    store.embed()
+    with qmd.writer_lock(paths.index_path):  # someone else writes, e.g. a long update
+        proc = _spawn("embed", "-c", "notes")
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Embedded 0 documents" in err and "Waiting" not in err, err
+
+
+def test_embed_takes_the_writer_lock_per_batch_so_updates_get_in_between(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextlib import contextmanager
+
+    from qmd.index.embedding import BATCH_CHUNKS, run_embed
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    root = tmp_path / "notes"
+    _tree(root, 3 * BATCH_CHUNKS, "alpha")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(root, name="notes")
+    entered: list[bool] = []
+    held = [False]
+
+    @contextmanager
+    def writing():  # type: ignore[no-untyped-def]
+        assert not held[0], "the lock is never held across the model's work"
+        held[0] = True
+        entered.append(True)
+        try:
+            yield
+        finally:
+            held[0] = False
+
+    report = run_embed(store.backend, store.embedder(), ["notes"], [], writing=writing)
+    assert report.documents == 3 * BATCH_CHUNKS
+    assert len(entered) >= 3 + 1  # the model's vector space, then one short hold per batch
 
 
 def test_two_updates_at_once_both_succeed(tmp_path: Path) -> None:
