@@ -77,49 +77,86 @@ def check_names(tool: str, args: dict[str, Any], valid: dict[str, str]) -> None:
     raise ArgError(f"unknown parameter{plural} {', '.join(repr(k) for k in unknown)} for {tool}", hint)
 
 
+MAX_DIGITS = 18  # a whole number given as text: longer is out of every range (and slow to convert)
+
+
+def _shown(value: int | float) -> str:
+    """A number as an error message names it; huge ones by size (str() of one is slow or refused)."""
+    if isinstance(value, int) and not -(10**18) <= value <= 10**18:
+        return f"a number with {'more than 18' if value.bit_length() > 64 else 'about 19'} digits"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def int_arg(name: str, value: object, lo: int, hi: int) -> int:
+    """A whole number in [lo, hi]; JSON numbers, integral floats and digit strings are accepted."""
     if isinstance(value, bool):
         raise ArgError(f"{name} must be a whole number, got {value!r}", f"for example {name}: {lo}")
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        digits = value.strip().lstrip("-")
+        if len(digits.lstrip("0")) > MAX_DIGITS:
+            raise ArgError(f"{name} must be between {lo} and {hi}, got a number with {len(digits)} digits")
         value = int(value)
     if not isinstance(value, int):
-        raise ArgError(f"{name} must be a whole number, got {value!r}"[:200], f"for example {name}: {lo}")
+        raise ArgError(f"{name} must be a whole number, got {_type_or_value(value)}", f"for example {name}: {lo}")
     if not lo <= value <= hi:
-        raise ArgError(f"{name} must be between {lo} and {hi}, got {value}")
+        raise ArgError(f"{name} must be between {lo} and {hi}, got {_shown(value)}")
     return value
 
 
 def num_arg(name: str, value: object, lo: float, hi: float) -> float:
+    """A number in [lo, hi] (not NaN); numbers given as text are accepted."""
     if isinstance(value, str):
         try:
-            value = float(value)
+            value = float(value) if len(value) <= 64 else value
         except ValueError:
             pass
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise ArgError(f"{name} must be a number, got {value!r}"[:200])
+        raise ArgError(f"{name} must be a number, got {_type_or_value(value)}")
     if not lo <= value <= hi:
-        raise ArgError(f"{name} must be between {lo:g} and {hi:g}, got {value:g}")
+        raise ArgError(f"{name} must be between {lo:g} and {hi:g}, got {_shown(value)}")
     return float(value)
 
 
+def _type_or_value(value: object) -> str:
+    """How an error names a value of the wrong type: short scalars by value, the rest by type."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        text = repr(value) if not isinstance(value, int) or isinstance(value, bool) or abs(value) < 10**18 else _shown(value)
+        return text if len(text) <= 60 else f"{text[:57]}..."
+    return f"a JSON {'array' if isinstance(value, list) else 'object' if isinstance(value, dict) else type(value).__name__}"
+
+
+def no_nul(name: str, value: str) -> str:
+    """`value` unless it holds a NUL character, which no query, path or name can contain."""
+    if "\x00" in value:
+        raise ArgError(f"{name} contains a NUL character (\\x00) at position {value.index(chr(0)) + 1}", "remove it: text sent to qmd cannot contain NUL")
+    return value
+
+
 def bool_arg(name: str, value: object) -> bool:
+    """true/false (also as the strings "true"/"false")."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise ArgError(f"{name} must be true or false, got {value!r}"[:200])
+    raise ArgError(f"{name} must be true or false, got {_type_or_value(value)}")
 
 
 def str_arg(name: str, value: object, max_len: int = MAX_TEXT) -> str:
+    """A non-empty string of at most `max_len` characters, without NUL."""
     if not isinstance(value, str):
-        raise ArgError(f"{name} must be a string, got {type(value).__name__}")
+        raise ArgError(f"{name} must be a string, got {_json_type(value)}")
     if not value.strip():
         raise ArgError(f"{name} is empty")
     if len(value) > max_len:
         raise ArgError(f"{name} is longer than {max_len} characters", "shorten it")
-    return value
+    return no_nul(name, value)
+
+
+def _json_type(value: object) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", list: "an array", dict: "an object", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _json_list(name: str, value: object) -> object:
@@ -140,7 +177,7 @@ def str_list_arg(name: str, value: object) -> list[str]:
         raise ArgError(f"{name} must be a list of names", f'for example {name}: ["notes"]')
     if len(value) > MAX_COLLECTIONS:
         raise ArgError(f"{name} has more than {MAX_COLLECTIONS} entries")
-    return [v.strip() for v in value]
+    return [no_nul(f"{name}[{i}]", v.strip()) for i, v in enumerate(value, start=1)]
 
 
 def searches_arg(value: object) -> list[tuple[str, str]]:

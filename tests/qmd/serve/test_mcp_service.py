@@ -70,11 +70,13 @@ def test_multi_get_refuses_globs_and_lists_that_leave_the_collections(service: T
 
 
 def test_multi_get_within_the_collections(service: ToolService) -> None:
-    out = service.call("multi_get", {"pattern": "notes/*.md", "maxBytes": 80})
+    out = service.call("multi_get", {"pattern": "notes/**/*.md", "maxBytes": 80})  # '**/' is zero or more folders
     docs = {d["file"]: d for d in out.structured["documents"]}
     assert set(docs) == {"qmd://notes/ideas.md", "qmd://notes/meetings/2024-03-01.md", "qmd://notes/runbooks/deploy.md", "qmd://notes/runbooks/postgres.md"}
     assert "over the 80-byte limit" in docs["qmd://notes/runbooks/deploy.md"]["skipped"]
     assert docs["qmd://notes/ideas.md"]["text"].startswith("Some ideas")
+    top = service.call("multi_get", {"pattern": "notes/*.md"})  # '*' stops at '/'
+    assert [d["file"] for d in top.structured["documents"]] == ["qmd://notes/ideas.md"]
 
 
 @pytest.mark.parametrize(
