@@ -153,7 +153,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
-        sock.listen(128)
+        sock.listen(1024)  # a burst of connections waits in the kernel, not refused
     except OSError as exc:
         sock.close()
         raise QmdError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", "pick another port with --port N (or stop what uses it)") from exc

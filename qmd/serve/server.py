@@ -20,6 +20,7 @@ import contextvars
 import json
 import socket
 import time
+import traceback
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
@@ -32,11 +33,15 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from qmd import __version__
+from qmd.serve.connections import http_timeout
+from qmd.serve.logsafe import escape, escape_lines
 from qmd.serve.origin import Guard
 from qmd.serve.arguments import GET_PARAMS, MULTI_GET_PARAMS, QUERY_PARAMS, TOOL_DESCRIPTIONS, TOOL_PARAMS
 from qmd.serve.service import ToolOutput, ToolService
 
 MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
+JSON_TYPE = "application/json"
+REST_EXAMPLE = '{"searches": [{"type": "lex", "query": "rollback"}]}'
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 Log = Callable[[str], None]
@@ -86,7 +91,7 @@ class QmdMCP(MCPServer):
         if note is not None:
             note.append(f"{name} {out.summary}")
         if self.call_log is not None:
-            self.call_log(f"tools/call {name} {out.summary} ({(time.perf_counter() - started) * 1000:.1f} ms)")
+            self.call_log(escape(f"tools/call {name} {out.summary} ({(time.perf_counter() - started) * 1000:.1f} ms)"))
         return _result(out)
 
 
@@ -149,14 +154,19 @@ Rest = Callable[[bytes, list[str]], Any]  # async (body, log notes) -> (status, 
 
 
 class FrontDoor:
-    """ASGI middleware in front of every route: Origin/Host check, body limit, one log line.
+    """ASGI middleware in front of every route: Origin/Host check, body limit and read
+    timeout, one log line (its client-sent parts escaped: qmd/serve/logsafe.py).
 
-    It answers `POST /query` and `/search` itself (`rest`): the agent's commonest request
-    skips Starlette's routing, Request and Response objects (~0.3 ms).
+    It answers `POST /query` and `/search` itself (`rest`; JSON bodies only, else 415): the
+    agent's commonest request skips Starlette's routing, Request and Response objects
+    (~0.3 ms). `GET /mcp` (an SSE stream for server-initiated messages, which a stateless
+    server never sends) is a 405, as the Streamable HTTP spec allows, so no idle stream
+    holds a connection open.
     """
 
-    def __init__(self, app: Any, guard: Guard, log: Log, max_body: int = MAX_BODY_BYTES, rest: Rest | None = None) -> None:
+    def __init__(self, app: Any, guard: Guard, log: Log, max_body: int = MAX_BODY_BYTES, rest: Rest | None = None, body_timeout: float | None = None) -> None:
         self.app, self.guard, self.log, self.max_body, self.rest = app, guard, log, max_body, rest
+        self.body_timeout = http_timeout() if body_timeout is None else body_timeout
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -178,12 +188,36 @@ class FrontDoor:
                 note.append(verdict.reason)
                 await _json(send_wrapper, verdict.status, {"error": verdict.reason, "hint": verdict.hint})
                 return
-            body = await self._read_body(headers, receive)
+            path, method = scope["path"], scope["method"]
+            rest = self.rest is not None and method == "POST" and path in ("/query", "/search")
+            if rest and not _is_json(headers.get("content-type")):
+                given = headers.get("content-type")
+                note.append(f"Content-Type {given!r}")
+                await _json(send_wrapper, 415, {
+                    "error": f"{path} takes a JSON body (Content-Type: {JSON_TYPE}); got " + (f"Content-Type: {given[:100]}" if given else "no Content-Type"),
+                    "hint": f"set the header Content-Type: {JSON_TYPE} (curl: -H 'Content-Type: {JSON_TYPE}')",
+                })
+                return
+            if method == "GET" and path in ("/mcp", "/mcp/"):
+                note.append("no SSE stream (stateless)")
+                await _json(send_wrapper, 405, {
+                    "error": "GET /mcp (a server-sent event stream) is not offered: this server is stateless and sends nothing unprompted",
+                    "hint": "POST JSON-RPC requests to /mcp",
+                }, [(b"allow", b"POST")])
+                return
+            try:
+                with anyio.fail_after(self.body_timeout):
+                    body = await self._read_body(headers, receive)
+            except TimeoutError:
+                note.append(f"body not received within {self.body_timeout:g} s")
+                await _json(send_wrapper, 408, {"error": f"the request body was not received within {self.body_timeout:g} s", "hint": "send the whole body at once"}, [(b"connection", b"close")])
+                return
             if body is None:
                 note.append(f"body over {self.max_body} bytes")
                 await _json(send_wrapper, 413, {"error": f"request body over {self.max_body} bytes", "hint": "send smaller requests"})
                 return
-            if self.rest is not None and scope["method"] == "POST" and scope["path"] in ("/query", "/search"):
+            if rest:
+                assert self.rest is not None
                 code, payload = await self.rest(body, note)
                 await _json(send_wrapper, code, payload)
                 return
@@ -207,7 +241,7 @@ class FrontDoor:
             client = scope.get("client") or ("-", 0)
             ms = (time.perf_counter() - started) * 1000
             detail = " ".join(n for n in note if n)
-            self.log(f"{client[0]} {scope['method']} {scope['path']} {status[0]} {ms:.1f}ms{(' ' + detail) if detail else ''}")
+            self.log(escape(f"{client[0]} {scope['method']} {scope['path']} {status[0]} {ms:.1f}ms{(' ' + detail) if detail else ''}"))
 
     async def _read_body(self, headers: dict[str, str], receive: Any) -> bytes | None:
         declared = headers.get("content-length")
@@ -229,16 +263,35 @@ class FrontDoor:
         return b"".join(chunks)
 
 
-async def _json(send: Any, status: int, payload: dict[str, Any]) -> None:
+def _is_json(content_type: str | None) -> bool:
+    """`application/json`, with or without parameters (`; charset=utf-8`), any case."""
+    return content_type is not None and content_type.split(";", 1)[0].strip().lower() == JSON_TYPE
+
+
+async def _json(send: Any, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:
     body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")  # as Starlette's JSONResponse
-    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
-def _describe_rpc(body: bytes) -> str:
+def parse_json_body(raw: bytes) -> tuple[Any, str | None]:
+    """(value, None), or (None, the error for a 400): malformed, too deep, or an overlong number."""
     try:
-        msg = json.loads(body)
-    except ValueError:
+        return json.loads(raw or b"null"), None
+    except RecursionError:
+        return None, "the body is nested too deeply to be a query (JSON arrays or objects inside each other, about 1000 levels or more)"
+    except json.JSONDecodeError as exc:
+        return None, f"the body is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+    except UnicodeDecodeError:
+        return None, "the body is not valid JSON: it is not UTF-8 text"
+    except ValueError as exc:  # int() refusing an overlong number
+        return None, f"the body is not valid JSON that qmd reads: a number is too long ({str(exc)[:80]})"
+
+
+def _describe_rpc(body: bytes) -> str:
+    msg, error = parse_json_body(body)
+    if error is not None:
         return "(not JSON)"
     if isinstance(msg, list):
         return f"batch of {len(msg)}"
@@ -248,8 +301,10 @@ def _describe_rpc(body: bytes) -> str:
     return "" if method == "tools/call" else method  # a tool call adds its own note
 
 
-def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None) -> FrontDoor:
-    """The ASGI app: our routes first, the SDK's Streamable HTTP app mounted after them."""
+def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, timeout: float | None = None) -> FrontDoor:
+    """The ASGI app: our routes first, the SDK's Streamable HTTP app mounted after them.
+
+    `timeout` bounds the reading of each request body (default: `QMD_HTTP_TIMEOUT_S`)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -268,13 +323,18 @@ def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Ca
 
     async def rest(raw: bytes, note: list[str]) -> tuple[int, dict[str, Any]]:
         """POST /query and /search: keyword-only queries run in the event loop, the rest on a thread."""
+        body, error = parse_json_body(raw)
+        if error is not None:
+            note.append(f"400 {error[:60]}")
+            return 400, {"error": error, "hint": REST_EXAMPLE}
         try:
-            body = json.loads(raw or b"null")
-        except ValueError:
-            return 400, {"error": "the body is not valid JSON", "hint": '{"searches": [{"type": "lex", "query": "rollback"}]}'}
-        answer = service.rest_query(body, fast_only=True)
-        if answer is None:
-            answer = await anyio.to_thread.run_sync(service.rest_query, body)
+            answer = service.rest_query(body, fast_only=True)
+            if answer is None:
+                answer = await anyio.to_thread.run_sync(service.rest_query, body)
+        except Exception as exc:  # a bug: a JSON 500 and the traceback in the log, the server lives on
+            log(escape_lines(f"POST /query failed unexpectedly:\n{traceback.format_exc().rstrip()}"))
+            note.append("internal error")
+            return 500, {"error": f"internal error: {type(exc).__name__}", "hint": "this is a bug in qmd; the server log has the traceback"}
         assert answer is not None
         status, payload, summary = answer
         note.append(summary)
@@ -304,17 +364,24 @@ def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Ca
         routes.append(Mount("/", app=inner))
     else:
         routes.extend(inner.routes)
-    return FrontDoor(Starlette(routes=routes, lifespan=lifespan), guard, log, rest=rest)
+    return FrontDoor(Starlette(routes=routes, lifespan=lifespan), guard, log, rest=rest, body_timeout=timeout)
 
 
 def serve_http(service: ToolService, sock: socket.socket, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None) -> bool:
     """Serve on the bound socket until SIGINT/SIGTERM; False if the server failed to start."""
     import uvicorn
 
-    app = build_http_app(service, guard, log, on_shutdown)
+    from qmd.serve.connections import ConnectionPolicy, guarded_protocol
+
+    policy = ConnectionPolicy.from_env()
+    app = build_http_app(service, guard, log, on_shutdown, policy.timeout_s)
+    # No limit_concurrency: uvicorn counts idle connections against it, so 64 half-open
+    # sockets answered every request with 503. The guarded protocol bounds each
+    # connection's time instead and evicts the oldest idle one when too many are open.
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", server_header=False,
-        timeout_graceful_shutdown=5, limit_concurrency=64, timeout_keep_alive=30,
+        timeout_graceful_shutdown=5, timeout_keep_alive=max(1, round(policy.timeout_s)),
+        http=guarded_protocol(policy), ws="none",
     )
     server = uvicorn.Server(config)
     server.run(sockets=[sock])

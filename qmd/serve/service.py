@@ -42,6 +42,7 @@ from qmd.serve.arguments import (
     parse_query_args,
     str_arg,
 )
+from qmd.serve.logsafe import escape_lines
 from qmd.serve.answers import HealthFlag, build_instructions, freshness, freshness_line, hit_row, query_text
 from qmd.core.results import QueryResult
 from qmd.search.snippets import JSON_SNIPPET_CHARS
@@ -161,7 +162,7 @@ class ToolService:
         except QmdError as exc:
             return error_output(exc)
         except Exception as exc:  # a bug must not take the server down
-            self.log(f"{tool} failed unexpectedly:\n{traceback.format_exc().rstrip()}")
+            self.log(escape_lines(f"{tool} failed unexpectedly:\n{traceback.format_exc().rstrip()}"))
             return ToolOutput(f"Error: internal error in {tool}: {type(exc).__name__}: {exc}\nhint: this is a bug in qmd; the server log has the traceback", None, True, "internal error")
 
     def _refresh(self) -> None:

@@ -70,17 +70,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def request(port: int, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, raw: bytes | None = None, timeout: float = 30) -> tuple[int, Any]:
-    """One HTTP request to 127.0.0.1:port with exactly the given headers (Host defaults to 127.0.0.1:port)."""
+def request(port: int, method: str, path: str, body: Any = None, headers: dict[str, str | None] | None = None, raw: bytes | None = None, timeout: float = 30) -> tuple[int, Any]:
+    """One HTTP request to 127.0.0.1:port with exactly the given headers (Host defaults to
+    127.0.0.1:port; Content-Type to application/json when there is a body; None: not sent)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    hdrs = {"Host": f"127.0.0.1:{port}", **(headers or {})}
+    hdrs: dict[str, str | None] = {"Host": f"127.0.0.1:{port}", **(headers or {})}
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     if data is not None:
         hdrs.setdefault("Content-Type", "application/json")
     try:
         conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for k, v in hdrs.items():
-            conn.putheader(k, v)
+            if v is not None:
+                conn.putheader(k, v)
         if data is not None:
             conn.putheader("Content-Length", str(len(data)))
         conn.endheaders(data)

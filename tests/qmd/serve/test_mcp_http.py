@@ -166,7 +166,7 @@ def test_size_limits(server: Server) -> None:
     import socket
 
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(f"POST /query HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+        sock.sendall(f"POST /query HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
         chunk = b"x" * 65536
         try:
             for _ in range(20):  # 1.3 MB: over the limit, within the socket buffers
