@@ -1,5 +1,6 @@
 """The MCP server over stdio and HTTP. Every import of the MCP SDK (and of starlette and
-uvicorn) lives in this module, which only `qmd mcp` imports. Doctor's handshake
+uvicorn, but for the protocol class in qmd/serve/connections.py) lives in this module,
+which only `qmd mcp` imports. Doctor's handshake
 (qmd/serve/probe.py) speaks plain JSON-RPC and imports no SDK.
 
 HTTP routes (one Origin/Host check, size limit and log line for all of them):
