@@ -176,6 +176,8 @@ def format_collection(c: CollectionInfo, detailed: bool = False, compact: bool =
         lines.append(f"  Ignore:   {', '.join(c.ignore)}")
     if compact:
         lines.append(f"  Files:    {c.documents} (updated {ago(c.updated_at)})")
+        if c.embedded_documents is not None and c.embed:
+            lines.append(f"  Vectors:  {c.embedded_documents} of {c.documents} documents embedded")
     else:
         lines.append(f"  Files:    {c.documents}")
         lines.append(f"  Updated:  {ago(c.updated_at)}")
@@ -224,6 +226,10 @@ def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: 
     if info.inactive:
         lines.append(f"  Deleted:  {info.inactive} (run 'qmd cleanup' to drop them)")
     lines.append(f"  Updated:  {ago(info.updated_at)}")
+    if info.running:
+        r = info.running
+        of = f"/{r['total']}" if r.get("total") else ""
+        lines.append(f"  Running:  {r.get('command')} (pid {r.get('pid')}, since {ago(str(r.get('started_at')))}): {r.get('done')}{of} {r.get('unit')}".rstrip())
     if info.global_context:
         lines += ["", "Global context", f"  {info.global_context}"]
     lines += ["", "Collections"]

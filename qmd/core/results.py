@@ -121,6 +121,7 @@ class CollectionInfo:
     embed: bool = True
     skipped: int = 0
     warnings: int = 0
+    embedded_documents: int | None = None  # with vectors of the current embed model (None: no model)
 
 
 @dataclass
@@ -156,6 +157,7 @@ class StatusInfo:
     collections: list[CollectionInfo]
     issues: list[tuple[str, str, str, str]]  # (collection, path, severity, reason)
     global_context: str | None = None
+    running: dict[str, object] | None = None  # an update or embed writing now: pid, command, done, total
 
 
 @dataclass

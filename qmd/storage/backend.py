@@ -340,6 +340,10 @@ class IndexBackend(Protocol):
         """(chunks, embedded content of active documents) of one vector space (zeros for None)."""
         ...
 
+    def embedded_per_collection(self, model_id: int) -> dict[str, int]:
+        """Active documents of each collection with vectors in this vector space."""
+        ...
+
     def chunk_spans(self, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
         """(start, end) of each content hash's chunks, in order."""
         ...

@@ -13,6 +13,7 @@ from qmd.index.indexer import Progress, check_root, index_collection, search_fie
 from qmd.core.config import DEFAULT_PATTERN, CollectionConfig
 from qmd.core.contexts import normalise_subpath
 from qmd.core.results import CollectionInfo, ContextInfo, UpdateReport
+from qmd.store.activity import Activity, activity_path
 from qmd.store.state import IndexState
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -212,19 +213,30 @@ class Collections:
             backend = self.state.db(create=True)
             # The config says what may be served: rows of a collection removed from it go.
             report.dropped_collections = self.drop_orphaned()
-            for name in names:
-                coll = colls[name]
-                try:
-                    if run_commands and coll.update:
-                        failure = run_update_command(coll, on_command)
-                        if failure:
-                            report.command_failures.append((name, failure))
-                    report.collections.append(index_collection(backend, coll, progress))
-                except QmdError as exc:
-                    if len(names) == 1:
-                        raise
-                    # One broken collection must not keep the others stale.
-                    report.errors.append((name, exc.message, exc.hint))
+            activity = Activity(activity_path(backend.location), "update")
+            done = 0
+
+            def tracked(rel: str, n: int) -> None:
+                activity.progress(done + n, None, "files")
+                if progress is not None:
+                    progress(rel, n)
+
+            with activity:
+                for name in names:
+                    coll = colls[name]
+                    try:
+                        if run_commands and coll.update:
+                            failure = run_update_command(coll, on_command)
+                            if failure:
+                                report.command_failures.append((name, failure))
+                        indexed = index_collection(backend, coll, tracked)
+                        done += indexed.new + indexed.updated
+                        report.collections.append(indexed)
+                    except QmdError as exc:
+                        if len(names) == 1:
+                            raise
+                        # One broken collection must not keep the others stale.
+                        report.errors.append((name, exc.message, exc.hint))
         return report
 
 

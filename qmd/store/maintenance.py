@@ -7,8 +7,10 @@ from pathlib import Path
 
 from qmd.core.errors import QmdError
 from qmd.index.indexer import Progress, index_collection, search_fields
-from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport
+from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport, VectorModel
+from qmd.store.activity import running
 from qmd.store.collections import Collections
+from qmd.store.models import Models
 from qmd.core.results import CleanupReport, StatusInfo
 from qmd.store.state import IndexState
 
@@ -16,9 +18,10 @@ from qmd.store.state import IndexState
 class Maintenance:
     """What `status`, `cleanup`, `rebuild` and doctor ask of an index."""
 
-    def __init__(self, state: IndexState, collections: Collections) -> None:
+    def __init__(self, state: IndexState, collections: Collections, models: Models) -> None:
         self.state = state
         self.collections = collections
+        self.models = models
 
     def cleanup(self, wait: float | None = None, on_wait: Callable[[], None] | None = None) -> CleanupReport:
         backend = self.state.backend
@@ -78,12 +81,24 @@ class Maintenance:
         db = self.state.db() if exists else None
         totals = db.totals() if db is not None else None
         updated = db.collection_updated().values() if db is not None else []
+        infos = self.collections.infos()
+        space = self._vector_space() if db is not None else None
+        if space is not None and db is not None:
+            embedded = db.embedded_per_collection(space.id)
+            for info in infos:
+                info.embedded_documents = embedded.get(info.name, 0)
         return StatusInfo(
             index_path=backend.location, size_bytes=backend.size_bytes(),
             documents=totals.active if totals else 0,
             inactive=totals.inactive if totals else 0,
             content_rows=totals.content if totals else 0,
             updated_at=max(updated) if updated else None,
-            collections=self.collections.infos(), issues=db.file_issues() if db is not None else [],
-            global_context=self.state.config.global_context,
+            collections=infos, issues=db.file_issues() if db is not None else [],
+            global_context=self.state.config.global_context, running=running(backend.location),
         )
+
+    def _vector_space(self) -> VectorModel | None:
+        try:
+            return self.models.current_vector_space()
+        except QmdError:
+            return None  # a model file that cannot be read: status still answers

@@ -8,9 +8,11 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from qmd.core.results import ModelStatus, VectorStatus
+from qmd.store.activity import Activity, activity_path
 from qmd.store.state import IndexState
 
 if TYPE_CHECKING:
+    from qmd.storage.backend import VectorModel
     from qmd.index.embedding import EmbedProgress, EmbedReport
     from qmd.llm.embedder import Embedder
     from qmd.llm.generator import Generator
@@ -141,7 +143,25 @@ class Models:
         def writing() -> AbstractContextManager[None]:
             return backend.writer_lock(timeout=wait, on_wait=on_wait)
 
-        return run_embed(backend, embedder, wanted, skipped, force=force, force_all=not collections, progress=progress, writing=writing)
+        with Activity(activity_path(backend.location), "embed") as activity:
+
+            def tracked(done: int, total: int, chunks: int) -> None:
+                activity.progress(done, total, "documents")
+                if progress is not None:
+                    progress(done, total, chunks)
+
+            return run_embed(backend, embedder, wanted, skipped, force=force, force_all=not collections, progress=tracked, writing=writing)
+
+    def current_vector_space(self) -> VectorModel | None:
+        """The vector space of the configured embed model (its header read, never loaded), if any."""
+        from qmd.index.embedding import fingerprint
+        from qmd.llm.embedder import Embedder
+
+        ref = self.model("embed")
+        if not ref.available:
+            return None
+        probe = self._embedder if self._embedder is not None and self._embedder.info.path == ref.path else Embedder(ref.path)
+        return self.state.db().vector_model(fingerprint(probe))
 
     def vector_status(self, collections: list[str] | None) -> VectorStatus:
         from qmd.search.vector import vector_status

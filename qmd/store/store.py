@@ -69,7 +69,7 @@ class Store:
         self._collections = Collections(self._state)
         self._models = Models(self._state)
         self._reader = Reader(self._state, self._models)
-        self._maintenance = Maintenance(self._state, self._collections)
+        self._maintenance = Maintenance(self._state, self._collections, self._models)
 
     # --- lifecycle ------------------------------------------------------------------
 

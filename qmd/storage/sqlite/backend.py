@@ -204,6 +204,9 @@ class SqliteBackend(IndexBackend):
     def vector_counts(self, model_id: int | None) -> tuple[int, int]:
         return vectors.counts(self.connection(), model_id)
 
+    def embedded_per_collection(self, model_id: int) -> dict[str, int]:
+        return vectors.embedded_per_collection(self.connection(), model_id)
+
     def chunk_spans(self, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
         return vectors.chunk_spans(self.connection(), model, hashes)
 

@@ -182,6 +182,14 @@ def pending_hashes(conn: apsw.Connection, model_id: int | None, collections: lis
     return [(str(r[0]), str(r[1])) for r in conn.execute(sql, (*collections, -1 if model_id is None else model_id))]
 
 
+def embedded_per_collection(conn: apsw.Connection, model_id: int) -> dict[str, int]:
+    sql = (
+        "SELECT d.collection, count(*) FROM documents d WHERE d.active = 1"
+        " AND EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = d.hash) GROUP BY d.collection"
+    )
+    return {str(c): int(n) for c, n in conn.execute(sql, (model_id,))}
+
+
 def chunk_spans(conn: apsw.Connection, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
     """(start, end) of each content hash's chunks, in order."""
     if not hashes:

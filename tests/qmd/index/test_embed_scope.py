@@ -99,3 +99,36 @@ def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path
         status = store.vector_status()
     assert status.embedded_documents > 0 and status.pending_documents > 0
     assert status.embedded_documents + status.pending_documents == total
+
+
+@pytest.mark.slow
+def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    big = _notes(tmp_path / "big", 1500, "epsilon")
+    small = _notes(tmp_path / "small", 3, "zeta")
+    assert run_qmd("collection", "add", str(big), "--name", "big").returncode == 0
+    assert run_qmd("collection", "add", str(small), "--name", "small").returncode == 0
+    assert run_qmd("embed", "-c", "small").returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "qmd", "embed", "-c", "big"], env=qmd_env({"QMD_PROGRESS_S": "0"}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    try:
+        seen, deadline = "", time.time() + 120
+        while "Embedding: " not in seen:
+            line = proc.stderr.readline()
+            assert line and time.time() < deadline, seen
+            seen += line
+        os.kill(proc.pid, signal.SIGSTOP)  # hold it mid-run while status looks
+        status = json.loads(run_qmd("status", "--json").stdout)
+        text = run_qmd("status").stdout
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.communicate(timeout=120)
+    assert status["running"]["pid"] == proc.pid and status["running"]["operation"] == "embed" and status["running"]["total"] == 1500
+    assert f"Running:  qmd embed -c big (pid {proc.pid}" in text and "/1500 documents" in text
+    coverage = {c["name"]: c["embedded_documents"] for c in status["collections"]}
+    assert coverage["small"] == 3 and 0 <= coverage["big"] < 1500
+    after = json.loads(run_qmd("status", "--json").stdout)
+    assert after["running"] is None and {c["name"]: c["embedded_documents"] for c in after["collections"]} == {"big": 1500, "small": 3}
+    assert "Vectors:  3 of 3 documents embedded" in run_qmd("status").stdout

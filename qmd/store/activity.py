@@ -1,0 +1,77 @@
+"""What a long write is doing right now, for `qmd status`: `{index}.activity.json` beside it.
+
+The process running `update` or `embed` records its pid, command, start and progress
+(at most once a second); it removes the record when done. A record whose process is gone
+is a crash's leftover and is ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from qmd.core.clock import now_iso
+from qmd.core.fileio import read_json, write_json
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Activity:
+    """One running operation's record (a no-op where the index has no file beside it)."""
+
+    def __init__(self, path: Path | None, operation: str) -> None:
+        self.path = path
+        self.operation = operation
+        self.started = now_iso()
+        self._last = 0.0
+        self._total: int | None = None
+
+    def progress(self, done: int, total: int | None = None, unit: str = "") -> None:
+        now = time.monotonic()
+        if self.path is None or (now - self._last < 1.0 and total == self._total):
+            return
+        self._last, self._total = now, total
+        record = {
+            "pid": os.getpid(), "operation": self.operation, "command": "qmd " + " ".join(sys.argv[1:]),
+            "started_at": self.started, "updated_at": now_iso(), "done": done, "total": total, "unit": unit,
+        }
+        try:
+            write_json(self.path, record, fsync=False)
+        except OSError:
+            pass  # status just won't show it
+
+    def __enter__(self) -> Activity:
+        self.progress(0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.path is None:
+            return
+        data = read_json(self.path)
+        if isinstance(data, dict) and data.get("pid") == os.getpid():
+            self.path.unlink(missing_ok=True)
+
+
+def activity_path(location: str) -> Path | None:
+    """Where the record of the index at `location` lives (None for a non-file backend)."""
+    path = Path(location)
+    return path.with_name(path.name + ".activity.json") if path.parent.is_dir() else None
+
+
+def running(location: str) -> dict[str, object] | None:
+    """The live record of an update or embed writing the index now, or None."""
+    path = activity_path(location)
+    data = read_json(path) if path is not None else None
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not _alive(int(data["pid"])):
+        return None
+    return data
