@@ -258,6 +258,10 @@ class IndexBackend(Protocol):
 
     def content(self, content_hash: str) -> str | None: ...
 
+    def docid_lengths(self, hashes: Sequence[str]) -> dict[str, int]:
+        """How many hex digits make each content hash's docid unique among active documents (≥ 6)."""
+        ...
+
     def files(self, collection: str, under: str = "") -> list[FileRow]:
         """Active files of a collection, optionally under a sub-path, by path."""
         ...

@@ -57,9 +57,14 @@ class Reader:
         region = None if chunk is None else (text.count("\n", 0, chunk[0]), text.count("\n", 0, chunk[1]) + 1)
         line, snippet = make_snippet(text, words, row.body_line, snippet_chars, line_numbers, region)
         return SearchHit(
-            docid=row.docid, collection=row.collection, path=row.path, title=row.title, score=score, line=line,
+            docid=self.docid(row.hash), collection=row.collection, path=row.path, title=row.title, score=score, line=line,
             snippet=snippet, match=match, context=self.state.context(row.collection, row.path), body=text if full else None,
         )
+
+    def docid(self, content_hash: str) -> str:
+        """The docid to print: 6 hex digits, more when another document shares them (so
+        `get '#docid'` never finds it ambiguous)."""
+        return content_hash[: self.state.db().docid_lengths([content_hash])[content_hash]]
 
     def search(self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool) -> list[SearchHit]:
         limit = checked(limit, min_score)
@@ -116,7 +121,7 @@ class Reader:
             raise QmdError(f"{row.collection}/{row.path} has {len(lines)} lines; line {first} does not exist", "pick a line within the file")
         last = len(lines) if max_lines is None else min(len(lines), first - 1 + max(max_lines, 0))
         return Document(
-            docid=row.docid, collection=row.collection, path=row.path, title=row.title,
+            docid=self.docid(row.hash), collection=row.collection, path=row.path, title=row.title,
             text="\n".join(lines[first - 1 : last]), from_line=first, total_lines=len(lines),
             context=self.state.context(row.collection, row.path), abs_path=refs.abs_path(colls, row),
         )
@@ -141,12 +146,12 @@ class Reader:
         for row in dict.fromkeys(rows):
             ctx = self.state.context(row.collection, row.path)
             if row.size > max_bytes:
-                out.append(MultiGetItem(row.docid, row.collection, row.path, row.title, None,
+                out.append(MultiGetItem(self.docid(row.hash), row.collection, row.path, row.title, None,
                                         skipped=f"{row.size} bytes is over the {max_bytes}-byte limit; use qmd get {row.collection}/{row.path}", context=ctx))
                 continue
             lines = refs.read_content(backend, row.hash).split("\n")
             shown = lines if max_lines is None else lines[:max_lines]
-            out.append(MultiGetItem(row.docid, row.collection, row.path, row.title, "\n".join(shown),
+            out.append(MultiGetItem(self.docid(row.hash), row.collection, row.path, row.title, "\n".join(shown),
                                     total_lines=len(lines), truncated_lines=len(lines) - len(shown), context=ctx))
         return out
 
@@ -157,5 +162,7 @@ class Reader:
         name, _, sub = ref.partition("/")
         self.state.collection(name)
         sub = normalise_subpath(sub).lstrip("/")
-        return [FileEntry(f.collection, f.path, f.size, f.mtime_ns, f.hash[:6], f.title) for f in self.state.db().files(name, sub)]
+        files = self.state.db().files(name, sub)
+        lengths = self.state.db().docid_lengths([f.hash for f in files])
+        return [FileEntry(f.collection, f.path, f.size, f.mtime_ns, f.hash[: lengths[f.hash]], f.title) for f in files]
 

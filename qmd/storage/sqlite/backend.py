@@ -118,6 +118,9 @@ class SqliteBackend(IndexBackend):
     def find(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
         return documents.find(self.connection(), collection=collection, path=path, hash_prefix=hash_prefix)
 
+    def docid_lengths(self, hashes: Sequence[str]) -> dict[str, int]:
+        return documents.docid_lengths(self.connection(), hashes)
+
     def content(self, content_hash: str) -> str | None:
         return documents.content(self.connection(), content_hash)
 

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.storage.backend import DocRow, DocumentWrite, FieldsFor, FileRow, KnownFile, Totals
+from qmd.storage.backend import MIN_DOCID, DocRow, DocumentWrite, FieldsFor, FileRow, KnownFile, Totals
 from qmd.storage.sqlite import fulltext
 from qmd.storage.sqlite.connection import count, scalar, transaction
 
@@ -47,6 +47,38 @@ def documents(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[DocR
     columns = ", ".join(f"d.{c}" for c in _COLUMNS)
     sql = f"SELECT {columns}, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.id IN ({marks})"
     return {int(r[0]): (_row(r[:-1]), str(r[-1])) for r in conn.execute(sql, list(ids))}
+
+
+def _shared(a: str, b: object) -> int:
+    if not isinstance(b, str):
+        return 0
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def docid_lengths(conn: apsw.Connection, hashes: Sequence[str]) -> dict[str, int]:
+    """Shortest unique prefix (≥ MIN_DOCID) of each hash: one digit past its nearest neighbours."""
+    wanted = list(dict.fromkeys(hashes))
+    out: dict[str, int] = {}
+    if len(wanted) > 64:  # many (ls of a big collection): one sorted read beats two seeks each
+        import bisect
+
+        every = [str(r[0]) for r in conn.execute("SELECT DISTINCT hash FROM documents WHERE active = 1 ORDER BY hash")]
+        for h in wanted:
+            i = bisect.bisect_left(every, h)
+            j = i + 1 if i < len(every) and every[i] == h else i
+            neighbours = (every[i - 1] if i > 0 else None, every[j] if j < len(every) else None)
+            out[h] = max(MIN_DOCID, max(_shared(h, n) for n in neighbours) + 1)
+        return out
+    for h in wanted:
+        before = scalar(conn, "SELECT max(hash) FROM documents WHERE hash < ? AND active = 1", (h,))
+        after = scalar(conn, "SELECT min(hash) FROM documents WHERE hash > ? AND active = 1", (h,))
+        out[h] = max(MIN_DOCID, max(_shared(h, before), _shared(h, after)) + 1)
+    return out
 
 
 def content(conn: apsw.Connection, content_hash: str) -> str | None:

@@ -431,7 +431,9 @@ def test_ambiguous_docid_prefix_lists_candidates(tmp_path: Path, cli: Cli) -> No
         longer = _docid(body)[:8]
         assert f"#{longer} amb/{name}" in err  # each candidate with enough digits to tell them apart
         code, out, _ = cli("get", f"#{longer}")
-        assert code == 0 and out.startswith(f"qmd://amb/{name}  #{prefix}\n")
+        header = out.split("\n", 1)[0]
+        printed = header.rsplit("#", 1)[1]  # the docid get prints: unique, so longer than the shared 6
+        assert code == 0 and header.startswith(f"qmd://amb/{name}  #{prefix}") and len(printed) > 6 and _docid(body).startswith(printed)
 
 
 # --- config, index name, file-system faults -----------------------------------------------
