@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from qmd.core.clock import ago
-from qmd.core.text import numbered
+from qmd.core.text import line_safe, numbered
 from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
 
 FORMATS = ("cli", "json", "csv", "md", "xml", "files")
@@ -44,7 +44,7 @@ def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | N
         return json.dumps(search_json_rows(hits, paths), indent=2, ensure_ascii=False) + "\n"
     if fmt == "files":
         return "".join(
-            f"#{h.docid},{h.score:.2f},{_file(h, paths)}" + (f",{json.dumps(h.context, ensure_ascii=False)}" if h.context else "") + "\n"
+            f"#{h.docid},{h.score:.2f},{line_safe(_file(h, paths))}" + (f",{json.dumps(h.context, ensure_ascii=False)}" if h.context else "") + "\n"
             for h in hits
         )
     if fmt == "csv":
@@ -60,7 +60,7 @@ def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | N
         for h in hits:
             ctx = f"**context:** {h.context}\n" if h.context else ""
             text = h.body if h.body is not None else h.snippet
-            blocks.append(f"---\n# {h.title}\n**file:** `{_file(h, paths)}`\n**docid:** `#{h.docid}`\n{ctx}\n{text}\n\n")
+            blocks.append(f"---\n# {line_safe(h.title)}\n**file:** `{line_safe(_file(h, paths))}`\n**docid:** `#{h.docid}`\n{ctx}\n{text}\n\n")
         return "".join(blocks)
     if fmt == "xml":
         if not hits:
@@ -77,7 +77,7 @@ def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | N
     for h in hits:
         ctx = f"Context: {h.context}\n" if h.context else ""
         text = h.body if h.body is not None else h.snippet
-        blocks.append(f"{_file(h, paths)}:{h.line} #{h.docid}\nTitle: {h.title}\n{ctx}Score:  {round(h.score * 100)}%\n\n{text}\n")
+        blocks.append(f"{line_safe(_file(h, paths))}:{h.line} #{h.docid}\nTitle: {line_safe(h.title)}\n{ctx}Score:  {round(h.score * 100)}%\n\n{text}\n")
     return "\n".join(blocks)
 
 
@@ -92,13 +92,13 @@ def format_document(doc: Document, fmt: str, line_numbers: bool = True, full_pat
         row.update({"fromLine": doc.from_line, "lines": doc.lines_shown, "totalLines": doc.total_lines, "body": body})
         return json.dumps(row, indent=2, ensure_ascii=False) + "\n"
     if fmt == "md":
-        return f"---\n# {doc.title}\n**file:** `{name}`\n**docid:** `#{doc.docid}`\n\n{body}\n"
+        return f"---\n# {line_safe(doc.title)}\n**file:** `{line_safe(name)}`\n**docid:** `#{doc.docid}`\n\n{body}\n"
     if fmt == "xml":
         return f"<file docid=\"#{doc.docid}\" name={quoteattr(name)} title={quoteattr(doc.title)}>\n{escape(body)}\n</file>\n"
     if fmt == "files":
-        return f"#{doc.docid},{name}\n"
+        return f"#{doc.docid},{line_safe(name)}\n"
     ctx = f"Context: {doc.context}\n" if doc.context else ""
-    return f"{name}  #{doc.docid}\n{ctx}---\n\n{body}\n"
+    return f"{line_safe(name)}  #{doc.docid}\n{ctx}---\n\n{body}\n"
 
 
 def _multi_body(item: MultiGetItem, line_numbers: bool) -> str:
@@ -124,14 +124,14 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
             rows.append(row)
         return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
     if fmt == "files":
-        return "".join(f"#{it.docid},{it.uri}\n" for it in items)
+        return "".join(f"#{it.docid},{line_safe(it.uri)}\n" for it in items)
     if fmt == "xml":
         return "".join(
             f"<file docid=\"#{it.docid}\" name={quoteattr(it.uri)} title={quoteattr(it.title)}>\n{escape(_multi_body(it, line_numbers))}\n</file>\n"
             for it in items
         )
     if fmt == "md":
-        return "".join(f"---\n# {it.title}\n**file:** `{it.uri}`\n**docid:** `#{it.docid}`\n\n{_multi_body(it, line_numbers)}\n\n" for it in items)
+        return "".join(f"---\n# {line_safe(it.title)}\n**file:** `{line_safe(it.uri)}`\n**docid:** `#{it.docid}`\n\n{_multi_body(it, line_numbers)}\n\n" for it in items)
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -139,7 +139,7 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
         for it in items:
             writer.writerow([f"#{it.docid}", it.uri, it.title, it.skipped or "", "" if it.skipped else _multi_body(it, line_numbers)])
         return buf.getvalue()
-    return "\n".join(f"{it.uri}  #{it.docid}\n---\n\n{_multi_body(it, line_numbers)}\n" for it in items)
+    return "\n".join(f"{line_safe(it.uri)}  #{it.docid}\n---\n\n{_multi_body(it, line_numbers)}\n" for it in items)
 
 
 def human_size(n: int) -> str:
@@ -156,7 +156,7 @@ def format_ls(entries: Sequence[FileEntry]) -> str:
     sizes = [human_size(e.size) for e in entries]
     width = max((len(s) for s in sizes), default=0)
     return "".join(
-        f"{s.rjust(width)}  {time.strftime('%b %d %H:%M', time.localtime(e.mtime_ns / 1e9))}  {e.uri}\n" for s, e in zip(sizes, entries)
+        f"{s.rjust(width)}  {time.strftime('%b %d %H:%M', time.localtime(e.mtime_ns / 1e9))}  {line_safe(e.uri)}\n" for s, e in zip(sizes, entries)
     )
 
 

@@ -109,3 +109,12 @@ def extract_title(body: str, fallback: str) -> str:
 def numbered(text: str, first: int) -> str:
     """`text` with each line prefixed by its number (`12: …`), counting from `first`."""
     return "\n".join(f"{first + i}: {line}" for i, line in enumerate(text.split("\n")))
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def line_safe(text: str) -> str:
+    """`text` on one line, inert on a terminal: newlines, escapes and other control characters
+    as `\\n`, `\\x1b`… (a file name may hold them; line-based output must not split or color)."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)

@@ -50,3 +50,20 @@ def test_the_api_refuses_a_limit_below_one(indexed: Path) -> None:
         with pytest.raises(qmd.QmdError, match="at least 1"):
             store.search("balancer", limit=0)
         assert len(store.search("balancer", limit=10**30)) == 1
+
+
+@pytest.mark.parametrize("fmt", ["--files", "--format=cli", "--md"])
+def test_a_newline_or_escape_in_a_file_name_never_splits_or_colors_a_line(cli: Cli, tmp_path: Path, fmt: str) -> None:
+    root = tmp_path / "odd"
+    root.mkdir()
+    (root / "two\nlines.md").write_text("# Odd\n\nquokka habitat\n")
+    (root / "red\x1b[31m.md").write_text("# Red\n\nquokka colour\n")
+    assert cli("collection", "add", str(root), "--name", "odd")[0] == 0
+    code, out, _ = cli("search", "quokka", fmt)
+    assert code == 0 and "\x1b" not in out
+    assert "two\\nlines.md" in out and "red\\x1b[31m.md" in out
+    if fmt == "--files":
+        assert len(out.splitlines()) == 2  # one line per hit
+    for args in (("ls", "odd"), ("multi-get", "odd/*.md", "--files")):
+        listing = cli(*args)[1]
+        assert "\x1b" not in listing and "two\\nlines.md" in listing and not any(line.endswith("two") for line in listing.splitlines())
