@@ -18,45 +18,40 @@ Handshakes (plain JSON-RPC, no SDK):
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-_EXPORTS: dict[str, tuple[str, str]] = {
-    "PidInfo": ("pidfile", "PidInfo"),
-    "read_pid_file": ("pidfile", "read_pid_file"),
-    "served_indexes": ("pidfile", "served_indexes"),
-    "lock_is_held": ("pidfile", "lock_is_held"),
-    "ServerState": ("daemon", "ServerState"),
-    "StopReport": ("daemon", "StopReport"),
-    "DEFAULT_PORT": ("daemon", "DEFAULT_PORT"),
-    "inspect": ("daemon", "inspect"),
-    "clean_stale": ("daemon", "clean_stale"),
-    "prune_lock": ("daemon", "prune_lock"),
-    "health": ("daemon", "health"),
-    "stop": ("daemon", "stop"),
-    "start_daemon": ("daemon", "start_daemon"),
-    "restart": ("daemon", "restart"),
-    "spawn": ("daemon", "spawn"),
-    "wait_ready": ("daemon", "wait_ready"),
-    "daemon_argv": ("daemon", "daemon_argv"),
-    "process_alive": ("process", "process_alive"),
-    "process_argv": ("process", "process_argv"),
-    "wait_gone": ("process", "wait_gone"),
-    "Handshake": ("probe", "Handshake"),
-    "stdio_handshake": ("probe", "stdio"),
-    "http_handshake": ("probe", "http"),
+from qmd.core.lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "PidInfo": "pidfile",
+    "read_pid_file": "pidfile",
+    "served_indexes": "pidfile",
+    "lock_is_held": "pidfile",
+    "ServerState": "daemon",
+    "StopReport": "daemon",
+    "DEFAULT_PORT": "daemon",
+    "inspect": "daemon",
+    "clean_stale": "daemon",
+    "prune_lock": "daemon",
+    "health": "daemon",
+    "stop": "daemon",
+    "start_daemon": "daemon",
+    "restart": "daemon",
+    "spawn": "daemon",
+    "wait_ready": "daemon",
+    "daemon_argv": "daemon",
+    "process_alive": "process",
+    "process_argv": "process",
+    "wait_gone": "process",
+    "Handshake": "probe",
+    "stdio_handshake": "probe:stdio",
+    "http_handshake": "probe:http",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> object:
-    where = _EXPORTS.get(name)
-    if where is None:
-        raise AttributeError(f"module 'qmd.serve' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"qmd.serve.{where[0]}"), where[1])
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
