@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import ConfigError
-from qmd.core.fileio import write_json, write_text
 
 DEFAULT_PATTERN = "**/*.md"
 
@@ -105,6 +104,8 @@ def _read_cache(path: Path, stat: os.stat_result) -> dict[str, Any] | None:
 
 def _write_cache(path: Path, stat: os.stat_result, raw: dict[str, Any]) -> None:
     """Best effort: a config with values JSON cannot hold, or a read-only folder, has no cache."""
+    from qmd.core.fileio import write_json
+
     try:
         write_json(_cache_path(path), {"stat": [stat.st_mtime_ns, stat.st_size, stat.st_ino], "raw": raw}, indent=None, fsync=False)
     except (OSError, TypeError, ValueError):
@@ -161,6 +162,8 @@ class Config:
         The caller refreshes caches derived from the config dir (`Store` does: the guard's
         knowledge-folder cache).
         """
+        from qmd.core.fileio import write_text
+
         yaml, _, dumper = _yaml()
         text = yaml.dump(self.raw, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
         # A new config is private (0600); an existing one keeps its mode.

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from qmd.core.errors import NotFoundError, QmdError
-from qmd.index.scan import glob_regex
 from qmd.search.fts import bm25_search
-from qmd.search.hybrid import QueryContext, QueryOptions, run_query
 from qmd.search.snippets import make_snippet
 from qmd.search.syntax import parse_query
 from qmd.store import refs
 from qmd.storage.backend import DocRow
 from qmd.core.contexts import normalise_subpath
-from qmd.store.models import Models
 from qmd.core.results import Document, FileEntry, MultiGetItem, QueryResult, SearchHit, VectorSearch
 from qmd.store.state import IndexState
 
-MULTI_GET_MAX_BYTES = 64 * 1024
+if TYPE_CHECKING:
+    from qmd.search.hybrid import QueryOptions
+    from qmd.store.models import Models
+
 MAX_LIMIT = 1_000_000  # more results than anyone reads; keeps a huge -n from overflowing SQL
 
 
@@ -36,9 +37,9 @@ def checked(limit: int | None, min_score: float) -> int | None:
 class Reader:
     """Everything that reads documents; never writes, except the best-effort LLM cache."""
 
-    def __init__(self, state: IndexState, models: Models) -> None:
+    def __init__(self, state: IndexState, models: Callable[[], Models]) -> None:
         self.state = state
-        self.models = models
+        self._models = models  # built on first use: a keyword search never loads the model code
         self._pending: tuple[tuple[object, ...], int] | None = None
 
     def hit(
@@ -80,7 +81,7 @@ class Reader:
         from qmd.search.vector import current_model, pending_count
 
         backend = self.state.db()
-        embedder = self.models.embedder()
+        embedder = self._models().embedder()
         scope = self.state.search_scope(collections)
         wanted, _ = self.state.embeddable(scope)
         model = current_model(backend, embedder)
@@ -105,7 +106,9 @@ class Reader:
         if options.candidates < 1:
             raise QmdError(f"the number of rerank candidates must be at least 1, not {options.candidates}", "e.g. -C 40")
         options.candidates = min(options.candidates, MAX_LIMIT)
-        context = QueryContext(self.state.db(), self.state.search_scope(options.collections), self.models, self.hit)
+        from qmd.search.hybrid import QueryContext, run_query
+
+        context = QueryContext(self.state.db(), self.state.search_scope(options.collections), self._models(), self.hit)
         return run_query(context, text, options, progress, explain)
 
     def get(self, ref: str, from_line: int | None, max_lines: int | None, cwd: str | None) -> Document:
@@ -132,6 +135,8 @@ class Reader:
         rows: list[DocRow] = []
         if any(ch in pattern for ch in "*?["):
             glob = pattern[len("qmd://") :] if pattern.startswith("qmd://") else pattern
+            from qmd.index.scan import glob_regex
+
             regex = glob_regex(glob)  # `**/` is zero or more folders, `*` stops at `/`
             for row in backend.find():
                 if row.collection in colls and (regex.match(f"{row.collection}/{row.path}") or regex.match(row.path)):

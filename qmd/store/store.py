@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qmd.search.hybrid import QueryOptions
-from qmd.search.snippets import CLI_SNIPPET_CHARS
-from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport
-from qmd.store.collections import Collections
 from qmd.core.config import DEFAULT_PATTERN, Config
-from qmd.store.maintenance import Maintenance
-from qmd.store.models import Models
-from qmd.store.reading import MULTI_GET_MAX_BYTES, Reader
+from qmd.search.snippets import CLI_SNIPPET_CHARS
 from qmd.core.results import (
     CleanupReport,
     CollectionInfo,
@@ -40,7 +35,14 @@ from qmd.core.results import (
 )
 from qmd.store.state import IndexState
 
+MULTI_GET_MAX_BYTES = 64 * 1024
+
 if TYPE_CHECKING:
+    from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport
+    from qmd.store.collections import Collections
+    from qmd.store.maintenance import Maintenance
+    from qmd.store.models import Models
+    from qmd.store.reading import Reader
     from qmd.index.embedding import EmbedProgress, EmbedReport
     from qmd.index.indexer import Progress
     from qmd.llm.embedder import Embedder
@@ -66,10 +68,33 @@ class Store:
         self.config_path = Path(config_path) if config_path else self.index_path.with_suffix(".yml")
         self.backend: IndexBackend = backend if backend is not None else SqliteBackend(self.index_path)
         self._state = IndexState(self.config_path, self.backend)
-        self._collections = Collections(self._state)
-        self._models = Models(self._state)
-        self._reader = Reader(self._state, self._models)
-        self._maintenance = Maintenance(self._state, self._collections, self._models)
+
+    # Each part is built on first use, so `qmd search` never imports the indexer, the
+    # embedding pipeline or the maintenance code (process start is most of a CLI search).
+
+    @cached_property
+    def _collections(self) -> Collections:
+        from qmd.store.collections import Collections
+
+        return Collections(self._state)
+
+    @cached_property
+    def _models(self) -> Models:
+        from qmd.store.models import Models
+
+        return Models(self._state)
+
+    @cached_property
+    def _reader(self) -> Reader:
+        from qmd.store.reading import Reader
+
+        return Reader(self._state, lambda: self._models)
+
+    @cached_property
+    def _maintenance(self) -> Maintenance:
+        from qmd.store.maintenance import Maintenance
+
+        return Maintenance(self._state, self._collections, self._models)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -80,7 +105,7 @@ class Store:
 
     def loaded_models(self) -> list[str]:
         """Roles (embed, rerank, generate) whose model is loaded in this process."""
-        return self._models.loaded()
+        return self._models.loaded() if "_models" in self.__dict__ else []
 
     def release_models(self) -> list[str]:
         """Free every loaded model and return their roles; the connection stays open.
@@ -88,7 +113,7 @@ class Store:
         The next search that needs a model loads it again (a long-running server calls
         this after an idle period).
         """
-        return self._models.release()
+        return self._models.release() if "_models" in self.__dict__ else []
 
     def refresh_config(self) -> bool:
         """Re-read the config file if it changed on disk since it was read; True if it did.
@@ -237,6 +262,8 @@ class Store:
         any generate model; False never.
         `keyword=False` searches vectors only (vsearch --expand).
         """
+        from qmd.search.hybrid import QueryOptions
+
         opts = QueryOptions(limit, candidates, min_score, collections, intent, rerank, expand, snippet_chars, keyword)
         return self._reader.query(text, opts, progress, explain)
 

@@ -11,7 +11,6 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import apsw
 
-from qmd.core.locks import is_locked, lock_holder, lock_path, writer_lock
 from qmd.storage.backend import (
     ChunkVector,
     CollectionWriter,
@@ -26,7 +25,7 @@ from qmd.storage.backend import (
     Totals,
     VectorModel,
 )
-from qmd.storage.sqlite import cache, documents, fulltext, integrity, vectors
+from qmd.storage.sqlite import documents, fulltext
 from qmd.storage.sqlite.connection import connect, count, scalar, transaction, translate
 
 P = ParamSpec("P")
@@ -102,9 +101,13 @@ class SqliteBackend(IndexBackend):
         return scalar(self.connection(), "PRAGMA data_version")
 
     def writer_lock(self, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+        from qmd.core.locks import writer_lock
+
         return writer_lock(self.path, timeout=timeout, on_wait=on_wait)
 
     def lock_holder(self) -> str | None:
+        from qmd.core.locks import is_locked, lock_holder, lock_path
+
         holder = lock_holder(self.path)
         if holder is not None:
             return holder.describe()
@@ -164,6 +167,8 @@ class SqliteBackend(IndexBackend):
         documents.rename_collection(self.connection(), old, new, fields)
 
     def cleanup(self) -> tuple[int, int]:
+        from qmd.storage.sqlite import vectors
+
         conn = self.connection()
         with transaction(conn):
             dropped = documents.drop_inactive(conn)
@@ -180,6 +185,8 @@ class SqliteBackend(IndexBackend):
         return fulltext.bm25(self.connection(), query, limit, collections, exclude)
 
     def repair_fulltext(self, fields: FieldsFor) -> int:
+        from qmd.storage.sqlite import integrity
+
         conn = self.connection()
         with transaction(conn):
             return integrity.repair_fts(conn, fields)
@@ -187,49 +194,77 @@ class SqliteBackend(IndexBackend):
     # --- vectors ----------------------------------------------------------------------
 
     def vector_model(self, fingerprint: str) -> VectorModel | None:
+        from qmd.storage.sqlite import vectors
+
         return vectors.model_row(self.connection(), fingerprint)
 
     def ensure_vector_model(self, fingerprint: str, model: str, dims: int) -> VectorModel:
+        from qmd.storage.sqlite import vectors
+
         return vectors.ensure_model(self.connection(), fingerprint, model, dims)
 
     def pending_embeddings(self, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
+        from qmd.storage.sqlite import vectors
+
         return vectors.pending_hashes(self.connection(), model_id, collections)
 
     def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
+        from qmd.storage.sqlite import vectors
+
         return vectors.write_batch(self.connection(), model, batch)
 
     def drop_vectors(self, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
+        from qmd.storage.sqlite import vectors
+
         vectors.drop_all(self.connection(), model, hashes)
 
     def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None) -> list[Nearest]:
+        from qmd.storage.sqlite import vectors
+
         return vectors.nearest_documents(self.connection(), model, query, limit, scope)
 
     def vector_counts(self, model_id: int | None) -> tuple[int, int]:
+        from qmd.storage.sqlite import vectors
+
         return vectors.counts(self.connection(), model_id)
 
     def embedded_per_collection(self, model_id: int) -> dict[str, int]:
+        from qmd.storage.sqlite import vectors
+
         return vectors.embedded_per_collection(self.connection(), model_id)
 
     def chunk_spans(self, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+        from qmd.storage.sqlite import vectors
+
         return vectors.chunk_spans(self.connection(), model, hashes)
 
     # --- the LLM cache ----------------------------------------------------------------
 
     def cache_get(self, keys: Sequence[str]) -> dict[str, object]:
+        from qmd.storage.sqlite import cache
+
         return cache.get_many(self.connection(), list(keys))
 
     def cache_put(self, kind: str, items: dict[str, object]) -> bool:
+        from qmd.storage.sqlite import cache
+
         return cache.put_many(self.connection(), kind, items)
 
     # --- schema and integrity ---------------------------------------------------------
 
     def inspect(self, *, quick: bool = False) -> IndexCheck:
+        from qmd.storage.sqlite import integrity
+
         return integrity.inspect(self.path, quick=quick)
 
     def backup(self) -> Path:
+        from qmd.storage.sqlite import integrity
+
         return integrity.verified_backup(self.connection(), self.path)
 
     def rebuild(self, build: Callable[[IndexBackend], int]) -> RebuildReport:
+        from qmd.storage.sqlite import integrity, vectors
+
         sound = self.exists() and not integrity.inspect(self.path).corrupted
 
         def fill(tmp: Path) -> tuple[int, int]:

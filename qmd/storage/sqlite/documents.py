@@ -9,7 +9,6 @@ from contextlib import contextmanager
 
 import apsw
 
-from qmd.core.clock import now_iso
 from qmd.storage.backend import MIN_DOCID, DocRow, DocumentWrite, FieldsFor, FileRow, KnownFile, Totals
 from qmd.storage.sqlite import fulltext
 from qmd.storage.sqlite.connection import count, scalar, transaction
@@ -124,6 +123,8 @@ class SqliteCollectionWriter:
     """One collection's update inside one transaction (see `CollectionWriter`)."""
 
     def __init__(self, conn: apsw.Connection, collection: str) -> None:
+        from qmd.core.clock import now_iso
+
         self.conn = conn
         self.collection = collection
         self.now = now_iso()
