@@ -83,7 +83,12 @@ def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path
     notes = _notes(tmp_path / "notes", total, "delta")
     env = qmd_env({"QMD_PROGRESS_S": "0"})
     assert subprocess.run([sys.executable, "-m", "qmd", "collection", "add", str(notes), "--name", "notes"], env=env, capture_output=True).returncode == 0
-    proc = subprocess.Popen([sys.executable, "-m", "qmd", "embed"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal's Ctrl-C sends it: a shell running this suite in the background may
+    # have left SIGINT ignored, which the child would inherit (and rightly keep ignoring).
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qmd", "embed"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert proc.stderr is not None
     deadline = time.time() + 120
     seen = ""
