@@ -142,11 +142,47 @@ def _crash_log(exc: BaseException) -> str:
         return "(could not write a crash log; traceback follows)\n" + "".join(traceback.format_exception(exc))
 
 
+# Commands with an `--index` option of their own (it keeps its meaning there).
+OWN_INDEX_OPTION = frozenset({"mcp", "doctor"})
+
+
+def hoist_index(args: list[str]) -> list[str]:
+    """`qmd search x --index work` → `qmd --index work search x`: the original accepts
+    `--index` after the command, so scripts written for it pass it there.
+
+    Left alone: commands with their own `--index`, and anything after a `--`.
+    """
+    first = _first_command(args)
+    if first is None or first in OWN_INDEX_OPTION:
+        return args
+    start = args.index(first) + 1
+    head, rest, moved = args[:start], [], []
+    i = start
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg == "--index" and i + 1 < len(args):
+            moved += [arg, args[i + 1]]
+            i += 2
+            continue
+        if arg.startswith("--index="):
+            moved += ["--index", arg.split("=", 1)[1]]
+        else:
+            rest.append(arg)
+        i += 1
+    if not moved:
+        return args
+    position = head.index(first)
+    return [*head[:position], *moved, *head[position:], *rest]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and map every outcome to the documented exit code."""
     from typer._click import exceptions as click_exc  # typer vendors click
 
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = hoist_index(list(sys.argv[1:] if argv is None else argv))
     try:
         command = typer.main.get_command(build_app(args))
         result = command.main(args=args, prog_name="qmd", standalone_mode=False)

@@ -1,0 +1,42 @@
+"""Command lines written for the original qmd 2.8.3 keep working (issue: a drop-in for its users)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from qmd.cli.main import hoist_index
+
+Cli = Callable[..., tuple[int, str, str]]
+RunQmd = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["search", "x", "--index", "work"], ["--index", "work", "search", "x"]),
+        (["search", "--index=work", "x", "-n", "3"], ["--index", "work", "search", "x", "-n", "3"]),
+        (["collection", "add", ".", "--index", "w", "--name", "n"], ["--index", "w", "collection", "add", ".", "--name", "n"]),
+        (["--index", "a", "search", "x"], ["--index", "a", "search", "x"]),  # already in front
+        (["doctor", "--index", "w"], ["doctor", "--index", "w"]),  # doctor's own option
+        (["mcp", "stop", "--index", "w"], ["mcp", "stop", "--index", "w"]),  # mcp stop's own option
+        (["search", "--", "--index", "w"], ["search", "--", "--index", "w"]),  # after `--` it is query text
+        (["update", "--index"], ["update", "--index"]),  # no value: left for the usage error
+    ],
+)
+def test_index_after_the_command_moves_in_front(args: list[str], expected: list[str]) -> None:
+    assert hoist_index(args) == expected
+
+
+def test_a_script_passing_index_after_the_command_reads_that_index(run_qmd: RunQmd, tmp_path: Path) -> None:
+    notes = tmp_path / "work-notes"
+    notes.mkdir()
+    (notes / "pager.md").write_text("# Pager rotation\n\nThe pager moves every Monday.\n")
+    assert run_qmd("collection", "add", str(notes), "--name", "work", "--index", "work").returncode == 0
+    after = run_qmd("search", "pager", "--index", "work", "--files")
+    before = run_qmd("--index", "work", "search", "pager", "--files")
+    assert after.returncode == 0 and after.stdout == before.stdout and "qmd://work/pager.md" in after.stdout
+    assert "no collections yet" in run_qmd("search", "pager").stderr  # the default index is untouched
