@@ -20,7 +20,7 @@ context_app = typer.Typer(help="Describe the index, a collection or a folder; co
 def collection_add(
     path: Annotated[str, typer.Argument(help="Folder to index.")],
     name: Annotated[str | None, typer.Option("--name", help="Collection name (default: the folder's name).")] = None,
-    pattern: Annotated[str, typer.Option("--pattern", "--mask", help="Glob of files to index.")] = "**/*.md",
+    pattern: Annotated[str, typer.Option("--pattern", "--mask", "--glob", help="Glob of files to index (several: comma-separated).")] = "**/*.md",
     ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Glob to leave out (repeatable).")] = None,
     update_cmd: Annotated[str | None, typer.Option("--update", help="Shell command run in the folder before each update (e.g. 'git pull').")] = None,
     no_index: Annotated[bool, typer.Option("--no-index", help="Only register it; index later with qmd update.")] = False,

@@ -59,8 +59,11 @@ def root(
     ctx: typer.Context,
     index: Annotated[str | None, typer.Option("--index", help="Use index NAME (default: index). Each has its own config and database.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Accepted for scripts written for the original qmd: this build runs models on the CPU.")] = False,
 ) -> None:
     """On-device search for your markdown notes."""
+    if no_gpu:
+        err("note: --no-gpu: this qmd runs its models on the CPU (llama.cpp), so there is nothing to turn off")
     STATE.index_name = index
     ctx.meta[INDEX_META_KEY] = index
 

@@ -41,10 +41,13 @@ def print_report(report: UpdateReport) -> int:
 def update(
     collection: Annotated[list[str] | None, typer.Option("-c", "--collection", help="Only this collection (repeatable).")] = None,
     no_commands: Annotated[bool, typer.Option("--no-commands", help="Skip the collections' update commands.")] = False,
+    pull: Annotated[bool, typer.Option("--pull", help="Run the collections' update commands (e.g. git pull) first: the default here; accepted for the original's scripts.")] = False,
     wait: WaitOpt = None,
     no_wait: NoWaitOpt = False,
 ) -> None:
     """Re-index collections: new, changed and deleted files (unchanged files are not re-read)."""
+    if pull and no_commands:
+        raise typer.BadParameter("--pull runs the update commands and --no-commands skips them: give one", param_hint="--pull/--no-commands")
     with open_store() as store:
         for warning in store.config_warnings():
             err(f"warning: {warning}")

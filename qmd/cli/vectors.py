@@ -44,8 +44,23 @@ def embed(
     collection: Annotated[list[str] | None, typer.Option("-c", "--collection", help="Embed only this collection (repeatable); with -f, re-embed only it.")] = None,
     wait: WaitOpt = None,
     no_wait: NoWaitOpt = False,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Accepted for the original's scripts (no time limit here; Ctrl-C keeps what is done).", show_default=False)] = None,
+    max_docs_per_batch: Annotated[int | None, typer.Option("--max-docs-per-batch", help="Accepted for the original's scripts (batches here are about 32 chunks).", show_default=False)] = None,
+    max_batch_mb: Annotated[float | None, typer.Option("--max-batch-mb", help="Accepted for the original's scripts (batches here are about 32 chunks).", show_default=False)] = None,
+    chunk_strategy: Annotated[str | None, typer.Option("--chunk-strategy", help="regex (markdown break points, the default). auto (tree-sitter) is accepted and falls back to regex.", show_default=False)] = None,
 ) -> None:
     """Embed documents that have no vectors for the current embed model (incremental, resumable)."""
+    for name, value, why in (
+        ("--timeout", timeout, "embedding here has no time limit (Ctrl-C keeps what is done)"),
+        ("--max-docs-per-batch", max_docs_per_batch, "batches here hold about 32 chunks of whole documents"),
+        ("--max-batch-mb", max_batch_mb, "batches here hold about 32 chunks of whole documents"),
+    ):
+        if value is not None:
+            err(f"note: {name} is accepted for scripts written for the original qmd: {why}")
+    if chunk_strategy not in (None, "regex", "auto"):
+        raise typer.BadParameter("choose regex or auto", param_hint="--chunk-strategy")
+    if chunk_strategy == "auto":
+        err("note: --chunk-strategy auto (tree-sitter break points for code) is not built yet: chunking at markdown break points (regex)")
     with open_store() as store:
         ref = store.model("embed")
         if not ref.available and ref.is_hf:

@@ -40,3 +40,32 @@ def test_a_script_passing_index_after_the_command_reads_that_index(run_qmd: RunQ
     before = run_qmd("--index", "work", "search", "pager", "--files")
     assert after.returncode == 0 and after.stdout == before.stdout and "qmd://work/pager.md" in after.stdout
     assert "no collections yet" in run_qmd("search", "pager").stderr  # the default index is untouched
+
+
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        (["--no-gpu", "status"], "runs its models on the CPU"),
+        (["update", "--pull"], None),
+        (["collection", "add", "{notes}", "--name", "m", "--mask", "**/*.md"], None),
+        (["collection", "add", "{notes}", "--name", "g", "--glob", "**/*.md"], None),
+    ],
+)
+def test_the_originals_flags_are_accepted(cli: Cli, notes: Path, args: list[str], note: str | None) -> None:
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    code, _, err = cli(*[a.replace("{notes}", str(notes)) for a in args])
+    assert code == 0, err
+    if note:
+        assert note in err
+
+
+def test_the_originals_embed_flags_are_accepted_and_explained(cli: Cli, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    code, _, err = cli("embed", "--timeout", "600", "--max-docs-per-batch", "10", "--max-batch-mb", "4", "--chunk-strategy", "auto")
+    assert code == 0, err
+    for flag in ("--timeout", "--max-docs-per-batch", "--max-batch-mb", "--chunk-strategy auto"):
+        assert f"note: {flag}" in err
+    assert "Embedded 4 documents" in err
+    assert cli("embed", "--chunk-strategy", "ast")[0] == 2
+    assert cli("update", "--pull", "--no-commands")[0] == 2
