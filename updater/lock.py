@@ -35,13 +35,7 @@ def holder(layout: qmd.StateLayout) -> dict[str, Any] | None:
     data = qmd.read_json(layout.holder)
     if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
         return None
-    try:
-        os.kill(data["pid"], 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass  # alive, someone else's
-    return data
+    return data if qmd.process_alive(data["pid"]) else None
 
 
 class UpdaterLock:

@@ -120,15 +120,13 @@ def lock_holder(index_path: Path) -> LockHolder | None:
 
 def _record_holder(index_path: Path) -> None:
     import os
-    import sys
 
     from qmd.core.clock import now_iso
     from qmd.core.fileio import write_json
+    from qmd.core.process import own_command
 
-    words = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python", *sys.argv[1:]]
-    command = "qmd " + " ".join(sys.argv[1:]) if words[0] in ("qmd", "__main__.py", "-m") else " ".join(words)
     try:
-        write_json(holder_path(index_path), {"pid": os.getpid(), "command": command[:200], "since": now_iso()}, fsync=False)
+        write_json(holder_path(index_path), {"pid": os.getpid(), "command": own_command()[:200], "since": now_iso()}, fsync=False)
     except OSError:
         pass  # the record only serves messages; the lock itself is what counts
 

@@ -7,40 +7,10 @@ import subprocess
 import time
 from pathlib import Path
 
+from qmd.core.process import process_alive
 from qmd.serve.pidfile import PidInfo
 
-
-def process_alive(pid: int) -> bool:
-    """True if `pid` exists and is not a zombie.
-
-    On Linux every thread counts: a killed multi-threaded process shows its main thread as
-    a zombie while the others still exit, and until the last one has, its files (and the
-    locks on them) are still open.
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    stats: list[str] = []
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                stats.append((task / "stat").read_text())
-            except OSError:
-                continue  # that thread is gone already
-    except OSError:
-        pass
-    if not stats:
-        try:
-            stats = [Path(f"/proc/{pid}/stat").read_text()]
-        except OSError:
-            return True
-    try:
-        return any(stat[stat.rindex(")") + 2] not in "ZX" for stat in stats)
-    except (ValueError, IndexError):
-        return True
+__all__ = ["is_our_server", "looks_like_server", "process_alive", "process_argv", "wait_gone"]
 
 
 def wait_gone(pid: int, timeout: float) -> bool:

@@ -8,22 +8,12 @@ is a crash's leftover and is ignored.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 from qmd.core.clock import now_iso
 from qmd.core.fileio import read_json, write_json
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+from qmd.core.process import own_command, process_alive
 
 
 class Activity:
@@ -42,7 +32,7 @@ class Activity:
             return
         self._last, self._total = now, total
         record = {
-            "pid": os.getpid(), "operation": self.operation, "command": "qmd " + " ".join(sys.argv[1:]),
+            "pid": os.getpid(), "operation": self.operation, "command": own_command(),
             "started_at": self.started, "updated_at": now_iso(), "done": done, "total": total, "unit": unit,
         }
         try:
@@ -72,6 +62,6 @@ def running(location: str) -> dict[str, object] | None:
     """The live record of an update or embed writing the index now, or None."""
     path = activity_path(location)
     data = read_json(path) if path is not None else None
-    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not _alive(int(data["pid"])):
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not process_alive(int(data["pid"])):
         return None
     return data
