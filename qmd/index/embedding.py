@@ -129,7 +129,8 @@ def run_embed(
     fp = fingerprint(embedder)
     model = backend.vector_model(fp)
     report = EmbedReport(embedder.info.name, skipped_collections=skipped)
-    if not force and not backend.pending_embeddings(model.id if model else None, collections):
+    todo = backend.pending_embeddings(model.id if model else None, collections)
+    if not force and not todo:
         report.already = backend.vector_counts(model.id if model else None)[1]
         report.seconds = time.perf_counter() - started
         return report
@@ -138,7 +139,8 @@ def run_embed(
         if force:
             # `-f -c NAME` re-embeds that collection only; the other collections keep their vectors.
             backend.drop_vectors(model, None if force_all else [h for h, _ in backend.pending_embeddings(None, collections)])
-    todo = backend.pending_embeddings(model.id, collections)
+    if force:
+        todo = backend.pending_embeddings(model.id, collections)
     report.already = backend.vector_counts(model.id)[1]
     embed_documents(backend, embedder, model, todo, report, progress, writing)
     report.seconds = time.perf_counter() - started

@@ -6,11 +6,8 @@ page); this module ties them to the current embedding model's vector space.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from qmd.core.errors import QmdError
 from qmd.index.embedding import fingerprint
-from qmd.llm.embedder import Embedder
 from qmd.llm.roles import EmbeddingModel
 from qmd.storage.backend import IndexBackend, VectorModel
 from qmd.core.results import VectorStatus
@@ -29,11 +26,10 @@ def pending_count(backend: IndexBackend, model: VectorModel, embeddable: list[st
     return len(backend.pending_embeddings(model.id, embeddable))
 
 
-def vector_status(backend: IndexBackend, model_path: Path | None, loaded: Embedder | None, embeddable: list[str]) -> VectorStatus:
-    """Counts for the current embed model; the model file's header is read, not loaded."""
-    if model_path is None:
+def vector_status(backend: IndexBackend, probe: EmbeddingModel | None, embeddable: list[str]) -> VectorStatus:
+    """Counts for the current embed model (`probe`: its header read, not loaded; None: no model file)."""
+    if probe is None:
         return VectorStatus(None, None, 0, 0, len(backend.pending_embeddings(None, embeddable)))
-    probe = loaded or Embedder(model_path)
     fp = fingerprint(probe)
     model = backend.vector_model(fp)
     model_id = model.id if model else None

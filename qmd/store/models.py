@@ -33,6 +33,7 @@ class Models:
     def __init__(self, state: IndexState) -> None:
         self.state = state
         self._embedder: Embedder | None = None
+        self._probe: Embedder | None = None  # the embed model's header only, for counts
         self._reranker: CrossEncoder | YesNoReranker | None = None
         self._generator: Generator | None = None
 
@@ -152,23 +153,32 @@ class Models:
 
             return run_embed(backend, embedder, wanted, skipped, force=force, force_all=not collections, progress=tracked, writing=writing)
 
-    def current_vector_space(self) -> VectorModel | None:
-        """The vector space of the configured embed model (its header read, never loaded), if any."""
-        from qmd.index.embedding import fingerprint
+    def embed_probe(self) -> Embedder | None:
+        """The configured embed model with its header read and llama.cpp never loaded (the
+        loaded one when there is one); None without a local model file. Kept, so `status`
+        reads a large model's header once."""
         from qmd.llm.embedder import Embedder
 
         ref = self.model("embed")
         if not ref.available:
             return None
-        probe = self._embedder if self._embedder is not None and self._embedder.info.path == ref.path else Embedder(ref.path)
-        return self.state.db().vector_model(fingerprint(probe))
+        if self._embedder is not None and self._embedder.info.path == ref.path:
+            return self._embedder
+        if self._probe is None or self._probe.info.path != ref.path:
+            self._probe = Embedder(ref.path)
+        return self._probe
+
+    def current_vector_space(self) -> VectorModel | None:
+        """The vector space of the configured embed model, if it has one."""
+        from qmd.index.embedding import fingerprint
+
+        probe = self.embed_probe()
+        return None if probe is None else self.state.db().vector_model(fingerprint(probe))
 
     def vector_status(self, collections: list[str] | None) -> VectorStatus:
         from qmd.search.vector import vector_status
 
-        ref = self.model("embed")
         wanted, _ = self.state.embeddable(collections)
-        loaded = self._embedder if self._embedder is not None and self._embedder.info.path == ref.path else None
-        return vector_status(self.state.db(), ref.path if ref.available else None, loaded, wanted)
+        return vector_status(self.state.db(), self.embed_probe(), wanted)
 
 
