@@ -23,15 +23,23 @@ if TYPE_CHECKING:
 MAX_LIMIT = 1_000_000  # more results than anyone reads; keeps a huge -n from overflowing SQL
 
 
-def checked(limit: int | None, min_score: float) -> int | None:
-    """A result limit clamped to MAX_LIMIT; a QmdError for a limit below 1 or a score outside [0, 1]."""
+def check_min_score(min_score: float) -> None:
+    """A QmdError for a minimum score that is not a number from 0 to 1 (NaN included)."""
     if not (isinstance(min_score, (int, float)) and math.isfinite(min_score) and 0.0 <= min_score <= 1.0):
         raise QmdError(f"the minimum score must be a number from 0 to 1, not {min_score!r}", "e.g. --min-score 0.3 (scores rank results; 0 keeps everything)")
-    if limit is None:
-        return None
+
+
+def clamp_limit(limit: int) -> int:
+    """A result limit clamped to MAX_LIMIT; a QmdError below 1."""
     if limit < 1:
         raise QmdError(f"the number of results must be at least 1, not {limit}", "e.g. -n 10, or --all for every match")
     return min(limit, MAX_LIMIT)
+
+
+def checked(limit: int | None, min_score: float) -> int | None:
+    """Both checks for search and vsearch, whose `limit=None` means every match."""
+    check_min_score(min_score)
+    return None if limit is None else clamp_limit(limit)
 
 
 class Reader:
@@ -102,7 +110,8 @@ class Reader:
         return VectorSearch(out, embedder.info.name, pending)
 
     def query(self, text: str, options: QueryOptions, progress: Callable[[str], None] | None, explain: bool) -> QueryResult:
-        options.limit = checked(options.limit, options.min_score) or 1
+        check_min_score(options.min_score)
+        options.limit = clamp_limit(options.limit)
         if options.candidates < 1:
             raise QmdError(f"the number of rerank candidates must be at least 1, not {options.candidates}", "e.g. -C 40")
         options.candidates = min(options.candidates, MAX_LIMIT)
