@@ -31,6 +31,7 @@ _EXPORTS = {
     "writer_lock": "core.locks",
     "FileLockHandle": "core.locks",
     "process_alive": "core.process",
+    "remove_own_record": "core.process",
     "try_lock": "core.locks",
     "lock_file": "core.locks",
     "is_locked": "core.locks",
@@ -83,7 +84,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.locks import FileLockHandle, is_locked, lock_file, try_lock, writer_lock
     from qmd.core.clock import age, ago, now_iso, parse_iso
     from qmd.core.fileio import read_json, replace_file, write_bytes, write_json, write_text
-    from qmd.core.process import process_alive
+    from qmd.core.process import process_alive, remove_own_record
     from qmd.core.paths import IndexPaths, StateLayout, cache_dir, config_dir, models_dir, resolve_index, state_dir
     from qmd.index.embedding import EmbedReport
     from qmd.core.config import DEFAULT_PATTERN, CollectionConfig

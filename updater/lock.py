@@ -57,12 +57,7 @@ class UpdaterLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            data = qmd.read_json(self.layout.holder)
-            if isinstance(data, dict) and data.get("pid") == os.getpid():
-                self.layout.holder.unlink()
-        except OSError:
-            pass
+        qmd.remove_own_record(self.layout.holder)
         if self._handle is not None:
             self._handle.release()
             self._handle = None

@@ -131,17 +131,6 @@ def _record_holder(index_path: Path) -> None:
         pass  # the record only serves messages; the lock itself is what counts
 
 
-def _clear_holder(index_path: Path) -> None:
-    import os
-
-    from qmd.core.fileio import read_json
-
-    path = holder_path(index_path)
-    data = read_json(path)
-    if isinstance(data, dict) and data.get("pid") == os.getpid():
-        path.unlink(missing_ok=True)
-
-
 @contextmanager
 def writer_lock(index_path: Path, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold the writer lock of `index_path`: one writer at a time; readers never wait.
@@ -169,12 +158,22 @@ def writer_lock(index_path: Path, *, timeout: float | None = None, on_wait: Call
         with handle:
             yield
     finally:
-        _clear_holder(index_path)
+        from qmd.core.process import remove_own_record
+
+        remove_own_record(holder_path(index_path))
+
+
+def describe_holder(index_path: Path) -> str | None:
+    """Who holds the writer lock, for messages (`another process` when it left no record);
+    None when nobody does."""
+    holder = lock_holder(index_path)
+    if holder is not None:
+        return holder.describe()
+    return "another process" if is_locked(lock_path(index_path)) else None
 
 
 def busy(index_path: Path, waited: float | None = None) -> IndexBusyError:
     """The error for a writer lock held by another process, naming it when it left a record."""
-    holder = lock_holder(index_path)
-    who = holder.describe() if holder else "another process"
+    who = describe_holder(index_path) or "another process"
     after = f" (waited {waited:g}s)" if waited else ""
     return IndexBusyError(f"the index {index_path} is being written by {who}{after}", "wait for it to finish (or use --wait SECONDS), then retry")

@@ -40,6 +40,21 @@ def process_alive(pid: int) -> bool:
         return True
 
 
+def remove_own_record(path: str | os.PathLike[str]) -> bool:
+    """Delete the JSON record at `path` if this process wrote it (its `pid` is ours), so a
+    record another process has since written survives; True if removed. Never raises."""
+    from qmd.core.fileio import read_json
+
+    data = read_json(path)
+    if not (isinstance(data, dict) and data.get("pid") == os.getpid()):
+        return False
+    try:
+        Path(path).unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True
+
+
 def own_command() -> str:
     """This process's command line as a person would type it: `qmd embed -c notes`."""
     program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"

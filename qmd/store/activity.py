@@ -13,7 +13,7 @@ from pathlib import Path
 
 from qmd.core.clock import now_iso
 from qmd.core.fileio import read_json, write_json
-from qmd.core.process import own_command, process_alive
+from qmd.core.process import own_command, process_alive, remove_own_record
 
 
 class Activity:
@@ -45,11 +45,8 @@ class Activity:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.path is None:
-            return
-        data = read_json(self.path)
-        if isinstance(data, dict) and data.get("pid") == os.getpid():
-            self.path.unlink(missing_ok=True)
+        if self.path is not None:
+            remove_own_record(self.path)
 
 
 def activity_path(location: str) -> Path | None:

@@ -106,12 +106,9 @@ class SqliteBackend(IndexBackend):
         return writer_lock(self.path, timeout=timeout, on_wait=on_wait)
 
     def lock_holder(self) -> str | None:
-        from qmd.core.locks import is_locked, lock_holder, lock_path
+        from qmd.core.locks import describe_holder
 
-        holder = lock_holder(self.path)
-        if holder is not None:
-            return holder.describe()
-        return "another process" if is_locked(lock_path(self.path)) else None
+        return describe_holder(self.path)
 
     # --- documents --------------------------------------------------------------------
 
