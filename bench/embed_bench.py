@@ -336,7 +336,7 @@ def main() -> int:
     pages = data_dir() / "tldr-pages" / "pages"
     queries = load_queries(BENCH / "queries_semantic.txt")
     report = Report("embed_bench")
-    from qmd.llm.embedder import threads
+    from qmd.llm.runtime import threads
 
     with isolated_home("embed") as tmp:
         selected = select_pages(pages, stride)

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from qmd.core.errors import QmdError
 from qmd.llm.families import Family, family_for
 from qmd.llm.gguf_info import RANK_POOLING, model_info
-from qmd.llm.runtime import MAX_CONTEXT, LlamaModel, LoadOptions, threads
+from qmd.llm.runtime import LlamaModel, LoadOptions
 
-__all__ = ["MAX_CONTEXT", "Embedder", "threads"]  # MAX_CONTEXT, threads: kept for older imports
+__all__ = ["Embedder"]
 
 
 class Embedder(LlamaModel):

@@ -21,7 +21,7 @@ from qmd.llm.runtime import LlamaModel, LoadOptions, llama_cpp_module
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-__all__ = ["RANK_POOLING", "CrossEncoder", "YesNoReranker", "load_reranker", "sigmoid"]
+__all__ = ["CrossEncoder", "YesNoReranker", "load_reranker", "sigmoid"]
 
 
 def sigmoid(x: float) -> float:
