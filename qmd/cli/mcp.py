@@ -1,7 +1,7 @@
 """`qmd mcp`: the MCP server for agents (stdio, or HTTP with --http), `stop`, `install`.
 
-This module stays light (`qmd --help` imports it): the MCP SDK, starlette and uvicorn
-are imported only when a server actually starts (qmd/serve/server.py, via qmd/serve/httpd.py).
+This module stays light (`qmd --help` imports it): the servers (qmd/serve/stdio.py,
+qmd/serve/httpd.py) are imported only when one actually starts.
 """
 
 from __future__ import annotations
@@ -61,15 +61,11 @@ def _service(index: str) -> ToolService:
 
 
 def _serve_stdio(index: str) -> None:
-    from qmd.serve.service import stderr_log
+    from qmd.serve.stdio import run
 
-    service = _service(index)
-    try:
-        from qmd.serve.server import serve_stdio
-
-        serve_stdio(service, stderr_log)
-    finally:
-        service.close()
+    code = run(index)
+    if code:
+        raise typer.Exit(code)
 
 
 def _serve_http(index: str, host: str, port: int | None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from qmd.core.cancel import cancelled, checkpoint
 from qmd.llm.runtime import LlamaModel, LoadOptions
 from qmd.core.query import SubQuery
 
@@ -84,7 +85,12 @@ class Generator(LlamaModel):
         tokens = self.tokenize(query)
         if len(tokens) > room:  # a long question is cut, never an error
             query = self.detokenize(tokens[: max(room, 1)])
-        out = llm.create_completion(self.prompt(query), max_tokens=MAX_NEW_TOKENS, temperature=0.0, grammar=self._grammar)
+        # A cancelled request stops generating at the next token, then raises here.
+        import llama_cpp  # loaded by `llm`
+
+        stop = llama_cpp.StoppingCriteriaList([lambda _ids, _logits: cancelled()])
+        out = llm.create_completion(self.prompt(query), max_tokens=MAX_NEW_TOKENS, temperature=0.0, grammar=self._grammar, stopping_criteria=stop)
+        checkpoint()
         if not isinstance(out, dict):  # a stream: never, without stream=True
             raise TypeError("create_completion returned a stream")
         return parse_expansion(out["choices"][0]["text"])

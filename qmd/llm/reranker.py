@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from qmd.core.cancel import checkpoint
 from qmd.core.errors import QmdError
 from qmd.llm.gguf_info import RANK_POOLING, ModelInfo, model_info
 from qmd.llm.runtime import LlamaModel, LoadOptions, llama_cpp_module
@@ -59,6 +60,7 @@ class CrossEncoder(LlamaModel):
         pending: list[list[int]] = []
 
         def flush() -> None:
+            checkpoint()  # between batches: a cancelled request stops here
             llm._ctx.kv_cache_clear()
             llm._batch.reset()
             for seq, tokens in enumerate(pending):
@@ -128,6 +130,7 @@ class YesNoReranker(LlamaModel):
         yes_id, no_id = self._ids
         out = []
         for doc in docs:
+            checkpoint()  # one pair per step: a cancelled request stops here
             tokens = self.tokenize(self.prompt(query, doc), add_bos=True, special=True)
             tokens = tokens[-(self.n_ctx - 1):]
             llm.reset()

@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from qmd.core.cancel import checkpoint
 from qmd.core.errors import QmdError
 from qmd.search.fts import bm25_search
 from qmd.search.fusion import RankedList, blend, blend_weight, rrf
@@ -212,7 +213,11 @@ def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progre
     """The whole pipeline (see the module docstring)."""
     from qmd.search.vector import current_model
 
-    say = progress or (lambda _msg: None)
+    def say(message: str) -> None:  # every stage begins here: a cancelled request stops
+        checkpoint()
+        if progress is not None:
+            progress(message)
+
     started = time.perf_counter()
     typed = parse_typed(text)
     intent = opts.intent or typed.intent
@@ -276,6 +281,7 @@ def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progre
             vectors = embedder.embed(inputs)
         with timer("vector"):
             for (name, weight, _), qvec in zip(vector_lists, vectors):
+                checkpoint()
                 named.append((name, weight, [doc_id for doc_id, _, _ in backend.nearest_documents(vmodel, qvec, LIST_DEPTH, scope)]))
         plan.stages["vector"] = len(vector_lists)
     else:
@@ -286,6 +292,7 @@ def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progre
     with timer("bm25"):
         for name, kind, weight, t in lists:
             if kind == "bm25":
+                checkpoint()
                 found = bm25_search(backend, parse_query(t), depth, scope)
                 if not any(h.match == "all" for h in found):
                     weight = min(weight, ANY_ONLY_WEIGHT)  # only any-term fill: weak evidence
@@ -333,6 +340,7 @@ def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progre
             plan.stages["rerank"] = len(top)
     elif not opts.rerank:
         plan.stages["rerank"] = "off"
+    checkpoint()
     ranked = finish(candidates[: max(opts.candidates, opts.limit)] if reranked else candidates, reranked)
 
     hits: list[SearchHit] = []

@@ -1,7 +1,7 @@
 """qmd.serve: the MCP server (stdio and HTTP) and the lifecycle of its HTTP daemon.
 
 The documented surface for doctor, teardown and other callers outside `qmd/` (names are
-imported on first use, so `import qmd.serve` loads neither the MCP SDK nor uvicorn):
+imported on first use, so `import qmd.serve` loads no HTTP server):
 
 PID files and state (`<state>/mcp-{index}.json`, `mcp-{index}.lock`):
     `PidInfo`, `read_pid_file(index)`, `served_indexes()`, `ServerState`, `inspect(index)`,

@@ -61,7 +61,12 @@ def freshness(updated_at: str | None, flag: dict[str, Any], now: float | None = 
             age = max(0, int((now or time.time()) - then))
         except ValueError:
             age = None
-    return {"updated_at": updated_at, "age_s": age, "health": flag["health"], "health_since": flag["since"], "failures": flag["failures"]}
+    fresh: dict[str, Any] = {"updated_at": updated_at, "age_s": age, "health": flag["health"], "health_since": flag["since"], "failures": flag["failures"]}
+    # Clients hand the model only the structured answer: it says in words what the text says.
+    fresh["summary"] = freshness_line(fresh)
+    if flag["health"] == "raised":
+        fresh["warning"] = "The index may be stale: its updater has been failing. Tell the user the results may be out of date (`qmd health` says why)."
+    return fresh
 
 
 def freshness_line(f: dict[str, Any]) -> str:

@@ -9,14 +9,14 @@ they stayed open, and nothing ever closed them. The policy instead:
    of the end of its previous response (keep-alive idle): a total deadline, so dripping
    one byte at a time does not extend it. A connection that sent part of a request gets a
    408; an idle one is closed;
-2. a body must arrive within `timeout_s` once its headers have (FrontDoor in server.py: 408);
+2. a body must arrive within `timeout_s` once its headers have (HttpApp in server.py: 408);
 3. a response the client stops reading (the socket's send buffer full for `timeout_s`) is
    aborted;
 4. at most `max_connections` are open: a new one beyond that evicts the oldest connection
    that has no request in progress, so idle sockets can never crowd out a new request;
    only when every connection is mid-request is the newcomer answered 503.
 
-`GET /mcp` streams are refused in FrontDoor (405), so no stream is held open idle.
+`GET /mcp` streams are refused in HttpApp (405), so no stream is held open idle.
 `QMD_HTTP_TIMEOUT_S` sets `timeout_s` (default 10).
 """
 

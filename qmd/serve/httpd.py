@@ -1,7 +1,7 @@
 """The HTTP server's life for one index: lock, stale PID file, port, PID file, serve, clean up.
 
-`qmd mcp --http` calls `run_http`; the CLI only parses options and prints. The MCP SDK,
-starlette and uvicorn are imported only here, when a server actually starts.
+`qmd mcp --http` calls `run_http`; the CLI only parses options and prints. uvicorn and
+the ASGI app (qmd/serve/server.py) are imported only here, when a server actually starts.
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ header (the name the browser thinks it is talking to). So:
   `QMD_ALLOWED_HOSTS`.
 
 Both variables take a comma-separated list; `*` allows everything of that kind.
-The MCP SDK guards only `/mcp`, and with its own lists; qmd turns that off and applies
-this one check to `/mcp`, `/query`, `/search` and `/health` alike.
+qmd applies this one check to `/mcp`, `/query`, `/search` and `/health` alike.
 """
 
 from __future__ import annotations

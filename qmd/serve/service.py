@@ -4,8 +4,8 @@
 refused with the list of valid ones; numbers given as strings are accepted, as agents
 send them), runs the tool over one `Store` and returns a `ToolOutput`: text for the
 model, structured content for programs, or an error with a message naming the fix.
-It never raises for bad input or a failing search. qmd/mcp_server.py adapts it to the
-SDK (stdio and Streamable HTTP) and to the plain HTTP routes.
+It never raises for bad input or a failing search. qmd/serve/protocol.py serves it as MCP
+(stdio: qmd/serve/stdio.py; HTTP: qmd/serve/server.py, which also serves the REST routes).
 
 Every answer to `query` and `status` carries the index's freshness: when it was last
 updated and whether the updater's health flag (`<state>/health.json`) is raised.
@@ -192,10 +192,10 @@ class ToolService:
         result, fresh = ran
         rows = [hit_row(h) for h in result.hits]
         structured: dict[str, Any] = {"results": rows, "freshness": fresh}
-        if result.notices:
-            structured["notices"] = result.notices
         fresh_notices = [n for n in result.notices if n not in self._said]
         self._said.update(fresh_notices)
+        if fresh_notices:  # said once per server, in the text and the structured answer alike
+            structured["notices"] = fresh_notices
         text = query_text(q.shown, result, fresh, fresh_notices)
         return ToolOutput(text, structured, False, f"{q.shown[:60]!r} → {len(rows)} results")
 
@@ -266,7 +266,7 @@ class ToolService:
             "index": self.index, "documents": info.documents, "collections": colls, "vectors": vectors,
             "freshness": fresh, "skipped_files": sum(1 for i in info.issues if i[2] == "skipped"),
             "global_context": info.global_context,
-            "server": {"version": __version__, "build_id": self.build_id, "models_loaded": loaded, "model_idle_s": self.idle_s},
+            "server": {"version": __version__, "build_id": self._build_id(), "models_loaded": loaded, "model_idle_s": self.idle_s},
         }
         lines = [f"qmd index '{self.index}': {info.documents} documents in {len(colls)} collection{'s' if len(colls) != 1 else ''}."]
         for c in info.collections:
@@ -276,6 +276,14 @@ class ToolService:
             lines.append(f"Vectors: {vectors['embedded_documents']} documents embedded, {vectors['pending_documents']} pending (model {vectors['model'] or 'none'}).")
         lines.append(freshness_line(fresh))
         return ToolOutput("\n".join(lines), structured, False, f"{info.documents} documents")
+
+    def _build_id(self) -> str:
+        """The build id given at start (the HTTP daemon's), else computed once when asked."""
+        if not self.build_id:
+            from qmd.core.buildinfo import build_id
+
+            self.build_id = build_id()
+        return self.build_id
 
     # HTTP helpers
 

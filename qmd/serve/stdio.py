@@ -1,0 +1,246 @@
+"""`qmd mcp` over stdio: newline-delimited JSON-RPC on stdin/stdout, no MCP SDK.
+
+Ready before the client's first turn: the reader starts at once and the index opens on a
+thread beside it, so `initialize` waits only for what its instructions need. Agents start
+the first model turn without waiting for slow servers; the handshake is the whole budget.
+
+- The protocol owns file descriptor 1: at start it is duplicated for the protocol and fd 1
+  is pointed at stderr, so a stray print or a native library writing to stdout (llama.cpp)
+  cannot corrupt the stream.
+- The reader answers `initialize`, `ping`, the lists and prompts itself; tool calls go to
+  one worker thread in order (the Store runs one call at a time anyway), at most
+  `MAX_QUEUED` waiting. `notifications/cancelled` for a waiting or running call stops it at
+  the pipeline's next checkpoint (qmd/core/cancel.py) and frees the worker; a cancelled
+  call gets no answer, as the spec asks.
+- A line over `MAX_MESSAGE_BYTES` is refused with a parse error and skipped to its end.
+- End of stdin: every call is cancelled, the worker gets a moment to stop, the index is
+  closed, exit 0. A service that cannot start (a broken config) answers the request with
+  the error and the fix, says it on stderr, and exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from qmd.core.errors import QmdError
+from qmd.serve.protocol import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    McpHandler,
+    RpcError,
+    encode,
+    error_response,
+    parse_message,
+    tool_call_id,
+)
+
+if TYPE_CHECKING:
+    from qmd.serve.service import ToolService
+
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+MAX_QUEUED = 64
+STOP_WAIT_S = 2.0
+
+Log = Callable[[str], None]
+_STOP = object()
+
+
+class StdioServer:
+    def __init__(self, make_service: Callable[[], ToolService], log: Log, stdin: BinaryIO, out_fd: int) -> None:
+        self.log = log
+        self.stdin = stdin
+        self.out_fd = out_fd
+        self.handler = McpHandler(self._wait_service, log)
+        self._make_service = make_service
+        self._service: ToolService | None = None
+        self._failure: QmdError | None = None
+        self._ready = threading.Event()
+        self._write_lock = threading.Lock()
+        self._closed = False
+        self._work: queue.Queue[Any] = queue.Queue(MAX_QUEUED)
+        self._pending: dict[Any, threading.Event] = {}  # tools/call id -> its cancel event
+        self._pending_lock = threading.Lock()
+        self.failed = False
+
+    # the service, opened beside the reader
+
+    def _open(self) -> None:
+        try:
+            self._service = self._make_service()
+        except QmdError as exc:
+            self._failure = exc
+        finally:
+            self._ready.set()
+
+    def _wait_service(self) -> ToolService:
+        self._ready.wait()
+        if self._service is None:
+            exc = self._failure or QmdError("the index could not be opened")
+            self.failed = True
+            raise RpcError(INTERNAL_ERROR, f"qmd cannot serve: {exc.message}", {"hint": exc.hint} if exc.hint else None)
+        return self._service
+
+    # output
+
+    def send(self, message: Any) -> None:
+        data = encode(message) + b"\n"
+        with self._write_lock:
+            if self._closed:
+                return
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(self.out_fd, view)
+                    view = view[written:]
+            except OSError:  # the client went away
+                self._closed = True
+
+    # the loop
+
+    def serve(self) -> int:
+        threading.Thread(target=self._open, name="qmd-open-index", daemon=True).start()
+        worker = threading.Thread(target=self._run_calls, name="qmd-tool-calls", daemon=True)
+        worker.start()
+        try:
+            while not self._closed and not self.failed:
+                line = self.stdin.readline(MAX_MESSAGE_BYTES + 1)
+                if not line:
+                    break
+                if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
+                    self._skip_rest_of_line()
+                    self.log(f"rpc error -32700 -: a message over {MAX_MESSAGE_BYTES} bytes was skipped")
+                    self.send(error_response(None, -32700, f"Parse error: message over {MAX_MESSAGE_BYTES} bytes"))
+                    continue
+                if line.strip():
+                    self._receive(line)
+        finally:
+            self._shut_down(worker)
+        return 1 if self.failed else 0
+
+    def _skip_rest_of_line(self) -> None:
+        while True:
+            more = self.stdin.readline(MAX_MESSAGE_BYTES)
+            if not more or more.endswith(b"\n"):
+                return
+
+    def _receive(self, line: bytes) -> None:
+        message, error = parse_message(line)
+        if error is not None:
+            self.log(f"rpc error -32700 -: {error['error']['message']}")
+            self.send(error)
+            return
+        if isinstance(message, list):
+            if not message:
+                self.send(self.handler.handle(None))
+                return
+            self._enqueue(message, None, None)
+            return
+        if isinstance(message, dict) and message.get("method") == "notifications/cancelled" and "id" not in message:
+            params = message.get("params")
+            request_id = params.get("requestId") if isinstance(params, dict) else None
+            with self._pending_lock:
+                event = self._pending.get(request_id) if isinstance(request_id, (str, int)) else None
+            if event is not None:
+                event.set()
+            return
+        call_id = tool_call_id(message)
+        if call_id is None:
+            response = self.handler.handle(message)
+            if response is not None:
+                self.send(response)
+            return
+        event = threading.Event()
+        with self._pending_lock:
+            self._pending[call_id] = event
+        self._enqueue(message, call_id, event)
+
+    def _enqueue(self, message: Any, call_id: Any, event: threading.Event | None) -> None:
+        try:
+            self._work.put_nowait((message, call_id, event))
+        except queue.Full:
+            self._forget(call_id)
+            if isinstance(message, dict):
+                self.log(f"rpc error {INTERNAL_ERROR} tools/call: {MAX_QUEUED} calls already waiting")
+                self.send(error_response(call_id, INTERNAL_ERROR, f"server busy: {MAX_QUEUED} tool calls are already waiting; retry when they are answered"))
+            else:
+                self.send(error_response(None, INVALID_REQUEST, f"server busy: {MAX_QUEUED} requests are already waiting"))
+
+    def _forget(self, call_id: Any) -> None:
+        if call_id is not None:
+            with self._pending_lock:
+                self._pending.pop(call_id, None)
+
+    def _run_calls(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is _STOP:
+                return
+            message, call_id, event = item
+            try:
+                if isinstance(message, list):
+                    answers = [a for a in (self.handler.handle(m) for m in message) if a is not None]
+                    if answers:
+                        self.send(answers)
+                elif event is None or not event.is_set():
+                    response = self.handler.handle(message, event)
+                    if response is not None and (event is None or not event.is_set()):
+                        self.send(response)
+            finally:
+                self._forget(call_id)
+
+    def _shut_down(self, worker: threading.Thread) -> None:
+        with self._pending_lock:
+            for event in self._pending.values():
+                event.set()
+        try:
+            self._work.put(_STOP, timeout=STOP_WAIT_S)
+        except queue.Full:
+            pass
+        worker.join(STOP_WAIT_S)
+        if worker.is_alive():  # stuck inside a model call: do not close the index under it
+            self.log("a tool call did not stop within 2 s of stdin closing; exiting without waiting for it")
+            sys.stderr.flush()
+            os._exit(1 if self.failed else 0)
+        if self._ready.is_set() and self._service is not None:
+            self._service.close()
+
+
+def run(index_name: str | None) -> int:
+    """`qmd [--index NAME] mcp`: serve the index over stdio; the exit code.
+
+    Imports only what the handshake needs before reading stdin (the console script routes
+    here before the CLI framework loads); the Store opens on a thread beside the reader."""
+    from qmd.core.paths import resolve_index
+    from qmd.serve.service import stderr_log
+
+    try:
+        paths = resolve_index(index_name)
+    except QmdError as exc:
+        sys.stderr.write(f"Error: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+        return 1
+
+    def make_service() -> ToolService:
+        from qmd.serve.service import ToolService
+        from qmd.store.store import Store
+
+        return ToolService(Store(paths.index_path, paths.config_path), paths.name, log=stderr_log).start()
+
+    return serve_stdio(make_service, stderr_log)
+
+
+def serve_stdio(make_service: Callable[[], ToolService], log: Log) -> int:
+    """Serve MCP on this process's stdin/stdout until stdin closes; the exit code."""
+    out_fd = os.dup(1)
+    os.dup2(2, 1)  # fd 1 is the protocol's alone: stray writes go to stderr
+    sys.stdout = sys.stderr
+    server = StdioServer(make_service, log, sys.stdin.buffer, out_fd)
+    code = server.serve()
+    if server.failed and server._failure is not None:
+        exc = server._failure
+        sys.stderr.write(f"Error: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+    return code
