@@ -1,3 +1,3 @@
-from qmd.cli.main import run
+from qmd.cli.fast import run
 
 run()

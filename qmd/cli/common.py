@@ -4,42 +4,17 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
-from qmd import Store, open_index
-from qmd.cli.formats import FORMATS
-from qmd.core.results import Document, MultiGetItem, SearchHit
+from qmd import Store
+from qmd.cli.base import STATE, State, err, fs_paths, open_store, out, pick_format, result_limit, snippet_chars
 
-
-class State:
-    index_name: str | None = None
-
-
-STATE = State()
-
-
-def open_store() -> Store:
-    """The Store of the index chosen with --index (default `index`)."""
-    return open_index(STATE.index_name)
-
-
-def out(text: str) -> None:
-    """Write `text` to stdout as is; a closed pipe (`| head`) is not an error."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-
-
-def err(text: str) -> None:
-    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+__all__ = [  # the typer-free helpers live in base.py (the lean entry path uses them); re-exported for the commands
+    "STATE", "State", "err", "fs_paths", "open_store", "out", "pick_format", "result_limit", "snippet_chars",
+]
 
 
 FormatOpt = Annotated[str | None, typer.Option("--format", help="Output format: cli, json, csv, md, xml, files.", show_default=False)]
@@ -81,18 +56,6 @@ def with_output_format(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def pick_format(fmt: str | None, json_: bool, csv_: bool, md: bool, xml: bool, files: bool) -> str:
-    """One output format from --format and the shorthand flags; two different ones is an error."""
-    chosen = {name for name, on in (("json", json_), ("csv", csv_), ("md", md), ("xml", xml), ("files", files)) if on}
-    if fmt is not None:
-        if fmt not in FORMATS:
-            raise typer.BadParameter(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", param_hint="--format")
-        chosen.add(fmt)
-    if len(chosen) > 1:
-        raise typer.BadParameter("choose one output format", param_hint="--format/--json/--csv/--md/--xml/--files")
-    return chosen.pop() if chosen else "cli"
-
-
 CollectionOpt = Annotated[list[str] | None, typer.Option("-c", "--collection", help="Search only this collection (repeatable).")]
 NOpt = Annotated[int | None, typer.Option("-n", help="Number of results (default 5; 20 for json/files).", show_default=False)]
 AllOpt = Annotated[bool, typer.Option("--all", help="Return every match.")]
@@ -100,25 +63,6 @@ MinScoreOpt = Annotated[float, typer.Option("--min-score", help="Drop hits scori
 FullOpt = Annotated[bool, typer.Option("--full", help="Whole documents instead of snippets.")]
 LineNumbersOpt = Annotated[bool, typer.Option("--line-numbers", help="Number the snippet lines.")]
 FullPathOpt = Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths.")]
-
-
-def result_limit(kind: str, n: int | None, all_: bool = False) -> int | None:
-    """-n, else 5 (20 for json/files); None with --all. A non-positive -n is a usage error."""
-    if n is not None and n < 1:
-        raise typer.BadParameter("must be at least 1", param_hint="-n")
-    return None if all_ else (n or (20 if kind in ("json", "files") else 5))
-
-
-def snippet_chars(kind: str) -> int:
-    from qmd.search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
-
-    return JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS
-
-
-def fs_paths(store: Store, items: Sequence[SearchHit | Document | MultiGetItem]) -> dict[str, str]:
-    """qmd:// URI → file-system path, for --full-path."""
-    roots = {c.name: c.path for c in store.collections()}
-    return {it.uri: os.path.join(roots[it.collection], it.path) for it in items if it.collection in roots}
 
 
 WaitOpt = Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help="When another process writes the index, wait at most this long (default: until it is done).", show_default=False)]

@@ -1,4 +1,7 @@
-"""The `qmd` entry point: one error boundary, core commands, harness commands loaded lazily.
+"""The typer app of `qmd`: core commands, harness commands loaded lazily, the error boundary.
+
+The console script enters through fast.py, which runs `qmd search`, `get` and `status`
+without typer when it understands the command line and hands everything else to `main` here.
 
 Harness sub-apps find `qmd --index NAME` in `ctx.meta["qmd.index"]` (click shares `meta`
 with every nested context), so they need nothing of the CLI's own state.
@@ -9,17 +12,18 @@ written under the state dir's logs/), 130 on Ctrl-C.
 
 from __future__ import annotations
 
-import os
 import sys
-import time
-import traceback
 from typing import Annotated
 
 import typer
 
 from qmd import __version__
 from qmd.core.errors import QmdError
+from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_index
+from qmd.cli.boundary import guarded
 from qmd.cli.common import STATE, err
+
+__all__ = ["CORE_COMMANDS", "OWN_INDEX_OPTION", "build_app", "hoist_index", "main", "run"]
 
 ENTRY_POINT_GROUP = "qmd.commands"
 
@@ -75,20 +79,6 @@ def _harness_commands() -> dict[str, object]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def _first_command(argv: list[str]) -> str | None:
-    skip_next = False
-    for arg in argv:
-        if skip_next:
-            skip_next = False
-            continue
-        if arg == "--index":
-            skip_next = True
-            continue
-        if not arg.startswith("-"):
-            return arg
-    return None
-
-
 def _add(app: typer.Typer, name: str, target: object) -> None:
     if isinstance(target, typer.Typer):
         app.add_typer(target, name=name)
@@ -112,7 +102,7 @@ def build_app(argv: list[str]) -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(root)
-    first = _first_command(argv)
+    first = first_command(argv)
     core = [first] if first in CORE_COMMANDS else list(CORE_COMMANDS)
     for name in core:
         module, attr, _ = CORE_COMMANDS[name]
@@ -132,84 +122,16 @@ def build_app(argv: list[str]) -> typer.Typer:
     return app
 
 
-def _crash_log(exc: BaseException) -> str:
-    from qmd.core.paths import state_dir
-
-    folder = state_dir() / "logs"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-        path.write_text("qmd " + " ".join(sys.argv[1:]) + "\n\n" + "".join(traceback.format_exception(exc)), encoding="utf-8")
-        return str(path)
-    except OSError:
-        return "(could not write a crash log; traceback follows)\n" + "".join(traceback.format_exception(exc))
-
-
-# Commands with an `--index` option of their own (it keeps its meaning there).
-OWN_INDEX_OPTION = frozenset({"mcp", "doctor"})
-
-
-def hoist_index(args: list[str]) -> list[str]:
-    """`qmd search x --index work` → `qmd --index work search x`: the original accepts
-    `--index` after the command, so scripts written for it pass it there.
-
-    Left alone: commands with their own `--index`, and anything after a `--`.
-    """
-    first = _first_command(args)
-    if first is None or first in OWN_INDEX_OPTION:
-        return args
-    start = args.index(first) + 1
-    head, rest, moved = args[:start], [], []
-    i = start
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            rest += args[i:]
-            break
-        if arg == "--index" and i + 1 < len(args):
-            moved += [arg, args[i + 1]]
-            i += 2
-            continue
-        if arg.startswith("--index="):
-            moved += ["--index", arg.split("=", 1)[1]]
-        else:
-            rest.append(arg)
-        i += 1
-    if not moved:
-        return args
-    position = head.index(first)
-    return [*head[:position], *moved, *head[position:], *rest]
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI and map every outcome to the documented exit code."""
-    from typer._click import exceptions as click_exc  # typer vendors click
-
+    """Run the CLI through the typer app and map every outcome to the documented exit code."""
     args = hoist_index(list(sys.argv[1:] if argv is None else argv))
-    try:
+
+    def invoke() -> int:
         command = typer.main.get_command(build_app(args))
         result = command.main(args=args, prog_name="qmd", standalone_mode=False)
         return result if isinstance(result, int) else 0
-    except QmdError as exc:
-        err(f"Error: {exc.message}")
-        if exc.hint:
-            err(f"hint: {exc.hint}")
-        return 1
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except click_exc.ClickException as exc:
-        exc.show()
-        return 2
-    except (KeyboardInterrupt, typer.Abort):
-        err("Interrupted.")
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as exc:  # the boundary for everything unexpected
-        where = _crash_log(exc)
-        err(f"Unexpected error: {type(exc).__name__}: {exc}")
-        err(f"hint: this is a bug; the traceback is in {where}")
-        return 3
+
+    return guarded(invoke)
 
 
 def run() -> None:

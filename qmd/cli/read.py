@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from qmd.cli.formats import format_document, format_ls, format_ls_root, format_multi, format_search
+from qmd.cli import actions
+from qmd.cli.formats import format_ls, format_ls_root, format_multi
 from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
@@ -15,12 +16,9 @@ from qmd.cli.common import (
     LineNumbersOpt,
     MinScoreOpt,
     NOpt,
-    fs_paths,
     open_store,
     out,
-    result_limit,
     with_output_format,
-    snippet_chars,
 )
 
 
@@ -37,14 +35,7 @@ def search(
     kind: str = "cli",
 ) -> None:
     """Keyword search (BM25): all-terms matches first, then documents sharing most terms."""
-    limit = result_limit(kind, n, all_)
-    with open_store() as store:
-        hits = store.search(
-            " ".join(query), limit=limit, collections=collection, min_score=min_score, full=full,
-            snippet_chars=snippet_chars(kind), line_numbers=line_numbers,
-        )
-        paths = fs_paths(store, hits) if full_path else None
-    out(format_search(hits, kind, paths))
+    actions.search(query, n, all_, min_score, full, line_numbers, collection, full_path, kind)
 
 
 @with_output_format
@@ -58,12 +49,7 @@ def get(
     kind: str = "cli",
 ) -> None:
     """Print a document, or a range of its lines."""
-    with open_store() as store:
-        doc = store.get(ref, from_line, lines)
-    if raw:
-        out(doc.text + ("\n" if doc.text and not doc.text.endswith("\n") else ""))
-        return
-    out(format_document(doc, kind, line_numbers, doc.abs_path if full_path else None))
+    actions.get(ref, from_line, lines, line_numbers, raw, full_path, kind)
 
 
 @with_output_format

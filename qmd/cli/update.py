@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from qmd.core.errors import QmdError
-from qmd.cli.formats import format_status, human_size, to_json
+from qmd.cli import actions
+from qmd.cli.formats import human_size
 from qmd.cli.progress import Bar
 from qmd.core.results import UpdateReport
 from qmd.cli.common import NoWaitOpt, WaitOpt, err, open_store, out, say_waiting, wait_seconds
@@ -74,23 +74,7 @@ def update(
 
 def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show the index: documents, vectors, collections, models, skipped files."""
-    with open_store() as store:
-        warnings = store.config_warnings()
-        info = store.status()
-        models = store.models()
-        vectors, vector_error = None, None
-        if info.documents or store.backend.exists():
-            try:
-                vectors = store.vector_status()
-            except QmdError as exc:
-                vector_error = exc.message
-    if json_:
-        payload = dict(info.__dict__, vectors=vectors, vector_error=vector_error, models=models, config_warnings=warnings)
-        out(to_json(payload, default=lambda o: o.__dict__))
-        return
-    for warning in warnings:
-        err(f"warning: {warning}")
-    out(format_status(info, vectors, vector_error, models))
+    actions.status(json_)
 
 
 def cleanup(wait: WaitOpt = None, no_wait: NoWaitOpt = False) -> None:

@@ -1,0 +1,59 @@
+"""What the read commands agents shell out to do, once their options are parsed (no typer).
+
+The typer commands (read.py, update.py) and the lean entry path (fast.py) call these same
+functions with the same values, so both paths print the same bytes.
+"""
+
+from __future__ import annotations
+
+from qmd.cli.base import err, fs_paths, open_store, out, result_limit, snippet_chars
+from qmd.cli.formats import format_document, format_search
+
+
+def search(
+    query: list[str], n: int | None, all_: bool, min_score: float, full: bool, line_numbers: bool,
+    collection: list[str] | None, full_path: bool, kind: str,
+) -> None:
+    """`qmd search`: keyword search, printed in `kind` (cli, json, csv, md, xml, files)."""
+    limit = result_limit(kind, n, all_)
+    with open_store() as store:
+        hits = store.search(
+            " ".join(query), limit=limit, collections=collection, min_score=min_score, full=full,
+            snippet_chars=snippet_chars(kind), line_numbers=line_numbers,
+        )
+        paths = fs_paths(store, hits) if full_path else None
+    out(format_search(hits, kind, paths))
+
+
+def get(ref: str, from_line: int | None, lines: int | None, line_numbers: bool, raw: bool, full_path: bool, kind: str) -> None:
+    """`qmd get`: one document or a range of its lines."""
+    with open_store() as store:
+        doc = store.get(ref, from_line, lines)
+    if raw:
+        out(doc.text + ("\n" if doc.text and not doc.text.endswith("\n") else ""))
+        return
+    out(format_document(doc, kind, line_numbers, doc.abs_path if full_path else None))
+
+
+def status(json_: bool) -> None:
+    """`qmd status`: documents, vectors, collections, models, skipped files."""
+    from qmd.cli.formats import format_status, to_json
+    from qmd.core.errors import QmdError
+
+    with open_store() as store:
+        warnings = store.config_warnings()
+        info = store.status()
+        models = store.models()
+        vectors, vector_error = None, None
+        if info.documents or store.backend.exists():
+            try:
+                vectors = store.vector_status()
+            except QmdError as exc:
+                vector_error = exc.message
+    if json_:
+        payload = dict(info.__dict__, vectors=vectors, vector_error=vector_error, models=models, config_warnings=warnings)
+        out(to_json(payload, default=lambda o: o.__dict__))
+        return
+    for warning in warnings:
+        err(f"warning: {warning}")
+    out(format_status(info, vectors, vector_error, models))

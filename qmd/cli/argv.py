@@ -1,0 +1,55 @@
+"""The command line before any parser sees it: which command it names, and `--index` moved
+in front of it (shared by the typer app, main.py, and the lean entry path, fast.py)."""
+
+from __future__ import annotations
+
+
+def first_command(argv: list[str]) -> str | None:
+    """The first argument that is not an option (nor the value of a leading `--index`)."""
+    skip_next = False
+    for arg in argv:
+        if skip_next:
+            skip_next = False
+            continue
+        if arg == "--index":
+            skip_next = True
+            continue
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+# Commands with an `--index` option of their own (it keeps its meaning there).
+OWN_INDEX_OPTION = frozenset({"mcp", "doctor"})
+
+
+def hoist_index(args: list[str]) -> list[str]:
+    """`qmd search x --index work` → `qmd --index work search x`: the original accepts
+    `--index` after the command, so scripts written for it pass it there.
+
+    Left alone: commands with their own `--index`, and anything after a `--`.
+    """
+    first = first_command(args)
+    if first is None or first in OWN_INDEX_OPTION:
+        return args
+    start = args.index(first) + 1
+    head, rest, moved = args[:start], [], []
+    i = start
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg == "--index" and i + 1 < len(args):
+            moved += [arg, args[i + 1]]
+            i += 2
+            continue
+        if arg.startswith("--index="):
+            moved += ["--index", arg.split("=", 1)[1]]
+        else:
+            rest.append(arg)
+        i += 1
+    if not moved:
+        return args
+    position = head.index(first)
+    return [*head[:position], *moved, *head[position:], *rest]

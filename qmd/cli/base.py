@@ -1,0 +1,85 @@
+"""What the CLI's commands share, without typer: the selected index, printing, option values.
+
+The typer commands (through common.py) and the lean entry path (fast.py) both use these,
+so `qmd search` can run without importing typer. The usage errors raised here are typer's
+(`BadParameter`), imported only when there is one to raise.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from qmd.cli.formats import FORMATS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from qmd import Store
+    from qmd.core.results import Document, MultiGetItem, SearchHit
+
+
+class State:
+    index_name: str | None = None
+
+
+STATE = State()
+
+
+def open_store() -> Store:
+    """The Store of the index chosen with --index (default `index`)."""
+    from qmd.store.store import open_index
+
+    return open_index(STATE.index_name)
+
+
+def out(text: str) -> None:
+    """Write `text` to stdout as is; a closed pipe (`| head`) is not an error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+def _usage_error(message: str, param_hint: str) -> Exception:
+    import typer
+
+    return typer.BadParameter(message, param_hint=param_hint)
+
+
+def pick_format(fmt: str | None, json_: bool, csv_: bool, md: bool, xml: bool, files: bool) -> str:
+    """One output format from --format and the shorthand flags; two different ones is an error."""
+    chosen = {name for name, on in (("json", json_), ("csv", csv_), ("md", md), ("xml", xml), ("files", files)) if on}
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise _usage_error(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", "--format")
+        chosen.add(fmt)
+    if len(chosen) > 1:
+        raise _usage_error("choose one output format", "--format/--json/--csv/--md/--xml/--files")
+    return chosen.pop() if chosen else "cli"
+
+
+def result_limit(kind: str, n: int | None, all_: bool = False) -> int | None:
+    """-n, else 5 (20 for json/files); None with --all. A non-positive -n is a usage error."""
+    if n is not None and n < 1:
+        raise _usage_error("must be at least 1", "-n")
+    return None if all_ else (n or (20 if kind in ("json", "files") else 5))
+
+
+def snippet_chars(kind: str) -> int:
+    from qmd.search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
+
+    return JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS
+
+
+def fs_paths(store: Store, items: Sequence[SearchHit | Document | MultiGetItem]) -> dict[str, str]:
+    """qmd:// URI → file-system path, for --full-path."""
+    roots = {c.name: c.path for c in store.collections()}
+    return {it.uri: os.path.join(roots[it.collection], it.path) for it in items if it.collection in roots}

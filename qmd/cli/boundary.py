@@ -1,0 +1,109 @@
+"""The CLI's one error boundary: every outcome of a command as the documented exit code.
+
+Exit codes: 0 ok, 1 a QmdError (message + hint), 2 usage, 3 unexpected (traceback
+written under the state dir's logs/), 130 on Ctrl-C.
+
+Both entry paths end here: the typer app (main.py) and the lean path (fast.py), which runs
+a command the way typer's `Command.main` does (`run_command`), so a command behaves the
+same whichever path parsed its arguments. Nothing here imports typer: its exceptions can
+only be raised once it is loaded, and are recognised then.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from qmd.cli.base import err
+from qmd.core.errors import QmdError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def guarded(body: Callable[[], int]) -> int:
+    """Run `body` and map every outcome to the documented exit code."""
+    try:
+        return body()
+    except QmdError as exc:
+        err(f"Error: {exc.message}")
+        if exc.hint:
+            err(f"hint: {exc.hint}")
+        return 1
+    except KeyboardInterrupt:
+        err("Interrupted.")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # the boundary for everything unexpected
+        code = _typer_outcome(exc)
+        if code is not None:
+            return code
+        where = _crash_log(exc)
+        err(f"Unexpected error: {type(exc).__name__}: {exc}")
+        err(f"hint: this is a bug; the traceback is in {where}")
+        return 3
+
+
+def _typer_outcome(exc: Exception) -> int | None:
+    """The exit code of typer's own exceptions (a usage error is 2); None for any other."""
+    if "typer" not in sys.modules:
+        return None
+    import typer
+    from typer._click import exceptions as click_exc  # typer vendors click
+
+    if isinstance(exc, typer.Exit):
+        return int(exc.exit_code or 0)
+    if isinstance(exc, click_exc.ClickException):
+        exc.show()
+        return 2
+    if isinstance(exc, typer.Abort):
+        err("Interrupted.")
+        return 130
+    return None
+
+
+def run_command(command: Callable[[], object]) -> int:
+    """Call a command's function as typer's `Command.main(standalone_mode=False)` does.
+
+    EOF on stdin aborts ("Interrupted.", 130, after typer's blank line), Ctrl-C is a
+    silent 130, a broken pipe is exit 1 with the streams made quiet for the shutdown flush;
+    the return value is the exit code when it is an int.
+    """
+    import errno
+
+    try:
+        result = command()
+    except EOFError:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+        err("Interrupted.")
+        return 130
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        from typer._click.utils import PacifyFlushWrapper
+
+        sys.stdout = PacifyFlushWrapper(sys.stdout)
+        sys.stderr = PacifyFlushWrapper(sys.stderr)
+        sys.exit(1)
+    return result if isinstance(result, int) else 0
+
+
+def _crash_log(exc: BaseException) -> str:
+    import os
+    import time
+    import traceback
+
+    from qmd.core.paths import state_dir
+
+    folder = state_dir() / "logs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+        path.write_text("qmd " + " ".join(sys.argv[1:]) + "\n\n" + "".join(traceback.format_exception(exc)), encoding="utf-8")
+        return str(path)
+    except OSError:
+        return "(could not write a crash log; traceback follows)\n" + "".join(traceback.format_exception(exc))
