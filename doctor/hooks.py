@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import qmd
+from qmd.agents import codex_config
+from guards import codex_trust
 from guards import install as guard_install
 from hooks import install as hook_install
 from updater import registry
@@ -54,9 +56,39 @@ def _guard() -> list[CheckResult]:
         fix = " ".join(["qmd", "guard", "install", agent, *scope])
         if registered:
             out.append(ok(f"agent guard [{home_path(path)}]", detail, ms=c.ms))
+            if agent == "--codex":
+                out.append(_codex_trust(Path(path)))
         else:
             out.append(fail(f"agent guard [{home_path(path)}]", f"installed there, but {detail}", fix, ms=c.ms))
     return out
+
+
+def _codex_trust(hooks_json: Path) -> CheckResult:
+    """Codex runs a hook only once the user trusted it (and skips it silently otherwise): read the
+    trust Codex recorded in its config.toml against the hash of the definition in hooks.json.
+    Never trusts anything itself, not even under --fix: trusting is the user's act."""
+    name = f"codex hook trust [{home_path(hooks_json)}]"
+    with Clock() as c:
+        hooks = codex_trust.qmd_hooks(hooks_json)
+    if not hooks:
+        return ok(name, "no qmd hook in it to trust", ms=c.ms)
+    config = home_path(codex_config())
+    if codex_trust.hooks_turned_off():
+        return warn(name, f"hooks are turned off in {config} ([features] hooks = false): Codex runs none of them", f"set hooks = true under [features] in {config}", ms=c.ms)
+    untrusted = [h.event for h in hooks if h.status == "untrusted"]
+    modified = [h.event for h in hooks if h.status == "modified"]
+    disabled = [h.event for h in hooks if h.enabled is False]
+    problems = []
+    if untrusted:
+        problems.append(f"{' and '.join(untrusted)} not trusted yet")
+    if modified:
+        problems.append(f"{' and '.join(modified)} changed since trusted")
+    if problems:
+        them = "it" if len(untrusted) + len(modified) == 1 else "them"
+        return warn(name, f"{'; '.join(problems)}: Codex skips {them} without a word (codex exec too) until you trust {them}", codex_trust.TRUST_FIX, ms=c.ms)
+    if disabled:
+        return warn(name, f"{' and '.join(disabled)} trusted but disabled in Codex: it does not run", "start codex, open /hooks and enable the qmd hooks", ms=c.ms)
+    return ok(name, f"{' and '.join(h.event for h in hooks)} trusted ({config})", ms=c.ms)
 
 
 def _guard_errors(ctx: Context) -> CheckResult:

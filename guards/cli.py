@@ -167,11 +167,14 @@ def install_cmd(
     claude: Annotated[bool, typer.Option("--claude", help="Claude Code: merge the hook into settings.json.")] = False,
     codex: Annotated[bool, typer.Option("--codex", help="Codex: write ~/.codex/hooks.json and enable hooks in config.toml.")] = False,
     scope: Annotated[str, typer.Option("--scope", help="Claude Code settings: user (~/.claude) or project (./.claude).")] = "user",
+    print_: Annotated[bool, typer.Option("--print", help="Show each file that would be written, with its new content; change nothing.")] = False,
 ) -> None:
     """Register qmd-guard as a PreToolUse hook (idempotent; every changed file is backed up first)."""
     _agents(claude, codex)
-    for line in installer.install(claude, codex, scope):
+    for line in installer.install(claude, codex, scope, dry_run=print_):
         _out(line)
+    if print_:
+        return
     try:
         refresh()
     except OSError as exc:
@@ -187,4 +190,19 @@ def uninstall_cmd(
     """Remove exactly what install added (a file install left untouched gets its original bytes back)."""
     _agents(claude, codex)
     for line in installer.uninstall(claude, codex, scope):
+        _out(line)
+
+
+@app.command("trust")
+def trust_cmd(
+    codex: Annotated[bool, typer.Option("--codex", help="Trust qmd's hooks in Codex (PreToolUse guard, SessionStart health).")] = False,
+    codex_bin: Annotated[str | None, typer.Option("--codex-bin", help="The codex executable (default: codex on PATH).")] = None,
+) -> None:
+    """Trust qmd's Codex hooks as Codex's /hooks screen does (through `codex app-server`): only qmd's
+    own handlers, with the hashes Codex computes. Codex runs no untrusted hook."""
+    from . import codex_trust
+
+    if not codex:
+        raise typer.BadParameter("choose --codex (Claude Code has no hook trust)", param_hint="--codex")
+    for line in codex_trust.trust(codex_bin):
         _out(line)

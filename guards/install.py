@@ -36,7 +36,7 @@ __all__ = ["claude_settings", "install", "installed_files", "status", "uninstall
 
 CLAUDE_MATCHER = "Bash|Grep|Glob"
 CODEX_MATCHER = "^Bash$"
-TRUST_NOTE = "Codex runs a new or edited hook only after you trust it: start codex, open /hooks and trust the qmd-guard hook."
+TRUST_NOTE = "Codex runs a new or edited hook only after you trust it: run `qmd guard trust --codex`, or start codex, open /hooks and trust the qmd hooks."
 
 
 def guard_script() -> Path:
@@ -78,7 +78,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _install_json(path: Path, matcher: str, command: str, lines: list[str]) -> bool:
+def _install_json(path: Path, matcher: str, command: str, lines: list[str], dry_run: bool = False) -> bool:
     data, raw = read_json_object(path)
     changed, created = settings.merge(data, path, command, matcher)
     health = health_command()
@@ -87,6 +87,9 @@ def _install_json(path: Path, matcher: str, command: str, lines: list[str]) -> b
         lines.append(f"{path}: already installed (PreToolUse {matcher} → {command}; SessionStart → {health})")
         return False
     new = dump_json(data, raw)
+    if dry_run:
+        lines.append(_would_write(path, new, raw is not None))
+        return True
     saved = write_with_backup(path, new)
     manifest = _load_manifest()
     entry = manifest.get(str(path)) or {"backup": str(saved) if saved else None, "created": (["file"] if raw is None else []) + created}
@@ -132,11 +135,21 @@ def _uninstall_json(path: Path, lines: list[str]) -> None:
     _save_manifest(manifest)
 
 
-def _install_feature(path: Path, lines: list[str]) -> None:
+def _would_write(path: Path, new: bytes | str, exists: bool) -> str:
+    """What `--print` shows for one file: its path (and that a backup would be kept), then its new content."""
+    text = new.decode("utf-8") if isinstance(new, bytes) else new
+    how = "replaced (the current file backed up first)" if exists else "created"
+    return f"# {path} would be {how}:\n{text.rstrip(chr(10))}"
+
+
+def _install_feature(path: Path, lines: list[str], dry_run: bool = False) -> None:
     new, how, note = enable_hooks_feature(path)
     if note:
         lines.append(f"note: {note}")
     if new is None or how is None:
+        return
+    if dry_run:
+        lines.append(_would_write(path, new, path.exists()))
         return
     saved = write_with_backup(path, new)
     manifest = _load_manifest()
@@ -161,17 +174,18 @@ def _uninstall_feature(path: Path, lines: list[str]) -> None:
     _save_manifest(manifest)
 
 
-def install(claude: bool, codex: bool, scope: str = "user") -> list[str]:
-    """Register the hook; returns the lines to print."""
+def install(claude: bool, codex: bool, scope: str = "user", dry_run: bool = False) -> list[str]:
+    """Register the hook; returns the lines to print. `dry_run`: change nothing; the lines show
+    every file that would be written, with its whole new content."""
     command = hook_command()
     lines: list[str] = []
     if claude:
-        _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines)
+        _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines, dry_run)
     if codex:
-        changed = _install_json(codex_hooks_json(), CODEX_MATCHER, command, lines)
-        _install_feature(codex_config(), lines)
+        changed = _install_json(codex_hooks_json(), CODEX_MATCHER, command, lines, dry_run)
+        _install_feature(codex_config(), lines, dry_run)
         if changed:
-            lines.append(TRUST_NOTE)
+            lines.append(f"\nnote: {TRUST_NOTE}" if dry_run else TRUST_NOTE)
     return lines
 
 
