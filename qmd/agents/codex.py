@@ -48,14 +48,29 @@ def toml_string(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def mcp_server_table(name: str, *, url: str | None = None, command: list[str] | None = None) -> str:
-    """The `[mcp_servers.NAME]` table for a server at `url`, or one started by `command`."""
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def toml_key(key: str) -> str:
+    """A TOML key: bare when it can be, else quoted."""
+    return key if _BARE_KEY.match(key) else toml_string(key)
+
+
+def mcp_server_table(
+    name: str, *, url: str | None = None, command: list[str] | None = None, env: dict[str, str] | None = None, required: bool = False,
+) -> str:
+    """The `[mcp_servers.NAME]` table for a server at `url`, or one started by `command`
+    (with `env` as an inline table); `required = true` when `required`."""
     lines = [f"[mcp_servers.{name}]"]
     if url is not None:
         lines.append(f"url = {toml_string(url)}")
     elif command:
         lines.append(f"command = {toml_string(command[0])}")
         lines.append("args = [" + ", ".join(toml_string(a) for a in command[1:]) + "]")
+        if env:
+            lines.append("env = { " + ", ".join(f"{toml_key(k)} = {toml_string(v)}" for k, v in env.items()) + " }")
+    if required:
+        lines.append("required = true")
     return "\n".join(lines) + "\n"
 
 

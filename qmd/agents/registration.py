@@ -1,25 +1,38 @@
 """`qmd mcp install`: register qmd's MCP server with Claude Code or Codex.
 
-Through the client's own command (`claude mcp add`, `codex mcp add`) when it is on PATH;
-otherwise by merging the client's config file, idempotently, with a backup of a file
-that changes:
+- Claude Code: through `claude mcp add-json` when `claude` is on PATH (`claude mcp add` has
+  no flag for `alwaysLoad`), else by merging the file: user scope `~/.claude.json` →
+  `mcpServers.qmd`, project scope `./.mcp.json` → `mcpServers.qmd`.
+- Codex: by merging `${CODEX_HOME:-~/.codex}/config.toml` → `[mcp_servers.qmd]` (`codex mcp
+  add` cannot set `required`); when `codex` is on PATH, `codex mcp get` then checks that
+  Codex reads the entry, and a refused entry is rolled back.
 
-- Claude Code, user scope: `~/.claude.json` → `mcpServers.qmd`;
-  project scope: `./.mcp.json` → `mcpServers.qmd`.
-- Codex: `${CODEX_HOME:-~/.codex}/config.toml` → `[mcp_servers.qmd]`.
+Files are merged idempotently, with a backup of a file that changes. The server is named
+`qmd` for the default index, `qmd-NAME` for another. It runs over stdio (`qmd [--index
+NAME] mcp`), or with `--http` as a URL of `qmd mcp --http`.
 
-The server is named `qmd` for the default index, `qmd-NAME` for another. It runs over
-stdio (`qmd [--index NAME] mcp`), or with `--http` as a URL of `qmd mcp --http`.
+What the entry holds, so the agent has qmd on its first turn and reads the same index as
+the installing shell (checked with Claude Code 2.1.197 and Codex 0.171.0):
+
+- Claude Code: `"alwaysLoad": true`: it waits for the server before the first model request
+  (without it, `claude -p` waits at most about 2 s, then starts without qmd's tools).
+- Codex: `required = true`: `codex exec` waits for the server, and fails loudly when it
+  cannot start (without it, the first turn starts without qmd's tools).
+- stdio: the settings that choose the index, config, state and models, where the installing
+  shell's differ from the defaults (`pinned_env`): Claude Code `"env": {...}`, Codex `env =
+  {...}`. Codex starts stdio servers with a trimmed environment (HOME, PATH, LANG, SHELL,
+  TERM), so without them its server reads another index. `--index` is in `args`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +43,8 @@ from qmd.agents.locations import claude_json, codex_config, codex_home, project_
 from qmd.core.errors import QmdError
 from qmd.core.paths import DEFAULT_INDEX
 
-__all__ = ["Plan", "apply", "codex_home", "plan_claude", "plan_codex", "registrations", "unregister_all", "unregister_claude_file"]
+
+__all__ = ["PINNED", "Plan", "apply", "codex_home", "pinned_env", "plan_claude", "plan_codex", "registrations", "unregister_all", "unregister_claude_file"]
 
 Which = Callable[[str], str | None]
 
@@ -50,6 +64,61 @@ def server_url(port: int) -> str:
     return f"http://127.0.0.1:{port}/mcp"
 
 
+# Pinned into a stdio registration when set and different from the default: the variables
+# that choose which index, config, harness state and models qmd reads (qmd/core/paths.py,
+# qmd/llm/models.py, the sqlite-vec override). XDG_DATA_HOME is not read by qmd today; it is
+# pinned too, so a later reader finds the same folder. Not pinned: knobs that tune how qmd
+# runs but not what it reads (QMD_THREADS, QMD_MODEL_IDLE_S, QMD_PROGRESS_S, QMD_HF_ENDPOINT:
+# a server never downloads), the HTTP server's (QMD_HTTP_TIMEOUT_S, QMD_ALLOWED_*), and the
+# harness's (QMD_HOOKS, QMD_GUARD_GLOB, QMD_UPDATER_THREADS).
+PINNED = (
+    "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
+    "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR", "INDEX_PATH",
+    "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL", "QMD_SQLITE_VEC_PATH",
+)
+_XDG_DEFAULTS = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share", "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state"}
+
+
+def pinned_env(index: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings of `environ` (default: this process's) that chose `index`'s files and
+    differ from the defaults, as the server must see them: paths made absolute (the client
+    starts the server in another folder), `hf:` model URIs as they are."""
+    env = os.environ if environ is None else environ
+    home = env.get("HOME") or str(Path.home())
+
+    def given(key: str) -> str | None:
+        value = env.get(key)
+        if not value:
+            return None
+        if value == "~" or value.startswith("~/"):
+            value = home + value[1:]
+        return os.path.abspath(value)
+
+    def xdg(key: str) -> str:
+        return given(key) or os.path.join(home, _XDG_DEFAULTS[key])
+
+    cache = os.path.join(xdg("XDG_CACHE_HOME"), "qmd")
+    defaults = {
+        "QMD_CONFIG_DIR": os.path.join(xdg("XDG_CONFIG_HOME"), "qmd"),
+        "QMD_STATE_DIR": os.path.join(xdg("XDG_STATE_HOME"), "qmd"),
+        "QMD_MODELS_DIR": os.path.join(cache, "models"),
+        "INDEX_PATH": os.path.join(cache, f"{index}.sqlite"),
+        **{key: os.path.join(home, sub) for key, sub in _XDG_DEFAULTS.items()},
+    }
+    pinned: dict[str, str] = {}
+    for key in PINNED:
+        raw = env.get(key)
+        if not raw:
+            continue
+        if key.endswith("_MODEL") and raw.startswith("hf:"):
+            pinned[key] = raw
+            continue
+        value = given(key)
+        if value is not None and value != defaults.get(key):
+            pinned[key] = value
+    return pinned
+
+
 @dataclass
 class Plan:
     """What install will do (or did): run commands, or write one file."""
@@ -60,6 +129,8 @@ class Plan:
     path: Path | None = None
     new_text: str | None = None
     changed: bool = False
+    check: list[str] | None = None  # run after writing: the client must read the entry, else the file is put back
+    old_text: str | None = None
 
     def describe(self) -> str:
         import shlex
@@ -74,32 +145,32 @@ class Plan:
 # --- Claude Code ------------------------------------------------------------------------
 
 
-def claude_entry(index: str, http: bool, port: int) -> dict[str, Any]:
+def claude_entry(index: str, http: bool, port: int, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The `mcpServers` entry; `alwaysLoad` makes Claude Code wait for it before the first turn."""
     if http:
-        return {"type": "http", "url": server_url(port)}
+        return {"type": "http", "url": server_url(port), "alwaysLoad": True}
     cmd = server_command(index)
-    return {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": {}}
+    return {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": pinned_env(index, environ), "alwaysLoad": True}
 
 
-def plan_claude(index: str, scope: str, http: bool, port: int, *, cwd: Path | None = None, which: Which = shutil.which) -> Plan:
+def plan_claude(
+    index: str, scope: str, http: bool, port: int, *, cwd: Path | None = None, which: Which = shutil.which, environ: Mapping[str, str] | None = None,
+) -> Plan:
     if scope not in ("user", "project"):
         raise QmdError(f"unknown scope {scope!r}", "use --scope user or --scope project")
     name = server_name(index)
     where = "~/.claude.json" if scope == "user" else "./.mcp.json"
+    entry = claude_entry(index, http, port, environ)
     exe = which("claude")
     if exe:
-        if http:
-            add = [exe, "mcp", "add", "--scope", scope, "--transport", "http", name, server_url(port)]
-        else:
-            add = [exe, "mcp", "add", "--scope", scope, name, "--", *server_command(index)]
+        add = [exe, "mcp", "add-json", "--scope", scope, name, json.dumps(entry, ensure_ascii=False)]
         remove = [exe, "mcp", "remove", "--scope", scope, name]
-        return Plan("claude", f"registered '{name}' with Claude Code ({scope} scope) through `claude mcp add`", [remove, add])
+        return Plan("claude", f"registered '{name}' with Claude Code ({scope} scope) through `claude mcp add-json`", [remove, add])
     path = claude_json() if scope == "user" else project_mcp_json(cwd)
     data = _read_json(path)
     servers = data.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise QmdError(f"'mcpServers' in {path} is not an object", f"fix {path} by hand, then retry")
-    entry = claude_entry(index, http, port)
     changed = servers.get(name) != entry
     servers[name] = entry
     text = dump_json(data).decode("utf-8")
@@ -114,27 +185,26 @@ def _read_json(path: Path) -> dict[str, Any]:
 # --- Codex ------------------------------------------------------------------------------
 
 
-def codex_block(index: str, http: bool, port: int) -> str:
-    """The `[mcp_servers.<name>]` table that registers the server of `index`."""
+def codex_block(index: str, http: bool, port: int, environ: Mapping[str, str] | None = None) -> str:
+    """The `[mcp_servers.<name>]` table that registers the server of `index`; `required`
+    makes Codex wait for it before the first turn (and fail loudly when it cannot start)."""
     if http:
-        return codex.mcp_server_table(server_name(index), url=server_url(port))
-    return codex.mcp_server_table(server_name(index), command=server_command(index))
+        return codex.mcp_server_table(server_name(index), url=server_url(port), required=True)
+    return codex.mcp_server_table(server_name(index), command=server_command(index), env=pinned_env(index, environ), required=True)
 
 
-def plan_codex(index: str, http: bool, port: int, *, which: Which = shutil.which) -> Plan:
+def plan_codex(index: str, http: bool, port: int, *, which: Which = shutil.which, environ: Mapping[str, str] | None = None) -> Plan:
     name = server_name(index)
     exe = which("codex")
-    if exe:
-        add = [exe, "mcp", "add", name, "--url", server_url(port)] if http else [exe, "mcp", "add", name, "--", *server_command(index)]
-        return Plan("codex", f"registered '{name}' with Codex through `codex mcp add`", [[exe, "mcp", "remove", name], add])
     path = codex_config()
     text = codex.read_text(path) or ""
     old = codex.parse(text, path, f"fix {path} by hand, then retry")
-    new_text = codex.set_mcp_server_table(text, name, codex_block(index, http, port))
+    new_text = codex.set_mcp_server_table(text, name, codex_block(index, http, port, environ))
     new = codex.parse(new_text, path, "add the table by hand (see qmd mcp install --codex --print)")
     changed = old.get("mcp_servers", {}).get(name) != new["mcp_servers"][name]
     verb = "registered" if changed else "already registered"
-    return Plan("codex", f"{verb} '{name}' for Codex in {path}", path=path, new_text=new_text if changed else text, changed=changed)
+    check = [exe, "mcp", "get", name, "--json"] if exe else None
+    return Plan("codex", f"{verb} '{name}' for Codex in {path}", path=path, new_text=new_text if changed else text, changed=changed, check=check, old_text=text)
 
 
 # --- applying ---------------------------------------------------------------------------
@@ -153,8 +223,26 @@ def apply(plan: Plan) -> str:
         return plan.summary
     if not plan.changed or plan.path is None or plan.new_text is None:
         return plan.summary
+    existed = plan.path.exists()
     backup = write_with_backup(plan.path, plan.new_text)
+    if plan.check:
+        proc = subprocess.run(plan.check, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            write_or_remove(plan.path, plan.old_text if existed and plan.old_text is not None else None)
+            if backup is not None:
+                backup.unlink(missing_ok=True)
+            raise QmdError(
+                f"`{' '.join(plan.check[1:4])}` does not accept the new entry in {plan.path} ({_client_error(proc)}); the file is as it was",
+                "update the client, or add the table by hand (qmd mcp install --print shows it)",
+            )
     return plan.summary + (f" (backup: {backup})" if backup else "")
+
+
+def _client_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """A client's error in one line: its message without warnings and stack backtrace."""
+    text = (proc.stderr or proc.stdout).split("Stack backtrace:")[0]
+    words = " ".join(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("WARNING:"))
+    return words[:300] or f"exit {proc.returncode}"
 
 
 # --- removing (qmd teardown) --------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -240,75 +239,7 @@ def test_build_id_changes_with_the_sources(tmp_path: Path) -> None:
     assert source_digest(tmp_path) != first
 
 
-# --- install ------------------------------------------------------------------------------
-
-
-def test_install_claude_by_file_is_idempotent_with_a_backup(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    config = Path.home() / ".claude.json"
-    config.write_text(json.dumps({"numStartups": 3, "mcpServers": {"other": {"type": "stdio", "command": "x"}}}))
-    code, out, _ = cli("mcp", "install", "--claude", "--print")
-    assert code == 0 and "qmd" in out and json.loads(config.read_text())["mcpServers"].keys() == {"other"}
-    code, out, _ = cli("mcp", "install", "--claude")
-    assert code == 0 and "registered 'qmd' for Claude Code in ~/.claude.json (backup:" in out
-    data = json.loads(config.read_text())
-    assert data["numStartups"] == 3 and data["mcpServers"]["other"] == {"type": "stdio", "command": "x"}
-    entry = data["mcpServers"]["qmd"]
-    assert entry["type"] == "stdio" and entry["args"][-1] == "mcp" and os.path.isabs(entry["command"])
-    backups = list(config.parent.glob(".claude.json.qmd-backup-*"))
-    assert len(backups) == 1
-    code, out, _ = cli("mcp", "install", "--claude")
-    assert code == 0 and "already registered" in out and len(list(config.parent.glob(".claude.json.qmd-backup-*"))) == 1
-    # project scope, HTTP, another index
-    monkeypatch.chdir(tmp_path)
-    code, out, _ = cli("--index", "work", "mcp", "install", "--claude", "--scope", "project", "--http")
-    assert code == 0
-    project = json.loads((tmp_path / ".mcp.json").read_text())
-    assert project == {"mcpServers": {"qmd-work": {"type": "http", "url": "http://127.0.0.1:8182/mcp"}}}
-
-
-def test_install_codex_by_file_merges_the_toml(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    config = Path.home() / ".codex" / "config.toml"
-    config.parent.mkdir()
-    config.write_text('model = "o3"\n\n[mcp_servers.qmd]\ncommand = "old"\n\n[mcp_servers.qmd.env]\nA = "1"\n\n[mcp_servers.other]\ncommand = "keep"\n')
-    code, out, _ = cli("mcp", "install", "--codex")
-    assert code == 0 and "registered 'qmd' for Codex" in out
-    data = tomllib.loads(config.read_text())
-    assert data["model"] == "o3" and data["mcp_servers"]["other"] == {"command": "keep"}
-    assert data["mcp_servers"]["qmd"]["args"][-1] == "mcp" and "env" not in data["mcp_servers"]["qmd"]
-    text = config.read_text()
-    assert cli("mcp", "install", "--codex")[1].startswith("already registered")
-    assert config.read_text() == text
-    code, out, _ = cli("mcp", "install", "--codex", "--http", "--port", "9999")
-    assert tomllib.loads(config.read_text())["mcp_servers"]["qmd"] == {"url": "http://127.0.0.1:9999/mcp"}
-    assert len(list(config.parent.glob("config.toml.qmd-backup-*"))) >= 1
-
-
-def test_install_uses_the_client_command_when_present(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "calls.txt"
-    for name in ("claude", "codex"):
-        script = bin_dir / name
-        script.write_text(f'#!/bin/sh\necho "{name} $*" >> "{calls}"\nexit 0\n')
-        script.chmod(0o755)
-    monkeypatch.setenv("PATH", str(bin_dir))
-    code, out, _ = cli("mcp", "install", "--claude", "--codex", "--print")
-    assert code == 0 and "mcp add --scope user qmd -- " in out and not calls.exists()
-    code, out, _ = cli("mcp", "install", "--claude", "--codex")
-    assert code == 0, out
-    lines = calls.read_text().splitlines()
-    assert lines[0] == "claude mcp remove --scope user qmd"
-    assert lines[1].startswith("claude mcp add --scope user qmd -- ") and lines[1].endswith(" mcp")
-    assert lines[2] == "codex mcp remove qmd"
-    assert lines[3].startswith("codex mcp add qmd -- ") and lines[3].endswith(" mcp")
-    assert not (Path.home() / ".claude.json").exists()
-
-
-def test_install_needs_a_client(cli: Cli) -> None:
-    code, _, err = cli("mcp", "install")
-    assert code == 2 and "--claude" in err
+# --- install: tests/qmd/agents/test_agents_mcp_install.py ---------------------------------
 
 
 def test_only_the_server_imports_the_sdk(tmp_path: Path) -> None:
