@@ -85,29 +85,69 @@ def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
     return f"; did you mean '{close[0]}'?" if close else f" (known keys: {', '.join(known)})"
 
 
-def _cache_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.json")
+# --- the parsed-config cache ------------------------------------------------------
+# Parsing YAML (import included) costs more than a whole `qmd search`, so the parsed form
+# of each config is kept as JSON under the cache dir, keyed by the file's identity. A copy is
+# used only when it cannot be stale: same path, size, mtime, ctime and inode, and written
+# when the file was already RACY_SECONDS old (git's "racily clean" rule: an edit within the
+# file system's timestamp granularity of the copy could keep size and times unchanged).
+
+CACHE_VERSION = 1
+RACY_SECONDS = 2.0
+
+
+def config_cache_path(path: Path) -> Path:
+    """Where the parsed copy of the config at `path` is kept (one file per config path)."""
+    import zlib
+
+    from qmd.core.paths import cache_dir
+
+    absolute = os.path.abspath(path)
+    return cache_dir() / "config" / f"{os.path.basename(absolute)}-{zlib.crc32(os.fsencode(absolute)):08x}.json"
+
+
+def _identity(path: Path, stat: os.stat_result) -> list[object]:
+    return [os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev]
+
+
+def _settled(stat: os.stat_result, now_ns: int) -> bool:
+    """Has the file gone unchanged long enough that a same-size edit would change its times?"""
+    return now_ns - max(stat.st_mtime_ns, stat.st_ctime_ns) >= RACY_SECONDS * 1e9
 
 
 def _read_cache(path: Path, stat: os.stat_result) -> dict[str, Any] | None:
+    """The cached parse of `path` when it is certainly current, else None (parse the YAML)."""
     import json
+    import time
 
+    if not _settled(stat, time.time_ns()):
+        return None
     try:
-        data = json.loads(_cache_path(path).read_text(encoding="utf-8"))
+        with open(config_cache_path(path), encoding="utf-8") as fh:
+            data = json.load(fh)
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("stat") != [stat.st_mtime_ns, stat.st_size, stat.st_ino]:
+    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or data.get("identity") != _identity(path, stat):
         return None
     raw = data.get("raw")
     return raw if isinstance(raw, dict) else None
 
 
 def _write_cache(path: Path, stat: os.stat_result, raw: dict[str, Any]) -> None:
-    """Best effort: a config with values JSON cannot hold, or a read-only folder, has no cache."""
-    from qmd.core.fileio import write_json
+    """Best effort: a config changed too recently, one JSON cannot hold exactly (dates, number
+    keys), or an unwritable cache dir gets no copy; the next load parses the YAML again."""
+    import json
+    import time
 
+    from qmd.core.fileio import write_text
+
+    if not _settled(stat, time.time_ns()):
+        return
     try:
-        write_json(_cache_path(path), {"stat": [stat.st_mtime_ns, stat.st_size, stat.st_ino], "raw": raw}, indent=None, fsync=False)
+        text = json.dumps({"version": CACHE_VERSION, "identity": _identity(path, stat), "raw": raw}, ensure_ascii=False)
+        if json.loads(text)["raw"] != raw:
+            return
+        write_text(config_cache_path(path), text + "\n", fsync=False)
     except (OSError, TypeError, ValueError):
         pass
 
@@ -124,8 +164,8 @@ class Config:
     def load(cls, path: Path) -> Config:
         """Read `path`; a missing file is an empty config.
 
-        A JSON copy beside it (`.NAME.yml.json`, keyed by the file's mtime and size) spares
-        every search the 25 ms it takes to import and run the YAML parser.
+        A parsed copy in the cache dir (see `config_cache_path`) spares every search the
+        import and run of the YAML parser; it is used only when it cannot be stale.
         """
         try:
             stat = path.stat()
@@ -168,7 +208,7 @@ class Config:
         text = yaml.dump(self.raw, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
         # A new config is private (0600); an existing one keeps its mode.
         write_text(self.path, text, mode=None if self.path.exists() else 0o600)
-        _write_cache(self.path, self.path.stat(), self.raw)
+        self.path.with_name(f".{self.path.name}.json").unlink(missing_ok=True)  # the copy older qmds kept beside it
 
     # --- reading -------------------------------------------------------------------
 

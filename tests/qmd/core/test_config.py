@@ -85,16 +85,19 @@ def test_unknown_keys_are_named_with_a_did_you_mean_in_update_and_status(cli: Cl
     assert code == 0 and len(json.loads(out)["config_warnings"]) == 2
 
 
-def test_a_cached_copy_of_a_bad_config_is_still_refused(cli: Cli, notes: Path) -> None:
-    """The JSON copy beside the YAML (written by an older qmd) is validated too."""
+def test_a_cached_copy_of_a_bad_config_is_still_refused(cli: Cli, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parsed copy in the cache dir (written by an older qmd, say) is validated too."""
+    from qmd.core import config
+
     assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    monkeypatch.setattr(config, "RACY_SECONDS", 0.0)
     path = _config()
-    stat = path.stat()
-    cache = path.with_name(f".{path.name}.json")
+    config.Config.load(path)
+    cache = config.config_cache_path(path)
     import json
 
-    raw = yaml.safe_load(path.read_text())
-    raw["collections"]["notes"]["pattern"] = [1, 2]
-    cache.write_text(json.dumps({"stat": [stat.st_mtime_ns, stat.st_size, stat.st_ino], "raw": raw}))
+    data = json.loads(cache.read_text())
+    data["raw"]["collections"]["notes"]["pattern"] = [1, 2]
+    cache.write_text(json.dumps(data))
     code, _, err = cli("update")
     assert code == 1 and "'pattern'" in err
