@@ -84,9 +84,10 @@ class McpHandler:
     """The MCP methods over one ToolService (obtained lazily: stdio answers the handshake
     while the index opens in the background)."""
 
-    def __init__(self, service: ServiceSource, log: Log) -> None:
+    def __init__(self, service: ServiceSource, log: Log, notify: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._service = service
         self.log = log
+        self.notify = notify  # sends a notification to the client (stdio); None where it cannot (stateless HTTP)
         self.client: str = ""  # clientInfo name/version from initialize, for the log
 
     @property
@@ -184,7 +185,7 @@ class McpHandler:
         started = time.perf_counter()
         try:
             with cancel_scope(cancel):
-                out = self.service.call(name, arguments)
+                out = self.service.call(name, arguments, self._progress(params))
         except Cancelled:
             self.log(escape(f"tools/call {name} cancelled by the client; stopped after {(time.perf_counter() - started) * 1000:.1f} ms"))
             raise
@@ -195,6 +196,21 @@ class McpHandler:
         if out.structured is not None:
             result["structuredContent"] = out.structured
         return result
+
+    def _progress(self, params: dict[str, Any]) -> Callable[[str], None] | None:
+        """A `notifications/progress` sender for a request that asked for progress, else None."""
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        notify = self.notify
+        if notify is None or isinstance(token, bool) or not isinstance(token, (str, int)):
+            return None
+        step = [0]
+
+        def progress(message: str) -> None:
+            step[0] += 1
+            notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": step[0], "message": message}})
+
+        return progress
 
     def get_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         from qmd.serve.catalog import PROMPTS, SEARCH_FIRST, search_first_text

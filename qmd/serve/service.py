@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qmd import __version__
+from qmd.core.cancel import Cancelled
 from qmd.core.errors import QmdError
 from qmd.core.clock import ago
 from qmd.core.text import numbered
@@ -141,14 +142,15 @@ class ToolService:
 
     # the tools
 
-    def call(self, tool: str, arguments: dict[str, Any] | None) -> ToolOutput:
-        """Run a tool on raw JSON arguments; errors come back as error outputs, never raised."""
+    def call(self, tool: str, arguments: dict[str, Any] | None, progress: Callable[[str], None] | None = None) -> ToolOutput:
+        """Run a tool on raw JSON arguments; errors come back as error outputs, never raised
+        (but `Cancelled`, which the transport asked for). `progress` hears each stage of a query."""
         args = arguments or {}
         try:
             if not isinstance(args, dict):
                 raise ArgError("arguments must be a JSON object")
             if tool == "query":
-                return self.query(parse_query_args(args))
+                return self.query(parse_query_args(args), progress)
             if tool == "get":
                 check_names(tool, args, GET_PARAMS)
                 return self.get(args)
@@ -161,6 +163,8 @@ class ToolService:
             raise ArgError(f"unknown tool {tool!r}", f"tools: {', '.join(TOOL_PARAMS)}")
         except QmdError as exc:
             return error_output(exc)
+        except Cancelled:
+            raise
         except Exception as exc:  # a bug must not take the server down
             self.log(escape_lines(f"{tool} failed unexpectedly:\n{traceback.format_exc().rstrip()}"))
             return ToolOutput(f"Error: internal error in {tool}: {type(exc).__name__}: {exc}\nhint: this is a bug in qmd; the server log has the traceback", None, True, "internal error")
@@ -168,7 +172,7 @@ class ToolService:
     def _refresh(self) -> None:
         self.store.refresh_config()
 
-    def run_query(self, q: QueryArgs, wait: bool = True) -> tuple[QueryResult, dict[str, Any]] | None:
+    def run_query(self, q: QueryArgs, wait: bool = True, progress: Callable[[str], None] | None = None) -> tuple[QueryResult, dict[str, Any]] | None:
         """The hybrid query and the index's freshness; None if `wait` is False and the Store is busy."""
         if not self._lock.acquire(blocking=wait):
             return None
@@ -177,7 +181,7 @@ class ToolService:
             try:
                 result = self.store.query(
                     q.text, limit=q.limit, candidates=q.candidates, min_score=q.min_score, collections=q.collections or None,
-                    intent=q.intent, rerank=q.rerank, snippet_chars=JSON_SNIPPET_CHARS,
+                    intent=q.intent, rerank=q.rerank, snippet_chars=JSON_SNIPPET_CHARS, progress=progress,
                 )
             finally:
                 self._last_model_use = time.monotonic()
@@ -186,8 +190,8 @@ class ToolService:
             self._lock.release()
         return result, fresh
 
-    def query(self, q: QueryArgs) -> ToolOutput:
-        ran = self.run_query(q)
+    def query(self, q: QueryArgs, progress: Callable[[str], None] | None = None) -> ToolOutput:
+        ran = self.run_query(q, progress=progress)
         assert ran is not None  # waited for the lock
         result, fresh = ran
         rows = [hit_row(h) for h in result.hits]

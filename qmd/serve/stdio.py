@@ -55,7 +55,7 @@ class StdioServer:
         self.log = log
         self.stdin = stdin
         self.out_fd = out_fd
-        self.handler = McpHandler(self._wait_service, log)
+        self.handler = McpHandler(self._wait_service, log, self.send)
         self._make_service = make_service
         self._service: ToolService | None = None
         self._failure: QmdError | None = None

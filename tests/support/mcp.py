@@ -155,3 +155,81 @@ def http_connect(port: int) -> Callable[[], Any]:
     from mcp.client.streamable_http import streamable_http_client
 
     return lambda: streamable_http_client(f"http://127.0.0.1:{port}/mcp")
+
+
+class RawStdio:
+    """`qmd mcp` over stdio driven message by message (no SDK): every line it writes is
+    collected by a reader thread, so a test waits for exactly the message it expects."""
+
+    def __init__(self, env: dict[str, str], errlog: Path, *args: str) -> None:
+        import queue
+        import threading
+
+        self.err = open(errlog, "ab")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "qmd", *args, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+        )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.raw: list[bytes] = []
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.raw.append(line)
+                self.lines.put(line)
+            self.lines.put(b"")
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def send(self, message: Any) -> None:
+        self.write((json.dumps(message) if not isinstance(message, (bytes, str)) else message))
+
+    def write(self, data: bytes | str) -> None:
+        assert self.proc.stdin is not None
+        raw = data.encode() if isinstance(data, str) else data
+        self.proc.stdin.write(raw if raw.endswith(b"\n") else raw + b"\n")
+        self.proc.stdin.flush()
+
+    def next(self, timeout: float = 60) -> Any:
+        import queue
+
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no message from the server within {timeout} s") from None
+        if not line:
+            raise AssertionError(f"the server closed stdout (exit {self.proc.poll()})")
+        return json.loads(line)
+
+    def until(self, pred: Callable[[Any], bool], timeout: float = 60) -> tuple[Any, list[Any]]:
+        """The first message matching `pred`, and the ones before it."""
+        deadline = time.monotonic() + timeout
+        seen: list[Any] = []
+        while True:
+            msg = self.next(max(0.1, deadline - time.monotonic()))
+            if pred(msg):
+                return msg, seen
+            seen.append(msg)
+
+    def request(self, msg_id: Any, method: str, params: Any = None, timeout: float = 60) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return self.until(lambda m: isinstance(m, dict) and m.get("id") == msg_id and "method" not in m, timeout)[0]
+
+    def initialize(self, version: str = "2025-06-18") -> Any:
+        reply = self.request(0, "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return reply
+
+    def close(self, timeout: float = 30) -> int:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(timeout=5)
+        self.err.close()
+        return code

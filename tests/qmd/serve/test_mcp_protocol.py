@@ -1,0 +1,204 @@
+"""`qmd mcp` (stdio) message by message: the spec's errors, batches, hostile lines, a clean
+stdout, progress and cancellation. A real subprocess; no SDK in between."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.mcp import RawStdio, make_env, qmd, setup_index
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    env = make_env(tmp_path)
+    setup_index(tmp_path, env)
+    return env
+
+
+@pytest.fixture
+def server(env: dict[str, str], tmp_path: Path) -> Iterator[RawStdio]:
+    s = RawStdio(env, tmp_path / "stderr.log")
+    yield s
+    s.close()
+
+
+def log_of(tmp_path: Path) -> str:
+    return (tmp_path / "stderr.log").read_text(errors="replace")
+
+
+def test_initialize_negotiates_and_advertises_only_what_is_served(server: RawStdio) -> None:
+    init = server.initialize("2025-06-18")["result"]
+    assert init["protocolVersion"] == "2025-06-18"
+    assert init["capabilities"] == {"tools": {"listChanged": False}, "prompts": {"listChanged": False}}
+    assert init["serverInfo"]["name"] == "qmd" and "4 markdown documents" in init["instructions"]
+    assert server.request(1, "initialize", {"protocolVersion": "1999-01-01", "capabilities": {}})["result"]["protocolVersion"] == "2025-11-25"
+    assert server.request(2, "ping")["result"] == {}
+    tools = server.request(3, "tools/list")["result"]["tools"]
+    assert [t["name"] for t in tools] == ["query", "get", "multi_get", "status"]
+    for t in tools:  # each property one plain type, every schema closed
+        schema = t["inputSchema"]
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+        assert all("type" in p and "anyOf" not in p for p in schema["properties"].values())
+        assert t["annotations"]["readOnlyHint"] is True
+    prompts = server.request(4, "prompts/list")["result"]["prompts"]
+    assert [p["name"] for p in prompts] == ["search-first"]
+    got = server.request(5, "prompts/get", {"name": "search-first", "arguments": {"question": "how do we roll back?"}})["result"]
+    text = got["messages"][0]["content"]["text"]
+    assert '"type": "lex"' in text and '"type": "vec"' in text and '"type": "hyde"' in text
+    assert text.endswith("Question: how do we roll back?") and "4 markdown documents" in text
+
+
+def test_unknown_names_are_the_specs_errors_with_one_log_line(server: RawStdio, tmp_path: Path) -> None:
+    server.initialize()
+    cases = [
+        ("resources/list", None, -32601, "Method not found"),
+        ("logging/setLevel", {"level": "debug"}, -32601, "Method not found"),
+        ("no/such", {}, -32601, "Method not found"),
+        ("tools/call", {"name": "delete_everything", "arguments": {}}, -32602, "Unknown tool"),
+        ("tools/call", {"name": "query", "arguments": "rollback"}, -32602, "must be an object"),
+        ("prompts/get", {"name": "nope"}, -32602, "Unknown prompt"),
+        ("tools/list", [1, 2], -32602, "takes an object"),
+    ]
+    for i, (method, params, code, words) in enumerate(cases, start=10):
+        reply = server.request(i, method, params)
+        assert reply["id"] == i and reply["error"]["code"] == code and words in reply["error"]["message"], reply
+    # bad arguments are a tool result the model reads, not a protocol error
+    bad = server.request(30, "tools/call", {"name": "query", "arguments": {"query": "x", "collection": "notes"}})["result"]
+    assert bad["isError"] is True and "did you mean 'collections'" in bad["content"][0]["text"]
+    assert server.request(31, "ping")["result"] == {}  # alive after every error
+    assert server.close() == 0
+    log = log_of(tmp_path)
+    assert "Traceback" not in log
+    assert sum(1 for line in log.splitlines() if "rpc error" in line) == len(cases)
+
+
+def test_malformed_messages_batches_and_notifications(server: RawStdio) -> None:
+    server.initialize()
+    server.write("{not json")
+    assert server.next()["error"]["code"] == -32700
+    server.write("5")
+    assert server.next()["error"]["code"] == -32600
+    server.send({"jsonrpc": "1.0", "id": 7, "method": "ping"})
+    assert server.next() == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32600, "message": 'Invalid Request: needs "jsonrpc": "2.0" and a string "method"'}}
+    server.send({"jsonrpc": "2.0", "id": True, "method": "ping"})
+    assert server.next()["error"]["code"] == -32600
+    server.write("[]")
+    assert server.next()["error"]["code"] == -32600
+    server.send([{"jsonrpc": "2.0", "id": "a", "method": "ping"}, {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"jsonrpc": "2.0", "id": "b", "method": "tools/list"}])
+    batch = server.next()
+    assert [m["id"] for m in batch] == ["a", "b"] and "tools" in batch[1]["result"]
+    server.send({"jsonrpc": "2.0", "method": "notifications/whatever", "params": {}})  # no reply
+    server.send({"jsonrpc": "2.0", "id": 99, "result": {}})  # a response to nothing: ignored
+    server.write("")  # a blank line
+    assert server.request(8, "ping") == {"jsonrpc": "2.0", "id": 8, "result": {}}
+
+
+def test_an_oversized_line_and_nul_bytes_are_refused_and_the_server_goes_on(server: RawStdio) -> None:
+    server.initialize()
+    server.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "' + b"a" * (5 * 1024 * 1024) + b'"}}')
+    reply = server.next()
+    assert reply["id"] is None and reply["error"]["code"] == -32700 and "over" in reply["error"]["message"]
+    server.write(b'{"jsonrpc": "2.0", "id": 2, "method": "ping"\x00}')
+    assert server.next()["error"]["code"] == -32700
+    nul = server.request(3, "tools/call", {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "roll\u0000back"}]}})
+    assert "result" in nul  # an answer (results or a tool error), never a crash
+    assert server.request(4, "ping")["result"] == {}
+
+
+def test_stdout_carries_only_protocol_messages(server: RawStdio, env: dict[str, str]) -> None:
+    server.initialize()
+    for i, (tool, args) in enumerate([
+        ("query", {"searches": [{"type": "lex", "query": "rollback"}]}),
+        ("get", {"file": "notes/runbooks/deploy.md"}),
+        ("multi_get", {"pattern": "notes/runbooks/*.md"}),
+        ("status", {}),
+    ]):
+        reply = server.request(100 + i, "tools/call", {"name": tool, "arguments": args})
+        assert reply["result"]["isError"] is False, reply
+        assert reply["result"]["structuredContent"]
+    server.close()
+    assert server.raw and all(json.loads(line) for line in server.raw)
+
+
+def test_structured_answers_stand_alone(env: dict[str, str], tmp_path: Path) -> None:
+    """Clients hand the model only structuredContent: it says in words when the index may be
+    stale, and each notice once."""
+    state = Path(env["QMD_STATE_DIR"])
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "health.json").write_text(json.dumps({"raised": True, "since": "2026-01-01T00:00:00Z", "failures": [{"error": "disk full"}]}))
+    s = RawStdio(env, tmp_path / "stderr.log")
+    try:
+        s.initialize()
+        args = {"name": "query", "arguments": {"query": "rollback"}}
+        first = s.request(1, "tools/call", args)["result"]["structuredContent"]
+        second = s.request(2, "tools/call", args)["result"]["structuredContent"]
+    finally:
+        s.close()
+    fresh = first["freshness"]
+    assert fresh["health"] == "raised" and "RAISED" in fresh["summary"] and "may be stale" in fresh["warning"]
+    assert first["notices"] and any(n.startswith("vector search skipped") for n in first["notices"])
+    assert "notices" not in second and second["freshness"]["warning"] == fresh["warning"]
+
+
+def test_a_config_that_cannot_be_read_answers_initialize_with_the_fix(env: dict[str, str], tmp_path: Path) -> None:
+    config = Path(env["XDG_CONFIG_HOME"]) / "qmd" / "index.yml"
+    config.write_text("collections: [unclosed\n")
+    s = RawStdio(env, tmp_path / "stderr.log")
+    reply = s.request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})
+    assert reply["error"]["code"] == -32603 and "qmd cannot serve" in reply["error"]["message"] and "index.yml" in reply["error"]["message"]
+    assert s.close() == 1
+    assert "index.yml" in log_of(tmp_path) and "Traceback" not in log_of(tmp_path)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_cancelled_query_stops_reranking_and_frees_the_server(tmp_path: Path) -> None:
+    """A query reranking 200 long notes with a deliberately slow yes/no reranker (minutes
+    uncancelled) is cancelled once its progress says reranking began: no answer for it, the
+    next query is answered, and nothing keeps burning CPU for nobody."""
+    from tests.support.tinyllama import write_tiny_llama
+
+    slow = write_tiny_llama(tmp_path / "slow-reranker.gguf", hidden=384, layers=6, ctx=2048)
+    env = make_env(tmp_path, {"QMD_RERANK_MODEL": str(slow)})
+    notes = tmp_path / "many"
+    notes.mkdir()
+    filler = " ".join(f"step{i} of the rollback procedure restores service" for i in range(40))
+    for i in range(200):
+        (notes / f"n{i:03}.md").write_text(f"# Rollback note {i}\n\n{filler}\n")
+    assert qmd(env, "collection", "add", str(notes), "--name", "many").returncode == 0
+    s = RawStdio(env, tmp_path / "stderr.log")
+    try:
+        s.initialize()
+        s.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
+            "name": "query", "arguments": {"query": "rollback procedure", "candidateLimit": 200}, "_meta": {"progressToken": "p1"}}})
+        progress, _ = s.until(lambda m: m.get("method") == "notifications/progress" and "reranking" in m["params"].get("message", ""), timeout=120)
+        assert progress["params"]["progressToken"] == "p1"
+        cancelled_at = time.monotonic()
+        s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow", "reason": "user gave up"}})
+        fast = {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "rollback"}], "rerank": False, "limit": 3}}
+        s.send({"jsonrpc": "2.0", "id": "next", "method": "tools/call", "params": fast})
+        reply, before = s.until(lambda m: m.get("id") == "next", timeout=60)
+        waited = time.monotonic() - cancelled_at
+        assert len(reply["result"]["structuredContent"]["results"]) == 3
+        assert all(m.get("id") != "slow" for m in before)  # a cancelled request gets no answer
+        idle_from = cpu_seconds(s.proc.pid)
+        time.sleep(1.0)  # measuring, not synchronising: is any work left running?
+        burned = cpu_seconds(s.proc.pid) - idle_from
+        assert burned < 0.2, f"the server used {burned:.2f} s of CPU in 1 s after the cancelled query's successor was answered"
+        assert s.request("ping", "ping")["result"] == {}
+    finally:
+        s.close()
+    log = log_of(tmp_path)
+    assert "tools/call query cancelled by the client" in log, log
+    assert "Traceback" not in log
+    assert waited < 60
