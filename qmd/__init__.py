@@ -14,7 +14,7 @@ and never loads a model runtime.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every CLI call)
 
 from qmd.core.lazy import lazy_exports
 

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from qmd.core.clock import ago
 from qmd.core.text import line_safe, numbered
 from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import io
+    from typing import Any
+
 FORMATS = ("cli", "json", "csv", "md", "xml", "files")
 _XML_TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _XML_ATTR = {**_XML_TEXT, '"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
+
+
+def _csv_writer() -> tuple[io.StringIO, Any]:
+    """A CSV writer into a string buffer (csv and io load only for --csv)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    return buf, csv.writer(buf, lineterminator="\n")
 
 
 def escape(text: str) -> str:
@@ -48,8 +59,7 @@ def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | N
             for h in hits
         )
     if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
+        buf, writer = _csv_writer()
         writer.writerow(["docid", "score", "file", "title", "context", "line", "snippet"])
         for h in hits:
             text = h.body if h.body is not None else h.snippet
@@ -133,8 +143,7 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
     if fmt == "md":
         return "".join(f"---\n# {line_safe(it.title)}\n**file:** `{line_safe(it.uri)}`\n**docid:** `#{it.docid}`\n\n{_multi_body(it, line_numbers)}\n\n" for it in items)
     if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
+        buf, writer = _csv_writer()
         writer.writerow(["docid", "file", "title", "skipped", "body"])
         for it in items:
             writer.writerow([f"#{it.docid}", it.uri, it.title, it.skipped or "", "" if it.skipped else _multi_body(it, line_numbers)])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 
 
 def now_iso(t: float | None = None, *, millis: bool = False) -> str:
@@ -17,6 +16,8 @@ def parse_iso(text: object) -> float | None:
     """Seconds since the epoch for an ISO-8601 string (a naive one is UTC); None for anything else."""
     if not isinstance(text, str) or not text:
         return None
+    from datetime import datetime, timezone
+
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -7,11 +7,14 @@ keys qmd does not know (`guard`, `updater`, `doctor`, ...) are kept as they are.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from qmd.core.records import field, record
 from pathlib import Path
-from typing import Any
 
 from qmd.core.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_PATTERN = "**/*.md"
 
@@ -24,7 +27,7 @@ def _yaml() -> tuple[Any, Any, Any]:
     return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader), getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-@dataclass
+@record
 class CollectionConfig:
     """One collection: a folder, which files in it to index, and what they are about."""
 

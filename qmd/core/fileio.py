@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def replace_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from qmd.core.records import record
 from pathlib import Path
 
 from qmd.core.errors import QmdError
@@ -53,7 +53,7 @@ def check_index_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IndexPaths:
     """The files that make up one named index."""
 
@@ -73,7 +73,7 @@ def resolve_index(name: str | None = None) -> IndexPaths:
 QUEUE_DIRS = ("tmp", "new", "cur", "failed")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StateLayout:
     """Every path of the harness state dir (design §7), computed from its root.
 

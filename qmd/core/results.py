@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from qmd.core.records import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def uri(collection: str, path: str) -> str:
@@ -11,7 +14,7 @@ def uri(collection: str, path: str) -> str:
     return f"qmd://{collection}/{path}"
 
 
-@dataclass
+@record
 class SearchHit:
     docid: str  # first 6 hex of the content hash
     collection: str
@@ -53,7 +56,7 @@ class SearchHit:
         return row
 
 
-@dataclass
+@record
 class Document:
     """A document, or a line range of one, as returned by get."""
 
@@ -76,7 +79,7 @@ class Document:
         return self.text.count("\n") + 1 if self.text else 0
 
 
-@dataclass
+@record
 class MultiGetItem:
     docid: str
     collection: str
@@ -93,7 +96,7 @@ class MultiGetItem:
         return uri(self.collection, self.path)
 
 
-@dataclass
+@record
 class FileEntry:
     collection: str
     path: str
@@ -107,7 +110,7 @@ class FileEntry:
         return uri(self.collection, self.path)
 
 
-@dataclass
+@record
 class CollectionInfo:
     name: str
     path: str
@@ -124,13 +127,13 @@ class CollectionInfo:
     embedded_documents: int | None = None  # with vectors of the current embed model (None: no model)
 
 
-@dataclass
+@record
 class ContextInfo:
     target: str  # "/" for global, else qmd://collection/sub
     text: str
 
 
-@dataclass
+@record
 class UpdateReport:
     collections: list  # list[indexer.CollectionReport]
     command_failures: list[tuple[str, str]] = field(default_factory=list)  # (collection, message)
@@ -146,7 +149,7 @@ class UpdateReport:
         return out
 
 
-@dataclass
+@record
 class StatusInfo:
     index_path: str
     size_bytes: int
@@ -160,7 +163,7 @@ class StatusInfo:
     running: dict[str, object] | None = None  # an update or embed writing now: pid, command, done, total
 
 
-@dataclass
+@record
 class CleanupReport:
     inactive_removed: int
     orphaned_content_removed: int
@@ -169,7 +172,7 @@ class CleanupReport:
     dropped_collections: list[tuple[str, int]] = field(default_factory=list)  # (name, documents): no longer in the config
 
 
-@dataclass
+@record
 class VectorSearch:
     """vsearch hits plus what the caller must say: which model, how many documents lack vectors."""
 
@@ -178,7 +181,7 @@ class VectorSearch:
     pending: int
 
 
-@dataclass
+@record
 class ModelStatus:
     role: str
     spec: str
@@ -187,7 +190,7 @@ class ModelStatus:
     available: bool
 
 
-@dataclass
+@record
 class VectorStatus:
     model: str | None
     fingerprint: str | None
@@ -196,7 +199,7 @@ class VectorStatus:
     pending_documents: int
 
 
-@dataclass
+@record
 class QueryResult:
     """Hybrid query hits, plus what ran: stages, the sub-queries searched, notices, timings."""
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from functools import lru_cache
-from dataclasses import dataclass, field
-from typing import Any
+from qmd.core.records import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 # Han, kana, hangul (syllables and jamo), CJK compatibility ideographs, extension B+.
@@ -31,6 +33,8 @@ _FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
 
 def content_hash(text: str) -> str:
     """sha256 hex of the UTF-8 text; its first 6 hex digits are the docid."""
+    import hashlib  # loads OpenSSL: 2 ms that a search does not need
+
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -49,7 +53,7 @@ def has_cjk(text: str) -> bool:
     return not text.isascii() and _cjk_char().search(text) is not None
 
 
-@dataclass
+@record
 class FrontMatter:
     """Metadata from a leading `---` YAML block and where the body starts."""
 

@@ -13,13 +13,13 @@ A collection filter is applied inside the query, so the top-k is exact per colle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from qmd.core.records import record
 
 from qmd.search.syntax import ParsedQuery, text_query
 from qmd.storage.backend import IndexBackend
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FtsHit:
     doc_id: int
     score: float

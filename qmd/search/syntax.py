@@ -8,7 +8,7 @@ syntax error there.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from qmd.core.records import field, record
 
 from qmd.storage.backend import Term, TextQuery
 
@@ -28,7 +28,7 @@ STOPWORDS = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParsedQuery:
     positive: list[Term] = field(default_factory=list)
     negative: list[Term] = field(default_factory=list)

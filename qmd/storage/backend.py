@@ -21,14 +21,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from qmd.core.records import field, record
 from pathlib import Path
-from typing import Protocol
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # the protocols below are for the type checker; typing costs 5 ms of every CLI call
 
 MIN_DOCID = 6  # hex digits of the content hash shown as a docid
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DocRow:
     """An active document as stored."""
 
@@ -46,7 +51,7 @@ class DocRow:
         return self.hash[:MIN_DOCID]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileRow:
     """One line of `qmd ls`."""
 
@@ -58,7 +63,7 @@ class FileRow:
     title: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KnownFile:
     """What the index remembers of a file, to decide whether it must be read again."""
 
@@ -69,7 +74,7 @@ class KnownFile:
     active: bool
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SearchFields:
     """The full-text columns of a document: its collection/path, title (+ tags) and body."""
 
@@ -81,7 +86,7 @@ class SearchFields:
 FieldsFor = Callable[[str, str, str], SearchFields]  # (collection, path, text) → fields
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DocumentWrite:
     """A new or changed file, read and prepared, to be stored."""
 
@@ -96,7 +101,7 @@ class DocumentWrite:
     fields: SearchFields
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Term:
     """A keyword-query term: a word (matched as a prefix) or a quoted phrase."""
 
@@ -104,7 +109,7 @@ class Term:
     phrase: bool = False  # written in quotes: exact phrase, no prefix
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TextQuery:
     """A keyword search for the backend: every term (`require_all`) or any of them, minus `negated`."""
 
@@ -113,7 +118,7 @@ class TextQuery:
     require_all: bool = True
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VectorModel:
     """One vector space: an embedding fingerprint and its dimensions."""
 
@@ -123,7 +128,7 @@ class VectorModel:
     dims: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChunkVector:
     """One embedded chunk of a content hash: its span in the text and its vector."""
 
@@ -138,7 +143,7 @@ class ChunkVector:
 Nearest = tuple[int, float, tuple[int, int]]  # (document id, cosine similarity, best chunk (start, end))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Totals:
     """Row counts for `status`."""
 
@@ -147,7 +152,7 @@ class Totals:
     content: int
 
 
-@dataclass
+@record
 class IndexCheck:
     """What `inspect` found. `error` is set when the index cannot be read at all."""
 
@@ -177,7 +182,7 @@ class IndexCheck:
         return self.fts_missing + self.fts_extra
 
 
-@dataclass
+@record
 class RebuildReport:
     path: str
     kept: str | None  # where the old file was put

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import FunctionType
-from typing import Concatenate, ParamSpec, TypeVar
 
 import apsw
 
@@ -28,10 +27,14 @@ from qmd.storage.backend import (
 from qmd.storage.sqlite import documents, fulltext
 from qmd.storage.sqlite.connection import connect, count, scalar, transaction, translate
 
-P = ParamSpec("P")
-R = TypeVar("R")
-B = TypeVar("B", bound="SqliteBackend")
-C = TypeVar("C", bound=type)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Concatenate, ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
+    B = TypeVar("B", bound="SqliteBackend")
+    C = TypeVar("C", bound=type)
 
 # Not wrapped: they raise no damage of this file (`inspect` reports it as data; `rebuild`
 # reads a fresh file, whose errors are not this one's).

@@ -240,7 +240,6 @@ def test_a_routed_search_never_imports_typer_or_yaml(indexed: Path) -> None:
         "print('LOADED', loaded)\n"
     )
     env = qmd_env()
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60)  # parses the config once
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

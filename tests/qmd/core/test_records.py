@@ -1,0 +1,75 @@
+"""`@record` behaves as the `@dataclass` it stands for, in everything qmd uses."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from qmd.core.records import FrozenInstanceError, field, record
+
+
+def _pair(frozen: bool) -> tuple[type, type]:
+    def body() -> dict[str, object]:
+        return {"__annotations__": {"a": "int", "b": "str", "c": "list[int]", "d": "float | None"}, "b": "x", "c": field(default_factory=list), "d": None}
+
+    ours = record(frozen=frozen)(type("Hit", (), body()))
+    theirs_body = body() | {"c": dataclasses.field(default_factory=list)}
+    theirs = dataclasses.dataclass(frozen=frozen)(type("Hit", (), theirs_body))
+    return ours, theirs
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_record_is_built_like_a_dataclass(frozen: bool) -> None:
+    ours, theirs = _pair(frozen)
+    for args, kwargs in [((1,), {}), ((1, "y"), {}), ((1,), {"d": 2.5}), ((), {"a": 3, "c": [1]}), ((1, "y", [2], float("nan")), {})]:
+        mine, reference = ours(*args, **kwargs), theirs(*args, **kwargs)
+        assert repr(mine) == repr(reference)
+        assert mine.__dict__ == reference.__dict__ or repr(mine.__dict__) == repr(reference.__dict__)
+        assert list(mine.__dict__) == ["a", "b", "c", "d"]  # field order (status --json uses __dict__)
+        assert (mine == ours(*args, **kwargs)) == (reference == theirs(*args, **kwargs))
+    assert ours(1).c is not ours(1).c  # a fresh list each time
+    assert ours(1) != ours(2) and ours(1) != theirs(1)
+    assert ours.__match_args__ == theirs.__match_args__ == ("a", "b", "c", "d")
+    with pytest.raises(TypeError):
+        ours()
+    with pytest.raises(TypeError):
+        ours(1, "x", [], None, 5)
+    with pytest.raises(TypeError):
+        ours(1, e=2)
+    assert ours.b == theirs.b == "x" and not hasattr(ours, "c") and not hasattr(theirs, "c")
+
+
+def test_a_frozen_record_is_immutable_and_hashable() -> None:
+    ours, theirs = _pair(True)
+    hit = ours(1, c=())
+    with pytest.raises(FrozenInstanceError):
+        hit.a = 2
+    with pytest.raises(AttributeError):
+        del hit.a
+    assert hash(hit) == hash(ours(1, c=())) and hash(theirs(1, c=())) == hash(theirs(1, c=()))
+    assert {hit, ours(1, c=())} == {hit}
+
+
+def test_a_mutable_record_is_unhashable_and_settable() -> None:
+    ours, theirs = _pair(False)
+    hit = ours(1)
+    hit.a = 5
+    assert hit.a == 5
+    with pytest.raises(TypeError):
+        hash(hit)
+    with pytest.raises(TypeError):
+        hash(theirs(1))
+
+
+def test_methods_and_properties_stay() -> None:
+    @record
+    class Point:
+        x: int
+        y: int = 0
+
+        @property
+        def norm(self) -> int:
+            return abs(self.x) + abs(self.y)
+
+    assert Point(3, -4).norm == 7 and Point(1) == Point(1, 0) and repr(Point(1)) == "test_methods_and_properties_stay.<locals>.Point(x=1, y=0)"
