@@ -31,13 +31,17 @@ def installed_defaults_path() -> Path:
 
 
 def installed_defaults() -> dict[str, str]:
-    import yaml
-
     try:
-        raw = yaml.safe_load(installed_defaults_path().read_text(encoding="utf-8")) or {}
+        text = installed_defaults_path().read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
+        raise QmdError(f"cannot read {installed_defaults_path()}: {exc}", "fix or delete that file") from exc
+    import yaml  # only when there is a file to parse
+
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
         raise QmdError(f"cannot read {installed_defaults_path()}: {exc}", "fix or delete that file") from exc
     return {k: str(v) for k, v in raw.items() if k in ROLES and v} if isinstance(raw, dict) else {}
 

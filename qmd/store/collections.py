@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from qmd.core.errors import NotFoundError, QmdError
-from qmd.index.indexer import Progress, check_root, index_collection, search_fields
 from qmd.core.config import DEFAULT_PATTERN, CollectionConfig
 from qmd.core.contexts import normalise_subpath
 from qmd.core.results import CollectionInfo, ContextInfo, UpdateReport
 from qmd.store.activity import Activity, activity_path
 from qmd.store.state import IndexState
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.index.indexer import Progress
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 UPDATE_COMMAND_TIMEOUT_S = 900
@@ -84,6 +86,8 @@ class Collections:
         backend = self.state.backend
         if backend.exists():
             with backend.writer_lock():
+                from qmd.index.indexer import search_fields  # the indexer loads only for what writes
+
                 self.state.db().rename_collection(old, new, search_fields)
         self.state.config.rename_collection(old, new)
         self.state.save_config()
@@ -205,6 +209,8 @@ class Collections:
         on_wait: Callable[[], None] | None = None,
         wait: float | None = None,
     ) -> UpdateReport:
+        from qmd.index.indexer import index_collection  # the indexer loads only for what writes
+
         colls = self.state.collections()
         names = list(colls) if collections is None else [self.state.collection(n).name for n in collections]
         report = UpdateReport([])
@@ -242,6 +248,10 @@ class Collections:
 
 def run_update_command(coll: CollectionConfig, on_command: Callable[[str, str], None] | None) -> str | None:
     """Run a collection's `update:` command in its folder; the failure as one line, or None."""
+    import subprocess
+
+    from qmd.index.indexer import check_root
+
     check_root(coll)
     if on_command is not None:
         on_command(coll.name, coll.update or "")

@@ -6,13 +6,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qmd.core.errors import QmdError
-from qmd.index.indexer import Progress, index_collection, search_fields
 from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport, VectorModel
 from qmd.store.activity import running
 from qmd.store.collections import Collections
 from qmd.store.models import Models
 from qmd.core.results import CleanupReport, StatusInfo
 from qmd.store.state import IndexState
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.index.indexer import Progress
 
 
 class Maintenance:
@@ -35,6 +38,8 @@ class Maintenance:
         return self.state.backend.inspect(quick=quick)
 
     def repair_fts(self) -> int:
+        from qmd.index.indexer import search_fields  # the indexer loads only for what writes
+
         self.state.writes += 1
         with self.state.backend.writer_lock():
             return self.state.db().repair_fulltext(search_fields)
@@ -49,6 +54,7 @@ class Maintenance:
         The writer lock of the index is held throughout; the fresh file takes none (no
         lock file is left beside it). `update:` commands do not run.
         """
+        from qmd.index.indexer import index_collection
 
         def build(fresh: IndexBackend) -> int:
             fresh.open(create=True)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 
 from qmd.core.results import ModelStatus, VectorStatus
 from qmd.store.activity import Activity, activity_path
@@ -24,6 +23,8 @@ if TYPE_CHECKING:
 
 def cache_key(kind: str, *parts: str) -> str:
     """The LLM cache key of one model call: kind + model identity + inputs."""
+    import hashlib
+
     return hashlib.sha256("\x1f".join((kind, *parts)).encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -170,10 +171,12 @@ class Models:
 
     def current_vector_space(self) -> VectorModel | None:
         """The vector space of the configured embed model, if it has one."""
-        from qmd.index.embedding import fingerprint
-
         probe = self.embed_probe()
-        return None if probe is None else self.state.db().vector_model(fingerprint(probe))
+        if probe is None:
+            return None
+        from qmd.index.embedding import fingerprint  # the embedding pipeline loads only with a model to read
+
+        return self.state.db().vector_model(fingerprint(probe))
 
     def vector_status(self, collections: list[str] | None) -> VectorStatus:
         from qmd.search.vector import vector_status
