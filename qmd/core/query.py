@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from qmd.core.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SubQuery:
     """One line of a typed query: `type` is lex (keywords), vec (a question) or hyde (an answer)."""
 

@@ -12,7 +12,7 @@ A text whose first line has none of these prefixes is a plain question.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from qmd.core.records import field, record
 
 from qmd.core.query import SubQuery
 from qmd.core.errors import QmdError
@@ -25,7 +25,7 @@ _LINE = re.compile(r"^\s*([A-Za-z]+)\s*:\s?(.*)$")
 _HINT = "write one sub-query per line: lex: …, vec: …, hyde: …, optionally intent: … (or a single expand: … line)"
 
 
-@dataclass
+@record
 class TypedQuery:
     """A parsed query: either `plain` text, or typed `searches` (or one `expand` text)."""
 

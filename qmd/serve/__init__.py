@@ -18,7 +18,7 @@ Handshakes (plain JSON-RPC, no SDK):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 
 from qmd.core.lazy import lazy_exports
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 from qmd.core.clock import ago
 from qmd.core.paths import state_dir

@@ -7,10 +7,11 @@ so a singular `collection` cannot quietly search everything.
 
 from __future__ import annotations
 
-import difflib
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from qmd.core.records import field, record
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 from qmd.core.errors import QmdError
 from qmd.search.typed import MAX_LINE_CHARS, MAX_SEARCHES, SEARCH_TYPES
@@ -70,6 +71,8 @@ def check_names(tool: str, args: dict[str, Any], valid: dict[str, str]) -> None:
     unknown = [k for k in args if k not in valid]
     if not unknown:
         return
+    import difflib
+
     names = ", ".join(valid) if valid else "(none)"
     close = [m for k in unknown for m in difflib.get_close_matches(k, list(valid), n=1, cutoff=0.6)]
     hint = f"did you mean {', '.join(repr(c) for c in dict.fromkeys(close))}? valid parameters: {names}" if close else f"valid parameters: {names}"
@@ -202,7 +205,7 @@ def searches_arg(value: object) -> list[tuple[str, str]]:
     return out
 
 
-@dataclass
+@record
 class QueryArgs:
     text: str
     shown: str  # how the query is named in the text answer and the log

@@ -9,7 +9,9 @@ names are checked by qmd/serve/arguments.py for the tools and POST /query.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 from qmd.serve.arguments import (
     GET_PARAMS,

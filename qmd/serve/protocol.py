@@ -23,12 +23,14 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 
 from qmd import __version__
 from qmd.core.cancel import Cancelled, cancel_scope
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from qmd.serve.service import ToolService
 
 # Newest first; a client asking for another version gets the newest (the spec's rule).

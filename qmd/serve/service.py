@@ -20,10 +20,11 @@ import os
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from qmd.core.records import record
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 from qmd import __version__
 from qmd.core.cancel import Cancelled
@@ -54,7 +55,7 @@ DEFAULT_IDLE_S = 300.0
 Log = Callable[[str], None]
 
 
-@dataclass
+@record
 class ToolOutput:
     """A tool's answer: `text` for the model, `structured` for programs."""
 
@@ -166,6 +167,8 @@ class ToolService:
         except Cancelled:
             raise
         except Exception as exc:  # a bug must not take the server down
+            import traceback
+
             self.log(escape_lines(f"{tool} failed unexpectedly:\n{traceback.format_exc().rstrip()}"))
             return ToolOutput(f"Error: internal error in {tool}: {type(exc).__name__}: {exc}\nhint: this is a bug in qmd; the server log has the traceback", None, True, "internal error")
 

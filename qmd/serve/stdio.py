@@ -25,7 +25,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 
 from qmd.core.errors import QmdError
 from qmd.serve.protocol import (
@@ -40,6 +40,8 @@ from qmd.serve.protocol import (
 )
 
 if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
     from qmd.serve.service import ToolService
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
