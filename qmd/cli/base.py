@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from qmd.cli.formats import FORMATS
+FORMATS = ("cli", "json", "csv", "md", "xml", "files")  # the output formats (qmd/cli/formats.py renders them)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -21,9 +21,8 @@ import os
 import sys
 
 from qmd.cli.argv import first_command, hoist_index
-from qmd.cli.base import STATE
+from qmd.cli.base import FORMATS, STATE
 from qmd.cli.boundary import guarded, run_command
-from qmd.cli.formats import FORMATS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -180,7 +179,17 @@ def _status(args: list[str]) -> Command | None:
     return lambda: actions.status(bool(values.get("json")))
 
 
-ROUTES: dict[str, Route] = {"search": _search, "get": _get, "status": _status}
+def _mcp(args: list[str]) -> Command | None:
+    """`qmd [--index NAME] mcp`: the stdio MCP server, which an agent starts before its first
+    turn; it answers `initialize` while the index opens (qmd/serve/stdio.py)."""
+    if args:
+        return None  # --http, stop, install, --help: typer
+    from qmd.serve.stdio import run
+
+    return lambda: run(STATE.index_name)
+
+
+ROUTES: dict[str, Route] = {"search": _search, "get": _get, "status": _status, "mcp": _mcp}
 
 
 def route(argv: list[str]) -> Command | None:

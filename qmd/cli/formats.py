@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
+from qmd.cli.base import FORMATS
 from qmd.core.clock import ago
 from qmd.core.text import line_safe, numbered
 from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
@@ -15,7 +16,6 @@ if TYPE_CHECKING:
     import io
     from typing import Any
 
-FORMATS = ("cli", "json", "csv", "md", "xml", "files")
 _XML_TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _XML_ATTR = {**_XML_TEXT, '"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
 

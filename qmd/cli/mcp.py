@@ -55,7 +55,8 @@ def serve(
 
 def _service(index: str) -> ToolService:
     from qmd import build_id
-    from qmd.serve.service import ToolService, stderr_log
+    from qmd.serve.logsafe import stderr_log
+    from qmd.serve.service import ToolService
 
     return ToolService(open_store(), index, build_id=build_id(), log=stderr_log).start()
 

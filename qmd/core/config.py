@@ -96,7 +96,6 @@ def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
 # file system's timestamp granularity of the copy could keep size and times unchanged).
 
 CACHE_VERSION = 1
-RACY_SECONDS = 2.0
 
 
 def config_cache_path(path: Path) -> Path:
@@ -110,12 +109,16 @@ def config_cache_path(path: Path) -> Path:
 
 
 def _identity(path: Path, stat: os.stat_result) -> list[object]:
-    return [os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev]
+    from qmd.core.stamps import stamp
+
+    return stamp(path, stat)
 
 
 def _settled(stat: os.stat_result, now_ns: int) -> bool:
     """Has the file gone unchanged long enough that a same-size edit would change its times?"""
-    return now_ns - max(stat.st_mtime_ns, stat.st_ctime_ns) >= RACY_SECONDS * 1e9
+    from qmd.core.stamps import settled, stamp
+
+    return settled([stamp("", stat)], now_ns)
 
 
 def _read_cache(path: Path, stat: os.stat_result) -> dict[str, Any] | None:

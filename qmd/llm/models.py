@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from qmd.core.records import record
 from pathlib import Path
 
 from qmd.core.errors import QmdError
@@ -65,7 +65,7 @@ def parse_hf(spec: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ModelRef:
     """A role's model: the spec, where the choice came from, and its local file."""
 

@@ -7,14 +7,18 @@ page); this module ties them to the current embedding model's vector space.
 from __future__ import annotations
 
 from qmd.core.errors import QmdError
-from qmd.index.embedding import fingerprint
-from qmd.llm.roles import EmbeddingModel
-from qmd.storage.backend import IndexBackend, VectorModel
 from qmd.core.results import VectorStatus
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from qmd.llm.roles import EmbeddingModel
+    from qmd.storage.backend import IndexBackend, VectorModel
 
 
 def current_model(backend: IndexBackend, embedder: EmbeddingModel) -> VectorModel:
     """The vector space of `embedder`; a QmdError naming `qmd embed` when it has none yet."""
+    from qmd.index.embedding import fingerprint  # with a model to read only (status without one skips it)
+
     model = backend.vector_model(fingerprint(embedder))
     if model is None:
         raise QmdError(f"no vectors yet for the embed model {embedder.info.name}", "run: qmd embed")
@@ -30,6 +34,8 @@ def vector_status(backend: IndexBackend, probe: EmbeddingModel | None, embeddabl
     """Counts for the current embed model (`probe`: its header read, not loaded; None: no model file)."""
     if probe is None:
         return VectorStatus(None, None, 0, 0, len(backend.pending_embeddings(None, embeddable)))
+    from qmd.index.embedding import fingerprint
+
     fp = fingerprint(probe)
     model = backend.vector_model(fp)
     model_id = model.id if model else None

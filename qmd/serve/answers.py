@@ -9,6 +9,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any
 
+    from qmd.store.store import Store
+
 from qmd.core.clock import ago
 from qmd.core.paths import state_dir
 from qmd.core.results import QueryResult, SearchHit, StatusInfo
@@ -124,6 +126,21 @@ def build_instructions(status: StatusInfo | None, index: str, vectors: bool | No
     if len(text.encode("utf-8")) > INSTRUCTIONS_MAX_BYTES:
         text = text.encode("utf-8")[: INSTRUCTIONS_MAX_BYTES - 3].decode("utf-8", "ignore") + "..."
     return text
+
+
+def store_instructions(store: Store, index: str) -> str:
+    """The instructions for `store`'s index (an unreadable index: the empty-index text)."""
+    from qmd.core.errors import QmdError
+
+    try:
+        info = store.status()
+    except QmdError:
+        return build_instructions(None, index, None)
+    try:
+        vectors: bool | None = store.vector_status().embedded_documents > 0
+    except QmdError:
+        vectors = False
+    return build_instructions(info, index, vectors)
 
 
 # --- results --------------------------------------------------------------------------

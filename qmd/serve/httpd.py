@@ -16,7 +16,8 @@ from qmd.core.errors import QmdError
 from qmd.serve.daemon import bind_socket, choose_port
 from qmd.serve.origin import Guard, is_loopback
 from qmd.serve.pidfile import InstanceLock, PidInfo, load_pid_file, pid_path, remove_pid_file, write_pid_file
-from qmd.serve.service import ToolService, stderr_log
+from qmd.serve.logsafe import stderr_log
+from qmd.serve.service import ToolService
 
 Say = Callable[[str], None]
 

@@ -33,3 +33,15 @@ def escape(text: str) -> str:
 def escape_lines(text: str) -> str:
     """Each line of `text` escaped, the line breaks kept (for tracebacks holding user text)."""
     return "\n".join(escape(line) for line in text.split("\n"))
+
+
+def stderr_log(line: str) -> None:
+    """One timestamped line on stderr (the servers' log); a closed stderr is not an error."""
+    import sys
+    import time
+
+    try:
+        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

@@ -86,8 +86,9 @@ class McpHandler:
     """The MCP methods over one ToolService (obtained lazily: stdio answers the handshake
     while the index opens in the background)."""
 
-    def __init__(self, service: ServiceSource, log: Log, notify: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(self, service: ServiceSource, log: Log, notify: Callable[[dict[str, Any]], None] | None = None, instructions: Callable[[], str] | None = None) -> None:
         self._service = service
+        self._instructions = instructions  # the server's instructions, when they come sooner than the service
         self.log = log
         self.notify = notify  # sends a notification to the client (stdio); None where it cannot (stateless HTTP)
         self.client: str = ""  # clientInfo name/version from initialize, for the log
@@ -95,6 +96,9 @@ class McpHandler:
     @property
     def service(self) -> ToolService:
         return self._service()
+
+    def instructions(self) -> str:
+        return self._instructions() if self._instructions is not None else self.service.instructions()
 
     def handle(self, message: Any, cancel: threading.Event | None = None) -> dict[str, Any] | None:
         """The response to one message (None: nothing to send)."""
@@ -168,7 +172,7 @@ class McpHandler:
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}, "prompts": {"listChanged": False}},
             "serverInfo": {"name": "qmd", "title": "qmd: search the user's notes", "version": __version__},
-            "instructions": self.service.instructions(),
+            "instructions": self.instructions(),
         }
 
     def call_tool(self, params: dict[str, Any], cancel: threading.Event | None) -> dict[str, Any] | None:
@@ -226,5 +230,5 @@ class McpHandler:
         question = args.get("question")
         if question is not None and not isinstance(question, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: question must be a string")
-        text = search_first_text(question, self.service.instructions())
+        text = search_first_text(question, self.instructions())
         return {"description": PROMPTS[0]["description"], "messages": [{"role": "user", "content": {"type": "text", "text": text}}]}

@@ -17,7 +17,6 @@ Models are loaded once and kept across calls; after `QMD_MODEL_IDLE_S` seconds (
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -44,8 +43,8 @@ from qmd.serve.arguments import (
     parse_query_args,
     str_arg,
 )
-from qmd.serve.logsafe import escape_lines
-from qmd.serve.answers import HealthFlag, build_instructions, freshness, freshness_line, hit_row, query_text
+from qmd.serve.logsafe import escape_lines, stderr_log
+from qmd.serve.answers import HealthFlag, freshness, freshness_line, hit_row, query_text, store_instructions
 from qmd.core.results import QueryResult
 from qmd.search.snippets import JSON_SNIPPET_CHARS
 from qmd.store.store import MULTI_GET_MAX_BYTES, Store
@@ -81,12 +80,6 @@ def idle_seconds() -> float:
     return max(value, 0.0)
 
 
-def stderr_log(line: str) -> None:
-    try:
-        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
 
 
 class ToolService:
@@ -345,13 +338,4 @@ class ToolService:
 
     def instructions(self) -> str:
         with self._lock:
-            try:
-                info = self.store.status()
-            except QmdError:
-                return build_instructions(None, self.index, None)
-            vectors: bool | None = None
-            try:
-                vectors = self.store.vector_status().embedded_documents > 0
-            except QmdError:
-                vectors = False
-        return build_instructions(info, self.index, vectors)
+            return store_instructions(self.store, self.index)

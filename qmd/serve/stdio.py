@@ -42,6 +42,8 @@ from qmd.serve.protocol import (
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
+    from qmd.store.store import Store
+
     from qmd.serve.service import ToolService
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -53,15 +55,20 @@ _STOP = object()
 
 
 class StdioServer:
-    def __init__(self, make_service: Callable[[], ToolService], log: Log, stdin: BinaryIO, out_fd: int) -> None:
+    def __init__(self, open_store: Callable[[], Store], index: str, log: Log, stdin: BinaryIO, out_fd: int, kept: str | None = None, keep: Callable[[str], None] | None = None) -> None:
         self.log = log
+        self._kept = kept  # the instructions kept from the last start, when still current (qmd/serve/instructions.py)
+        self._keep = keep  # keeps freshly computed instructions for the next start
         self.stdin = stdin
         self.out_fd = out_fd
-        self.handler = McpHandler(self._wait_service, log, self.send)
-        self._make_service = make_service
+        self.index = index
+        self.handler = McpHandler(self._wait_service, log, self.send, self._wait_instructions)
+        self._open_store = open_store
         self._service: ToolService | None = None
+        self._instructions = ""
         self._failure: QmdError | None = None
-        self._ready = threading.Event()
+        self._ready = threading.Event()  # the instructions (or the failure) are known
+        self._service_ready = threading.Event()
         self._write_lock = threading.Lock()
         self._closed = False
         self._work: queue.Queue[Any] = queue.Queue(MAX_QUEUED)
@@ -69,22 +76,50 @@ class StdioServer:
         self._pending_lock = threading.Lock()
         self.failed = False
 
-    # the service, opened beside the reader
+    # the index, opened beside the reader: first what `initialize` needs, then the tools
 
     def _open(self) -> None:
         try:
-            self._service = self._make_service()
+            from qmd.serve.answers import store_instructions
+
+            store = self._open_store()
+            self._instructions = store_instructions(store, self.index)
+        except QmdError as exc:
+            self._failure = exc
+            self._ready.set()
+            self._service_ready.set()
+            return
+        self._ready.set()
+        if self._keep is not None and self._instructions != self._kept:
+            self._keep(self._instructions)
+        try:
+            from qmd.serve.service import ToolService
+
+            self._service = ToolService(store, self.index, log=self.log).start()
         except QmdError as exc:
             self._failure = exc
         finally:
-            self._ready.set()
+            self._service_ready.set()
+
+    def _refuse(self) -> RpcError:
+        exc = self._failure or QmdError("the index could not be opened")
+        self.failed = True
+        return RpcError(INTERNAL_ERROR, f"qmd cannot serve: {exc.message}", {"hint": exc.hint} if exc.hint else None)
+
+    def _wait_instructions(self) -> str:
+        if self._kept is not None and not self._ready.is_set():
+            return self._kept  # the index is still opening: what it said last time, unchanged since
+        self._ready.wait()
+        if self._failure is not None:
+            raise self._refuse()
+        if self._service_ready.is_set() and self._service is not None:
+            return self._service.instructions()  # fresh, under the service's lock
+        return self._instructions
 
     def _wait_service(self) -> ToolService:
-        self._ready.wait()
+        self._service_ready.wait()
         if self._service is None:
-            exc = self._failure or QmdError("the index could not be opened")
-            self.failed = True
-            raise RpcError(INTERNAL_ERROR, f"qmd cannot serve: {exc.message}", {"hint": exc.hint} if exc.hint else None)
+            raise self._refuse()
         return self._service
 
     # output
@@ -208,7 +243,7 @@ class StdioServer:
             self.log("a tool call did not stop within 2 s of stdin closing; exiting without waiting for it")
             sys.stderr.flush()
             os._exit(1 if self.failed else 0)
-        if self._ready.is_set() and self._service is not None:
+        if self._service_ready.is_set() and self._service is not None:
             self._service.close()
 
 
@@ -218,7 +253,7 @@ def run(index_name: str | None) -> int:
     Imports only what the handshake needs before reading stdin (the console script routes
     here before the CLI framework loads); the Store opens on a thread beside the reader."""
     from qmd.core.paths import resolve_index
-    from qmd.serve.service import stderr_log
+    from qmd.serve.logsafe import stderr_log
 
     try:
         paths = resolve_index(index_name)
@@ -226,23 +261,22 @@ def run(index_name: str | None) -> int:
         sys.stderr.write(f"Error: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
         return 1
 
-    def make_service() -> ToolService:
-        from qmd.serve.service import ToolService
+    def open_store() -> Store:
         from qmd.store.store import Store
 
-        return ToolService(Store(paths.index_path, paths.config_path), paths.name, log=stderr_log).start()
+        return Store(paths.index_path, paths.config_path)
 
-    return serve_stdio(make_service, stderr_log)
+    from qmd.serve import instructions
 
+    key = instructions.inputs(paths)
+    kept = instructions.read(paths, key)
 
-def serve_stdio(make_service: Callable[[], ToolService], log: Log) -> int:
-    """Serve MCP on this process's stdin/stdout until stdin closes; the exit code."""
     out_fd = os.dup(1)
     os.dup2(2, 1)  # fd 1 is the protocol's alone: stray writes go to stderr
     sys.stdout = sys.stderr
-    server = StdioServer(make_service, log, sys.stdin.buffer, out_fd)
+    server = StdioServer(open_store, paths.name, stderr_log, sys.stdin.buffer, out_fd, kept, lambda text: instructions.keep(paths, key, text))
     code = server.serve()
-    if server.failed and server._failure is not None:
-        exc = server._failure
-        sys.stderr.write(f"Error: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+    failure = server._failure
+    if server.failed and failure is not None:
+        sys.stderr.write(f"Error: {failure.message}\n" + (f"hint: {failure.hint}\n" if failure.hint else ""))
     return code

@@ -158,11 +158,11 @@ class Models:
         """The configured embed model with its header read and llama.cpp never loaded (the
         loaded one when there is one); None without a local model file. Kept, so `status`
         reads a large model's header once."""
-        from qmd.llm.embedder import Embedder
-
         ref = self.model("embed")
         if not ref.available:
             return None
+        from qmd.llm.embedder import Embedder  # only with a model file to read
+
         if self._embedder is not None and self._embedder.info.path == ref.path:
             return self._embedder
         if self._probe is None or self._probe.info.path != ref.path:

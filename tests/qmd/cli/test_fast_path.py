@@ -232,8 +232,8 @@ def test_a_routed_search_never_imports_typer_or_yaml(indexed: Path) -> None:
 
     code = (
         "import sys\n"
-        "import qmd.core.config\n"
-        "qmd.core.config.RACY_SECONDS = 0.0  # the config was written a moment ago\n"
+        "import qmd.core.stamps\n"
+        "qmd.core.stamps.RACY_SECONDS = 0.0  # the config was written a moment ago\n"
         "from qmd.cli.fast import main\n"
         "assert main(['search', 'rollback', '--json']) == 0\n"
         "loaded = sorted(m for m in ('typer', 'click', 'yaml', 'typing', 'dataclasses', 'llama_cpp') if m in sys.modules)\n"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import qmd.core.stamps as stamps
+
 from qmd.core import config
 from qmd.core.config import Config, config_cache_path
 
@@ -27,7 +29,7 @@ def path(tmp_path: Path) -> Path:
 @pytest.fixture
 def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every file counts as settled: copies are written and used at once."""
-    monkeypatch.setattr(config, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(stamps, "RACY_SECONDS", 0.0)
 
 
 def _folder(path: Path) -> str:
@@ -56,7 +58,7 @@ def test_edit_then_read_within_the_same_second(path: Path) -> None:
 
 def test_a_copy_is_not_trusted_while_the_file_is_fresh(path: Path, settled: None, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _folder(path) == "/tmp/aaaa"  # a copy is written (settled)
-    monkeypatch.setattr(config, "RACY_SECONDS", 3600.0)  # now the file counts as fresh
+    monkeypatch.setattr(stamps, "RACY_SECONDS", 3600.0)  # now the file counts as fresh
     parsed: list[bool] = []
     real = config._yaml
     monkeypatch.setattr(config, "_yaml", lambda: parsed.append(True) or real())

@@ -1,0 +1,137 @@
+"""The instructions kept between stdio starts (qmd/serve/instructions.py): used only while
+every file they are made from is unchanged, never written from files changed too recently."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import qmd.core.stamps as stamps
+from qmd.core.paths import resolve_index
+from qmd.serve import instructions
+from qmd.serve.answers import store_instructions
+from tests.support.mcp import RawStdio, make_env, qmd, setup_index
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    env = make_env(tmp_path)
+    setup_index(tmp_path, env)
+    assert qmd(env, "update").returncode == 0
+    for key in [k for k in os.environ if k.startswith(("QMD_", "XDG_"))]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith(("QMD_", "XDG_")) or key == "HOME":
+            monkeypatch.setenv(key, value)
+    return env
+
+
+def fresh_text() -> str:
+    from qmd.store.store import open_index
+
+    with open_index(None) as store:
+        return store_instructions(store, "index")
+
+
+def test_kept_only_while_every_input_is_unchanged(env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stamps, "RACY_SECONDS", 0.0)
+    paths = resolve_index(None)
+    key = instructions.inputs(paths)
+    text = fresh_text()
+    instructions.keep(paths, key, text)
+    assert instructions.read(paths, instructions.inputs(paths)) == text
+
+    # opening the index, answering status and closing it leave every stamp as it was
+    assert instructions.inputs(paths) == key
+
+    changes = [
+        lambda: qmd(env, "context", "add", "qmd://notes/runbooks", "Runbooks for on-call"),  # the config
+        lambda: (tmp_path / "notes" / "new.md").write_text("# New\n\nfresh note\n") and qmd(env, "update"),  # the index
+        lambda: (Path(env["XDG_CONFIG_HOME"]) / "qmd" / "models.yml").write_text("embed: /nowhere/model.gguf\n"),
+        lambda: monkeypatch.setenv("QMD_EMBED_MODEL", str(tmp_path / "other.gguf")),
+    ]
+    for change in changes:
+        before = instructions.inputs(paths)
+        instructions.keep(paths, before, fresh_text())
+        assert instructions.read(paths, instructions.inputs(paths)) is not None
+        change()
+        assert instructions.read(paths, instructions.inputs(paths)) is None, change
+
+
+def test_never_kept_from_files_changed_too_recently_or_meanwhile(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = resolve_index(None)
+    monkeypatch.setattr(stamps, "RACY_SECONDS", 3600.0)  # every file counts as just changed
+    instructions.keep(paths, instructions.inputs(paths), "text")
+    assert not instructions.cache_path("index").exists()
+    monkeypatch.setattr(stamps, "RACY_SECONDS", 0.0)
+    stale_key = instructions.inputs(paths)
+    assert qmd(env, "context", "add", "qmd://notes/", "Changed while computing").returncode == 0
+    instructions.keep(paths, stale_key, "text")  # the files changed after the key was taken
+    assert not instructions.cache_path("index").exists()
+
+
+def test_a_corrupt_or_foreign_copy_is_not_used(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stamps, "RACY_SECONDS", 0.0)
+    paths = resolve_index(None)
+    key = instructions.inputs(paths)
+    path = instructions.cache_path("index")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for content in ("{not json", "[]", json.dumps({"version": 99, "key": key, "text": "x"}), json.dumps({"version": 1, "key": key, "text": 5}),
+                    json.dumps({"version": 1, "key": key[:-1], "text": "x"})):
+        path.write_text(content)
+        assert instructions.read(paths, key) is None, content
+    path.parent.chmod(0o500)
+    try:
+        instructions.keep(paths, key, "text")  # an unwritable cache dir: nothing kept, no error
+    finally:
+        path.parent.chmod(0o700)
+
+
+def test_a_stdio_start_answers_initialize_with_the_kept_text(env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real server reads the copy before the index opens (a marked copy proves which text
+    answered), then replaces it with what it computed."""
+    monkeypatch.setattr(stamps, "RACY_SECONDS", 0.0)
+    paths = resolve_index(None)
+    key = instructions.inputs(paths)
+    path = instructions.cache_path("index")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": 1, "key": key, "text": "KEPT TEXT"}))
+    s = RawStdio(env, tmp_path / "stderr.log")
+    try:
+        assert s.initialize()["result"]["instructions"] == "KEPT TEXT"
+        hits = s.request(1, "tools/call", {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "rollback"}]}})
+        assert hits["result"]["structuredContent"]["results"]
+        prompt = s.request(2, "prompts/get", {"name": "search-first"})["result"]["messages"][0]["content"]["text"]
+        assert "4 markdown documents" in prompt  # once open, the server's own text
+    finally:
+        assert s.close() == 0
+
+
+def test_a_second_start_keeps_the_first_starts_text(env: dict[str, str], tmp_path: Path) -> None:
+    """End to end, with real times: files older than 2 s, a first start keeps its text, and
+    the copy's key still matches afterwards (the server's own open changed no stamp)."""
+    import time
+
+    old = time.time() - 10
+    for p in [Path(env["XDG_CONFIG_HOME"]) / "qmd" / "index.yml"]:
+        os.utime(p, (old, old))
+    time.sleep(2.1)  # ctime cannot be set back: let the files age past the racy window
+    s = RawStdio(env, tmp_path / "stderr.log")
+    first = s.initialize()["result"]["instructions"]
+    assert s.request(1, "ping")["result"] == {}
+    s.close()
+    path = instructions.cache_path("index")
+    code = (
+        "import json, sys\n"
+        "from qmd.core.paths import resolve_index\n"
+        "from qmd.serve import instructions\n"
+        "p = resolve_index(None)\n"
+        "print(json.dumps(instructions.read(p, instructions.inputs(p))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert path.exists() and json.loads(proc.stdout) == first, proc.stderr
