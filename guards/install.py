@@ -27,6 +27,7 @@ from qmd.agents import (
     dump_json,
     enable_hooks_feature,
     read_json_object,
+    remove_hook_states,
     write_with_backup,
 )
 
@@ -195,9 +196,25 @@ def uninstall(claude: bool, codex: bool, scope: str = "user") -> list[str]:
     if claude:
         _uninstall_json(claude_settings(scope), lines)
     if codex:
-        _uninstall_json(codex_hooks_json(), lines)
+        _uninstall_codex_hooks(codex_hooks_json(), lines)
         _uninstall_feature(codex_config(), lines)
     return lines
+
+
+def _uninstall_codex_hooks(path: Path, lines: list[str]) -> None:
+    """Remove qmd's handlers from Codex's hooks.json, then the trust Codex recorded for them
+    (`qmd guard trust --codex` or /hooks), which would otherwise outlive the hooks."""
+    from .codex_trust import qmd_hooks
+
+    keys = [hook.key for hook in qmd_hooks(path, codex_config())]
+    _uninstall_json(path, lines)
+    try:
+        removed = remove_hook_states(codex_config(), keys)
+    except QmdError as exc:
+        lines.append(f"{codex_config()}: {exc.message} ({exc.hint})")
+        return
+    if removed:
+        lines.append(f"{codex_config()}: removed Codex's trust of qmd's hooks ({len(removed)} entries)")
 
 
 def _handlers(data: dict[str, Any], event: str) -> list[dict[str, Any]]:
@@ -246,6 +263,8 @@ def uninstall_all() -> list[str]:
     for name, entry in sorted(_load_manifest().items()):
         if "feature" in entry:
             _uninstall_feature(Path(name), lines)
+        elif Path(name) == codex_hooks_json():
+            _uninstall_codex_hooks(Path(name), lines)
         else:
             _uninstall_json(Path(name), lines)
     if _manifest_path().exists() and not _load_manifest():

@@ -18,6 +18,8 @@ Editing them (`files`, `codex`):
   copies and atomic, mode-keeping writes.
 - `enable_hooks_feature`, `disable_hooks_feature`, `HOOKS_FEATURE_LINE`: Codex's
   `[features] hooks = true` flag, added and removed as text.
+- `remove_hook_states`: the trust Codex recorded for qmd's hooks (`[hooks.state."KEY"]`), removed
+  when the hooks are.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ _EXPORTS = {
     "write_or_remove": "files",
     "enable_hooks_feature": "codex",
     "disable_hooks_feature": "codex",
+    "remove_hook_states": "codex",
     "HOOKS_FEATURE_LINE": "codex",
 }
 
@@ -56,7 +59,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from qmd.agents.codex import HOOKS_FEATURE_LINE, disable_hooks_feature, enable_hooks_feature
+    from qmd.agents.codex import HOOKS_FEATURE_LINE, disable_hooks_feature, enable_hooks_feature, remove_hook_states
     from qmd.agents.files import backup, dump_json, read_json_object, write_file, write_or_remove, write_with_backup
     from qmd.agents.locations import claude_json, claude_settings, codex_config, codex_home, codex_hooks_json, project_mcp_json
     from qmd.agents.registration import apply, plan_claude, plan_codex, registrations, unregister_all

@@ -138,6 +138,51 @@ def remove_qmd_servers(path: Path) -> list[str]:
     return names
 
 
+# --- [hooks.state."<key>"]: the trust Codex records for a hook ---------------------------------
+
+
+def remove_hook_states(path: Path, keys: list[str]) -> list[str]:
+    """Remove the `[hooks.state."KEY"]` tables of `keys` (qmd's hooks, being uninstalled) from
+    Codex's config.toml, and a `[hooks.state]` header left with nothing under it; everything
+    else stays byte for byte. Returns the keys removed."""
+    text = read_text(path)
+    if not text or not keys:
+        return []
+    fix = f"remove the [hooks.state] entries of qmd's hooks by hand from {path}"
+    before = parse(text, path, fix).get("hooks", {})
+    known = before.get("state", {}) if isinstance(before, dict) else {}
+    wanted = [k for k in keys if isinstance(known, dict) and k in known]
+    if not wanted:
+        return []
+    header = re.compile(r'^\s*\[\s*hooks\s*\.\s*state\s*\.\s*"((?:[^"\\]|\\.)*)"\s*\]\s*(?:#.*)?$')
+    bare = re.compile(r"^\s*\[\s*hooks\s*\.\s*state\s*\]\s*(?:#.*)?$")
+    any_header = re.compile(r"^\s*\[")
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines(keepends=True):
+        if any_header.match(line):
+            m = header.match(line)
+            inside = bool(m) and json.loads(f'"{m.group(1)}"') in wanted if m else False
+            if inside:
+                continue
+        if not inside:
+            out.append(line)
+    new_text = "".join(out)
+    state = parse(new_text, path, fix).get("hooks", {})
+    rest = state.get("state", {}) if isinstance(state, dict) else {}
+    if isinstance(rest, dict) and not rest:  # an empty [hooks.state] header: Codex wrote it for these
+        new_text = "".join(line for line in new_text.splitlines(keepends=True) if not bare.match(line))
+    new_text = re.sub(r"\n{3,}", "\n\n", new_text).strip("\n")
+    new_text = new_text + "\n" if new_text else ""
+    after = parse(new_text, path, fix).get("hooks", {})
+    left = after.get("state", {}) if isinstance(after, dict) else {}
+    if isinstance(left, dict) and any(k in left for k in wanted):
+        raise QmdError(f"qmd's hook trust entries in {path} are not in the [hooks.state.\"KEY\"] form qmd can edit", fix)
+    # No backup: only entries about qmd's own hooks go, everything else stays byte for byte.
+    write_or_remove(path, new_text if new_text.strip() else None)
+    return wanted
+
+
 # --- [features] hooks = true ---------------------------------------------------------------
 
 

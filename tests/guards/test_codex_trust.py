@@ -247,3 +247,46 @@ def test_trust_without_codex_or_without_our_hooks_says_what_to_do(codex_home: Pa
     assert code == 1 and "codex is not on PATH" in err and "--codex-bin" in err
     code, _out, err = cli("guard", "trust")
     assert code == 2 and "--codex" in err
+
+
+# --- uninstall takes the trust with it ---------------------------------------------------------
+
+
+def test_remove_hook_states_drops_only_the_named_entries(tmp_path: Path) -> None:
+    from qmd.agents import remove_hook_states
+
+    config = tmp_path / "config.toml"
+    mine = '/h/hooks.json:pre_tool_use:0:0'
+    theirs = '/h/hooks.json:stop:0:0'
+    text = (
+        '# my settings\nmodel = "gpt"\n\n[hooks.state]\n\n'
+        f'[hooks.state."{mine}"]\ntrusted_hash = "sha256:aa"\n\n'
+        f'[hooks.state."{theirs}"]\ntrusted_hash = "sha256:bb"\nenabled = false\n\n'
+        '[profiles.x]\nmodel = "y"\n'
+    )
+    config.write_text(text)
+    assert remove_hook_states(config, [mine, "/h/hooks.json:session_start:0:0"]) == [mine]
+    left = config.read_text()
+    assert mine not in left and theirs in left and 'enabled = false' in left and left.startswith('# my settings\nmodel = "gpt"\n')
+    assert '[profiles.x]\nmodel = "y"\n' in left and "[hooks.state]" in left
+    assert remove_hook_states(config, [mine]) == []  # nothing left of ours: the file is untouched
+    assert config.read_text() == left
+    assert remove_hook_states(config, [theirs]) == [theirs]
+    assert "hooks.state" not in config.read_text()  # the empty header Codex wrote goes with them
+    only = tmp_path / "only.toml"
+    only.write_text(f'[hooks.state]\n\n[hooks.state."{mine}"]\ntrusted_hash = "sha256:aa"\n')
+    assert remove_hook_states(only, [mine]) == [mine] and not only.exists()
+
+
+def test_uninstall_removes_the_trust_codex_recorded(codex_home: Path, cli: Callable[..., tuple[int, str, str]]) -> None:
+    codex = str(npm_bin("codex"))
+    config = codex_home / "config.toml"
+    config.write_text('# mine\nmodel = "gpt"\n')
+    assert cli("guard", "install", "--codex")[0] == 0
+    code, _out, err = cli("guard", "trust", "--codex", "--codex-bin", codex)
+    assert code == 0, err
+    assert "trusted_hash" in config.read_text()
+    code, out, err = cli("guard", "uninstall", "--codex")
+    assert code == 0, err
+    assert "removed Codex's trust of qmd's hooks (2 entries)" in out
+    assert config.read_text() == '# mine\nmodel = "gpt"\n'
