@@ -19,8 +19,15 @@ def first_command(argv: list[str]) -> str | None:
     return None
 
 
-# Commands with an `--index` option of their own (it keeps its meaning there).
+# Commands with an `--index` option of their own (it keeps its meaning there): doctor, and
+# `mcp stop` (`qmd mcp --index work`, the stdio server, takes the root option like the rest).
 OWN_INDEX_OPTION = frozenset({"mcp", "doctor"})
+
+
+def _owns_index(args: list[str], first: str) -> bool:
+    if first == "mcp":
+        return first_command(args[args.index(first) + 1 :]) == "stop"
+    return first in OWN_INDEX_OPTION
 
 
 def hoist_index(args: list[str]) -> list[str]:
@@ -30,7 +37,7 @@ def hoist_index(args: list[str]) -> list[str]:
     Left alone: commands with their own `--index`, and anything after a `--`.
     """
     first = first_command(args)
-    if first is None or first in OWN_INDEX_OPTION:
+    if first is None or _owns_index(args, first):
         return args
     start = args.index(first) + 1
     head, rest, moved = args[:start], [], []

@@ -69,3 +69,12 @@ def test_the_originals_embed_flags_are_accepted_and_explained(cli: Cli, notes: P
     assert "Embedded 4 documents" in err
     assert cli("embed", "--chunk-strategy", "ast")[0] == 2
     assert cli("update", "--pull", "--no-commands")[0] == 2
+
+
+def test_index_after_mcp_selects_the_index_but_mcp_stop_keeps_its_own() -> None:
+    from qmd.cli.argv import hoist_index
+
+    assert hoist_index(["mcp", "--index", "work"]) == ["--index", "work", "mcp"]
+    assert hoist_index(["mcp", "--http", "--port", "9000", "--index", "work"]) == ["--index", "work", "mcp", "--http", "--port", "9000"]
+    assert hoist_index(["mcp", "stop", "--index", "work"]) == ["mcp", "stop", "--index", "work"]
+    assert hoist_index(["doctor", "--index", "work"]) == ["doctor", "--index", "work"]
