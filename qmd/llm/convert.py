@@ -143,8 +143,8 @@ def import_bert(folder: Path, out: Path, out_type: str = "f16", name: str | None
     config = _read_json(folder / "config.json")
     if config.get("model_type") != "bert":
         raise QmdError(
-            f"{folder} holds a {config.get('model_type') or 'unknown'} model; only BERT-family models can be imported",
-            "use a BERT sentence-transformers model (all-MiniLM-L6-v2, bge-small, e5-small) or a BERT cross-encoder",
+            f"{folder} holds a {config.get('model_type') or 'unknown'} model; only BERT-family models (and EmbeddingGemma) can be imported",
+            "use a BERT sentence-transformers model (all-MiniLM-L6-v2, bge-small, e5-small), a BERT cross-encoder or EmbeddingGemma-300M",
         )
     vocab_file = folder / "vocab.txt"
     if not vocab_file.exists():

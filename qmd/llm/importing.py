@@ -1,4 +1,4 @@
-"""`qmd models import`: where imported models go, and the PyPI route for MiniLM."""
+"""`qmd models import`: which converter a folder needs, where imported models go, and the PyPI route for MiniLM."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from qmd.core.errors import QmdError
 from qmd.core.paths import models_dir
 from qmd.llm.convert import ImportResult, import_bert
+from qmd.llm.convert_gemma import default_name, import_gemma_embedding, is_gemma_folder
 from qmd.llm.models import set_installed_default
 
 PYPI_MODELS = {
@@ -48,9 +49,15 @@ def default_output(name: str, out_type: str) -> Path:
 
 
 def import_folder(folder: Path, out: Path | None, out_type: str, name: str | None = None, set_default: bool = False) -> ImportResult:
-    """Convert `folder` and optionally record it as the installed default of its role."""
-    model_name = name or Path(folder).resolve().name
-    result = import_bert(Path(folder), out or default_output(model_name, out_type), out_type, name=model_name)
+    """Convert `folder` (BERT or EmbeddingGemma, by its config.json) and optionally record it
+    as the installed default of its role."""
+    folder = Path(folder)
+    if is_gemma_folder(folder):
+        model_name = name or default_name(folder)
+        result = import_gemma_embedding(folder, out or default_output(model_name, out_type), out_type, name=model_name)
+    else:
+        model_name = name or folder.resolve().name
+        result = import_bert(folder, out or default_output(model_name, out_type), out_type, name=model_name)
     if set_default:
         set_installed_default(result.kind, str(result.path.resolve()))
     return result
