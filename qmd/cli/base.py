@@ -80,6 +80,62 @@ def snippet_chars(kind: str) -> int:
 
 
 def fs_paths(store: Store, items: Sequence[SearchHit | Document | MultiGetItem]) -> dict[str, str]:
-    """qmd:// URI → file-system path, for --full-path."""
+    """qmd:// URI → absolute file-system path (for links, and --full-path)."""
     roots = {c.name: c.path for c in store.collections()}
     return {it.uri: os.path.join(roots[it.collection], it.path) for it in items if it.collection in roots}
+
+
+def render_full_path(path: str, cwd: str | None = None) -> str:
+    """--full-path as the original prints it: `./rel` when the file (symlinks resolved) is
+    under the working directory, else its absolute real path."""
+    real = os.path.realpath(path)
+    here = os.path.realpath(cwd or os.getcwd())
+    if real == here:
+        return "./"
+    if real.startswith(here.rstrip("/") + "/"):
+        return "./" + os.path.relpath(real, here)
+    return real
+
+
+def index_uri(uri: str) -> str:
+    """A qmd:// URI as the original prints it for a named index: `qmd://c/p?index=NAME`."""
+    name = STATE.index_name
+    return uri if not name or name == "index" else f"{uri}?index={name}"
+
+
+def display_names(store: Store, items: Sequence[SearchHit | Document | MultiGetItem], full_path: bool) -> dict[str, str] | None:
+    """URI → the name to print: with --full-path the file's path (render_full_path) when it
+    exists, else the URI; `?index=NAME` on URIs of a named index; None when nothing changes."""
+    names: dict[str, str] = {}
+    disk = fs_paths(store, items) if full_path else {}
+    for it in items:
+        path = disk.get(it.uri)
+        if path is not None and os.path.exists(path):
+            names[it.uri] = render_full_path(path)
+        elif index_uri(it.uri) != it.uri:
+            names[it.uri] = index_uri(it.uri)
+    return names or None
+
+
+def number_snippet(snippet: str) -> str:
+    """A snippet's lines prefixed with their line numbers, from its `@@ -start,count @@` header."""
+    header, _, body = snippet.partition("\n")
+    try:
+        first = int(header.split()[1].lstrip("-").split(",")[0])
+    except (IndexError, ValueError):
+        return snippet
+    return header + "\n" + "\n".join(f"{first + i}: {line}" for i, line in enumerate(body.split("\n")))
+
+
+def shape_hits(store: Store, hits: Sequence[SearchHit], full: bool, line_numbers: bool) -> None:
+    """`query --full` (each hit's whole document) and `--line-numbers`, applied to the hits."""
+    from qmd.core.text import numbered
+
+    for hit in hits:
+        if full:
+            hit.body = store.get(hit.uri).text
+        if line_numbers:
+            if hit.body is not None:
+                hit.body = numbered(hit.body, 1)
+            else:
+                hit.snippet = number_snippet(hit.snippet)

@@ -62,7 +62,8 @@ AllOpt = Annotated[bool, typer.Option("--all", help="Return every match.")]
 MinScoreOpt = Annotated[float, typer.Option("--min-score", help="Drop hits scoring below this (0-1).")]
 FullOpt = Annotated[bool, typer.Option("--full", help="Whole documents instead of snippets.")]
 LineNumbersOpt = Annotated[bool, typer.Option("--line-numbers", help="Number the snippet lines.")]
-FullPathOpt = Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths.")]
+FullPathOpt = Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths (./relative under the working directory).")]
+MatchOpt = Annotated[str, typer.Option("--match", metavar="all|any", help="all: only documents with every term (the original); any: those first, then the best partial matches (marked).")]
 
 
 WaitOpt = Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help="When another process writes the index, wait at most this long (default: until it is done).", show_default=False)]

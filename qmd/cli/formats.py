@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from qmd.cli.base import FORMATS
+from qmd.cli.terminal import BOLD, CYAN, DIM, PLAIN, Style
 from qmd.core.clock import ago
 from qmd.core.text import line_safe, numbered
 from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
@@ -40,37 +41,64 @@ def quoteattr(text: str) -> str:
 
 
 def _file(hit: SearchHit | MultiGetItem | Document, paths: dict[str, str] | None) -> str:
-    """The qmd:// URI, or the file-system path under --full-path."""
+    """The name to show: the qmd:// URI (with `?index=NAME` for a named index), or the
+    file-system path under --full-path (see base.display_names)."""
     return (paths or {}).get(hit.uri, hit.uri)
 
 
+def _on_disk(name: str) -> bool:
+    """A --full-path name that was found on disk (the original then drops the docid)."""
+    return not name.startswith("qmd://")
+
+
+def _csv_field(text: str) -> str:
+    """A field quoted as the original's --files does: in double quotes, quotes doubled."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+ANY_MARK = "[any-term]"  # --files: a hit from the any-term fill (the original has none)
+
+
 def search_json_rows(hits: Sequence[SearchHit], paths: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """`--json` rows of search results (`paths`: --full-path file names by URI)."""
+    """`--json` rows of search results (`paths`: display names by URI)."""
     return [h.to_json(file=_file(h, paths)) for h in hits]
 
 
-def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | None = None) -> str:
-    """Search hits in `fmt`; the caller prints the result as is (no extra newline)."""
+def format_search(
+    hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | None = None, style: Style = PLAIN, query: str = "", files: dict[str, str] | None = None,
+) -> str:
+    """Search hits in `fmt`; the caller prints the result as is (no extra newline).
+
+    Hits from the any-term fill (`match == "any"`) are marked in every format: `match` in
+    JSON and CSV, `match="any"` in XML, `**match:** any` in Markdown, a last `[any-term]`
+    field with --files, a `Match:` line after the cli score. All-terms hits print as the
+    original prints them. `style` and `files` (file-system paths by URI, for the links)
+    decorate the cli format on a terminal.
+    """
     if fmt == "json":
         return json.dumps(search_json_rows(hits, paths), indent=2, ensure_ascii=False) + "\n"
     if fmt == "files":
-        return "".join(
-            f"#{h.docid},{h.score:.2f},{line_safe(_file(h, paths))}" + (f",{json.dumps(h.context, ensure_ascii=False)}" if h.context else "") + "\n"
-            for h in hits
-        )
+        rows = []
+        for h in hits:
+            name = _file(h, paths)
+            head = f"{h.score:.2f}," if paths and _on_disk(name) else f"#{h.docid},{h.score:.2f},"
+            ctx = f",{_csv_field(h.context)}" if h.context else ""
+            rows.append(f"{head}{line_safe(name)}{ctx}" + (f",{ANY_MARK}" if h.match == "any" else "") + "\n")
+        return "".join(rows)
     if fmt == "csv":
         buf, writer = _csv_writer()
-        writer.writerow(["docid", "score", "file", "title", "context", "line", "snippet"])
+        writer.writerow(["docid", "score", "file", "title", "context", "line", "snippet", "match"])
         for h in hits:
             text = h.body if h.body is not None else h.snippet
-            writer.writerow([f"#{h.docid}", f"{h.score:.4f}", _file(h, paths), h.title, h.context or "", h.line, text])
+            writer.writerow([f"#{h.docid}", f"{h.score:.4f}", _file(h, paths), h.title, h.context or "", h.line, text, h.match])
         return buf.getvalue()
     if fmt == "md":
         blocks = []
         for h in hits:
             ctx = f"**context:** {h.context}\n" if h.context else ""
+            mark = "**match:** any\n" if h.match == "any" else ""
             text = h.body if h.body is not None else h.snippet
-            blocks.append(f"---\n# {line_safe(h.title)}\n**file:** `{line_safe(_file(h, paths))}`\n**docid:** `#{h.docid}`\n{ctx}\n{text}\n\n")
+            blocks.append(f"---\n# {line_safe(h.title)}\n**file:** `{line_safe(_file(h, paths))}`\n**docid:** `#{h.docid}`\n{ctx}{mark}\n{text}\n\n")
         return "".join(blocks)
     if fmt == "xml":
         if not hits:
@@ -78,22 +106,31 @@ def format_search(hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | N
         blocks = []
         for h in hits:
             ctx = f" context={quoteattr(h.context)}" if h.context else ""
+            mark = ' match="any"' if h.match == "any" else ""
             text = h.body if h.body is not None else h.snippet
-            blocks.append(f"<file docid=\"#{h.docid}\" name={quoteattr(_file(h, paths))} title={quoteattr(h.title)}{ctx}>\n{escape(text)}\n</file>\n")
+            blocks.append(f"<file docid=\"#{h.docid}\" name={quoteattr(_file(h, paths))} title={quoteattr(h.title)}{ctx}{mark}>\n{escape(text)}\n</file>\n")
         return "\n".join(blocks) + "\n"
     if not hits:
         return "No results found.\n"
     blocks = []
     for h in hits:
-        ctx = f"Context: {h.context}\n" if h.context else ""
+        ctx = style.paint(DIM, f"Context: {h.context}") + "\n" if h.context else ""
         text = h.body if h.body is not None else h.snippet
-        blocks.append(f"{line_safe(_file(h, paths))}:{h.line} #{h.docid}\nTitle: {line_safe(h.title)}\n{ctx}Score:  {round(h.score * 100)}%\n\n{text}\n")
+        name = line_safe(_file(h, paths))
+        head = style.paint(CYAN, style.link(f"{name}:{h.line}", (files or {}).get(h.uri), h.line))
+        pct = f"{round(h.score * 100):>3}%"
+        mark = style.paint(DIM, "Match:  some terms (not every word of the query)") + "\n" if h.match == "any" else ""
+        blocks.append(
+            f"{head} {style.paint(DIM, '#' + h.docid)}\n{style.paint(BOLD, 'Title: ' + line_safe(h.title))}\n{ctx}"
+            f"Score: {style.score(h.score, pct)}\n{mark}\n{style.highlight(text, query)}\n"
+        )
     return "\n".join(blocks)
 
 
-def format_document(doc: Document, fmt: str, line_numbers: bool = True, full_path: str | None = None) -> str:
-    """One document from `get`: a header then its lines (numbered unless asked not to)."""
-    name = full_path or doc.uri
+def format_document(doc: Document, fmt: str, line_numbers: bool = True, name: str | None = None) -> str:
+    """One document from `get`: a header then its lines (numbered unless asked not to).
+    `name`: what to show instead of the qmd:// URI (--full-path, or `?index=NAME`)."""
+    name = name or doc.uri
     body = numbered(doc.text, doc.from_line) if line_numbers else doc.text
     if fmt == "json":
         row: dict[str, Any] = {"file": name, "docid": f"#{doc.docid}", "title": doc.title}
@@ -102,53 +139,98 @@ def format_document(doc: Document, fmt: str, line_numbers: bool = True, full_pat
         row.update({"fromLine": doc.from_line, "lines": doc.lines_shown, "totalLines": doc.total_lines, "body": body})
         return json.dumps(row, indent=2, ensure_ascii=False) + "\n"
     if fmt == "md":
-        return f"---\n# {line_safe(doc.title)}\n**file:** `{line_safe(name)}`\n**docid:** `#{doc.docid}`\n\n{body}\n"
+        ctx = f"**context:** {doc.context}\n" if doc.context else ""
+        return f"---\n# {line_safe(doc.title)}\n**file:** `{line_safe(name)}`\n**docid:** `#{doc.docid}`\n{ctx}\n{body}\n"
     if fmt == "xml":
-        return f"<file docid=\"#{doc.docid}\" name={quoteattr(name)} title={quoteattr(doc.title)}>\n{escape(body)}\n</file>\n"
+        ctx = f" context={quoteattr(doc.context)}" if doc.context else ""
+        return f"<file docid=\"#{doc.docid}\" name={quoteattr(name)} title={quoteattr(doc.title)}{ctx}>\n{escape(body)}\n</file>\n"
     if fmt == "files":
-        return f"#{doc.docid},{line_safe(name)}\n"
-    ctx = f"Context: {doc.context}\n" if doc.context else ""
+        return f"#{doc.docid},{line_safe(name)}" + (f",{_csv_field(doc.context)}" if doc.context else "") + "\n"
+    ctx = f"Folder Context: {doc.context}\n" if doc.context else ""
     return f"{line_safe(name)}  #{doc.docid}\n{ctx}---\n\n{body}\n"
 
 
 def _multi_body(item: MultiGetItem, line_numbers: bool) -> str:
-    if item.text is None:
-        return f"[skipped: {item.skipped}]"
-    body = numbered(item.text, 1) if line_numbers else item.text
+    body = numbered(item.text or "", 1) if line_numbers else (item.text or "")
     if item.truncated_lines:
         body += f"\n\n[... truncated {item.truncated_lines} more lines]"
     return body
 
 
-def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = True) -> str:
+def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = True, names: dict[str, str] | None = None) -> str:
+    """multi-get's documents in `fmt`, laid out as the original's (`names`: what to show for
+    each URI: the collection-relative path for a glob, as the original, or --full-path)."""
+    def name(it: MultiGetItem) -> str:
+        return _file(it, names)
+
+    def docid(it: MultiGetItem) -> str | None:  # the original drops it for a path found on disk
+        return None if names and name(it).startswith(("/", "./")) else f"#{it.docid}"
+
     if fmt == "json":
         rows = []
         for it in items:
-            row: dict[str, Any] = {"file": it.uri, "docid": f"#{it.docid}", "title": it.title}
+            row: dict[str, Any] = {"file": name(it)}
+            if docid(it):
+                row["docid"] = docid(it)
+            row["title"] = it.title
             if it.context:
                 row["context"] = it.context
             if it.skipped:
-                row["skipped"] = it.skipped
+                row.update(skipped=True, reason=it.skipped)
             else:
                 row["body"] = _multi_body(it, line_numbers)
             rows.append(row)
         return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
     if fmt == "files":
-        return "".join(f"#{it.docid},{line_safe(it.uri)}\n" for it in items)
-    if fmt == "xml":
         return "".join(
-            f"<file docid=\"#{it.docid}\" name={quoteattr(it.uri)} title={quoteattr(it.title)}>\n{escape(_multi_body(it, line_numbers))}\n</file>\n"
+            (f"{docid(it)}," if docid(it) else "") + line_safe(name(it)) + (f",{_csv_field(it.context)}" if it.context else "") + (",[SKIPPED]" if it.skipped else "") + "\n"
             for it in items
         )
+    if fmt == "xml":
+        parts = ['<?xml version="1.0" encoding="UTF-8"?>\n<documents>\n']
+        for it in items:
+            did = docid(it)
+            parts.append(f"  <document{f' docid={quoteattr(did)}' if did else ''}>\n")
+            parts.append(f"    <file>{escape(name(it))}</file>\n    <title>{escape(it.title)}</title>\n")
+            if it.context:
+                parts.append(f"    <context>{escape(it.context)}</context>\n")
+            if it.skipped:
+                parts.append(f"    <skipped>true</skipped>\n    <reason>{escape(it.skipped)}</reason>\n")
+            else:
+                parts.append(f"    <body>{escape(_multi_body(it, line_numbers))}</body>\n")
+            parts.append("  </document>\n")
+        return "".join(parts) + "</documents>\n"
     if fmt == "md":
-        return "".join(f"---\n# {line_safe(it.title)}\n**file:** `{line_safe(it.uri)}`\n**docid:** `#{it.docid}`\n\n{_multi_body(it, line_numbers)}\n\n" for it in items)
+        blocks = []
+        for it in items:
+            block = f"## {line_safe(name(it))}\n\n"
+            if docid(it):
+                block += f"**docid:** `{docid(it)}`\n\n"
+            block += f"**Title:** {line_safe(it.title)}\n\n"
+            if it.context:
+                block += f"**Context:** {it.context}\n\n"
+            block += f"> {it.skipped}\n\n" if it.skipped else f"```\n{_multi_body(it, line_numbers)}\n```\n\n"
+            blocks.append(block)
+        return "".join(blocks)
     if fmt == "csv":
         buf, writer = _csv_writer()
-        writer.writerow(["docid", "file", "title", "skipped", "body"])
+        writer.writerow(["docid", "file", "title", "context", "skipped", "body"])
         for it in items:
-            writer.writerow([f"#{it.docid}", it.uri, it.title, it.skipped or "", "" if it.skipped else _multi_body(it, line_numbers)])
+            writer.writerow([docid(it) or "", name(it), it.title, it.context or "", "true" if it.skipped else "false", it.skipped or _multi_body(it, line_numbers)])
         return buf.getvalue()
-    return "\n".join(f"{line_safe(it.uri)}  #{it.docid}\n---\n\n{_multi_body(it, line_numbers)}\n" for it in items)
+    rule = "=" * 60
+    blocks = []
+    for it in items:
+        did = f"  {docid(it)}" if docid(it) else ""
+        block = f"\n{rule}\nFile: {line_safe(name(it))}{did}\n{rule}\n\n"
+        if it.skipped:
+            block += f"[SKIPPED: {it.skipped}]\n"
+        else:
+            if it.context:
+                block += f"Folder Context: {it.context}\n---\n\n"
+            block += _multi_body(it, line_numbers) + "\n"
+        blocks.append(block)
+    return "".join(blocks)
 
 
 def human_size(n: int) -> str:

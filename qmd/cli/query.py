@@ -9,13 +9,16 @@ from typing import Annotated
 import typer
 
 from qmd.cli.formats import format_search, search_json_rows
+from qmd.cli.base import display_names, shape_hits
 from qmd.cli.common import (
+    AllOpt,
     CollectionOpt,
+    FullOpt,
+    LineNumbersOpt,
     FullPathOpt,
     MinScoreOpt,
     NOpt,
     err,
-    fs_paths,
     open_store,
     out,
     result_limit,
@@ -36,10 +39,15 @@ def query(
     explain: Annotated[bool, typer.Option("--explain", help="Per hit: list ranks, RRF contributions, rerank score, blend; stage timings.")] = False,
     collection: CollectionOpt = None,
     full_path: FullPathOpt = False,
+    all_: AllOpt = False,
+    full: FullOpt = False,
+    line_numbers: LineNumbersOpt = False,
     kind: str = "cli",
 ) -> None:
     """Hybrid search: the best of keyword and vector search, reranked."""
     limit = result_limit(kind, n)
+    if all_:  # the original's --all: every candidate the pipeline fuses (it has no unbounded list)
+        limit = max(candidates, limit or 0)
     if candidates < 1:
         raise typer.BadParameter("must be at least 1", param_hint="-C")
     tty = sys.stderr.isatty() and kind == "cli"
@@ -55,7 +63,8 @@ def query(
             collections=collection, intent=intent, rerank=not no_rerank, expand=expand, explain=explain,
             snippet_chars=snippet_chars(kind), progress=progress,
         )
-        paths = fs_paths(store, result.hits) if full_path else None
+        paths = display_names(store, result.hits, full_path)
+        shape_hits(store, result.hits, full, line_numbers)
     if tty:
         sys.stderr.write("\r\033[K")
     for notice in result.notices:

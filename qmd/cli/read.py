@@ -13,6 +13,7 @@ from qmd.cli.common import (
     CollectionOpt,
     FullOpt,
     FullPathOpt,
+    MatchOpt,
     LineNumbersOpt,
     MinScoreOpt,
     NOpt,
@@ -32,10 +33,13 @@ def search(
     line_numbers: LineNumbersOpt = False,
     collection: CollectionOpt = None,
     full_path: FullPathOpt = False,
+    match: MatchOpt = "any",
     kind: str = "cli",
 ) -> None:
     """Keyword search (BM25): all-terms matches first, then documents sharing most terms."""
-    actions.search(query, n, all_, min_score, full, line_numbers, collection, full_path, kind)
+    if match not in actions.MATCHES:
+        raise typer.BadParameter("choose all (every term, as the original) or any (all-terms hits, then the best partial ones)", param_hint="--match")
+    actions.search(query, n, all_, min_score, full, line_numbers, collection, full_path, kind, match)
 
 
 @with_output_format
@@ -58,12 +62,26 @@ def multi_get(
     lines: Annotated[int | None, typer.Option("-l", "--lines", help="At most this many lines per document.")] = None,
     max_bytes: Annotated[int, typer.Option("--max-bytes", help="Skip documents larger than this.")] = 65536,
     line_numbers: Annotated[bool, typer.Option("--line-numbers/--no-line-numbers", help="Number the lines.")] = True,
+    full_path: Annotated[bool, typer.Option("--full-path", help="Show file-system paths (./relative under the working directory).")] = False,
     kind: str = "cli",
 ) -> None:
     """Print several documents at once."""
+    from qmd.cli.base import display_names
+
     with open_store() as store:
         items = store.multi_get(pattern, lines, max_bytes)
-    out(format_multi(items, kind, line_numbers))
+        names = display_names(store, items, full_path) or {}
+    if not is_list_pattern(pattern):
+        # A glob: the collection-relative path, as the original names its matches.
+        names = {it.uri: it.path for it in items} | {k: v for k, v in names.items() if not v.startswith("qmd://")}
+    out(format_multi(items, kind, line_numbers, names))
+
+
+def is_list_pattern(pattern: str) -> bool:
+    """The original's rule: a comma list (no glob characters) or one #docid, not a glob."""
+    import re
+
+    return ("," in pattern and not any(ch in pattern for ch in "*?{")) or re.fullmatch(r"#?[0-9a-fA-F]{6,}", pattern.strip()) is not None
 
 
 def ls(target: Annotated[str | None, typer.Argument(help="A collection, collection/sub-path or qmd:// path; none lists collections.")] = None) -> None:

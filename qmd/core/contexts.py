@@ -14,7 +14,8 @@ def normalise_subpath(sub: str) -> str:
 
 
 def contexts_for(global_context: str | None, coll: CollectionConfig | None, rel_path: str) -> str | None:
-    """Every context that applies to `rel_path`, general to specific, one per line."""
+    """Every context that applies to `rel_path`, general to specific, separated by a blank
+    line (`\n\n`, as the original joins them, so a context may hold several lines)."""
     found: list[str] = [global_context] if global_context else []
     if coll is not None and coll.context:
         target = "/" + rel_path
@@ -22,4 +23,4 @@ def contexts_for(global_context: str | None, coll: CollectionConfig | None, rel_
             sub = normalise_subpath(key)
             if sub == "/" or target == sub or target.startswith(sub + "/"):
                 found.append(coll.context[key])
-    return "\n".join(found) if found else None
+    return "\n\n".join(found) if found else None

@@ -100,6 +100,9 @@ def test_search_json_full_matches_reference(small: Path, cli: Cli) -> None:
 def test_search_csv_matches_reference(small: Path, cli: Cli) -> None:
     out = ok(cli, "search", QUERY, "--csv", "-n", "1")
     assert re.search(r"^#9d4971,0\.\d{4},", out, re.MULTILINE)  # CSV keeps 4 decimals
+    # Ours adds a last column, `match` (all / any: the any-term fill), after the original's.
+    assert out.startswith("docid,score,file,title,context,line,snippet,match\n") and out.endswith('",all\n')
+    out = out.replace(",match\n", "\n", 1)[: -len(",all\n")] + "\n"
     assert _swap_score(out, r"^#9d4971,0\.\d{4},", "#9d4971,0.8245,") == ref("search_csv.txt")
 
 
@@ -171,6 +174,9 @@ def test_no_results_each_format(small: Path, cli: Cli, fmt: str) -> None:
     expected_out = re.sub(r"^rc=\d+\n", "", expected, flags=re.MULTILINE)
     args = ["search", "zzyzx quuxly"] + ([f"--{fmt}"] if fmt else [])
     code, out, _ = cli(*args)
+    if fmt == "csv":  # our extra last column: match (all / any)
+        assert out == "docid,score,file,title,context,line,snippet,match\n"
+        out = out.replace(",match\n", "\n")
     assert (code, out) == (rc, expected_out)
 
 
@@ -214,8 +220,8 @@ def test_multi_get_json_matches_reference(small: Path, cli: Cli) -> None:
     assert [o["title"] for o in ours] == [t["title"] for t in theirs]
     for o, t in zip(ours, theirs):
         assert list(o) == ["file", "docid", "title", "body"]
-        # Ours: the qmd:// URI (usable as is with `qmd get`); the original: the bare relative path.
-        assert o["file"] == "qmd://small/" + t["file"]
+        # A glob's matches are named by their collection-relative path, as the original names them.
+        assert o["file"] == t["file"]
         # The original line-numbers its own "[... truncated]" marker as if it were lines 4
         # and 5 of the file; ours numbers only real file lines and appends the marker after
         # a blank line, so a number always points at the file. Same lines, same count.
@@ -366,15 +372,26 @@ def test_line_numbers_number_snippet_lines(small: Path, cli: Cli) -> None:
 def test_full_path_prints_file_system_paths(small: Path, cli: Cli) -> None:
     real = small.resolve()
     files = ok(cli, "search", "rollback", "--files", "--full-path")
-    assert files == f"#9d4971,0.61,{real}/bluegreen-rollout.md\n"
+    # As the original: no docid field (the path is the identifier), the absolute real path
+    # outside the working directory.
+    assert files == f"0.61,{real}/bluegreen-rollout.md\n"
     out = ok(cli, "search", "rollback", "--full-path")
-    # The docid stays (the original drops it under --full-path): it is how agents refer to hits.
+    # The cli and JSON keep the docid (the original drops it): it is how agents refer to hits.
     assert out.startswith(f"{real}/bluegreen-rollout.md:15 #9d4971\n")
     assert "qmd://" not in out
     hit = json.loads(ok(cli, "search", "rollback", "--json", "--full-path"))[0]
     assert hit["file"] == f"{real}/bluegreen-rollout.md" and Path(hit["file"]).is_file()
     got = ok(cli, "get", "small/travel-japan.md", "--full-path", "-l", "1")
     assert got == f"{real}/travel-japan.md  #5408da\n---\n\n1: # Travel Plan: Japan\n"
+
+
+def test_full_path_is_relative_under_the_working_directory(small: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(small.parent)
+    assert ok(cli, "search", "rollback", "--files", "--full-path") == "0.61,./corpus/bluegreen-rollout.md\n"
+    assert json.loads(ok(cli, "search", "rollback", "--json", "--full-path"))[0]["file"] == "./corpus/bluegreen-rollout.md"
+    assert ok(cli, "get", "#5408da", "--full-path", "-l", "1").startswith("./corpus/travel-japan.md  #5408da\n")
+    rows = json.loads(ok(cli, "multi-get", "small/travel*.md", "--json", "--full-path", "-l", "1"))
+    assert [r["file"] for r in rows] == ["./corpus/travel-japan.md"] and "docid" not in rows[0]
 
 
 def test_repeated_collection_option(small: Path, cli: Cli) -> None:
@@ -397,19 +414,20 @@ def test_collection_context_shows_with_every_hit(small: Path, cli: Cli) -> None:
         lines = block.split("\n")
         # Title, then Context, then Score: the original's order.
         assert lines[1].startswith("Title: ") and lines[2] == f"Context: {ctx}" and lines[3].startswith("Score:  ")
+        assert lines[4] in ("", "Match:  some terms (not every word of the query)")  # ours marks the any-term fill
 
     hits = json.loads(ok(cli, "search", QUERY, "--json"))
     assert len(hits) >= 2 and all(h["context"] == ctx for h in hits)
     assert list(hits[0])[:6] == ["docid", "score", "file", "line", "title", "context"]
 
     for line in ok(cli, "search", QUERY, "--files").splitlines():
-        assert line.endswith(f',"{ctx}"')
+        assert line.removesuffix(",[any-term]").endswith(f',"{ctx}"')
     rows = list(csv.DictReader(io.StringIO(ok(cli, "search", QUERY, "--csv"))))
     assert rows and all(r["context"] == ctx for r in rows)
     md = ok(cli, "search", QUERY, "--md")
     assert md.count(f"**docid:** `#9d4971`\n**context:** {ctx}\n") == 1 and md.count(f"**context:** {ctx}\n") == len(hits)
-    assert ok(cli, "search", QUERY, "--xml").count(f'context="{ctx}">') == len(hits)
-    assert ok(cli, "get", "small/travel-japan.md", "-l", "1") == f"qmd://small/travel-japan.md  #5408da\nContext: {ctx}\n---\n\n1: # Travel Plan: Japan\n"
+    assert ok(cli, "search", QUERY, "--xml").count(f'context="{ctx}"') == len(hits)
+    assert ok(cli, "get", "small/travel-japan.md", "-l", "1") == f"qmd://small/travel-japan.md  #5408da\nFolder Context: {ctx}\n---\n\n1: # Travel Plan: Japan\n"
 
 
 def test_sub_path_context_applies_only_below_it(tmp_path: Path, cli: Cli) -> None:
@@ -427,11 +445,11 @@ def test_sub_path_context_applies_only_below_it(tmp_path: Path, cli: Cli) -> Non
     assert "context" not in by_file["qmd://ctx/top.md"]
     assert "context" not in by_file["qmd://ctx/subway/beside.md"]  # a prefix of the name is not "below"
 
-    # A collection-wide context joins it, general first, one per line.
+    # A collection-wide context joins it, general first, a blank line between (as the original).
     assert cli("context", "add", "qmd://ctx/", "Test notes")[0] == 0
     by_file = {h["file"]: h for h in json.loads(ok(cli, "search", "sharedword", "--json"))}
-    assert by_file["qmd://ctx/sub/deep.md"]["context"] == "Test notes\nNotes in sub"
+    assert by_file["qmd://ctx/sub/deep.md"]["context"] == "Test notes\n\nNotes in sub"
     assert by_file["qmd://ctx/top.md"]["context"] == "Test notes"
     cli_out = ok(cli, "search", "sharedword", "-c", "ctx")
-    assert "Title: sub/deep.md\nContext: Test notes\nNotes in sub\nScore:  " in cli_out
+    assert "Title: sub/deep.md\nContext: Test notes\n\nNotes in sub\nScore:  " in cli_out
     assert "Title: top.md\nContext: Test notes\nScore:  " in cli_out

@@ -193,11 +193,11 @@ def test_contexts_apply_from_general_to_specific(store: qmd.Store, notes: Path) 
     store.add_context("qmd://notes/", "Engineering notes")
     store.add_context("qmd://notes/runbooks", "Operational runbooks")
     deploy = store.search("load balancer")[0]
-    assert deploy.context == "Team knowledge base\nEngineering notes\nOperational runbooks"
-    assert store.get("notes/ideas.md").context == "Team knowledge base\nEngineering notes"
+    assert deploy.context == "Team knowledge base\n\nEngineering notes\n\nOperational runbooks"
+    assert store.get("notes/ideas.md").context == "Team knowledge base\n\nEngineering notes"
     assert {c.target for c in store.contexts()} == {"/", "qmd://notes/", "qmd://notes/runbooks"}
     store.remove_context("qmd://notes/runbooks")
-    assert store.search("load balancer")[0].context == "Team knowledge base\nEngineering notes"
+    assert store.search("load balancer")[0].context == "Team knowledge base\n\nEngineering notes"
     # The config is the source of truth: a fresh Store sees the same contexts.
     again = qmd.Store(store.index_path, store.config_path)
     assert [c.text for c in again.contexts()] == ["Team knowledge base", "Engineering notes"]
