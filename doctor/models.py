@@ -1,4 +1,5 @@
-"""Models: each role resolves to a readable GGUF file; the embed model matches the index's vectors."""
+"""Models: each role resolves to a readable GGUF file, or a remote endpoint that answers and
+serves its model; the embed model matches the index's vectors."""
 
 from __future__ import annotations
 
@@ -36,6 +37,26 @@ def _replace_fix(index: str, m: qmd.ModelStatus, path: Path) -> str:
     if m.spec.startswith("hf:"):
         return f"rm {quoted} && {qmd_command('pull', index=index)}  # downloads {m.spec} again"
     return f"replace {quoted} with a GGUF file: {qmd_command('models', 'import', 'MODEL_FOLDER', '--out', str(path), index=index)} (or point the {m.role} model at another .gguf)"
+
+
+def _remote(ctx: Context, index: str, m: qmd.ModelStatus) -> CheckResult:
+    """An `openai:` role: the endpoint answers, serves the model, and (embed) gives vectors
+    of the length the index's vectors for it have."""
+    name = f"{m.role} model"
+    with Clock() as c:
+        store = ctx.store(index)
+        try:
+            found = store.probe_model(m.role)
+        except qmd.QmdError as exc:  # a malformed URI or option
+            return fail(name, exc.message, exc.hint, ms=c.ms)
+        finally:
+            store.close()
+    detail = f"{found.uri} ({m.source}): {found.detail}"
+    if found.status == "fail":
+        return fail(name, detail, found.hint, ms=c.ms)
+    if found.status == "warn":
+        return warn(name, detail, found.hint, ms=c.ms)
+    return ok(name, detail, ms=c.ms)
 
 
 def _role(index: str, m: qmd.ModelStatus) -> CheckResult:
@@ -102,7 +123,7 @@ def check(ctx: Context) -> list[CheckResult]:
             if (m.role, m.path) in seen:
                 continue
             seen.add((m.role, m.path))
-            results.append(_role(index, m))
+            results.append(_remote(ctx, index, m) if m.spec.startswith("openai:") else _role(index, m))
         vectors = _vectors(ctx, index)
         if vectors:
             results.append(vectors)

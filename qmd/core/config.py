@@ -279,8 +279,10 @@ class Config:
             if not isinstance(models, dict):
                 raise _bad(str(self.path), "models", "a mapping of role (embed, rerank, generate) to a model", models, self.path)
             for role, spec in models.items():
+                if isinstance(spec, dict) and isinstance(spec.get("uri"), str):
+                    continue  # {uri: openai:…, options}: the options are checked where the role is resolved
                 if spec is not None and not isinstance(spec, str):
-                    raise _bad(f"{self.path} models", str(role), "a model path or hf: URI", spec, self.path)
+                    raise _bad(f"{self.path} models", str(role), "a model path, hf: or openai: URI (or {uri: …, options})", spec, self.path)
 
     def warnings(self) -> list[str]:
         """Keys qmd does not know (a typo such as `patern` or `modles`), each with a did-you-mean."""

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 
+from qmd.core.errors import QmdError
 from qmd.core.results import ModelStatus, VectorStatus
 from qmd.store.activity import Activity, activity_path
 from qmd.store.state import IndexState
@@ -13,11 +14,9 @@ from qmd.store.state import IndexState
 if TYPE_CHECKING:
     from qmd.storage.backend import VectorModel
     from qmd.index.embedding import EmbedProgress, EmbedReport
-    from qmd.llm.embedder import Embedder
-    from qmd.llm.generator import Generator
     from qmd.llm.models import ModelRef
-    from qmd.llm.reranker import CrossEncoder, YesNoReranker
-    from qmd.llm.roles import ExpansionModel, RerankModel
+    from qmd.llm.remote.probe import ModelProbe
+    from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
     from qmd.core.query import SubQuery
 
 
@@ -28,15 +27,32 @@ def cache_key(kind: str, *parts: str) -> str:
     return hashlib.sha256("\x1f".join((kind, *parts)).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _source(model: object) -> object:
+    """What a loaded model was made from: its file, or its endpoint spec (remote)."""
+    spec = getattr(model, "spec", None)
+    return spec if spec is not None else getattr(getattr(model, "info", None), "path", None)
+
+
+def _wanted(ref: ModelRef) -> object:
+    """What `ref` says the role's model is made from (an endpoint spec, or the local file)."""
+    from qmd.llm.models import require_local
+
+    return ref.remote if ref.is_remote else require_local(ref)
+
+
 class Models:
-    """Loads each role's model on first use (never downloads) and keeps it for the Store's life."""
+    """Loads each role's model on first use (never downloads) and keeps it for the Store's life.
+
+    A role whose spec is `openai:BASE_URL#MODEL` is served by that endpoint (qmd.llm.remote):
+    built without a request, and never replaced by a local model when the endpoint fails.
+    """
 
     def __init__(self, state: IndexState) -> None:
         self.state = state
-        self._embedder: Embedder | None = None
-        self._probe: Embedder | None = None  # the embed model's header only, for counts
-        self._reranker: CrossEncoder | YesNoReranker | None = None
-        self._generator: Generator | None = None
+        self._embedder: EmbeddingModel | None = None
+        self._probe: EmbeddingModel | None = None  # the embed model's header only, for counts
+        self._reranker: RerankModel | None = None
+        self._generator: ExpansionModel | None = None
 
     def loaded(self) -> list[str]:
         pairs = (("embed", self._embedder), ("rerank", self._reranker), ("generate", self._generator))
@@ -59,34 +75,79 @@ class Models:
     def statuses(self) -> list[ModelStatus]:
         from qmd.llm.models import ROLES
 
-        return [ModelStatus(r.role, r.spec, r.source, str(r.path), r.available) for r in (self.model(role) for role in ROLES)]
+        return [ModelStatus(r.role, r.spec, r.source, r.spec if r.is_remote else str(r.path), r.available) for r in (self.model(role) for role in ROLES)]
 
-    def embedder(self) -> Embedder:
-        from qmd.llm.embedder import Embedder
-        from qmd.llm.models import require_local
+    def _index_dims(self, embedder: EmbeddingModel) -> int | None:
+        """The dims of the index's vectors for `embedder`'s fingerprint (None: none yet)."""
+        from qmd.index.embedding import fingerprint
 
-        path = require_local(self.model("embed"))
-        if self._embedder is None or self._embedder.info.path != path:
-            self._embedder = Embedder(path)
+        try:
+            found = self.state.db().vector_model(fingerprint(embedder))
+        except QmdError:
+            return None
+        return found.dims if found is not None else None
+
+    def _remote_embedder(self, ref: ModelRef) -> EmbeddingModel:
+        """A remote embedder that knows the dims of the index's vectors for its endpoint."""
+        from qmd.llm.remote.embedder import RemoteEmbedder
+
+        spec = ref.remote
+        embedder = RemoteEmbedder(spec)
+        known = self._index_dims(embedder)
+        return RemoteEmbedder(spec, known) if known else embedder
+
+    def embedder(self) -> EmbeddingModel:
+        ref = self.model("embed")
+        wanted = _wanted(ref)
+        if self._embedder is None or _source(self._embedder) != wanted:
+            if ref.is_remote:
+                self._embedder = self._remote_embedder(ref)
+            else:
+                from qmd.llm.embedder import Embedder
+
+                self._embedder = Embedder(ref.path)
         return self._embedder
 
-    def reranker(self) -> CrossEncoder | YesNoReranker:
-        from qmd.llm.models import require_local
-        from qmd.llm.reranker import load_reranker
+    def reranker(self) -> RerankModel:
+        ref = self.model("rerank")
+        wanted = _wanted(ref)
+        if self._reranker is None or _source(self._reranker) != wanted:
+            if ref.is_remote:
+                from qmd.llm.remote.reranker import RemoteReranker
 
-        path = require_local(self.model("rerank"))
-        if self._reranker is None or self._reranker.info.path != path:
-            self._reranker = load_reranker(path)
+                self._reranker = RemoteReranker(ref.remote)
+            else:
+                from qmd.llm.reranker import load_reranker
+
+                self._reranker = load_reranker(ref.path)
         return self._reranker
 
-    def generator(self) -> Generator:
-        from qmd.llm.generator import Generator
-        from qmd.llm.models import require_local
+    def generator(self) -> ExpansionModel:
+        ref = self.model("generate")
+        wanted = _wanted(ref)
+        if self._generator is None or _source(self._generator) != wanted:
+            if ref.is_remote:
+                from qmd.llm.remote.generator import RemoteGenerator
 
-        path = require_local(self.model("generate"))
-        if self._generator is None or self._generator.info.path != path:
-            self._generator = Generator(path)
+                self._generator = RemoteGenerator(ref.remote)
+            else:
+                from qmd.llm.generator import Generator
+
+                self._generator = Generator(ref.path)
         return self._generator
+
+    def probe(self, role: str) -> ModelProbe:
+        """Ask a role's endpoint whether it answers and serves its model (doctor); for the
+        embed role also the vector length against the index's vectors. Remote roles only."""
+        from qmd.llm.remote.probe import probe
+
+        ref = self.model(role)
+        model: object = None
+        index_dims = None
+        if role == "embed":
+            model = self._remote_embedder(ref)
+            index_dims = getattr(model, "index_dims", None)
+        return probe(role, ref.remote, model, index_dims)
 
     def expand(self, question: str, generator: ExpansionModel | None = None) -> list[SubQuery]:
         """Typed expansion lines for `question`, from the index's cache when present."""
@@ -154,19 +215,30 @@ class Models:
 
             return run_embed(backend, embedder, wanted, skipped, force=force, force_all=not collections, progress=tracked, writing=writing)
 
-    def embed_probe(self) -> Embedder | None:
+    def embed_probe(self) -> EmbeddingModel | None:
         """The configured embed model with its header read and llama.cpp never loaded (the
         loaded one when there is one); None without a local model file. Kept, so `status`
-        reads a large model's header once."""
+        reads a large model's header once. A remote embed model is built without a request
+        (its fingerprint needs none)."""
         ref = self.model("embed")
         if not ref.available:
             return None
-        from qmd.llm.embedder import Embedder  # only with a model file to read
-
-        if self._embedder is not None and self._embedder.info.path == ref.path:
+        wanted: object
+        if ref.is_remote:
+            wanted = ref.remote
+        else:
+            wanted = ref.path
+        if self._embedder is not None and _source(self._embedder) == wanted:
             return self._embedder
-        if self._probe is None or self._probe.info.path != ref.path:
-            self._probe = Embedder(ref.path)
+        if self._probe is None or _source(self._probe) != wanted:
+            if ref.is_remote:
+                from qmd.llm.remote.embedder import RemoteEmbedder
+
+                self._probe = RemoteEmbedder(ref.remote)
+            else:
+                from qmd.llm.embedder import Embedder  # only with a model file to read
+
+                self._probe = Embedder(ref.path)
         return self._probe
 
     def current_vector_space(self) -> VectorModel | None:

@@ -45,10 +45,9 @@ if TYPE_CHECKING:
     from qmd.store.reading import Reader
     from qmd.index.embedding import EmbedProgress, EmbedReport
     from qmd.index.indexer import Progress
-    from qmd.llm.embedder import Embedder
-    from qmd.llm.generator import Generator
     from qmd.llm.models import ModelRef
-    from qmd.llm.reranker import CrossEncoder, YesNoReranker
+    from qmd.llm.remote.probe import ModelProbe
+    from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
     from qmd.core.query import SubQuery
 
 __all__ = ["MULTI_GET_MAX_BYTES", "Store", "open_index"]
@@ -294,23 +293,29 @@ class Store:
     def models(self) -> list[ModelStatus]:
         return self._models.statuses()
 
-    def embedder(self) -> Embedder:
-        """The loaded embedding model (kept for the Store's lifetime). Never downloads."""
+    def embedder(self) -> EmbeddingModel:
+        """The loaded embedding model (kept for the Store's lifetime; a remote endpoint's
+        client for an `openai:` spec). Never downloads."""
         return self._models.embedder()
 
-    def reranker(self) -> CrossEncoder | YesNoReranker:
-        """The loaded rerank model (cross-encoder or yes/no form). Never downloads."""
+    def reranker(self) -> RerankModel:
+        """The loaded rerank model (cross-encoder, yes/no form or a remote endpoint). Never downloads."""
         return self._models.reranker()
 
-    def generator(self) -> Generator:
-        """The loaded generate (query expansion) model. Never downloads."""
+    def generator(self) -> ExpansionModel:
+        """The loaded generate (query expansion) model, or a remote endpoint's client. Never downloads."""
         return self._models.generator()
 
-    def expand(self, question: str, generator: Generator | None = None) -> list[SubQuery]:
+    def probe_model(self, role: str) -> ModelProbe:
+        """Ask a remote role's endpoint (`openai:…`) whether it answers, serves the named
+        model and (embed) gives vectors of the index's length; short timeouts (doctor)."""
+        return self._models.probe(role)
+
+    def expand(self, question: str, generator: ExpansionModel | None = None) -> list[SubQuery]:
         """Typed expansion lines for `question`, from the index's cache when present."""
         return self._models.expand(question, generator)
 
-    def rerank(self, query: str, texts: list[str], reranker: CrossEncoder | YesNoReranker | None = None) -> list[float]:
+    def rerank(self, query: str, texts: list[str], reranker: RerankModel | None = None) -> list[float]:
         """Relevance in [0, 1] of each text to `query`, cached per (model, query, text)."""
         return self._models.rerank(query, texts, reranker)
 
