@@ -27,6 +27,7 @@ class SearchHit:
     context: str | None = None
     body: str | None = None
     explain: dict[str, Any] | None = None  # hybrid query only, with --explain
+    metadata: dict[str, Any] | None = None  # the document's typed front-matter metadata (None: none)
 
     @property
     def uri(self) -> str:
@@ -41,10 +42,13 @@ class SearchHit:
         """
         name = file or self.uri
         if mcp:
-            return {
+            out: dict[str, Any] = {
                 "docid": f"#{self.docid}", "file": name, "title": self.title, "score": round(self.score, 2),
                 "context": self.context, "line": self.line, "snippet": self.snippet,
             }
+            if self.metadata:
+                out["metadata"] = self.metadata
+            return out
         row: dict[str, Any] = {"docid": f"#{self.docid}", "score": round(self.score, 2), "file": name, "line": self.line, "title": self.title}
         if self.context:
             row["context"] = self.context
@@ -53,6 +57,8 @@ class SearchHit:
         else:
             row["snippet"] = self.snippet
         row["match"] = self.match
+        if self.metadata:
+            row["metadata"] = self.metadata
         return row
 
 

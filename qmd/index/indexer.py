@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from qmd.core.errors import QmdError
+from qmd.core.filters import document_date_ns
 from qmd.core.text import content_hash, extract_title, parse_front_matter, segment_cjk
 from qmd.index.scan import SkippedFile, scan
 from qmd.storage.backend import DocumentWrite, IndexBackend, SearchFields
@@ -52,26 +53,36 @@ class Prepared:
     tags: list[str]
     body: str
     body_line: int
+    metadata: dict[str, object] = field(default_factory=dict)
+    front_text: str = ""  # the front matter's keys and values as words
 
 
 def prepare(text: str, rel: str) -> Prepared:
-    """Split front matter from the body and derive the title (front matter > heading > name)."""
+    """Split front matter from the body and derive the title (front matter > heading > name),
+    the typed metadata (top-level keys, then the `qmd: metadata:` block) and its words."""
     fm = parse_front_matter(text)
     body = text[fm.body_offset :]
     title = fm.title or extract_title(body, "")
     if not title:
         name = rel.rsplit("/", 1)[-1]
         title = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    return Prepared(text, content_hash(text), title, fm.tags, body, fm.body_line)
+    metadata, front = {}, ""
+    if fm.meta:
+        from qmd.core.filters import extract_metadata, front_matter_text
+
+        metadata, front = extract_metadata(fm.meta), front_matter_text(fm.meta)
+    return Prepared(text, content_hash(text), title, fm.tags, body, fm.body_line, metadata, front)
 
 
 def fts_values(collection: str, rel: str, doc: Prepared) -> SearchFields:
-    """The full-text fields of a document: collection/path, title (+ tags), body.
+    """The full-text fields of a document: collection/path, title (+ tags), body (after the
+    front matter's words, so `owner: platform-team` is found by "platform-team").
 
     CJK runs are split into characters, so any word inside one is searchable.
     """
     title = doc.title if not doc.tags else doc.title + " " + " ".join(doc.tags)
-    return SearchFields(segment_cjk(f"{collection}/{rel}"), segment_cjk(title), segment_cjk(doc.body))
+    body = f"{doc.front_text}\n{doc.body}" if doc.front_text else doc.body
+    return SearchFields(segment_cjk(f"{collection}/{rel}"), segment_cjk(title), segment_cjk(body))
 
 
 def _opened_path(fd: int, path: str) -> str | None:
@@ -172,7 +183,7 @@ def index_collection(backend: IndexBackend, coll: CollectionConfig, progress: Pr
             seen.add(item.rel)
             matched += 1
             row = existing.get(item.rel)
-            if row is not None and row.active and row.size == item.size and row.mtime_ns == item.mtime_ns:
+            if row is not None and row.active and row.current and row.size == item.size and row.mtime_ns == item.mtime_ns:
                 report.unchanged += 1
                 # Not read again, so a warning about it (invalid UTF-8) stands until the file changes.
                 if previous.get(item.rel, ("", ""))[0] == "warning":
@@ -186,16 +197,21 @@ def index_collection(backend: IndexBackend, coll: CollectionConfig, progress: Pr
             if warning:
                 report.warnings.append((item.rel, warning))
             doc = prepare(text, item.rel)
-            if row is not None and row.active and row.hash == doc.hash:
+            if row is not None and row.active and row.current and row.hash == doc.hash:
                 # Touched but identical: remember the new stat so the next run skips it.
                 writer.touch(row.id, item.size, item.mtime_ns)
                 report.unchanged += 1
                 continue
             writer.put(
-                DocumentWrite(item.rel, text, doc.hash, doc.title, doc.tags, doc.body_line, item.size, item.mtime_ns, fts_values(coll.name, item.rel, doc)),
+                DocumentWrite(
+                    item.rel, text, doc.hash, doc.title, doc.tags, doc.body_line, item.size, item.mtime_ns, fts_values(coll.name, item.rel, doc),
+                    doc.metadata, document_date_ns(doc.metadata),
+                ),
                 row.id if row else None,
             )
-            if row is not None and row.active:
+            if row is not None and row.active and not row.current and row.hash == doc.hash:
+                report.unchanged += 1  # read again for its metadata (an index from before metadata), not changed
+            elif row is not None and row.active:
                 report.updated += 1
             else:
                 report.new += 1

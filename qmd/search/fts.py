@@ -8,7 +8,8 @@
    from every document still finds the documents that share the other words.
 4. bm25 (column weights filepath 1.5, title 4.0, body 1.0, computed by the backend) is
    normalised to |s| / (1 + |s|).
-A collection filter is applied inside the query, so the top-k is exact per collection.
+A collection filter and a metadata/date filter (`where`) are applied inside the query, so
+the top-k is exact under them: a filter matching 1% of the documents still fills `limit`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from qmd.core.records import record
 
 from qmd.search.syntax import ParsedQuery, text_query
 from qmd.storage.backend import IndexBackend
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.core.filters import Filter
 
 
 @record(frozen=True)
@@ -38,15 +43,17 @@ def bm25_search(
     limit: int | None,
     collections: list[str] | None = None,
     min_score: float = 0.0,
+    where: Filter | None = None,
 ) -> list[FtsHit]:
-    """Ranked hits for `parsed`; `limit=None` returns every match; `collections=None` searches all."""
+    """Ranked hits for `parsed`; `limit=None` returns every match; `collections=None` searches all;
+    `where` keeps the documents matching a filter (qmd/core/filters.py)."""
     if collections is not None and not collections:
         return []
     hits: list[FtsHit] = []
     every = text_query(parsed, "all")
     if every is None:
         return []
-    for doc_id, rank in backend.bm25(every, limit, collections, set()):
+    for doc_id, rank in backend.bm25(every, limit, collections, set(), where):
         hits.append(FtsHit(doc_id, normalise(rank), "all"))
     some = text_query(parsed, "any")
     # A single term (and no stop-word dropped) asks the same question twice: skip it.
@@ -54,6 +61,6 @@ def bm25_search(
     if not same and some is not None and (limit is None or len(hits) < limit):
         found = {h.doc_id for h in hits}
         room = None if limit is None else limit - len(hits)
-        for doc_id, rank in backend.bm25(some, room, collections, found):
+        for doc_id, rank in backend.bm25(some, room, collections, found, where):
             hits.append(FtsHit(doc_id, normalise(rank), "any"))
     return [h for h in hits if h.score >= min_score]

@@ -15,6 +15,10 @@ What a backend stores:
 - its schema as named migrations, and one writer lock (readers never wait).
 
 Document ids (`DocRow.id`) are opaque integers, stable while the document exists.
+
+Filters (`where`, qmd/core/filters.py) reach the backend as a tree of typed metadata
+conditions and date ranges, never as query text: each backend compiles it to its own
+language and applies it inside the search, so a filtered top-k is exact.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ from pathlib import Path
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from qmd.core.filters import Filter
 else:
     Protocol = object  # the protocols below are for the type checker; typing costs 5 ms of every CLI call
 
 MIN_DOCID = 6  # hex digits of the content hash shown as a docid
+METADATA_VERSION = 1  # how documents' metadata is extracted; rows written before it are read again by `update`
 
 
 @record(frozen=True)
@@ -45,6 +52,7 @@ class DocRow:
     body_line: int
     size: int
     mtime_ns: int
+    metadata: dict[str, object] | None = None  # typed front-matter metadata (None: none)
 
     @property
     def docid(self) -> str:
@@ -72,6 +80,7 @@ class KnownFile:
     size: int
     mtime_ns: int
     active: bool
+    current: bool = True  # False: stored before this qmd's metadata extraction (read the file again)
 
 
 @record(frozen=True)
@@ -99,6 +108,8 @@ class DocumentWrite:
     size: int
     mtime_ns: int
     fields: SearchFields
+    metadata: dict[str, object] = field(default_factory=dict)  # typed values: str, int/float, bool or lists of them
+    dated_ns: int | None = None  # the front matter's date/updated (epoch ns); None: the file's mtime dates it
 
 
 @record(frozen=True)
@@ -289,6 +300,14 @@ class IndexBackend(Protocol):
 
     def totals(self) -> Totals: ...
 
+    def metadata_keys(self, collection: str | None = None) -> list[tuple[str, str, int]]:
+        """(key, type, active documents having it) of the metadata, by key then type."""
+        ...
+
+    def count_matching(self, where: Filter, collections: list[str] | None = None) -> int:
+        """Active documents (in `collections`; None: all) that match a filter."""
+        ...
+
     def collection_writer(self, collection: str) -> AbstractContextManager[CollectionWriter]:
         """One collection's update as one transaction: a crash leaves the previous state."""
         ...
@@ -310,10 +329,13 @@ class IndexBackend(Protocol):
 
     # --- full text --------------------------------------------------------------------
 
-    def bm25(self, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int]) -> list[tuple[int, float]]:
+    def bm25(
+        self, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int], where: Filter | None = None,
+    ) -> list[tuple[int, float]]:
         """(document id, raw BM25 score, more negative is better) best first, without `exclude`.
 
-        `collections=None` searches everything; `limit=None` returns every match.
+        `collections=None` searches everything; `limit=None` returns every match; `where`
+        keeps only documents matching the filter, inside the query (the top-k is exact).
         """
         ...
 
@@ -341,8 +363,11 @@ class IndexBackend(Protocol):
         """Forget the vectors of one fingerprint: of the given content hashes, or all (`embed -f`)."""
         ...
 
-    def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None) -> list[Nearest]:
-        """The active documents in `scope` (None: all) whose best chunk is nearest, best first; exact."""
+    def nearest_documents(
+        self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,
+    ) -> list[Nearest]:
+        """The active documents in `scope` (None: all) and matching `where` whose best chunk is
+        nearest, best first; exact (a selective filter still fills `limit` when it can)."""
         ...
 
     def vector_counts(self, model_id: int | None) -> tuple[int, int]:

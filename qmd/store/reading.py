@@ -17,6 +17,7 @@ from qmd.core.results import Document, FileEntry, MultiGetItem, QueryResult, Sea
 from qmd.store.state import IndexState
 
 if TYPE_CHECKING:
+    from qmd.core.filters import Filter
     from qmd.search.hybrid import QueryOptions
     from qmd.store.models import Models
 
@@ -68,6 +69,7 @@ class Reader:
         return SearchHit(
             docid=self.docid(row.hash), collection=row.collection, path=row.path, title=row.title, score=score, line=line,
             snippet=snippet, match=match, context=self.state.context(row.collection, row.path), body=text if full else None,
+            metadata=row.metadata,
         )
 
     def docid(self, content_hash: str) -> str:
@@ -75,16 +77,22 @@ class Reader:
         `get '#docid'` never finds it ambiguous)."""
         return content_hash[: self.state.db().docid_lengths([content_hash])[content_hash]]
 
-    def search(self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool) -> list[SearchHit]:
+    def search(
+        self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool,
+        where: Filter | None = None,
+    ) -> list[SearchHit]:
         limit = checked(limit, min_score)
         parsed = parse_query(query)
         backend = self.state.db()
-        hits = bm25_search(backend, parsed, limit, self.state.search_scope(collections), min_score)
+        hits = bm25_search(backend, parsed, limit, self.state.search_scope(collections), min_score, where)
         found = backend.documents([h.doc_id for h in hits])
         words = parsed.words
         return [self.hit(*found[h.doc_id], h.score, h.match, words, snippet_chars, line_numbers, full=full) for h in hits]
 
-    def vsearch(self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool) -> VectorSearch:
+    def vsearch(
+        self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool,
+        where: Filter | None = None,
+    ) -> VectorSearch:
         limit = checked(limit, min_score)
         from qmd.search.vector import current_model, pending_count
 
@@ -93,7 +101,7 @@ class Reader:
         scope = self.state.search_scope(collections)
         wanted, _ = self.state.embeddable(scope)
         model = current_model(backend, embedder)
-        found = backend.nearest_documents(model, embedder.embed_query(query), limit, scope)
+        found = backend.nearest_documents(model, embedder.embed_query(query), limit, scope, where)
         # Counting what still needs embedding costs ~5-9 ms on a large index: cache it until
         # another connection commits (the backend's change token) or this Store writes.
         key = (model.id, tuple(wanted), backend.change_token(), self.state.writes)
@@ -109,15 +117,17 @@ class Reader:
         ]
         return VectorSearch(out, embedder.info.name, pending)
 
-    def query(self, text: str, options: QueryOptions, progress: Callable[[str], None] | None, explain: bool) -> QueryResult:
+    def query(self, text: str, options: QueryOptions, progress: Callable[[str], None] | None, explain: bool, where: Filter | None = None) -> QueryResult:
         check_min_score(options.min_score)
         options.limit = clamp_limit(options.limit)
         if options.candidates < 1:
             raise QmdError(f"the number of rerank candidates must be at least 1, not {options.candidates}", "e.g. -C 40")
         options.candidates = min(options.candidates, MAX_LIMIT)
         from qmd.search.hybrid import QueryContext, run_query
+        from qmd.search.narrowed import narrowed
 
-        context = QueryContext(self.state.db(), self.state.search_scope(options.collections), self._models(), self.hit)
+        # The filter narrows every list the pipeline runs, before fusion and rerank.
+        context = QueryContext(narrowed(self.state.db(), where), self.state.search_scope(options.collections), self._models(), self.hit)
         return run_query(context, text, options, progress, explain)
 
     def get(self, ref: str, from_line: int | None, max_lines: int | None, cwd: str | None) -> Document:

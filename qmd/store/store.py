@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from qmd.llm.models import ModelRef
     from qmd.llm.remote.probe import ModelProbe
     from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
+    from qmd.core.filters import Filter
     from qmd.core.query import SubQuery
 
 __all__ = ["MULTI_GET_MAX_BYTES", "Store", "open_index"]
@@ -221,8 +222,14 @@ class Store:
         snippet_chars: int = CLI_SNIPPET_CHARS,
         line_numbers: bool = False,
     ) -> list[SearchHit]:
-        """BM25 keyword search; `limit=None` returns every match. See search/fts.py."""
-        return self._reader.search(query, limit, collections, min_score, full, snippet_chars, line_numbers)
+        """BM25 keyword search; `limit=None` returns every match. See search/fts.py.
+
+        `filter` (JSON text, its decoded object, or a tree from qmd/core/filters.py) keeps
+        documents whose metadata matches; `since` / `until` (ISO date or 7d, 2w) by date.
+        Both apply inside the search: the top `limit` is exact. A bad filter is a QmdError.
+        """
+        where = self.where(filter, since, until)
+        return self._reader.search(query, limit, collections, min_score, full, snippet_chars, line_numbers, where)
 
     def vsearch(
         self,
@@ -235,8 +242,10 @@ class Store:
         snippet_chars: int = CLI_SNIPPET_CHARS,
         line_numbers: bool = False,
     ) -> VectorSearch:
-        """Nearest documents by meaning (cosine similarity of each document's best chunk)."""
-        return self._reader.vsearch(query, limit, collections, min_score, full, snippet_chars, line_numbers)
+        """Nearest documents by meaning (cosine similarity of each document's best chunk);
+        `filter`, `since`, `until` as for `search` (an exact filtered nearest search)."""
+        where = self.where(filter, since, until)
+        return self._reader.vsearch(query, limit, collections, min_score, full, snippet_chars, line_numbers, where)
 
     def query(
         self,
@@ -244,6 +253,9 @@ class Store:
         *,
         limit: int = 10,
         candidates: int = 40,
+        filter: object = None,
+        since: str | None = None,
+        until: str | None = None,
         min_score: float = 0.0,
         collections: list[str] | None = None,
         intent: str | None = None,
@@ -258,13 +270,34 @@ class Store:
 
         Missing models skip their stage; the result's `stages` and `notices` say which.
         `expand=None` expands only with a model trained for it (Generator.tuned); True with
+        filter: object = None,
+        since: str | None = None,
+        until: str | None = None,
         any generate model; False never.
         `keyword=False` searches vectors only (vsearch --expand).
         """
         from qmd.search.hybrid import QueryOptions
 
         opts = QueryOptions(limit, candidates, min_score, collections, intent, rerank, expand, snippet_chars, keyword)
-        return self._reader.query(text, opts, progress, explain)
+        return self._reader.query(text, opts, progress, explain, where)
+
+    @staticmethod
+    def where(filter: object = None, since: str | None = None, until: str | None = None) -> Filter | None:
+        """The filter tree of a metadata filter and a date range (None: no filter); QmdError when bad.
+
+        Grammar and semantics: qmd/core/filters.py (upstream qmd's `--filter`).
+        """
+        if filter is None and not since and not until:
+            return None
+        from qmd.core.filters import build
+
+        return build(filter, since, until)
+
+    def metadata_keys(self, collection: str | None = None) -> list[tuple[str, str, int]]:
+        """(key, type, documents) of the typed metadata in the index, or in one collection."""
+        if collection is not None:
+            self._state.collection(collection)
+        return self.backend.metadata_keys(collection)
 
     def get(self, ref: str, from_line: int | None = None, max_lines: int | None = None, cwd: str | None = None) -> Document:
         """One document (or `from_line`.. `max_lines` of it) by path, qmd:// URI or #docid.
@@ -277,6 +310,9 @@ class Store:
         """Several documents: a glob over collection/path, a comma-separated list, or docids.
 
         Documents larger than `max_bytes` are listed as skipped with the reason.
+        filter: object = None,
+        since: str | None = None,
+        until: str | None = None,
         """
         return self._reader.multi_get(pattern, max_lines, max_bytes, cwd)
 
@@ -284,9 +320,11 @@ class Store:
         """Files of a collection (optionally under a sub-path): `name`, `name/sub`, `qmd://name/sub`."""
         return self._reader.ls(target)
 
+        `filter`, `since`, `until` as for `search`: every list is filtered before fusion and rerank.
     # --- models and vectors (models.py) -----------------------------------------------
 
     def model(self, role: str) -> ModelRef:
+        where = self.where(filter, since, until)
         """The model serving `role` (embed, rerank, generate) and where the choice came from."""
         return self._models.model(role)
 

@@ -31,6 +31,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Concatenate, ParamSpec, TypeVar
 
+    from qmd.core.filters import Filter
+
     P = ParamSpec("P")
     R = TypeVar("R")
     B = TypeVar("B", bound="SqliteBackend")
@@ -145,6 +147,12 @@ class SqliteBackend(IndexBackend):
     def totals(self) -> Totals:
         return documents.totals(self.connection()) if self.exists() else Totals(0, 0, 0)
 
+    def metadata_keys(self, collection: str | None = None) -> list[tuple[str, str, int]]:
+        return documents.metadata_keys(self.connection(), collection) if self.exists() else []
+
+    def count_matching(self, where: Filter, collections: list[str] | None = None) -> int:
+        return documents.count_matching(self.connection(), where, collections) if self.exists() else 0
+
     @contextmanager
     def _collection_writer(self, collection: str) -> Iterator[CollectionWriter]:
         self.open(create=True)
@@ -181,8 +189,10 @@ class SqliteBackend(IndexBackend):
 
     # --- full text --------------------------------------------------------------------
 
-    def bm25(self, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int]) -> list[tuple[int, float]]:
-        return fulltext.bm25(self.connection(), query, limit, collections, exclude)
+    def bm25(
+        self, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int], where: Filter | None = None,
+    ) -> list[tuple[int, float]]:
+        return fulltext.bm25(self.connection(), query, limit, collections, exclude, where)
 
     def repair_fulltext(self, fields: FieldsFor) -> int:
         from qmd.storage.sqlite import integrity
@@ -218,10 +228,12 @@ class SqliteBackend(IndexBackend):
 
         vectors.drop_all(self.connection(), model, hashes)
 
-    def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None) -> list[Nearest]:
+    def nearest_documents(
+        self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,
+    ) -> list[Nearest]:
         from qmd.storage.sqlite import vectors
 
-        return vectors.nearest_documents(self.connection(), model, query, limit, scope)
+        return vectors.nearest_documents(self.connection(), model, query, limit, scope, where)
 
     def vector_counts(self, model_id: int | None) -> tuple[int, int]:
         from qmd.storage.sqlite import vectors

@@ -106,6 +106,29 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        # Typed front-matter metadata per document, one row per value (an array field has
+        # several; `value` has no declared type, so 3, 3.5, 'x' keep their storage class),
+        # and each document's date for --since/--until. Rows written before this have
+        # meta_version 0: the next `update` reads those files again and fills them in.
+        "0004_metadata",
+        """
+        ALTER TABLE documents ADD COLUMN metadata TEXT;
+        ALTER TABLE documents ADD COLUMN dated_ns INTEGER;
+        ALTER TABLE documents ADD COLUMN when_ns INTEGER;
+        ALTER TABLE documents ADD COLUMN meta_version INTEGER NOT NULL DEFAULT 0;
+        UPDATE documents SET when_ns = mtime_ns;
+        CREATE INDEX documents_when ON documents (when_ns);
+        CREATE TABLE document_meta (
+            doc_id INTEGER NOT NULL,
+            key TEXT NOT NULL,
+            type TEXT NOT NULL CHECK (type IN ('string', 'number', 'boolean')),
+            value NOT NULL,
+            PRIMARY KEY (doc_id, key, type, value)
+        ) WITHOUT ROWID;
+        CREATE INDEX document_meta_lookup ON document_meta (key, type, value);
+        """,
+    ),
 ]
 
 

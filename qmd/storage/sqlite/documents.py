@@ -9,16 +9,20 @@ from contextlib import contextmanager
 
 import apsw
 
-from qmd.storage.backend import MIN_DOCID, DocRow, DocumentWrite, FieldsFor, FileRow, KnownFile, Totals
+from qmd.storage.backend import METADATA_VERSION, MIN_DOCID, DocRow, DocumentWrite, FieldsFor, FileRow, KnownFile, Totals
 from qmd.storage.sqlite import fulltext
 from qmd.storage.sqlite.connection import count, scalar, transaction
 
-_COLUMNS = ("id", "collection", "path", "title", "hash", "body_line", "size", "mtime_ns")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.core.filters import Filter
+
+_COLUMNS = ("id", "collection", "path", "title", "hash", "body_line", "size", "mtime_ns", "metadata")
 
 
 def _row(values: Sequence[object]) -> DocRow:
-    i, c, p, t, h, b, s, m = values
-    return DocRow(int(i), str(c), str(p), str(t), str(h), int(b), int(s), int(m))  # type: ignore[call-overload]
+    i, c, p, t, h, b, s, m, meta = values
+    return DocRow(int(i), str(c), str(p), str(t), str(h), int(b), int(s), int(m), json.loads(meta) if meta else None)  # type: ignore[call-overload, arg-type]
 
 
 def find(conn: apsw.Connection, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
@@ -130,33 +134,38 @@ class SqliteCollectionWriter:
         self.now = now_iso()
 
     def known(self) -> dict[str, KnownFile]:
-        rows = self.conn.execute("SELECT path, id, hash, size, mtime_ns, active FROM documents WHERE collection = ?", (self.collection,))
-        return {str(p): KnownFile(int(i), str(h), int(s), int(m), bool(a)) for p, i, h, s, m, a in rows}
+        rows = self.conn.execute("SELECT path, id, hash, size, mtime_ns, active, meta_version FROM documents WHERE collection = ?", (self.collection,))
+        return {str(p): KnownFile(int(i), str(h), int(s), int(m), bool(a), int(v) >= METADATA_VERSION) for p, i, h, s, m, a, v in rows}
 
     def put(self, doc: DocumentWrite, replaces: int | None) -> None:
         conn = self.conn
         conn.execute("INSERT OR IGNORE INTO content (hash, doc, created_at) VALUES (?, ?, ?)", (doc.hash, doc.text, self.now))
         modified = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(doc.mtime_ns / 1e9))
         tags = json.dumps(doc.tags) if doc.tags else None
+        meta = json.dumps(doc.metadata, ensure_ascii=False) if doc.metadata else None
+        when = doc.dated_ns if doc.dated_ns is not None else doc.mtime_ns
         if replaces is None:
             conn.execute(
-                "INSERT INTO documents (collection, path, title, hash, size, mtime_ns, body_line, tags, created_at, modified_at, active)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                (self.collection, doc.path, doc.title, doc.hash, doc.size, doc.mtime_ns, doc.body_line, tags, self.now, modified),
+                "INSERT INTO documents (collection, path, title, hash, size, mtime_ns, body_line, tags, created_at, modified_at, active,"
+                " metadata, dated_ns, when_ns, meta_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
+                (self.collection, doc.path, doc.title, doc.hash, doc.size, doc.mtime_ns, doc.body_line, tags, self.now, modified,
+                 meta, doc.dated_ns, when, METADATA_VERSION),
             )
             row_id = conn.last_insert_rowid()
         else:
             row_id = replaces
             conn.execute(
-                "UPDATE documents SET title = ?, hash = ?, size = ?, mtime_ns = ?, body_line = ?, tags = ?, modified_at = ?, active = 1"
-                " WHERE id = ?",
-                (doc.title, doc.hash, doc.size, doc.mtime_ns, doc.body_line, tags, modified, row_id),
+                "UPDATE documents SET title = ?, hash = ?, size = ?, mtime_ns = ?, body_line = ?, tags = ?, modified_at = ?, active = 1,"
+                " metadata = ?, dated_ns = ?, when_ns = ?, meta_version = ? WHERE id = ?",
+                (doc.title, doc.hash, doc.size, doc.mtime_ns, doc.body_line, tags, modified, meta, doc.dated_ns, when, METADATA_VERSION, row_id),
             )
             fulltext.delete_row(conn, row_id)
+            conn.execute("DELETE FROM document_meta WHERE doc_id = ?", (row_id,))
+        write_metadata(conn, row_id, doc.metadata)
         fulltext.write_row(conn, row_id, doc.fields.filepath, doc.fields.title, doc.fields.body)
 
     def touch(self, row_id: int, size: int, mtime_ns: int) -> None:
-        self.conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, row_id))
+        self.conn.execute("UPDATE documents SET size = ?, mtime_ns = ?, when_ns = coalesce(dated_ns, ?) WHERE id = ?", (size, mtime_ns, mtime_ns, row_id))
 
     def deactivate(self, row_id: int) -> None:
         self.conn.execute("UPDATE documents SET active = 0 WHERE id = ?", (row_id,))
@@ -197,6 +206,7 @@ def drop_collection(conn: apsw.Connection, name: str) -> int:
         ids = [int(row[0]) for row in conn.execute("SELECT id FROM documents WHERE collection = ?", (name,))]
         for doc_id in ids:
             fulltext.delete_row(conn, doc_id)
+        conn.execute("DELETE FROM document_meta WHERE doc_id IN (SELECT id FROM documents WHERE collection = ?)", (name,))
         conn.execute("DELETE FROM documents WHERE collection = ?", (name,))
         conn.execute("DELETE FROM collection_state WHERE name = ?", (name,))
         conn.execute("DELETE FROM file_issues WHERE collection = ?", (name,))
@@ -224,7 +234,41 @@ def rename_collection(conn: apsw.Connection, old: str, new: str, fields: FieldsF
 def drop_inactive(conn: apsw.Connection) -> tuple[int, int]:
     """Delete soft-deleted documents and content nothing uses (caller holds a transaction)."""
     inactive = count(conn, "SELECT count(*) FROM documents WHERE active = 0")
+    conn.execute("DELETE FROM document_meta WHERE doc_id IN (SELECT id FROM documents WHERE active = 0)")
     conn.execute("DELETE FROM documents WHERE active = 0")
     orphans = count(conn, "SELECT count(*) FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
     conn.execute("DELETE FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
     return inactive, orphans
+
+
+def write_metadata(conn: apsw.Connection, doc_id: int, metadata: dict[str, object]) -> None:
+    """One typed row per value (each element of an array); booleans as 1/0 with type boolean."""
+    from qmd.core.filters import value_type
+
+    for key, value in metadata.items():
+        for item in value if isinstance(value, list) else [value]:
+            kind = value_type(item)
+            if kind is not None:
+                stored = int(item) if isinstance(item, bool) else item
+                conn.execute("INSERT OR IGNORE INTO document_meta (doc_id, key, type, value) VALUES (?, ?, ?, ?)", (doc_id, key, kind, stored))
+
+
+def metadata_keys(conn: apsw.Connection, collection: str | None) -> list[tuple[str, str, int]]:
+    """(key, type, active documents having a value of that type) by key, then type."""
+    sql = (
+        "SELECT m.key, m.type, count(DISTINCT m.doc_id) FROM document_meta m JOIN documents d ON d.id = m.doc_id"
+        " WHERE d.active = 1" + (" AND d.collection = ?" if collection is not None else "") + " GROUP BY m.key, m.type ORDER BY m.key, m.type"
+    )
+    return [(str(k), str(t), int(n)) for k, t, n in conn.execute(sql, () if collection is None else (collection,))]
+
+
+def count_matching(conn: apsw.Connection, where: Filter, collections: list[str] | None) -> int:
+    """Active documents in `collections` (None: all) matching `where`."""
+    from qmd.storage.sqlite.filters import id_set
+
+    ids, params = id_set(where)
+    sql = f"SELECT count(*) FROM documents WHERE active = 1 AND id IN ({ids})"
+    if collections is not None:
+        sql += f" AND collection IN ({','.join('?' * len(collections))})"
+        params = [*params, *collections]
+    return count(conn, sql, tuple(params))

@@ -12,6 +12,10 @@ import apsw
 from qmd.core.text import has_cjk, segment_cjk
 from qmd.storage.backend import Term, TextQuery
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.core.filters import Filter
+
 
 def _fts_string(term: Term) -> str:
     text = " ".join(segment_cjk(term.text).split())
@@ -35,24 +39,29 @@ def build_match(query: TextQuery) -> str | None:
     return expr
 
 
-def bm25(conn: apsw.Connection, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int]) -> list[tuple[int, float]]:
-    """(document id, bm25) best first, skipping `exclude`; `collections` filters inside the query."""
+def bm25(
+    conn: apsw.Connection, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int], where: Filter | None = None,
+) -> list[tuple[int, float]]:
+    """(document id, bm25) best first, skipping `exclude`; `collections` and `where` filter inside the query."""
     expr = build_match(query)
     if expr is None or (collections is not None and not collections):
         return []
     # Ask for extra rows when some will be dropped as already found.
     lim = -1 if limit is None else limit + len(exclude)
+    params: list[object] = [expr]
     if collections is None:
-        sql = "SELECT rowid, rank FROM documents_fts WHERE documents_fts MATCH ? ORDER BY rank LIMIT ?"
-        params: tuple[object, ...] = (expr, lim)
+        sql = "SELECT f.rowid, f.rank FROM documents_fts f WHERE documents_fts MATCH ?"
     else:
         marks = ",".join("?" * len(collections))
-        sql = (
-            "SELECT f.rowid, f.rank FROM documents_fts f JOIN documents d ON d.id = f.rowid"
-            f" WHERE documents_fts MATCH ? AND d.collection IN ({marks}) ORDER BY f.rank LIMIT ?"
-        )
-        params = (expr, *collections, lim)
-    rows = [(int(r[0]), float(r[1])) for r in conn.execute(sql, params) if r[0] not in exclude]
+        sql = f"SELECT f.rowid, f.rank FROM documents_fts f JOIN documents d ON d.id = f.rowid WHERE documents_fts MATCH ? AND d.collection IN ({marks})"
+        params += collections
+    if where is not None:
+        from qmd.storage.sqlite.filters import id_set
+
+        ids, more = id_set(where)
+        sql += f" AND f.rowid IN ({ids})"  # built once per statement, then a lookup per match
+        params += more
+    rows = [(int(r[0]), float(r[1])) for r in conn.execute(sql + " ORDER BY f.rank LIMIT ?", (*params, lim)) if r[0] not in exclude]
     return rows if limit is None else rows[:limit]
 
 

@@ -7,6 +7,7 @@ settings) names one vector space; a query only ever searches the current one.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import struct
@@ -19,6 +20,10 @@ from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
 from qmd.storage.backend import ChunkVector, Nearest, VectorModel
 from qmd.storage.sqlite.connection import count, transaction
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.core.filters import Filter
 
 
 def ensure_vec(conn: apsw.Connection) -> None:
@@ -121,11 +126,16 @@ def drop_orphans(conn: apsw.Connection) -> int:
     return dropped
 
 
-def knn(conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int) -> list[tuple[int, float]]:
-    """(chunk id, cosine distance) of the k nearest chunks, over the whole vector table."""
+def knn(conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int, allowed: str | None = None) -> list[tuple[int, float]]:
+    """(chunk id, cosine distance) of the k nearest chunks: over the whole vector table, or
+    over the chunk ids of `allowed` (a JSON array) only."""
     ensure_vec(conn)
-    sql = f"SELECT chunk_id, distance FROM {table(model.id)} WHERE embedding MATCH ? AND k = ? ORDER BY distance"
-    return [(r[0], r[1]) for r in conn.execute(sql, (pack(query), k))]
+    sql = f"SELECT chunk_id, distance FROM {table(model.id)} WHERE embedding MATCH ? AND k = ?"
+    params: tuple[object, ...] = (pack(query), k)
+    if allowed is not None:
+        sql += " AND chunk_id IN (SELECT value FROM json_each(?))"
+        params += (allowed,)
+    return [(r[0], r[1]) for r in conn.execute(sql + " ORDER BY distance", params)]
 
 
 def chunk_rows(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[str, int, int, int]]:
@@ -202,8 +212,10 @@ def chunk_spans(conn: apsw.Connection, model: VectorModel, hashes: Sequence[str]
     return out
 
 
-def nearest_documents(conn: apsw.Connection, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None) -> list[Nearest]:
-    """The documents in `scope` (None: all) whose best chunk is nearest to `query`.
+def nearest_documents(
+    conn: apsw.Connection, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,
+) -> list[Nearest]:
+    """The documents in `scope` (None: all) matching `where` whose best chunk is nearest to `query`.
 
     sqlite-vec's KNN finds the nearest chunks, and is asked for more (k × 4) until enough
     distinct active documents in scope are among them, or every chunk was returned. KNN
@@ -211,18 +223,42 @@ def nearest_documents(conn: apsw.Connection, model: VectorModel, query: Sequence
     a brute-force scan restricted to the scope would (vectors are shared across collections
     by content hash). A scan reading each vector through SQL is not used: vec0 returns a
     column ~10 µs a row, 100+ ms on 9k chunks, against ~15 ms for its own KNN over all.
+
+    With a filter, the KNN itself is restricted to the chunks of matching documents
+    (`chunk_id IN (…)`, which sqlite-vec applies during its scan): a filter matching 1% of
+    the documents still returns `limit` of them, the nearest, never a short page.
     """
-    total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
+    restrict: list[int] | None = None
+    if where is not None:
+        restrict = _chunks_matching(conn, model, scope, where)
+        total = len(restrict)
+    else:
+        total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
     want = total if limit is None else limit
     k = min(total, max(want * 4, 32))
+    allowed = None if restrict is None else json.dumps(restrict)
     while True:
-        found = _best_per_document(conn, knn(conn, model, query, k) if k else [], want, scope)
+        pairs = knn(conn, model, query, k, allowed) if k else []
+        found = _best_per_document(conn, pairs, want, scope, where)
         if len(found) >= want or k >= total:
             return found
         k = min(total, k * 4)
 
 
-def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], want: int, scope: list[str] | None) -> list[Nearest]:
+def _chunks_matching(conn: apsw.Connection, model: VectorModel, scope: list[str] | None, where: Filter) -> list[int]:
+    """Chunk ids (this vector space) of the active documents in `scope` matching `where`."""
+    from qmd.storage.sqlite.filters import id_set
+
+    ids, params = id_set(where)
+    docs = f"SELECT d.hash FROM documents d WHERE d.active = 1 AND d.id IN ({ids})"
+    if scope is not None:
+        docs += f" AND d.collection IN ({','.join('?' * len(scope))})"
+        params = [*params, *scope]
+    sql = f"SELECT c.id FROM chunks c WHERE c.model_id = ? AND c.hash IN ({docs})"
+    return [int(r[0]) for r in conn.execute(sql, (model.id, *params))]
+
+
+def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], want: int, scope: list[str] | None, where: Filter | None = None) -> list[Nearest]:
     """Collapse (chunk, distance) pairs to each active document's nearest chunk, best first."""
     chunk_info = chunk_rows(conn, [c for c, _ in pairs])
     by_hash: dict[str, tuple[float, tuple[int, int]]] = {}
@@ -236,9 +272,16 @@ def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], wa
         return []
     marks = ",".join("?" * len(by_hash))
     sql = f"SELECT id, hash, collection FROM documents WHERE active = 1 AND hash IN ({marks})"
+    params: list[object] = list(by_hash)
+    if where is not None:  # documents sharing a matching one's content may differ in date or collection
+        from qmd.storage.sqlite.filters import id_set
+
+        ids, more = id_set(where)
+        sql += f" AND id IN ({ids})"
+        params += more
     out: list[Nearest] = [
         (int(doc_id), max(0.0, 1.0 - by_hash[h][0]), by_hash[h][1])
-        for doc_id, h, coll in conn.execute(sql, list(by_hash))
+        for doc_id, h, coll in conn.execute(sql, params)
         if scope is None or coll in scope
     ]
     out.sort(key=lambda item: (-item[1], item[0]))
