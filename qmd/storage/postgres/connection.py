@@ -1,0 +1,264 @@
+"""The PostgreSQL connection (psycopg 3), the index's schema, and its named migrations.
+
+An index is one schema in a database (`qmd_<index name>` unless the URL names one with
+`?schema=NAME`), so one database holds several indexes. Reads run in autocommit: each
+statement sees the last committed state and never waits for a writer (MVCC); writes run in
+explicit transactions under the index's writer lock (an advisory lock, locks.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+
+from qmd.core.clock import now_iso
+from qmd.core.errors import QmdError
+
+Connection = psycopg.Connection
+
+# Applied once each, in order, in one transaction, recorded by name in schema_migrations
+# (the same names as the SQLite backend's where the content matches, so doctor's
+# "schema behind" reads alike). The full text is a term-statistics table (`fts_postings`:
+# per document, column and stemmed term, the token positions) with each row's length in
+# `fts_docs` and the totals in `fts_stats`; BM25 is computed over them in SQL (fulltext.py).
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_core",
+        """
+        CREATE TABLE content (
+            hash TEXT PRIMARY KEY,
+            doc TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE documents (
+            id BIGSERIAL PRIMARY KEY,
+            collection TEXT NOT NULL,
+            path TEXT NOT NULL,
+            title TEXT NOT NULL,
+            hash TEXT COLLATE "C" NOT NULL,
+            size BIGINT NOT NULL,
+            mtime_ns BIGINT NOT NULL,
+            body_line INTEGER NOT NULL DEFAULT 1,
+            tags TEXT,
+            created_at TEXT NOT NULL,
+            modified_at TEXT NOT NULL,
+            active BOOLEAN NOT NULL DEFAULT TRUE,
+            UNIQUE (collection, path)
+        );
+        CREATE INDEX documents_hash ON documents (hash);
+        CREATE TABLE fts_docs (
+            doc_id BIGINT PRIMARY KEY,
+            len INTEGER NOT NULL
+        );
+        CREATE TABLE fts_postings (
+            term TEXT COLLATE "C" NOT NULL,
+            doc_id BIGINT NOT NULL,
+            col SMALLINT NOT NULL,
+            tf INTEGER NOT NULL,
+            pos INTEGER[] NOT NULL,
+            PRIMARY KEY (term, doc_id, col)
+        );
+        CREATE INDEX fts_postings_doc ON fts_postings (doc_id);
+        CREATE TABLE fts_stats (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            docs BIGINT NOT NULL,
+            tokens BIGINT NOT NULL
+        );
+        INSERT INTO fts_stats VALUES (1, 0, 0);
+        CREATE TABLE collection_state (
+            name TEXT PRIMARY KEY,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE file_issues (
+            collection TEXT NOT NULL,
+            path TEXT NOT NULL,
+            severity TEXT NOT NULL CHECK (severity IN ('skipped', 'warning')),
+            reason TEXT NOT NULL,
+            PRIMARY KEY (collection, path)
+        );
+        CREATE TABLE meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """,
+    ),
+    (
+        "0002_vectors",
+        """
+        CREATE TABLE embed_models (
+            id BIGSERIAL PRIMARY KEY,
+            fingerprint TEXT NOT NULL UNIQUE,
+            model TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE chunks (
+            id BIGSERIAL PRIMARY KEY,
+            model_id BIGINT NOT NULL,
+            hash TEXT COLLATE "C" NOT NULL,
+            seq INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            "end" INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            UNIQUE (model_id, hash, seq)
+        );
+        CREATE INDEX chunks_hash ON chunks (hash);
+        CREATE TABLE embedded (
+            model_id BIGINT NOT NULL,
+            hash TEXT COLLATE "C" NOT NULL,
+            chunks INTEGER NOT NULL,
+            embedded_at TEXT NOT NULL,
+            PRIMARY KEY (model_id, hash)
+        );
+        """,
+    ),
+    (
+        "0003_llm_cache",
+        """
+        CREATE TABLE llm_cache (
+            key TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            value TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        """,
+    ),
+    (
+        # Typed front-matter metadata, one row per value: strings in `s` (byte order, as
+        # SQLite compares them), numbers and booleans (1/0) in `n`; the type column keeps
+        # 3 apart from '3' and true apart from 1.
+        "0004_metadata",
+        """
+        ALTER TABLE documents ADD COLUMN metadata TEXT;
+        ALTER TABLE documents ADD COLUMN dated_ns BIGINT;
+        ALTER TABLE documents ADD COLUMN when_ns BIGINT;
+        ALTER TABLE documents ADD COLUMN meta_version INTEGER NOT NULL DEFAULT 0;
+        UPDATE documents SET when_ns = mtime_ns;
+        CREATE INDEX documents_when ON documents (when_ns);
+        CREATE TABLE document_meta (
+            doc_id BIGINT NOT NULL,
+            key TEXT NOT NULL,
+            type TEXT NOT NULL CHECK (type IN ('string', 'number', 'boolean')),
+            s TEXT COLLATE "C",
+            n DOUBLE PRECISION
+        );
+        CREATE UNIQUE INDEX document_meta_row ON document_meta (doc_id, key, type, coalesce(s, ''), coalesce(n, 0));
+        CREATE INDEX document_meta_s ON document_meta (key, type, s);
+        CREATE INDEX document_meta_n ON document_meta (key, type, n);
+        """,
+    ),
+]
+
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+CONNECT_HINT = "check `database:` in the index config (or QMD_DATABASE_URL) and that the server is running"
+
+
+def split_url(url: str, index_name: str) -> tuple[str, str]:
+    """(connection URL for libpq, schema): `?schema=NAME` is qmd's and is taken out;
+    without it the schema is `qmd_<index name>` (non-identifier characters become _)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), None)
+    rest = [(k, v) for k, v in query if k != "schema"]
+    if not schema:
+        schema = "qmd_" + re.sub(r"[^A-Za-z0-9_]", "_", index_name).lower()
+    if not _SCHEMA_NAME.match(schema):
+        raise QmdError(f"invalid schema name {schema!r} in the database URL", "use letters, digits and _ (at most 63), starting with a letter")
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def connect(url: str, schema: str, *, application: str = "qmd") -> psycopg.Connection:
+    """A connection in autocommit whose search_path is the index's schema (then public, for pgvector)."""
+    try:
+        conn = psycopg.connect(url, autocommit=True, application_name=application[:63], connect_timeout=10)
+    except psycopg.Error as exc:
+        raise QmdError(f"cannot connect to the database {redact(url)}: {str(exc).strip()}", CONNECT_HINT) from exc
+    conn.execute(f"SET search_path TO {quote_ident(schema)}, public")
+    return conn
+
+
+def schema_exists(conn: psycopg.Connection, schema: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{quote_ident(schema)}.schema_migrations",)).fetchone()
+    return bool(row and row[0])
+
+
+def applied_migrations(conn: psycopg.Connection, schema: str) -> set[str]:
+    if not schema_exists(conn, schema):
+        return set()
+    return {str(r[0]) for r in conn.execute("SELECT name FROM schema_migrations")}
+
+
+def pending_migrations(conn: psycopg.Connection, schema: str) -> list[str]:
+    done = applied_migrations(conn, schema)
+    return [name for name, _ in MIGRATIONS if name not in done]
+
+
+def migrate(conn: psycopg.Connection, schema: str) -> list[str]:
+    """Create the schema (and pgvector) when missing and apply pending migrations; returns
+    the names applied. Two processes creating one index at once serialize on an advisory lock."""
+    if not pending_migrations(conn, schema):
+        return []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"qmd-migrate:{schema}",))
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)}")
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        done = {str(r[0]) for r in conn.execute("SELECT name FROM schema_migrations")}
+        applied = []
+        for name, sql in MIGRATIONS:
+            if name in done:
+                continue
+            conn.execute(sql)  # type: ignore[arg-type]  # trusted DDL of this module
+            conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (%s, %s)", (name, now_iso()))
+            applied.append(name)
+    return applied
+
+
+def ensure_vector_extension(conn: psycopg.Connection) -> None:
+    """pgvector in the public schema (created once per database; needs the privilege)."""
+    row = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if row:
+        return
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('qmd-create-extension-vector'))")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+    except psycopg.Error as exc:
+        raise QmdError(f"the database has no pgvector extension and it cannot be created: {str(exc).strip()}",
+                       "install pgvector on the server, or have an administrator run: CREATE EXTENSION vector") from exc
+
+
+@contextmanager
+def transaction(conn: psycopg.Connection) -> Iterator[None]:
+    with conn.transaction():
+        yield
+
+
+def scalar(conn: psycopg.Connection, sql: str, params: Sequence[object] = ()) -> object:
+    row = conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+    return None if row is None else row[0]
+
+
+def count(conn: psycopg.Connection, sql: str, params: Sequence[object] = ()) -> int:
+    value = scalar(conn, sql, params)
+    return int(value) if isinstance(value, (int, float)) or (isinstance(value, str) and value.isdigit()) else 0
+
+
+def marks(n: int) -> str:
+    return ",".join(["%s"] * n)

@@ -1,0 +1,202 @@
+"""Keyword search in PostgreSQL: FTS5's BM25, computed in SQL over a term-statistics table.
+
+Tokens are made exactly as the SQLite backend's FTS5 table makes them (`porter unicode61`,
+through SQLite's own tokenizer, which apsw exposes), so both backends see the same terms,
+stems and prefixes. Each document's tokens are stored per (term, document, column) with
+their positions (`fts_postings`), each row's token count in `fts_docs` and the totals in
+`fts_stats`. A query is one SQL statement that reads only the postings of its terms (a
+range scan of the primary key per term; a prefix is a range) and computes, as FTS5 does:
+
+    score(d) = Σ_phrase idf(p) · f(p,d)·(k1+1) / (f(p,d) + k1·(1 − b + b·|d| / avgdl))
+
+with f(p,d) = Σ_column weight(column) · occurrences of p in that column (weights filepath
+1.5, title 4, body 1), |d| the row's tokens over all columns, k1 = 1.2, b = 0.75, and
+idf(p) = ln((N − n(p) + 0.5) / (n(p) + 0.5)), at least 1e-6, n(p) the rows containing p
+over the whole index (a collection or metadata filter narrows the results, not the
+statistics, as in FTS5). Returned negated, like FTS5's bm25(): lower is better.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import psycopg
+
+from qmd.core.text import has_cjk, segment_cjk
+from qmd.storage.backend import Term, TextQuery
+from qmd.storage.postgres.connection import marks
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.core.filters import Filter
+
+K1 = 1.2
+B = 0.75
+WEIGHTS = (1.5, 4.0, 1.0)  # filepath, title, body
+TOP = chr(0x10FFFF)  # above every character: the end of a prefix's range in byte ("C") order
+
+
+@functools.lru_cache(maxsize=1)
+def _tokenizer():  # type: ignore[no-untyped-def]
+    import apsw  # SQLite's FTS5 tokenizer: the same tokens as the SQLite backend
+
+    conn = apsw.Connection(":memory:")
+    return conn, conn.fts5_tokenizer("porter", ["unicode61"])
+
+
+def tokens(text: str, *, query: bool = False, prefix: bool = False) -> list[str]:
+    """The FTS5 tokens of `text` (stemmed, folded, diacritics removed)."""
+    import apsw
+
+    _, tok = _tokenizer()
+    flags = apsw.FTS5_TOKENIZE_QUERY | (apsw.FTS5_TOKENIZE_PREFIX if prefix else 0) if query else apsw.FTS5_TOKENIZE_DOCUMENT
+    return [t if isinstance(t, str) else t[0] for t in tok(text.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False)]
+
+
+def postings(filepath: str, title: str, body: str) -> tuple[list[tuple[str, int, int, list[int]]], int]:
+    """((term, column, tf, positions) rows, the row's token count) of one document."""
+    rows: list[tuple[str, int, int, list[int]]] = []
+    total = 0
+    for col, text in enumerate((filepath, title, body)):
+        where: dict[str, list[int]] = {}
+        toks = tokens(text)
+        for i, t in enumerate(toks):
+            where.setdefault(t, []).append(i)
+        total += len(toks)
+        rows += [(t, col, len(p), p) for t, p in where.items()]
+    return rows, total
+
+
+def _phrase(term: Term) -> tuple[list[str], bool]:
+    """(tokens, last token is a prefix) of a query term, as FTS5 reads `"text"` or `"text"*`."""
+    text = " ".join(segment_cjk(term.text).split())
+    prefix = not (term.phrase or has_cjk(term.text))
+    return tokens(text, query=True, prefix=prefix), prefix
+
+
+def _match(alias: str, token: str, prefix: bool, params: list[object]) -> str:
+    if prefix:
+        params += [token, token + TOP]
+        return f"{alias}.term >= %s AND {alias}.term < %s"
+    params.append(token)
+    return f"{alias}.term = %s"
+
+
+def _phrase_sql(i: int, toks: list[str], prefix: bool, params: list[object]) -> str:
+    """SELECT (phrase i, doc_id, weighted frequency) for one phrase."""
+    weight = "(CASE p0.col WHEN 0 THEN %s WHEN 1 THEN %s ELSE %s END)" % WEIGHTS
+    if len(toks) == 1:
+        cond = _match("p0", toks[0], prefix, params)
+        return f"SELECT {i} AS i, p0.doc_id, sum({weight} * p0.tf) AS f FROM fts_postings p0 WHERE {cond} GROUP BY p0.doc_id"
+    # A phrase: occurrences where token k sits at the first token's position + k, same column.
+    first = _match("p0", toks[0], False, params)
+    follows = []
+    for k, tok in enumerate(toks[1:], start=1):
+        last = k == len(toks) - 1
+        cond = _match(f"p{k}", tok, prefix and last, params)
+        follows.append(f"EXISTS (SELECT 1 FROM fts_postings p{k} WHERE {cond} AND p{k}.doc_id = p0.doc_id AND p{k}.col = p0.col AND x + {k} = ANY (p{k}.pos))")
+    return (
+        f"SELECT {i} AS i, p0.doc_id, sum({weight}) AS f FROM fts_postings p0, unnest(p0.pos) AS x"
+        f" WHERE {first} AND {' AND '.join(follows)} GROUP BY p0.doc_id"
+    )
+
+
+def build_sql(
+    query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int], where: Filter | None = None,
+) -> tuple[str, list[object]] | None:
+    """The one statement of a keyword search (pure): (sql, params), or None when nothing can match."""
+    phrases = [_phrase(t) for t in query.terms]
+    if not phrases or any(not toks for toks, _ in phrases):
+        if not phrases or query.require_all:
+            return None  # a term with no token (punctuation only) matches nothing, as in FTS5
+        phrases = [p for p in phrases if p[0]]
+        if not phrases:
+            return None
+    negs = [p for p in (_phrase(t) for t in query.negated) if p[0]]
+    params: list[object] = []  # in the order of their marks in the text
+    parts = [_phrase_sql(i, toks, prefix, params) for i, (toks, prefix) in enumerate(phrases)]
+    sql = (
+        f"WITH hits AS MATERIALIZED ({' UNION ALL '.join(parts)}),"
+        " st AS (SELECT docs::float8 AS n, CASE WHEN docs > 0 THEN tokens::float8 / docs ELSE 1 END AS avgdl FROM fts_stats WHERE id = 1),"
+        " idf AS (SELECT h.i, greatest(ln((st.n - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS w FROM hits h, st GROUP BY h.i, st.n),"
+        " scored AS (SELECT h.doc_id, sum(idf.w * (h.f * %s) / (h.f + %s * (1 - %s + %s * fd.len / st.avgdl))) AS score"
+        " FROM hits h JOIN idf ON idf.i = h.i JOIN fts_docs fd ON fd.doc_id = h.doc_id, st GROUP BY h.doc_id"
+    )
+    params += [K1 + 1, K1, B, B]
+    if query.require_all and len(phrases) > 1:
+        sql += f" HAVING count(*) = {len(phrases)}"  # one hits row per (phrase, document)
+    sql += ") SELECT s.doc_id, -s.score FROM scored s"
+    filters: list[str] = []
+    if collections is not None:
+        sql += " JOIN documents d ON d.id = s.doc_id"
+        filters.append(f"d.collection IN ({marks(len(collections))})")
+        params += collections
+    if negs:
+        neg_parts = [_phrase_sql(i, toks, prefix, params) for i, (toks, prefix) in enumerate(negs)]
+        filters.append(f"s.doc_id NOT IN (SELECT doc_id FROM ({' UNION ALL '.join(neg_parts)}) neg)")
+    if exclude:
+        filters.append(f"s.doc_id NOT IN ({marks(len(exclude))})")
+        params += sorted(exclude)
+    if where is not None:
+        from qmd.storage.postgres.filters import id_set
+
+        ids, more = id_set(where)
+        filters.append(f"s.doc_id IN ({ids})")
+        params += more
+    if filters:
+        sql += " WHERE " + " AND ".join(filters)
+    sql += " ORDER BY s.score DESC, s.doc_id"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return sql, params
+
+
+def bm25(
+    conn: psycopg.Connection, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int], where: Filter | None = None,
+) -> list[tuple[int, float]]:
+    """(document id, bm25, negative: lower is better) best first, without `exclude`."""
+    if collections is not None and not collections:
+        return []
+    built = build_sql(query, limit, collections, exclude, where)
+    if built is None:
+        return []
+    sql, params = built
+    return [(int(r[0]), float(r[1])) for r in conn.execute(sql, params)]  # type: ignore[arg-type]
+
+
+def write_rows(conn: psycopg.Connection, docs: Sequence[tuple[int, str, str, str]]) -> None:
+    """Store the full-text rows of (doc id, filepath, title, body); their old rows must be gone."""
+    if not docs:
+        return
+    added = 0
+    lengths: list[tuple[int, int]] = []
+    with conn.cursor() as cur:
+        with cur.copy("COPY fts_postings (term, doc_id, col, tf, pos) FROM STDIN") as copy:
+            for doc_id, filepath, title, body in docs:
+                rows, total = postings(filepath, title, body)
+                for term, col, tf, pos in rows:
+                    copy.write_row((term, doc_id, col, tf, pos))
+                lengths.append((doc_id, total))
+                added += total
+        cur.executemany("INSERT INTO fts_docs (doc_id, len) VALUES (%s, %s)", lengths)
+        cur.execute("UPDATE fts_stats SET docs = docs + %s, tokens = tokens + %s WHERE id = 1", (len(lengths), added))
+
+
+def delete_rows(conn: psycopg.Connection, ids: Sequence[int]) -> None:
+    """Remove the full-text rows of documents (those without one are ignored)."""
+    if not ids:
+        return
+    ids = list(ids)
+    row = conn.execute("SELECT count(*), coalesce(sum(len), 0) FROM fts_docs WHERE doc_id = ANY(%s)", (ids,)).fetchone()
+    n, total = (int(row[0]), int(row[1])) if row else (0, 0)
+    if not n:
+        return
+    conn.execute("DELETE FROM fts_postings WHERE doc_id = ANY(%s)", (ids,))
+    conn.execute("DELETE FROM fts_docs WHERE doc_id = ANY(%s)", (ids,))
+    conn.execute("UPDATE fts_stats SET docs = docs - %s, tokens = tokens - %s WHERE id = 1", (n, total))
+
+
+def delete_all(conn: psycopg.Connection) -> None:
+    conn.execute("TRUNCATE fts_postings, fts_docs")
+    conn.execute("UPDATE fts_stats SET docs = 0, tokens = 0 WHERE id = 1")

@@ -1,0 +1,240 @@
+"""Chunk vectors in pgvector: one table `vec_<model id>` of `vector(dims)` per embedding
+fingerprint, with an HNSW index (cosine distance).
+
+A search is exact whenever it can be cheap: over at most EXACT_CHUNKS candidate chunks
+(the whole space when small, or the chunks of the documents a collection scope or a
+filter allows) the distances are computed for every candidate (a pre-filter, no index).
+Past that, the HNSW index answers with pgvector's iterative scan (ef_search grows with the
+page), asked for more chunks until enough distinct documents are among them; a filtered
+scan that still comes back short falls back to the exact pre-filtered scan, so a page is
+never short when the documents exist.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import psycopg
+
+from qmd.core.clock import now_iso
+from qmd.storage.backend import ChunkVector, Nearest, VectorModel
+from qmd.storage.postgres.connection import count, ensure_vector_extension, marks
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.core.filters import Filter
+
+EXACT_CHUNKS = 20_000  # up to this many candidate chunks, distances are computed for all (exact)
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+EF_SEARCH_MIN = 100
+
+
+def table(model_id: int) -> str:
+    return f"vec_{int(model_id)}"
+
+
+def literal(vector: Sequence[float]) -> str:
+    """A vector as pgvector's text input; a NaN or infinite component becomes 0 (pgvector refuses them)."""
+    return "[" + ",".join(repr(float(x)) if math.isfinite(x) else "0" for x in vector) + "]"
+
+
+def model_row(conn: psycopg.Connection, fingerprint: str) -> VectorModel | None:
+    row = conn.execute("SELECT id, fingerprint, model, dims FROM embed_models WHERE fingerprint = %s", (fingerprint,)).fetchone()
+    return None if row is None else VectorModel(int(row[0]), str(row[1]), str(row[2]), int(row[3]))
+
+
+def create_table(conn: psycopg.Connection, model_id: int, dims: int) -> None:
+    t = table(model_id)
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {t} (chunk_id BIGINT PRIMARY KEY, embedding vector({int(dims)}) NOT NULL)")
+    if dims <= 2000:  # HNSW's limit for vector; past it the exact scan serves
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+        )
+
+
+def ensure_model(conn: psycopg.Connection, fingerprint: str, model: str, dims: int) -> VectorModel:
+    found = model_row(conn, fingerprint)
+    if found is not None:
+        return found
+    ensure_vector_extension(conn)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('qmd-vector-model:' || current_schema()))")
+        found = model_row(conn, fingerprint)
+        if found is None:
+            row = conn.execute(
+                "INSERT INTO embed_models (fingerprint, model, dims, created_at) VALUES (%s, %s, %s, %s) RETURNING id", (fingerprint, model, dims, now_iso()),
+            ).fetchone()
+            assert row is not None
+            create_table(conn, int(row[0]), dims)
+            found = VectorModel(int(row[0]), fingerprint, model, dims)
+    return found
+
+
+def _drop_hashes(conn: psycopg.Connection, model: VectorModel, hashes: list[str]) -> None:
+    conn.execute(f"DELETE FROM {table(model.id)} WHERE chunk_id IN (SELECT id FROM chunks WHERE model_id = %s AND hash = ANY(%s))", (model.id, hashes))
+    conn.execute("DELETE FROM chunks WHERE model_id = %s AND hash = ANY(%s)", (model.id, hashes))
+    conn.execute("DELETE FROM embedded WHERE model_id = %s AND hash = ANY(%s)", (model.id, hashes))
+
+
+def write_batch(conn: psycopg.Connection, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
+    """Replace the chunks of every content hash in `batch` in one transaction; returns chunks written."""
+    if not batch:
+        return 0
+    now = now_iso()
+    with conn.transaction(), conn.cursor() as cur:
+        _drop_hashes(conn, model, [h for h, _ in batch])
+        rows = [(model.id, h, c.seq, c.start, c.end, c.tokens) for h, chunks in batch for c in chunks]
+        vectors = [literal(c.vector) for _, chunks in batch for c in chunks]
+        ids: list[int] = []
+        if rows:
+            cur.executemany('INSERT INTO chunks (model_id, hash, seq, start, "end", tokens) VALUES (%s, %s, %s, %s, %s, %s) RETURNING id', rows, returning=True)
+            while True:
+                got = cur.fetchone()
+                if got is not None:
+                    ids.append(int(got[0]))
+                if not cur.nextset():
+                    break
+            with cur.copy(f"COPY {table(model.id)} (chunk_id, embedding) FROM STDIN") as copy:
+                for chunk_id, vec in zip(ids, vectors):
+                    copy.write_row((chunk_id, vec))
+        cur.executemany(
+            "INSERT INTO embedded (model_id, hash, chunks, embedded_at) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (model_id, hash) DO UPDATE SET chunks = excluded.chunks, embedded_at = excluded.embedded_at",
+            [(model.id, h, len(chunks), now) for h, chunks in batch],
+        )
+    return len(rows)
+
+
+def drop_all(conn: psycopg.Connection, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
+    with conn.transaction():
+        if hashes is None:
+            conn.execute(f"TRUNCATE {table(model.id)}")
+            conn.execute("DELETE FROM chunks WHERE model_id = %s", (model.id,))
+            conn.execute("DELETE FROM embedded WHERE model_id = %s", (model.id,))
+        else:
+            _drop_hashes(conn, model, list(hashes))
+
+
+def drop_orphans(conn: psycopg.Connection) -> int:
+    """Delete chunks and vectors of content no document uses (caller holds a transaction)."""
+    dropped = 0
+    unused = "NOT EXISTS (SELECT 1 FROM documents d WHERE d.hash = c.hash)"
+    for (model_id,) in conn.execute("SELECT id FROM embed_models").fetchall():
+        conn.execute(f"DELETE FROM {table(int(model_id))} WHERE chunk_id IN (SELECT id FROM chunks c WHERE c.model_id = %s AND {unused})", (model_id,))
+        dropped += conn.execute(f"DELETE FROM chunks c WHERE c.model_id = %s AND {unused}", (model_id,)).rowcount
+        conn.execute(f"DELETE FROM embedded c WHERE c.model_id = %s AND {unused}", (model_id,))
+    return dropped
+
+
+def counts(conn: psycopg.Connection, model_id: int | None) -> tuple[int, int]:
+    if model_id is None:
+        return 0, 0
+    return (
+        count(conn, "SELECT count(*) FROM chunks WHERE model_id = %s", (model_id,)),
+        count(conn, "SELECT count(*) FROM embedded e WHERE e.model_id = %s AND EXISTS (SELECT 1 FROM documents d WHERE d.hash = e.hash AND d.active)", (model_id,)),
+    )
+
+
+def pending_hashes(conn: psycopg.Connection, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
+    if not collections:
+        return []
+    sql = (
+        f"SELECT d.hash, min(d.title) FROM documents d WHERE d.active AND d.collection IN ({marks(len(collections))})"
+        " AND NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = %s AND e.hash = d.hash)"
+        " GROUP BY d.hash ORDER BY min(d.id)"
+    )
+    return [(str(h), str(t)) for h, t in conn.execute(sql, (*collections, -1 if model_id is None else model_id))]
+
+
+def embedded_per_collection(conn: psycopg.Connection, model_id: int) -> dict[str, int]:
+    sql = (
+        "SELECT d.collection, count(*) FROM documents d WHERE d.active"
+        " AND EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = %s AND e.hash = d.hash) GROUP BY d.collection"
+    )
+    return {str(c): int(n) for c, n in conn.execute(sql, (model_id,))}
+
+
+def chunk_spans(conn: psycopg.Connection, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+    if not hashes:
+        return {}
+    out: dict[str, list[tuple[int, int]]] = {}
+    sql = 'SELECT hash, start, "end" FROM chunks WHERE model_id = %s AND hash = ANY(%s) ORDER BY hash, seq'
+    for h, start, end in conn.execute(sql, (model.id, list(hashes))):
+        out.setdefault(str(h), []).append((int(start), int(end)))
+    return out
+
+
+def _allowed_docs(scope: list[str] | None, where: Filter | None) -> tuple[str, list[object]]:
+    """The WHERE text (over documents d) of the documents a search may return, and its params."""
+    sql = "d.active"
+    params: list[object] = []
+    if scope is not None:
+        sql += f" AND d.collection IN ({marks(len(scope))})"
+        params += scope
+    if where is not None:
+        from qmd.storage.postgres.filters import id_set
+
+        ids, more = id_set(where)
+        sql += f" AND d.id IN ({ids})"
+        params += more
+    return sql, params
+
+
+def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | None, allowed: str, params: list[object]) -> list[Nearest]:
+    """Every candidate chunk's distance computed (no index): each allowed document's nearest chunk."""
+    sql = (
+        "WITH docs AS MATERIALIZED (SELECT d.id, d.hash FROM documents d WHERE " + allowed + "),"
+        f" dist AS MATERIALIZED (SELECT c.hash, c.start, c.\"end\", v.embedding <=> %s::vector AS distance FROM chunks c JOIN {table(model.id)} v ON v.chunk_id = c.id"
+        " WHERE c.model_id = %s AND c.hash IN (SELECT hash FROM docs)),"
+        " best AS (SELECT DISTINCT ON (hash) hash, start, \"end\", distance FROM dist WHERE distance = distance ORDER BY hash, distance)"
+        " SELECT docs.id, greatest(0, 1 - best.distance), best.start, best.\"end\" FROM best JOIN docs ON docs.hash = best.hash"
+        " ORDER BY best.distance, docs.id"
+    )
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    rows = conn.execute(sql, (*params, q, model.id))  # type: ignore[arg-type]
+    return [(int(i), float(s), (int(a), int(b))) for i, s, a, b in rows]
+
+
+def _hnsw(conn: psycopg.Connection, model: VectorModel, q: str, want: int, allowed: str, params: list[object], k: int) -> list[Nearest]:
+    """The nearest `k` chunks through the HNSW index (iterative scan), collapsed to allowed documents."""
+    with conn.transaction():
+        conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH_MIN, min(k, 1000))}")
+        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        sql = (
+            f"WITH near AS MATERIALIZED (SELECT v.chunk_id, v.embedding <=> %s::vector AS distance FROM {table(model.id)} v"
+            f" ORDER BY v.embedding <=> %s::vector LIMIT {int(k)}),"
+            " best AS (SELECT DISTINCT ON (c.hash) c.hash, c.start, c.\"end\", near.distance FROM near JOIN chunks c ON c.id = near.chunk_id"
+            " WHERE near.distance = near.distance ORDER BY c.hash, near.distance)"
+            " SELECT d.id, greatest(0, 1 - best.distance), best.start, best.\"end\" FROM best JOIN documents d ON d.hash = best.hash"
+            " WHERE " + allowed + f" ORDER BY best.distance, d.id LIMIT {int(want)}"
+        )
+        rows = conn.execute(sql, (q, q, *params)).fetchall()  # type: ignore[arg-type]
+    return [(int(i), float(s), (int(a), int(b))) for i, s, a, b in rows]
+
+
+def nearest_documents(
+    conn: psycopg.Connection, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,
+) -> list[Nearest]:
+    """The allowed documents whose best chunk is nearest to `query`, best first (see the module doc)."""
+    q = literal(query)
+    allowed, params = _allowed_docs(scope, where)
+    total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = %s", (model.id,))
+    if limit is None or total <= EXACT_CHUNKS or model.dims > 2000:
+        return _exact(conn, model, q, limit, allowed, params)
+    if scope is not None or where is not None:
+        candidates = count(
+            conn, f"SELECT count(*) FROM chunks c WHERE c.model_id = %s AND c.hash IN (SELECT d.hash FROM documents d WHERE {allowed})", (model.id, *params),
+        )
+        if candidates <= EXACT_CHUNKS:
+            return _exact(conn, model, q, limit, allowed, params)
+    k = max(limit * 4, 40)
+    while True:
+        found = _hnsw(conn, model, q, limit, allowed, params, k)
+        if len(found) >= limit:
+            return found
+        if k >= total or k >= 4 * EXACT_CHUNKS:
+            return _exact(conn, model, q, limit, allowed, params)  # a selective filter: the exact pre-filtered scan
+        k = min(total, k * 4)
