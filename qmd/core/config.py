@@ -231,6 +231,16 @@ class Config:
         else:
             self.raw.pop("global_context", None)
 
+    @property
+    def database(self) -> str | None:
+        """`database: postgresql://…`: the index lives in that PostgreSQL database (None: a SQLite file)."""
+        value = self.raw.get("database")
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str) or not value.startswith(("postgresql://", "postgres://")):
+            raise _bad(str(self.path), "database", "a PostgreSQL URL (postgresql://user@host/db[?schema=NAME])", value, self.path)
+        return value
+
     def _collections_raw(self) -> dict[str, Any]:
         section = self.raw.get("collections")
         if section is None:
@@ -274,6 +284,7 @@ class Config:
         text = self.raw.get("global_context")
         if text is not None and not isinstance(text, str):
             raise _bad(str(self.path), "global_context", "text", text, self.path)
+        self.database  # a `database:` that is not a PostgreSQL URL is refused here
         models = self.raw.get("models")
         if models is not None:
             if not isinstance(models, dict):
