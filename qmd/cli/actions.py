@@ -15,6 +15,7 @@ MATCHES = ("any", "all")  # --match: all-terms hits then any-term fill (default)
 def search(
     query: list[str], n: int | None, all_: bool, min_score: float, full: bool, line_numbers: bool,
     collection: list[str] | None, full_path: bool, kind: str, match: str = "any",
+    filter_: str | None = None, since: str | None = None, until: str | None = None,
 ) -> None:
     """`qmd search`: keyword search, printed in `kind` (cli, json, csv, md, xml, files).
 
@@ -28,7 +29,7 @@ def search(
     with open_store() as store:
         hits = store.search(
             text, limit=limit, collections=collection, min_score=min_score, full=full,
-            snippet_chars=snippet_chars(kind), line_numbers=line_numbers,
+            snippet_chars=snippet_chars(kind), line_numbers=line_numbers, filter=filter_, since=since, until=until,
         )
         if match == "all":
             hits = [h for h in hits if h.match != "any"]

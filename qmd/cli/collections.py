@@ -31,22 +31,7 @@ def collection_add(
         coll = store.collection(Path(path).expanduser().resolve().name if name is None else name)
         err(f"Added collection '{coll.name}' → {coll.path} ({coll.pattern})")
         if report is not None:
-            code = print_report(report)
-            if report.totals["new"] + report.totals["updated"]:
-                err("Run 'qmd embed' to make the new documents searchable by meaning (qmd vsearch, qmd query); keyword search works now.")
-            raise typer.Exit(code)
-
-
-@collection_app.command("update-cmd")
-def collection_update_cmd(
-    name: Annotated[str, typer.Argument(help="The collection.")],
-    command: Annotated[list[str] | None, typer.Argument(help="Shell command run in its folder before each update (e.g. 'git pull'); none clears it.")] = None,
-) -> None:
-    """Set (or clear) the command run before a collection is updated, as the original's update-cmd."""
-    text = " ".join(command or []).strip() or None
-    with open_store() as store:
-        store.set_update_command(name, text)
-    err(f"✓ Set update command for '{name}': {text}" if text else f"✓ Cleared update command for '{name}'")
+            raise typer.Exit(print_report(report))
 
 
 @collection_app.command("list")
@@ -59,10 +44,27 @@ def collection_list(json_: Annotated[bool, typer.Option("--json")] = False) -> N
 
 @collection_app.command("show")
 def collection_show(name: str, json_: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Show one collection's settings, contexts and counts."""
+    """Show one collection's settings, contexts, counts and metadata keys (for --filter)."""
     with open_store() as store:
         coll = store.collection(name)
-    out(to_json(coll.__dict__) if json_ else format_collection(coll, detailed=True))
+        keys = store.metadata_keys(name)
+    if json_:
+        out(to_json(dict(coll.__dict__, metadata=[{"key": k, "type": t, "documents": n} for k, t, n in keys])))
+        return
+    out(format_collection(coll, detailed=True) + _metadata_lines(keys))
+
+
+def _metadata_lines(keys: list[tuple[str, str, int]]) -> str:
+    """The metadata keys of a collection, each with its types and how many documents have it."""
+    if not keys:
+        return "  Metadata: none (front-matter keys become filterable metadata: --filter)\n"
+    by_key: dict[str, list[str]] = {}
+    for key, kind, count in keys:
+        by_key.setdefault(key, []).append(f"{kind} {count}")
+    width = max(len(k) for k in by_key)
+    lines = [f"  Metadata: {len(by_key)} keys (documents per type; filter with --filter)"]
+    lines += [f"    {key.ljust(width)}  {', '.join(kinds)}" for key, kinds in by_key.items()]
+    return "\n".join(lines) + "\n"
 
 
 @collection_app.command("remove")

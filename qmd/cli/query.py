@@ -13,6 +13,9 @@ from qmd.cli.base import display_names, shape_hits
 from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
+    FilterOpt,
+    SinceOpt,
+    UntilOpt,
     FullOpt,
     LineNumbersOpt,
     FullPathOpt,
@@ -42,6 +45,9 @@ def query(
     all_: AllOpt = False,
     full: FullOpt = False,
     line_numbers: LineNumbersOpt = False,
+    filter_: FilterOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     kind: str = "cli",
 ) -> None:
     """Hybrid search: the best of keyword and vector search, reranked."""
@@ -61,7 +67,7 @@ def query(
         result = store.query(
             "\n".join(text), limit=limit or 5, candidates=candidates, min_score=min_score,
             collections=collection, intent=intent, rerank=not no_rerank, expand=expand, explain=explain,
-            snippet_chars=snippet_chars(kind), progress=progress,
+            snippet_chars=snippet_chars(kind), progress=progress, filter=filter_, since=since, until=until,
         )
         paths = display_names(store, result.hits, full_path)
         shape_hits(store, result.hits, full, line_numbers)

@@ -14,6 +14,9 @@ from qmd.cli.common import (
     FullOpt,
     FullPathOpt,
     MatchOpt,
+    FilterOpt,
+    SinceOpt,
+    UntilOpt,
     LineNumbersOpt,
     MinScoreOpt,
     NOpt,
@@ -34,12 +37,15 @@ def search(
     collection: CollectionOpt = None,
     full_path: FullPathOpt = False,
     match: MatchOpt = "any",
+    filter_: FilterOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     kind: str = "cli",
 ) -> None:
     """Keyword search (BM25): all-terms matches first, then documents sharing most terms."""
     if match not in actions.MATCHES:
         raise typer.BadParameter("choose all (every term, as the original) or any (all-terms hits, then the best partial ones)", param_hint="--match")
-    actions.search(query, n, all_, min_score, full, line_numbers, collection, full_path, kind, match)
+    actions.search(query, n, all_, min_score, full, line_numbers, collection, full_path, kind, match, filter_, since, until)
 
 
 @with_output_format

@@ -15,6 +15,9 @@ from qmd.cli.progress import Bar
 from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
+    FilterOpt,
+    SinceOpt,
+    UntilOpt,
     NoWaitOpt,
     WaitOpt,
     FullOpt,
@@ -107,6 +110,9 @@ def vsearch(
     collection: CollectionOpt = None,
     full_path: FullPathOpt = False,
     expand: Annotated[bool, typer.Option("--expand", help="Also search vec/hyde expansions of the query (needs the generate model), fused by RRF.")] = False,
+    filter_: FilterOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     kind: str = "cli",
 ) -> None:
     """Vector search: documents nearest in meaning to the query (best chunk per document)."""
@@ -115,7 +121,7 @@ def vsearch(
         with open_store() as store:
             fused = store.query(
                 " ".join(query), limit=limit or 10_000, min_score=min_score, collections=collection, rerank=False, expand=True,
-                snippet_chars=snippet_chars(kind), keyword=False,
+                snippet_chars=snippet_chars(kind), keyword=False, filter=filter_, since=since, until=until,
             )
             paths = fs_paths(store, fused.hits) if full_path else None
         for notice in fused.notices:
@@ -125,7 +131,7 @@ def vsearch(
     with open_store() as store:
         result = store.vsearch(
             " ".join(query), limit=limit, collections=collection, min_score=min_score, full=full,
-            snippet_chars=snippet_chars(kind), line_numbers=line_numbers,
+            snippet_chars=snippet_chars(kind), line_numbers=line_numbers, filter=filter_, since=since, until=until,
         )
         paths = fs_paths(store, result.hits) if full_path else None
     if result.pending:
@@ -133,40 +139,25 @@ def vsearch(
     out(format_search(result.hits, kind, paths))
 
 
-def _download(ref: ModelRef, refresh: bool = False) -> Path:
-    """Download an hf: model; `refresh` replaces a local copy (kept until the new one is whole)."""
+def _download(ref: ModelRef) -> Path:
     from qmd.llm.hub import download
 
     err(f"Downloading the {ref.role} model {ref.spec}")
     bar = Bar(f"  {ref.path.name}")
-    old = ref.path.with_name(ref.path.name + ".old")
-    if refresh and ref.path.is_file():
-        ref.path.replace(old)
-    try:
-        path = download(ref, lambda done, total: bar.update(done, total, human_size(done)))
-    except BaseException:
-        if old.is_file() and not ref.path.exists():
-            old.replace(ref.path)
-        raise
-    finally:
-        bar.close()
-    old.unlink(missing_ok=True)
+    path = download(ref, lambda done, total: bar.update(done, total, human_size(done)))
+    bar.close()
     err(f"  saved {path} ({human_size(path.stat().st_size)})")
     return path
 
 
 def pull(
     role: Annotated[list[str] | None, typer.Option("--role", help="Only this role: embed, rerank, generate (repeatable).")] = None,
-    refresh: Annotated[bool, typer.Option("--refresh", help="Download the hf: models again, replacing the local copies.")] = False,
-    progress: Annotated[bool, typer.Option("--progress", help="Accepted as the original's: a progress bar is shown on a terminal anyway (a line every 10 s off one).")] = False,
 ) -> None:
     """Download the configured models that are not yet local files."""
     with open_store() as store:
         refs = [store.model(r) for r in (role or ["embed", "rerank", "generate"])]
     for ref in refs:
-        if refresh and ref.is_hf:
-            _download(ref, refresh=True)
-        elif ref.available:
+        if ref.available:
             err(f"{ref.role}: {ref.path} (present)")
         elif ref.is_hf:
             _download(ref)

@@ -149,6 +149,8 @@ def _node(node: object, where: str, depth: int, budget: list[int]) -> Filter:
         raise FilterError(f"{where}: nested more than {MAX_DEPTH} levels deep")
     if not isinstance(node, dict):
         raise FilterError(f"{where} must be an object, not {_shown(node)}")
+    if not node:
+        raise FilterError(f"{where} is an empty object", f"give a condition, e.g. {EXAMPLE}, or leave the filter out")
     short = [k for k in GROUPS if k in node]
     if short:  # {"and": [...]}, {"or": [...]}, {"not": {...}}
         if len(node) != 1:

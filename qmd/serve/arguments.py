@@ -21,6 +21,7 @@ MAX_LIMIT = 100
 MAX_CANDIDATES = 200
 MAX_COLLECTIONS = 50
 MAX_TEXT = 4000  # characters of a plain query, an intent or a file reference
+MAX_FILTER_CHARS = 16000  # a filter given as JSON text
 MULTI_GET_TOTAL_BYTES = 512 * 1024  # one multi_get answer; the rest is listed as skipped
 
 QUERY_PARAMS = {
@@ -32,6 +33,13 @@ QUERY_PARAMS = {
     "collections": "Search only these collections (a list; default: every collection included by default).",
     "intent": "What you are after, to disambiguate (e.g. query 'performance', intent 'web page load times'). Steers ranking and snippets; does not search on its own.",
     "rerank": "Rerank with the local model (default true); false is faster.",
+    "filter": (
+        'Only documents whose front-matter metadata matches: a condition {"key": "status", "operator": "eq", "value": "published"} '
+        "(operators eq ne gt gte lt lte in nin all exists; typed: 3 never matches \"3\"), or groups "
+        '{"operator": "and"|"or", "operands": [...]}, {"operator": "not", "operand": {...}}. Applied before ranking.'
+    ),
+    "since": "Only documents dated since: an ISO date (2024-05-01) or an age (7d, 2w); by front-matter date/updated, else the file's time.",
+    "until": "Only documents dated until: an ISO date (that day included) or an age.",
 }
 GET_PARAMS = {
     "file": "A path or qmd:// path from search results, a docid (#abc123), or path:FROM[:COUNT] for a line range.",
@@ -217,6 +225,7 @@ class QueryArgs:
     rerank: bool = True
     searches: int = 0
     kinds: tuple[str, ...] = ()  # the sub-queries' types, in order
+    where: Any = None  # the filter tree (qmd/core/filters.py) of filter / since / until
 
     @property
     def keyword_only(self) -> bool:
@@ -248,4 +257,24 @@ def parse_query_args(args: dict[str, Any], tool: str = "query") -> QueryArgs:
         rerank=bool_arg("rerank", given.get("rerank", True)),
         searches=searches,
         kinds=kinds,
+        where=filter_arg(given.get("filter"), given.get("since"), given.get("until")),
     )
+
+
+def filter_arg(spec: object, since: object, until: object) -> Any:
+    """The filter tree of the filter / since / until arguments; an ArgError (HTTP 400) when bad."""
+    if spec is None and since is None and until is None:
+        return None
+    from qmd.core.filters import build
+
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and not isinstance(value, str):
+            raise ArgError(f"{name} must be a string, got {_json_type(value)}", f'an ISO date or an age, e.g. "{name}": "2024-05-01" or "7d"')
+        if value is not None:
+            str_arg(name, value, 64)
+    if isinstance(spec, str) and len(spec) > MAX_FILTER_CHARS:
+        raise ArgError(f"filter is longer than {MAX_FILTER_CHARS} characters", "simplify it")
+    try:
+        return build(spec, since, until)  # type: ignore[arg-type]
+    except QmdError as exc:
+        raise ArgError(exc.message, exc.hint) from None

@@ -54,6 +54,9 @@ INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         "collections": _p(QUERY_PARAMS["collections"], "array", items={"type": "string"}),
         "intent": _p(QUERY_PARAMS["intent"], "string"),
         "rerank": _p(QUERY_PARAMS["rerank"], "boolean", default=True),
+        "filter": _p(QUERY_PARAMS["filter"], "object"),
+        "since": _p(QUERY_PARAMS["since"], "string"),
+        "until": _p(QUERY_PARAMS["until"], "string"),
     }),
     "get": _schema({
         "file": _p(GET_PARAMS["file"], "string"),

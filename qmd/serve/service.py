@@ -177,7 +177,7 @@ class ToolService:
             try:
                 result = self.store.query(
                     q.text, limit=q.limit, candidates=q.candidates, min_score=q.min_score, collections=q.collections or None,
-                    intent=q.intent, rerank=q.rerank, snippet_chars=JSON_SNIPPET_CHARS, progress=progress,
+                    intent=q.intent, rerank=q.rerank, snippet_chars=JSON_SNIPPET_CHARS, progress=progress, filter=q.where,
                 )
             finally:
                 self._last_model_use = time.monotonic()
