@@ -36,7 +36,7 @@ def doctor(
         run_ctx = Context.create(index or ctx.meta.get("qmd.index"), quick=quick, fix=fix)
         report = run(run_ctx)
     except qmd.QmdError as exc:
-        sys.stderr.write(f"Error: doctor could not run: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+        sys.stderr.write(f"Error: doctor could not run: {exc.message}\n" + (f"hint: {exc.cli_hint}\n" if exc.cli_hint else ""))
         raise typer.Exit(3) from None
     typer.echo(render(report, json_, strict))
     raise typer.Exit(exit_code(report.results, strict))

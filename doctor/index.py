@@ -209,5 +209,5 @@ def check(ctx: Context) -> list[CheckResult]:
         try:
             results += _one(ctx, index)
         except qmd.QmdError as exc:
-            results.append(fail(f"index [{index}]", exc.message, exc.hint))
+            results.append(fail(f"index [{index}]", exc.message, exc.cli_hint))
     return results

@@ -27,8 +27,8 @@ def guarded(body: Callable[[], int]) -> int:
         return body()
     except QmdError as exc:
         err(f"Error: {exc.message}")
-        if exc.hint:
-            err(f"hint: {exc.hint}")
+        if exc.cli_hint:  # the command line's fix, not the Python API's
+            err(f"hint: {exc.cli_hint}")
         return 1
     except KeyboardInterrupt:
         err("Interrupted.")

@@ -31,7 +31,22 @@ def collection_add(
         coll = store.collection(Path(path).expanduser().resolve().name if name is None else name)
         err(f"Added collection '{coll.name}' → {coll.path} ({coll.pattern})")
         if report is not None:
-            raise typer.Exit(print_report(report))
+            code = print_report(report)
+            if report.totals["new"] + report.totals["updated"]:
+                err("Run 'qmd embed' to make the new documents searchable by meaning (qmd vsearch, qmd query); keyword search works now.")
+            raise typer.Exit(code)
+
+
+@collection_app.command("update-cmd")
+def collection_update_cmd(
+    name: Annotated[str, typer.Argument(help="The collection.")],
+    command: Annotated[list[str] | None, typer.Argument(help="Shell command run in its folder before each update (e.g. 'git pull'); none clears it.")] = None,
+) -> None:
+    """Set (or clear) the command run before a collection is updated, as the original's update-cmd."""
+    text = " ".join(command or []).strip() or None
+    with open_store() as store:
+        store.set_update_command(name, text)
+    err(f"✓ Set update command for '{name}': {text}" if text else f"✓ Cleared update command for '{name}'")
 
 
 @collection_app.command("list")

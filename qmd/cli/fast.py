@@ -68,6 +68,12 @@ def _format(value: str) -> str:
     return value
 
 
+def _match(value: str) -> str:
+    if value not in ("all", "any"):
+        raise _Unsure
+    return value
+
+
 _FORMAT_FLAGS = {"--json": "json", "--csv": "csv", "--md": "md", "--xml": "xml", "--files": "files"}
 
 
@@ -139,7 +145,10 @@ def _search(args: list[str]) -> Command | None:
     from qmd.cli import actions
 
     flags = {"--all": ("all_", True), "--full": ("full", True), "--line-numbers": ("line_numbers", True), "--full-path": ("full_path", True), **_format_flags()}
-    options = {"-n": ("n", _count), "--min-score": ("min_score", _fraction), "-c": ("collection", _text), "--collection": ("collection", _text), "--format": ("format", _format)}
+    options = {
+        "-n": ("n", _count), "--min-score": ("min_score", _fraction), "-c": ("collection", _text), "--collection": ("collection", _text), "--format": ("format", _format),
+        "--match": ("match", _match),
+    }
     values, query = _parse(args, flags, options, frozenset({"collection"}))
     if not query:
         raise _Unsure  # typer's "Missing argument"
@@ -148,6 +157,7 @@ def _search(args: list[str]) -> Command | None:
     assert (n is None or isinstance(n, int)) and isinstance(min_score, float) and (collection is None or isinstance(collection, list))
     return lambda: actions.search(
         query, n, bool(values.get("all_")), min_score, bool(values.get("full")), bool(values.get("line_numbers")), collection, bool(values.get("full_path")), kind,
+        str(values.get("match", "any")),
     )
 
 

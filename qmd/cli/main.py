@@ -47,12 +47,17 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "pull": ("qmd.cli.vectors", "pull", False),
     "bench": ("qmd.cli.bench", "bench", False),
     "mcp": ("qmd.cli.mcp", "mcp_app", True),
+    "skill": ("qmd.cli.extras", "skill_app", True),
+    "completion": ("qmd.cli.extras", "completion", False),
+    "init": ("qmd.cli.extras", "init", False),
 }
 
 
 def _version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"qmd {__version__}\n")
+        from qmd.cli.extras import version_string
+
+        sys.stdout.write(version_string() + "\n")
         raise typer.Exit()
 
 

@@ -77,8 +77,24 @@ def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     actions.status(json_)
 
 
-def cleanup(wait: WaitOpt = None, no_wait: NoWaitOpt = False) -> None:
+def cleanup(
+    wait: WaitOpt = None,
+    no_wait: NoWaitOpt = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed (as the original's --dry-run).")] = False,
+) -> None:
     """Drop deleted documents and unused content, then compact the index file."""
+    if dry_run:
+        with open_store() as store:
+            check = store.check(quick=True)
+            orphaned = store.orphaned_collections()
+        out("Dry run — no changes made.\n\n")
+        for name in orphaned:
+            out(f"Would drop collection '{name}' (no longer in the config)\n")
+        out(f"Would remove {check.inactive} inactive document records\n")
+        out(f"Would remove {check.orphan_content} orphaned content hashes\n")
+        out(f"Would remove {check.orphan_chunks} orphaned embedding chunks\n" if check.orphan_chunks else "No orphaned embeddings to remove\n")
+        out("Would compact the database\n")
+        return
     with open_store() as store:
         report = store.cleanup(wait=wait_seconds(wait, no_wait), on_wait=say_waiting(store))
     for name, documents in report.dropped_collections:

@@ -139,25 +139,40 @@ def vsearch(
     out(format_search(result.hits, kind, paths))
 
 
-def _download(ref: ModelRef) -> Path:
+def _download(ref: ModelRef, refresh: bool = False) -> Path:
+    """Download an hf: model; `refresh` replaces a local copy (kept until the new one is whole)."""
     from qmd.llm.hub import download
 
     err(f"Downloading the {ref.role} model {ref.spec}")
     bar = Bar(f"  {ref.path.name}")
-    path = download(ref, lambda done, total: bar.update(done, total, human_size(done)))
-    bar.close()
+    old = ref.path.with_name(ref.path.name + ".old")
+    if refresh and ref.path.is_file():
+        ref.path.replace(old)
+    try:
+        path = download(ref, lambda done, total: bar.update(done, total, human_size(done)))
+    except BaseException:
+        if old.is_file() and not ref.path.exists():
+            old.replace(ref.path)
+        raise
+    finally:
+        bar.close()
+    old.unlink(missing_ok=True)
     err(f"  saved {path} ({human_size(path.stat().st_size)})")
     return path
 
 
 def pull(
     role: Annotated[list[str] | None, typer.Option("--role", help="Only this role: embed, rerank, generate (repeatable).")] = None,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Download the hf: models again, replacing the local copies.")] = False,
+    progress: Annotated[bool, typer.Option("--progress", help="Accepted as the original's: a progress bar is shown on a terminal anyway (a line every 10 s off one).")] = False,
 ) -> None:
     """Download the configured models that are not yet local files."""
     with open_store() as store:
         refs = [store.model(r) for r in (role or ["embed", "rerank", "generate"])]
     for ref in refs:
-        if ref.available:
+        if refresh and ref.is_hf:
+            _download(ref, refresh=True)
+        elif ref.available:
             err(f"{ref.role}: {ref.path} (present)")
         elif ref.is_hf:
             _download(ref)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 
 class QmdError(Exception):
-    """An expected failure: a message saying what went wrong and a hint naming the fix."""
+    """An expected failure: a message saying what went wrong and a hint naming the fix.
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    `hint` names the fix for whoever called: the Python API's (`api_hint`, e.g.
+    `exist_ok=True`) when one is given, else the command's. `cli_hint` is always the command
+    line's (`qmd collection remove NAME`): the CLI's error boundary prints that one.
+    """
+
+    def __init__(self, message: str, hint: str | None = None, *, api_hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = api_hint or hint
+        self.cli_hint = hint
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message} (hint: {self.hint})"

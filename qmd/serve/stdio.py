@@ -104,7 +104,7 @@ class StdioServer:
     def _refuse(self) -> RpcError:
         exc = self._failure or QmdError("the index could not be opened")
         self.failed = True
-        return RpcError(INTERNAL_ERROR, f"qmd cannot serve: {exc.message}", {"hint": exc.hint} if exc.hint else None)
+        return RpcError(INTERNAL_ERROR, f"qmd cannot serve: {exc.message}", {"hint": exc.cli_hint} if exc.cli_hint else None)
 
     def _wait_instructions(self) -> str:
         if self._kept is not None and not self._ready.is_set():
@@ -258,7 +258,7 @@ def run(index_name: str | None) -> int:
     try:
         paths = resolve_index(index_name)
     except QmdError as exc:
-        sys.stderr.write(f"Error: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+        sys.stderr.write(f"Error: {exc.message}\n" + (f"hint: {exc.cli_hint}\n" if exc.cli_hint else ""))
         return 1
 
     def open_store() -> Store:

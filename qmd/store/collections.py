@@ -44,12 +44,19 @@ class Collections:
         *,
         index: bool,
         progress: Progress | None,
+        exist_ok: bool = False,
     ) -> UpdateReport | None:
         folder = Path(path).expanduser().resolve()
         name = check_collection_name(folder.name if name is None else name)
         existing = self.state.collections()
         if name in existing:
-            raise QmdError(f"collection '{name}' already exists (at {existing[name].path})", f"pick another --name, or: qmd collection remove {name}")
+            same = Path(existing[name].path).resolve() == folder
+            if exist_ok and same:
+                return self.update([name], progress=progress) if index else None
+            raise QmdError(
+                f"collection '{name}' already exists (at {existing[name].path})", f"pick another --name, or: qmd collection remove {name}",
+                api_hint=f"pass another name=, or exist_ok=True when it is the same folder, or call store.remove_collection({name!r}) first",
+            )
         if not folder.exists():
             raise QmdError(f"{path} does not exist", "check the path of the folder to index")
         if not folder.is_dir():
@@ -66,6 +73,12 @@ class Collections:
             self.state.config.remove_collection(name)
             self.state.save_config()
             raise
+
+    def set_update_command(self, name: str, command: str | None) -> None:
+        coll = self.state.collection(name)
+        coll.update = command or None
+        self.state.config.set_collection(coll)
+        self.state.save_config()
 
     def remove(self, name: str) -> int:
         self.state.collection(name)

@@ -134,7 +134,10 @@ def resolve(backend: IndexBackend, collections: Mapping[str, CollectionConfig], 
     if is_fs or os.path.exists(fs_path):
         located = collection_of_path(collections, fs_path)
         if located is None:
-            raise QmdError(f"{ref} is outside every collection", "qmd only serves indexed files; add its folder with: qmd collection add DIR")
+            raise QmdError(
+                f"{ref} is outside every collection", "qmd only serves indexed files; add its folder with: qmd collection add DIR",
+                api_hint="only indexed files are served; add its folder with store.add_collection(path)",
+            )
         rows = served(backend, collections, collection=located[0], path=located[1])
         if rows:
             return rows[0]

@@ -36,8 +36,8 @@ class IndexState:
         """The open backend; a missing index is an error naming the fix unless `create`."""
         if not create and not self.backend.exists():
             if self.config.collections():
-                raise QmdError(f"the index {self.backend.location} has not been built", "run: qmd update")
-            raise QmdError("no collections yet", "add one with: qmd collection add DIR --name NAME")
+                raise QmdError(f"the index {self.backend.location} has not been built", "run: qmd update", api_hint="call store.update() first")
+            raise QmdError("no collections yet", "add one with: qmd collection add DIR --name NAME", api_hint="add one with store.add_collection(path, name=...)")
         self.backend.open(create=create)
         return self.backend
 

