@@ -23,9 +23,10 @@ def _stdio(ctx: Context) -> CheckResult:
 
 
 def restart(index: str, info: servers.PidInfo | None) -> str:
-    """Stop the index's server if one runs, then start it again where it was (this build)."""
+    """Stop the index's server if one runs, then start it again where it was (this build,
+    with --no-auth only if it had it)."""
     host, port = (info.host, info.port) if info else ("127.0.0.1", None)
-    new = servers.restart(index, host, port)
+    new = servers.restart(index, host, port, no_auth=bool(info and "--no-auth" in info.argv))
     return f"restarted the HTTP server: pid {new.pid} at {new.url}, build {new.build_id}"
 
 
@@ -42,7 +43,10 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
             return [fail(name, f"stale PID file ({what}): {state.reason}", start, ms=c.ms, repair=lambda: restart(index, info))]
         if state.state == "unverified" or info is None:
             return [fail(name, f"a server holds the lock but {state.reason or 'wrote no PID file'}", f"ps aux | grep 'qmd.*mcp'  # stop it, then: {start}", ms=c.ms)]
-        health = servers.health(info.url)
+        token, source = servers.probe_token(index)
+        health = servers.health(info.url, token=token)
+        if health is None and token and servers.health(info.url) is not None:
+            return [fail(name, f"pid {info.pid} at {info.url} refuses the token from {source} (revoked, or another index's)", qmd_command("token", "list", index=index) + f"  # then export a valid token in {source.lstrip('$')}", ms=c.ms)]
         if health is None:
             return [fail(name, f"pid {info.pid} runs but {info.url}/health does not answer", qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info))]
         installed = qmd.build_id()
@@ -55,11 +59,14 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
                     qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info),
                 )
             ]
-        shake = None if ctx.quick else servers.http_handshake(info.url)
+        if "uptime_s" not in health:  # liveness only: the server asks for a token and none was sent
+            return [warn(name, f"pid {info.pid} at {info.url} is alive but asks for a token: the MCP handshake was not tried (build {running}, from its PID file)", "export QMD_TOKEN=<a token from: " + qmd_command("token", "add", "NAME", index=index) + ">, then: qmd doctor", ms=c.ms)]
+        shake = None if ctx.quick else servers.http_handshake(info.url, token=token)
     if shake is not None and not shake.ok:
         return [fail(name, f"pid {info.pid} answers /health but the MCP handshake at {info.url}/mcp failed: {shake.error}", qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info))]
     uptime = health.get("uptime_s")
-    return [ok(name, f"pid {info.pid} at {info.url}, build {running}, up {uptime}s, {health.get('documents')} documents; " + ("MCP handshake skipped (--quick)" if shake is None else "MCP handshake ok"), ms=c.ms)]
+    via = f" (token from {source})" if token else ""
+    return [ok(name, f"pid {info.pid} at {info.url}, build {running}, up {uptime}s, {health.get('documents')} documents; " + ("MCP handshake skipped (--quick)" if shake is None else "MCP handshake ok") + via, ms=c.ms)]
 
 
 def check(ctx: Context) -> list[CheckResult]:

@@ -6,6 +6,7 @@ Names load on first use (PEP 562), so a caller that only needs a path pays for `
 MCP registration (`registration`):
 - `plan_claude`, `plan_codex`, `apply`: register qmd's MCP server with a client.
 - `registrations`, `unregister_all`: what is registered, and remove it (teardown).
+- `registered_token_env(index)`: the variable whose bearer token a registration sends (doctor).
 
 Where the files are (`locations`):
 - `claude_settings(scope)`: Claude Code's settings.json (hooks) for `user` or `project`.
@@ -33,6 +34,7 @@ _EXPORTS = {
     "plan_claude": "registration",
     "plan_codex": "registration",
     "registrations": "registration",
+    "registered_token_env": "registration",
     "unregister_all": "registration",
     "claude_settings": "locations",
     "claude_json": "locations",
@@ -62,4 +64,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.agents.codex import HOOKS_FEATURE_LINE, disable_hooks_feature, enable_hooks_feature, remove_hook_states
     from qmd.agents.files import backup, dump_json, read_json_object, write_file, write_or_remove, write_with_backup
     from qmd.agents.locations import claude_json, claude_settings, codex_config, codex_home, codex_hooks_json, project_mcp_json
-    from qmd.agents.registration import apply, plan_claude, plan_codex, registrations, unregister_all
+    from qmd.agents.registration import apply, plan_claude, plan_codex, registered_token_env, registrations, unregister_all

@@ -58,12 +58,16 @@ def toml_key(key: str) -> str:
 
 def mcp_server_table(
     name: str, *, url: str | None = None, command: list[str] | None = None, env: dict[str, str] | None = None, required: bool = False,
+    bearer_token_env_var: str | None = None,
 ) -> str:
-    """The `[mcp_servers.NAME]` table for a server at `url`, or one started by `command`
-    (with `env` as an inline table); `required = true` when `required`."""
+    """The `[mcp_servers.NAME]` table for a server at `url` (sending the token held in the
+    environment variable `bearer_token_env_var` as `Authorization: Bearer`), or one started
+    by `command` (with `env` as an inline table); `required = true` when `required`."""
     lines = [f"[mcp_servers.{name}]"]
     if url is not None:
         lines.append(f"url = {toml_string(url)}")
+        if bearer_token_env_var:
+            lines.append(f"bearer_token_env_var = {toml_string(bearer_token_env_var)}")
     elif command:
         lines.append(f"command = {toml_string(command[0])}")
         lines.append("args = [" + ", ".join(toml_string(a) for a in command[1:]) + "]")

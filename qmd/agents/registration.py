@@ -9,7 +9,14 @@
 
 Files are merged idempotently, with a backup of a file that changes. The server is named
 `qmd` for the default index, `qmd-NAME` for another. It runs over stdio (`qmd [--index
-NAME] mcp`), or with `--http` as a URL of `qmd mcp --http`.
+NAME] mcp`), or with `--http` as a URL of `qmd mcp --http` (`--url` for a team server elsewhere).
+
+A server that asks for tokens (qmd/serve/auth.py) gets the token from an environment
+variable the client reads when it connects (`--token-env VAR`), never written into the
+client's files: Claude Code `"headers": {"Authorization": "Bearer ${VAR}"}` (Claude Code
+expands `${VAR}` in the headers of `.mcp.json` and `~/.claude.json` entries), Codex
+`bearer_token_env_var = "VAR"` in `[mcp_servers.NAME]`. Doctor's probe of that server
+reads the same variable (`token_env_of`).
 
 What the entry holds, so the agent has qmd on its first turn and reads the same index as
 the installing shell (checked with Claude Code 2.1.197 and Codex 0.171.0):
@@ -62,6 +69,56 @@ def server_command(index: str) -> list[str]:
 
 def server_url(port: int) -> str:
     return f"http://127.0.0.1:{port}/mcp"
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_token_env(name: str | None) -> str | None:
+    """`name` if it can name an environment variable (None stays None)."""
+    if name is not None and not _ENV_NAME.match(name):
+        raise QmdError(f"'{name[:80]}' is not an environment variable name", "use letters, digits and _, e.g. --token-env QMD_TOKEN")
+    return name
+
+
+def claude_headers(token_env: str | None) -> dict[str, str]:
+    """The `headers` of a Claude Code entry: the bearer token from `${VAR}`, expanded by Claude Code."""
+    return {"Authorization": f"Bearer ${{{token_env}}}"} if token_env else {}
+
+
+_CLAUDE_BEARER = re.compile(r"^Bearer \$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}$")
+
+
+def token_env_of(entry: object) -> str | None:
+    """The environment variable whose token a registered entry sends (Claude Code headers or
+    Codex `bearer_token_env_var`), else None."""
+    if not isinstance(entry, dict):
+        return None
+    if isinstance(entry.get("bearer_token_env_var"), str):
+        return str(entry["bearer_token_env_var"])
+    headers = entry.get("headers")
+    auth = headers.get("Authorization") if isinstance(headers, dict) else None
+    match = _CLAUDE_BEARER.match(auth) if isinstance(auth, str) else None
+    return match.group(1) if match else None
+
+
+def registered_token_env(index: str, *, cwd: Path | None = None) -> str | None:
+    """The token variable named by any registration of `index`'s server (Claude Code files, Codex config)."""
+    name = server_name(index)
+    for path in (claude_json(), project_mcp_json(cwd)):
+        try:
+            servers = _read_json(path).get("mcpServers")
+        except QmdError:
+            continue
+        found = token_env_of(servers.get(name)) if isinstance(servers, dict) else None
+        if found:
+            return found
+    try:
+        text = codex.read_text(codex_config()) or ""
+        table = codex.parse(text, codex_config(), "").get("mcp_servers", {}).get(name)
+    except (QmdError, OSError):
+        return None
+    return token_env_of(table)
 
 
 # Pinned into a stdio registration when set and different from the default: the variables
@@ -145,22 +202,26 @@ class Plan:
 # --- Claude Code ------------------------------------------------------------------------
 
 
-def claude_entry(index: str, http: bool, port: int, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def claude_entry(index: str, http: bool, port: int, environ: Mapping[str, str] | None = None, token_env: str | None = None, url: str | None = None) -> dict[str, Any]:
     """The `mcpServers` entry; `alwaysLoad` makes Claude Code wait for it before the first turn."""
     if http:
-        return {"type": "http", "url": server_url(port), "alwaysLoad": True}
+        entry: dict[str, Any] = {"type": "http", "url": url or server_url(port), "alwaysLoad": True}
+        if token_env:
+            entry["headers"] = claude_headers(token_env)
+        return entry
     cmd = server_command(index)
     return {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": pinned_env(index, environ), "alwaysLoad": True}
 
 
 def plan_claude(
     index: str, scope: str, http: bool, port: int, *, cwd: Path | None = None, which: Which = shutil.which, environ: Mapping[str, str] | None = None,
+    token_env: str | None = None, url: str | None = None,
 ) -> Plan:
     if scope not in ("user", "project"):
         raise QmdError(f"unknown scope {scope!r}", "use --scope user or --scope project")
     name = server_name(index)
     where = "~/.claude.json" if scope == "user" else "./.mcp.json"
-    entry = claude_entry(index, http, port, environ)
+    entry = claude_entry(index, http, port, environ, check_token_env(token_env), url)
     exe = which("claude")
     if exe:
         add = [exe, "mcp", "add-json", "--scope", scope, name, json.dumps(entry, ensure_ascii=False)]
@@ -185,21 +246,23 @@ def _read_json(path: Path) -> dict[str, Any]:
 # --- Codex ------------------------------------------------------------------------------
 
 
-def codex_block(index: str, http: bool, port: int, environ: Mapping[str, str] | None = None) -> str:
+def codex_block(index: str, http: bool, port: int, environ: Mapping[str, str] | None = None, token_env: str | None = None, url: str | None = None) -> str:
     """The `[mcp_servers.<name>]` table that registers the server of `index`; `required`
     makes Codex wait for it before the first turn (and fail loudly when it cannot start)."""
     if http:
-        return codex.mcp_server_table(server_name(index), url=server_url(port), required=True)
+        return codex.mcp_server_table(server_name(index), url=url or server_url(port), required=True, bearer_token_env_var=token_env)
     return codex.mcp_server_table(server_name(index), command=server_command(index), env=pinned_env(index, environ), required=True)
 
 
-def plan_codex(index: str, http: bool, port: int, *, which: Which = shutil.which, environ: Mapping[str, str] | None = None) -> Plan:
+def plan_codex(
+    index: str, http: bool, port: int, *, which: Which = shutil.which, environ: Mapping[str, str] | None = None, token_env: str | None = None, url: str | None = None,
+) -> Plan:
     name = server_name(index)
     exe = which("codex")
     path = codex_config()
     text = codex.read_text(path) or ""
     old = codex.parse(text, path, f"fix {path} by hand, then retry")
-    new_text = codex.set_mcp_server_table(text, name, codex_block(index, http, port, environ))
+    new_text = codex.set_mcp_server_table(text, name, codex_block(index, http, port, environ, check_token_env(token_env), url))
     new = codex.parse(new_text, path, "add the table by hand (see qmd mcp install --codex --print)")
     changed = old.get("mcp_servers", {}).get(name) != new["mcp_servers"][name]
     verb = "registered" if changed else "already registered"

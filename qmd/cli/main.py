@@ -50,6 +50,7 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "skill": ("qmd.cli.extras", "skill_app", True),
     "completion": ("qmd.cli.extras", "completion", False),
     "init": ("qmd.cli.extras", "init", False),
+    "token": ("qmd.cli.token", "token_app", True),
 }
 
 

@@ -34,21 +34,22 @@ def serve(
     ctx: typer.Context,
     http: Annotated[bool, typer.Option("--http", help="Serve Streamable HTTP (/mcp) plus /query, /search and /health instead of stdio.")] = False,
     port: Annotated[int | None, typer.Option("--port", help="HTTP port (default 8181 for the default index, the next free port for another).", show_default=False)] = None,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback exposes unauthenticated endpoints.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback needs a token (qmd token add NAME) or --no-auth.")] = "127.0.0.1",
     daemon: Annotated[bool, typer.Option("--daemon", help="With --http: run in the background (PID file in the state dir; stop with qmd mcp stop).")] = False,
+    no_auth: Annotated[bool, typer.Option("--no-auth", help="With --http: check no tokens, even beyond loopback (anyone who can connect reads every note).")] = False,
 ) -> None:
     """Serve the index to agents over MCP (stdio by default)."""
     if ctx.invoked_subcommand is not None:
         return
-    if not http and (daemon or port is not None or host != "127.0.0.1"):
-        raise typer.BadParameter("--port, --host and --daemon need --http", param_hint="--http")
+    if not http and (daemon or port is not None or host != "127.0.0.1" or no_auth):
+        raise typer.BadParameter("--port, --host, --daemon and --no-auth need --http", param_hint="--http")
     if port is not None and not 0 < port < 65536:
         raise typer.BadParameter("must be between 1 and 65535", param_hint="--port")
     index = _index()
     if daemon:
-        _start_daemon(index, host, port)
+        _start_daemon(index, host, port, no_auth)
     elif http:
-        _serve_http(index, host, port)
+        _serve_http(index, host, port, no_auth)
     else:
         _serve_stdio(index)
 
@@ -69,16 +70,18 @@ def _serve_stdio(index: str) -> None:
         raise typer.Exit(code)
 
 
-def _serve_http(index: str, host: str, port: int | None) -> None:
+def _serve_http(index: str, host: str, port: int | None, no_auth: bool = False) -> None:
     from qmd.serve.httpd import run_http
 
-    run_http(index, host, port, lambda: _service(index), err)
+    run_http(index, host, port, lambda: _service(index), err, no_auth)
 
 
-def _start_daemon(index: str, host: str, port: int | None) -> None:
+def _start_daemon(index: str, host: str, port: int | None, no_auth: bool = False) -> None:
     from qmd.serve import start_daemon
+    from qmd.serve.httpd import authenticator
 
-    info, log = start_daemon(index, host, port, err)
+    authenticator(index, host, no_auth, lambda _line: None)  # refuse here, not in the detached server's log
+    info, log = start_daemon(index, host, port, err, no_auth)
     flag = "" if index == DEFAULT_INDEX else f" --index {index}"
     out(f"qmd MCP server for index '{index}' running at {info.url}/mcp (pid {info.pid})\n")
     out(f"log: {log}\nstop: qmd mcp stop{flag}\n")
@@ -103,6 +106,8 @@ def install(
     scope: Annotated[str, typer.Option("--scope", help="Claude Code: user (~/.claude.json) or project (./.mcp.json).")] = "user",
     http: Annotated[bool, typer.Option("--http", help="Register the HTTP server's URL (run qmd mcp --http --daemon) instead of a stdio command.")] = False,
     port: Annotated[int | None, typer.Option("--port", help="With --http: the server's port (default 8181 for the default index).", show_default=False)] = None,
+    token_env: Annotated[str | None, typer.Option("--token-env", metavar="VAR", help="With --http: the client sends the token held in $VAR (Authorization: Bearer); the token itself is never written.", show_default=False)] = None,
+    url: Annotated[str | None, typer.Option("--url", help="With --http: the server's URL when it is not this machine's (a team server behind TLS: https://notes.example.com/mcp).", show_default=False)] = None,
     print_: Annotated[bool, typer.Option("--print", help="Show what would be run or written; change nothing.")] = False,
 ) -> None:
     """Register qmd's MCP server with Claude Code and/or Codex."""
@@ -112,21 +117,32 @@ def install(
 
     if not claude and not codex:
         raise typer.BadParameter("choose --claude and/or --codex", param_hint="--claude/--codex")
+    if url is not None:
+        http = True
+        if not url.startswith(("http://", "https://")):
+            raise typer.BadParameter("must start with http:// or https://", param_hint="--url")
+    if token_env is not None and not http:
+        raise typer.BadParameter("a stdio server needs no token: add --http (or --url)", param_hint="--token-env")
     index = _index()
-    if http and port is None:
+    if http and port is None and url is None:
         running = read_pid_file(index)
         port = running.port if running is not None else choose_port(index, None, "127.0.0.1")
     plans = []
     if claude:
-        plans.append(plan_claude(index, scope, http, port or DEFAULT_PORT))
+        plans.append(plan_claude(index, scope, http, port or DEFAULT_PORT, token_env=token_env, url=url))
     if codex:
-        plans.append(plan_codex(index, http, port or DEFAULT_PORT))
+        plans.append(plan_codex(index, http, port or DEFAULT_PORT, token_env=token_env, url=url))
     for plan in plans:
         if print_:
             out(plan.describe() + "\n")
         else:
             out(apply(plan) + "\n")
-    if http and not print_:
+    if token_env and not print_:
+        import os
+
+        if not os.environ.get(token_env):
+            err(f"note: ${token_env} is not set in this shell; the client must see it when it starts (export {token_env}=<token from qmd token add NAME>)")
+    if http and url is None and not print_:
         state = inspect(index)
         if state.state != "running":
             flag = "" if index == DEFAULT_INDEX else f"--index {index} "

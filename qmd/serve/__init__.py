@@ -13,7 +13,7 @@ Running servers:
 Processes:
     `process_alive(pid)`, `process_argv(pid)`, `wait_gone(pid, timeout)`.
 Handshakes (plain JSON-RPC, no SDK):
-    `Handshake`, `stdio_handshake(index)`, `http_handshake(url)`.
+    `Handshake`, `stdio_handshake(index)`, `http_handshake(url, token=…)`, `probe_token(index)`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "Handshake": "probe",
     "stdio_handshake": "probe:stdio",
     "http_handshake": "probe:http",
+    "probe_token": "probe",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -71,7 +72,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         wait_ready,
     )
     from qmd.serve.pidfile import PidInfo, lock_is_held, read_pid_file, served_indexes
-    from qmd.serve.probe import Handshake
+    from qmd.serve.probe import Handshake, probe_token
     from qmd.serve.probe import http as http_handshake
     from qmd.serve.probe import stdio as stdio_handshake
     from qmd.serve.process import process_alive, process_argv, wait_gone

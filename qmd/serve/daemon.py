@@ -184,15 +184,18 @@ def choose_port(index: str, requested: int | None, host: str, is_free: Callable[
 # --- the daemon launcher ----------------------------------------------------------------
 
 
-def health(url: str, timeout: float = 2.0) -> dict[str, object] | None:
-    """GET {url}/health as JSON, or None when nothing answers."""
+def health(url: str, timeout: float = 2.0, token: str | None = None) -> dict[str, object] | None:
+    """GET {url}/health as JSON, or None when nothing answers (or `token` is refused).
+
+    Without `token` a server that asks for tokens answers liveness only: `{"status": "ok"}`."""
     import http.client
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
     try:
-        conn.request("GET", "/health", headers={"Host": parts.netloc})
+        headers = {"Host": parts.netloc, **({"Authorization": f"Bearer {token}"} if token else {})}
+        conn.request("GET", "/health", headers=headers)
         resp = conn.getresponse()
         body = resp.read()
         if resp.status != 200:
@@ -241,7 +244,7 @@ def _tail(log: Path, lines: int = 3) -> str:
     return " | ".join(line.strip() for line in text[-lines:])
 
 
-def daemon_argv(index: str, host: str, port: int | None) -> list[str]:
+def daemon_argv(index: str, host: str, port: int | None, no_auth: bool = False) -> list[str]:
     """The command line of the detached server: this interpreter, `-m qmd`, no --daemon."""
     argv = [sys.executable, "-m", "qmd"]
     if index != DEFAULT_INDEX:
@@ -249,10 +252,12 @@ def daemon_argv(index: str, host: str, port: int | None) -> list[str]:
     argv += ["mcp", "--http", "--host", host]
     if port is not None:
         argv += ["--port", str(port)]
+    if no_auth:
+        argv.append("--no-auth")
     return argv
 
 
-def start_daemon(index: str, host: str, port: int | None, say: Say | None = None) -> tuple[PidInfo, Path]:
+def start_daemon(index: str, host: str, port: int | None, say: Say | None = None, no_auth: bool = False) -> tuple[PidInfo, Path]:
     """Start a detached HTTP server for `index` and wait until it answers; (its PID file, its log).
 
     Refuses when one already runs; a stale PID file is removed first (reported through `say`).
@@ -264,17 +269,18 @@ def start_daemon(index: str, host: str, port: int | None, say: Say | None = None
         pid_path(index).unlink(missing_ok=True)
         if say is not None:
             say(f"removed a stale PID file ({state.reason})")
-    proc, log = spawn(daemon_argv(index, host, port), index)
+    proc, log = spawn(daemon_argv(index, host, port, no_auth), index)
     return wait_ready(proc, index, log), log
 
 
-def restart(index: str, host: str = "127.0.0.1", port: int | None = None) -> PidInfo:
+def restart(index: str, host: str = "127.0.0.1", port: int | None = None, no_auth: bool = False) -> PidInfo:
     """Stop the index's server if one runs (or clear its stale PID file), then start a detached
-    one of this build on `host`/`port`; returns the new server's PID file."""
+    one of this build on `host`/`port` (`no_auth`: as one started with --no-auth); returns
+    the new server's PID file."""
     state = inspect(index)
     if state.state == "running":
         stop(index)
     elif state.state == "stale":
         clean_stale(index)
-    proc, log = spawn(daemon_argv(index, host, port), index)
+    proc, log = spawn(daemon_argv(index, host, port, no_auth), index)
     return wait_ready(proc, index, log)

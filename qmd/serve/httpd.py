@@ -13,6 +13,8 @@ from collections.abc import Callable
 from qmd.core.buildinfo import build_id
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
+from qmd.core.paths import DEFAULT_INDEX
+from qmd.serve.auth import Authenticator, load, tokens_path
 from qmd.serve.daemon import bind_socket, choose_port
 from qmd.serve.origin import Guard, is_loopback
 from qmd.serve.pidfile import InstanceLock, PidInfo, load_pid_file, pid_path, remove_pid_file, write_pid_file
@@ -22,10 +24,16 @@ from qmd.serve.service import ToolService
 Say = Callable[[str], None]
 
 
-def exposure_warnings(host: str, port: int) -> list[str]:
-    """What to tell the user when `host` is not loopback (the endpoints are unauthenticated)."""
+def exposure_warnings(host: str, port: int, auth: bool = False) -> list[str]:
+    """What to tell the user when `host` is not loopback: plain HTTP with tokens, or no tokens at all."""
     if is_loopback(host):
         return []
+    if auth:
+        return [
+            f"note: listening on {host}:{port}: every route needs a bearer token; this is plain HTTP, "
+            "so serve it behind TLS (a reverse proxy) or tokens and notes cross the network readable.",
+            "note: requests must name a loopback Host or one listed in QMD_ALLOWED_HOSTS (e.g. QMD_ALLOWED_HOSTS=notes.example.com).",
+        ]
     return [
         f"warning: listening on {host}:{port}: /mcp, /query, /search and /health are unauthenticated; "
         "anyone who can reach this port can read every indexed note.",
@@ -33,9 +41,29 @@ def exposure_warnings(host: str, port: int) -> list[str]:
     ]
 
 
-def run_http(index: str, host: str, port: int | None, make_service: Callable[[], ToolService], say: Say) -> None:
+def authenticator(index: str, host: str, no_auth: bool, say: Say) -> Authenticator | None:
+    """The token check of a server on `host` (None with `no_auth`); refuses to serve beyond
+    loopback without a token to check, and with a token file it cannot read."""
+    path = tokens_path(index)
+    entries = load(path)  # a QmdError for a malformed file: refuse to start rather than guess
+    if no_auth:
+        if entries:
+            say(f"warning: --no-auth: the {len(entries)} token(s) in {path} are not checked; anyone who can connect reads every collection")
+        return None
+    if not is_loopback(host) and not entries:
+        raise QmdError(
+            f"refusing to serve index '{index}' on {host} without tokens: anyone who can reach it would read every note",
+            f"make one (qmd{'' if index == DEFAULT_INDEX else ' --index ' + index} token add NAME) and give it to the clients, or pass --no-auth to serve unauthenticated",
+        )
+    if entries is not None:
+        say(f"tokens: every request needs one ({len(entries)} in {path})")
+    return Authenticator(path, required=not is_loopback(host))
+
+
+def run_http(index: str, host: str, port: int | None, make_service: Callable[[], ToolService], say: Say, no_auth: bool = False) -> None:
     """Serve `index` over HTTP in this process until SIGINT/SIGTERM.
 
+    0. check the tokens (qmd/serve/auth.py): beyond loopback a server needs one, unless `no_auth`;
     1. take the index's single-instance lock (a second server is refused);
     2. remove a PID file left by a dead server (we hold the lock, so its writer is gone);
     3. choose and bind the port, then open the service (`make_service`);
@@ -43,6 +71,7 @@ def run_http(index: str, host: str, port: int | None, make_service: Callable[[],
 
     `say` receives the lines meant for the user (stderr in the CLI).
     """
+    auth = authenticator(index, host, no_auth, say)
     lock = InstanceLock(index).acquire()
     pid_file = pid_path(index)
     try:
@@ -52,7 +81,7 @@ def run_http(index: str, host: str, port: int | None, make_service: Callable[[],
             say(f"removed a stale PID file ({pid_file}" + (f", pid {stale.pid})" if stale else ")"))
         chosen = choose_port(index, port, host)
         sock = bind_socket(host, chosen)
-        for line in exposure_warnings(host, chosen):
+        for line in exposure_warnings(host, chosen, auth is not None):
             say(line)
         service = make_service()
         info = PidInfo(
@@ -75,7 +104,7 @@ def run_http(index: str, host: str, port: int | None, make_service: Callable[[],
 
             write_pid_file(pid_file, info)
             say(f"qmd MCP server for index '{index}': {info.url}/mcp (also /query, /search, /health), pid {info.pid}")
-            started = serve_http(service, sock, guard, stderr_log, shutdown)
+            started = serve_http(service, sock, guard, stderr_log, shutdown, auth)
         finally:
             shutdown()
             sock.close()

@@ -3,7 +3,9 @@
 
 Plain JSON-RPC on the wire, no SDK client: importing the SDK's client costs ~1 s of CPU,
 which doctor's budget (5 s for everything) cannot pay; what is checked is the server's
-real answers (protocol version, server info, the four tools).
+real answers (protocol version, server info, the four tools). A server that asks for
+tokens is sent one (`token`: doctor reads it from the variable the registration names, or
+`QMD_TOKEN`; see `probe_token`).
 """
 
 from __future__ import annotations
@@ -153,7 +155,24 @@ def stdio(index: str = DEFAULT_INDEX, timeout: float = 30.0, env: dict[str, str]
     return result
 
 
-def _post(url: str, message: dict[str, Any], timeout: float) -> object:
+def probe_token(index: str, environ: dict[str, str] | None = None) -> tuple[str | None, str]:
+    """(the token to send to `index`'s HTTP server, where it came from): the environment
+    variable its Claude Code or Codex registration names (`--token-env`), else `QMD_TOKEN`;
+    (None, "") when neither is set."""
+    env = os.environ if environ is None else environ
+    try:
+        from qmd.agents import registered_token_env
+
+        var = registered_token_env(index)
+    except Exception:  # an unreadable client file: fall back to QMD_TOKEN
+        var = None
+    for name in (var, "QMD_TOKEN"):
+        if name and env.get(name):
+            return env[name], f"${name}"
+    return None, ""
+
+
+def _post(url: str, message: dict[str, Any], timeout: float, token: str | None = None) -> object:
     parts = urlsplit(url)
     conn = httplib.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
     try:
@@ -161,11 +180,16 @@ def _post(url: str, message: dict[str, Any], timeout: float) -> object:
             "Host": parts.netloc, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": PROTOCOL_VERSION,
         }
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         conn.request("POST", parts.path or "/mcp", body=json.dumps(message).encode(), headers=headers)
         resp = conn.getresponse()
         body = resp.read()
         if resp.status == 202 and "id" not in message:
             return None
+        if resp.status == 401:
+            why = "the token was refused" if token else "the server asks for a token and none was sent"
+            raise ProbeError(f"HTTP 401 from {url}: {why} (set QMD_TOKEN, or the variable named by qmd mcp install --token-env)")
         if resp.status != 200:
             raise ProbeError(f"HTTP {resp.status} from {url}: {body[:200].decode('utf-8', 'replace')}")
         text = body.decode("utf-8", "replace")
@@ -181,13 +205,14 @@ def _post(url: str, message: dict[str, Any], timeout: float) -> object:
         conn.close()
 
 
-def http(url: str, timeout: float = 10.0) -> Handshake:
-    """Shake hands with a running HTTP server at `url` (its /mcp endpoint)."""
+def http(url: str, timeout: float = 10.0, token: str | None = None) -> Handshake:
+    """Shake hands with a running HTTP server at `url` (its /mcp endpoint), sending `token`
+    as `Authorization: Bearer` when given."""
     started = time.perf_counter()
     endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/mcp") else "/mcp")
     try:
-        init = _result(_post(endpoint, INITIALIZE, timeout), 1)
-        _post(endpoint, INITIALIZED, timeout)
-        return _finish(started, init, _result(_post(endpoint, TOOLS_LIST, timeout), 2))
+        init = _result(_post(endpoint, INITIALIZE, timeout, token), 1)
+        _post(endpoint, INITIALIZED, timeout, token)
+        return _finish(started, init, _result(_post(endpoint, TOOLS_LIST, timeout, token), 2))
     except (ProbeError, OSError) as exc:
         return Handshake(False, time.perf_counter() - started, error=str(exc) or type(exc).__name__)

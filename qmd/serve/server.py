@@ -12,6 +12,14 @@ all of them):
                     line, snippet}], freshness}   (the original's REST body; same route twice)
     GET  /health   {status, uptime_s, version, build_id, index, documents}
 
+With tokens (qmd/serve/auth.py: the token file exists, or the server listens beyond
+loopback) every route needs `Authorization: Bearer <token>`: 401 without one or with a
+wrong one, 503 while the token file is unreadable. `/health` without an Authorization
+header stays a liveness check that reveals nothing: `{"status": "ok"}`; with a valid token
+it is the whole body, counting the token's collections. A scoped token reads only its
+collections through every route (qmd/serve/service.py `ScopedTools`); naming another one
+is a 403 on /query and /search and an error result over MCP.
+
 A client that hangs up while its query runs cancels it: the pipeline stops at its next
 checkpoint (qmd/core/cancel.py) and the worker is free for the next request.
 """
@@ -29,11 +37,12 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from qmd.serve.auth import OPEN, REALM, Authenticator, Verdict
 from qmd.serve.connections import http_timeout
 from qmd.serve.logsafe import escape, escape_lines
 from qmd.serve.origin import Guard
 from qmd.serve.protocol import PROTOCOL_VERSIONS, McpHandler, is_request, parse_message
-from qmd.serve.service import ToolService
+from qmd.serve.service import ScopedTools, ToolService
 
 MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
 JSON_TYPE = "application/json"
@@ -50,8 +59,9 @@ class HttpApp:
     """The ASGI app: Origin/Host check, body limit and read timeout, the routes, one log
     line per request (its client-sent parts escaped: qmd/serve/logsafe.py)."""
 
-    def __init__(self, service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, max_body: int = MAX_BODY_BYTES, body_timeout: float | None = None) -> None:
+    def __init__(self, service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, max_body: int = MAX_BODY_BYTES, body_timeout: float | None = None, auth: Authenticator | None = None) -> None:
         self.service, self.guard, self.log, self.max_body = service, guard, log, max_body
+        self.auth = auth  # None: no tokens are checked (--no-auth, or an in-process test app)
         self.on_shutdown = on_shutdown
         self.body_timeout = http_timeout() if body_timeout is None else body_timeout
         self.mcp = McpHandler(lambda: service, self._log_rpc)
@@ -106,6 +116,18 @@ class HttpApp:
             await reply(verdict.status, {"error": verdict.reason, "hint": verdict.hint})
             return
         path, method = scope["path"].rstrip("/") or "/", scope["method"]
+        who = self.auth.check(headers.get("authorization")) if self.auth is not None else OPEN
+        if not who.ok and path == "/health" and not who.presented and method in ("GET", "HEAD"):
+            note.append("liveness only (no token)")
+            await reply(200, {"status": "ok"})
+            return
+        if not who.ok:
+            note.append(who.reason)
+            challenge = [(b"www-authenticate", (REALM + (', error="invalid_token"' if who.presented else "")).encode())] if who.status == 401 else None
+            await reply(who.status, {"error": who.error, "hint": who.hint}, challenge)
+            return
+        if who.name:
+            note.append(who.reason)
         allowed = {"/mcp": "POST", "/query": "POST", "/search": "POST", "/health": "GET"}.get(path)
         if allowed is None:
             note.append("no such route")
@@ -119,7 +141,7 @@ class HttpApp:
             await reply(405, {"error": f"{method} {path} is not offered{why}", "hint": f"use {allowed} {path}"}, [(b"allow", allowed.encode())])
             return
         if path == "/health":
-            await reply(200, self.service.health())
+            await reply(200, self.service.health(who.scope))
             return
         if not _is_json(headers.get("content-type")):
             given = headers.get("content-type")
@@ -141,14 +163,22 @@ class HttpApp:
             await reply(413, {"error": f"request body over {self.max_body} bytes", "hint": "send smaller requests"})
             return
         if path == "/mcp":
-            await self._mcp(headers, body, receive, send, status, note)
+            await self._mcp(headers, body, receive, send, status, note, who)
         else:
-            code, payload = await self._rest(body, receive, note)
+            code, payload = await self._rest(body, receive, note, who.scope)
             await reply(code, payload)
 
-    async def _mcp(self, headers: dict[str, str], body: bytes, receive: Any, send: Any, status: list[int], note: list[str]) -> None:
+    def _handler(self, who: Verdict) -> McpHandler:
+        """The MCP handler for a request: the shared one, or one over a scoped token's view."""
+        if who.scope is None:
+            return self.mcp
+        tools = ScopedTools(self.service, who.scope)
+        return McpHandler(lambda: tools, self._log_rpc)  # type: ignore[arg-type,return-value]  # duck-typed: call + instructions
+
+    async def _mcp(self, headers: dict[str, str], body: bytes, receive: Any, send: Any, status: list[int], note: list[str], who: Verdict = OPEN) -> None:
         """POST /mcp (Streamable HTTP, stateless): a request gets its JSON response, a
         notification or response 202 Accepted."""
+        handler = self._handler(who)
         accept = headers.get("accept", "").lower()
         if accept and not any(t in accept for t in ("application/json", "*/*", "application/*")):
             note.append(f"Accept {accept[:60]!r}")
@@ -172,12 +202,12 @@ class HttpApp:
         elif isinstance(message, list):
             note.append(f"batch of {len(message)}")
         if isinstance(message, list) and message:
-            answer: Any = await self._watched(lambda event: [a for a in (self._handle(m, event, note) for m in message) if a is not None], receive)
+            answer: Any = await self._watched(lambda event: [a for a in (self._handle(m, event, note, handler) for m in message) if a is not None], receive)
         elif isinstance(message, dict) and not is_request(message):
-            self._handle(message, None, note)
+            self._handle(message, None, note, handler)
             answer = None
         else:
-            answer = await self._watched(lambda event: self._handle(message, event, note), receive)
+            answer = await self._watched(lambda event: self._handle(message, event, note, handler), receive)
         if answer is None or answer == []:
             status[0] = 202
             await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
@@ -186,10 +216,10 @@ class HttpApp:
         status[0] = 200
         await _json(send, 200, answer)
 
-    def _handle(self, message: Any, event: threading.Event | None, note: list[str]) -> dict[str, Any] | None:
+    def _handle(self, message: Any, event: threading.Event | None, note: list[str], handler: McpHandler | None = None) -> dict[str, Any] | None:
         self._notes.current = note
         try:
-            return self.mcp.handle(message, event)
+            return (handler or self.mcp).handle(message, event)
         finally:
             self._notes.current = None
 
@@ -215,7 +245,7 @@ class HttpApp:
             tg.start_soon(run, tg.cancel_scope)
         return None if event.is_set() else result[0]
 
-    async def _rest(self, raw: bytes, receive: Any, note: list[str]) -> tuple[int, dict[str, Any]]:
+    async def _rest(self, raw: bytes, receive: Any, note: list[str], scope: frozenset[str] | None = None) -> tuple[int, dict[str, Any]]:
         """POST /query and /search: keyword-only queries answered in the event loop when
         the Store is free (no thread hand-off), the rest on a worker thread."""
         body, error = parse_json_body(raw)
@@ -223,9 +253,9 @@ class HttpApp:
             note.append(f"400 {error[:60]}")
             return 400, {"error": error, "hint": REST_EXAMPLE}
         try:
-            answer = self.service.rest_query(body, fast_only=True)
+            answer = self.service.rest_query(body, fast_only=True, scope=scope)
             if answer is None:
-                answer = await self._watched(lambda event: self._rest_query(body, event), receive)
+                answer = await self._watched(lambda event: self._rest_query(body, event, scope), receive)
                 if answer is None:
                     note.append("client hung up; query cancelled")
                     return 499, {"error": "cancelled: the client closed the connection"}
@@ -237,12 +267,12 @@ class HttpApp:
         note.append(summary)
         return code, payload
 
-    def _rest_query(self, body: Any, event: threading.Event) -> tuple[int, dict[str, Any], str] | None:
+    def _rest_query(self, body: Any, event: threading.Event, scope: frozenset[str] | None = None) -> tuple[int, dict[str, Any], str] | None:
         from qmd.core.cancel import Cancelled, cancel_scope
 
         try:
             with cancel_scope(event):
-                return self.service.rest_query(body)
+                return self.service.rest_query(body, scope=scope)
         except Cancelled:
             return None
 
@@ -292,19 +322,20 @@ def parse_json_body(raw: bytes) -> tuple[Any, str | None]:
         return None, f"the body is not valid JSON that qmd reads: a number is too long ({str(exc)[:80]})"
 
 
-def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, timeout: float | None = None) -> HttpApp:
-    """The ASGI app; `timeout` bounds the reading of each request body (default: `QMD_HTTP_TIMEOUT_S`)."""
-    return HttpApp(service, guard, log, on_shutdown, body_timeout=timeout)
+def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, timeout: float | None = None, auth: Authenticator | None = None) -> HttpApp:
+    """The ASGI app; `timeout` bounds the reading of each request body (default: `QMD_HTTP_TIMEOUT_S`);
+    `auth` checks bearer tokens (None: none are asked for)."""
+    return HttpApp(service, guard, log, on_shutdown, body_timeout=timeout, auth=auth)
 
 
-def serve_http(service: ToolService, sock: socket.socket, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None) -> bool:
+def serve_http(service: ToolService, sock: socket.socket, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, auth: Authenticator | None = None) -> bool:
     """Serve on the bound socket until SIGINT/SIGTERM; False if the server failed to start."""
     import uvicorn
 
     from qmd.serve.connections import ConnectionPolicy, guarded_protocol
 
     policy = ConnectionPolicy.from_env()
-    app = build_http_app(service, guard, log, on_shutdown, policy.timeout_s)
+    app = build_http_app(service, guard, log, on_shutdown, policy.timeout_s, auth)
     # No limit_concurrency: uvicorn counts idle connections against it, so 64 half-open
     # sockets answered every request with 503. The guarded protocol bounds each
     # connection's time instead and evicts the oldest idle one when too many are open.

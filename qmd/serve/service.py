@@ -12,6 +12,13 @@ updated and whether the updater's health flag (`<state>/health.json`) is raised.
 
 Models are loaded once and kept across calls; after `QMD_MODEL_IDLE_S` seconds (default
 300; 0 = never) without a search they are released, and the next search loads them again.
+
+A `scope` (the collections a scoped token may read; qmd/serve/auth.py) confines a call to
+those collections: the tools read through a view of the Store that sees no other
+collection (qmd/store/view.py), a `collections` argument or `qmd://` path naming another
+one is refused (`OutOfScope`, a 403 on the REST routes), and `status`, `/health` and the
+server instructions count and list the visible collections only. The stdio server and
+an unscoped token have no scope (None): the whole index.
 """
 
 from __future__ import annotations
@@ -44,14 +51,47 @@ from qmd.serve.arguments import (
     str_arg,
 )
 from qmd.serve.logsafe import escape_lines, stderr_log
-from qmd.serve.answers import HealthFlag, freshness, freshness_line, hit_row, query_text, store_instructions
-from qmd.core.results import QueryResult
+from qmd.serve.answers import HealthFlag, build_instructions, freshness, freshness_line, hit_row, query_text, store_instructions
+from qmd.core.results import QueryResult, StatusInfo, VectorStatus
 from qmd.search.snippets import JSON_SNIPPET_CHARS
 from qmd.store.store import MULTI_GET_MAX_BYTES, Store
 
 DEFAULT_IDLE_S = 300.0
 
 Log = Callable[[str], None]
+
+
+class OutOfScope(QmdError):
+    """A collection the caller's token may not read was named (HTTP 403)."""
+
+    status = 403
+
+
+def out_of_scope(name: str, scope: frozenset[str]) -> OutOfScope:
+    # The same answer for a collection that exists and one that does not: nothing is revealed.
+    return OutOfScope(f"collection '{name[:100]}' is not readable with this token", f"this token reads: {', '.join(sorted(scope)) or 'no collection'}")
+
+
+def check_scope(names: list[str] | None, scope: frozenset[str] | None) -> None:
+    """Refuse any of `names` outside `scope` (no scope: nothing is refused here)."""
+    if scope is None:
+        return
+    for name in names or []:
+        if name not in scope:
+            raise out_of_scope(name, scope)
+
+
+def check_ref_scope(ref: str, scope: frozenset[str] | None) -> None:
+    """Refuse a `qmd://NAME/…` reference (or comma list of them) whose NAME is outside `scope`;
+    a glob in NAME matches visible collections only, so it passes."""
+    if scope is None:
+        return
+    for part in ref.split(","):
+        part = part.strip()
+        if part.startswith("qmd://"):
+            name = part[len("qmd://") :].partition("/")[0]
+            if not any(ch in name for ch in "*?[") and name not in scope:
+                raise out_of_scope(name, scope)
 
 
 @record
@@ -99,6 +139,7 @@ class ToolService:
         self._doc_count: tuple[str | None, int] | None = None  # (last update, documents)
         self._flag = HealthFlag()
         self._said: set[str] = set()  # notices already in a text answer (each is said once)
+        self._views: dict[frozenset[str], Store] = {}  # one read view per token scope
 
     # lifecycle
 
@@ -136,24 +177,25 @@ class ToolService:
 
     # the tools
 
-    def call(self, tool: str, arguments: dict[str, Any] | None, progress: Callable[[str], None] | None = None) -> ToolOutput:
+    def call(self, tool: str, arguments: dict[str, Any] | None, progress: Callable[[str], None] | None = None, scope: frozenset[str] | None = None) -> ToolOutput:
         """Run a tool on raw JSON arguments; errors come back as error outputs, never raised
-        (but `Cancelled`, which the transport asked for). `progress` hears each stage of a query."""
+        (but `Cancelled`, which the transport asked for). `progress` hears each stage of a query;
+        `scope` confines the call to those collections (see the module docstring)."""
         args = arguments or {}
         try:
             if not isinstance(args, dict):
                 raise ArgError("arguments must be a JSON object")
             if tool == "query":
-                return self.query(parse_query_args(args), progress)
+                return self.query(parse_query_args(args), progress, scope)
             if tool == "get":
                 check_names(tool, args, GET_PARAMS)
-                return self.get(args)
+                return self.get(args, scope)
             if tool == "multi_get":
                 check_names(tool, args, MULTI_GET_PARAMS)
-                return self.multi_get(args)
+                return self.multi_get(args, scope)
             if tool == "status":
                 check_names(tool, args, {})
-                return self.status()
+                return self.status(scope)
             raise ArgError(f"unknown tool {tool!r}", f"tools: {', '.join(TOOL_PARAMS)}")
         except QmdError as exc:
             return error_output(exc)
@@ -168,26 +210,46 @@ class ToolService:
     def _refresh(self) -> None:
         self.store.refresh_config()
 
-    def run_query(self, q: QueryArgs, wait: bool = True, progress: Callable[[str], None] | None = None) -> tuple[QueryResult, dict[str, Any]] | None:
+    def _view(self, scope: frozenset[str] | None) -> Store:
+        """The Store as a reader of `scope` sees it (the Store itself without a scope)."""
+        if scope is None:
+            return self.store
+        view = self._views.get(scope)
+        if view is None:
+            from qmd.store.view import scoped_view
+
+            view = self._views[scope] = scoped_view(self.store, scope)
+        return view
+
+    def run_query(self, q: QueryArgs, wait: bool = True, progress: Callable[[str], None] | None = None, scope: frozenset[str] | None = None) -> tuple[QueryResult, dict[str, Any]] | None:
         """The hybrid query and the index's freshness; None if `wait` is False and the Store is busy."""
+        check_scope(q.collections, scope)
         if not self._lock.acquire(blocking=wait):
             return None
         try:
             self._refresh()
+            store = self._view(scope)
             try:
-                result = self.store.query(
+                result = store.query(
                     q.text, limit=q.limit, candidates=q.candidates, min_score=q.min_score, collections=q.collections or None,
                     intent=q.intent, rerank=q.rerank, snippet_chars=JSON_SNIPPET_CHARS, progress=progress, filter=q.where,
                 )
             finally:
                 self._last_model_use = time.monotonic()
-            fresh = freshness(self.store.last_updated(), self._flag.get())
+            fresh = freshness(self._last_updated(scope), self._flag.get())
         finally:
             self._lock.release()
         return result, fresh
 
-    def query(self, q: QueryArgs, progress: Callable[[str], None] | None = None) -> ToolOutput:
-        ran = self.run_query(q, progress=progress)
+    def _last_updated(self, scope: frozenset[str] | None) -> str | None:
+        """When the index (or, with a scope, one of its visible collections) was last updated."""
+        if scope is None:
+            return self.store.last_updated()
+        times = [c.updated_at for c in self._view(scope).collections() if c.updated_at]
+        return max(times) if times else None
+
+    def query(self, q: QueryArgs, progress: Callable[[str], None] | None = None, scope: frozenset[str] | None = None) -> ToolOutput:
+        ran = self.run_query(q, progress=progress, scope=scope)
         assert ran is not None  # waited for the lock
         result, fresh = ran
         rows = [hit_row(h) for h in result.hits]
@@ -199,14 +261,15 @@ class ToolService:
         text = query_text(q.shown, result, fresh, fresh_notices)
         return ToolOutput(text, structured, False, f"{q.shown[:60]!r} → {len(rows)} results")
 
-    def get(self, args: dict[str, Any]) -> ToolOutput:
+    def get(self, args: dict[str, Any], scope: frozenset[str] | None = None) -> ToolOutput:
         ref = str_arg("file", args.get("file"))
+        check_ref_scope(ref, scope)
         from_line = int_arg("fromLine", args["fromLine"], 1, 10**9) if args.get("fromLine") is not None else None
         max_lines = int_arg("maxLines", args["maxLines"], 0, 10**9) if args.get("maxLines") is not None else None
         line_numbers = bool_arg("lineNumbers", args.get("lineNumbers", False))
         with self._lock:
             self._refresh()
-            doc = self.store.get(ref, from_line, max_lines)
+            doc = self._view(scope).get(ref, from_line, max_lines)
         body = numbered(doc.text, doc.from_line) if line_numbers and doc.text else doc.text
         last = doc.from_line + max(doc.lines_shown, 1) - 1
         structured = {
@@ -217,14 +280,15 @@ class ToolService:
         text = header + (f"\nContext: {doc.context}" if doc.context else "") + "\n\n" + body
         return ToolOutput(text, structured, False, f"{doc.uri} {doc.lines_shown} lines")
 
-    def multi_get(self, args: dict[str, Any]) -> ToolOutput:
+    def multi_get(self, args: dict[str, Any], scope: frozenset[str] | None = None) -> ToolOutput:
         pattern = str_arg("pattern", args.get("pattern"))
+        check_ref_scope(pattern, scope)
         max_lines = int_arg("maxLines", args["maxLines"], 0, 10**9) if args.get("maxLines") is not None else None
         max_bytes = int_arg("maxBytes", args.get("maxBytes", MULTI_GET_MAX_BYTES), 1, 100 * 1024 * 1024)
         line_numbers = bool_arg("lineNumbers", args.get("lineNumbers", False))
         with self._lock:
             self._refresh()
-            items = self.store.multi_get(pattern, max_lines, max_bytes)
+            items = self._view(scope).multi_get(pattern, max_lines, max_bytes)
         docs: list[dict[str, Any]] = []
         blocks: list[str] = []
         total = 0
@@ -246,12 +310,12 @@ class ToolService:
             docs.append(row)
         return ToolOutput("\n\n".join(blocks), {"documents": docs}, False, f"{pattern[:60]!r} → {len(docs)} documents")
 
-    def status(self) -> ToolOutput:
+    def status(self, scope: frozenset[str] | None = None) -> ToolOutput:
         with self._lock:
             self._refresh()
-            info = self.store.status()
+            info = self._status_info(scope)
             try:
-                vec = self.store.vector_status()
+                vec = self._vector_status(scope)
                 vectors: dict[str, Any] | None = {"model": vec.model, "embedded_documents": vec.embedded_documents, "pending_documents": vec.pending_documents}
             except QmdError as exc:
                 vectors = {"model": None, "embedded_documents": 0, "pending_documents": info.documents, "note": exc.message}
@@ -277,6 +341,29 @@ class ToolService:
         lines.append(freshness_line(fresh))
         return ToolOutput("\n".join(lines), structured, False, f"{info.documents} documents")
 
+    def _status_info(self, scope: frozenset[str] | None) -> StatusInfo:
+        """`Store.status()`, with a scope: of the visible collections only (their documents,
+        last update and file issues; the index's own totals and path are not shown)."""
+        info = self._view(scope).status()
+        if scope is None:
+            return info
+        names = {c.name for c in info.collections}
+        times = [c.updated_at for c in info.collections if c.updated_at]
+        return StatusInfo(
+            index_path="", size_bytes=0, documents=sum(c.documents for c in info.collections), inactive=0, content_rows=0,
+            updated_at=max(times) if times else None, collections=info.collections,
+            issues=[i for i in info.issues if i[0] in names], global_context=info.global_context, running=None,
+        )
+
+    def _vector_status(self, scope: frozenset[str] | None) -> VectorStatus:
+        """Vectors of the whole index, or (with a scope) of its visible collections."""
+        if scope is None:
+            return self.store.vector_status()
+        visible = [c.name for c in self._view(scope).collections()]
+        if not visible:  # an empty list would mean "every collection"
+            return VectorStatus(None, None, 0, 0, 0)
+        return self.store.vector_status(visible)
+
     def _build_id(self) -> str:
         """The build id given at start (the HTTP daemon's), else computed once when asked."""
         if not self.build_id:
@@ -287,7 +374,7 @@ class ToolService:
 
     # HTTP helpers
 
-    def rest_query(self, body: Any, *, fast_only: bool = False) -> tuple[int, dict[str, Any], str] | None:
+    def rest_query(self, body: Any, *, fast_only: bool = False, scope: frozenset[str] | None = None) -> tuple[int, dict[str, Any], str] | None:
         """POST /query and /search: (status, JSON body, log summary).
 
         `fast_only` is the HTTP server's event-loop path: it answers only what takes a few
@@ -302,12 +389,13 @@ class ToolService:
             q = parse_query_args(body, tool="/query")
             if fast_only and not self._can_run_inline(q):
                 return None
-            ran = self.run_query(q, wait=not fast_only)
+            ran = self.run_query(q, wait=not fast_only, scope=scope)
             if ran is None:
                 return None
             result, fresh = ran
         except QmdError as exc:
-            return 400, {"error": exc.message, "hint": exc.hint}, f"400 {exc.message[:80]}"
+            code = getattr(exc, "status", 400)
+            return code, {"error": exc.message, "hint": exc.hint}, f"{code} {exc.message[:80]}"
         return 200, {"results": [hit_row(h) for h in result.hits], "freshness": fresh}, f"{q.searches or 'plain'} searches → {len(result.hits)} results"
 
     def _can_run_inline(self, q: QueryArgs) -> bool:
@@ -316,12 +404,14 @@ class ToolService:
         # Store.query resolves the embed model even for lex lists: never load one inline.
         return "embed" in self.store.loaded_models() or not self.store.model("embed").available
 
-    def health(self) -> dict[str, Any]:
+    def health(self, scope: frozenset[str] | None = None) -> dict[str, Any]:
         """GET /health (design §7): never waits behind a running search.
 
         The document count (a table scan: ~10 ms on 38k documents) is recounted only
-        after the index was updated.
+        after the index was updated; with a scope it counts the visible collections.
         """
+        if scope is not None:
+            return {**self.health(), "documents": self._scoped_count(scope)}
         if self._lock.acquire(blocking=False):
             try:
                 updated = self.store.last_updated()
@@ -336,6 +426,41 @@ class ToolService:
             "build_id": self.build_id, "index": self.index, "documents": self._doc_count[1] if self._doc_count else 0,
         }
 
-    def instructions(self) -> str:
+    def _scoped_count(self, scope: frozenset[str]) -> int:
+        if not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            return sum(c.documents for c in self._view(scope).collections())
+        except QmdError:
+            return 0
+        finally:
+            self._lock.release()
+
+    def instructions(self, scope: frozenset[str] | None = None) -> str:
         with self._lock:
-            return store_instructions(self.store, self.index)
+            if scope is None:
+                return store_instructions(self.store, self.index)
+            self._refresh()
+            try:
+                info: StatusInfo | None = self._status_info(scope)
+            except QmdError:
+                info = None
+            try:
+                vectors: bool | None = self._vector_status(scope).embedded_documents > 0
+            except QmdError:
+                vectors = False
+            return build_instructions(info, self.index, vectors)
+
+
+class ScopedTools:
+    """The tools as one scoped token sees them: what McpHandler calls (`call`,
+    `instructions`) with the token's scope added. One per HTTP request."""
+
+    def __init__(self, service: ToolService, scope: frozenset[str]) -> None:
+        self.service, self.scope = service, scope
+
+    def call(self, tool: str, arguments: dict[str, Any] | None, progress: Callable[[str], None] | None = None) -> ToolOutput:
+        return self.service.call(tool, arguments, progress, self.scope)
+
+    def instructions(self) -> str:
+        return self.service.instructions(self.scope)

@@ -223,7 +223,7 @@ def test_wildcard_host_warns(tmp_path: Path) -> None:
     setup_index(tmp_path, env)
     port = free_port()
     log = tmp_path / "server.log"
-    proc = spawn_http(env, port, log, "--host", "0.0.0.0")
+    proc = spawn_http(env, port, log, "--host", "0.0.0.0", "--no-auth")  # without a token: refused (test_mcp_auth.py)
     try:
         wait_health(port, proc)
         text = log.read_text()

@@ -1,0 +1,80 @@
+"""The token file and the check of each request (qmd/serve/auth.py), without a server."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from qmd.core.errors import QmdError
+from qmd.serve.auth import Authenticator, add, bearer, digest, load, revoke
+
+
+def test_add_stores_only_the_hash_atomically_with_mode_0600(tmp_path: Path) -> None:
+    path = tmp_path / "cfg" / "index.tokens.json"
+    assert load(path) is None
+    token, entry = add(path, "alice", ["notes", "notes", "docs"])
+    assert token.startswith("qmd_") and len(token) == 47
+    assert entry.sha256 == digest(token) and entry.collections == ("notes", "docs")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and token not in path.read_text()
+    assert [e.name for e in load(path) or []] == ["alice"]
+    assert not list(path.parent.glob(".*.tmp"))
+    with pytest.raises(QmdError, match="exists already"):
+        add(path, "alice", None)
+    with pytest.raises(QmdError, match="is not a token name"):
+        add(path, "a b", None)
+    other, _ = add(path, "bob", None)
+    assert other != token
+    assert revoke(path, "alice").name == "alice"
+    assert [e.name for e in load(path) or []] == ["bob"]
+    with pytest.raises(QmdError, match="no token named 'alice'"):
+        revoke(path, "alice")
+
+
+@pytest.mark.parametrize("text", ["{nope", "[]", '{"version": 2, "tokens": []}', '{"version": 1, "tokens": [{"name": "a", "sha256": "xyz"}]}', '{"version": 1, "tokens": [{"name": "a", "sha256": "' + "0" * 64 + '", "collections": "notes"}]}'])
+def test_a_malformed_file_is_an_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with pytest.raises(QmdError, match="unreadable"):
+        load(path)
+    verdict = Authenticator(path, required=False).check("Bearer qmd_x")
+    assert (verdict.ok, verdict.status) == (False, 503)  # fails closed
+
+
+@pytest.mark.parametrize(("header", "token"), [
+    (None, None), ("", None), ("Bearer", None), ("Bearer  ", None), ("Basic abc", None), ("Bearer abc", "abc"), ("bearer abc ", "abc"), ("BEARER  abc", "abc"),
+])
+def test_bearer_header(header: str | None, token: str | None) -> None:
+    assert bearer(header) == token
+
+
+def test_authenticator_follows_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    open_auth, strict = Authenticator(path, required=False), Authenticator(path, required=True)
+    assert open_auth.check(None).ok and not open_auth.active()
+    assert strict.check(None).status == 401 and strict.active()
+    token, _ = add(path, "alice", ["notes"])
+    for auth in (open_auth, strict):
+        assert auth.check(None).status == 401
+        assert auth.check("Bearer qmd_wrong").status == 401 and auth.check("Bearer qmd_wrong").presented
+        ok = auth.check(f"Bearer {token}")
+        assert ok.ok and ok.name == "alice" and ok.scope == frozenset({"notes"}) and token not in ok.reason
+    revoke(path, "alice")
+    assert open_auth.check(f"Bearer {token}").status == 401  # an empty file still asks for a token
+    os.unlink(path)
+    assert open_auth.check(None).ok and strict.check(None).status == 401
+
+
+def test_same_size_rewrite_is_seen(tmp_path: Path) -> None:
+    """The (mtime, size, inode) key: an atomic rewrite is a new inode even at the same size and second."""
+    path = tmp_path / "t.json"
+    auth = Authenticator(path, required=False)
+    a, _ = add(path, "aaaa", None)
+    assert auth.check(f"Bearer {a}").ok
+    revoke(path, "aaaa")
+    b, _ = add(path, "bbbb", None)
+    assert json.loads(path.read_text())["tokens"][0]["name"] == "bbbb"
+    assert not auth.check(f"Bearer {a}").ok and auth.check(f"Bearer {b}").ok
