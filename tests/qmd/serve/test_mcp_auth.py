@@ -380,3 +380,11 @@ def test_loopback_asks_for_tokens_once_the_file_exists(tmp_path: Path) -> None:
         assert request(port, "POST", "/query", QUERY)[0] == 200
     finally:
         stop_process(proc)
+
+
+def test_scoped_get_of_a_server_path_in_the_other_collection(team: Team) -> None:
+    for ref in (str(team.root / "hr" / "salaries.md"), str(team.root / "hr"), "../hr/salaries.md"):
+        out = team.tool("alice", "get", {"file": ref})
+        assert out["isError"], out
+        _leak_free(out, ref)
+    assert not team.tool("bob", "get", {"file": str(team.root / "hr" / "salaries.md")})["isError"]
