@@ -33,12 +33,38 @@ def score(score_py: Path, qrels: Path, run: Path) -> dict[str, float]:
 def main() -> int:
     parser = arg_parser(__doc__.splitlines()[0])
     parser.add_argument("--run-out", metavar="PATH", help="also keep the run file at PATH")
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="sqlite",
+                        help="storage backend; both: each, and the nDCG@10 gap (target |gap| <= 0.01)")
     args = parser.parse_args()
+    if args.backend == "sqlite":
+        return run_one(args, "sqlite", None)
+    from contextlib import nullcontext
+
+    from _postgres import postgres_server
+
+    with postgres_server() as url:
+        if args.backend == "postgres":
+            return run_one(args, "postgres", url)
+        results = {b: run_one(args, b, url, keep=True) for b in ("sqlite", "postgres")}
+    gap = results["postgres"]["nDCG@10"] - results["sqlite"]["nDCG@10"]  # type: ignore[index]
+    report = Report("cranfield_quality_backends")
+    for b, scores in results.items():
+        report.row(f"{b} nDCG@10 / Recall@10 / MRR@10", " / ".join(f"{scores[k]:.4f}" for k in ("nDCG@10", "Recall@10", "MRR@10")))  # type: ignore[index]
+    report.row("nDCG@10 gap (postgres - sqlite)", f"{gap:+.4f}")
+    report.target(Target("|nDCG@10 gap|", abs(gap), 0.01, kind="max"))
+    report.data = {"scores": results, "gap": gap}
+    del nullcontext
+    return report.finish(args.json)
+
+
+def run_one(args, backend: str, url: str | None, keep: bool = False):  # type: ignore[no-untyped-def]
+    from _postgres import backend_env
+
     data = data_dir()
     cran = data / "cranfield"
     questions = load_questions(cran / "queries.tsv")
-    report = Report("cranfield_quality")
-    with isolated_home("cranfield") as tmp:
+    report = Report(f"cranfield_quality ({backend})")
+    with isolated_home("cranfield") as tmp, backend_env(backend, url, "bench_cranfield"):
         run_path = tmp / "run.tsv"
         answered = all_terms = 0
         with qmd.Store(tmp / "index.sqlite", tmp / "index.yml") as store:
@@ -61,6 +87,9 @@ def main() -> int:
     report.row("scored queries (with >= 1 relevant doc)", str(int(scores["queries"])))
     report.target(Target(f"nDCG@{K}", scores[f"nDCG@{K}"], 0.37, kind="min"))
     report.data = {"scores": scores, "answered": answered, "all_terms": all_terms}
+    if keep:
+        report.finish(None)
+        return scores
     return report.finish(args.json)
 
 

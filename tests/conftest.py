@@ -68,6 +68,9 @@ def index_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     if request.param == "sqlite":
         yield "sqlite"
         return
+    marker = request.node.get_closest_marker("sqlite_only")
+    if marker is not None:
+        pytest.skip(f"SQLite only: {marker.args[0] if marker.args else 'reads the SQLite file itself'}")
     from tests.support import postgres
 
     url = request.getfixturevalue("postgres_url")

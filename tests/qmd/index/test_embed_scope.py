@@ -15,6 +15,8 @@ import pytest
 import qmd
 from tests.conftest import qmd_env
 
+pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
+
 
 def _notes(root: Path, n: int, word: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
@@ -35,6 +37,7 @@ def _chunk_ids(store: qmd.Store, collection: str) -> set[int]:
     return {row[0] for row in conn.execute(sql, (collection,))}
 
 
+@pytest.mark.sqlite_only("reads chunk rows with SQLite SQL")
 def test_force_with_a_collection_keeps_the_vectors_of_the_others(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
     big = _notes(tmp_path / "big", 30, "alpha")
@@ -107,6 +110,7 @@ def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path
 
 
 @pytest.mark.slow
+@pytest.mark.sqlite_only("reads chunk rows with SQLite SQL")
 def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
     import json
 

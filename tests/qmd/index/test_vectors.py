@@ -19,6 +19,8 @@ import qmd
 from qmd.storage.sqlite.vectors import ensure_vec
 from tests.conftest import REPO, qmd_env
 
+pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
+
 
 def _notes(root: Path, n: int, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
@@ -49,6 +51,7 @@ def _vectors(index: Path) -> dict[tuple[str, int], tuple[int, int, np.ndarray]]:
     return out
 
 
+@pytest.mark.sqlite_only("reads the vectors out of the SQLite file")
 def test_embed_is_incremental_and_vsearch_finds_documents(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     store = _store(tmp_path, tiny_models["embed"], monkeypatch)
     root = _notes(tmp_path / "notes", 30)
@@ -77,6 +80,7 @@ def test_embed_is_incremental_and_vsearch_finds_documents(tmp_path: Path, tiny_m
     assert (status.embedded_documents, status.pending_documents, status.model) == (31, 0, "tiny-embed")
 
 
+@pytest.mark.sqlite_only("reads the vectors out of the SQLite file")
 def test_collection_filter_equals_a_brute_force_scan(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     store = _store(tmp_path, tiny_models["embed"], monkeypatch)
     a = _notes(tmp_path / "a", 40, seed=1)
@@ -140,6 +144,7 @@ def test_embed_false_collection_is_skipped(tmp_path: Path, tiny_models: dict[str
     assert {h.collection for h in store.vsearch("rollback", limit=None).hits} == {"a"}
 
 
+@pytest.mark.sqlite_only("reads the vectors out of the SQLite file")
 def test_cleanup_drops_orphaned_vectors(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     store = _store(tmp_path, tiny_models["embed"], monkeypatch)
     root = _notes(tmp_path / "a", 6)
@@ -157,6 +162,7 @@ def test_cleanup_drops_orphaned_vectors(tmp_path: Path, tiny_models: dict[str, P
 
 
 @pytest.mark.slow
+@pytest.mark.sqlite_only("reads the vectors out of the SQLite file")
 def test_kill_during_embed_then_rerun_equals_a_clean_run(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     root = _notes(tmp_path / "notes", 1500, seed=3)
     env = qmd_env({"QMD_EMBED_MODEL": str(tiny_models["embed"]), "QMD_THREADS": "1"})

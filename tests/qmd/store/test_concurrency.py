@@ -13,6 +13,8 @@ import pytest
 import qmd
 from tests.conftest import qmd_env
 
+pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
+
 
 def _tree(root: Path, n: int, word: str) -> None:
     root.mkdir(parents=True, exist_ok=True)
@@ -46,7 +48,7 @@ def test_update_waits_for_the_writer_lock_and_names_its_holder(tmp_path: Path) -
     store = qmd.Store(paths.index_path, paths.config_path)
     store.add_collection(root, name="notes")
     _tree(root / "more", 2, "beta")
-    with qmd.writer_lock(paths.index_path):
+    with store.backend.writer_lock():
         proc = _spawn("update")
         seen = _read_until(proc, "which is writing this index")
         assert f"Waiting for pid {os.getpid()} (" in seen and "--no-wait" in seen, seen
@@ -62,8 +64,9 @@ def test_no_wait_and_a_bounded_wait_give_up_naming_the_holder(tmp_path: Path, co
     root = tmp_path / "notes"
     _tree(root, 2, "alpha")
     paths = qmd.resolve_index(None)
-    qmd.Store(paths.index_path, paths.config_path).add_collection(root, name="notes")
-    with qmd.writer_lock(paths.index_path):
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(root, name="notes")
+    with store.backend.writer_lock():
         proc = _spawn(command, *flags)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
@@ -78,7 +81,7 @@ def test_embed_with_nothing_to_do_never_waits(tmp_path: Path, tiny_models: dict[
     store = qmd.Store(paths.index_path, paths.config_path)
     store.add_collection(root, name="notes")
     store.embed()
-    with qmd.writer_lock(paths.index_path):  # someone else writes, e.g. a long update
+    with store.backend.writer_lock():  # someone else writes, e.g. a long update
         proc = _spawn("embed", "-c", "notes")
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "Embedded 0 documents" in err and "Waiting" not in err, err

@@ -12,6 +12,8 @@ import pytest
 
 import qmd
 
+pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
+
 Cli = Callable[..., tuple[int, str, str]]
 
 
@@ -52,6 +54,7 @@ def test_a_shared_prefix_gets_more_digits_everywhere(cli: Cli, tmp_path: Path, c
     assert {e.docid for e in qmd.open_index().ls("notes")} == {ha[:want], hb[:want]}
 
 
+@pytest.mark.sqlite_only("calls the SQLite docid code directly")
 def test_the_bulk_path_agrees_with_the_seek_path(cli: Cli, tmp_path: Path, collision: tuple[str, str]) -> None:
     """`ls` of a big collection computes all docids from one sorted read: the same answers."""
     from qmd.storage.sqlite.documents import docid_lengths

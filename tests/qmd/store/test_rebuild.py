@@ -9,6 +9,8 @@ import pytest
 
 import qmd
 
+pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
+
 
 def _kept(folder: Path, label: str) -> list[Path]:
     """The old index files kept beside the new one (their WAL and shm sidecars aside)."""
@@ -19,6 +21,7 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if ".rebuild-" in p.name or (p.name.endswith(".lock") and p.name != "index.sqlite.lock"))
 
 
+@pytest.mark.sqlite_only("checks the .bak/.broken files beside the SQLite index")
 def test_rebuilding_a_sound_index_keeps_its_vectors(tmp_path: Path, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
     assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
@@ -41,6 +44,7 @@ def test_rebuilding_a_sound_index_keeps_its_vectors(tmp_path: Path, notes: Path,
         assert store.vector_status().pending_documents == 0
 
 
+@pytest.mark.sqlite_only("checks the .bak/.broken files beside the SQLite index")
 def test_rebuilding_a_corrupted_index_keeps_it_aside_as_broken(tmp_path: Path, notes: Path, run_qmd) -> None:  # type: ignore[no-untyped-def]
     assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
     index = qmd.resolve_index(None).index_path
