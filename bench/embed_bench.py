@@ -97,9 +97,9 @@ def bare_inputs(conn: apsw.Connection, embedder, collection: str) -> tuple[list[
     formatted by qmd's own `prepare`, flushed whenever >= BATCH_CHUNKS chunks are pending.
     Returns (the flushes, (content hash, chunk count) per document). Not timed.
     """
-    from qmd.store.refs import read_content
-    from qmd.index.embedding import BATCH_CHUNKS, fingerprint, pending_hashes, prepare
-    from qmd.storage.sqlite.vectors import model_row
+    from qmd.index.embedding import BATCH_CHUNKS, fingerprint, prepare
+    from qmd.storage.sqlite.documents import content as read_content
+    from qmd.storage.sqlite.vectors import model_row, pending_hashes
 
     model = model_row(conn, fingerprint(embedder))
     todo = pending_hashes(conn, model.id if model else None, [collection])
@@ -108,7 +108,10 @@ def bare_inputs(conn: apsw.Connection, embedder, collection: str) -> tuple[list[
     inputs: list[str] = []
     pending_docs = 0
     for content_hash, title in todo:
-        doc = prepare(embedder, read_content(conn, content_hash), title, content_hash)
+        text = read_content(conn, content_hash)
+        if text is None:
+            continue
+        doc = prepare(embedder, text, title, content_hash)
         inputs.extend(embedder.family.normalise(text) for text in doc.inputs)
         docs.append((content_hash, len(doc.inputs)))
         pending_docs += 1

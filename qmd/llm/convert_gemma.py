@@ -293,9 +293,9 @@ def import_gemma_embedding(folder: Path, out: Path, out_type: str = "f16", name:
         writer.add_token_list(tokens)
         writer.add_token_scores(scores)
         writer.add_token_types(types)
-        for key, add in (("bos", writer.add_bos_token_id), ("eos", writer.add_eos_token_id), ("unk", writer.add_unk_token_id), ("pad", writer.add_pad_token_id)):
+        for key, add_id in (("bos", writer.add_bos_token_id), ("eos", writer.add_eos_token_id), ("unk", writer.add_unk_token_id), ("pad", writer.add_pad_token_id)):
             if tok[key] is not None:
-                add(int(tok[key]))
+                add_id(int(tok[key]))
         writer.add_add_bos_token(tok["add_bos"])
         writer.add_add_eos_token(tok["add_eos"])
         writer.add_add_space_prefix(tok["add_space_prefix"])
