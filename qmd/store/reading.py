@@ -167,7 +167,7 @@ class Reader:
                 if ref:
                     rows.append(refs.resolve(backend, colls, ref, cwd))
         out: list[MultiGetItem] = []
-        for row in dict.fromkeys(rows):
+        for row in {(r.collection, r.path): r for r in rows}.values():  # once each, in order (a row holding metadata is not hashable)
             ctx = self.state.context(row.collection, row.path)
             if row.size > max_bytes:
                 out.append(MultiGetItem(self.docid(row.hash), row.collection, row.path, row.title, None,
