@@ -86,7 +86,7 @@ class PostgresBackend(IndexBackend):
 
     def size_bytes(self) -> int:
         sql = (
-            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = %s AND c.relkind IN ('r', 'm')"
         )
         return count(self.connection(), sql, (self.schema,))

@@ -224,7 +224,7 @@ def migrate(conn: psycopg.Connection, schema: str) -> list[str]:
         for name, sql in MIGRATIONS:
             if name in done:
                 continue
-            conn.execute(sql)  # type: ignore[arg-type]  # trusted DDL of this module
+            conn.execute(sql)  # trusted DDL of this module
             conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (%s, %s)", (name, now_iso()))
             applied.append(name)
     return applied
@@ -251,7 +251,7 @@ def transaction(conn: psycopg.Connection) -> Iterator[None]:
 
 
 def scalar(conn: psycopg.Connection, sql: str, params: Sequence[object] = ()) -> object:
-    row = conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+    row = conn.execute(sql, params).fetchone()
     return None if row is None else row[0]
 
 

@@ -39,7 +39,7 @@ def find(conn: psycopg.Connection, *, collection: str | None = None, path: str |
         where.append("hash >= %s AND hash < %s")
         params += [hash_prefix, hash_prefix + "g"]
     sql = f"SELECT {', '.join(_COLUMNS)} FROM documents WHERE {' AND '.join(where)} ORDER BY collection COLLATE \"C\", path COLLATE \"C\""
-    return [_row(r) for r in conn.execute(sql, params)]  # type: ignore[arg-type]
+    return [_row(r) for r in conn.execute(sql, params)]
 
 
 def documents(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
@@ -84,7 +84,7 @@ def files(conn: psycopg.Connection, collection: str, under: str) -> list[FileRow
     if under:
         sql += " AND (path = %s OR left(path, %s) = %s)"
         params += [under, len(under) + 1, under + "/"]
-    rows = conn.execute(sql + ' ORDER BY path COLLATE "C"', params)  # type: ignore[arg-type]
+    rows = conn.execute(sql + ' ORDER BY path COLLATE "C"', params)
     return [FileRow(str(c), str(p), int(s), int(m), str(h), str(t)) for c, p, s, m, h, t in rows]
 
 

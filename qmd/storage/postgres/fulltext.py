@@ -162,7 +162,7 @@ def bm25(
     if built is None:
         return []
     sql, params = built
-    return [(int(r[0]), float(r[1])) for r in conn.execute(sql, params)]  # type: ignore[arg-type]
+    return [(int(r[0]), float(r[1])) for r in conn.execute(sql, params)]
 
 
 def write_rows(conn: psycopg.Connection, docs: Sequence[tuple[int, str, str, str]]) -> None:

@@ -194,7 +194,7 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
     )
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    rows = conn.execute(sql, (*params, q, model.id))  # type: ignore[arg-type]
+    rows = conn.execute(sql, (*params, q, model.id))
     return [(int(i), float(s), (int(a), int(b))) for i, s, a, b in rows]
 
 
@@ -211,7 +211,7 @@ def _hnsw(conn: psycopg.Connection, model: VectorModel, q: str, want: int, allow
             " SELECT d.id, greatest(0, 1 - best.distance), best.start, best.\"end\" FROM best JOIN documents d ON d.hash = best.hash"
             " WHERE " + allowed + f" ORDER BY best.distance, d.id LIMIT {int(want)}"
         )
-        rows = conn.execute(sql, (q, q, *params)).fetchall()  # type: ignore[arg-type]
+        rows = conn.execute(sql, (q, q, *params)).fetchall()
     return [(int(i), float(s), (int(a), int(b))) for i, s, a, b in rows]
 
 
