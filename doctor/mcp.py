@@ -75,5 +75,5 @@ def check(ctx: Context) -> list[CheckResult]:
         try:
             results += _server(ctx, index)
         except qmd.QmdError as exc:
-            results.append(warn(f"HTTP server [{index}]", exc.message, exc.hint))
+            results.append(warn(f"HTTP server [{index}]", exc.message, exc.cli_hint))
     return results

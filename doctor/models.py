@@ -48,7 +48,7 @@ def _remote(ctx: Context, index: str, m: qmd.ModelStatus) -> CheckResult:
         try:
             found = store.probe_model(m.role)
         except qmd.QmdError as exc:  # a malformed URI or option
-            return fail(name, exc.message, exc.hint, ms=c.ms)
+            return fail(name, exc.message, exc.cli_hint, ms=c.ms)
         finally:
             store.close()
     detail = f"{found.uri} ({m.source}): {found.detail}"
@@ -88,7 +88,7 @@ def _vectors(ctx: Context, index: str) -> CheckResult | None:
                 return None  # the index checks say why
             vs = store.vector_status()
         except qmd.QmdError as exc:
-            return warn(name, f"cannot read the vector state: {exc.message}", exc.hint, ms=c.ms)
+            return warn(name, f"cannot read the vector state: {exc.message}", exc.cli_hint, ms=c.ms)
         finally:
             store.close()
         if vs.fingerprint is None:
@@ -115,7 +115,7 @@ def check(ctx: Context) -> list[CheckResult]:
         try:
             statuses = store.models()
         except qmd.QmdError as exc:
-            results.append(fail(f"models [{index}]", exc.message, exc.hint))
+            results.append(fail(f"models [{index}]", exc.message, exc.cli_hint))
             continue
         finally:
             store.close()

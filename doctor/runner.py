@@ -62,7 +62,7 @@ def _repair(ctx: Context, key: str, group: Group, results: list[CheckResult]) ->
         try:
             done[r.name] = r.repair()
         except qmd.QmdError as exc:
-            done[r.name] = f"could not repair: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else "")
+            done[r.name] = f"could not repair: {exc.message}" + (f" (hint: {exc.cli_hint})" if exc.cli_hint else "")
         except Exception as exc:  # noqa: BLE001
             done[r.name] = f"could not repair: {type(exc).__name__}: {exc}"
     if not done:

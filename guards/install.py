@@ -211,7 +211,7 @@ def _uninstall_codex_hooks(path: Path, lines: list[str]) -> None:
     try:
         removed = remove_hook_states(codex_config(), keys)
     except QmdError as exc:
-        lines.append(f"{codex_config()}: {exc.message} ({exc.hint})")
+        lines.append(f"{codex_config()}: {exc.message} ({exc.cli_hint})")
         return
     if removed:
         lines.append(f"{codex_config()}: removed Codex's trust of qmd's hooks ({len(removed)} entries)")

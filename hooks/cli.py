@@ -44,7 +44,7 @@ def install_cmd(repos: ReposArg = None) -> None:
         try:
             outcome = installer.install(path, layout)
         except QmdError as exc:
-            failed.append(f"{path}: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
+            failed.append(f"{path}: {exc.message}" + (f" (hint: {exc.cli_hint})" if exc.cli_hint else ""))
             continue
         for line in outcome.lines:
             typer.echo(line)

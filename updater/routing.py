@@ -64,7 +64,7 @@ def load() -> Indexes:
             finally:
                 store.close()
         except QmdError as exc:
-            result.errors[index] = (exc.message, exc.hint)
+            result.errors[index] = (exc.message, exc.cli_hint)
     return result
 
 

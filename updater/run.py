@@ -63,7 +63,7 @@ class RunResult:
 def _describe(exc: BaseException, log: logging.Logger, what: str) -> tuple[str, str | None]:
     """(message, hint) for a failed step; an unexpected exception's traceback goes to the log."""
     if isinstance(exc, QmdError):
-        return exc.message, exc.hint
+        return exc.message, exc.cli_hint
     log.error("%s: unexpected %s\n%s", what, type(exc).__name__, "".join(traceback.format_exception(exc)))
     return f"{type(exc).__name__}: {exc}", "this is a bug in qmd; the traceback is in the updater log"
 

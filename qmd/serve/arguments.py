@@ -277,4 +277,4 @@ def filter_arg(spec: object, since: object, until: object) -> Any:
     try:
         return build(spec, since, until)  # type: ignore[arg-type]
     except QmdError as exc:
-        raise ArgError(exc.message, exc.hint) from None
+        raise ArgError(exc.message, exc.cli_hint) from None

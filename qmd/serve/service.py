@@ -105,7 +105,7 @@ class ToolOutput:
 
 
 def error_output(exc: QmdError) -> ToolOutput:
-    text = f"Error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else "")
+    text = f"Error: {exc.message}" + (f"\nhint: {exc.cli_hint}" if exc.cli_hint else "")
     return ToolOutput(text, None, True, f"error: {exc.message[:80]}")
 
 
@@ -395,7 +395,7 @@ class ToolService:
             result, fresh = ran
         except QmdError as exc:
             code = getattr(exc, "status", 400)
-            return code, {"error": exc.message, "hint": exc.hint}, f"{code} {exc.message[:80]}"
+            return code, {"error": exc.message, "hint": exc.cli_hint}, f"{code} {exc.message[:80]}"
         return 200, {"results": [hit_row(h) for h in result.hits], "freshness": fresh}, f"{q.searches or 'plain'} searches → {len(result.hits)} results"
 
     def _can_run_inline(self, q: QueryArgs) -> bool:

@@ -278,5 +278,5 @@ def run(index_name: str | None) -> int:
     code = server.serve()
     failure = server._failure
     if server.failed and failure is not None:
-        sys.stderr.write(f"Error: {failure.message}\n" + (f"hint: {failure.hint}\n" if failure.hint else ""))
+        sys.stderr.write(f"Error: {failure.message}\n" + (f"hint: {failure.cli_hint}\n" if failure.cli_hint else ""))
     return code
