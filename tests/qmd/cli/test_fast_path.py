@@ -217,11 +217,6 @@ def _subprocess(argv: list[str], *, fast_path: bool, env: dict[str, str] | None 
     return subprocess.run([sys.executable, "-m", "qmd", *argv], env=environ, capture_output=True, timeout=60)
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [["search", "rollback", "--json"], ["search", "restore", "-n", "1", "--index", "other"], ["search", "-n", "0", "x"], ["search"], ["get", "runbooks/deploy.md"], ["status"], ["search", "--help"]],
-    ids=repr,
-)
 def _timeless(out: bytes) -> bytes:
     """Output without its ages ("Updated: 3s ago"): a second may pass between the two runs."""
     import re
@@ -229,6 +224,11 @@ def _timeless(out: bytes) -> bytes:
     return re.sub(rb"\b\d+(?:\.\d+)?\s?(?:s|m|h|d|min|mins|seconds?|minutes?|hours?|days?) ago\b", b"AGO", out)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["search", "rollback", "--json"], ["search", "restore", "-n", "1", "--index", "other"], ["search", "-n", "0", "x"], ["search"], ["get", "runbooks/deploy.md"], ["status"], ["search", "--help"]],
+    ids=repr,
+)
 def test_the_console_script_with_and_without_the_fast_path(argv: list[str], indexed: Path) -> None:
     lean, typer = _subprocess(argv, fast_path=True), _subprocess(argv, fast_path=False)
     assert (lean.returncode, _timeless(lean.stdout), lean.stderr) == (typer.returncode, _timeless(typer.stdout), typer.stderr)
