@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,9 +47,9 @@ def server_available() -> None:
 class LlamaServer:
     """`python -m llama_cpp.server` serving one GGUF file on 127.0.0.1 (its own process group)."""
 
-    def __init__(self, model: Path, log: Path, *args: str, embedding: bool = True) -> None:
+    def __init__(self, model: Path, log: Path, *args: str, embedding: bool = True, port: int | None = None) -> None:
         server_available()
-        self.port = free_port()
+        self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}/v1"
         argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(self.port),
                 "--n_threads", "1", "--n_threads_batch", "1", "--embedding", "true" if embedding else "false", *args]
@@ -67,10 +68,10 @@ class LlamaServer:
                 with urllib.request.urlopen(f"{self.base}/models", timeout=2) as r:
                     if r.status == 200:
                         return
+            except urllib.error.HTTPError:  # a 401 (an API key wanted) still means it is up
+                return
             except OSError:
                 pass
-            except Exception:  # noqa: BLE001 - a 401 (api key) still means it is up
-                return
             time.sleep(0.2)
         self.stop()
         raise AssertionError(f"llama_cpp.server not ready in {READY_S} s: {self.log.read_text(errors='replace')[-2000:]}")
@@ -94,8 +95,8 @@ class LlamaServer:
 
 
 @contextmanager
-def llama_server(model: Path, log: Path, *args: str, embedding: bool = True) -> Iterator[LlamaServer]:
-    server = LlamaServer(model, log, *args, embedding=embedding)
+def llama_server(model: Path, log: Path, *args: str, embedding: bool = True, port: int | None = None) -> Iterator[LlamaServer]:
+    server = LlamaServer(model, log, *args, embedding=embedding, port=port)
     try:
         yield server
     finally:
