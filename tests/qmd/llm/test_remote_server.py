@@ -187,10 +187,12 @@ def test_switching_endpoints_re_embeds(embed_server: LlamaServer, tmp_path: Path
         assert store.embed().documents == 4
         models = store.check(quick=True).vector_models
         assert len(models) == 2 and all(n == 4 for _, _, n in models)
-    # Options that only change how it is reached keep the vector space.
+    # Back to the first endpoint, with options that only change how it is reached: its
+    # vectors were kept, nothing to embed.
     write_config(cfg, remote_embed(embed_server, timeout_s=5, retries=0, batch=2))
     with qmd.Store(tmp_path / "index.sqlite", cfg) as store:
-        assert store.vector_status().fingerprint == first.fingerprint
+        back = store.vector_status()
+        assert back.fingerprint == first.fingerprint and back.pending_documents == 0 and store.embed().documents == 0
 
 
 # --- failures ------------------------------------------------------------------------------------
