@@ -12,6 +12,9 @@ every stamp is unchanged, while the index opens beside it as before:
   embed model is current, hence whether vector search is on), `QMD_EMBED_MODEL`;
 - the qmd version and the source of the module that words the text.
 
+Only an index in a SQLite file is kept this way (`applies`): one in PostgreSQL changes
+without touching a local file, so its server always opens it first.
+
 A copy is written only when nothing changed while it was computed and every file had been
 left alone for 2 s (git's racily-clean rule), so an edit can never hide behind an unchanged
 stamp. Any doubt (no copy, a corrupt one, another index's) means: open the index first.
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 
     from qmd.core.paths import IndexPaths
     from qmd.core.stamps import Stamp
+    from qmd.store.store import Store
 
 VERSION = 1
 
@@ -50,8 +54,15 @@ def inputs(paths: IndexPaths) -> list[Stamp]:
     here = os.path.dirname(os.path.abspath(__file__))
     return [
         stamp(paths.index_path), wal, stamp(paths.config_path), stamp(config_dir() / "models.yml"), stamp(models_dir()),
-        stamp(os.path.join(here, "answers.py")), ["QMD_EMBED_MODEL", os.environ.get("QMD_EMBED_MODEL")], ["version", __version__],
+        stamp(os.path.join(here, "answers.py")), ["QMD_EMBED_MODEL", os.environ.get("QMD_EMBED_MODEL")],
+        ["QMD_DATABASE_URL", os.environ.get("QMD_DATABASE_URL")], ["version", __version__],
     ]
+
+
+def applies(store: Store, paths: IndexPaths) -> bool:
+    """Whether stamps can vouch for this index: it lives in the SQLite file they stamp. An
+    index in PostgreSQL changes without touching any local file, so its text is never kept."""
+    return store.backend.location == str(paths.index_path)
 
 
 def read(paths: IndexPaths, key: list[Stamp]) -> str | None:

@@ -55,7 +55,7 @@ _STOP = object()
 
 
 class StdioServer:
-    def __init__(self, open_store: Callable[[], Store], index: str, log: Log, stdin: BinaryIO, out_fd: int, kept: str | None = None, keep: Callable[[str], None] | None = None) -> None:
+    def __init__(self, open_store: Callable[[], Store], index: str, log: Log, stdin: BinaryIO, out_fd: int, kept: str | None = None, keep: Callable[[Store, str], None] | None = None) -> None:
         self.log = log
         self._kept = kept  # the instructions kept from the last start, when still current (qmd/serve/instructions.py)
         self._keep = keep  # keeps freshly computed instructions for the next start
@@ -91,7 +91,7 @@ class StdioServer:
             return
         self._ready.set()
         if self._keep is not None and self._instructions != self._kept:
-            self._keep(self._instructions)
+            self._keep(store, self._instructions)
         try:
             from qmd.serve.service import ToolService
 
@@ -274,7 +274,11 @@ def run(index_name: str | None) -> int:
     out_fd = os.dup(1)
     os.dup2(2, 1)  # fd 1 is the protocol's alone: stray writes go to stderr
     sys.stdout = sys.stderr
-    server = StdioServer(open_store, paths.name, stderr_log, sys.stdin.buffer, out_fd, kept, lambda text: instructions.keep(paths, key, text))
+    def keep(store: Store, text: str) -> None:
+        if instructions.applies(store, paths):
+            instructions.keep(paths, key, text)
+
+    server = StdioServer(open_store, paths.name, stderr_log, sys.stdin.buffer, out_fd, kept, keep)
     code = server.serve()
     failure = server._failure
     if server.failed and failure is not None:

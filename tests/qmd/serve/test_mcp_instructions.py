@@ -135,3 +135,20 @@ def test_a_second_start_keeps_the_first_starts_text(env: dict[str, str], tmp_pat
     )
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert path.exists() and json.loads(proc.stdout) == first, proc.stderr
+
+
+def test_an_index_outside_the_stamped_file_is_never_kept(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL changes without touching a local file: no stamp can vouch for its text."""
+    from qmd.store.store import Store
+
+    paths = resolve_index(None)
+    with Store(paths.index_path, paths.config_path) as store:
+        assert instructions.applies(store, paths)
+
+    class Elsewhere:
+        location = "postgresql://db/notes (schema qmd_index)"
+
+    assert not instructions.applies(Store(paths.index_path, paths.config_path, backend=Elsewhere()), paths)  # type: ignore[arg-type]
+    key = instructions.inputs(paths)
+    monkeypatch.setenv("QMD_DATABASE_URL", "postgresql://db/notes")
+    assert instructions.inputs(paths) != key  # the variable that moves an index is in the key
