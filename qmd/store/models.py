@@ -147,6 +147,10 @@ class Models:
         if role == "embed":
             model = self._remote_embedder(ref)
             index_dims = getattr(model, "index_dims", None)
+        elif role == "rerank":
+            from qmd.llm.remote.reranker import RemoteReranker
+
+            model = RemoteReranker(ref.remote)
         return probe(role, ref.remote, model, index_dims)
 
     def expand(self, question: str, generator: ExpansionModel | None = None) -> list[SubQuery]:

@@ -431,3 +431,16 @@ def test_probe_answers_serves_and_dims() -> None:
     dead = parse_remote(f"openai:http://127.0.0.1:{free_port()}/v1#m")
     found = probe("embed", dead, RemoteEmbedder(dead), None)
     assert found.status == "fail" and "does not answer" in found.detail and found.ms < 5000
+
+
+def test_probe_reranks_once_through_the_store(tmp_path: Path) -> None:
+    routes = {("GET", "/v1/models"): models_route("bge-reranker"), ("POST", "/v1/rerank"): rerank_route({"qmd doctor probe": 3.0}, [])}
+    with fake_server(routes) as fake:
+        config = tmp_path / "index.yml"
+        config.write_text(f"models:\n  rerank: {fake.uri('bge-reranker')}\n  generate: {fake.uri('qwen3')}\n")
+        with qmd.Store(tmp_path / "index.sqlite", config) as store:
+            found = store.probe_model("rerank")
+            assert found.status == "ok" and "serves bge-reranker" in found.detail and "reranks (score 0.95)" in found.detail
+            found = store.probe_model("generate")  # only asked whether it is served: generating is slow
+            assert found.status == "warn" and "lists only 'bge-reranker'" in found.detail
+        assert fake.paths() == ["/v1/models", "/v1/rerank", "/v1/models"]
