@@ -81,8 +81,9 @@ def _compile(node: Filter, params: Params) -> str:
     if isinstance(node, Group):
         if node.op == "not":
             return f"{ACTIVE} EXCEPT SELECT doc_id FROM ({_compile(node.items[0], params)})"
-        joiner = " INTERSECT " if node.op == "and" else " UNION "
-        return joiner.join(f"SELECT doc_id FROM ({_compile(item, params)})" for item in node.items)
+        if node.op == "and":
+            return _conjunction(node.items, params)
+        return " UNION ".join(f"SELECT doc_id FROM ({_compile(item, params)})" for item in node.items)
     raise TypeError(f"not a filter node: {node!r}")
 
 
@@ -151,6 +152,28 @@ def predicate(tree: Filter, doc: str) -> tuple[str, Params]:
     """
     params: Params = []
     return _predicate(tree, doc, params), params
+
+
+def _drives(node: Filter) -> int:
+    """How well a node can drive a conjunction's id set (lower is better; 9: only as a test)."""
+    if isinstance(node, Condition):
+        return {"eq": 0, "all": 0, "in": 1}.get(node.operator, 2 if node.operator in _COMPARE_SQL or (node.operator == "exists" and node.value) else 9)
+    if isinstance(node, DateRange):
+        return 3
+    return 4 if node.op != "not" else 9
+
+
+def _conjunction(items: tuple[Filter, ...], params: Params) -> str:
+    """`and`: the ids of its best index-driven part, the other parts tested on each of them
+    (a probe per id), instead of materialising and intersecting every part's set."""
+    order = sorted(range(len(items)), key=lambda i: _drives(items[i]))
+    first = items[order[0]]
+    if _drives(first) == 9:  # nothing to drive from: test every active document
+        tests = " AND ".join(_predicate(item, "s.id", params) for item in items)
+        return f"SELECT s.id AS doc_id FROM documents s WHERE s.active = 1 AND {tests}"
+    driver = _compile(first, params)
+    rest = " AND ".join(_predicate(items[i], "s.doc_id", params) for i in order[1:])
+    return f"SELECT s.doc_id FROM ({driver}) s" + (f" WHERE {rest}" if rest else "")
 
 
 def id_set(tree: Filter) -> tuple[str, Params]:

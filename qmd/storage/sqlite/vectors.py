@@ -19,7 +19,7 @@ import apsw
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
 from qmd.storage.backend import ChunkVector, Nearest, VectorModel
-from qmd.storage.sqlite.connection import count, transaction
+from qmd.storage.sqlite.connection import as_int, count, transaction
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -224,28 +224,24 @@ def nearest_documents(
     by content hash). A scan reading each vector through SQL is not used: vec0 returns a
     column ~10 µs a row, 100+ ms on 9k chunks, against ~15 ms for its own KNN over all.
 
-    With a filter, two exact plans. A selective one (fewer matching documents than an
-    eighth of the chunks) restricts the KNN itself to the chunks of matching documents
-    (`chunk_id IN (…)`, applied by sqlite-vec during its scan, so cheaper than the
-    unfiltered KNN): a filter matching 1% of the documents still returns `limit` of them,
-    the nearest, never a short page. A broad one asks the unfiltered KNN for 8× as many
-    chunks and tests each document found (the same loop as above until `limit` match), so
-    its cost stays that of one KNN instead of following the thousands of ids it matches.
+    With a filter, two exact plans, chosen by the share of a sample of documents that pass
+    it. A selective filter (under an eighth) restricts the KNN itself to the chunks of the
+    matching documents (`chunk_id IN (…)`, applied by sqlite-vec during its scan, so
+    cheaper than the unfiltered KNN): a filter matching 1% of the documents still returns
+    `limit` of them, the nearest, never a short page. A broad one asks the unfiltered KNN
+    for about three times the chunks its share needs and tests each document found (the loop
+    above), so it costs one KNN instead of following the thousands of ids it matches.
     """
     total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
     allowed: str | None = None
     widen = 4
     if where is not None:
-        from qmd.storage.sqlite.filters import id_set
-
-        cap = max(BROAD_FILTER_MIN, total // 8)
-        ids, params = id_set(where)
-        matching = count(conn, f"SELECT count(*) FROM (SELECT 1 FROM ({ids}) LIMIT ?)", (*params, cap))
-        if matching < cap:
+        share = _sampled_share(conn, where, scope) if total >= BROAD_FILTER_MIN else 0.0
+        if share < BROAD_SHARE:
             restrict = _chunks_matching(conn, model, scope, where)
             total, allowed = len(restrict), json.dumps(restrict)
         else:
-            widen = 32
+            widen = max(4, math.ceil(3 / share))  # chunks enough for ~3x the documents needed
     want = total if limit is None else limit
     k = min(total, max(want * widen, 32))
     while True:
@@ -256,20 +252,47 @@ def nearest_documents(
         k = min(total, k * 4)
 
 
-BROAD_FILTER_MIN = 2000  # below this many matching documents a filter always restricts the KNN itself
+BROAD_FILTER_MIN = 2000  # chunks: below this a filter always restricts the KNN (the sample would cost more)
+BROAD_SHARE = 1 / 8  # a filter passing this share of documents or more takes the widened unfiltered KNN
+SAMPLE = 512  # documents drawn (by id, evenly at random) to estimate a filter's share
+
+
+def _sampled_share(conn: apsw.Connection, where: Filter, scope: list[str] | None) -> float:
+    """The share of a random sample of active documents (in `scope`) that pass `where`."""
+    import random
+
+    from qmd.storage.sqlite.filters import predicate
+
+    bounds = conn.execute("SELECT min(id), max(id) FROM documents").fetchall()[0]
+    if not isinstance(bounds[0], int) or not isinstance(bounds[1], int):
+        return 0.0
+    low, high = bounds[0], bounds[1]
+    ids = sorted(random.Random(0).sample(range(low, high + 1), min(SAMPLE, high - low + 1)))
+    test, params = predicate(where, "d.id")
+    sql = f"SELECT count(*), coalesce(sum(CASE WHEN {test} THEN 1 ELSE 0 END), 0) FROM documents d WHERE d.active = 1 AND d.id IN ({','.join('?' * len(ids))})"
+    args: list[object] = [*params, *ids]
+    if scope is not None:
+        sql += f" AND d.collection IN ({','.join('?' * len(scope))})"
+        args += scope
+    seen, passed = conn.execute(sql, args).fetchall()[0]
+    return as_int(passed) / as_int(seen) if seen else 0.0
 
 
 def _chunks_matching(conn: apsw.Connection, model: VectorModel, scope: list[str] | None, where: Filter) -> list[int]:
-    """Chunk ids (this vector space) of the active documents in `scope` matching `where`."""
+    """Chunk ids (this vector space) of the active documents in `scope` matching `where`:
+    from the filter's id set to each document, then to its chunks (index lookups all the way)."""
     from qmd.storage.sqlite.filters import id_set
 
     ids, params = id_set(where)
-    docs = f"SELECT d.hash FROM documents d WHERE d.active = 1 AND d.id IN ({ids})"
+    sql = (
+        f"SELECT DISTINCT c.id FROM ({ids}) s CROSS JOIN documents d ON d.id = s.doc_id"
+        " CROSS JOIN chunks c ON c.model_id = ? AND c.hash = d.hash WHERE d.active = 1"
+    )
+    args: list[object] = [*params, model.id]
     if scope is not None:
-        docs += f" AND d.collection IN ({','.join('?' * len(scope))})"
-        params = [*params, *scope]
-    sql = f"SELECT c.id FROM chunks c WHERE c.model_id = ? AND c.hash IN ({docs})"
-    return [int(r[0]) for r in conn.execute(sql, (model.id, *params))]
+        sql += f" AND d.collection IN ({','.join('?' * len(scope))})"
+        args += scope
+    return [as_int(r[0]) for r in conn.execute(sql, args)]
 
 
 def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], want: int, scope: list[str] | None, where: Filter | None = None) -> list[Nearest]:

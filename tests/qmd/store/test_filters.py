@@ -161,6 +161,11 @@ def test_every_operator_typed(store: qmd.Store, spec: dict[str, object], expecte
     ({"or": [cond("status", "ne", "published"), cond("status", "exists", False)]}, ["c.md", "d.md", "e.md"]),
     ({"and": [{"or": [cond("tags", "in", ["ops"]), cond("reviewed", "exists", True)]}, {"not": cond("priority", "gt", 2)}]}, ["b.md", "c.md"]),
     ({"not": {"not": cond("priority", "eq", 1)}}, ["c.md"]),
+    # conjunctions with no part to drive from, and with the driver not first
+    ({"and": [{"not": cond("priority", "eq", 1)}, cond("status", "ne", "published")]}, []),
+    ({"and": [{"not": cond("status", "eq", "draft")}, cond("reviewed", "exists", False), cond("priority", "gte", 1)]}, ["a.md", "c.md"]),
+    ({"and": [cond("tags", "nin", ["db"]), {"or": [cond("priority", "lt", 2), cond("priority", "gt", 5)]}]}, ["c.md"]),
+    ({"and": [{"not": cond("reviewed", "eq", True)}, {"not": cond("priority", "eq", 3)}]}, ["c.md", "d.md"]),
 ])
 def test_groups_combine(store: qmd.Store, spec: dict[str, object], expected: list[str]) -> None:
     assert found(store, spec) == expected
