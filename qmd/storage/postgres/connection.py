@@ -151,6 +151,26 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX document_meta_n ON document_meta (key, type, n);
         """,
     ),
+    (
+        # Keyword search without positions: per (term, document) the weighted frequency over
+        # the columns and the row's length, all in the primary key's leaves (INCLUDE), so a
+        # term or a prefix's terms is one index range; positions stay in fts_postings, read
+        # only by phrases (fulltext.py). Filled from the postings of an existing index.
+        "0005_fts_terms",
+        """
+        CREATE TABLE fts_terms (
+            term TEXT COLLATE "C" NOT NULL,
+            doc_id BIGINT NOT NULL,
+            f DOUBLE PRECISION NOT NULL,
+            len INTEGER NOT NULL,
+            PRIMARY KEY (term, doc_id) INCLUDE (f, len)
+        );
+        INSERT INTO fts_terms (term, doc_id, f, len)
+            SELECT p.term, p.doc_id, sum((CASE p.col WHEN 0 THEN 1.5 WHEN 1 THEN 4.0 ELSE 1.0 END) * p.tf), min(d.len)
+            FROM fts_postings p JOIN fts_docs d ON d.doc_id = p.doc_id GROUP BY p.term, p.doc_id;
+        CREATE INDEX fts_terms_doc ON fts_terms (doc_id);
+        """,
+    ),
 ]
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

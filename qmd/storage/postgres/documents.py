@@ -137,6 +137,7 @@ class PostgresCollectionWriter:
         self.collection = collection
         self.now = now_iso()
         self._pending: list[tuple[DocumentWrite, int | None]] = []
+        self.written = 0  # documents whose full text this update wrote
 
     def known(self) -> dict[str, KnownFile]:
         self.flush()
@@ -189,6 +190,7 @@ class PostgresCollectionWriter:
             if meta:
                 cur.executemany("INSERT INTO document_meta (doc_id, key, type, s, n) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", meta)
         fulltext.write_rows(conn, [(doc_id, d.fields.filepath, d.fields.title, d.fields.body) for doc_id, d in written])
+        self.written += len(written)
 
     def _extra(self, d: DocumentWrite) -> tuple[object, ...]:
         """(tags, modified_at, metadata, dated_ns, when_ns, meta_version) of a write."""
@@ -230,6 +232,8 @@ def collection_writer(conn: psycopg.Connection, collection: str) -> Iterator[Pos
     with conn.transaction():
         yield writer
         writer._finish()
+    if writer.written >= fulltext.OPTIMIZE_AFTER:
+        fulltext.optimize(conn)
 
 
 def drop_collection(conn: psycopg.Connection, name: str) -> int:

@@ -2,10 +2,13 @@
 
 Tokens are made exactly as the SQLite backend's FTS5 table makes them (`porter unicode61`,
 through SQLite's own tokenizer, which apsw exposes), so both backends see the same terms,
-stems and prefixes. Each document's tokens are stored per (term, document, column) with
-their positions (`fts_postings`), each row's token count in `fts_docs` and the totals in
-`fts_stats`. A query is one SQL statement that reads only the postings of its terms (a
-range scan of the primary key per term; a prefix is a range) and computes, as FTS5 does:
+stems and prefixes. Each document is stored three ways: per (term, document) its weighted
+frequency over the columns and the row's length (`fts_terms`, everything in the primary
+key's leaves, so a term or a prefix's terms is one index-only range scan), per (term,
+document, column) the token positions (`fts_postings`, read only for phrases), and each
+row's token count in `fts_docs` with the totals in `fts_stats`. A query is one SQL
+statement that reads each phrase's rows once (its document frequency is their count), sums
+them per document (all-terms: only documents every phrase found) and computes, as FTS5 does:
 
     score(d) = Σ_phrase idf(p) · f(p,d)·(k1+1) / (f(p,d) + k1·(1 − b + b·|d| / avgdl))
 
@@ -25,7 +28,6 @@ import psycopg
 
 from qmd.core.text import has_cjk, segment_cjk
 from qmd.storage.backend import Term, TextQuery
-from qmd.storage.postgres.connection import marks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,7 +36,19 @@ if TYPE_CHECKING:
 K1 = 1.2
 B = 0.75
 WEIGHTS = (1.5, 4.0, 1.0)  # filepath, title, body
+OPTIMIZE_AFTER = 1000  # documents written by one update: vacuum and analyze the full text after it
 TOP = chr(0x10FFFF)  # above every character: the end of a prefix's range in byte ("C") order
+
+
+def prefix_end(token: str) -> str:
+    """The first string after every string that starts with `token`, in byte ("C") order (UTF-8
+    byte order is code-point order): the last character's successor, so the planner's
+    statistics estimate the range well (a range ending in U+10FFFF looks like one row to it)."""
+    last = ord(token[-1])
+    if last >= 0x10FFFF:
+        return token + TOP
+    nxt = last + 1 if not 0xD7FF <= last < 0xE000 else 0xE000  # surrogates are no characters
+    return token[:-1] + chr(nxt)
 
 
 @functools.lru_cache(maxsize=1)
@@ -77,18 +91,28 @@ def _phrase(term: Term) -> tuple[list[str], bool]:
 
 def _match(alias: str, token: str, prefix: bool, params: list[object]) -> str:
     if prefix:
-        params += [token, token + TOP]
+        params += [token, prefix_end(token)]
         return f"{alias}.term >= %s AND {alias}.term < %s"
     params.append(token)
     return f"{alias}.term = %s"
 
 
-def _phrase_sql(i: int, toks: list[str], prefix: bool, params: list[object]) -> str:
-    """SELECT (phrase i, doc_id, weighted frequency) for one phrase."""
-    weight = "(CASE p0.col WHEN 0 THEN %s WHEN 1 THEN %s ELSE %s END)" % WEIGHTS
+def _weight_sql(alias: str) -> str:
+    return f"(CASE {alias}.col WHEN 0 THEN %s WHEN 1 THEN %s ELSE %s END)" % WEIGHTS
+
+
+def _hits_sql(toks: list[str], prefix: bool, params: list[object]) -> str:
+    """SELECT (doc_id, f, len) of one phrase: f its weighted frequency in the row, len the row's tokens.
+
+    A single token reads only `fts_terms` (a range of its covering primary key: the exact
+    term, or the terms a prefix expands to, summed per row); only a phrase of several tokens
+    reads positions (`fts_postings`)."""
     if len(toks) == 1:
-        cond = _match("p0", toks[0], prefix, params)
-        return f"SELECT {i} AS i, p0.doc_id, sum({weight} * p0.tf) AS f FROM fts_postings p0 WHERE {cond} GROUP BY p0.doc_id"
+        if prefix:
+            params += [toks[0], prefix_end(toks[0])]
+            return "SELECT doc_id, sum(f) AS f, min(len) AS len FROM fts_terms WHERE term >= %s AND term < %s GROUP BY doc_id"
+        params.append(toks[0])
+        return "SELECT doc_id, f, len FROM fts_terms WHERE term = %s"
     # A phrase: occurrences where token k sits at the first token's position + k, same column.
     first = _match("p0", toks[0], False, params)
     follows = []
@@ -97,15 +121,19 @@ def _phrase_sql(i: int, toks: list[str], prefix: bool, params: list[object]) -> 
         cond = _match(f"p{k}", tok, prefix and last, params)
         follows.append(f"EXISTS (SELECT 1 FROM fts_postings p{k} WHERE {cond} AND p{k}.doc_id = p0.doc_id AND p{k}.col = p0.col AND x + {k} = ANY (p{k}.pos))")
     return (
-        f"SELECT {i} AS i, p0.doc_id, sum({weight}) AS f FROM fts_postings p0, unnest(p0.pos) AS x"
-        f" WHERE {first} AND {' AND '.join(follows)} GROUP BY p0.doc_id"
+        f"SELECT ph.doc_id, ph.f, fd.len FROM (SELECT p0.doc_id, sum({_weight_sql('p0')}) AS f FROM fts_postings p0, unnest(p0.pos) AS x"
+        f" WHERE {first} AND {' AND '.join(follows)} GROUP BY p0.doc_id) ph JOIN fts_docs fd ON fd.doc_id = ph.doc_id"
     )
 
 
 def build_sql(
     query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int], where: Filter | None = None,
 ) -> tuple[str, list[object]] | None:
-    """The one statement of a keyword search (pure): (sql, params), or None when nothing can match."""
+    """The one statement of a keyword search (pure): (sql, params), or None when nothing can match.
+
+    Each phrase's rows are read once into a CTE (h0, h1, …); its document frequency is that
+    CTE's row count (over the whole index, as FTS5's idf). A document's score sums its
+    phrases' terms; all-terms keeps the documents found by every phrase."""
     phrases = [_phrase(t) for t in query.terms]
     if not phrases or any(not toks for toks, _ in phrases):
         if not phrases or query.require_all:
@@ -115,29 +143,41 @@ def build_sql(
             return None
     negs = [p for p in (_phrase(t) for t in query.negated) if p[0]]
     params: list[object] = []  # in the order of their marks in the text
-    parts = [_phrase_sql(i, toks, prefix, params) for i, (toks, prefix) in enumerate(phrases)]
+    n = len(phrases)
+    ctes = [f"h{i} AS MATERIALIZED ({_hits_sql(toks, prefix, params)})" for i, (toks, prefix) in enumerate(phrases)]
+    idf = ", ".join(f"CASE WHEN ln((st.n - c{i}.c + 0.5) / (c{i}.c + 0.5)) > 0 THEN ln((st.n - c{i}.c + 0.5) / (c{i}.c + 0.5)) ELSE 1e-6 END AS w{i}" for i in range(n))
+    counts = ", ".join(f"(SELECT count(*)::float8 AS c FROM h{i}) c{i}" for i in range(n))
     sql = (
-        f"WITH hits AS MATERIALIZED ({' UNION ALL '.join(parts)}),"
-        " st AS (SELECT docs::float8 AS n, CASE WHEN docs > 0 THEN tokens::float8 / docs ELSE 1 END AS avgdl FROM fts_stats WHERE id = 1),"
-        " idf AS (SELECT h.i, greatest(ln((st.n - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS w FROM hits h, st GROUP BY h.i, st.n),"
-        " scored AS (SELECT h.doc_id, sum(idf.w * (h.f * %s) / (h.f + %s * (1 - %s + %s * fd.len / st.avgdl))) AS score"
-        " FROM hits h JOIN idf ON idf.i = h.i JOIN fts_docs fd ON fd.doc_id = h.doc_id, st GROUP BY h.doc_id"
+        "WITH " + ", ".join(ctes) + ","
+        " st AS MATERIALIZED (SELECT docs::float8 AS n, CASE WHEN docs > 0 THEN tokens::float8 / docs ELSE 1 END AS avgdl FROM fts_stats WHERE id = 1),"
+        f" w AS MATERIALIZED (SELECT {idf} FROM st, {counts}),"
+    )
+    # One row per (phrase, document) in `u`; a document's score sums its rows. All-terms keeps
+    # the documents with a row for every phrase: an aggregate, never a join of the phrases'
+    # rows (whose sizes the planner cannot know in advance, and a nested loop over two
+    # prefixes' thousands of rows costs seconds).
+    union = " UNION ALL ".join(f"SELECT {i} AS i, doc_id, f, len FROM h{i}" for i in range(n))
+    pick = "w.w0" if n == 1 else "CASE u.i " + " ".join(f"WHEN {i} THEN w.w{i}" for i in range(n)) + " END"
+    sql += (
+        f" u AS ({union}), scored AS (SELECT u.doc_id, sum({pick} * (u.f * %s) / (u.f + %s * (1 - %s + %s * u.len / st.avgdl))) AS score"
+        " FROM u, w, st GROUP BY u.doc_id"
     )
     params += [K1 + 1, K1, B, B]
-    if query.require_all and len(phrases) > 1:
-        sql += f" HAVING count(*) = {len(phrases)}"  # one hits row per (phrase, document)
-    sql += ") SELECT s.doc_id, -s.score FROM scored s"
+    if query.require_all and n > 1:
+        sql += f" HAVING count(*) = {n}"
+    sql += ")"
+    sql += " SELECT s.doc_id, -s.score FROM scored s"
     filters: list[str] = []
     if collections is not None:
         sql += " JOIN documents d ON d.id = s.doc_id"
-        filters.append(f"d.collection IN ({marks(len(collections))})")
-        params += collections
+        filters.append("d.collection = ANY(%s)")
+        params.append(list(collections))
     if negs:
-        neg_parts = [_phrase_sql(i, toks, prefix, params) for i, (toks, prefix) in enumerate(negs)]
+        neg_parts = [_hits_sql(toks, prefix, params) for toks, prefix in negs]
         filters.append(f"s.doc_id NOT IN (SELECT doc_id FROM ({' UNION ALL '.join(neg_parts)}) neg)")
     if exclude:
-        filters.append(f"s.doc_id NOT IN ({marks(len(exclude))})")
-        params += sorted(exclude)
+        filters.append("s.doc_id <> ALL(%s)")
+        params.append(sorted(exclude))
     if where is not None:
         from qmd.storage.postgres.filters import id_set
 
@@ -172,13 +212,20 @@ def write_rows(conn: psycopg.Connection, docs: Sequence[tuple[int, str, str, str
     added = 0
     lengths: list[tuple[int, int]] = []
     with conn.cursor() as cur:
+        terms: list[tuple[str, int, float, int]] = []
         with cur.copy("COPY fts_postings (term, doc_id, col, tf, pos) FROM STDIN") as copy:
             for doc_id, filepath, title, body in docs:
                 rows, total = postings(filepath, title, body)
+                weighted: dict[str, float] = {}
                 for term, col, tf, pos in rows:
                     copy.write_row((term, doc_id, col, tf, pos))
+                    weighted[term] = weighted.get(term, 0.0) + WEIGHTS[col] * tf
+                terms += [(term, doc_id, f, total) for term, f in weighted.items()]
                 lengths.append((doc_id, total))
                 added += total
+        with cur.copy("COPY fts_terms (term, doc_id, f, len) FROM STDIN") as copy:
+            for row in terms:
+                copy.write_row(row)
         cur.executemany("INSERT INTO fts_docs (doc_id, len) VALUES (%s, %s)", lengths)
         cur.execute("UPDATE fts_stats SET docs = docs + %s, tokens = tokens + %s WHERE id = 1", (len(lengths), added))
 
@@ -193,10 +240,18 @@ def delete_rows(conn: psycopg.Connection, ids: Sequence[int]) -> None:
     if not n:
         return
     conn.execute("DELETE FROM fts_postings WHERE doc_id = ANY(%s)", (ids,))
+    conn.execute("DELETE FROM fts_terms WHERE doc_id = ANY(%s)", (ids,))
     conn.execute("DELETE FROM fts_docs WHERE doc_id = ANY(%s)", (ids,))
     conn.execute("UPDATE fts_stats SET docs = docs - %s, tokens = tokens - %s WHERE id = 1", (n, total))
 
 
 def delete_all(conn: psycopg.Connection) -> None:
-    conn.execute("TRUNCATE fts_postings, fts_docs")
+    conn.execute("TRUNCATE fts_postings, fts_terms, fts_docs")
     conn.execute("UPDATE fts_stats SET docs = 0, tokens = 0 WHERE id = 1")
+
+
+def optimize(conn: psycopg.Connection) -> None:
+    """After a large write (autocommit, outside any transaction): mark the new rows all-visible,
+    so keyword searches read `fts_terms` by index-only scans, and refresh the planner's statistics."""
+    conn.execute("VACUUM (ANALYZE) fts_terms")
+    conn.execute("ANALYZE fts_docs, fts_postings, documents")
