@@ -6,8 +6,9 @@ functions with the same values, so both paths print the same bytes.
 
 from __future__ import annotations
 
-from qmd.cli.base import display_names, err, fs_paths, open_store, out, result_limit, snippet_chars
+from qmd.cli.base import _usage_error, display_names, err, fs_paths, open_store, out, result_limit, shape_hits, snippet_chars
 from qmd.cli.formats import format_document, format_search
+from qmd.cli.remote import ask
 
 MATCHES = ("any", "all")  # --match: all-terms hits then any-term fill (default), or all-terms only
 
@@ -15,7 +16,7 @@ MATCHES = ("any", "all")  # --match: all-terms hits then any-term fill (default)
 def search(
     query: list[str], n: int | None, all_: bool, min_score: float, full: bool, line_numbers: bool,
     collection: list[str] | None, full_path: bool, kind: str, match: str = "any",
-    filter_: str | None = None, since: str | None = None, until: str | None = None,
+    filter_: str | None = None, since: str | None = None, until: str | None = None, local: bool = False,
 ) -> None:
     """`qmd search`: keyword search, printed in `kind` (cli, json, csv, md, xml, files).
 
@@ -26,19 +27,116 @@ def search(
     limit = result_limit(kind, n, all_)
     text = " ".join(query)
     style = style_for() if kind == "cli" else None
-    with open_store() as store:
-        hits = store.search(
-            text, limit=limit, collections=collection, min_score=min_score, full=full,
-            snippet_chars=snippet_chars(kind), line_numbers=line_numbers, filter=filter_, since=since, until=until,
-        )
+    options = {
+        "limit": limit, "collections": collection, "min_score": min_score, "full": full,
+        "snippet_chars": snippet_chars(kind), "line_numbers": line_numbers, "filter": filter_, "since": since, "until": until,
+    }
+    answer = ask("search", text, options, local)  # a warm server's answer (qmd/cli/remote.py), or None
+    with answer or open_store() as store:
+        hits = answer.hits if answer is not None else store.search(text, **options)  # type: ignore[union-attr,arg-type]
         if match == "all":
             hits = [h for h in hits if h.match != "any"]
-        names = display_names(store, hits, full_path)
-        files = fs_paths(store, hits) if style is not None and style.links else None
+        names = display_names(store, hits, full_path)  # type: ignore[arg-type]
+        files = fs_paths(store, hits) if style is not None and style.links else None  # type: ignore[arg-type]
     if style is None:
         out(format_search(hits, kind, names))
     else:
         out(format_search(hits, kind, names, style, text, files))
+
+
+def vsearch(
+    query: list[str], n: int | None, all_: bool, min_score: float, full: bool, line_numbers: bool,
+    collection: list[str] | None, full_path: bool, expand: bool, kind: str,
+    filter_: str | None = None, since: str | None = None, until: str | None = None, local: bool = False,
+) -> None:
+    """`qmd vsearch`: vector search (with `expand`: the query's vec/hyde expansions too, fused)."""
+    limit = result_limit(kind, n, all_)
+    text = " ".join(query)
+    if expand:
+        fuse = {
+            "limit": limit or 10_000, "min_score": min_score, "collections": collection, "rerank": False, "expand": True,
+            "snippet_chars": snippet_chars(kind), "keyword": False, "filter": filter_, "since": since, "until": until,
+        }
+        answer = ask("query", text, fuse, local)  # a warm server's answer (qmd/cli/remote.py), or None
+        with answer or open_store() as store:
+            fused = answer if answer is not None else store.query(text, **fuse)  # type: ignore[union-attr,arg-type]
+            paths = fs_paths(store, fused.hits) if full_path else None  # type: ignore[arg-type]
+        for notice in fused.notices:
+            err(f"Note: {notice}")
+        out(format_search(fused.hits, kind, paths))
+        return
+    options = {
+        "limit": limit, "collections": collection, "min_score": min_score, "full": full,
+        "snippet_chars": snippet_chars(kind), "line_numbers": line_numbers, "filter": filter_, "since": since, "until": until,
+    }
+    answer = ask("vsearch", text, options, local)
+    with answer or open_store() as store:
+        result = answer if answer is not None else store.vsearch(text, **options)  # type: ignore[union-attr,arg-type]
+        paths = fs_paths(store, result.hits) if full_path else None  # type: ignore[arg-type]
+    if result.pending:
+        err(f"Note: {result.pending} documents have no vectors for {result.model} yet; run 'qmd embed'")
+    out(format_search(result.hits, kind, paths))
+
+
+def query(
+    text: list[str], n: int | None, candidates: int, min_score: float, intent: str | None, no_rerank: bool, expand: bool | None,
+    explain: bool, collection: list[str] | None, full_path: bool, all_: bool, full: bool, line_numbers: bool, kind: str,
+    filter_: str | None = None, since: str | None = None, until: str | None = None, local: bool = False,
+) -> None:
+    """`qmd query`: the hybrid pipeline; with `explain` its lists, scores and timings on stderr."""
+    limit = result_limit(kind, n)
+    if all_:  # the original's --all: every candidate the pipeline fuses (it has no unbounded list)
+        limit = max(candidates, limit or 0)
+    if candidates < 1:
+        raise _usage_error("must be at least 1", "-C")
+    import sys
+
+    tty = sys.stderr.isatty() and kind == "cli"
+
+    def progress(message: str) -> None:
+        if tty:
+            sys.stderr.write(f"\r\033[K{message}")
+            sys.stderr.flush()
+
+    joined = "\n".join(text)
+    options = {
+        "limit": limit or 5, "candidates": candidates, "min_score": min_score, "collections": collection, "intent": intent,
+        "rerank": not no_rerank, "expand": expand, "explain": explain, "snippet_chars": snippet_chars(kind),
+        "filter": filter_, "since": since, "until": until,
+    }
+    answer = ask("query", joined, {**options, "full": full}, local)  # a warm server's answer (qmd/cli/remote.py), or None
+    with answer or open_store() as store:
+        # With a server, `full` bodies come filled from it (qmd/serve/cliroute.py); the numbering is done here alike.
+        result = answer if answer is not None else store.query(joined, progress=progress, **options)  # type: ignore[union-attr,arg-type]
+        paths = display_names(store, result.hits, full_path)  # type: ignore[arg-type]
+        shape_hits(store, result.hits, full and answer is None, line_numbers)  # type: ignore[arg-type]
+    if tty:
+        sys.stderr.write("\r\033[K")
+    for notice in result.notices:
+        err(f"Note: {notice}")
+    if kind == "json":
+        import json
+
+        from qmd.cli.formats import search_json_rows
+
+        rows = search_json_rows(result.hits, paths)
+        for row, hit in zip(rows, result.hits):
+            row["stages"] = result.stages
+            if hit.explain is not None:
+                row["explain"] = hit.explain
+        payload = rows
+        out(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    else:
+        out(format_search(result.hits, kind, paths))
+    if explain:
+        err("Searches: " + "; ".join(f"{s['type']}: {s['query']}" for s in result.searches))
+        err("Stages:   " + ", ".join(f"{k}={v}" for k, v in result.stages.items()))
+        err("Timings:  " + ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items()))
+        if kind != "json":
+            for hit in result.hits:
+                e = hit.explain or {}
+                lists = ", ".join(f"{x['list']}#{x['rank']} (+{x['rrf']:.4f})" for x in e.get("lists", []))
+                err(f"  {hit.uri}: rrf {e.get('rrf')} (rank {e.get('rrf_rank')}) [{lists}] rerank {e.get('rerank')} → {e.get('score')}")
 
 
 def get(ref: str, from_line: int | None, lines: int | None, line_numbers: bool, raw: bool, full_path: bool, kind: str) -> None:

@@ -66,6 +66,7 @@ FullPathOpt = Annotated[bool, typer.Option("--full-path", help="Show file-system
 FilterOpt = Annotated[str | None, typer.Option("--filter", metavar="JSON", help='Only documents whose metadata matches, e.g. \'{"key":"status","operator":"eq","value":"published"}\' (eq ne gt gte lt lte in nin all exists; and/or/not).', show_default=False)]
 SinceOpt = Annotated[str | None, typer.Option("--since", metavar="WHEN", help="Only documents dated since WHEN: an ISO date or an age (7d, 2w); front-matter date/updated, else the file's time.", show_default=False)]
 UntilOpt = Annotated[str | None, typer.Option("--until", metavar="WHEN", help="Only documents dated until WHEN (an ISO date includes that day).", show_default=False)]
+LocalOpt = Annotated[bool, typer.Option("--local", help="Search in this process even when the index's HTTP server runs (by default a running server of this build answers: its models are loaded).")]
 MatchOpt = Annotated[str, typer.Option("--match", metavar="all|any", help="all: only documents with every term (the original); any: those first, then the best partial matches (marked).")]
 
 

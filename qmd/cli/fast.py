@@ -141,10 +141,13 @@ def _format_flags() -> dict[str, tuple[str, object]]:
 
 
 def _search(args: list[str]) -> Command | None:
-    """`qmd search QUERY… [-n N] [--all] [--min-score X] [--full] [--line-numbers] [-c NAME]… [--full-path] [format]`."""
+    """`qmd search QUERY… [-n N] [--all] [--min-score X] [--full] [--line-numbers] [-c NAME]… [--full-path] [--local] [format]`."""
     from qmd.cli import actions
 
-    flags = {"--all": ("all_", True), "--full": ("full", True), "--line-numbers": ("line_numbers", True), "--full-path": ("full_path", True), **_format_flags()}
+    flags = {
+        "--all": ("all_", True), "--full": ("full", True), "--line-numbers": ("line_numbers", True), "--full-path": ("full_path", True), "--local": ("local", True),
+        **_format_flags(),
+    }
     options = {
         "-n": ("n", _count), "--min-score": ("min_score", _fraction), "-c": ("collection", _text), "--collection": ("collection", _text), "--format": ("format", _format),
         "--match": ("match", _match),
@@ -157,7 +160,56 @@ def _search(args: list[str]) -> Command | None:
     assert (n is None or isinstance(n, int)) and isinstance(min_score, float) and (collection is None or isinstance(collection, list))
     return lambda: actions.search(
         query, n, bool(values.get("all_")), min_score, bool(values.get("full")), bool(values.get("line_numbers")), collection, bool(values.get("full_path")), kind,
-        str(values.get("match", "any")),
+        str(values.get("match", "any")), local=bool(values.get("local")),
+    )
+
+
+def _vsearch(args: list[str]) -> Command | None:
+    """`qmd vsearch QUERY… [-n N] [--all] [--min-score X] [--full] [--line-numbers] [-c NAME]… [--full-path] [--expand] [--local] [format]`."""
+    from qmd.cli import actions
+
+    flags = {
+        "--all": ("all_", True), "--full": ("full", True), "--line-numbers": ("line_numbers", True), "--full-path": ("full_path", True),
+        "--expand": ("expand", True), "--local": ("local", True), **_format_flags(),
+    }
+    options = {"-n": ("n", _count), "--min-score": ("min_score", _fraction), "-c": ("collection", _text), "--collection": ("collection", _text), "--format": ("format", _format)}
+    values, query = _parse(args, flags, options, frozenset({"collection"}))
+    if not query:
+        raise _Unsure
+    kind = _output_kind(values)
+    n, min_score, collection = values.get("n"), values.get("min_score", 0.0), values.get("collection")
+    assert (n is None or isinstance(n, int)) and isinstance(min_score, float) and (collection is None or isinstance(collection, list))
+    return lambda: actions.vsearch(
+        query, n, bool(values.get("all_")), min_score, bool(values.get("full")), bool(values.get("line_numbers")), collection, bool(values.get("full_path")),
+        bool(values.get("expand")), kind, local=bool(values.get("local")),
+    )
+
+
+def _query(args: list[str]) -> Command | None:
+    """`qmd query QUERY… [-n N] [-C N] [--min-score X] [--intent TEXT] [--no-rerank] [--expand|--no-expand] [--explain] [-c NAME]…
+    [--full-path] [--all] [--full] [--line-numbers] [--local] [format]`."""
+    from qmd.cli import actions
+
+    flags = {
+        "--all": ("all_", True), "--full": ("full", True), "--line-numbers": ("line_numbers", True), "--full-path": ("full_path", True),
+        "--no-rerank": ("no_rerank", True), "--expand": ("expand", True), "--no-expand": ("expand", False), "--explain": ("explain", True),
+        "--local": ("local", True), **_format_flags(),
+    }
+    options = {
+        "-n": ("n", _count), "-C": ("candidates", _count), "--candidates": ("candidates", _count), "--min-score": ("min_score", _fraction),
+        "--intent": ("intent", _text), "-c": ("collection", _text), "--collection": ("collection", _text), "--format": ("format", _format),
+    }
+    values, text = _parse(args, flags, options, frozenset({"collection"}))
+    if not text:
+        raise _Unsure
+    kind = _output_kind(values)
+    n, candidates, min_score, collection = values.get("n"), values.get("candidates", 40), values.get("min_score", 0.0), values.get("collection")
+    intent, expand = values.get("intent"), values.get("expand")
+    assert (n is None or isinstance(n, int)) and isinstance(candidates, int) and isinstance(min_score, float) and (collection is None or isinstance(collection, list))
+    assert (intent is None or isinstance(intent, str)) and (expand is None or isinstance(expand, bool))
+    return lambda: actions.query(
+        text, n, candidates, min_score, intent, bool(values.get("no_rerank")), expand, bool(values.get("explain")), collection,
+        bool(values.get("full_path")), bool(values.get("all_")), bool(values.get("full")), bool(values.get("line_numbers")), kind, local=bool(values.get("local")),
     )
 
 
@@ -199,7 +251,7 @@ def _mcp(args: list[str]) -> Command | None:
     return lambda: run(STATE.index_name)
 
 
-ROUTES: dict[str, Route] = {"search": _search, "get": _get, "status": _status, "mcp": _mcp}
+ROUTES: dict[str, Route] = {"search": _search, "vsearch": _vsearch, "query": _query, "get": _get, "status": _status, "mcp": _mcp}
 
 
 def route(argv: list[str]) -> Command | None:

@@ -15,6 +15,7 @@ from qmd.cli.common import (
     FullPathOpt,
     MatchOpt,
     FilterOpt,
+    LocalOpt,
     SinceOpt,
     UntilOpt,
     LineNumbersOpt,
@@ -40,12 +41,13 @@ def search(
     filter_: FilterOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
+    local: LocalOpt = False,
     kind: str = "cli",
 ) -> None:
     """Keyword search (BM25): all-terms matches first, then documents sharing most terms."""
     if match not in actions.MATCHES:
         raise typer.BadParameter("choose all (every term, as the original) or any (all-terms hits, then the best partial ones)", param_hint="--match")
-    actions.search(query, n, all_, min_score, full, line_numbers, collection, full_path, kind, match, filter_, since, until)
+    actions.search(query, n, all_, min_score, full, line_numbers, collection, full_path, kind, match, filter_, since, until, local)
 
 
 @with_output_format

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -10,12 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from qmd.core.errors import QmdError
-from qmd.cli.formats import format_search, human_size, to_json
+from qmd.cli.formats import human_size, to_json
 from qmd.cli.progress import Bar
 from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
     FilterOpt,
+    LocalOpt,
     SinceOpt,
     UntilOpt,
     NoWaitOpt,
@@ -26,14 +26,11 @@ from qmd.cli.common import (
     MinScoreOpt,
     NOpt,
     err,
-    fs_paths,
     open_store,
     out,
-    result_limit,
     say_waiting,
     wait_seconds,
     with_output_format,
-    snippet_chars,
 )
 
 if TYPE_CHECKING:
@@ -113,30 +110,13 @@ def vsearch(
     filter_: FilterOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
+    local: LocalOpt = False,
     kind: str = "cli",
 ) -> None:
     """Vector search: documents nearest in meaning to the query (best chunk per document)."""
-    limit = result_limit(kind, n, all_)
-    if expand:
-        with open_store() as store:
-            fused = store.query(
-                " ".join(query), limit=limit or 10_000, min_score=min_score, collections=collection, rerank=False, expand=True,
-                snippet_chars=snippet_chars(kind), keyword=False, filter=filter_, since=since, until=until,
-            )
-            paths = fs_paths(store, fused.hits) if full_path else None
-        for notice in fused.notices:
-            err(f"Note: {notice}")
-        out(format_search(fused.hits, kind, paths))
-        return
-    with open_store() as store:
-        result = store.vsearch(
-            " ".join(query), limit=limit, collections=collection, min_score=min_score, full=full,
-            snippet_chars=snippet_chars(kind), line_numbers=line_numbers, filter=filter_, since=since, until=until,
-        )
-        paths = fs_paths(store, result.hits) if full_path else None
-    if result.pending:
-        err(f"Note: {result.pending} documents have no vectors for {result.model} yet; run 'qmd embed'")
-    out(format_search(result.hits, kind, paths))
+    from qmd.cli import actions
+
+    actions.vsearch(query, n, all_, min_score, full, line_numbers, collection, full_path, expand, kind, filter_, since, until, local)
 
 
 def _download(ref: ModelRef, refresh: bool = False) -> Path:

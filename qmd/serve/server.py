@@ -10,6 +10,7 @@ all of them):
     POST /query    {searches | query, collections?, limit?, minScore?, candidateLimit?,
     POST /search    intent?, rerank?} → {results: [{docid, file, title, score, context,
                     line, snippet}], freshness}   (the original's REST body; same route twice)
+    POST /cli      what `qmd search|vsearch|query` print, for the CLI (qmd/serve/cliroute.py)
     GET  /health   {status, uptime_s, version, build_id, index, documents}
 
 With tokens (qmd/serve/auth.py: the token file exists, or the server listens beyond
@@ -47,7 +48,7 @@ from qmd.serve.service import ScopedTools, ToolService
 MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
 JSON_TYPE = "application/json"
 REST_EXAMPLE = '{"searches": [{"type": "lex", "query": "rollback"}]}'
-ROUTES = "POST /mcp, POST /query, POST /search, GET /health"
+ROUTES = "POST /mcp, POST /query, POST /search, POST /cli, GET /health"
 
 Log = Callable[[str], None]
 
@@ -128,7 +129,7 @@ class HttpApp:
             return
         if who.name:
             note.append(who.reason)
-        allowed = {"/mcp": "POST", "/query": "POST", "/search": "POST", "/health": "GET"}.get(path)
+        allowed = {"/mcp": "POST", "/query": "POST", "/search": "POST", "/cli": "POST", "/health": "GET"}.get(path)
         if allowed is None:
             note.append("no such route")
             await reply(404, {"error": f"no route {path[:100]}", "hint": f"routes: {ROUTES}"})
@@ -164,6 +165,9 @@ class HttpApp:
             return
         if path == "/mcp":
             await self._mcp(headers, body, receive, send, status, note, who)
+        elif path == "/cli":
+            code, payload = await self._cli(body, receive, note, who.scope)
+            await reply(code, payload)
         else:
             code, payload = await self._rest(body, receive, note, who.scope)
             await reply(code, payload)
@@ -263,6 +267,35 @@ class HttpApp:
             self.log(escape_lines(f"POST /query failed unexpectedly:\n{traceback.format_exc().rstrip()}"))
             note.append("internal error")
             return 500, {"error": f"internal error: {type(exc).__name__}", "hint": "this is a bug in qmd; the server log has the traceback"}
+        code, payload, summary = answer
+        note.append(summary)
+        return code, payload
+
+    async def _cli(self, raw: bytes, receive: Any, note: list[str], scope: frozenset[str] | None = None) -> tuple[int, dict[str, Any]]:
+        """POST /cli (qmd/serve/cliroute.py) on a worker thread; a client that hangs up cancels it."""
+        from qmd.core.cancel import Cancelled, cancel_scope
+
+        body, error = parse_json_body(raw)
+        if error is not None:
+            note.append(f"400 {error[:60]}")
+            return 400, {"error": error}
+
+        def work(event: threading.Event) -> tuple[int, dict[str, Any], str] | None:
+            try:
+                with cancel_scope(event):
+                    answer = self.service.cli_query(body, scope)
+                json.dumps(answer[1], ensure_ascii=False, allow_nan=False).encode("utf-8")  # what _json sends must be sendable
+                return answer
+            except Cancelled:
+                return None
+            except Exception as exc:  # a bug: a JSON 500 and the traceback in the log; the CLI runs locally
+                self.log(escape_lines(f"POST /cli failed unexpectedly:\n{traceback.format_exc().rstrip()}"))
+                return 500, {"error": f"internal error: {type(exc).__name__}"}, "internal error"
+
+        answer = await self._watched(work, receive)
+        if answer is None:
+            note.append("client hung up; query cancelled")
+            return 499, {"error": "cancelled: the client closed the connection"}
         code, payload, summary = answer
         note.append(summary)
         return code, payload

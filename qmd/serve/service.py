@@ -140,6 +140,7 @@ class ToolService:
         self._flag = HealthFlag()
         self._said: set[str] = set()  # notices already in a text answer (each is said once)
         self._views: dict[frozenset[str], Store] = {}  # one read view per token scope
+        self._identity: str | None = None  # see identity()
 
     # lifecycle
 
@@ -397,6 +398,21 @@ class ToolService:
             code = getattr(exc, "status", 400)
             return code, {"error": exc.message, "hint": exc.cli_hint}, f"{code} {exc.message[:80]}"
         return 200, {"results": [hit_row(h) for h in result.hits], "freshness": fresh}, f"{q.searches or 'plain'} searches → {len(result.hits)} results"
+
+    def cli_query(self, body: Any, scope: frozenset[str] | None = None) -> tuple[int, dict[str, Any], str]:
+        """POST /cli: the hits `qmd search|vsearch|query` print (qmd/serve/cliroute.py)."""
+        from qmd.serve.cliroute import answer
+
+        return answer(self, body, scope)
+
+    def identity(self) -> str:
+        """The digest of the index this server reads, as its environment resolves it
+        (qmd/serve/identity.py); computed once."""
+        if self._identity is None:
+            from qmd.serve.identity import index_identity
+
+            self._identity = index_identity(self.index)
+        return self._identity
 
     def _can_run_inline(self, q: QueryArgs) -> bool:
         if not q.keyword_only:

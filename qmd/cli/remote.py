@@ -1,0 +1,225 @@
+"""The CLI uses the warm server: `qmd search|vsearch|query` asked of a running HTTP server.
+
+A `qmd mcp --http` server keeps its models loaded; a shell command that loads the embed
+model again pays the load (MiniLM ~0.3 s, EmbeddingGemma ~1 s) for a 5–45 ms query.
+`ask` hands the command's exact Store call to the index's server (POST /cli,
+qmd/serve/cliroute.py) and returns the hits whole; the command renders them with its own
+renderers, so stdout is the same bytes as an in-process run.
+
+What decides (any doubt → None: the command runs in-process, never a wrong answer):
+
+1. `--local`, or `QMD_SERVER=off`: in-process.
+2. The index's PID file (`<state>/mcp-{index}.json`): absent → in-process. This open() is
+   all a CLI call without a server pays (one failed system call; nothing more is imported).
+3. Its `build_id` equals this installation's (qmd/core/buildinfo.py), and its pid is alive.
+4. POST /cli to the recorded host and port answers 200 within the time limits. The request
+   carries this build id and this process's index identity (qmd/serve/identity.py: index
+   path, database, config, models), and the server refuses (409) when either differs: a
+   server of another index, or of the same name over other data, is not used. A server
+   with tokens needs `Authorization: Bearer $QMD_TOKEN` (401 without: in-process); a scoped
+   token is refused (403), as the CLI reads the whole index. Busy for 2 s with another
+   search (503), an error of the search itself (400: the in-process run prints it the same
+   way), a timeout, a refused connection, an unreadable answer: in-process.
+
+`QMD_SERVER=require` turns every "in-process" of steps 2–4 into an error naming why (exit 1),
+for scripts that must not load models themselves. `QMD_SERVER_TIMEOUT_S` bounds the wait
+for an answer (default 60 s; connecting: 1 s).
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from qmd.core.results import SearchHit
+
+CONNECT_TIMEOUT_S = 1.0
+ANSWER_TIMEOUT_S = 60.0
+MAX_ANSWER_BYTES = 256 * 1024 * 1024
+
+
+class Root:
+    """A collection's name and folder: what fs_paths/display_names read of a Store."""
+
+    def __init__(self, name: str, path: str) -> None:
+        self.name, self.path = name, path
+
+
+class Answer:
+    """What the server found: the hits and what the command prints beside them.
+
+    Stands in for the Store where the command reads collection roots (`collections()`),
+    and is a no-op context manager, so `with answer or open_store() as source:` reads alike.
+    """
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        from qmd.core.results import SearchHit
+
+        self.hits: list[SearchHit] = [SearchHit(**h) for h in data["hits"]]
+        self.roots: dict[str, str] = dict(data["roots"])
+        self.notices: list[str] = list(data["notices"])
+        self.stages: dict[str, Any] = dict(data["stages"])
+        self.searches: list[dict[str, Any]] = list(data["searches"])
+        self.timings_ms: dict[str, float] = dict(data["timings_ms"])
+        self.model: str = str(data["model"])
+        self.pending: int = int(data["pending"])
+
+    def collections(self) -> list[Root]:
+        return [Root(name, path) for name, path in self.roots.items()]
+
+    def __enter__(self) -> Answer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def mode() -> str:
+    """`QMD_SERVER`: auto (default: the server when one answers), off, or require."""
+    value = os.environ.get("QMD_SERVER", "").strip().lower()
+    if value in ("off", "0", "no", "local", "never"):
+        return "off"
+    return "require" if value in ("require", "required", "always") else "auto"
+
+
+def ask(command: str, text: str, options: dict[str, Any], local: bool = False) -> Answer | None:
+    """The server's answer to `command` (search, vsearch, query) with the Store keyword
+    arguments `options`, or None: run it in-process (see the module docstring)."""
+    how = "off" if local else mode()
+    if how == "off":
+        return None
+    from qmd.cli.base import STATE
+    from qmd.core.paths import DEFAULT_INDEX, StateLayout
+
+    index = STATE.index_name or DEFAULT_INDEX
+    why = ""
+    try:
+        with open(StateLayout.current().mcp_pid_file(index), "rb") as fh:
+            raw = fh.read(65536)
+    except OSError:
+        why = f"no HTTP server runs for index '{index}' (start one: qmd mcp --http --daemon)"
+    else:
+        answer, why = _ask(index, raw, command, text, options)
+        if answer is not None:
+            return answer
+    if how == "require":
+        from qmd.core.errors import QmdError
+
+        raise QmdError(f"QMD_SERVER=require: {why}", "start or restart the server (qmd mcp --http --daemon), or unset QMD_SERVER to search in-process")
+    return None
+
+
+def _ask(index: str, raw: bytes, command: str, text: str, options: dict[str, Any]) -> tuple[Answer | None, str]:
+    import json
+
+    from qmd.core.buildinfo import build_id
+
+    try:
+        info = json.loads(raw)
+        pid, host, port, server_build = int(info["pid"]), str(info["host"]), int(info["port"]), str(info["build_id"])
+    except (ValueError, KeyError, TypeError):
+        return None, f"the PID file of index '{index}' is unreadable"
+    mine = build_id()
+    if server_build != mine:
+        return None, f"the server of index '{index}' runs build {server_build}, this qmd is {mine} (restart it: qmd mcp stop, then start it again)"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None, f"the server of index '{index}' (pid {pid}) is gone"
+    except OSError:
+        pass  # another user's process (EPERM): it exists; the request decides
+    from qmd.serve.identity import index_identity
+
+    body = {"command": command, "text": text, "options": options, "build_id": mine, "identity": index_identity(index)}
+    try:
+        data = json.dumps(body, ensure_ascii=True, allow_nan=False).encode("ascii")
+    except ValueError:
+        return None, "the request cannot be sent as JSON"
+    status, payload = _post(host, port, "/cli", data, os.environ.get("QMD_TOKEN") or None)
+    if status != 200:
+        return None, f"the server of index '{index}' at {host}:{port} answered {_why(status, payload)}"
+    try:
+        return Answer(json.loads(payload)), ""
+    except (ValueError, KeyError, TypeError) as exc:
+        return None, f"the server's answer is unreadable ({type(exc).__name__})"
+
+
+def _why(status: int, payload: bytes) -> str:
+    if status == 0:
+        return payload.decode("utf-8", "replace") or "nothing"
+    try:
+        import json
+
+        error = json.loads(payload).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    return f"HTTP {status}" + (f": {error}" if isinstance(error, str) else "")
+
+
+def _connect_host(bind_host: str) -> str:
+    """The address a local client uses for a server bound to `bind_host` (pidfile.connect_host, unbracketed)."""
+    host = bind_host.strip()
+    if host in ("", "0.0.0.0", "*"):
+        return "127.0.0.1"
+    if host in ("::", "[::]"):
+        return "::1"
+    return host.removeprefix("[").removesuffix("]")
+
+
+def _timeout() -> float:
+    try:
+        value = float(os.environ.get("QMD_SERVER_TIMEOUT_S", ""))
+    except ValueError:
+        return ANSWER_TIMEOUT_S
+    return value if value > 0 else ANSWER_TIMEOUT_S
+
+
+def _post(bind_host: str, port: int, path: str, body: bytes, token: str | None) -> tuple[int, bytes]:
+    """One HTTP/1.1 POST over a plain socket (http.client costs ~10 ms to import): (status,
+    body), or (0, why) when it could not be had in time. Loopback or the bind address only:
+    the PID file's host."""
+    import socket
+    import time
+
+    if token is not None and (not token.isascii() or "\r" in token or "\n" in token):
+        return 0, b"QMD_TOKEN is not a valid token"
+    host = _connect_host(bind_host)
+    netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    head = f"POST {path} HTTP/1.1\r\nHost: {netloc}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
+    if token is not None:
+        head += f"Authorization: Bearer {token}\r\n"
+    deadline = time.monotonic() + _timeout()
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(head.encode("ascii") + b"\r\n" + body)
+            buf = b""
+            length: int | None = None
+            status = 0
+            while True:
+                if length is None and b"\r\n\r\n" in buf:
+                    header, _, buf = buf.partition(b"\r\n\r\n")
+                    lines = header.decode("latin-1").split("\r\n")
+                    status = int(lines[0].split()[1])
+                    fields = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
+                    sizes = [v for k, v in fields.items() if k.strip().lower() == "content-length"]
+                    if len(sizes) != 1 or int(sizes[0]) > MAX_ANSWER_BYTES:
+                        return 0, b"an answer without a usable Content-Length"
+                    length = int(sizes[0])
+                if length is not None and len(buf) >= length:
+                    return status, buf[:length]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return 0, b"no answer in time (QMD_SERVER_TIMEOUT_S)"
+                sock.settimeout(left)
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    return 0, b"the connection closed before the answer was complete"
+                buf += chunk
+    except TimeoutError:
+        return 0, b"no answer in time (QMD_SERVER_TIMEOUT_S)"
+    except (OSError, ValueError, IndexError) as exc:
+        return 0, f"no usable answer ({type(exc).__name__}: {exc})".encode()
