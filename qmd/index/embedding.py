@@ -142,6 +142,7 @@ def run_embed(
     if force:
         todo = backend.pending_embeddings(model.id, collections)
     report.already = backend.vector_counts(model.id)[1]
-    embed_documents(backend, embedder, model, todo, report, progress, writing)
+    with backend.bulk_vectors(model, len(todo)):
+        embed_documents(backend, embedder, model, todo, report, progress, writing)
     report.seconds = time.perf_counter() - started
     return report

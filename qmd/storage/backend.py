@@ -363,6 +363,14 @@ class IndexBackend(Protocol):
         """Forget the vectors of one fingerprint: of the given content hashes, or all (`embed -f`)."""
         ...
 
+    def bulk_vectors(self, model: VectorModel, documents: int) -> AbstractContextManager[None]:
+        """Entered around writing the vectors of `documents` documents in many batches (one embed
+        run). A backend whose vector index is costly to keep up row by row may build it once at
+        the end instead (PostgreSQL's HNSW), searches staying exact meanwhile. Default: nothing."""
+        from contextlib import nullcontext
+
+        return nullcontext()
+
     def nearest_documents(
         self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,
     ) -> list[Nearest]:

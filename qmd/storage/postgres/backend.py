@@ -206,6 +206,11 @@ class PostgresBackend(IndexBackend):
 
         vectors.drop_all(self.connection(), model, hashes)
 
+    def bulk_vectors(self, model: VectorModel, documents: int) -> AbstractContextManager[None]:
+        from qmd.storage.postgres import vectors
+
+        return vectors.bulk_writes(self.connection(), model, documents)
+
     def nearest_documents(
         self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,
     ) -> list[Nearest]:

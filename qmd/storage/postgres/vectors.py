@@ -13,7 +13,8 @@ never short when the documents exist.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import psycopg
 
@@ -29,6 +30,8 @@ EXACT_CHUNKS = 20_000  # up to this many candidate chunks, distances are compute
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 EF_SEARCH_MIN = 100
+BULK_DOCUMENTS = 1000  # an embed of at least this many documents (and a quarter of those embedded) builds HNSW once, after
+BUILD_MEMORY = "256MB"  # maintenance_work_mem for an HNSW build (the graph in memory: much faster than row-by-row inserts)
 
 
 def table(model_id: int) -> str:
@@ -45,18 +48,83 @@ def model_row(conn: psycopg.Connection, fingerprint: str) -> VectorModel | None:
     return None if row is None else VectorModel(int(row[0]), str(row[1]), str(row[2]), int(row[3]))
 
 
+def _create_hnsw(conn: psycopg.Connection, model_id: int) -> None:
+    t = table(model_id)
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+    )
+
+
 def create_table(conn: psycopg.Connection, model_id: int, dims: int) -> None:
     t = table(model_id)
     conn.execute(f"CREATE TABLE IF NOT EXISTS {t} (chunk_id BIGINT PRIMARY KEY, embedding vector({int(dims)}) NOT NULL)")
     if dims <= 2000:  # HNSW's limit for vector; past it the exact scan serves
-        conn.execute(
-            f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-        )
+        _create_hnsw(conn, model_id)
+
+
+def hnsw_ready(conn: psycopg.Connection, model_id: int) -> bool:
+    """Whether the model's HNSW index exists and is valid (a bulk embed drops it until its end)."""
+    row = conn.execute("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)", (f"{table(model_id)}_hnsw",)).fetchone()
+    return bool(row and row[0])
+
+
+def _bulk_key(model_id: int) -> str:
+    return f"qmd-hnsw-build:{model_id}"
+
+
+def build_hnsw(conn: psycopg.Connection, model: VectorModel) -> bool:
+    """(Re)build the HNSW index when it is missing or invalid (an interrupted bulk embed) and
+    no other process is building it; True when it is ready after. The table's writers wait
+    for the build (readers do not: searches are exact while there is no index)."""
+    if model.dims > 2000 or hnsw_ready(conn, model.id):
+        return True
+    got = conn.execute("SELECT pg_try_advisory_lock(hashtext(current_schema() || %s))", (_bulk_key(model.id),)).fetchone()
+    if not (got and got[0]):
+        return False  # another process's bulk embed: it builds the index at its end
+    try:
+        _build(conn, model.id)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(hashtext(current_schema() || %s))", (_bulk_key(model.id),))
+    return True
+
+
+def _build(conn: psycopg.Connection, model_id: int) -> None:
+    with conn.transaction():
+        conn.execute(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
+        conn.execute(f"DROP INDEX IF EXISTS {table(model_id)}_hnsw")  # an invalid one, left by an interrupted build
+        _create_hnsw(conn, model_id)
+
+
+@contextmanager
+def bulk_writes(conn: psycopg.Connection, model: VectorModel, documents: int) -> Iterator[None]:
+    """Around one embed run of `documents` documents: when that is many (BULK_DOCUMENTS, and at
+    least a quarter of the documents already embedded), drop the HNSW index, let the batches
+    write plain rows, and build the index once at the end (also after an error or Ctrl-C:
+    whatever was written is indexed). Meanwhile searches find no valid index and compute
+    every distance: exact, slower, never wrong. One process at a time (an advisory lock);
+    another embed running at once writes through the index as usual."""
+    embedded = count(conn, "SELECT count(*) FROM embedded WHERE model_id = %s", (model.id,))
+    if model.dims > 2000 or documents < BULK_DOCUMENTS or documents * 4 < embedded:
+        yield
+        return
+    got = conn.execute("SELECT pg_try_advisory_lock(hashtext(current_schema() || %s))", (_bulk_key(model.id),)).fetchone()
+    if not (got and got[0]):
+        yield
+        return
+    try:
+        conn.execute(f"DROP INDEX IF EXISTS {table(model.id)}_hnsw")
+        yield
+    finally:
+        try:
+            _build(conn, model.id)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(current_schema() || %s))", (_bulk_key(model.id),))
 
 
 def ensure_model(conn: psycopg.Connection, fingerprint: str, model: str, dims: int) -> VectorModel:
     found = model_row(conn, fingerprint)
     if found is not None:
+        build_hnsw(conn, found)  # left without one by a bulk embed that was killed
         return found
     ensure_vector_extension(conn)
     with conn.transaction():
@@ -221,12 +289,24 @@ def nearest_documents(
     """The allowed documents whose best chunk is nearest to `query`, best first (see the module doc)."""
     q = literal(query)
     allowed, params = _allowed_docs(scope, where)
-    total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = %s", (model.id,))
-    if limit is None or total <= EXACT_CHUNKS or model.dims > 2000:
+    # The chunks counted up to EXACT_CHUNKS + 1 only (a count of a million rows costs more than
+    # the search), the table's size estimate, and whether HNSW is there (a bulk embed drops it).
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM chunks WHERE model_id = %s LIMIT %s) x),"
+        " (SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)),"
+        " coalesce((SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)), false)",
+        (model.id, EXACT_CHUNKS + 1, table(model.id), f"{table(model.id)}_hnsw"),
+    ).fetchone()
+    assert row is not None
+    few, ready = int(row[0]) <= EXACT_CHUNKS, bool(row[2])
+    total = max(int(row[0]), int(row[1] or 0))
+    if limit is None or few or model.dims > 2000 or not ready:
         return _exact(conn, model, q, limit, allowed, params)
     if scope is not None or where is not None:
         candidates = count(
-            conn, f"SELECT count(*) FROM chunks c WHERE c.model_id = %s AND c.hash IN (SELECT d.hash FROM documents d WHERE {allowed})", (model.id, *params),
+            conn,
+            f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.model_id = %s AND c.hash IN (SELECT d.hash FROM documents d WHERE {allowed}) LIMIT %s) x",
+            (model.id, *params, EXACT_CHUNKS + 1),
         )
         if candidates <= EXACT_CHUNKS:
             return _exact(conn, model, q, limit, allowed, params)

@@ -1,0 +1,127 @@
+"""pgvector on a real PostgreSQL: a bulk embed builds HNSW once at its end (searches exact
+meanwhile), an interrupted or killed one leaves an index behind or gets it rebuilt, and
+HNSW searches under a collection scope are never short and agree with exact search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import qmd
+from qmd.storage.backend import ChunkVector, IndexBackend, VectorModel
+
+DIMS = 16
+
+
+@pytest.fixture
+def pg(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from qmd.storage.postgres import vectors
+    from tests.support import postgres
+
+    url, schema = postgres.fresh_schema_url(postgres_url)
+    monkeypatch.setenv("QMD_DATABASE_URL", url)
+    monkeypatch.setattr(vectors, "EXACT_CHUNKS", 20)  # so that HNSW answers on a small set
+    monkeypatch.setattr(vectors, "BULK_DOCUMENTS", 50)
+    for name, n in (("big", 270), ("small", 30)):
+        root = tmp_path / name
+        root.mkdir()
+        for i in range(n):
+            (root / f"{name}-{i}.md").write_text(f"# {name} {i}\n\nnote number {i} of {name}\n")
+    store = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    store.add_collection(tmp_path / "big", name="big")
+    store.add_collection(tmp_path / "small", name="small")
+    yield store
+    store.close()
+    postgres.drop_schema(postgres_url, schema)
+
+
+def _vectors(backend: IndexBackend) -> tuple[VectorModel, list[str], np.ndarray]:
+    hashes = sorted({row.hash for row in backend.find()})
+    rng = np.random.default_rng(5)
+    vecs = rng.standard_normal((len(hashes), DIMS)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return backend.ensure_vector_model("test-synthetic", "synthetic", DIMS), hashes, vecs
+
+
+def _write(backend: IndexBackend, model: VectorModel, hashes: list[str], vecs: np.ndarray) -> None:
+    for i in range(0, len(hashes), 40):
+        backend.write_vectors(model, [(h, [ChunkVector(h, 0, 0, 5, 3, vecs[j].tolist())]) for j, h in enumerate(hashes[i:i + 40], start=i)])
+
+
+def _exact(backend: IndexBackend, hashes: list[str], vecs: np.ndarray, q: np.ndarray, k: int, scope: str | None = None) -> list[str]:
+    keep = {r.hash for r in backend.find(collection=scope)} if scope else set(hashes)
+    order = np.argsort(-(vecs @ q))
+    return [hashes[i] for i in order if hashes[i] in keep][:k]
+
+
+def _hashes(backend: IndexBackend, found: list[tuple[int, float, tuple[int, int]]]) -> list[str]:
+    rows = backend.documents([i for i, _, _ in found])
+    return [rows[i][0].hash for i, _, _ in found]
+
+
+def test_bulk_embed_builds_hnsw_once_after_and_searches_stay_exact(pg: qmd.Store) -> None:
+    from qmd.storage.postgres import vectors
+
+    backend = pg.backend
+    model, hashes, vecs = _vectors(backend)
+    conn = backend.connection()  # type: ignore[attr-defined]
+    assert vectors.hnsw_ready(conn, model.id)
+    q = vecs[3] + 0.1
+    with backend.bulk_vectors(model, len(hashes)):
+        assert not vectors.hnsw_ready(conn, model.id)  # dropped: the batches write plain rows
+        _write(backend, model, hashes, vecs)
+        during = _hashes(backend, backend.nearest_documents(model, q.tolist(), 10, None))
+        assert during == _exact(backend, hashes, vecs, q, 10)  # no index: every distance computed
+    assert vectors.hnsw_ready(conn, model.id)
+    after = _hashes(backend, backend.nearest_documents(model, q.tolist(), 10, None))
+    assert len(set(after) & set(_exact(backend, hashes, vecs, q, 10))) >= 9
+
+
+def test_a_small_embed_writes_through_the_index(pg: qmd.Store) -> None:
+    from qmd.storage.postgres import vectors
+
+    backend = pg.backend
+    model, hashes, vecs = _vectors(backend)
+    _write(backend, model, hashes, vecs)
+    conn = backend.connection()  # type: ignore[attr-defined]
+    with backend.bulk_vectors(model, 60):  # 60 new against 300 embedded: not a bulk
+        assert vectors.hnsw_ready(conn, model.id)
+
+
+def test_an_interrupted_bulk_still_ends_with_an_index(pg: qmd.Store) -> None:
+    from qmd.storage.postgres import vectors
+
+    backend = pg.backend
+    model, hashes, vecs = _vectors(backend)
+    conn = backend.connection()  # type: ignore[attr-defined]
+    with pytest.raises(KeyboardInterrupt):
+        with backend.bulk_vectors(model, len(hashes)):
+            _write(backend, model, hashes[:100], vecs[:100])
+            raise KeyboardInterrupt
+    assert vectors.hnsw_ready(conn, model.id)
+    # A process killed mid-bulk leaves no index: the next embed's ensure_vector_model builds it.
+    conn.execute(f"DROP INDEX {vectors.table(model.id)}_hnsw")
+    assert not vectors.hnsw_ready(conn, model.id)
+    backend.ensure_vector_model("test-synthetic", "synthetic", DIMS)
+    assert vectors.hnsw_ready(conn, model.id)
+
+
+@pytest.mark.parametrize("limit", [1, 10, 30])
+def test_scoped_hnsw_search_is_never_short(pg: qmd.Store, limit: int) -> None:
+    from qmd.storage.postgres import vectors
+
+    backend = pg.backend
+    model, hashes, vecs = _vectors(backend)
+    _write(backend, model, hashes, vecs)
+    conn = backend.connection()  # type: ignore[attr-defined]
+    assert vectors.hnsw_ready(conn, model.id)
+    rng = np.random.default_rng(limit)
+    for q in rng.standard_normal((5, DIMS)).astype(np.float32):
+        got = _hashes(backend, backend.nearest_documents(model, q.tolist(), limit, ["small"]))
+        want = _exact(backend, hashes, vecs, q, limit, "small")
+        assert len(got) == len(want) == limit  # 30 small documents among 300: 10% of the space
+        assert len(set(got) & set(want)) >= int(0.9 * limit)
+        assert all(backend.find(collection="small", hash_prefix=h) for h in got)
+
