@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # The table's rank (set when it was created: 0001_core) as a function call, for filtered searches.
 RANK_FUNCTION = "bm25(documents_fts, 1.5, 4.0, 1.0)"
-SMALL_SET = 4096  # a filter matching fewer documents is applied as a set, more as a probe per match
+SMALL_SET = 4096  # one condition matching fewer documents is applied as a set; more, or a group, as a probe per match
 
 
 def _fts_string(term: Term) -> str:
@@ -65,11 +65,15 @@ def bm25(
         sql = f"SELECT f.rowid, {score} AS score FROM documents_fts f JOIN documents d ON d.id = f.rowid WHERE documents_fts MATCH ? AND d.collection IN ({marks})"
         params += collections
     if where is not None:
+        from qmd.core.filters import Condition
         from qmd.storage.sqlite.connection import count
         from qmd.storage.sqlite.filters import id_set, predicate
 
         ids, more = id_set(where)
-        if count(conn, f"SELECT count(*) FROM (SELECT 1 FROM ({ids}) LIMIT ?)", (*more, SMALL_SET)) < SMALL_SET:
+        # Only a single index range (one condition) is cheap enough to count and build per
+        # query; a group's set costs more than probing the matches.
+        simple = isinstance(where, Condition) and (where.operator in ("eq", "in", "gt", "gte", "lt", "lte") or (where.operator == "exists" and where.value is True))
+        if simple and count(conn, f"SELECT count(*) FROM (SELECT 1 FROM ({ids}) LIMIT ?)", (*more, SMALL_SET)) < SMALL_SET:
             # A few thousand ids at most: SQLite builds the set once (with a Bloom filter) and
             # each match is a lookup. The `+` keeps the constraint from FTS5, which would run
             # the MATCH once per id (a minute on 23k ids).
