@@ -51,8 +51,9 @@ def _cleanup(ctx: Context, index: str) -> str:
     try:
         backup = store.backup()
         report = store.cleanup()
+        how = "pg_restore --list ok" if backup.suffix == ".dump" else "quick_check ok"  # a PostgreSQL index: pg_dump of its schema
         return (
-            f"verified backup at {home_path(backup)} (quick_check ok), then cleanup: {report.inactive_removed} inactive documents and "
+            f"verified backup at {home_path(backup)} ({how}), then cleanup: {report.inactive_removed} inactive documents and "
             f"{report.orphaned_content_removed} orphaned contents removed"
         )
     finally:

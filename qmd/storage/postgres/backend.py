@@ -46,6 +46,7 @@ class PostgresBackend(IndexBackend):
         libpq, named = split_url(url, index_name)
         self.url = libpq
         self.schema = schema or named
+        self.index_name = index_name
         self._conn: psycopg.Connection | None = None
 
     # --- lifecycle --------------------------------------------------------------------
@@ -257,10 +258,13 @@ class PostgresBackend(IndexBackend):
         return integrity.inspect(conn, self.schema, self.location, quick=quick)
 
     def backup(self) -> Path:
-        raise QmdError(
-            f"qmd does not copy a PostgreSQL index ({self.location}) itself",
-            f"back it up with the server's tools: pg_dump --schema={self.schema} …",
-        )
+        """`pg_dump` of the schema into the cache dir (`<index>.pg-backup-<time>.dump`), verified
+        by `pg_restore --list`; QmdError when no pg_dump recent enough is found (backup.py)."""
+        from qmd.core.paths import cache_dir
+        from qmd.storage.postgres import backup
+
+        major = count(self.connection(), "SELECT current_setting('server_version_num')::int / 10000")
+        return backup.dump(self.url, self.schema, major, cache_dir(), self.index_name, self.location)
 
     def rebuild(self, build: Callable[[IndexBackend], int]) -> RebuildReport:
         """Fill a fresh schema, copy the vectors of unchanged content over, then rename the
