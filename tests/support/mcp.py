@@ -26,6 +26,8 @@ def make_env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """An environment whose HOME, XDG dirs and QMD_STATE_DIR all live under `root`."""
     home = root / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QMD_", "XDG_")) and k != "INDEX_PATH"}
+    if os.environ.get("QMD_DATABASE_URL"):  # the PostgreSQL half of the index_backend fixture
+        env["QMD_DATABASE_URL"] = os.environ["QMD_DATABASE_URL"]
     env["HOME"] = str(home)
     for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
         (home / sub).mkdir(parents=True, exist_ok=True)
