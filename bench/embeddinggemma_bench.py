@@ -114,6 +114,7 @@ def embedder_throughput(gguf: Path, pages: Path, root: Path, n_chunks: int, grou
 
     embedder.llm.embed = timed_embed  # type: ignore[method-assign]
     pairs: list[tuple[float, float]] = []
+    cpus: dict[str, float] = {}  # CPU seconds of this process (all llama.cpp threads): less hit by other load
     got_qmd: list[list[float]] = []
     got_bare: list[list[float]] = []
     for k in range(0, len(inputs), group):
@@ -125,6 +126,7 @@ def embedder_throughput(gguf: Path, pages: Path, root: Path, n_chunks: int, grou
         for name, fn in sides:
             sample, vectors = measure(fn)
             walls[name] = sample.wall
+            cpus[name] = cpus.get(name, 0.0) + sample.cpu
             (got_qmd if name == "qmd" else got_bare).extend(vectors)
         pairs.append((walls["qmd"], walls["bare"]))
         print(f"  group {k // group:2d}: qmd {len(batch) / walls['qmd']:.3f} chunks/s, bare {len(batch) / walls['bare']:.3f} chunks/s, ratio {walls['bare'] / walls['qmd']:.3f}", flush=True)
@@ -139,6 +141,7 @@ def embedder_throughput(gguf: Path, pages: Path, root: Path, n_chunks: int, grou
     report.row("(b) bare Llama.embed(): chunks/s (tokens/s)", f"{len(inputs) / bare_wall:.3f} ({sum(tokens) / bare_wall:.0f}), {bare_wall:.1f} s")
     report.row("(b) qmd Embedder.embed(): chunks/s (tokens/s)", f"{len(inputs) / qmd_wall:.3f} ({sum(tokens) / qmd_wall:.0f}), {qmd_wall:.1f} s")
     report.row("(b) qmd / bare chunks/s: median per group, totals", f"{statistics.median(ratios):.3f} ({len(ratios)} groups; min {min(ratios):.3f}, max {max(ratios):.3f}), {bare_wall / qmd_wall:.3f}")
+    report.row("(b) (info) qmd / bare, CPU time: totals", f"{cpus['bare'] / cpus['qmd']:.3f} ({cpus['qmd']:.1f} s vs {cpus['bare']:.1f} s)")
     own = qmd_wall - sum(in_llama)
     report.row("(b) qmd's own time outside Llama.embed(): total, per chunk", f"{own:.3f} s ({own / qmd_wall:.3%} of qmd's time), {own / len(inputs) * 1000:.2f} ms")
     report.row("(b) qmd's vectors vs the bare loop's: min cosine", f"{cos:.6f}")

@@ -21,7 +21,9 @@ What llama.cpp's `gemma-embedding` architecture expects, and how the folder maps
   (`add_bos_token` / `add_eos_token`), no space prefix (Gemma's tokenizer adds none).
 
 Weights: f32 keeps everything f32; f16 writes every matrix as f16; q8_0 quantizes every
-matrix whose rows are a multiple of 32 (gguf's own numpy quantizer). Norms stay f32.
+matrix whose rows are a multiple of 32 (gguf's own numpy quantizer) except the two Dense
+layers, kept f16 (4 MB more; measured on the reference texts, the worst text's cosine with
+sentence-transformers goes from 0.99890 to 0.99931 with them f16). Norms stay f32.
 """
 
 from __future__ import annotations
@@ -309,7 +311,7 @@ def import_gemma_embedding(folder: Path, out: Path, out_type: str = "f16", name:
 
         def add(target: str, data: Any) -> None:
             data = np.asarray(data, dtype=np.float32)
-            if data.ndim >= 2 and out_type == "q8_0" and data.shape[-1] % 32 == 0:
+            if data.ndim >= 2 and out_type == "q8_0" and data.shape[-1] % 32 == 0 and not target.startswith("dense_"):
                 writer.add_tensor(target, quantize(data, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
             elif data.ndim >= 2 and out_type in ("f16", "q8_0"):
                 writer.add_tensor(target, data.astype(np.float16))
