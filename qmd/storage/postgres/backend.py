@@ -48,6 +48,7 @@ class PostgresBackend(IndexBackend):
         self.schema = schema or named
         self.index_name = index_name
         self._conn: psycopg.Connection | None = None
+        self._opened = False  # migrated on this connection (open() need not ask again)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -69,9 +70,13 @@ class PostgresBackend(IndexBackend):
         return self._conn
 
     def exists(self) -> bool:
-        return schema_exists(self.connection(), self.schema)
+        # Once opened and migrated, the schema is taken to stay (a rebuild swaps in another
+        # under the same name): no catalog round trip on every call of a search.
+        return self._opened or schema_exists(self.connection(), self.schema)
 
     def open(self, *, create: bool) -> None:
+        if self._opened and self._conn is not None and not self._conn.closed:
+            return
         conn = self.connection()
         if create:
             migrate(conn, self.schema)
@@ -79,8 +84,10 @@ class PostgresBackend(IndexBackend):
             raise QmdError(f"no index at {self.location}", "add a collection first: qmd collection add DIR --name NAME")
         else:
             migrate(conn, self.schema)
+        self._opened = True
 
     def close(self) -> None:
+        self._opened = False
         if self._conn is not None:
             self._conn.close()
             self._conn = None

@@ -171,6 +171,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX fts_terms_doc ON fts_terms (doc_id);
         """,
     ),
+    (
+        # content.hash in byte order like documents.hash and chunks.hash: a join of two
+        # collations cannot use the primary key (fetching 10 hits' text scanned all content).
+        "0006_content_hash_c",
+        """
+        ALTER TABLE content ALTER COLUMN hash TYPE TEXT COLLATE "C";
+        """,
+    ),
 ]
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

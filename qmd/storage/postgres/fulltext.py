@@ -205,28 +205,37 @@ def bm25(
     return [(int(r[0]), float(r[1])) for r in conn.execute(sql, params)]
 
 
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
 def write_rows(conn: psycopg.Connection, docs: Sequence[tuple[int, str, str, str]]) -> None:
-    """Store the full-text rows of (doc id, filepath, title, body); their old rows must be gone."""
+    """Store the full-text rows of (doc id, filepath, title, body); their old rows must be gone.
+
+    The COPY text is built here, a batch at a time (psycopg's per-row adaptation of the
+    position arrays cost more than the rest of an update together)."""
     if not docs:
         return
     added = 0
     lengths: list[tuple[int, int]] = []
+    posting_lines: list[str] = []
+    term_lines: list[str] = []
+    for doc_id, filepath, title, body in docs:
+        rows, total = postings(filepath, title, body)
+        weighted: dict[str, float] = {}
+        for term, col, tf, pos in rows:
+            t = term.translate(_COPY_ESCAPES)
+            posting_lines.append(f"{t}\t{doc_id}\t{col}\t{tf}\t{{{','.join(map(str, pos))}}}\n")
+            weighted[t] = weighted.get(t, 0.0) + WEIGHTS[col] * tf
+        term_lines += [f"{t}\t{doc_id}\t{f!r}\t{total}\n" for t, f in weighted.items()]
+        lengths.append((doc_id, total))
+        added += total
     with conn.cursor() as cur:
-        terms: list[tuple[str, int, float, int]] = []
         with cur.copy("COPY fts_postings (term, doc_id, col, tf, pos) FROM STDIN") as copy:
-            for doc_id, filepath, title, body in docs:
-                rows, total = postings(filepath, title, body)
-                weighted: dict[str, float] = {}
-                for term, col, tf, pos in rows:
-                    copy.write_row((term, doc_id, col, tf, pos))
-                    weighted[term] = weighted.get(term, 0.0) + WEIGHTS[col] * tf
-                terms += [(term, doc_id, f, total) for term, f in weighted.items()]
-                lengths.append((doc_id, total))
-                added += total
+            copy.write("".join(posting_lines))
         with cur.copy("COPY fts_terms (term, doc_id, f, len) FROM STDIN") as copy:
-            for row in terms:
-                copy.write_row(row)
-        cur.executemany("INSERT INTO fts_docs (doc_id, len) VALUES (%s, %s)", lengths)
+            copy.write("".join(term_lines))
+        with cur.copy("COPY fts_docs (doc_id, len) FROM STDIN") as copy:
+            copy.write("".join(f"{d}\t{n}\n" for d, n in lengths))
         cur.execute("UPDATE fts_stats SET docs = docs + %s, tokens = tokens + %s WHERE id = 1", (len(lengths), added))
 
 
