@@ -121,7 +121,7 @@ def _dense_modules(folder: Path, hidden: int) -> list[tuple[str, Any, int, int]]
             raise QmdError(f"no model.safetensors in {path}", "export the Dense modules with safetensors")
         tensors = load_file(str(weights_file))
         bias = tensors.get("linear.bias")
-        if cfg.get("bias") and bias is not None and np.any(bias != 0):
+        if bias is not None and np.any(bias != 0):
             raise QmdError(f"{path.name} has a bias", "llama.cpp's gemma-embedding Dense layers have none")
         weight = tensors.get("linear.weight")
         if weight is None or weight.ndim != 2:

@@ -125,6 +125,14 @@ def _copy(tiny: Path, dest: Path) -> Path:
     return dest
 
 
+def _add_dense_bias(path: Path) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(path / "model.safetensors"))
+    tensors["linear.bias"] = np.full(tensors["linear.weight"].shape[0], 0.1, dtype=np.float32)
+    save_file(tensors, str(path / "model.safetensors"))
+
+
 def _edit_config(folder: Path, **changes: object) -> None:
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps(config | changes))
@@ -140,6 +148,7 @@ def _edit_config(folder: Path, **changes: object) -> None:
         (lambda d: (d / "tokenizer.model").write_bytes(b"\x0a\xff"), "cannot read"),
         (lambda d: (d / "3_Dense" / "config.json").write_text(json.dumps({"activation_function": "torch.nn.Tanh"})), "activation torch.nn.Tanh"),
         (lambda d: (d / "modules.json").write_text(json.dumps([{"path": "2_Dense", "type": "sentence_transformers.models.Dense"}])), "1 Dense modules"),
+        (lambda d: _add_dense_bias(d / "3_Dense"), "3_Dense has a bias"),
     ],
 )
 def test_importer_refuses_what_llama_cpp_would_compute_differently(tiny: Path, tmp_path: Path, setup, message: str) -> None:  # type: ignore[no-untyped-def]
