@@ -92,32 +92,97 @@ def run_backends(store: Any, queries: list[tuple[str, str]], collections: list[s
     return out
 
 
-def _file_name(hit: SearchHit) -> str:
-    return hit.path.rsplit("/", 1)[-1]
+def _normal_path(path: str) -> str:
+    """A path as the original's bench compares them: no `qmd://collection/`, lower case, no edge slashes."""
+    if path.startswith("qmd://"):
+        rest = path[len("qmd://") :]
+        path = rest.split("/", 1)[1] if "/" in rest else rest
+    return path.lower().strip("/")
 
 
-def fixture_report(store: Any, fixture: dict[str, Any], collections: list[str] | None) -> list[BackendReport]:
-    """P@k, R@1/3/5, MRR, F1 per backend over the original's fixture format."""
-    queries = [(str(q.get("id", i)), str(q["query"])) for i, q in enumerate(fixture.get("queries") or [])]
-    if not queries:
-        raise QmdError("the fixture has no queries", 'expected {"queries": [{"query": …, "expected_files": [...]}]}')
-    expected = [set(q.get("expected_files") or []) for q in fixture["queries"]]
-    ks = [int(q.get("expected_in_top_k", 1)) for q in fixture["queries"]]
-    reports = []
-    for backend, (hits, times, error) in run_backends(store, queries, collections).items():
-        report = BackendReport(backend, latency_ms=times, error=error)
-        if error is None:
-            rows: list[dict[str, Any]] = []
-            for (qid, text), rel, k, found in zip(queries, expected, ks, hits):
-                names = [_file_name(h) for h in found]
-                p, r = precision_at(names, rel, k), recall_at(names, rel, k)
-                rows.append({"id": qid, "query": text, "p@k": p, "r@1": recall_at(names, rel, 1), "r@3": recall_at(names, rel, 3),
-                             "r@5": recall_at(names, rel, 5), "mrr": mrr_at(names, rel), "f1": 2 * p * r / (p + r) if p + r else 0.0,
-                             "top": names[:3]})
-            report.per_query = rows
-            report.metrics = {m: statistics.fmean(row[m] for row in rows) for m in ("p@k", "r@1", "r@3", "r@5", "mrr", "f1")}
-        reports.append(report)
-    return reports
+def paths_match(found: str, expected: str) -> bool:
+    """The same file: equal, or one a path suffix of the other (`docs/api.md` ~ `api.md`)."""
+    a, b = _normal_path(found), _normal_path(expected)
+    return a == b or a.endswith(b) or b.endswith(a)
+
+
+def score_files(found: list[str], expected: list[str], top_k: int) -> dict[str, Any]:
+    """The original's per-query scores (its bench/score.ts definitions): P@k over min(k,
+    expected), recall anywhere and within 1/3/5, MRR of the first match, F1 of P@k and recall."""
+
+    def hits_within(k: int) -> int:
+        return sum(1 for e in expected if any(paths_match(f, e) for f in found[:k]))
+
+    matched = [e for e in expected if any(paths_match(f, e) for f in found)]
+    rank = next((i for i, f in enumerate(found, start=1) if any(paths_match(f, e) for e in expected)), None)
+    total = len(expected)
+    hits_at_k = hits_within(top_k)
+    denominator = min(top_k, total)
+    precision = hits_at_k / denominator if denominator else 0.0
+    recall = len(matched) / total if total else 0.0
+    return {
+        "precision_at_k": precision, "recall": recall,
+        "recall_at_1": hits_within(1) / total if total else 0.0, "recall_at_3": hits_within(3) / total if total else 0.0,
+        "recall_at_5": hits_within(5) / total if total else 0.0, "mrr": 1.0 / rank if rank else 0.0,
+        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+        "hits_at_k": hits_at_k, "total_expected": total,
+        "matched_files": matched, "unmatched_expected_files": [e for e in expected if e not in matched],
+    }
+
+
+SUMMARY_KEYS = (("avg_precision", "precision_at_k"), ("avg_recall", "recall"), ("avg_recall_at_1", "recall_at_1"), ("avg_recall_at_3", "recall_at_3"),
+                ("avg_recall_at_5", "recall_at_5"), ("avg_mrr", "mrr"), ("avg_f1", "f1"), ("avg_latency_ms", "latency_ms"))
+
+
+def fixture_benchmark(store: Any, fixture: dict[str, Any], fixture_path: str, collections: list[str] | None) -> dict[str, Any]:
+    """A run over the original's fixture format, in the shape its `qmd bench --json` prints:
+    `{timestamp, fixture, results: [{id, query, type, backends: {name: scores}}], summary}`.
+
+    One divergence, on purpose: a backend that cannot run (no embeddings for vectors, no
+    model) is flagged (`"unavailable": why`, in each result and in the summary) instead of
+    scoring 0.000 everywhere as if it had run and found nothing."""
+    from datetime import datetime, timezone
+
+    items = fixture.get("queries")
+    if not isinstance(items, list) or not items:
+        raise QmdError("the fixture has no queries", 'expected {"queries": [{"id": …, "query": …, "expected_files": [...], "expected_in_top_k": 1}]}')
+    queries = [(str(q.get("id", i)), str(q["query"])) for i, q in enumerate(items)]
+    depth = max([10, *(int(q.get("expected_in_top_k", 1)) for q in items)])
+    runs = run_backends(store, queries, collections, depth)
+    results: list[dict[str, Any]] = []
+    for i, (q, (qid, text)) in enumerate(zip(items, queries)):
+        expected = [str(f) for f in q.get("expected_files") or []]
+        backends: dict[str, Any] = {}
+        for name, (hits, times, error) in runs.items():
+            if error is not None:
+                backends[name] = {"unavailable": error, "total_expected": len(expected)}
+                continue
+            found = [h.path for h in hits[i]]
+            backends[name] = {**score_files(found, expected, int(q.get("expected_in_top_k", 1))), "latency_ms": round(times[i], 3), "top_files": found[:10]}
+        results.append({"id": qid, "query": text, "type": str(q.get("type", "")), "backends": backends})
+    summary: dict[str, Any] = {}
+    for name, (_hits, _times, error) in runs.items():
+        if error is not None:
+            summary[name] = {"unavailable": error}
+        else:
+            summary[name] = {key: statistics.fmean(r["backends"][name][field] for r in results) for key, field in SUMMARY_KEYS}
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return {"timestamp": stamp, "fixture": fixture_path, "results": results, "summary": summary}
+
+
+def check_bench_collection(collections: list[tuple[str, int]], name: str | None) -> None:
+    """Fail before minutes of 0.00 (the original's rule): the fixture's collection must exist and hold documents."""
+    if name is not None:
+        found = next((count for n, count in collections if n == name), None)
+        if found is None:
+            names = [n for n, _ in collections]
+            hint = f"collections here: {', '.join(names)} (pass -c NAME; `qmd ls` shows them)" if names else "add one: qmd collection add DIR --name NAME"
+            raise QmdError(f"collection not found: {name}", hint)
+        if found == 0:
+            raise QmdError(f"collection '{name}' has no indexed documents", f"run qmd update, then qmd ls {name}")
+        return
+    if sum(count for _, count in collections) == 0:
+        raise QmdError("no indexed documents", "index a collection first: qmd collection add DIR, then qmd update")
 
 
 def read_tsv(path: Path, columns: int) -> list[list[str]]:

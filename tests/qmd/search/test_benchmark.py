@@ -40,10 +40,29 @@ def test_bench_fixture_and_qrels_modes(tmp_path: Path, tiny_models: dict[str, Pa
     ]}))
     proc = run_qmd("bench", str(fixture), "--json", env=env)
     assert proc.returncode == 0, proc.stderr
-    rows = {r["backend"]: r for r in json.loads(proc.stdout)}
-    assert set(rows) == {"bm25", "vector", "hybrid", "full"}
-    assert rows["bm25"]["metrics"]["mrr"] == 1.0 and rows["bm25"]["metrics"]["r@1"] == 1.0
-    assert all(r["error"] is None and r["p50_ms"] > 0 for r in rows.values())
+    result = json.loads(proc.stdout)  # the original's shape
+    assert set(result) == {"timestamp", "fixture", "results", "summary"} and result["fixture"] == str(fixture)
+    assert [r["id"] for r in result["results"]] == ["a", "b"]
+    first = result["results"][0]["backends"]
+    assert set(first) == {"bm25", "vector", "hybrid", "full"}
+    assert first["bm25"]["mrr"] == 1.0 and first["bm25"]["recall_at_1"] == 1.0 and first["bm25"]["top_files"][0] == "api.md"
+    assert first["bm25"]["matched_files"] == ["api.md"] and first["bm25"]["latency_ms"] > 0
+    summary = result["summary"]
+    assert summary["bm25"]["avg_mrr"] == 1.0 and set(summary["bm25"]) == {"avg_precision", "avg_recall", "avg_recall_at_1", "avg_recall_at_3", "avg_recall_at_5", "avg_mrr", "avg_f1", "avg_latency_ms"}
+    table = run_qmd("bench", str(fixture), env=env)
+    assert table.returncode == 0 and "Query" in table.stdout and "Summary:" in table.stdout and "MRR=" in table.stdout
+    assert any(line.startswith("a ") and " bm25 " in line for line in table.stdout.splitlines())  # per query, per backend
+
+    # no embeddings: vectors flagged unavailable, not a row of zeros
+    no_vectors = {"QMD_EMBED_MODEL": str(tiny_models["embed_b"]), "QMD_RERANK_MODEL": str(tiny_models["rerank"])}
+    flagged = json.loads(run_qmd("bench", str(fixture), "--json", env=no_vectors).stdout)
+    assert "unavailable" in flagged["summary"]["vector"] and "unavailable" in flagged["results"][0]["backends"]["vector"]
+    assert "unavailable" in run_qmd("bench", str(fixture), env=no_vectors).stdout
+
+    # an unknown fixture collection: exit 1, naming the ones that exist
+    fixture.write_text(json.dumps({"collection": "nope", "queries": [{"id": "a", "query": "x", "expected_files": ["api.md"]}]}))
+    missing = run_qmd("bench", str(fixture), env=env)
+    assert missing.returncode == 1 and "collection not found: nope" in missing.stderr and "eval" in missing.stderr
     (tmp_path / "q.tsv").write_text("1\tversioning\n2\tpartitions availability\n3\tunjudged\n")
     (tmp_path / "qrels.tsv").write_text("1\tapi\t2\n2\tcap\t1\n")
     proc = run_qmd("bench", "--queries", str(tmp_path / "q.tsv"), "--qrels", str(tmp_path / "qrels.tsv"), env=env)
