@@ -247,3 +247,25 @@ def test_skill_install(tools: Tools) -> None:
         skill = project / ".agents" / "skills" / "qmd" / "SKILL.md"
         assert skill.read_text().startswith("---\nname: qmd\n")
         assert (project / ".claude" / "skills" / "qmd").is_symlink()
+
+
+def test_bench_json(tools: Tools) -> None:
+    """The original's `bench --json` shape; bm25 scores equal; the backends without models
+    differ on purpose (zeros there, `unavailable` here: the README's table)."""
+    fixture = tools.root / "bench.json"
+    fixture.write_text(json.dumps({"description": "t", "version": 1, "collection": "small", "queries": [
+        {"id": "lb", "query": "load balancer", "type": "exact", "description": "", "expected_files": ["ops/deploy.md"], "expected_in_top_k": 3},
+        {"id": "miss", "query": "zebra unicorn", "type": "exact", "description": "", "expected_files": ["nowhere.md"], "expected_in_top_k": 1},
+    ]}))
+    theirs, ours = (json.loads(text) for text in tools.both("bench", str(fixture), "--json"))
+    assert set(ours) == set(theirs) == {"timestamp", "fixture", "results", "summary"}
+    assert [(r["id"], r["query"], r["type"]) for r in ours["results"]] == [(r["id"], r["query"], r["type"]) for r in theirs["results"]]
+    for o, t in zip(ours["results"], theirs["results"]):
+        assert set(o["backends"]) == set(t["backends"])
+        assert set(t["backends"]["bm25"]) <= set(o["backends"]["bm25"])
+        for key in ("recall", "recall_at_5", "hits_at_k", "total_expected", "matched_files", "unmatched_expected_files"):
+            assert o["backends"]["bm25"][key] == t["backends"]["bm25"][key], key
+        assert "unavailable" in o["backends"]["vector"] and t["backends"]["vector"]["recall"] == 0
+    assert set(theirs["summary"]["bm25"]) == set(ours["summary"]["bm25"])
+    fixture.write_text(json.dumps({"collection": "nope", "queries": [{"id": "a", "query": "x", "expected_files": ["a.md"], "expected_in_top_k": 1}]}))
+    tools.both("bench", str(fixture))  # exit 1 on both: no such collection
