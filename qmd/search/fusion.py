@@ -1,20 +1,46 @@
-"""Reciprocal rank fusion and the position-aware rerank blend (pure functions).
+"""Fusion of the hybrid query's lists (evidence-weighted RRF) and the rerank blend (pure functions).
 
 The hybrid pipeline (qmd/search/hybrid.py):
 1. Each sub-query yields a ranked list: lex → BM25, vec/hyde → vectors, the original
    question → both. Lists from the original question (or the first typed sub-query)
-   weigh 2, the others 1.
-2. `rrf` sums w / (k + rank) over the lists a document appears in (k = 60, ranks from 1)
-   and adds a bonus for documents ranked first (+0.05) or second/third (+0.02) in any
-   list, so a strong single-list hit is not drowned by many weak ones.
+   weigh 2, the others 1. BM25 lists carry, for each hit, whether it has every term and
+   otherwise its coverage: the share of the question's content terms it contains.
+2. `fuse_lists` (what `query` uses) sums, over the lists a document is in,
+   weight × list evidence × entry evidence / (60 + rank), plus a rank bonus (+0.05 for a
+   first place, +0.02 for second/third) scaled by the same evidence / 2:
+   - entry evidence: 1, except an any-term fill hit of BM25: coverage² (FILL_POWER);
+   - list evidence: 1 for a vector list whose best cosine reaches 0.2 (less in proportion
+     below), 1 for a BM25 list with an all-terms hit; a BM25 list of fill only counts by its
+     best coverage: 0 up to 0.5, rising to 1 at 0.7 (FILL_TRUST);
+   - a clear vector winner (no all-terms BM25 hit, its cosine ≥ 0.2 and 15% ahead of
+     the second) is put first.
+   `rrf` is plain weighted RRF (every entry evidence 1, a flat bonus); `legacy_rrf` is
+   the rule before: RRF with a fill-only BM25 list at weight 1.
 3. The reranker scores the top candidates in [0, 1]; `blend` mixes that score with the
    fused rank: w / rrf_rank + (1 − w) × rerank, w = 0.75 for ranks 1–3, 0.60 for 4–10 and
    0.40 below, so the reranker can reorder the tail more freely than the head.
+
+Why (bench/fusion_bench.py, rerank and expansion off, same captured lists per rule):
+before, a BM25 list of any-term fill still weighed 1 and its first place earned the full
++0.05, so a distractor sharing one word of a paraphrased question beat the vector list's
+answer: on the paraphrase set (43 questions sharing no keyword with their answer) RRF
+answered 13/43 first with MiniLM against 25/43 for vectors alone. Per-document coverage
+alone does not separate noise from evidence (relevant and other Cranfield documents
+cover 0.50 and 0.45 of a question); the best coverage in the list does (median 0.73 on
+Cranfield, 0.67 on deep-research, 0.29 on the paraphrase set). A convex combination of
+normalized scores (Bruch, Gai, Ingber, TOIS 2023; α 0.3–0.8, theoretical-min, max and
+min-max normalization, with and without coverage) never beat this rule on all sets at
+once, and no rule tried reached Cranfield nDCG@10 0.43 with MiniLM (best 0.416).
+Measured with MiniLM (hit@1 / MRR@10; before → now): paraphrase 13/43 0.508 → 25/43
+0.701 (vectors 25/43 0.697), keyword 10/10 → 10/10, deep-research 24/25 → 23/25
+(vectors 22/25), example 10/10 → 10/10, Cranfield nDCG@10 0.413 → 0.402 (BM25 0.378,
+vectors 0.379), Cranfield hit@1 88 → 79 of 225 (vectors 80).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import re
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 RRF_K = 60
@@ -29,6 +55,10 @@ class RankedList:
     name: str
     weight: float
     keys: Sequence[Hashable]
+    scores: Sequence[float] = ()  # one per key, higher is better: BM25 in [0, 1), cosine for vectors
+    kind: str = ""  # "bm25" or "vector" ("" when unknown: such a list counts by rank alone)
+    exact: int = 0  # BM25: how many leading keys matched every term (the rest is any-term fill)
+    coverage: Sequence[float] = ()  # BM25: share of the query's content terms each key contains (1 for all-terms hits)
 
 
 @dataclass
@@ -37,6 +67,7 @@ class Fused:
     score: float
     best_rank: int
     contributions: list[tuple[str, int, float]] = field(default_factory=list)  # (list, rank, w/(k+rank))
+    bonus: float = 0.0  # the rank bonus inside `score`
 
 
 def rrf(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
@@ -58,10 +89,8 @@ def rrf(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
             entry.best_rank = min(entry.best_rank, rank)
             entry.contributions.append((ranked.name, rank, contribution))
     for entry in fused.values():
-        if entry.best_rank == 1:
-            entry.score += TOP1_BONUS
-        elif entry.best_rank <= 3:
-            entry.score += TOP3_BONUS
+        entry.bonus = TOP1_BONUS if entry.best_rank == 1 else TOP3_BONUS if entry.best_rank <= 3 else 0.0
+        entry.score += entry.bonus
     return sorted(fused.values(), key=lambda e: (-e.score, e.best_rank, order[e.key]))
 
 
@@ -78,3 +107,113 @@ def blend(rrf_rank: int, rerank_score: float) -> float:
     """Final score of the document at fused rank `rrf_rank` with reranker score in [0, 1]."""
     w = blend_weight(rrf_rank)
     return w * (1.0 / rrf_rank) + (1.0 - w) * rerank_score
+
+
+ANY_ONLY_WEIGHT = 1.0
+
+
+def legacy_rrf(lists: Sequence[RankedList]) -> list[Fused]:
+    """The rule before issue 15: RRF, a BM25 list holding only any-term fill at weight <= 1."""
+    return rrf([RankedList(x.name, min(x.weight, ANY_ONLY_WEIGHT), x.keys, x.scores, x.kind, x.exact) if x.kind == "bm25" and not x.exact else x for x in lists])
+
+
+FILL_POWER = 2.0  # an any-term fill hit counts coverage ** FILL_POWER of an all-terms hit
+FILL_TRUST = (0.5, 0.7)  # a fill-only BM25 list counts 0 below this best coverage, fully above
+VECTOR_CONFIDENT = 0.2  # a vector list whose best cosine is below this knows little: it weighs less
+VECTOR_GAP = 0.15  # a vector top-1 this far (share of its cosine) ahead of the second is a clear winner
+
+
+def list_evidence(ranked: RankedList) -> float:
+    """How much a whole list knows, in [0, 1].
+
+    - A BM25 list with an all-terms hit: 1. One holding only any-term fill: by the best
+      coverage in it (the share of the question's content terms its best document has),
+      0 up to 0.5, rising linearly to 1 at 0.7 (FILL_TRUST). Measured: the best fill
+      document covers a median 0.73 of a Cranfield question and 0.67 of a deep-research
+      one, where BM25 helps, and 0.29 of a paraphrase question, where it is noise.
+    - A vector list: its best cosine over VECTOR_CONFIDENT, at most 1 (an all-MiniLM
+      cosine of 0.07 is no evidence; EmbeddingGemma's cosines stay above 0.2).
+    """
+    if ranked.kind == "vector":
+        return min(1.0, max(0.0, ranked.scores[0]) / VECTOR_CONFIDENT) if ranked.scores else 1.0
+    if ranked.kind != "bm25" or ranked.exact or not ranked.coverage:
+        return 1.0
+    low, high = FILL_TRUST
+    return min(1.0, max(0.0, (max(ranked.coverage) - low) / (high - low)))
+
+
+def evidence(ranked: RankedList, index: int) -> float:
+    """How much the entry at `index` is worth within its list, in [0, 1]: 1, except an
+    any-term fill hit of a BM25 list: its coverage ** FILL_POWER (a note with half the
+    question's terms counts a quarter of an all-terms hit)."""
+    if ranked.kind != "bm25" or index < ranked.exact or index >= len(ranked.coverage):
+        return 1.0
+    return float(min(1.0, max(0.0, ranked.coverage[index])) ** FILL_POWER)
+
+
+def vector_winner(lists: Sequence[RankedList]) -> Hashable | None:
+    """The first vector list's top key when it leads the next by >= VECTOR_GAP of its cosine
+    and no keyword list has an all-terms hit (which would be the stronger evidence)."""
+    if any(x.kind == "bm25" and x.exact for x in lists):
+        return None
+    vec = next((x for x in lists if x.kind == "vector" and x.keys), None)
+    if vec is None or len(vec.scores) < 1:
+        return None
+    top = vec.scores[0]
+    second = vec.scores[1] if len(vec.scores) > 1 else 0.0
+    return vec.keys[0] if top >= VECTOR_CONFIDENT and top - second >= VECTOR_GAP * top else None
+
+
+def fuse_lists(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
+    """Evidence-weighted RRF (see the module docstring): each list's weight times the
+    evidence of the document's entry, over k + rank; the rank bonus scaled the same way;
+    a clear vector winner first."""
+    fused: dict[Hashable, Fused] = {}
+    order: dict[Hashable, int] = {}
+    bonus: dict[Hashable, float] = {}
+    for ranked in lists:
+        seen: set[Hashable] = set()
+        list_weight = list_evidence(ranked)
+        for index, key in enumerate(ranked.keys):
+            if key in seen:
+                continue
+            seen.add(key)
+            rank = index + 1
+            w = ranked.weight * list_weight * evidence(ranked, index)
+            contribution = w / (k + rank)
+            entry = fused.get(key)
+            if entry is None:
+                entry = fused[key] = Fused(key, 0.0, rank)
+                order[key] = len(order)
+            entry.score += contribution
+            entry.best_rank = min(entry.best_rank, rank)
+            entry.contributions.append((ranked.name, rank, contribution))
+            b = (TOP1_BONUS if rank == 1 else TOP3_BONUS if rank <= 3 else 0.0) * w / 2.0
+            bonus[key] = max(bonus.get(key, 0.0), b)
+    for key, entry in fused.items():
+        entry.score += bonus[key]
+        entry.bonus = bonus[key]
+    out = sorted(fused.values(), key=lambda e: (-e.score, e.best_rank, order[e.key]))
+    winner = vector_winner(lists)
+    if winner is not None and out and out[0].key != winner:
+        entry = fused[winner]
+        lift = out[0].score - entry.score + TOP1_BONUS
+        entry.score += lift
+        entry.contributions.append(("vector-winner", 1, lift))
+        out = [entry] + [e for e in out if e.key != winner]
+    return out
+
+
+def coverage(terms: Iterable[str], text: str) -> float:
+    """Share of `terms` (lower-case content words) that `text` contains as a word prefix.
+
+    A term matches a word starting with its first five letters (all of a shorter term),
+    the rule `lex:` expansions are kept by: close to FTS5's stemmed prefix match, and
+    cheap enough for the twenty documents of a BM25 list.
+    """
+    terms = list(dict.fromkeys(terms))
+    if not terms:
+        return 0.0
+    low = text.lower()
+    found = sum(1 for t in terms if re.search(r"(?<!\w)" + re.escape(t[:5]), low))
+    return found / len(terms)

@@ -5,10 +5,11 @@
    intent) skips expansion. Otherwise the generate model expands the question into typed
    lines (cached); `lex:` lines sharing no term with the question are dropped.
 3. Routing: lex → BM25, vec/hyde → vectors, the original question → both; top 20 each.
-   The original question's lists (or the first typed line's) weigh 2, except a BM25 list
-   holding only any-term fill (no document has every term), which weighs 1: on the
-   original's hard paraphrase set this lifts hybrid hit@1 from 21/25 to 24/25.
-4. Reciprocal rank fusion (qmd/search/fusion.py).
+   The original question's lists (or the first typed line's) weigh 2. Each BM25 hit
+   carries its coverage (share of the sub-query's content terms in the document).
+4. Evidence-weighted reciprocal rank fusion (qmd/search/fusion.py `fuse_lists`): any-term
+   fill counts by its coverage, a fill-only BM25 list by its best coverage, a vector
+   list by its best cosine; a clear vector winner goes first.
 5. The top `candidates` documents are reranked on their best chunk (cached per chunk).
 6. Position-aware blend of fused rank and rerank score; without a reranker the score is
    1 / fused rank. Each missing model skips its stage, and the result says so.
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from qmd.core.cancel import checkpoint
 from qmd.core.errors import QmdError
 from qmd.search.fts import bm25_search
-from qmd.search.fusion import RankedList, blend, blend_weight, rrf
+from qmd.search.fusion import RankedList, blend, blend_weight, coverage, fuse_lists
 from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.core.query import SubQuery
 from qmd.search.typed import TypedQuery, parse_typed
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
 
 LIST_DEPTH = 20
-ANY_ONLY_WEIGHT = 1.0  # a BM25 list with no all-terms hit counts like an expansion list
 STRONG_SCORE = 0.85
 STRONG_GAP = 0.15
 
@@ -102,6 +102,7 @@ class Candidate:
     rerank: float | None = None
     score: float = 0.0
     chunk: tuple[int, int] | None = None  # the (start, end) the reranker read
+    bonus: float = 0.0  # the fused score's rank bonus
 
 
 @dataclass
@@ -174,9 +175,9 @@ def plan_searches(typed: TypedQuery, expansions: list[SubQuery] | None) -> tuple
     return question, lists
 
 
-def fuse(named: list[tuple[str, float, list[int]]]) -> list[Candidate]:
-    fused = rrf([RankedList(name, weight, keys) for name, weight, keys in named])
-    return [Candidate(doc_id(f.key), f.score, rank, f.contributions) for rank, f in enumerate(fused, start=1)]
+def fuse(named: list[RankedList]) -> list[Candidate]:
+    fused = fuse_lists(named)
+    return [Candidate(doc_id(f.key), f.score, rank, f.contributions, bonus=f.bonus) for rank, f in enumerate(fused, start=1)]
 
 
 def doc_id(key: Hashable) -> int:
@@ -272,7 +273,25 @@ def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progre
         lists = [item for item in lists if item[1] == "vector"]
     plan.searches = list(typed.searches) if typed.searches else [SubQuery("query", question), *(expansions or [])]
 
-    named: list[tuple[str, float, list[int]]] = []
+    rows: dict[int, DocRow] = {}
+    texts: dict[str, str] = {}
+
+    def load_ids(ids: list[int]) -> None:
+        """Rows and texts of documents not loaded yet (what coverage, rerank or the output needs)."""
+        missing = [i for i in dict.fromkeys(ids) if i not in rows]
+        for doc_id, (row, text) in backend.documents(missing).items():
+            rows[doc_id] = row
+            texts[row.hash] = text
+
+    def load(cands: list[Candidate]) -> None:
+        load_ids([c.doc_id for c in cands])
+
+    def fill_coverage(doc: int, terms: set[str]) -> float:
+        """Share of `terms` in the document's path, title and text (0 if it is gone)."""
+        row = rows.get(doc)
+        return 0.0 if row is None else coverage(terms, f"{row.path}\n{row.title}\n{texts[row.hash]}")
+
+    named: list[RankedList] = []
     vector_lists = [(n, w, t) for n, b, w, t in lists if b == "vector"]
     if vector_lists and vmodel is not None and embedder is not None:
         say(f"embedding {len(vector_lists)} queries…")
@@ -282,7 +301,8 @@ def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progre
         with timer("vector"):
             for (name, weight, _), qvec in zip(vector_lists, vectors):
                 checkpoint()
-                named.append((name, weight, [doc_id for doc_id, _, _ in backend.nearest_documents(vmodel, qvec, LIST_DEPTH, scope)]))
+                near = backend.nearest_documents(vmodel, qvec, LIST_DEPTH, scope)
+                named.append(RankedList(name, weight, [d for d, _, _ in near], [s for _, s, _ in near], "vector"))
         plan.stages["vector"] = len(vector_lists)
     else:
         plan.stages["vector"] = 0
@@ -294,25 +314,17 @@ def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progre
             if kind == "bm25":
                 checkpoint()
                 found = bm25_search(backend, parse_query(t), depth, scope)
-                if not any(h.match == "all" for h in found):
-                    weight = min(weight, ANY_ONLY_WEIGHT)  # only any-term fill: weak evidence
-                named.append((name, weight, [h.doc_id for h in found]))
+                exact = sum(1 for h in found if h.match == "all")
+                load_ids([h.doc_id for h in found if h.match != "all"])
+                terms = question_terms(t)
+                cover = [1.0 if h.match == "all" else fill_coverage(h.doc_id, terms) for h in found]
+                named.append(RankedList(name, weight, [h.doc_id for h in found], [h.score for h in found], "bm25", exact, cover))
     plan.stages["bm25"] = sum(1 for _, b, _, _ in lists if b == "bm25")
     order = {name: i for i, (name, _, _, _) in enumerate(lists)}
-    named.sort(key=lambda item: order[item[0]])
+    named.sort(key=lambda item: order[item.name])
 
     with timer("fusion"):
         candidates = fuse(named)
-    rows: dict[int, DocRow] = {}
-    texts: dict[str, str] = {}
-
-    def load(cands: list[Candidate]) -> None:
-        """Rows and texts of `cands` not loaded yet (only what rerank or the output needs)."""
-        missing = [c.doc_id for c in cands if c.doc_id not in rows]
-        for doc_id, (row, text) in backend.documents(missing).items():
-            rows[doc_id] = row
-            texts[row.hash] = text
-
     words = set(parse_query(question).words)
     intent_words = set(parse_query(intent).words) if intent else set()
 
@@ -355,6 +367,7 @@ def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progre
         if explain:
             hit.explain = {
                 "lists": [{"list": n, "rank": r, "rrf": round(v, 6)} for n, r, v in c.contributions],
+                "bonus": round(c.bonus, 6),
                 "rrf": round(c.rrf_score, 6),
                 "rrf_rank": c.rrf_rank,
                 "rerank": None if c.rerank is None else round(c.rerank, 6),

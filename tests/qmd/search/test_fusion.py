@@ -91,3 +91,81 @@ def test_parse_typed(text: str, searches: list[SubQuery], intent: str | None, ex
 def test_parse_typed_errors(text: str, message: str) -> None:
     with pytest.raises(QmdError, match=message):
         parse_typed(text)
+
+
+# --- evidence-weighted fusion (fuse_lists, what `query` uses) ---------------------------
+
+from qmd.search.fusion import coverage, evidence, fuse_lists, legacy_rrf, list_evidence, vector_winner  # noqa: E402
+
+
+def bm25(keys: list[str], exact: int, cover: list[float], weight: float = 2.0) -> RankedList:
+    return RankedList("bm25:query", weight, keys, [0.9] * len(keys), "bm25", exact, cover)
+
+
+def vec(keys: list[str], scores: list[float], weight: float = 2.0) -> RankedList:
+    return RankedList("vec:query", weight, keys, scores, "vector")
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("Rollback: the load balancer", 1.0), ("rollbacks of the balancing act", 2 / 3), ("roll back, unload", 0.0), ("", 0.0)],
+)
+def test_coverage_counts_five_letter_word_prefixes(text: str, want: float) -> None:
+    assert coverage(["rollback", "balancer", "load"], text) == pytest.approx(want)
+    assert coverage([], "anything") == 0.0
+
+
+def test_evidence_of_entries_and_lists() -> None:
+    fill = bm25(["a", "b", "c"], 1, [1.0, 0.5, 0.2])
+    assert [evidence(fill, i) for i in range(3)] == pytest.approx([1.0, 0.25, 0.04])  # exact hit, then coverage ** 2
+    assert list_evidence(fill) == 1.0  # an all-terms hit: the list knows
+    assert list_evidence(bm25(["a"], 0, [0.4])) == 0.0  # best fill covers < 0.5: noise
+    assert list_evidence(bm25(["a", "b"], 0, [0.3, 0.6])) == pytest.approx(0.5)  # halfway from 0.5 to 0.7
+    assert list_evidence(bm25(["a"], 0, [0.9])) == 1.0
+    assert list_evidence(vec(["a"], [0.1])) == pytest.approx(0.5)  # cosine 0.1 of the 0.2 that counts fully
+    assert list_evidence(vec(["a"], [0.6])) == 1.0 and list_evidence(vec([], [])) == 1.0
+    assert evidence(vec(["a"], [0.6]), 0) == 1.0
+
+
+def test_fill_noise_does_not_beat_the_vector_answer() -> None:
+    """A paraphrase: BM25 has only distractors sharing one word; vectors have the answer second."""
+    lists = [bm25(["distractor", "other"], 0, [0.25, 0.2]), vec(["near", "answer", "distractor"], [0.40, 0.38, 0.30])]
+    assert [f.key for f in legacy_rrf(lists)][0] == "distractor"  # the rule before: the fill's first place wins
+    fused = fuse_lists(lists)
+    assert [f.key for f in fused][:2] == ["near", "answer"]
+    assert fused[0].bonus == pytest.approx(0.05) and fused[0].score == pytest.approx(2 / 61 + 0.05)
+
+
+def test_informative_fill_still_fuses_with_vectors() -> None:
+    """Cranfield-like: fill documents covering most of a long question, and weak vectors."""
+    lists = [bm25(["b", "a"], 0, [0.8, 0.7]), vec(["c", "a", "b"], [0.35, 0.34, 0.33])]
+    fused = {f.key: f for f in fuse_lists(lists)}
+    assert fused["a"].score == pytest.approx(2 * 0.49 / 62 + 2 / 62 + 0.02)
+    assert fused["b"].score == pytest.approx(2 * 0.64 / 61 + 2 / 63 + 0.05 * 0.64)
+    assert [f.key for f in fuse_lists(lists)][0] == "b"
+
+
+def test_exact_keyword_hit_outweighs_vectors() -> None:
+    lists = [bm25(["runbook", "x"], 1, [1.0, 0.3]), vec(["x", "runbook"], [0.5, 0.49])]
+    assert [f.key for f in fuse_lists(lists)][0] == "runbook"
+
+
+def test_clear_vector_winner_goes_first() -> None:
+    lists = [bm25(["a", "b"], 0, [0.9, 0.9]), vec(["w", "a"], [0.6, 0.4])]
+    assert vector_winner(lists) == "w"
+    assert [f.key for f in rrf(lists)][0] == "a"  # by ranks alone, the document in both lists
+    fused = fuse_lists(lists)
+    assert fused[0].key == "w" and fused[0].contributions[-1][:2] == ("vector-winner", 1)
+    assert fused[0].score == pytest.approx(fused[1].score + 0.05)
+    assert vector_winner([bm25(["a"], 1, [1.0]), vec(["w", "a"], [0.6, 0.4])]) is None  # an all-terms hit knows better
+    assert vector_winner([vec(["w", "a"], [0.6, 0.55])]) is None  # not 15% ahead
+    assert vector_winner([vec(["w", "a"], [0.15, 0.01])]) is None  # below the cosine that counts
+    assert vector_winner([vec(["w"], [0.5])]) == "w"
+
+
+def test_fuse_lists_without_evidence_fields_is_weighted_rrf_with_scaled_bonus() -> None:
+    lists = [RankedList("x", 2.0, ["a", "b"]), RankedList("y", 1.0, ["b"])]
+    fused = {f.key: f for f in fuse_lists(lists)}
+    assert fused["a"].score == pytest.approx(2 / 61 + 0.05)
+    assert fused["b"].score == pytest.approx(2 / 62 + 1 / 61 + 0.025)  # max(0.02 × 2/2, 0.05 × 1/2)
+    assert fuse_lists([]) == [] and fuse_lists([RankedList("x", 1.0, [])]) == []
