@@ -47,7 +47,7 @@ def embed(
     timeout: Annotated[float | None, typer.Option("--timeout", help="Accepted for the original's scripts (no time limit here; Ctrl-C keeps what is done).", show_default=False)] = None,
     max_docs_per_batch: Annotated[int | None, typer.Option("--max-docs-per-batch", help="Accepted for the original's scripts (batches here are about 32 chunks).", show_default=False)] = None,
     max_batch_mb: Annotated[float | None, typer.Option("--max-batch-mb", help="Accepted for the original's scripts (batches here are about 32 chunks).", show_default=False)] = None,
-    chunk_strategy: Annotated[str | None, typer.Option("--chunk-strategy", help="regex (markdown break points, the default). auto (tree-sitter) is accepted and falls back to regex.", show_default=False)] = None,
+    chunk_strategy: Annotated[str | None, typer.Option("--chunk-strategy", help="regex (markdown break points) or auto (also .py .js .jsx .ts .tsx .go .rs files at their definitions, with the tree-sitter grammars of qmd[code]); overrides each collection's chunk_strategy: (default regex) for this run.", show_default=False)] = None,
 ) -> None:
     """Embed documents that have no vectors for the current embed model (incremental, resumable)."""
     for name, value, why in (
@@ -59,8 +59,8 @@ def embed(
             err(f"note: {name} is accepted for scripts written for the original qmd: {why}")
     if chunk_strategy not in (None, "regex", "auto"):
         raise typer.BadParameter("choose regex or auto", param_hint="--chunk-strategy")
-    if chunk_strategy == "auto":
-        err("note: --chunk-strategy auto (tree-sitter break points for code) is not built yet: chunking at markdown break points (regex)")
+    if chunk_strategy is not None:
+        err(f"note: --chunk-strategy {chunk_strategy} overrides each collection's chunk_strategy: for this run (set it in the config to keep it)")
     with open_store() as store:
         ref = store.model("embed")
         if not ref.available and ref.is_hf:
@@ -84,6 +84,7 @@ def embed(
                 progress=progress,
                 on_wait=say_waiting(store),
                 wait=wait_seconds(wait, no_wait),
+                chunk_strategy=chunk_strategy,
             )
         except KeyboardInterrupt:
             bar.close()
@@ -92,6 +93,12 @@ def embed(
         bar.close()
     for name in report.skipped_collections:
         err(f"{name}: skipped (embed: false)")
+    if report.notice:
+        err(f"note: {report.notice}")
+    for path in report.not_parsed:
+        err(f"warning: {path} does not parse (syntax errors): chunked by regex")
+    if report.recut or report.relabeled:
+        err(f"Chunk strategy: {report.recut} documents re-embedded (their cut changed), {report.relabeled} kept their vectors (same cut)")
     rate = report.chunks / report.seconds if report.seconds else 0.0
     err(f"Embedded {report.documents} documents ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already} were already embedded")
 

@@ -39,11 +39,13 @@ class CollectionConfig:
     include_by_default: bool = True
     embed: bool = True
     context: dict[str, str] = field(default_factory=dict)
+    chunk_strategy: str = "regex"  # regex (markdown break points) or auto (source files by their syntax tree)
 
 
 # Keys qmd reads; anything else is kept as it is and named in a did-you-mean warning.
 TOP_LEVEL_KEYS = ("global_context", "models", "collections", "guard", "updater", "doctor", "database")
-COLLECTION_KEYS = ("path", "pattern", "ignore", "update", "includeByDefault", "embed", "context")
+COLLECTION_KEYS = ("path", "pattern", "ignore", "update", "includeByDefault", "embed", "context", "chunk_strategy")
+CHUNK_STRATEGIES = ("regex", "auto")
 MODEL_ROLES = ("embed", "rerank", "generate")
 
 
@@ -266,6 +268,9 @@ class Config:
             pattern = body.get("pattern")
             if pattern is not None and (not isinstance(pattern, str) or not pattern.strip()):
                 raise _bad(where, "pattern", "a glob such as '**/*.md' (several: comma-separated)", pattern, self.path)
+            strategy = body.get("chunk_strategy")
+            if strategy is not None and strategy not in CHUNK_STRATEGIES:
+                raise _bad(where, "chunk_strategy", "regex or auto", strategy, self.path)
             result[str(name)] = CollectionConfig(
                 name=str(name),
                 path=Path(folder).expanduser(),
@@ -275,6 +280,7 @@ class Config:
                 include_by_default=_flag(body, "includeByDefault", where, self.path),
                 embed=_flag(body, "embed", where, self.path),
                 context={str(k): v for k, v in context.items()},
+                chunk_strategy=strategy or "regex",
             )
         return result
 
@@ -328,6 +334,7 @@ class Config:
             ("includeByDefault", coll.include_by_default, True),
             ("embed", coll.embed, True),
             ("context", coll.context, {}),
+            ("chunk_strategy", coll.chunk_strategy, "regex"),
         ):
             if value == default:
                 body.pop(key, None)

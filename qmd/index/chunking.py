@@ -12,6 +12,10 @@ word counter in tests). The rules, as the original:
 3. Never cut inside a code fence (only when a fence alone is longer than a chunk).
 4. Consecutive chunks overlap by `overlap_tokens` (15% by default), starting on a line.
 5. Every chunk is checked with the real token count and shortened until it fits.
+
+With `code` (the break points of a source file's syntax tree, `code_chunks`), a line where a
+definition starts scores the better of its regex and its definition score, and no cut (nor
+an overlap start) goes inside a function's body while the window has a place outside one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qmd.index.code_chunks import CodePoints
 
 _HEADING = re.compile(r"^(#{1,6})\s")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
@@ -42,10 +50,21 @@ class BreakPoint:
     pos: int  # character offset of the start of the line the cut goes before
     score: float
     in_fence: bool
+    inside: bool = False  # inside a function's body (code files chunked by syntax)
 
 
-def break_points(text: str) -> list[BreakPoint]:
+def break_points(text: str, code: CodePoints | None = None) -> list[BreakPoint]:
     """Every line start after the first, scored as a place to cut before it."""
+    if code is not None:
+        # The regex scores stay (as the original merges them); a ``` in a string is no fence.
+        return [
+            BreakPoint(p.pos, max(p.score, code.scores.get(p.pos, 0.0)), False, p.pos in code.inside)
+            for p in _regex_points(text)
+        ]
+    return _regex_points(text)
+
+
+def _regex_points(text: str) -> list[BreakPoint]:
     points: list[BreakPoint] = []
     in_fence = False
     pos = 0
@@ -75,11 +94,13 @@ def break_points(text: str) -> list[BreakPoint]:
     return points
 
 
-def _best_cut(points: list[BreakPoint], positions: list[int], lo: int, target: int, window_chars: float, allow_fence: bool) -> int | None:
+def _best_cut(
+    points: list[BreakPoint], positions: list[int], lo: int, target: int, window_chars: float, allow_fence: bool, allow_inside: bool = True,
+) -> int | None:
     best, best_score = None, -1.0
     first = bisect_right(positions, max(lo, target - window_chars if window_chars else lo))
     for p in points[first : bisect_right(positions, target)]:
-        if p.pos <= lo or (p.in_fence and not allow_fence):
+        if p.pos <= lo or (p.in_fence and not allow_fence) or (p.inside and not allow_inside):
             continue
         distance = target - p.pos
         score = p.score * (1.0 - (distance / window_chars) ** 2 * 0.7) if window_chars else p.score
@@ -93,9 +114,12 @@ def _cut(text: str, points: list[BreakPoint], positions: list[int], lo: int, tar
 
     The best break in the window outside any fence; else the latest break outside a fence
     before the target (e.g. right before a fence that spans the whole window); only then a
-    break inside a fence (a fence longer than a chunk), or a cut inside a long line.
+    break inside a fence (a fence longer than a chunk), or a cut inside a long line. In code,
+    a break outside every function's body in the window comes first.
     """
-    best = _best_cut(points, positions, lo, target, window, allow_fence=False)
+    best = _best_cut(points, positions, lo, target, window, allow_fence=False, allow_inside=False)
+    if best is None:
+        best = _best_cut(points, positions, lo, target, window, allow_fence=False)
     if best is not None:
         return best
     for p in reversed(points[bisect_right(positions, lo) : bisect_right(positions, target)]):
@@ -133,6 +157,7 @@ def chunk_text(
     max_tokens: int = 900,
     overlap_tokens: int = 135,
     window_tokens: int = 200,
+    code: CodePoints | None = None,
 ) -> list[Chunk]:
     """Chunks of `text` of at most `max_tokens` tokens each; see the module docstring."""
     if max_tokens < 8:
@@ -143,7 +168,7 @@ def chunk_text(
     if total <= max_tokens:
         return [Chunk(0, 0, len(text), text, total)] if text.strip() else []
     ratio = len(text) / max(total, 1)  # characters per token, for this document
-    points = break_points(text)
+    points = break_points(text, code)
     positions = [p.pos for p in points]
     chunks: list[Chunk] = []
     start = 0
@@ -161,10 +186,11 @@ def chunk_text(
             break
         # Overlap: step back by overlap_tokens, then forward to the next line start outside a
         # code fence; with none there (the chunk ended just after a long fence), no overlap.
+        # In code the overlap starts outside a function's body when it can.
         back = end - int(overlap_tokens * ratio)
         candidates = points[bisect_left(positions, back) : bisect_left(positions, end)]
         if candidates:
-            nxt = next((p.pos for p in candidates if not p.in_fence), end)
+            nxt = next((p.pos for p in candidates if not p.in_fence and not p.inside), 0) or next((p.pos for p in candidates if not p.in_fence), end)
         else:
             nxt = back  # inside one long line: overlap from the exact offset
         start = nxt if start < nxt < end else end

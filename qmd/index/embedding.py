@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
@@ -26,9 +26,40 @@ EmbedProgress = Callable[[int, int, int], None]  # (documents done, documents to
 
 
 def fingerprint(embedder: EmbeddingModel) -> str:
-    """Model identity + input format + chunk settings: what makes two vectors comparable."""
+    """Model identity + input format + chunk settings: what makes two vectors comparable.
+
+    The vector space. Each content's vectors also record how it was cut (`embedded.chunker`:
+    `regex`, `ast`, or `ast!` for a source file that did not parse): the chunk strategy is the
+    per-document part of the fingerprint, so switching a collection's strategy re-cuts only
+    its source files of languages with a grammar, and re-embeds only those whose cut changed.
+    """
     spec = json.dumps([embedder.info.identity, embedder.family.spec, CHUNKER_VERSION])
     return hashlib.sha256(spec.encode()).hexdigest()[:16]
+
+
+def ast_plan(collections: Sequence[str], strategies: Mapping[str, str]) -> dict[str, list[str]]:
+    """collection → the extensions it cuts by syntax (those `auto` collections' grammars load)."""
+    auto = [c for c in collections if strategies.get(c) == "auto"]
+    if not auto:
+        return {}
+    from qmd.index.code_chunks import available_extensions
+
+    extensions = available_extensions()
+    return {c: extensions for c in auto} if extensions else {}
+
+
+def grammar_notice(strategies: Mapping[str, str]) -> str | None:
+    """What `auto` cannot do here (no tree-sitter, or some grammars missing); None: all there."""
+    if "auto" not in strategies.values():
+        return None
+    from qmd.index.code_chunks import grammar_status
+
+    missing = {lang: why for lang, why in grammar_status().items() if why is not None}
+    if not missing:
+        return None
+    if len(missing) == len(grammar_status()):
+        return f"chunk strategy auto: {next(iter(missing.values()))}; source files are chunked by regex"
+    return f"chunk strategy auto: no grammar for {', '.join(sorted(missing))} (pip install 'qmd[code]'): those files are chunked by regex"
 
 
 @dataclass
@@ -39,6 +70,10 @@ class EmbedReport:
     already: int = 0
     seconds: float = 0.0
     skipped_collections: list[str] = field(default_factory=list)
+    recut: int = 0  # documents re-embedded because their chunk strategy changed their cut
+    relabeled: int = 0  # documents re-cut to the same chunks: vectors kept, strategy recorded
+    not_parsed: list[str] = field(default_factory=list)  # source files cut by regex: syntax errors
+    notice: str | None = None  # grammars missing for `auto`
 
 
 @dataclass
@@ -46,21 +81,36 @@ class _Doc:
     hash: str
     starts: list[tuple[int, int, int, int]]  # (seq, start, end, tokens)
     inputs: list[str]
+    chunker: str = "regex"
 
 
-def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str) -> _Doc:
-    """Chunk one document's body and format every chunk with its title for the model."""
-    fm = parse_front_matter(text)
-    body = text[fm.body_offset :]
+def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str, language: str | None = None) -> _Doc:
+    """Chunk one document's body and format every chunk with its title for the model.
+
+    `language`: cut this source file at its syntax tree's definitions too (chunker `ast`);
+    a file with syntax errors is cut by regex (chunker `ast!`).
+    """
+    chunker, code = "regex", None
+    if language is not None:
+        from qmd.index.code_chunks import GrammarMissing, NotParsed, code_points
+
+        try:
+            code, chunker = code_points(text, language), "ast"
+        except (NotParsed, GrammarMissing):
+            chunker = "ast!"
+    fm = parse_front_matter(text) if code is None else None  # a source file has no front matter
+    offset = fm.body_offset if fm is not None else 0
+    body = text[offset:]
     family = embedder.family
     title = embedder.fit(title, TITLE_TOKENS)
     overhead = embedder.count_tokens(family.document(title, "")) + 4  # + special tokens
     budget = max(family.chunk_tokens - overhead, 16)
-    chunks = chunk_text(body, embedder.count_tokens, max_tokens=budget, overlap_tokens=min(family.overlap_tokens, budget // 4))
+    chunks = chunk_text(body, embedder.count_tokens, max_tokens=budget, overlap_tokens=min(family.overlap_tokens, budget // 4), code=code)
     return _Doc(
         content_hash,
-        [(c.seq, c.start + fm.body_offset, c.end + fm.body_offset, c.tokens) for c in chunks],
+        [(c.seq, c.start + offset, c.end + offset, c.tokens) for c in chunks],
         [family.document(title, c.text) for c in chunks],
+        chunker,
     )
 
 
@@ -72,8 +122,13 @@ def embed_documents(
     report: EmbedReport,
     progress: EmbedProgress | None = None,
     writing: Callable[[], AbstractContextManager[None]] = nullcontext,
+    languages: Mapping[str, tuple[str, str]] | None = None,
 ) -> None:
     """Embed `todo` (hash, title) in batches of about BATCH_CHUNKS chunks.
+
+    `languages`: content hash → (language, path) of the source files to cut by syntax. A
+    document that has vectors already (its strategy changed) and is cut to the same chunks
+    keeps them: only its chunker is recorded.
 
     Only each batch's write happens inside `writing()` (the writer lock): the model runs
     outside it, so an `update` waiting for the lock gets in between two batches.
@@ -81,15 +136,23 @@ def embed_documents(
     batch: list[_Doc] = []
 
     def flush() -> None:
-        inputs = [text for doc in batch for text in doc.inputs]
-        vectors = iter(embedder.embed(inputs))
+        before = backend.chunk_spans(model, [doc.hash for doc in batch])
+        same = {doc.hash: doc.chunker for doc in batch if doc.hash in before and before[doc.hash] == [(s, e) for _, s, e, _ in doc.starts]}
+        todo_docs = [doc for doc in batch if doc.hash not in same]
+        inputs = [text for doc in todo_docs for text in doc.inputs]
+        vectors = iter(embedder.embed(inputs) if inputs else [])
         rows = [
             (doc.hash, [ChunkVector(doc.hash, seq, start, end, tokens, next(vectors)) for seq, start, end, tokens in doc.starts])
-            for doc in batch
+            for doc in todo_docs
         ]
         with writing():
-            report.chunks += backend.write_vectors(model, rows)
-        report.documents += len(batch)
+            if rows:
+                report.chunks += backend.write_vectors(model, rows, {doc.hash: doc.chunker for doc in todo_docs})
+            if same:
+                backend.set_chunkers(model, same)
+        report.documents += len(todo_docs)
+        report.recut += sum(1 for doc in todo_docs if doc.hash in before)
+        report.relabeled += len(same)
         batch.clear()
         if progress is not None:
             progress(report.documents, len(todo), report.chunks)
@@ -99,7 +162,10 @@ def embed_documents(
         text = backend.content(content_hash)
         if text is None:  # a cleanup between two batches dropped it: nothing left to embed
             continue
-        doc = prepare(embedder, text, title, content_hash)
+        language, path = (languages or {}).get(content_hash, (None, ""))
+        doc = prepare(embedder, text, title, content_hash, language)
+        if doc.chunker == "ast!":
+            report.not_parsed.append(path)
         batch.append(doc)
         pending_chunks += len(doc.inputs)
         if pending_chunks >= BATCH_CHUNKS:
@@ -119,8 +185,12 @@ def run_embed(
     force_all: bool = True,
     progress: EmbedProgress | None = None,
     writing: Callable[[], AbstractContextManager[None]] = nullcontext,
+    strategies: Mapping[str, str] | None = None,
 ) -> EmbedReport:
     """Embed what `collections` lack for this embedder's fingerprint.
+
+    `strategies`: collection → chunk strategy (`regex` when absent; `auto` cuts source files
+    of languages with a grammar by their syntax tree).
 
     `writing()` is entered around every write (the writer lock, taken per batch); with
     nothing to embed and no `force`, no write happens and the lock is never taken.
@@ -129,7 +199,10 @@ def run_embed(
     fp = fingerprint(embedder)
     model = backend.vector_model(fp)
     report = EmbedReport(embedder.info.name, skipped_collections=skipped)
-    todo = backend.pending_embeddings(model.id if model else None, collections)
+    strategies = strategies or {}
+    ast = ast_plan(collections, strategies)
+    report.notice = grammar_notice({c: strategies.get(c, "regex") for c in collections})
+    todo = backend.pending_embeddings(model.id if model else None, collections, ast)
     if not force and not todo:
         report.already = backend.vector_counts(model.id if model else None)[1]
         report.seconds = time.perf_counter() - started
@@ -140,9 +213,26 @@ def run_embed(
             # `-f -c NAME` re-embeds that collection only; the other collections keep their vectors.
             backend.drop_vectors(model, None if force_all else [h for h, _ in backend.pending_embeddings(None, collections)])
     if force:
-        todo = backend.pending_embeddings(model.id, collections)
+        todo = backend.pending_embeddings(model.id, collections, ast)
     report.already = backend.vector_counts(model.id)[1]
+    languages = source_languages(backend, ast, {h for h, _ in todo})
     with backend.bulk_vectors(model, len(todo)):
-        embed_documents(backend, embedder, model, todo, report, progress, writing)
+        embed_documents(backend, embedder, model, todo, report, progress, writing, languages)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def source_languages(backend: IndexBackend, ast: Mapping[str, Sequence[str]], hashes: set[str]) -> dict[str, tuple[str, str]]:
+    """content hash → (language, path) of the documents of `hashes` cut by syntax under `ast`."""
+    if not ast or not hashes:
+        return {}
+    from qmd.index.code_chunks import language_of
+
+    out: dict[str, tuple[str, str]] = {}
+    for collection, extensions in ast.items():
+        for row in backend.find(collection=collection):
+            if row.hash in hashes and row.hash not in out and row.path.lower().endswith(tuple(extensions)):
+                language = language_of(row.path)
+                if language is not None:
+                    out[row.hash] = (language, f"{collection}/{row.path}")
+    return out

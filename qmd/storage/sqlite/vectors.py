@@ -11,7 +11,7 @@ import json
 import math
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import apsw
@@ -79,7 +79,7 @@ def ensure_model(conn: apsw.Connection, fingerprint: str, model: str, dims: int)
     return found
 
 
-def write_document(conn: apsw.Connection, model: VectorModel, content_hash: str, chunks: Iterable[ChunkVector]) -> int:
+def write_document(conn: apsw.Connection, model: VectorModel, content_hash: str, chunks: Iterable[ChunkVector], chunker: str = "regex") -> int:
     """Replace the chunks of one content hash and mark it embedded (caller holds a transaction)."""
     drop_hash(conn, model, content_hash)
     n = 0
@@ -91,8 +91,8 @@ def write_document(conn: apsw.Connection, model: VectorModel, content_hash: str,
         conn.execute(f"INSERT INTO {table(model.id)} (chunk_id, embedding) VALUES (?, ?)", (conn.last_insert_rowid(), pack(c.vector)))
         n += 1
     conn.execute(
-        "INSERT OR REPLACE INTO embedded (model_id, hash, chunks, embedded_at) VALUES (?, ?, ?, ?)",
-        (model.id, content_hash, n, now_iso()),
+        "INSERT OR REPLACE INTO embedded (model_id, hash, chunks, embedded_at, chunker) VALUES (?, ?, ?, ?, ?)",
+        (model.id, content_hash, n, now_iso(), chunker),
     )
     return n
 
@@ -160,12 +160,14 @@ def counts(conn: apsw.Connection, model_id: int | None) -> tuple[int, int]:
     )
 
 
-def write_batch(conn: apsw.Connection, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
+def write_batch(
+    conn: apsw.Connection, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None,
+) -> int:
     """Replace the chunks of every content hash in `batch` in one transaction; returns chunks written."""
     written = 0
     with transaction(conn):
         for content_hash, chunks in batch:
-            written += write_document(conn, model, content_hash, chunks)
+            written += write_document(conn, model, content_hash, chunks, (chunkers or {}).get(content_hash, "regex"))
     return written
 
 
@@ -179,17 +181,49 @@ def drop_all(conn: apsw.Connection, model: VectorModel, hashes: Sequence[str] | 
                 drop_hash(conn, model, content_hash)
 
 
-def pending_hashes(conn: apsw.Connection, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
-    """(content hash, title) of active documents in `collections` without vectors for `model_id`."""
+def wanted_ast(ast: Mapping[str, Sequence[str]] | None, mark: str) -> tuple[str, list[object]]:
+    """SQL true for a document whose collection chunks its extension by syntax, and its parameters."""
+    terms: list[str] = []
+    params: list[object] = []
+    for collection, extensions in sorted((ast or {}).items()):
+        if extensions:
+            terms.append(f"(d.collection = {mark} AND (" + " OR ".join([f"lower(d.path) LIKE {mark}"] * len(extensions)) + "))")
+            params += [collection, *(f"%{e.lower()}" for e in extensions)]
+    return (" OR ".join(terms) or "1 = 0"), params
+
+
+def pending_hashes(conn: apsw.Connection, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
+    """(content hash, title) of active documents in `collections` without vectors for `model_id`,
+    or cut otherwise than wanted (see IndexBackend.pending_embeddings)."""
     if not collections:
         return []
     marks = ",".join("?" * len(collections))
+    wanted, params = wanted_ast(ast, "?")
     sql = (
-        f"SELECT d.hash, min(d.title) FROM documents d WHERE d.active = 1 AND d.collection IN ({marks})"
-        " AND NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = d.hash)"
-        " GROUP BY d.hash ORDER BY min(d.id)"
+        f"SELECT h, t FROM (SELECT d.hash AS h, min(d.title) AS t, min(d.id) AS first, max(CASE WHEN {wanted} THEN 1 ELSE 0 END) AS ast"
+        f" FROM documents d WHERE d.active = 1 AND d.collection IN ({marks}) GROUP BY d.hash) p"
+        " WHERE NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = p.h"
+        " AND CASE WHEN p.ast = 1 THEN e.chunker IN ('ast', 'ast!') ELSE e.chunker IN ('regex', 'ast!') END)"
+        " ORDER BY first"
     )
-    return [(str(r[0]), str(r[1])) for r in conn.execute(sql, (*collections, -1 if model_id is None else model_id))]
+    rows = conn.execute(sql, (*params, *collections, -1 if model_id is None else model_id))
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def set_chunkers(conn: apsw.Connection, model: VectorModel, chunkers: Mapping[str, str]) -> None:
+    with transaction(conn):
+        for content_hash, chunker in chunkers.items():
+            conn.execute("UPDATE embedded SET chunker = ? WHERE model_id = ? AND hash = ?", (chunker, model.id, content_hash))
+
+
+def chunking_fallbacks(conn: apsw.Connection, model_id: int | None) -> list[tuple[str, str]]:
+    if model_id is None:
+        return []
+    sql = (
+        "SELECT d.collection, d.path FROM documents d JOIN embedded e ON e.hash = d.hash AND e.model_id = ?"
+        " WHERE d.active = 1 AND e.chunker = 'ast!' ORDER BY 1, 2"
+    )
+    return [(str(c), str(p)) for c, p in conn.execute(sql, (model_id,))]
 
 
 def embedded_per_collection(conn: apsw.Connection, model_id: int) -> dict[str, int]:

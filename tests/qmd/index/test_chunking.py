@@ -643,8 +643,8 @@ def _count_break_point_reads(monkeypatch: pytest.MonkeyPatch) -> _BreakPointCoun
                 counter.reads += len(out)
             return out
 
-    def counted(text: str) -> Counted:
-        points = Counted(real(text))
+    def counted(text: str, code: object = None) -> Counted:
+        points = Counted(real(text, code))  # type: ignore[arg-type]
         counter.points += len(points)
         return points
 
