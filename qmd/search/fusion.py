@@ -34,7 +34,10 @@ once, and no rule tried reached Cranfield nDCG@10 0.43 with MiniLM (best 0.416).
 Measured with MiniLM (hit@1 / MRR@10; before → now): paraphrase 13/43 0.508 → 25/43
 0.701 (vectors 25/43 0.697), keyword 10/10 → 10/10, deep-research 24/25 → 23/25
 (vectors 22/25), example 10/10 → 10/10, Cranfield nDCG@10 0.413 → 0.402 (BM25 0.378,
-vectors 0.379), Cranfield hit@1 88 → 79 of 225 (vectors 80).
+vectors 0.379), Cranfield hit@1 88 → 79 of 225 (vectors 80). With EmbeddingGemma-300M:
+paraphrase 16/43 0.585 → 29/43 0.798 (vectors the same), deep-research 24/25 → 23/25
+(vectors 23/25), keyword and example all first. The seed question "how do we undo a bad
+release?" over examples/notes: the rollback runbook 2nd → 1st with either model.
 """
 
 from __future__ import annotations
