@@ -1,6 +1,8 @@
 """One harness for all indexes: route a repository to the collections, in every index, it touches.
 
-Indexes are the `*.yml` configs in `qmd.config_dir()` (except `models.yml`). A collection
+Indexes are the `*.yml` configs in `qmd.config_dir()` (except `models.yml`) and the
+project-local `.qmd/index.yml` configs qmd has used (so a commit of a repository with its
+own index goes to that index; an untrusted one's outside collections are not). A collection
 is routed to a repository when its folder lies inside the repository's work tree, or
 contains it (a collection over ~/work sees the files of every repo below it).
 """
@@ -44,11 +46,16 @@ def inside(path: str, folder: str) -> bool:
 
 
 def index_names() -> list[str]:
+    """Every index the harness serves: the config dir's (by name), then the project-local
+    ones qmd has used (by the path of their `.qmd/index.yml`, which `qmd.open_index` takes)."""
+    from qmd.index.folders import local_configs
+
     folder = qmd.config_dir()
     try:
-        return sorted(p.stem for p in folder.glob("*.yml") if p.name != "models.yml" and p.is_file())
+        named = sorted(p.stem for p in folder.glob("*.yml") if p.name != "models.yml" and p.is_file())
     except OSError:
-        return []
+        named = []
+    return named + [str(p) for p in local_configs()]
 
 
 def load() -> Indexes:

@@ -50,6 +50,9 @@ def vsearch(
     filter_: str | None = None, since: str | None = None, until: str | None = None, local: bool = False,
 ) -> None:
     """`qmd vsearch`: vector search (with `expand`: the query's vec/hyde expansions too, fused)."""
+    from qmd.cli.trustask import ask_local_trust
+
+    ask_local_trust()  # a project-local config's custom models: asked for on a terminal, else skipped
     limit = result_limit(kind, n, all_)
     text = " ".join(query)
     if expand:
@@ -84,6 +87,9 @@ def query(
     filter_: str | None = None, since: str | None = None, until: str | None = None, local: bool = False,
 ) -> None:
     """`qmd query`: the hybrid pipeline; with `explain` its lists, scores and timings on stderr."""
+    from qmd.cli.trustask import ask_local_trust
+
+    ask_local_trust()  # a project-local config's custom models: asked for on a terminal, else skipped
     limit = result_limit(kind, n)
     if all_:  # the original's --all: every candidate the pipeline fuses (it has no unbounded list)
         limit = max(candidates, limit or 0)
@@ -157,6 +163,10 @@ def status(json_: bool) -> None:
     from qmd.cli.formats import format_status, to_json
     from qmd.core.errors import QmdError
 
+    from qmd.cli.trustask import _current
+
+    paths, decision = _current()
+    trust = decision if paths.local else None
     with open_store() as store:
         warnings = store.config_warnings()
         info = store.status()
@@ -168,9 +178,18 @@ def status(json_: bool) -> None:
             except QmdError as exc:
                 vector_error = exc.message
     if json_:
-        payload = dict(info.__dict__, vectors=vectors, vector_error=vector_error, models=models, config_warnings=warnings)
+        where: dict[str, object] = {"name": paths.name, "source": paths.source, "index_path": str(paths.index_path), "config_path": str(paths.config_path), "reason": paths.reason()}
+        if trust is not None:
+            where["trust"] = {"trusted": trust.allowed, "why": trust.why, "gated": trust.gated.lines()}
+        payload = dict(info.__dict__, vectors=vectors, vector_error=vector_error, models=models, config_warnings=warnings, index=where)
         out(to_json(payload, default=lambda o: o.__dict__))
         return
     for warning in warnings:
         err(f"warning: {warning}")
+    if trust is not None and trust.skipped:
+        from qmd.core.trust import skip_notice
+
+        err(f"Note: {skip_notice(trust)}")
+        err("hint: approve them with 'qmd trust', or set QMD_TRUST_LOCAL_CONFIG=1 for unattended runs")
+    out(f"Index in use: {paths.reason()}\n")
     out(format_status(info, vectors, vector_error, models))

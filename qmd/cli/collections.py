@@ -26,8 +26,14 @@ def collection_add(
     no_index: Annotated[bool, typer.Option("--no-index", help="Only register it; index later with qmd update.")] = False,
 ) -> None:
     """Add a folder as a collection and index it."""
+    from qmd.cli.trustask import before_change, keep_trust_after
+
+    before = before_change()
     with open_store() as store:
-        report = store.add_collection(path, name, pattern, ignore or [], update_cmd, index=not no_index)
+        report = store.add_collection(path, name, pattern, ignore or [], update_cmd, index=not no_index and not before.local)
+        keep_trust_after(before)  # what the user just typed needs no second approval
+        if before.local and not no_index:
+            report = store.update([Path(path).expanduser().resolve().name if name is None else name])
         coll = store.collection(Path(path).expanduser().resolve().name if name is None else name)
         err(f"Added collection '{coll.name}' → {coll.path} ({coll.pattern})")
         if report is not None:
@@ -44,8 +50,12 @@ def collection_update_cmd(
 ) -> None:
     """Set (or clear) the command run before a collection is updated, as the original's update-cmd."""
     text = " ".join(command or []).strip() or None
+    from qmd.cli.trustask import before_change, keep_trust_after
+
+    before = before_change()
     with open_store() as store:
         store.set_update_command(name, text)
+    keep_trust_after(before)
     err(f"✓ Set update command for '{name}': {text}" if text else f"✓ Cleared update command for '{name}'")
 
 

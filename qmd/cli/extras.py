@@ -94,12 +94,44 @@ def skill_install(
         out(f"✓ Installed a copy for Claude at {claude_dir}\n")
 
 
-def init() -> None:
-    """Accepted as the original's `qmd init` (a project-local .qmd/ index): explained, nothing changed."""
-    err(
-        "note: qmd init: this qmd keeps named indexes, not a project-local .qmd/ folder; "
-        "for a project of its own: qmd --index NAME collection add . (then --index NAME on each command)"
-    )
+def init(directory: Annotated[str | None, typer.Argument(help="The project folder (default: the working directory).")] = None) -> None:
+    """Create a project-local index, as the original's `qmd init`: `.qmd/index.yml` (with the
+    resolved model defaults) and `.qmd/index.sqlite`, used by every qmd command run inside."""
+    import os
+    from pathlib import Path
+
+    from qmd.core.config import Config
+    from qmd.core.errors import QmdError
+    from qmd.core.paths import LOCAL_CONFIG_NAMES, LOCAL_DIR, local_index
+    from qmd.index.folders import register_local
+    from qmd.llm.models import ROLES, resolve_model
+    from qmd.store.store import Store
+
+    root = Path(os.path.abspath(directory or os.getcwd()))
+    if root.exists() and root.resolve() == Path.home().resolve():
+        raise QmdError(
+            "refusing to make a project-local index in your home folder",
+            "run qmd init inside a project folder; your own index needs none (qmd collection add DIR)",
+        )
+    if not root.is_dir():
+        raise QmdError(f"{root} is not a folder", "give the project folder: qmd init DIR")
+    folder = root / LOCAL_DIR
+    folder.mkdir(exist_ok=True)
+    existing = [folder / n for n in LOCAL_CONFIG_NAMES if (folder / n).is_file()]
+    config_path = existing[0] if existing else folder / "index.yml"
+    if not existing:
+        config = Config(config_path, {"collections": {}, "models": {role: resolve_model(role, None).spec for role in ROLES}})
+        config.save()
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# the index is rebuilt from the notes; the config travels with the repository\nindex.sqlite*\n*.lock\n")
+    paths = local_index(config_path)
+    with Store(paths.index_path, paths.config_path) as store:
+        store.backend.open(create=True)
+    register_local(config_path)
+    out("ready to go with new local index\n")
+    out(f"  config: {config_path}\n  index:  {paths.index_path}\n")
+    out("Add the project's notes with: qmd collection add . --name NAME (run inside the project)\n")
 
 
 COMPLETION_COMMANDS = (

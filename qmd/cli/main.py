@@ -51,7 +51,12 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "completion": ("qmd.cli.extras", "completion", False),
     "init": ("qmd.cli.extras", "init", False),
     "token": ("qmd.cli.token", "token_app", True),
+    "trust": ("qmd.cli.trust", "trust_app", True),
 }
+
+# Commands that may use a project-local config's gated fields (update commands, outside
+# collections, custom models): asked for on a terminal first (vsearch and query ask in actions.py).
+TRUST_ASKING = frozenset({"update", "embed", "pull"})
 
 
 def _version(value: bool) -> None:
@@ -76,6 +81,10 @@ def root(
         err("note: --no-gpu: this qmd runs its models on the CPU (llama.cpp), so there is nothing to turn off")
     STATE.index_name = index
     ctx.meta[INDEX_META_KEY] = index
+    if ctx.invoked_subcommand in TRUST_ASKING and not ctx.resilient_parsing and not {"-h", "--help"} & set(sys.argv):
+        from qmd.cli.trustask import ask_local_trust
+
+        ask_local_trust()
 
 
 def _harness_commands() -> dict[str, object]:

@@ -92,7 +92,10 @@ def ask(command: str, text: str, options: dict[str, Any], local: bool = False) -
     if how == "off":
         return None
     from qmd.cli.base import STATE
-    from qmd.core.paths import DEFAULT_INDEX, StateLayout
+    from qmd.core.paths import DEFAULT_INDEX, StateLayout, find_local_config
+
+    if STATE.index_name is None and find_local_config() is not None:
+        return None  # a project-local index: the servers serve named indexes, so in-process
 
     index = STATE.index_name or DEFAULT_INDEX
     why = ""

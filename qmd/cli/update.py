@@ -49,6 +49,12 @@ def update(
     if pull and no_commands:
         raise typer.BadParameter("--pull runs the update commands and --no-commands skips them: give one", param_hint="--pull/--no-commands")
     with open_store() as store:
+        from qmd.core.paths import is_local_config
+
+        if is_local_config(store.config_path):
+            from qmd.index.folders import register_local
+
+            register_local(store.config_path)  # the updater, guard and doctor serve it from now on
         for warning in store.config_warnings():
             err(f"warning: {warning}")
         bar = Bar("Indexed")

@@ -55,19 +55,100 @@ def check_index_name(name: str) -> str:
 
 @record(frozen=True)
 class IndexPaths:
-    """The files that make up one named index."""
+    """The files that make up one index, and why this one was chosen.
+
+    `source`: `default` (no `--index`, no project-local config), `named` (`--index NAME`),
+    or `local` (a `.qmd/index.yml` found from the working directory upward, as the original's
+    `qmd init` makes: config and `index.sqlite` side by side in the project's `.qmd/`).
+    """
 
     name: str
     index_path: Path
     config_path: Path
+    source: str = "default"
+
+    @property
+    def local(self) -> bool:
+        return self.source == "local"
+
+    @property
+    def key(self) -> str:
+        """What names this index to `resolve_index` from anywhere: the name, or for a
+        project-local index the absolute path of its config (the harness keys them so)."""
+        return str(self.config_path) if self.local else self.name
+
+    @property
+    def project_root(self) -> Path | None:
+        """The folder holding `.qmd/` of a project-local index (None for the others)."""
+        return self.config_path.parent.parent if self.local else None
+
+    def reason(self) -> str:
+        """One line for `qmd status`: which index is in use and why."""
+        if self.local:
+            return f"project-local index of {self.project_root} ({self.config_path} found from the working directory; --index NAME selects a named one)"
+        if self.source == "named":
+            return f"index '{self.name}' (--index {self.name})"
+        return f"index '{self.name}' (the default: no --index, no .qmd/index.yml above the working directory)"
 
 
-def resolve_index(name: str | None = None) -> IndexPaths:
-    """Paths of index `name` (default `index`); `INDEX_PATH` overrides the database file."""
+LOCAL_DIR = ".qmd"
+LOCAL_CONFIG_NAMES = ("index.yaml", "index.yml")  # the original looks for index.yaml first
+LOCAL_INDEX_FILE = "index.sqlite"
+
+
+def is_local_config(path: str | os.PathLike[str]) -> bool:
+    """A project-local config: `index.yml`/`index.yaml` inside a folder named `.qmd` (the
+    original's `isLocalConfigPath`). Configs in the config dir never are."""
+    absolute = Path(os.path.abspath(path))
+    return absolute.parent.name == LOCAL_DIR and absolute.name in LOCAL_CONFIG_NAMES
+
+
+def find_local_config(start: str | os.PathLike[str] | None = None) -> Path | None:
+    """`.qmd/index.yaml` or `.qmd/index.yml` in `start` (default: the working directory) or
+    the nearest folder above it that has one; None when there is none."""
+    try:
+        folder = Path(os.path.abspath(start if start is not None else os.getcwd()))
+    except OSError:  # the working directory was deleted
+        return None
+    while True:
+        for name in LOCAL_CONFIG_NAMES:
+            candidate = folder / LOCAL_DIR / name
+            if candidate.is_file():
+                return candidate
+        if folder.parent == folder:
+            return None
+        folder = folder.parent
+
+
+def local_index(config_path: str | os.PathLike[str]) -> IndexPaths:
+    """The project-local index whose config is `config_path` (its database beside it)."""
+    config = Path(os.path.abspath(config_path))
+    return IndexPaths(DEFAULT_INDEX, config.parent / LOCAL_INDEX_FILE, config, "local")
+
+
+def resolve_index(name: str | None = None, cwd: str | os.PathLike[str] | None = None) -> IndexPaths:
+    """The index a command uses.
+
+    1. `--index NAME` (`name`): that named index, wherever the command runs; a `name` that is
+       the path of a project-local config (how the harness keys those) is that index.
+    2. else a project-local `.qmd/index.yml` (or `.yaml`) found from `cwd` (default: the
+       working directory) upward: its `index.sqlite` beside it, as the original's `qmd init`.
+    3. else the default index `index`.
+
+    Named and default indexes live in the cache dir (`INDEX_PATH` overrides the file) with
+    their config in the config dir.
+    """
+    if name is not None and os.sep in name and is_local_config(name):
+        return local_index(name)
+    if name is None:
+        found = find_local_config(cwd)
+        if found is not None:
+            return local_index(found)
+    source = "default" if name is None else "named"
     name = check_index_name(name or DEFAULT_INDEX)
     explicit = os.environ.get("INDEX_PATH")
     index_path = Path(explicit) if explicit else cache_dir() / f"{name}.sqlite"
-    return IndexPaths(name, index_path.expanduser(), config_dir() / f"{name}.yml")
+    return IndexPaths(name, index_path.expanduser(), config_dir() / f"{name}.yml", source)
 
 
 QUEUE_DIRS = ("tmp", "new", "cur", "failed")
@@ -169,6 +250,12 @@ class StateLayout:
 
     def mcp_log(self, index: str) -> Path:
         return self.logs / f"mcp-{index}.log"
+
+    @property
+    def local_indexes(self) -> Path:
+        """The project-local indexes (`.qmd/index.yml`) qmd has used: the updater, guard and
+        doctor serve these beside the config dir's."""
+        return self.root / "local-indexes.json"
 
     @property
     def doctor(self) -> Path:

@@ -25,24 +25,66 @@ def cache_path() -> Path:
     return StateLayout.current().guard_folders
 
 
+def local_configs() -> list[Path]:
+    """The project-local configs (`.qmd/index.yml`) qmd has used that still exist, from
+    `<state>/local-indexes.json`: the updater, the guard and doctor serve them too."""
+    import json
+
+    try:
+        with open(StateLayout.current().local_indexes, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return []
+    paths = data.get("configs") if isinstance(data, dict) else None
+    return [Path(p) for p in paths or [] if isinstance(p, str) and os.path.isfile(p)]
+
+
+def register_local(config_path: Path) -> bool:
+    """Remember a project-local config (`qmd init`, `update`, a config change); True when it
+    was new (the folder cache is then rewritten). Best-effort, like the cache."""
+    absolute = Path(os.path.abspath(config_path))
+    known = local_configs()
+    if absolute in known:
+        return False
+    try:
+        write_json(StateLayout.current().local_indexes, {"configs": [str(p) for p in [*known, absolute]]}, indent=2)
+        refresh_folder_cache()
+    except OSError:
+        return False
+    return True
+
+
+def _sources() -> list[tuple[Path, str]]:
+    """(config, index key): the config dir's `*.yml`, then the known project-local configs."""
+    directory = config_dir()
+    named = [(p, p.stem) for p in sorted(directory.glob("*.yml")) if p.name != "models.yml"] if directory.is_dir() else []
+    return named + [(p, str(p)) for p in local_configs()]
+
+
 def collect() -> dict[str, Any]:
-    """Folders and guard globs from every `*.yml` index config in the config dir."""
+    """Folders and guard globs from every index config: the config dir's `*.yml` and the
+    project-local ones (only the collections an untrusted one may index: inside the project)."""
+    from qmd.core.trust import collection_path, decide
+
     folders: list[dict[str, str]] = []
     protect: list[str] = []
     allow: list[str] = []
     errors: list[str] = []
     directory = config_dir()
-    for path in sorted(directory.glob("*.yml")) if directory.is_dir() else []:
-        if path.name == "models.yml":
-            continue
+    for path, key in _sources():
         try:
             config = Config.load(path)
             colls = config.collections()
         except ConfigError as exc:
             errors.append(exc.message)
             continue
+        decision = decide(path, config.raw)
+        outside = {name for name, _ in decision.gated.paths} if decision.skipped else set()
         for coll in colls.values():
-            folders.append({"path": os.path.realpath(coll.path), "index": path.stem, "collection": coll.name})
+            if coll.name in outside:
+                continue
+            folder = collection_path(str(coll.path), path) if decision.local else coll.path
+            folders.append({"path": os.path.realpath(folder), "index": key, "collection": coll.name})
         guard = config.raw.get("guard") or {}
         if isinstance(guard, dict):
             protect += [str(g) for g in guard.get("protect") or [] if isinstance(g, str)]
@@ -72,8 +114,13 @@ def refresh_quietly(changed_config: Path) -> None:
     Best-effort: a config save never fails because the cache could not be written (the
     guard treats a missing or stale cache as "allow" and doctor reports it).
     """
+    from qmd.core.paths import is_local_config
+
     try:
-        if changed_config.parent.resolve() != config_dir().resolve():
+        if is_local_config(changed_config):
+            if register_local(changed_config):
+                return  # registering rewrote the cache
+        elif changed_config.parent.resolve() != config_dir().resolve():
             return
         refresh_folder_cache()
     except OSError:

@@ -61,7 +61,7 @@ class Collections:
             raise QmdError(f"{path} does not exist", "check the path of the folder to index")
         if not folder.is_dir():
             raise QmdError(f"{path} is not a folder", "give the folder that holds the markdown files")
-        coll = CollectionConfig(name, folder, pattern or DEFAULT_PATTERN, list(ignore or []), update_command)
+        coll = CollectionConfig(name, _as_written(self.state.config_path, folder), pattern or DEFAULT_PATTERN, list(ignore or []), update_command)
         self.state.config.set_collection(coll)
         self.state.save_config()
         if not index:
@@ -75,7 +75,7 @@ class Collections:
             raise
 
     def set_update_command(self, name: str, command: str | None) -> None:
-        coll = self.state.collection(name)
+        coll = self.state.editable(name)
         coll.update = command or None
         self.state.config.set_collection(coll)
         self.state.save_config()
@@ -106,7 +106,7 @@ class Collections:
         self.state.save_config()
 
     def set_include_by_default(self, name: str, include: bool) -> None:
-        coll = self.state.collection(name)
+        coll = self.state.editable(name)
         coll.include_by_default = include
         self.state.config.set_collection(coll)
         self.state.save_config()
@@ -179,7 +179,7 @@ class Collections:
         if name is None:
             self.state.config.global_context = text
         else:
-            coll = self.state.collection(name)
+            coll = self.state.editable(name)
             coll.context[sub] = text
             self.state.config.set_collection(coll)
         self.state.save_config()
@@ -202,7 +202,7 @@ class Collections:
                 raise NotFoundError("there is no global context", "list contexts with: qmd context list")
             config.global_context = None
         else:
-            coll = self.state.collection(name)
+            coll = self.state.editable(name)
             key = next((k for k in coll.context if normalise_subpath(k) == sub), None)
             if key is None:
                 raise NotFoundError(f"no context at qmd://{name}{sub}", "list contexts with: qmd context list")
@@ -279,3 +279,14 @@ def run_update_command(coll: CollectionConfig, on_command: Callable[[str, str], 
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
         return f"update command exited {proc.returncode}: {coll.update} {tail[0]}".strip()
     return None
+
+
+def _as_written(config_path: Path, folder: Path) -> Path:
+    """A folder inside the project of a project-local config is written relative to the
+    project root, so the config means the same in every clone; anything else absolute."""
+    from qmd.core.paths import is_local_config
+
+    if not is_local_config(config_path):
+        return folder
+    root = Path(os.path.abspath(config_path)).parent.parent.resolve()
+    return Path(os.path.relpath(folder, root)) if folder == root or root in folder.parents else folder

@@ -11,6 +11,10 @@ from qmd.storage.backend import IndexBackend
 from qmd.core.config import CollectionConfig, Config
 from qmd.core.contexts import contexts_for
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.core.trust import Decision
+
 
 def stat_key(path: Path) -> tuple[int, int, int] | None:
     """(mtime, size, inode) of a file, or None when it is missing: has it changed?"""
@@ -21,6 +25,23 @@ def stat_key(path: Path) -> tuple[int, int, int] | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
+def _gated(config_path: Path, colls: dict[str, CollectionConfig], decision: Decision) -> dict[str, CollectionConfig]:
+    """A local config's collections: relative paths taken from the project root; when the
+    config is not trusted, no update commands and no collection outside the project."""
+    from qmd.core.trust import collection_path
+
+    outside = {name for name, _ in decision.gated.paths}
+    out: dict[str, CollectionConfig] = {}
+    for name, coll in colls.items():
+        if decision.skipped and name in outside:
+            continue
+        coll.path = collection_path(str(coll.path), config_path)
+        if decision.skipped:
+            coll.update = None
+        out[name] = coll
+    return out
+
+
 class IndexState:
     """One index's config and backend, with the collections cached per config version."""
 
@@ -28,6 +49,7 @@ class IndexState:
         self.config_path = config_path
         self.config = Config.load(config_path)
         self.config_stat = stat_key(config_path)
+        self._trust: Decision | None = None
         self.backend = backend
         self.writes = 0  # bumped by this Store's own writes (change_token only sees others')
         self._colls: tuple[int, dict[str, CollectionConfig]] | None = None
@@ -49,23 +71,57 @@ class IndexState:
         self.config = Config.load(self.config_path)
         self.config_stat = stat
         self._colls = None
+        self._trust = None
         return True
 
     def save_config(self) -> None:
         from qmd.index.folders import refresh_quietly
 
         self._colls = None
+        self._trust = None
         self.config.save()
         self.config_stat = stat_key(self.config_path)
         refresh_quietly(self.config_path)
 
+    @property
+    def trust(self) -> Decision:
+        """The trust gate of this config (qmd/core/trust.py): a project-local config that is
+        not approved has its update commands, outside collections and custom models skipped."""
+        if self._trust is None:
+            from qmd.core.trust import decide
+
+            self._trust = decide(self.config_path, self.config.raw)
+        return self._trust
+
     def collections(self) -> dict[str, CollectionConfig]:
         if self._colls is None or self._colls[0] != self.config.version:
-            self._colls = (self.config.version, self.config.collections())
+            colls = self.config.collections()
+            if self.trust.local:
+                self._trust = None  # the config may have changed in memory
+                colls = _gated(self.config_path, colls, self.trust)
+            self._colls = (self.config.version, colls)
         return self._colls[1]
+
+    def models_config(self) -> dict[str, object] | None:
+        """The config's `models:` section, without the custom models of an untrusted local config."""
+        models = self.config.raw.get("models")
+        if not isinstance(models, dict):
+            return None
+        if self.trust.skipped:
+            custom = {slot for slot, _ in self.trust.gated.models}
+            return {role: spec for role, spec in models.items() if role not in custom}
+        return models
 
     def collection(self, name: str) -> CollectionConfig:
         colls = self.collections()
+        if name not in colls:
+            raise refs.unknown_collection(name, colls)
+        return colls[name]
+
+    def editable(self, name: str) -> CollectionConfig:
+        """Collection `name` as the config file has it (no path resolved, nothing gated out):
+        what a change made through `config.set_collection` starts from."""
+        colls = self.config.collections()
         if name not in colls:
             raise refs.unknown_collection(name, colls)
         return colls[name]

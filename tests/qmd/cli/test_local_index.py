@@ -1,0 +1,242 @@
+"""Project-local indexes (`.qmd/index.yml`) and the trust gate, on a real `git clone`.
+
+The cloned repository's config runs an `update:` command that writes a marker file: the
+marker must never appear without approval; on a terminal (a real pty) qmd asks; an
+approval holds until the command changes; agents, MCP and the updater skip it and index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from qmd.core import trust
+from qmd.core.paths import find_local_config, resolve_index
+
+QMD = [sys.executable, "-m", "qmd"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QMD_TRUST")}
+    env.update(QMD_SERVER="off", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@e", **extra)
+    return env
+
+
+def qmd(cwd: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*QMD, *args], cwd=cwd, env=_env(**env), input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, env=_env(), check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> tuple[Path, Path]:
+    """(the upstream repository, a fresh clone of it): docs plus a .qmd config whose
+    `update:` writes a marker (outside the project) and whose second collection lies outside."""
+    upstream = tmp_path / "upstream"
+    (upstream / "docs").mkdir(parents=True)
+    (upstream / "docs" / "deploy.md").write_text("# Deploy\n\nRoll back the canary with the blue switch.\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nprivate words zebrafish\n")
+    marker = tmp_path / "MARKER"
+    (upstream / ".qmd").mkdir()
+    (upstream / ".qmd" / "index.yml").write_text(
+        "collections:\n"
+        f"  docs:\n    path: docs\n    update: touch {marker}\n"
+        f"  home:\n    path: {outside}\n"
+    )
+    git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "add", ".")
+    git(upstream, "commit", "-q", "-m", "docs")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(upstream), str(work))
+    return upstream, work
+
+
+def marker_of(work: Path) -> Path:
+    return work.parent / "MARKER"
+
+
+def test_resolution_walks_up_and_index_beats_it(clone: tuple[Path, Path]) -> None:
+    _, work = clone
+    found = find_local_config(work / "docs")
+    assert found == work / ".qmd" / "index.yml"
+    paths = resolve_index(None, work / "docs")
+    assert paths.local and paths.index_path == work / ".qmd" / "index.sqlite" and paths.project_root == work
+    assert resolve_index("index", work).source == "named"  # --index NAME selects a named index anywhere
+    assert resolve_index(str(found)).local  # the harness's key for it
+
+
+def test_no_terminal_skips_gated_fields_and_still_indexes(clone: tuple[Path, Path]) -> None:
+    _, work = clone
+    result = qmd(work / "docs", "update")
+    assert result.returncode == 0, result.stderr
+    assert not marker_of(work).exists()
+    assert "not trusted" in result.stderr and "qmd trust" in result.stderr
+    assert "deploy" in qmd(work, "search", "canary", "--json").stdout
+    assert json.loads(qmd(work, "search", "zebrafish", "--json").stdout or "[]") == []  # the outside collection was not indexed
+    status = qmd(work, "status", "--json")
+    where = json.loads(status.stdout)["index"]
+    assert where["source"] == "local" and where["trust"]["trusted"] is False
+    assert "Index in use: project-local" in qmd(work, "status").stdout
+
+
+def _pty_run(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
+    """Run qmd on a real pseudo-terminal, answer its question, return (exit code, output)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a terminal session
+        os.chdir(cwd)
+        env = _env()
+        os.execve(sys.executable, [sys.executable, "-m", "qmd", *args], env)
+    output = b""
+    answered = False
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            output += chunk
+            if not answered and b"[y/N]" in output:
+                os.write(fd, answer.encode() + b"\n")
+                answered = True
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
+
+
+def test_terminal_asks_approval_holds_until_the_command_changes(clone: tuple[Path, Path]) -> None:
+    upstream, work = clone
+    code, text = _pty_run(work, ["update"], "n")
+    assert code == 0 and "Trust this project's .qmd config? [y/N]" in text and "touch" in text
+    assert not marker_of(work).exists()
+
+    code, text = _pty_run(work, ["update"], "y")
+    assert code == 0 and "Trusted" in text, text
+    assert marker_of(work).exists()
+    record = json.loads(trust.trust_file_path().read_text())
+    assert set(record) == {str(work / ".qmd" / "index.yml")} and set(record[str(work / ".qmd" / "index.yml")]) == {"hooks", "trustedAt"}
+
+    # approved: unattended runs (an agent, CI) use it without asking
+    marker_of(work).unlink()
+    assert qmd(work, "update").returncode == 0 and marker_of(work).exists()
+    assert "zebrafish" in qmd(work, "search", "zebrafish").stdout
+
+    # a `git pull` that rewrites the command asks again
+    config = upstream / ".qmd" / "index.yml"
+    config.write_text(config.read_text().replace("touch", "true && touch"))
+    git(upstream, "commit", "-q", "-am", "edit the hook")
+    git(work, "pull", "-q")
+    marker_of(work).unlink()
+    result = qmd(work, "update")
+    assert result.returncode == 0 and "not trusted" in result.stderr
+    assert not marker_of(work).exists()
+
+    # qmd trust approves the new set; revoke drops it
+    assert "Trusted" in qmd(work, "trust").stdout
+    assert str(work / ".qmd" / "index.yml") in qmd(work, "trust", "list").stdout
+    assert qmd(work, "update").returncode == 0 and marker_of(work).exists()
+    assert "Revoked" in qmd(work, "trust", "revoke").stdout
+    marker_of(work).unlink()
+    qmd(work, "update")
+    assert not marker_of(work).exists()
+
+
+def test_opt_in_variables(clone: tuple[Path, Path]) -> None:
+    _, work = clone
+    assert qmd(work, "update", QMD_TRUST_UPDATE_HOOKS="0").returncode == 0 and not marker_of(work).exists()
+    assert qmd(work, "update", QMD_TRUST_LOCAL_CONFIG="1").returncode == 0 and marker_of(work).exists()
+
+
+def test_digest_ignores_defaults_and_order(tmp_path: Path) -> None:
+    config = tmp_path / "p" / ".qmd" / "index.yml"
+    config.parent.mkdir(parents=True)
+    a = {"collections": {"x": {"path": "a", "update": "make"}, "y": {"path": "b", "update": "git pull"}}}
+    b = {"collections": {"y": {"path": "b", "update": "git pull"}, "x": {"path": "a", "update": "make"}}, "models": trust.builtin_models()}
+    assert trust.digest(config, trust.gated_items(config, a)) == trust.digest(config, trust.gated_items(config, b))
+    assert not trust.gated_items(config, {"models": trust.builtin_models(), "collections": {"d": {"path": "."}}})
+    custom = trust.gated_items(config, {"models": {"embed": "/tmp/other.gguf"}})
+    assert custom.models == (("embed", "/tmp/other.gguf"),)
+    own = tmp_path / "home" / ".config" / "qmd" / "index.yml"
+    assert trust.decide(own, a).allowed and not trust.decide(own, a).local  # the user's own config is never gated
+
+
+def test_mcp_from_the_folder_serves_it_and_runs_nothing(clone: tuple[Path, Path]) -> None:
+    _, work = clone
+    qmd(work, "update")
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "canary"}]}}},
+    ]
+    proc = subprocess.Popen([*QMD, "mcp"], cwd=work / "docs", env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+        proc.stdin.flush()
+        answer = ""
+        while '"id":2' not in answer:
+            line = proc.stdout.readline()
+            assert line, "the server closed stdout"
+            answer = line
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "deploy.md" in answer, answer
+    assert not marker_of(work).exists()
+
+
+def test_updater_routes_a_commit_to_the_local_index(clone: tuple[Path, Path]) -> None:
+    _, work = clone
+    assert qmd(work, "update").returncode == 0  # registers the local index with the harness
+    (work / "docs" / "new.md").write_text("# Pager\n\nthe pager rota for quokka week\n")
+    git(work, "add", ".")
+    git(work, "commit", "-q", "-m", "pager")
+    from qmd.core.paths import StateLayout
+    from updater import spool
+
+    layout = StateLayout.current()
+    layout.ensure_queue()
+    spool.enqueue(layout, str(work), "post-commit")
+    result = qmd(work, "updater", "run", "--json")
+    assert result.returncode == 0, result.stderr
+    assert not marker_of(work).exists()  # the updater has nobody to ask
+    assert "new.md" in qmd(work, "search", "quokka", "--json").stdout
+    folders = json.loads(layout.guard_folders.read_text())["folders"]
+    assert {"path": os.path.realpath(work / "docs"), "index": str(work / ".qmd" / "index.yml"), "collection": "docs"} in folders
+    assert not any(f["collection"] == "home" for f in folders)  # untrusted outside folder: not indexed, not guarded
+
+
+def test_init_writes_the_config_with_model_defaults(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / "notes").mkdir(parents=True)
+    (project / "notes" / "a.md").write_text("# A\n\nalpha words\n")
+    result = qmd(project, "init")
+    assert result.returncode == 0 and "ready to go with new local index" in result.stdout
+    text = (project / ".qmd" / "index.yml").read_text()
+    assert "embeddinggemma" in text and (project / ".qmd" / "index.sqlite").exists()
+    assert qmd(project, "collection", "add", "notes", "--name", "notes").returncode == 0
+    assert "path: notes" in (project / ".qmd" / "index.yml").read_text()  # relative: the same in every clone
+    assert "alpha" in qmd(project / "notes", "search", "alpha").stdout
+    home = Path(os.environ["HOME"])
+    assert qmd(home, "init").returncode == 1
