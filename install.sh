@@ -70,8 +70,8 @@ fi
 say "Installing qmd into $VENV"
 # Editable "compat" mode: a .pth path entry instead of an import finder (30 ms less per
 # call); setuptools versions without it fall back to the default editable mode.
-target="$REPO"
-if [ "$DEV" = 1 ]; then target="$REPO[dev]"; fi
+target="$REPO[code]"  # code: the tree-sitter grammars for chunk_strategy auto (prebuilt wheels)
+if [ "$DEV" = 1 ]; then target="$REPO[dev,code]"; fi
 log=$(mktemp "${TMPDIR:-/tmp}/qmd-pip.XXXXXX")
 if ! $PIP install -q -e "$target" --config-settings editable_mode=compat >"$log" 2>&1; then
   $PIP install -q -e "$target" >"$log" 2>&1 || { tail -n 20 "$log" >&2; die "pip install failed (log: $log)"; }
