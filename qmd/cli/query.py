@@ -41,10 +41,18 @@ def query(
     since: SinceOpt = None,
     until: UntilOpt = None,
     local: LocalOpt = False,
+    chunk_strategy: Annotated[str | None, typer.Option("--chunk-strategy", help="regex or auto: accepted as the original's; the reranker reads the chunks cut at embed time (each collection's chunk_strategy:).", show_default=False)] = None,
     kind: str = "cli",
 ) -> None:
     """Hybrid search: the best of keyword and vector search, reranked."""
     from qmd.cli import actions
+
+    if chunk_strategy not in (None, "regex", "auto"):
+        raise typer.BadParameter("choose regex or auto", param_hint="--chunk-strategy")
+    if chunk_strategy is not None:
+        from qmd.cli.common import err
+
+        err(f"note: --chunk-strategy {chunk_strategy}: the reranker reads each document's chunks as embedded (set chunk_strategy: in the config and run qmd embed)")
 
     actions.query(
         text, n, candidates, min_score, intent, no_rerank, expand, explain, collection, full_path, all_, full, line_numbers, kind,
