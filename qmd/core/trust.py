@@ -28,12 +28,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from qmd.core.records import field, record
 from qmd.core.paths import config_dir, is_local_config
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 TRUST_FILE = "trusted.json"
 OPT_IN_VARS = ("QMD_TRUST_LOCAL_CONFIG", "QMD_TRUST_UPDATE_HOOKS")
@@ -118,7 +121,7 @@ def builtin_models() -> dict[str, str]:
 def _model_uri(spec: object) -> str | None:
     if isinstance(spec, str):
         return spec or None
-    if isinstance(spec, Mapping) and isinstance(spec.get("uri"), str):
+    if isinstance(spec, dict) and isinstance(spec.get("uri"), str):
         return str(spec["uri"])  # {uri: openai:…, options}: the endpoint is what reaches out
     return None
 
@@ -126,10 +129,10 @@ def _model_uri(spec: object) -> str | None:
 def gated_items(config_path: str | os.PathLike[str], raw: Mapping[str, Any]) -> Gated:
     """The fields of the config `raw` (read from `config_path`) that need approval."""
     collections = raw.get("collections")
-    colls = collections if isinstance(collections, Mapping) else {}
+    colls = collections if isinstance(collections, dict) else {}
     hooks, paths = [], []
     for name, body in colls.items():
-        if not isinstance(body, Mapping):
+        if not isinstance(body, dict):
             continue
         if isinstance(body.get("update"), str) and body["update"]:
             hooks.append((str(name), str(body["update"])))
@@ -140,7 +143,7 @@ def gated_items(config_path: str | os.PathLike[str], raw: Mapping[str, Any]) -> 
     defaults = builtin_models()
     models = []
     for slot in MODEL_SLOTS:
-        uri = _model_uri(section.get(slot)) if isinstance(section, Mapping) else None
+        uri = _model_uri(section.get(slot)) if isinstance(section, dict) else None
         if uri and uri != defaults[slot]:
             models.append((slot, uri))
     return Gated(tuple(hooks), tuple(paths), tuple(models))

@@ -84,6 +84,13 @@ class IndexState:
         refresh_quietly(self.config_path)
 
     @property
+    def local(self) -> bool:
+        """A project-local config (`.qmd/index.yml`): the trust gate applies (checked without importing it)."""
+        from qmd.core.paths import is_local_config
+
+        return is_local_config(self.config_path)
+
+    @property
     def trust(self) -> Decision:
         """The trust gate of this config (qmd/core/trust.py): a project-local config that is
         not approved has its update commands, outside collections and custom models skipped."""
@@ -96,7 +103,7 @@ class IndexState:
     def collections(self) -> dict[str, CollectionConfig]:
         if self._colls is None or self._colls[0] != self.config.version:
             colls = self.config.collections()
-            if self.trust.local:
+            if self.local:
                 self._trust = None  # the config may have changed in memory
                 colls = _gated(self.config_path, colls, self.trust)
             self._colls = (self.config.version, colls)
@@ -107,7 +114,7 @@ class IndexState:
         models = self.config.raw.get("models")
         if not isinstance(models, dict):
             return None
-        if self.trust.skipped:
+        if self.local and self.trust.skipped:
             custom = {slot for slot, _ in self.trust.gated.models}
             return {role: spec for role, spec in models.items() if role not in custom}
         return models
