@@ -334,6 +334,10 @@ def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: 
         lines += ["", "Files needing attention"]
         for coll, path, severity, reason in skipped + warnings:
             lines.append(f"  {severity:8} qmd://{coll}/{path}: {reason}")
+    if info.grammars:
+        lines += ["", "Code grammars (chunk_strategy: auto)"]
+        for g in info.grammars:
+            lines.append(f"  {g.language:11} " + ("available" if g.available else f"missing: {g.reason}"))
     if info.collections:
         name = info.collections[0].name
         lines += [

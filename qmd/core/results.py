@@ -167,6 +167,17 @@ class StatusInfo:
     issues: list[tuple[str, str, str, str]]  # (collection, path, severity, reason)
     global_context: str | None = None
     running: dict[str, object] | None = None  # an update or embed writing now: pid, command, done, total
+    grammars: list[GrammarInfo] = field(default_factory=list)  # tree-sitter grammars for chunk strategy auto
+
+
+@record
+class GrammarInfo:
+    """One tree-sitter grammar `--chunk-strategy auto` uses: loads, or why not and how to get it."""
+
+    language: str
+    available: bool
+    reason: str | None = None
+    install: str | None = None
 
 
 @record

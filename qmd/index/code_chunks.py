@@ -1,6 +1,6 @@
 """Break points of source files from their syntax tree (tree-sitter), for `--chunk-strategy auto`.
 
-The grammars are optional (`pip install 'qmd[code]'`): without tree-sitter or a language's
+The grammars are optional (`pip install 'qmd-harness[code]'`): without tree-sitter or a language's
 grammar wheel, that language is chunked by the markdown rules (regex) and `status` says so.
 As the original (2.8.3): .ts .tsx .js .jsx (.mts .cts .mjs .cjs) .py .go .rs; the start of a
 class / interface / struct / impl / trait / module scores 100, a function / method (and an
@@ -28,6 +28,8 @@ GRAMMARS: dict[str, tuple[str, str, str]] = {
     "go": ("tree_sitter_go", "language", "tree-sitter-go"),
     "rust": ("tree_sitter_rust", "language", "tree-sitter-rust"),
 }
+
+INSTALL = "pip install 'qmd-harness[code]'"  # the extra with tree-sitter and every grammar wheel
 
 EXTENSIONS: dict[str, str] = {
     ".py": "python",
@@ -132,13 +134,13 @@ def _load(language: str) -> tuple[Any, Any]:
     try:
         import tree_sitter
     except ImportError as e:
-        raise GrammarMissing(f"tree-sitter is not installed ({e.name}): pip install 'qmd[code]'") from None
+        raise GrammarMissing(f"tree-sitter is not installed ({e.name}): {INSTALL}") from None
     try:
         grammar = getattr(importlib.import_module(module), function)()
         lang = tree_sitter.Language(grammar)
         return lang, tree_sitter.Query(lang, QUERIES[language])
     except ImportError:
-        raise GrammarMissing(f"{wheel} is not installed: pip install 'qmd[code]'") from None
+        raise GrammarMissing(f"{wheel} is not installed: {INSTALL}") from None
     except Exception as e:  # an ABI the installed tree-sitter cannot read, a query it rejects
         raise GrammarMissing(f"{wheel} does not load ({type(e).__name__}: {e})") from None
 

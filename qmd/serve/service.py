@@ -55,6 +55,7 @@ from qmd.serve.answers import HealthFlag, build_instructions, freshness, freshne
 from qmd.core.results import QueryResult, StatusInfo, VectorStatus
 from qmd.search.snippets import JSON_SNIPPET_CHARS
 from qmd.store.store import MULTI_GET_MAX_BYTES, Store
+from qmd.store.maintenance import NOT_PARSED
 
 DEFAULT_IDLE_S = 300.0
 
@@ -331,6 +332,8 @@ class ToolService:
             "index": self.index, "documents": info.documents, "collections": colls, "vectors": vectors,
             "freshness": fresh, "skipped_files": sum(1 for i in info.issues if i[2] == "skipped"),
             "global_context": info.global_context,
+            "grammars": [{"language": g.language, "available": g.available, "install": g.install} for g in info.grammars],
+            "chunking_fallbacks": [f"qmd://{i[0]}/{i[1]}" for i in info.issues if i[3] == NOT_PARSED],
             "server": {"version": __version__, "build_id": self._build_id(), "models_loaded": loaded, "model_idle_s": self.idle_s},
         }
         lines = [f"qmd index '{self.index}': {info.documents} documents in {len(colls)} collection{'s' if len(colls) != 1 else ''}."]
@@ -354,6 +357,7 @@ class ToolService:
             index_path="", size_bytes=0, documents=sum(c.documents for c in info.collections), inactive=0, content_rows=0,
             updated_at=max(times) if times else None, collections=info.collections,
             issues=[i for i in info.issues if i[0] in names], global_context=info.global_context, running=None,
+            grammars=info.grammars,
         )
 
     def _vector_status(self, scope: frozenset[str] | None) -> VectorStatus:

@@ -10,12 +10,22 @@ from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport, VectorM
 from qmd.store.activity import running
 from qmd.store.collections import Collections
 from qmd.store.models import Models
-from qmd.core.results import CleanupReport, StatusInfo
+from qmd.core.results import CleanupReport, GrammarInfo, StatusInfo
 from qmd.store.state import IndexState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.index.indexer import Progress
+
+NOT_PARSED = "did not parse (chunk strategy auto): chunked by regex"  # the status warning of such a file
+
+
+def grammars() -> list[GrammarInfo]:
+    """The tree-sitter grammars of `--chunk-strategy auto`: which load, and the install command
+    of those that do not."""
+    from qmd.index.code_chunks import INSTALL, grammar_status
+
+    return [GrammarInfo(lang, why is None, why, None if why is None else INSTALL) for lang, why in grammar_status().items()]
 
 
 class Maintenance:
@@ -89,18 +99,24 @@ class Maintenance:
         updated = db.collection_updated().values() if db is not None else []
         infos = self.collections.infos()
         space = self._vector_space() if db is not None else None
+        issues = db.file_issues() if db is not None else []
         if space is not None and db is not None:
             embedded = db.embedded_per_collection(space.id)
             for info in infos:
                 info.embedded_documents = embedded.get(info.name, 0)
+            # source files meant to be cut by syntax (auto) whose tree had errors: cut by regex
+            # (a collection back on regex keeps such vectors: they are its cut, no warning then)
+            auto = {name for name, c in self.state.config.collections().items() if c.chunk_strategy == "auto"}
+            issues += [(c, p, "warning", NOT_PARSED) for c, p in db.chunking_fallbacks(space.id) if c in auto]
         return StatusInfo(
             index_path=backend.location, size_bytes=backend.size_bytes(),
             documents=totals.active if totals else 0,
             inactive=totals.inactive if totals else 0,
             content_rows=totals.content if totals else 0,
             updated_at=max(updated) if updated else None,
-            collections=infos, issues=db.file_issues() if db is not None else [],
+            collections=infos, issues=issues,
             global_context=self.state.config.global_context, running=running(backend.location),
+            grammars=grammars(),
         )
 
     def _vector_space(self) -> VectorModel | None:

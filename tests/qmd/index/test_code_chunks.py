@@ -109,7 +109,7 @@ def test_a_missing_grammar_is_named_with_the_extra(monkeypatch: pytest.MonkeyPat
         with pytest.raises(GrammarMissing, match="tree-sitter-go is not installed"):
             code_points("package x\n", "go")
         status = code_chunks.grammar_status()
-        assert status["python"] is None and "qmd[code]" in (status["go"] or "")
+        assert status["python"] is None and "qmd-harness[code]" in (status["go"] or "")
         assert ".go" not in code_chunks.available_extensions() and ".py" in code_chunks.available_extensions()
     finally:
         code_chunks._load.cache_clear()
@@ -147,6 +147,15 @@ def test_switching_a_collection_to_auto_re_embeds_only_its_recut_source_files(tm
     assert second.recut + second.relabeled == 5 and second.recut >= 1  # big.py at least is cut anew
     assert second.relabeled >= 2  # small.py (one chunk) and broken.py (cut by regex) keep their vectors
     assert second.not_parsed == ["src/broken.py"]
+    # status: the file that did not parse is a warning, and the grammars are listed
+    from qmd.cli.formats import format_status
+    from qmd.store.maintenance import NOT_PARSED
+
+    info = store.status()
+    assert ("src", "broken.py", "warning", NOT_PARSED) in info.issues
+    assert {g.language: g.available for g in info.grammars} == dict.fromkeys(code_chunks.GRAMMARS, True)
+    text = format_status(info, None, None, [])
+    assert f"warning  qmd://src/broken.py: {NOT_PARSED}" in text and "  python      available" in text
     assert store.vector_status().pending_documents == 0
     assert store.embed().documents == 0
     # back to regex: exactly the re-cut ones again
@@ -155,3 +164,4 @@ def test_switching_a_collection_to_auto_re_embeds_only_its_recut_source_files(tm
     store.config.save()
     third = store.embed()
     assert third.recut == second.recut and third.documents == second.recut
+    assert not [i for i in store.status().issues if i[3] == NOT_PARSED]  # cut by regex as asked: no warning
