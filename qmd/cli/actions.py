@@ -191,5 +191,8 @@ def status(json_: bool) -> None:
 
         err(f"Note: {skip_notice(trust)}")
         err("hint: approve them with 'qmd trust', or set QMD_TRUST_LOCAL_CONFIG=1 for unattended runs")
-    out(f"Index in use: {paths.reason()}\n")
-    out(format_status(info, vectors, vector_error, models))
+    # The original's layout ("QMD Status", then "Index: <file>"), with why this index under it.
+    lines = format_status(info, vectors, vector_error, models).split("\n")
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("Size:")), 1)
+    lines.insert(at, f"In use: {paths.reason()}")
+    out("\n".join(lines))

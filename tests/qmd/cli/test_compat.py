@@ -84,7 +84,6 @@ def test_index_after_mcp_selects_the_index_but_mcp_stop_keeps_its_own() -> None:
     ("args", "said"),
     [
         (["cleanup", "--dry-run"], "Dry run — no changes made."),
-        (["init"], "note: qmd init"),
         (["collection", "update-cmd", "notes", "git", "pull"], "Set update command for 'notes': git pull"),
         (["collection", "update-cmd", "notes"], "Cleared update command for 'notes'"),
         (["query", "lex: rollback", "--full", "--all", "--line-numbers", "--json"], None),
@@ -100,6 +99,15 @@ def test_more_of_the_originals_command_lines_work(cli: Cli, notes: Path, args: l
     assert code == 0, err
     if said:
         assert said in out + err
+
+
+def test_init_makes_the_project_local_index_where_it_is_run(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)  # never the working directory the tests were started from
+    code, out, err = cli("init")
+    assert code == 0, err
+    assert "new local index" in out and (project / ".qmd" / "index.yml").is_file() and (project / ".qmd" / "index.sqlite").is_file()
 
 
 def test_update_cmd_is_kept_in_the_config(cli: Cli, notes: Path) -> None:

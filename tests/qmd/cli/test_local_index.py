@@ -88,7 +88,7 @@ def test_no_terminal_skips_gated_fields_and_still_indexes(clone: tuple[Path, Pat
     status = qmd(work, "status", "--json")
     where = json.loads(status.stdout)["index"]
     assert where["source"] == "local" and where["trust"]["trusted"] is False
-    assert "Index in use: project-local" in qmd(work, "status").stdout
+    assert "In use: project-local" in qmd(work, "status").stdout
 
 
 def _pty_run(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
