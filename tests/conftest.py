@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Iterator, Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,19 @@ BENCH_DATA = Path(os.environ.get("QMD_BENCH_DATA", REPO.parent / "shared" / "ben
 REFERENCE = BENCH_DATA.parent / "reference-outputs"
 
 _PATH_VARS = ("INDEX_PATH", "QMD_DATABASE_URL", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL")
+
+
+@pytest.fixture(autouse=True)
+def checkout_left_alone() -> Iterator[None]:
+    """No test may leave a project-local index (`.qmd/`) in the checkout: every later command
+    run from the repository would adopt it (qmd/core/paths.py finds it from the working directory)."""
+    yield
+    stray = REPO / ".qmd"
+    if stray.exists():
+        import shutil
+
+        shutil.rmtree(stray, ignore_errors=True)
+        pytest.fail(f"this test left {stray} behind: run commands that can create files in a tmp working directory")
 
 
 @pytest.fixture(autouse=True)
