@@ -1,4 +1,5 @@
-"""The index files: open, quick_check, schema, FTS rows against documents, orphans."""
+"""The index files: open, quick_check, schema, FTS rows against documents, orphans; each
+collection's chunk strategy can run (auto: the grammars of its source files load)."""
 
 from __future__ import annotations
 
@@ -117,6 +118,35 @@ def _orphaned(ctx: Context, store: qmd.Store, index: str) -> CheckResult:
     )
 
 
+def _chunking(store: qmd.Store, index: str) -> list[CheckResult]:
+    """Each `chunk_strategy: auto` collection: the tree-sitter grammar of every source language
+    it holds loads (else those files are cut by regex: a warning with the install command)."""
+    auto = [name for name, coll in store.config.collections().items() if coll.chunk_strategy == "auto"]
+    if not auto:
+        return []
+    from qmd.index.code_chunks import INSTALL, grammar_status, language_of
+
+    status = grammar_status()
+    out: list[CheckResult] = []
+    for name in auto:
+        present: dict[str, int] = {}
+        for entry in store.ls(name):
+            language = language_of(entry.path)
+            if language is not None:
+                present[language] = present.get(language, 0) + 1
+        label = f"chunk strategy {name} [{index}]"
+        counts = ", ".join(f"{lang} ({n})" for lang, n in sorted(present.items()))
+        missing = {lang: status[lang] for lang in present if status.get(lang)}
+        if missing:
+            why = str(next(iter(missing.values()))).removesuffix(f": {INSTALL}") if len(missing) == 1 else f"no grammar for {', '.join(sorted(missing))}"
+            out.append(warn(label, f"auto, but {why}: {sum(present[lang] for lang in missing)} source files are cut by regex (of {counts})", INSTALL))
+        elif present:
+            out.append(ok(label, f"auto: source files cut at their definitions: {counts}"))
+        else:
+            out.append(ok(label, "auto: no source files of a language it parses (.py .js .jsx .ts .tsx .go .rs); all cut by regex"))
+    return out
+
+
 def _drop_orphaned(ctx: Context, index: str) -> str:
     store = ctx.store(index)
     try:
@@ -144,6 +174,7 @@ def _one(ctx: Context, index: str) -> list[CheckResult]:
         store = ctx.store(index)
         try:
             out.append(_orphaned(ctx, store, index))
+            out += _chunking(store, index)
         finally:
             store.close()
     return [*config, *out, *folders]
