@@ -62,12 +62,15 @@ class Reader:
         line_numbers: bool = False,
         chunk: tuple[int, int] | None = None,
         full: bool = False,
+        lengths: dict[str, int] | None = None,
     ) -> SearchHit:
-        """A result for `row`: snippet at the best line (within `chunk`, when given) and context."""
+        """A result for `row`: snippet at the best line (within `chunk`, when given) and context;
+        `lengths`: docid lengths fetched for a whole page at once (else one query per hit)."""
         region = None if chunk is None else (text.count("\n", 0, chunk[0]), text.count("\n", 0, chunk[1]) + 1)
         line, snippet = make_snippet(text, words, row.body_line, snippet_chars, line_numbers, region)
         return SearchHit(
-            docid=self.docid(row.hash), collection=row.collection, path=row.path, title=row.title, score=score, line=line,
+            docid=row.hash[: lengths[row.hash]] if lengths and row.hash in lengths else self.docid(row.hash),
+            collection=row.collection, path=row.path, title=row.title, score=score, line=line,
             snippet=snippet, match=match, context=self.state.context(row.collection, row.path), body=text if full else None,
             metadata=row.metadata,
         )
@@ -87,7 +90,8 @@ class Reader:
         hits = bm25_search(backend, parsed, limit, self.state.search_scope(collections), min_score, where)
         found = backend.documents([h.doc_id for h in hits])
         words = parsed.words
-        return [self.hit(*found[h.doc_id], h.score, h.match, words, snippet_chars, line_numbers, full=full) for h in hits]
+        lengths = backend.docid_lengths([row.hash for row, _ in found.values()])  # one round trip for the page
+        return [self.hit(*found[h.doc_id], h.score, h.match, words, snippet_chars, line_numbers, full=full, lengths=lengths) for h in hits]
 
     def vsearch(
         self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool,
@@ -110,8 +114,9 @@ class Reader:
         pending = self._pending[1]
         words = parse_query(query).words
         rows = backend.documents([doc_id for doc_id, _, _ in found])
+        lengths = backend.docid_lengths([row.hash for row, _ in rows.values()])
         out = [
-            self.hit(*rows[doc_id], similarity, "vector", words, snippet_chars, line_numbers, chunk, full)
+            self.hit(*rows[doc_id], similarity, "vector", words, snippet_chars, line_numbers, chunk, full, lengths)
             for doc_id, similarity, chunk in found
             if similarity >= min_score
         ]
