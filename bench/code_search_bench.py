@@ -1,7 +1,7 @@
 """Code search (issue 20): regex vs `--chunk-strategy auto` on a real Python project.
 
 The fixture is bench/data/code/: the source of `packaging` (26.4, Apache-2.0 OR BSD-2-Clause,
-its license files beside it; the 800-line SPDX data table left out), 20 files, and 30
+its license files beside it; the 800-line SPDX data table left out), 21 files, and 30
 questions (questions.jsonl) each naming what one function does without its name; the
 answer is the file. The same files are indexed twice, with chunk_strategy regex and auto,
 embedded with all-MiniLM-L6-v2 (imported from PyPI by qmd's own importer, cached in
