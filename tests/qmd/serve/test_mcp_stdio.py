@@ -53,7 +53,7 @@ def test_stdio_handshake_tools_and_cli_parity(env: dict[str, str], tmp_path: Pat
     assert len(init.instructions.encode()) < 2048
     tools = {t.name: t for t in r["tools"]}
     assert set(tools) == {"query", "get", "multi_get", "status"}
-    assert set(tools["query"].input_schema["properties"]) == {"query", "searches", "limit", "minScore", "candidateLimit", "collections", "intent", "rerank"}
+    assert set(tools["query"].input_schema["properties"]) == {"query", "searches", "limit", "minScore", "candidateLimit", "collections", "intent", "rerank", "filter", "since", "until"}
     assert set(tools["get"].input_schema["properties"]) == {"file", "fromLine", "maxLines", "lineNumbers"}
     assert set(tools["multi_get"].input_schema["properties"]) == {"pattern", "maxLines", "maxBytes", "lineNumbers"}
     assert tools["multi_get"].input_schema["properties"]["maxBytes"]["default"] == 65536
@@ -87,7 +87,8 @@ def test_stdio_handshake_tools_and_cli_parity(env: dict[str, str], tmp_path: Pat
     assert (part["fromLine"], part["lines"], part["text"]) == (5, 2, "## Rollback\n")
     multi = r["multi"].structured_content["documents"]
     cli_multi = cli_json(env, "multi-get", "notes/runbooks/*.md")
-    assert [(d["file"], d["text"]) for d in multi] == [(c["file"], c["body"]) for c in cli_multi]
+    # the CLI's --json names a glob's files collection-relative (the original's format), MCP by qmd:// URI
+    assert [(d["file"], d["text"]) for d in multi] == [("qmd://notes/" + c["file"], c["body"]) for c in cli_multi]
 
     # status == the CLI's status
     st = r["status"].structured_content
