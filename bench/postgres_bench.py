@@ -15,7 +15,8 @@
 (c) pgvector recall@10 against exact search on a synthetic set (`--vectors N`, a Gaussian
     mixture of 384-d unit vectors, 200 queries near the data): HNSW build time (m 16,
     ef_construction 64), then recall and p50/p99 of plain `LIMIT 10` at ef_search 100 and
-    of qmd's own query shape (40 nearest chunks with the iterative scan, the best 10 kept),
+    of qmd's own query shape (40 nearest chunks with the iterative scan at qmd's ef_search,
+    the best 10 kept; `--ef` sweeps other ef_search values),
     and a collection-filtered search (10% of the rows) as qmd runs it (40 nearest, filter,
     ×4 until 10 are found): how many pages came back short (must be 0) and the recall.
 
@@ -215,6 +216,9 @@ def recall_run(url: str, n: int, dims: int = DIMS, queries: int = 200, sweep: tu
             "WITH near AS MATERIALIZED (SELECT id, embedding <=> %(q)s::vector AS d FROM bench_recall.v ORDER BY embedding <=> %(q)s::vector LIMIT 40)"
             " SELECT id FROM near ORDER BY d LIMIT 10"
         )
+        from qmd.storage.postgres.vectors import EF_SEARCH_MIN
+
+        conn.execute(f"SET hnsw.ef_search = {EF_SEARCH_MIN}")  # what qmd sets for a page of 10 (k = 40)
         out["qmd_recall_at_10"], times, _ = run(shaped, exact)
         out["qmd_p50_s"], out["qmd_p99_s"] = percentile(times, 50), percentile(times, 99)
         for ef in sweep:  # what a larger ef_search buys on this set
@@ -285,7 +289,7 @@ def main() -> int:
             r = recall_run(url, args.vectors, sweep=sweep, noise=args.noise)
             report.row(f"recall set: {args.vectors} x {DIMS}-d (noise {args.noise}), load / HNSW build", f"{r['load_s']:.1f} s / {r['hnsw_build_s']:.1f} s")
             report.row("HNSW recall@10, LIMIT 10 at ef_search 100; p50 / p99", f"{r['recall_at_10']:.4f}; {ms(r['hnsw_p50_s'])} / {ms(r['hnsw_p99_s'])}")
-            report.row("HNSW recall@10, qmd's shape (40 nearest, iterative scan); p50 / p99",
+            report.row("HNSW recall@10, qmd's shape (40 nearest, iterative scan, qmd's ef_search); p50 / p99",
                        f"{r['qmd_recall_at_10']:.4f}; {ms(r['qmd_p50_s'])} / {ms(r['qmd_p99_s'])}")
             for ef in sweep:
                 report.row(f"  ef_search {ef}: recall@10; p50 / p99", f"{r[f'ef{ef}_recall_at_10']:.4f}; {ms(r[f'ef{ef}_p50_s'])} / {ms(r[f'ef{ef}_p99_s'])}")
