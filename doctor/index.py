@@ -124,7 +124,7 @@ def _chunking(store: qmd.Store, index: str) -> list[CheckResult]:
     auto = [name for name, coll in store.config.collections().items() if coll.chunk_strategy == "auto"]
     if not auto:
         return []
-    from qmd.index.code_chunks import INSTALL, grammar_status, language_of
+    from qmd import GRAMMARS_INSTALL, grammar_status, language_of
 
     status = grammar_status()
     out: list[CheckResult] = []
@@ -138,8 +138,8 @@ def _chunking(store: qmd.Store, index: str) -> list[CheckResult]:
         counts = ", ".join(f"{lang} ({n})" for lang, n in sorted(present.items()))
         missing = {lang: status[lang] for lang in present if status.get(lang)}
         if missing:
-            why = str(next(iter(missing.values()))).removesuffix(f": {INSTALL}") if len(missing) == 1 else f"no grammar for {', '.join(sorted(missing))}"
-            out.append(warn(label, f"auto, but {why}: {sum(present[lang] for lang in missing)} source files are cut by regex (of {counts})", INSTALL))
+            why = str(next(iter(missing.values()))).removesuffix(f": {GRAMMARS_INSTALL}") if len(missing) == 1 else f"no grammar for {', '.join(sorted(missing))}"
+            out.append(warn(label, f"auto, but {why}: {sum(present[lang] for lang in missing)} source files are cut by regex (of {counts})", GRAMMARS_INSTALL))
         elif present:
             out.append(ok(label, f"auto: source files cut at their definitions: {counts}"))
         else:

@@ -35,6 +35,10 @@ _EXPORTS = {
     "try_lock": "core.locks",
     "lock_file": "core.locks",
     "is_locked": "core.locks",
+    "local_configs": "index.folders",
+    "grammar_status": "index.code_chunks",
+    "language_of": "index.code_chunks",
+    "GRAMMARS_INSTALL": "index.code_chunks",
     "IndexPaths": "core.paths",
     "cache_dir": "core.paths",
     "config_dir": "core.paths",
@@ -104,4 +108,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     )
     from qmd.storage.backend import IndexCheck, RebuildReport
     from qmd.store.store import Store, open_index
-    from qmd.index.folders import refresh_folder_cache
+    from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
+    from qmd.index.folders import local_configs, refresh_folder_cache

@@ -48,7 +48,7 @@ def inside(path: str, folder: str) -> bool:
 def index_names() -> list[str]:
     """Every index the harness serves: the config dir's (by name), then the project-local
     ones qmd has used (by the path of their `.qmd/index.yml`, which `qmd.open_index` takes)."""
-    from qmd.index.folders import local_configs
+    from qmd import local_configs
 
     folder = qmd.config_dir()
     try:

@@ -321,6 +321,15 @@ def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: 
         r = info.running
         of = f"/{r['total']}" if r.get("total") else ""
         lines.append(f"  Running:  {r.get('command')} (pid {r.get('pid')}, since {ago(str(r.get('started_at')))}): {r.get('done')}{of} {r.get('unit')}".rstrip())
+    if info.grammars:  # the original's section: tree-sitter grammars for chunk_strategy: auto
+        have = [g.language for g in info.grammars if g.available]
+        missing = [g for g in info.grammars if not g.available]
+        status = "available (chunk_strategy: auto, or embed --chunk-strategy auto)" if have else f"unavailable ({missing[0].install or 'no grammar'})"
+        lines += ["", "AST Chunking", f"  Status:   {status}"]
+        if have:
+            lines.append(f"  Languages: {', '.join(have)}")
+        for g in missing:
+            lines.append(f"  Missing:  {g.language}: {g.reason}")
     if info.global_context:
         lines += ["", "Global context", f"  {info.global_context}"]
     lines += ["", "Collections"]
@@ -334,10 +343,6 @@ def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: 
         lines += ["", "Files needing attention"]
         for coll, path, severity, reason in skipped + warnings:
             lines.append(f"  {severity:8} qmd://{coll}/{path}: {reason}")
-    if info.grammars:
-        lines += ["", "Code grammars (chunk_strategy: auto)"]
-        for g in info.grammars:
-            lines.append(f"  {g.language:11} " + ("available" if g.available else f"missing: {g.reason}"))
     if info.collections:
         name = info.collections[0].name
         lines += [

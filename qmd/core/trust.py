@@ -113,7 +113,7 @@ def inside_project(config_path: str | os.PathLike[str], raw: str) -> bool:
 
 
 def builtin_models() -> dict[str, str]:
-    from qmd.llm.models import BUILTIN
+    from qmd.core.defaults import BUILTIN
 
     return {slot: BUILTIN[slot] for slot in MODEL_SLOTS}
 

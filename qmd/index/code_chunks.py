@@ -29,7 +29,7 @@ GRAMMARS: dict[str, tuple[str, str, str]] = {
     "rust": ("tree_sitter_rust", "language", "tree-sitter-rust"),
 }
 
-INSTALL = "pip install 'qmd-harness[code]'"  # the extra with tree-sitter and every grammar wheel
+GRAMMARS_INSTALL = "pip install 'qmd-harness[code]'"  # the extra with tree-sitter and every grammar wheel
 
 EXTENSIONS: dict[str, str] = {
     ".py": "python",
@@ -134,13 +134,13 @@ def _load(language: str) -> tuple[Any, Any]:
     try:
         import tree_sitter
     except ImportError as e:
-        raise GrammarMissing(f"tree-sitter is not installed ({e.name}): {INSTALL}") from None
+        raise GrammarMissing(f"tree-sitter is not installed ({e.name}): {GRAMMARS_INSTALL}") from None
     try:
         grammar = getattr(importlib.import_module(module), function)()
         lang = tree_sitter.Language(grammar)
         return lang, tree_sitter.Query(lang, QUERIES[language])
     except ImportError:
-        raise GrammarMissing(f"{wheel} is not installed: {INSTALL}") from None
+        raise GrammarMissing(f"{wheel} is not installed: {GRAMMARS_INSTALL}") from None
     except Exception as e:  # an ABI the installed tree-sitter cannot read, a query it rejects
         raise GrammarMissing(f"{wheel} does not load ({type(e).__name__}: {e})") from None
 

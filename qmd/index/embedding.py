@@ -52,14 +52,14 @@ def grammar_notice(strategies: Mapping[str, str]) -> str | None:
     """What `auto` cannot do here (no tree-sitter, or some grammars missing); None: all there."""
     if "auto" not in strategies.values():
         return None
-    from qmd.index.code_chunks import INSTALL, grammar_status
+    from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status
 
     missing = {lang: why for lang, why in grammar_status().items() if why is not None}
     if not missing:
         return None
     if len(missing) == len(grammar_status()):
         return f"chunk strategy auto: {next(iter(missing.values()))}; source files are chunked by regex"
-    return f"chunk strategy auto: no grammar for {', '.join(sorted(missing))} ({INSTALL}): those files are chunked by regex"
+    return f"chunk strategy auto: no grammar for {', '.join(sorted(missing))} ({GRAMMARS_INSTALL}): those files are chunked by regex"
 
 
 @dataclass

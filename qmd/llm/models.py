@@ -16,16 +16,12 @@ from collections.abc import Mapping
 from qmd.core.records import record
 from pathlib import Path
 
+from qmd.core.defaults import BUILTIN
 from qmd.core.errors import QmdError
 from qmd.core.fileio import write_text
 from qmd.core.paths import config_dir, models_dir
 
 ROLES = ("embed", "rerank", "generate")
-BUILTIN = {
-    "embed": "hf:ggml-org/embeddinggemma-300M-GGUF/embeddinggemma-300M-Q8_0.gguf",
-    "rerank": "hf:ggml-org/Qwen3-Reranker-0.6B-Q8_0-GGUF/qwen3-reranker-0.6b-q8_0.gguf",
-    "generate": "hf:tobil/qmd-query-expansion-1.7B-gguf/qmd-query-expansion-1.7B-q4_k_m.gguf",
-}
 ENV = {"embed": "QMD_EMBED_MODEL", "rerank": "QMD_RERANK_MODEL", "generate": "QMD_GENERATE_MODEL"}
 REMOTE_SCHEME = "openai:"
 # Options of a remote role (the config's mapping form); their meaning is on RemoteSpec.

@@ -23,9 +23,9 @@ NOT_PARSED = "did not parse (chunk strategy auto): chunked by regex"  # the stat
 def grammars() -> list[GrammarInfo]:
     """The tree-sitter grammars of `--chunk-strategy auto`: which load, and the install command
     of those that do not."""
-    from qmd.index.code_chunks import INSTALL, grammar_status
+    from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status
 
-    return [GrammarInfo(lang, why is None, why, None if why is None else INSTALL) for lang, why in grammar_status().items()]
+    return [GrammarInfo(lang, why is None, why, None if why is None else GRAMMARS_INSTALL) for lang, why in grammar_status().items()]
 
 
 class Maintenance:

@@ -50,5 +50,5 @@ def test_auto_with_a_missing_grammar_for_files_it_holds_warns_with_the_install_c
     finally:
         code_chunks._load.cache_clear()
     # rust is missing too, but the collection holds no .rs file: only go is named
-    assert check.status == Status.WARN and check.fix == code_chunks.INSTALL, check
+    assert check.status == Status.WARN and check.fix == code_chunks.GRAMMARS_INSTALL, check
     assert "tree-sitter-go is not installed" in check.detail and "1 source files are cut by regex" in check.detail and "rust" not in check.detail, check

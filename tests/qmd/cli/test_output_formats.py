@@ -271,13 +271,12 @@ def test_status_sections_match_reference(small: Path, cli: Cli) -> None:
 
     out = ok(cli, "status")
     theirs = ref("status.txt")
-    # We print the original's sections except AST chunking (qmd indexes markdown only),
-    # in the original's order.
+    # We print the original's sections in the original's order.
     our_titles = [s[0] for s in _sections(out)]
     their_titles = [s[0] for s in _sections(theirs)]
     assert our_titles[0] == "QMD Status" and our_titles[1].startswith("Index: ")
     common = [t for t in our_titles[2:]]
-    assert common == ["Documents", "Collections", "Examples", "Models", "Tips"]
+    assert common == ["Documents", "AST Chunking", "Collections", "Examples", "Models", "Tips"]
     assert [t for t in their_titles if t in common] == common
     index_block = _sections(out)[1]
     assert index_block[0] == f"Index: {qmd.resolve_index(None).index_path}"  # the reference shortened it to ~
