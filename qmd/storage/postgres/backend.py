@@ -62,7 +62,16 @@ class PostgresBackend(IndexBackend):
         return connect(self.url, self.schema, application=f"qmd:{os.getpid()}:{own_command()}")
 
     def connection(self) -> psycopg.Connection:
-        """The open connection; reconnects once when the server dropped it."""
+        """The open connection; reconnects once when the server dropped it, and when a
+        command is still in progress on it (Ctrl-C landed between sending a query and reading
+        its result: the cleanup that follows must not queue behind, or on, that command)."""
+        if self._conn is not None and not self._conn.closed and self._conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+            stale, self._conn = self._conn, None
+            try:
+                stale.cancel_safe(timeout=2.0)
+            except Exception:  # noqa: BLE001 - best effort: the connection is dropped either way
+                pass
+            stale.close()
         if self._conn is not None and self._conn.closed:
             self._conn = None
         if self._conn is None:
@@ -231,7 +240,7 @@ class PostgresBackend(IndexBackend):
     def bulk_vectors(self, model: VectorModel, documents: int) -> AbstractContextManager[None]:
         from qmd.storage.postgres import vectors
 
-        return vectors.bulk_writes(self.connection(), model, documents)
+        return vectors.bulk_writes(self.connection, model, documents)
 
     def nearest_documents(
         self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,

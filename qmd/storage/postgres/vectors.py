@@ -13,7 +13,7 @@ never short when the documents exist.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -97,13 +97,17 @@ def _build(conn: psycopg.Connection, model_id: int) -> None:
 
 
 @contextmanager
-def bulk_writes(conn: psycopg.Connection, model: VectorModel, documents: int) -> Iterator[None]:
+def bulk_writes(connection: Callable[[], psycopg.Connection], model: VectorModel, documents: int) -> Iterator[None]:
     """Around one embed run of `documents` documents: when that is many (BULK_DOCUMENTS, and at
     least a quarter of the documents already embedded), drop the HNSW index, let the batches
     write plain rows, and build the index once at the end (also after an error or Ctrl-C:
     whatever was written is indexed). Meanwhile searches find no valid index and compute
     every distance: exact, slower, never wrong. One process at a time (an advisory lock);
-    another embed running at once writes through the index as usual."""
+    another embed running at once writes through the index as usual.
+
+    `connection()` is asked again for the build: after a Ctrl-C between a query and its
+    result, the backend hands out a fresh connection (the old one, and its advisory lock, go)."""
+    conn = connection()
     embedded = count(conn, "SELECT count(*) FROM embedded WHERE model_id = %s", (model.id,))
     if model.dims > 2000 or documents < BULK_DOCUMENTS or documents * 4 < embedded:
         yield
@@ -116,10 +120,12 @@ def bulk_writes(conn: psycopg.Connection, model: VectorModel, documents: int) ->
         conn.execute(f"DROP INDEX IF EXISTS {table(model.id)}_hnsw")
         yield
     finally:
+        after = connection()
         try:
-            _build(conn, model.id)
+            _build(after, model.id)
         finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtext(current_schema() || %s))", (_bulk_key(model.id),))
+            if after is conn:  # a replaced connection took its session lock with it
+                conn.execute("SELECT pg_advisory_unlock(hashtext(current_schema() || %s))", (_bulk_key(model.id),))
 
 
 def ensure_model(conn: psycopg.Connection, fingerprint: str, model: str, dims: int) -> VectorModel:
