@@ -74,6 +74,7 @@ class StdioServer:
         self._work: queue.Queue[Any] = queue.Queue(MAX_QUEUED)
         self._pending: dict[Any, threading.Event] = {}  # tools/call id -> its cancel event
         self._pending_lock = threading.Lock()
+        self._opener: threading.Thread | None = None
         self.failed = False
 
     # the index, opened beside the reader: first what `initialize` needs, then the tools
@@ -140,7 +141,8 @@ class StdioServer:
     # the loop
 
     def serve(self) -> int:
-        threading.Thread(target=self._open, name="qmd-open-index", daemon=True).start()
+        self._opener = threading.Thread(target=self._open, name="qmd-open-index", daemon=True)
+        self._opener.start()
         worker = threading.Thread(target=self._run_calls, name="qmd-tool-calls", daemon=True)
         worker.start()
         try:
@@ -243,6 +245,8 @@ class StdioServer:
             self.log("a tool call did not stop within 2 s of stdin closing; exiting without waiting for it")
             sys.stderr.flush()
             os._exit(1 if self.failed else 0)
+        if self._opener is not None:
+            self._opener.join(STOP_WAIT_S)  # a client that leaves at once still lets this start keep its text
         if self._service_ready.is_set() and self._service is not None:
             self._service.close()
 

@@ -152,3 +152,32 @@ def test_an_index_outside_the_stamped_file_is_never_kept(env: dict[str, str], mo
     key = instructions.inputs(paths)
     monkeypatch.setenv("QMD_DATABASE_URL", "postgresql://db/notes")
     assert instructions.inputs(paths) != key  # the variable that moves an index is in the key
+
+
+def test_a_client_that_leaves_at_once_still_lets_the_start_keep_its_text(env: dict[str, str]) -> None:
+    """stdin closing right after `initialize` must not end the process before the opener has
+    kept the text it computed (CI once lost the copy this way on a busy machine)."""
+    import io
+    import threading
+    import time
+
+    from qmd.serve.logsafe import stderr_log
+    from qmd.serve.stdio import StdioServer
+    from qmd.store.store import Store
+
+    paths = resolve_index(None)
+    kept: list[str] = []
+
+    def slow_keep(store: Store, text: str) -> None:
+        time.sleep(0.5)
+        kept.append(text)
+
+    lines = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+    out = os.open(os.devnull, os.O_WRONLY)
+    try:
+        server = StdioServer(lambda: Store(paths.index_path, paths.config_path), paths.name, stderr_log, io.BytesIO(lines), out, None, slow_keep)
+        assert server.serve() == 0
+    finally:
+        os.close(out)
+    assert kept and "markdown documents" in kept[0]
+    assert not [t for t in threading.enumerate() if t.name == "qmd-open-index"]
