@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from qmd.core.paths import DEFAULT_INDEX, check_index_name, resolve_index
+from qmd.core.paths import DEFAULT_INDEX, resolve_index
 from qmd.cli.common import STATE, err, open_store, out
 
 if TYPE_CHECKING:
@@ -26,14 +26,16 @@ mcp_app = typer.Typer(
 
 
 def _index() -> str:
-    return resolve_index(STATE.index_name).name
+    """The index's key: its name, or for a project-local index the path of its config (its
+    HTTP server has PID, lock and log files of its own: qmd/serve/pidfile.py)."""
+    return resolve_index(STATE.index_name).key
 
 
 @mcp_app.callback(invoke_without_command=True)
 def serve(
     ctx: typer.Context,
     http: Annotated[bool, typer.Option("--http", help="Serve Streamable HTTP (/mcp) plus /query, /search and /health instead of stdio.")] = False,
-    port: Annotated[int | None, typer.Option("--port", help="HTTP port (default 8181 for the default index, the next free port for another).", show_default=False)] = None,
+    port: Annotated[int | None, typer.Option("--port", help="HTTP port (default 8181 for the default index, the next free port for another or a project-local one).", show_default=False)] = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback needs a token (qmd token add NAME) or --no-auth.")] = "127.0.0.1",
     daemon: Annotated[bool, typer.Option("--daemon", help="With --http: run in the background (PID file in the state dir; stop with qmd mcp stop).")] = False,
     no_auth: Annotated[bool, typer.Option("--no-auth", help="With --http: check no tokens, even beyond loopback (anyone who can connect reads every note).")] = False,
@@ -81,21 +83,22 @@ def _start_daemon(index: str, host: str, port: int | None, no_auth: bool = False
     from qmd.serve.httpd import authenticator
 
     authenticator(index, host, no_auth, lambda _line: None)  # refuse here, not in the detached server's log
+    from qmd.serve.pidfile import stop_hint
+
     info, log = start_daemon(index, host, port, err, no_auth)
-    flag = "" if index == DEFAULT_INDEX else f" --index {index}"
     out(f"qmd MCP server for index '{index}' running at {info.url}/mcp (pid {info.pid})\n")
-    out(f"log: {log}\nstop: qmd mcp stop{flag}\n")
+    out(f"log: {log}\nstop: {stop_hint(index)}\n")
 
 
 @mcp_app.command("stop")
 def stop(
-    index: Annotated[str | None, typer.Option("--index", help="The index whose server to stop (default: the one chosen with qmd --index, else index).", show_default=False)] = None,
+    index: Annotated[str | None, typer.Option("--index", help="The index whose server to stop: a name, or the path of a project's .qmd/index.yml (default: the one chosen with qmd --index, else the project-local index found from here, else index).", show_default=False)] = None,
 ) -> None:
     """Stop the HTTP server of an index (after checking the PID is really qmd's server)."""
     from qmd.serve import stop as stop_server
 
-    name = check_index_name(index or _index())
-    report = stop_server(name)
+    key = resolve_index(index).key if index is not None else _index()
+    report = stop_server(key)
     out(report.message + "\n")
 
 
@@ -123,10 +126,11 @@ def install(
             raise typer.BadParameter("must start with http:// or https://", param_hint="--url")
     if token_env is not None and not http:
         raise typer.BadParameter("a stdio server needs no token: add --http (or --url)", param_hint="--token-env")
-    index = _index()
+    index = resolve_index(STATE.index_name).name  # what the entry pins (a local index is found from the agent's folder)
+    server = _index()  # whose HTTP server's port is registered
     if http and port is None and url is None:
-        running = read_pid_file(index)
-        port = running.port if running is not None else choose_port(index, None, "127.0.0.1")
+        running = read_pid_file(server)
+        port = running.port if running is not None else choose_port(server, None, "127.0.0.1")
     plans = []
     if claude:
         plans.append(plan_claude(index, scope, http, port or DEFAULT_PORT, token_env=token_env, url=url))
@@ -143,7 +147,7 @@ def install(
         if not os.environ.get(token_env):
             err(f"note: ${token_env} is not set in this shell; the client must see it when it starts (export {token_env}=<token from qmd token add NAME>)")
     if http and url is None and not print_:
-        state = inspect(index)
+        state = inspect(server)
         if state.state != "running":
-            flag = "" if index == DEFAULT_INDEX else f"--index {index} "
-            err(f"note: no HTTP server runs for index '{index}' yet; start one with: qmd {flag}mcp --http --daemon")
+            flag = "" if server == DEFAULT_INDEX else f"--index {server} "
+            err(f"note: no HTTP server runs for index '{server}' yet; start one with: qmd {flag}mcp --http --daemon")

@@ -3,7 +3,8 @@
 The documented surface for doctor, teardown and other callers outside `qmd/` (names are
 imported on first use, so `import qmd.serve` loads no HTTP server):
 
-PID files and state (`<state>/mcp-{index}.json`, `mcp-{index}.lock`):
+PID files and state (`<state>/mcp-{index}.json`, `mcp-{index}.lock`; `index` is a name, or
+the path of a project-local `.qmd/index.yml`, whose files are `mcp-local-<hash>.*`):
     `PidInfo`, `read_pid_file(index)`, `served_indexes()`, `ServerState`, `inspect(index)`,
     `clean_stale(index)`, `lock_is_held(index)`, `prune_lock(index, pid)`.
 Running servers:

@@ -17,7 +17,7 @@ from qmd.core.paths import DEFAULT_INDEX
 from qmd.serve.auth import Authenticator, load, tokens_path
 from qmd.serve.daemon import bind_socket, choose_port
 from qmd.serve.origin import Guard, is_loopback
-from qmd.serve.pidfile import InstanceLock, PidInfo, load_pid_file, pid_path, remove_pid_file, write_pid_file
+from qmd.serve.pidfile import InstanceLock, PidInfo, index_name, load_pid_file, pid_path, remove_pid_file, write_pid_file
 from qmd.serve.logsafe import stderr_log
 from qmd.serve.service import ToolService
 
@@ -44,7 +44,8 @@ def exposure_warnings(host: str, port: int, auth: bool = False) -> list[str]:
 def authenticator(index: str, host: str, no_auth: bool, say: Say) -> Authenticator | None:
     """The token check of a server on `host` (None with `no_auth`); refuses to serve beyond
     loopback without a token to check, and with a token file it cannot read."""
-    path = tokens_path(index)
+    tokens = index_name(index)  # a project-local index checks the tokens `qmd token` gives it
+    path = tokens_path(tokens)
     entries = load(path)  # a QmdError for a malformed file: refuse to start rather than guess
     if no_auth:
         if entries:
@@ -53,7 +54,7 @@ def authenticator(index: str, host: str, no_auth: bool, say: Say) -> Authenticat
     if not is_loopback(host) and not entries:
         raise QmdError(
             f"refusing to serve index '{index}' on {host} without tokens: anyone who can reach it would read every note",
-            f"make one (qmd{'' if index == DEFAULT_INDEX else ' --index ' + index} token add NAME) and give it to the clients, or pass --no-auth to serve unauthenticated",
+            f"make one (qmd{'' if tokens == DEFAULT_INDEX else ' --index ' + tokens} token add NAME) and give it to the clients, or pass --no-auth to serve unauthenticated",
         )
     if entries is not None:
         say(f"tokens: every request needs one ({len(entries)} in {path})")

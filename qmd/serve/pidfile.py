@@ -4,33 +4,78 @@ One server per index. The server holds `<state>/mcp-{index}.lock` (flock: the ke
 releases it when the process dies, however it dies) for its whole life, and writes
 `<state>/mcp-{index}.json` = {pid, started_at, host, port, index, argv, build_id} once its
 socket is bound. A PID file whose lock nobody holds is stale.
+
+`index` is an index's key (`IndexPaths.key`): its name, or for a project-local index the
+absolute path of its `.qmd/index.yml` (what `--index` and the harness take). A local index
+is named `local-<12 hex of sha256(real path of its config)>` in those file names, so its
+server runs beside the home index's (whose name, `index`, a local index also carries).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from qmd.core.errors import QmdError
 from qmd.core.fileio import write_json
 from qmd.core.locks import FileLockHandle, is_locked, try_lock
-from qmd.core.paths import DEFAULT_INDEX, StateLayout
+from qmd.core.paths import DEFAULT_INDEX, StateLayout, is_local_config
+
+LOCAL_PREFIX = "local-"
+
+
+def is_local_key(index: str) -> bool:
+    """`index` is the key of a project-local index (the path of its `.qmd/index.yml`)."""
+    return os.sep in index and is_local_config(index)
+
+
+def server_name(index: str) -> str:
+    """The name in an index's server files: the index name, or `local-<hash>` for a
+    project-local index (the hash of its config's real path: a symlinked way into the
+    project is the same server)."""
+    if not is_local_key(index):
+        return index
+    digest = hashlib.sha256(os.path.realpath(index).encode("utf-8", "surrogatepass")).hexdigest()
+    return LOCAL_PREFIX + digest[:12]
+
+
+def index_name(index: str) -> str:
+    """The index name of a key (a project-local index is named `index`, as the original's):
+    what its token file is named after (`qmd token` run inside the project uses it)."""
+    if not is_local_key(index):
+        return index
+    from qmd.core.paths import local_index
+
+    return local_index(index).name
+
+
+def stop_hint(index: str) -> str:
+    """The `qmd mcp stop` line for the server of `index`."""
+    if index == DEFAULT_INDEX:
+        return "qmd mcp stop"
+    if is_local_key(index):
+        from qmd.core.paths import local_index
+
+        return f"qmd mcp stop (inside {local_index(index).project_root}; anywhere: qmd mcp stop --index {index})"
+    return f"qmd mcp stop --index {index}"
 
 
 def pid_path(index: str) -> Path:
-    """`<state>/mcp-{index}.json`."""
-    return StateLayout.current().mcp_pid_file(index)
+    """`<state>/mcp-{name}.json` (`server_name`)."""
+    return StateLayout.current().mcp_pid_file(server_name(index))
 
 
 def lock_path(index: str) -> Path:
-    """`<state>/mcp-{index}.lock`."""
-    return StateLayout.current().mcp_lock(index)
+    """`<state>/mcp-{name}.lock`."""
+    return StateLayout.current().mcp_lock(server_name(index))
 
 
 def log_path(index: str) -> Path:
-    """`<state>/logs/mcp-{index}.log`: what a detached server writes."""
-    return StateLayout.current().mcp_log(index)
+    """`<state>/logs/mcp-{name}.log`: what a detached server writes."""
+    return StateLayout.current().mcp_log(server_name(index))
 
 
 @dataclass
@@ -97,11 +142,22 @@ def remove_pid_file(path: Path, pid: int | None = None) -> bool:
 
 
 def served_indexes() -> list[str]:
-    """The indexes that have a PID file in the state dir (running or stale), sorted."""
+    """The indexes that have a PID file in the state dir (running or stale), sorted: by
+    name, a project-local one by its key (the config path its PID file records; an
+    unreadable one by its file name, which still finds the file to clean up)."""
     try:
-        return sorted(p.name[len("mcp-"):-len(".json")] for p in StateLayout.current().root.glob("mcp-*.json"))
+        files = sorted(StateLayout.current().root.glob("mcp-*.json"))
     except OSError:
         return []
+    out = []
+    for path in files:
+        name = path.name[len("mcp-"):-len(".json")]
+        if name.startswith(LOCAL_PREFIX):
+            info = load_pid_file(path)
+            if info is not None and server_name(info.index) == name:
+                name = info.index
+        out.append(name)
+    return sorted(out)
 
 
 # --- the single-instance lock ---------------------------------------------------------
@@ -136,5 +192,4 @@ def lock_is_held(index: str) -> bool:
 def already_running(index: str, info: PidInfo | None) -> QmdError:
     """The error for a second server of `index` (with where the first one answers)."""
     where = f" at {info.url}/mcp (pid {info.pid})" if info is not None else ""
-    flag = "" if index == DEFAULT_INDEX else f" --index {index}"
-    return QmdError(f"an MCP server for index '{index}' is already running{where}", f"use it, or stop it first: qmd mcp stop{flag}")
+    return QmdError(f"an MCP server for index '{index}' is already running{where}", f"use it, or stop it first: {stop_hint(index)}")

@@ -1,0 +1,126 @@
+"""`qmd mcp --http --daemon` inside a project with a project-local index (`.qmd/index.yml`):
+its own PID, lock and log files (`mcp-local-<hash>`), so it runs beside the home index's
+server, `qmd mcp stop` in the project stops that one, and the CLI outside never takes it
+for the home index's."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from qmd.serve import process_alive, wait_gone
+from tests.support.mcp import free_port, make_env, qmd, request, setup_index
+
+pytest.importorskip("mcp")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """(env, project): the home index holds the shared notes; the project's local index its own."""
+    env = make_env(tmp_path)
+    setup_index(tmp_path, env)
+    assert qmd(env, "update", cwd=tmp_path).returncode == 0
+    root = tmp_path / "proj"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "pager.md").write_text("# Pager\n\nThe quokka rota for the pager week.\n")
+    for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
+        done = qmd(env, *argv, cwd=root)
+        assert done.returncode == 0, done.stderr
+    return env, root
+
+
+def _name(config: Path) -> str:
+    return "local-" + hashlib.sha256(os.path.realpath(config).encode()).hexdigest()[:12]
+
+
+def _files(state: Path) -> list[str]:
+    return sorted(p.name for p in state.glob("mcp-*.json"))
+
+
+def _lex(port: int, text: str) -> list[str]:
+    status, body = request(port, "POST", "/query", {"searches": [{"type": "lex", "query": text}]})
+    assert status == 200, body
+    return [hit["file"] for hit in body["results"]]
+
+
+def test_a_local_index_gets_its_own_daemon_beside_the_home_one(project: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    env, root = project
+    state = tmp_path / "state"
+    config = root / ".qmd" / "index.yml"
+    local_name = _name(config)
+    home_port, local_port = free_port(), free_port()
+    pids: list[int] = []
+    try:
+        home = qmd(env, "mcp", "--http", "--daemon", "--port", str(home_port), cwd=tmp_path, timeout=90)
+        assert home.returncode == 0, home.stderr
+        pids.append(json.loads((state / "mcp-index.json").read_text())["pid"])
+        local = qmd(env, "mcp", "--http", "--daemon", "--port", str(local_port), cwd=root / "docs", timeout=90)
+        assert local.returncode == 0, local.stderr
+        assert _files(state) == sorted(["mcp-index.json", f"mcp-{local_name}.json"])
+        info = json.loads((state / f"mcp-{local_name}.json").read_text())
+        pids.append(info["pid"])
+        assert info["index"] == str(config) and info["port"] == local_port
+        assert (state / "logs" / f"mcp-{local_name}.log").exists() and (state / f"mcp-{local_name}.lock").exists()
+        assert f"stop: qmd mcp stop (inside {root}" in local.stdout
+
+        # each answers for its own index
+        assert request(local_port, "GET", "/health")[1]["index"] == str(config)
+        assert request(home_port, "GET", "/health")[1]["index"] == "index"
+        assert _lex(local_port, "quokka") == ["qmd://docs/pager.md"] and _lex(home_port, "quokka") == []
+        assert _lex(home_port, "kubernetes") and not _lex(local_port, "kubernetes")
+
+        # a second server for the project is refused, naming the way to stop the first
+        again = qmd(env, "mcp", "--http", "--daemon", "--port", str(free_port()), cwd=root, timeout=60)
+        assert again.returncode == 1 and "already running" in again.stderr and str(local_port) in again.stderr
+        assert f"qmd mcp stop --index {config}" in again.stderr
+
+        # `qmd mcp stop` in the project stops the project's server only
+        stopped = qmd(env, "mcp", "stop", cwd=root / "docs", timeout=60)
+        assert stopped.returncode == 0 and f"pid {pids[1]}" in stopped.stdout, stopped.stdout + stopped.stderr
+        assert wait_gone(pids[1], 15) and process_alive(pids[0])
+        assert _files(state) == ["mcp-index.json"]
+        assert request(home_port, "GET", "/health")[0] == 200
+        stopped = qmd(env, "mcp", "stop", cwd=tmp_path, timeout=60)
+        assert stopped.returncode == 0 and f"pid {pids[0]}" in stopped.stdout
+        assert wait_gone(pids[0], 15) and _files(state) == []
+    finally:
+        for pid in pids:
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_home_index_never_takes_the_local_server_for_its_own(project: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """Only the project's server runs: outside the project, `qmd mcp stop` finds none and the
+    CLI (QMD_SERVER=require) reports no server rather than answering from the project's notes."""
+    env, root = project
+    port = free_port()
+    started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), cwd=root, timeout=90)
+    assert started.returncode == 0, started.stderr
+    pid = json.loads(next((tmp_path / "state").glob("mcp-*.json")).read_text())["pid"]
+    try:
+        outside = qmd(env, "mcp", "stop", cwd=tmp_path, timeout=60)
+        assert outside.returncode == 0 and "no MCP server is running for index 'index'" in outside.stdout
+        assert process_alive(pid)
+        required = qmd({**env, "QMD_SERVER": "require"}, "search", "quokka", cwd=tmp_path, timeout=60)
+        assert required.returncode == 1 and "no HTTP server runs for index 'index'" in required.stderr, required.stdout + required.stderr
+        # from anywhere, by the config's path
+        stopped = qmd(env, "mcp", "stop", "--index", str(root / ".qmd" / "index.yml"), cwd=tmp_path, timeout=60)
+        assert stopped.returncode == 0 and f"pid {pid}" in stopped.stdout
+        assert wait_gone(pid, 15)
+    finally:
+        if process_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_server_names() -> None:
+    from qmd.serve.pidfile import index_name, server_name
+
+    assert server_name("index") == "index" and server_name("work") == "work"
+    local = "/srv/proj/.qmd/index.yml"
+    assert server_name(local) == _name(Path(local)) and index_name(local) == "index"
+    assert server_name("/srv/other/.qmd/index.yml") != server_name(local)
