@@ -3,6 +3,11 @@
 Hooks in every enrolled repository (legacy hooks restored), the guard and SessionStart
 hooks, MCP registrations and running HTTP servers, the updater's service, the
 ~/.local/bin launcher. The index, config, models and harness state stay unless --purge.
+
+Project-local indexes: the ones the harness serves (`qmd.local_configs()`, which `init`,
+`update` and config changes register), those of enrolled repositories and the one found
+from the working directory are listed; --purge deletes their `.qmd/index.sqlite` (and its -wal, -shm, lock and backup
+copies), never the `.qmd/index.yml` beside it, which belongs to the repository.
 """
 
 from __future__ import annotations
@@ -120,6 +125,53 @@ def _prune(folders: list[Path]) -> list[str]:
     return out
 
 
+def local_indexes() -> list[qmd.IndexPaths]:
+    """The project-local indexes teardown knows of: those the harness serves (registered in
+    the state dir), those at the top of a repository `qmd hooks install` enrolled, and the
+    one found from the working directory; each once."""
+    from updater import registry
+
+    configs = list(qmd.local_configs())
+    for repo in sorted(registry.load()):
+        configs += [c for c in (Path(repo) / ".qmd" / name for name in ("index.yaml", "index.yml")) if c.is_file()][:1]
+    try:
+        here = qmd.resolve_index()
+    except qmd.QmdError:
+        here = None
+    if here is not None and here.local:
+        configs.append(here.config_path)
+    seen: set[str] = set()
+    out = []
+    for config in configs:
+        real = os.path.realpath(config)
+        if real not in seen:
+            seen.add(real)
+            out.append(qmd.resolve_index(str(config)))
+    return out
+
+
+def _index_files(paths: qmd.IndexPaths) -> list[Path]:
+    """A local index's files: `index.sqlite` and what qmd writes beside it under that name
+    (-wal, -shm, .lock, .broken-*, .bak-*, .backup-*); never the config."""
+    index = paths.index_path
+    try:
+        found = sorted(p for p in index.parent.glob(f"{index.name}*") if p.is_file() or p.is_symlink())
+    except OSError:
+        return []
+    return [p for p in found if p != paths.config_path]
+
+
+def _remove_files(files: list[Path]) -> list[str]:
+    for path in files:
+        path.unlink(missing_ok=True)
+    return [f"removed {home_path(files[0])}" + (f" and {len(files) - 1} file(s) beside it" if len(files) > 1 else "")] if files else []
+
+
+def _local_summary(locals_: list[qmd.IndexPaths]) -> str:
+    shown = ", ".join(home_path(p.index_path) for p in locals_[:3]) + (", …" if len(locals_) > 3 else "")
+    return f"{len(locals_)} project-local ({shown})"
+
+
 def plan(purge: bool) -> list[Step]:
     from guards import install as guard_install
     from updater import registry, service
@@ -154,6 +206,13 @@ def plan(purge: bool) -> list[Step]:
     if steps:
         steps.append(Step("remove the folders above if that left them empty", lambda: _prune(parents)))
     if purge:
+        for local in local_indexes():
+            files = _index_files(local)
+            if files:
+                steps.append(Step(
+                    f"delete the project-local index {home_path(local.index_path)} (--purge; {home_path(local.config_path)} stays: it belongs to the repository)",
+                    partial(_remove_files, files),
+                ))
         folders = [qmd.state_dir(), qmd.config_dir(), qmd.cache_dir()]
         if os.environ.get("QMD_MODELS_DIR"):
             folders.append(qmd.models_dir())
@@ -168,18 +227,26 @@ def plan(purge: bool) -> list[Step]:
 
 def teardown(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking.")] = False,
-    purge: Annotated[bool, typer.Option("--purge", help="Also delete the indexes, config, models and harness state.")] = False,
+    purge: Annotated[bool, typer.Option("--purge", help="Also delete the indexes (a project-local index's .qmd/index.sqlite too, never its .qmd/index.yml), config, models and harness state.")] = False,
 ) -> None:
-    """Remove what qmd's installers added: hooks, guard, MCP registrations, service, launcher (--purge: all data too)."""
+    """Remove what qmd's installers added: hooks, guard, MCP registrations, service, launcher (--purge: all data too, project-local indexes included)."""
     steps = plan(purge)
+    locals_ = [] if purge else local_indexes()
+    kept = (
+        f"Kept: indexes in {home_path(qmd.cache_dir())}" + (f" and {_local_summary(locals_)}" if locals_ else "")
+        + f", config in {home_path(qmd.config_dir())}, state in {home_path(qmd.state_dir())} (--purge deletes them"
+        + ("; a project's .qmd/index.yml always stays)" if locals_ else ")")
+    )
     if not steps:
-        typer.echo("Nothing to remove: no hooks, guard, MCP registration, service or launcher of qmd's found" + ("" if purge else " (data kept; --purge deletes it)"))
+        typer.echo("Nothing to remove: no hooks, guard, MCP registration, service or launcher of qmd's found" + ("" if purge or locals_ else " (data kept; --purge deletes it)"))
+        if locals_:
+            typer.echo(kept)
         return
     typer.echo("qmd teardown will:")
     for step in steps:
         typer.echo(f"  - {step.summary}")
     if not purge:
-        typer.echo(f"Kept: indexes in {home_path(qmd.cache_dir())}, config in {home_path(qmd.config_dir())}, state in {home_path(qmd.state_dir())} (--purge deletes them)")
+        typer.echo(kept)
     if not yes:
         if not sys.stdin.isatty():
             raise qmd.QmdError("teardown asks before removing anything", "run again with --yes")

@@ -1,0 +1,88 @@
+"""`qmd teardown` and project-local indexes (`.qmd/index.yml` + `.qmd/index.sqlite`): the summary
+lists the ones it knows of (registered with the harness, or found from the working directory);
+without --purge they stay, with it their index files go and the committed config stays."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def qmd(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "qmd", *args], cwd=cwd, env=dict(os.environ, QMD_SERVER="off"), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def project(root: Path) -> Path:
+    """A project with a built local index (`qmd init`, a collection, `update`)."""
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("# A\n\nalpha words\n")
+    for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
+        done = qmd(root, *argv)
+        assert done.returncode == 0, done.stderr
+    assert (root / ".qmd" / "index.sqlite").is_file()
+    return root
+
+
+def committed(root: Path) -> dict[str, bytes]:
+    return {name: (root / ".qmd" / name).read_bytes() for name in ("index.yml", ".gitignore")}
+
+
+@pytest.fixture
+def home(isolated_home: Path) -> Path:
+    return isolated_home
+
+
+def test_teardown_lists_local_indexes_and_keeps_them_without_purge(home: Path, tmp_path: Path) -> None:
+    a = project(tmp_path / "a")
+    done = qmd(home, "teardown", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert f"1 project-local ({a}/.qmd/index.sqlite)" in done.stdout, done.stdout
+    assert "a project's .qmd/index.yml always stays" in done.stdout
+    assert (a / ".qmd" / "index.sqlite").is_file()
+    assert "alpha" in qmd(a, "search", "alpha").stdout
+
+
+def test_purge_deletes_the_index_files_of_local_indexes_never_their_config(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.harness import GIT_ENV, git
+
+    a, b, c = project(tmp_path / "a"), project(tmp_path / "b"), project(tmp_path / "c")
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    assert git(b, "init", "-q", "-b", "main").returncode == 0
+    assert qmd(b, "hooks", "install", str(b)).returncode == 0
+    before = {root: committed(root) for root in (a, b, c)}
+    # Only a is still registered with the harness (the state lost b and c): b is found as an
+    # enrolled repository, c from the working directory.
+    state = Path(os.environ["XDG_STATE_HOME"]) / "qmd" / "local-indexes.json"
+    state.write_text(json.dumps({"configs": [str(a / ".qmd" / "index.yml")]}))
+    (a / ".qmd" / "index.sqlite.broken-20240101T000000").write_bytes(b"old")  # a copy doctor --fix kept
+
+    plan = qmd(c / "docs", "teardown", "--purge")  # no terminal: shows the plan, then refuses
+    assert plan.returncode == 1 and "--yes" in plan.stderr
+    for root in (a, b, c):
+        assert f"delete the project-local index {root}/.qmd/index.sqlite (--purge; {root}/.qmd/index.yml stays" in plan.stdout, plan.stdout
+        assert (root / ".qmd" / "index.sqlite").is_file()
+
+    done = qmd(c / "docs", "teardown", "--yes", "--purge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for root in (a, b, c):
+        assert sorted(p.name for p in (root / ".qmd").iterdir()) == [".gitignore", "index.yml"]
+        assert committed(root) == before[root]
+        assert (root / "docs" / "a.md").is_file()
+    assert not state.exists()
+
+
+def test_nothing_installed_still_names_the_local_indexes_it_keeps(home: Path, tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("claude") or shutil.which("codex"):
+        pytest.skip("claude or codex is on PATH: teardown would have their registrations to remove")
+    a = project(tmp_path / "a")
+    done = qmd(a, "teardown")
+    assert done.returncode == 0 and "Nothing to remove" in done.stdout, done.stdout + done.stderr
+    assert f"1 project-local ({a}/.qmd/index.sqlite)" in done.stdout
