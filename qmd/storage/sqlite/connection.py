@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 import time
 from pathlib import Path
@@ -308,3 +309,10 @@ def count(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...] 
     value = scalar(conn, sql, params)
     return int(value) if isinstance(value, (int, float, str)) else 0
 
+
+def values_in(values: Sequence[object]) -> tuple[str, list[object]]:
+    """The inside of `x IN (…)` for `values`: one parameter each while few, else one JSON
+    array (SQLite allows 32,766 parameters a statement: `vsearch --all` passes more)."""
+    if len(values) <= 500:
+        return ",".join("?" * len(values)), list(values)
+    return "SELECT value FROM json_each(?)", [json.dumps(list(values))]

@@ -11,7 +11,7 @@ import apsw
 
 from qmd.storage.backend import METADATA_VERSION, MIN_DOCID, DocRow, DocumentWrite, FieldsFor, FileRow, KnownFile, Totals
 from qmd.storage.sqlite import fulltext
-from qmd.storage.sqlite.connection import count, scalar, transaction
+from qmd.storage.sqlite.connection import count, scalar, transaction, values_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,10 +46,10 @@ def documents(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[DocR
     """Rows and texts for `ids`, in one query (the search hot path)."""
     if not ids:
         return {}
-    marks = ",".join("?" * len(ids))
+    marks, params = values_in(ids)
     columns = ", ".join(f"d.{c}" for c in _COLUMNS)
     sql = f"SELECT {columns}, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.id IN ({marks})"
-    return {int(r[0]): (_row(r[:-1]), str(r[-1])) for r in conn.execute(sql, list(ids))}
+    return {int(r[0]): (_row(r[:-1]), str(r[-1])) for r in conn.execute(sql, params)}
 
 
 def _shared(a: str, b: object) -> int:

@@ -7,7 +7,6 @@ settings) names one vector space; a query only ever searches the current one.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -19,7 +18,7 @@ import apsw
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
 from qmd.storage.backend import ChunkVector, Nearest, VectorModel
-from qmd.storage.sqlite.connection import as_int, count, transaction
+from qmd.storage.sqlite.connection import as_int, count, transaction, values_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -126,24 +125,37 @@ def drop_orphans(conn: apsw.Connection) -> int:
     return dropped
 
 
-def knn(conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int, allowed: str | None = None) -> list[tuple[int, float]]:
+KNN_MAX = 4096  # sqlite-vec refuses a KNN asking for more rows ("k value in knn query too large")
+
+
+def knn(conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int, allowed: tuple[str, Sequence[object]] | None = None) -> list[tuple[int, float]]:
     """(chunk id, cosine distance) of the k nearest chunks: over the whole vector table, or
-    over the chunk ids of `allowed` (a JSON array) only."""
+    over the chunk ids the SELECT `allowed` (SQL, parameters) returns.
+
+    Up to KNN_MAX, sqlite-vec's own KNN; beyond (`vsearch --all`, a long `-n`), the same
+    distances by a scan of every vector in order (exact, ~10 µs a row)."""
     ensure_vec(conn)
-    sql = f"SELECT chunk_id, distance FROM {table(model.id)} WHERE embedding MATCH ? AND k = ?"
-    params: tuple[object, ...] = (pack(query), k)
+    if k <= KNN_MAX:
+        sql = f"SELECT chunk_id, distance FROM {table(model.id)} WHERE embedding MATCH ? AND k = ?"
+        params: list[object] = [pack(query), k]
+    else:
+        sql = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS distance FROM {table(model.id)} WHERE 1"
+        params = [pack(query)]
     if allowed is not None:
-        sql += " AND chunk_id IN (SELECT value FROM json_each(?))"
-        params += (allowed,)
-    return [(r[0], r[1]) for r in conn.execute(sql + " ORDER BY distance", params)]
+        sql += f" AND chunk_id IN ({allowed[0]})"
+        params += allowed[1]
+    sql += " ORDER BY distance" + (" LIMIT ?" if k > KNN_MAX else "")
+    if k > KNN_MAX:
+        params.append(k)
+    return [(r[0], r[1]) for r in conn.execute(sql, params)]
 
 
 def chunk_rows(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[str, int, int, int]]:
     """chunk id → (hash, seq, start, end)."""
     if not ids:
         return {}
-    marks = ",".join("?" * len(ids))
-    return {r[0]: (r[1], r[2], r[3], r[4]) for r in conn.execute(f"SELECT id, hash, seq, start, end FROM chunks WHERE id IN ({marks})", list(ids))}
+    sql, params = values_in(ids)
+    return {r[0]: (r[1], r[2], r[3], r[4]) for r in conn.execute(f"SELECT id, hash, seq, start, end FROM chunks WHERE id IN ({sql})", params)}
 
 
 def counts(conn: apsw.Connection, model_id: int | None) -> tuple[int, int]:
@@ -238,10 +250,10 @@ def chunk_spans(conn: apsw.Connection, model: VectorModel, hashes: Sequence[str]
     """(start, end) of each content hash's chunks, in order."""
     if not hashes:
         return {}
-    marks = ",".join("?" * len(hashes))
+    marks, params = values_in(hashes)
     out: dict[str, list[tuple[int, int]]] = {}
     sql = f"SELECT hash, start, end FROM chunks WHERE model_id = ? AND hash IN ({marks}) ORDER BY hash, seq"
-    for h, start, end in conn.execute(sql, (model.id, *hashes)):
+    for h, start, end in conn.execute(sql, (model.id, *params)):
         out.setdefault(str(h), []).append((int(start), int(end)))
     return out
 
@@ -255,25 +267,25 @@ def nearest_documents(
     distinct active documents in scope are among them, or every chunk was returned. KNN
     returns the true nearest chunks in order, so keeping those in scope gives exactly what
     a brute-force scan restricted to the scope would (vectors are shared across collections
-    by content hash). A scan reading each vector through SQL is not used: vec0 returns a
-    column ~10 µs a row, 100+ ms on 9k chunks, against ~15 ms for its own KNN over all.
+    by content hash). A scan reading each vector through SQL is used only past the rows
+    sqlite-vec's KNN may return (KNN_MAX): vec0 returns a column ~10 µs a row, 100+ ms on
+    9k chunks, against ~15 ms for its own KNN over all.
 
     With a filter, two exact plans, chosen by the share of a sample of documents that pass
-    it. A selective filter (under an eighth) restricts the KNN itself to the chunks of the
-    matching documents (`chunk_id IN (…)`, applied by sqlite-vec during its scan, so
-    cheaper than the unfiltered KNN): a filter matching 1% of the documents still returns
+    it. A selective filter (under a fifth) restricts the KNN itself to the chunks of the
+    matching documents (`chunk_id IN (SELECT …)`, applied by sqlite-vec during its scan, so
+    about as cheap as the unfiltered KNN): a filter matching 1% of the documents still returns
     `limit` of them, the nearest, never a short page. A broad one asks the unfiltered KNN
     for about three times the chunks its share needs and tests each document found (the loop
     above), so it costs one KNN instead of following the thousands of ids it matches.
     """
     total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
-    allowed: str | None = None
+    allowed: tuple[str, list[object]] | None = None
     widen = 4
     if where is not None:
         share = _sampled_share(conn, where, scope) if total >= BROAD_FILTER_MIN else 0.0
         if share < BROAD_SHARE:
-            restrict = _chunks_matching(conn, model, scope, where)
-            total, allowed = len(restrict), json.dumps(restrict)
+            allowed = _chunks_matching(model, scope, where)
         else:
             widen = max(4, math.ceil(3 / share))  # chunks enough for ~3x the documents needed
     want = total if limit is None else limit
@@ -281,13 +293,14 @@ def nearest_documents(
     while True:
         pairs = knn(conn, model, query, k, allowed) if k else []
         found = _best_per_document(conn, pairs, want, scope, where)
-        if len(found) >= want or k >= total:
+        if len(found) >= want or len(pairs) < k or k >= total:  # fewer than k: every allowed chunk was returned
             return found
         k = min(total, k * 4)
 
 
 BROAD_FILTER_MIN = 2000  # chunks: below this a filter always restricts the KNN (the sample would cost more)
-BROAD_SHARE = 1 / 8  # a filter passing this share of documents or more takes the widened unfiltered KNN
+BROAD_SHARE = 1 / 5  # a filter passing this share of documents or more takes the widened unfiltered KNN (the
+# crossover measured on tldr's 38k pages: restricting costs 0.99-1.24x the unfiltered KNN up to 19%, 1.4x at 25%)
 SAMPLE = 512  # documents drawn (by id, evenly at random) to estimate a filter's share
 
 
@@ -312,21 +325,23 @@ def _sampled_share(conn: apsw.Connection, where: Filter, scope: list[str] | None
     return as_int(passed) / as_int(seen) if seen else 0.0
 
 
-def _chunks_matching(conn: apsw.Connection, model: VectorModel, scope: list[str] | None, where: Filter) -> list[int]:
-    """Chunk ids (this vector space) of the active documents in `scope` matching `where`:
-    from the filter's id set to each document, then to its chunks (index lookups all the way)."""
+def _chunks_matching(model: VectorModel, scope: list[str] | None, where: Filter) -> tuple[str, list[object]]:
+    """A SELECT (SQL, parameters) of the chunk ids (this vector space) of the active documents
+    in `scope` matching `where`: from the filter's id set to each document, then to its
+    chunks (index lookups all the way). Handed to the KNN as `chunk_id IN (…)`, so SQLite
+    builds the set once inside sqlite-vec's scan (no round trip of the ids through Python)."""
     from qmd.storage.sqlite.filters import id_set
 
     ids, params = id_set(where)
     sql = (
-        f"SELECT DISTINCT c.id FROM ({ids}) s CROSS JOIN documents d ON d.id = s.doc_id"
+        f"SELECT c.id FROM ({ids}) s CROSS JOIN documents d ON d.id = s.doc_id"
         " CROSS JOIN chunks c ON c.model_id = ? AND c.hash = d.hash WHERE d.active = 1"
     )
     args: list[object] = [*params, model.id]
     if scope is not None:
         sql += f" AND d.collection IN ({','.join('?' * len(scope))})"
         args += scope
-    return [as_int(r[0]) for r in conn.execute(sql, args)]
+    return sql, args
 
 
 def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], want: int, scope: list[str] | None, where: Filter | None = None) -> list[Nearest]:
@@ -341,9 +356,8 @@ def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], wa
             by_hash[content_hash] = (distance, (start, end))
     if not by_hash:
         return []
-    marks = ",".join("?" * len(by_hash))
+    marks, params = values_in(list(by_hash))
     sql = f"SELECT id, hash, collection FROM documents WHERE active = 1 AND hash IN ({marks})"
-    params: list[object] = list(by_hash)
     if where is not None:  # documents sharing a matching one's content may differ in date or collection
         from qmd.storage.sqlite.filters import predicate
 

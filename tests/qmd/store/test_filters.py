@@ -438,3 +438,49 @@ def test_the_query_tool_schema_names_the_filter() -> None:
 
     props = INPUT_SCHEMAS["query"]["properties"]
     assert props["filter"]["type"] == "object" and props["since"]["type"] == "string" and props["until"]["type"] == "string"
+
+
+def test_vector_results_past_sqlite_vecs_4096_row_knn(tmp_path: Path) -> None:
+    """`vsearch --all` and a long `-n` on an index of more chunks than sqlite-vec's KNN may
+    return (4096) once failed with "k value in knn query too large" (and then "too many SQL
+    variables"): the same ranking as numpy's brute force, filtered or not."""
+    import numpy as np
+
+    root = tmp_path / "many"
+    root.mkdir()
+    n = 2100  # x 2 chunks = 4200 > 4096
+    for i in range(n):
+        (root / f"d{i:04d}.md").write_text(f"---\nodd: {str(i % 2 == 1).lower()}\n---\n# Doc {i}\n")
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    s.add_collection(root, name="many")
+    backend = s.backend
+    assert isinstance(backend, SqliteBackend)
+    model = backend.ensure_vector_model("test-fp", "test", 8)
+    rng = np.random.default_rng(5)
+    rows = backend.find(collection="many")
+    vectors = {row.hash: rng.uniform(0.05, 1.0, (2, 8)).astype(np.float32) for row in rows}  # positive: no score clamps to 0
+    backend.write_vectors(model, [(h, [ChunkVector(h, j, j * 5, j * 5 + 5, 3, v[j].tolist()) for j in range(2)]) for h, v in vectors.items()])
+    query = rng.uniform(0.05, 1.0, 8).astype(np.float32)
+
+    def cosine(v: np.ndarray) -> float:
+        return float(np.max(v @ query / (np.linalg.norm(v, axis=1) * np.linalg.norm(query))))
+
+    by_id = {row.id: row for row in rows}
+
+    def agrees(found: list[tuple[int, float, tuple[int, int]]], wanted: list[int]) -> None:
+        """The documents wanted, best first, each scored as numpy scores it (float32 ties aside)."""
+        assert sorted(d for d, _, _ in found) == sorted(wanted)
+        scores = [score for _, score, _ in found]
+        assert scores == sorted(scores, reverse=True)
+        assert max(abs(score - cosine(vectors[by_id[d].hash])) for d, score, _ in found) < 1e-5
+
+    brute = sorted(by_id, key=lambda d: -cosine(vectors[by_id[d].hash]))
+    everything = backend.nearest_documents(model, query.tolist(), None, None)
+    agrees(everything, brute)
+    assert len(backend.documents([d for d, _, _ in everything])) == n
+    assert backend.nearest_documents(model, query.tolist(), 3000, None) == everything[:3000]
+    assert backend.nearest_documents(model, query.tolist(), 20, None) == everything[:20]  # sqlite-vec's own KNN
+    odd = parse_filter(cond("odd", "eq", True))
+    assert odd is not None
+    agrees(backend.nearest_documents(model, query.tolist(), None, None, odd), [d for d in brute if int(by_id[d].path[1:5]) % 2])
+    s.close()
