@@ -63,7 +63,7 @@ def vsearch(
         answer = ask("query", text, fuse, local)  # a warm server's answer (qmd/cli/remote.py), or None
         with answer or open_store() as store:
             fused = answer if answer is not None else store.query(text, **fuse)  # type: ignore[union-attr,arg-type]
-            paths = fs_paths(store, fused.hits) if full_path else None  # type: ignore[arg-type]
+            paths = display_names(store, fused.hits, full_path)  # type: ignore[arg-type]
         for notice in fused.notices:
             err(f"Note: {notice}")
         out(format_search(fused.hits, kind, paths))
@@ -75,7 +75,7 @@ def vsearch(
     answer = ask("vsearch", text, options, local)
     with answer or open_store() as store:
         result = answer if answer is not None else store.vsearch(text, **options)  # type: ignore[union-attr,arg-type]
-        paths = fs_paths(store, result.hits) if full_path else None  # type: ignore[arg-type]
+        paths = display_names(store, result.hits, full_path)  # type: ignore[arg-type]
     if result.pending:
         err(f"Note: {result.pending} documents have no vectors for {result.model} yet; run 'qmd embed'")
     out(format_search(result.hits, kind, paths))

@@ -213,3 +213,15 @@ def test_multi_level_contexts_in_every_format(cli: Cli, notes: Path) -> None:
     assert f"Context: {ctx}\n" in cli("search", "rollback")[1]
     assert f"**context:** {ctx}\n" in cli("search", "rollback", "--md")[1]
     assert 'context="Everything&#10;&#10;Team notes"' in cli("search", "rollback", "--xml")[1]
+
+
+def test_vsearch_names_a_named_index_in_its_uris_as_search_does(cli: Cli, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The original prints `qmd://c/p?index=NAME` for hits of a named index, vsearch too."""
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    assert cli("--index", "work", "collection", "add", str(notes), "--name", "notes")[0] == 0
+    assert cli("--index", "work", "embed")[0] == 0
+    for command in (["vsearch", "rollback"], ["vsearch", "--expand", "rollback"], ["search", "rollback"]):
+        for fmt in ("--files", "--json", "--csv"):
+            code, stdout, err = cli("--index", "work", *command, fmt, "-n", "2")
+            assert code == 0, err
+            assert stdout.count("?index=work") >= 1 and "qmd://notes/" in stdout, (command, fmt, stdout)
