@@ -20,7 +20,7 @@ def doctor(
     fix: Annotated[bool, typer.Option("--fix", help="Repair what is safe (restart stale servers, rebuild drifted FTS rows or a corrupted index, reinstall hooks, re-run the updater), then check again.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Skip the slow parts: SQLite quick_check and the MCP handshakes.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when there are warnings.")] = False,
-    index: Annotated[str | None, typer.Option("--index", help="Check only index NAME (default: every index in the config dir).")] = None,
+    index: Annotated[str | None, typer.Option("--index", help="Check only index NAME, or the project-local index whose .qmd/index.yml is given (default: every index in the config dir and the project-local ones, the one found from here checked first).")] = None,
 ) -> None:
     """Check native modules, models, indexes, the MCP server, the queue, hooks, guard and services.
 

@@ -24,6 +24,8 @@ class Context:
     primary: str  # the index the stdio handshake serves
     quick: bool = False
     fix: bool = False
+    local: qmd.IndexPaths | None = None  # the project-local index in use (--index PATH, or found from the working directory)
+    selected: str | None = None  # the --index given, if any
     layout: qmd.StateLayout = field(default_factory=qmd.StateLayout.current)
     queue_warn_s: float = QUEUE_WARN_MINUTES * 60
     queue_fail_s: float = QUEUE_FAIL_HOURS * 3600
@@ -31,10 +33,19 @@ class Context:
 
     @classmethod
     def create(cls, index: str | None, *, quick: bool = False, fix: bool = False) -> Context:
-        """The run for `index` (None: every index in the config dir), thresholds read from the configs."""
-        names = [qmd.resolve_index(index).name] if index else index_names()
-        primary = names[0] if index else ("index" if "index" in names or not names else names[0])
-        ctx = cls(names, primary, quick, fix)
+        """The run for `index` (a name or the path of a `.qmd/index.yml`; None: every index the
+        harness serves, plus the project-local one found from the working directory), with
+        thresholds read from the configs."""
+        paths = qmd.resolve_index(index)
+        local = paths if paths.local else None
+        if index:
+            names = [paths.key]
+        else:
+            names = index_names()
+            if local is not None and os.path.realpath(local.key) not in {os.path.realpath(n) for n in names if os.sep in n}:
+                names.append(local.key)
+        primary = paths.key if index or local else ("index" if "index" in names or not names else names[0])
+        ctx = cls(names, primary, quick, fix, local=local, selected=index)
         ctx._thresholds()
         return ctx
 

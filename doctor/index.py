@@ -1,5 +1,6 @@
 """The index files: open, quick_check, schema, FTS rows against documents, orphans; each
-collection's chunk strategy can run (auto: the grammars of its source files load)."""
+collection's chunk strategy can run (auto: the grammars of its source files load). The
+project-local index in use is reported first (doctor/local.py)."""
 
 from __future__ import annotations
 
@@ -234,9 +235,11 @@ def _update(ctx: Context, index: str) -> str:
 
 
 def check(ctx: Context) -> list[CheckResult]:
+    from . import local
+
     if not ctx.indexes:
         return [warn("index", f"no index is configured in {home_path(qmd.config_dir())}", qmd_command("collection", "add", "DIR", "--name", "NAME"))]
-    results: list[CheckResult] = []
+    results: list[CheckResult] = local.check(ctx)  # the project-local index in use, first
     for index in ctx.indexes:
         try:
             results += _one(ctx, index)

@@ -36,6 +36,7 @@ _EXPORTS = {
     "lock_file": "core.locks",
     "is_locked": "core.locks",
     "local_configs": "index.folders",
+    "local_trust": "index.folders",
     "grammar_status": "index.code_chunks",
     "language_of": "index.code_chunks",
     "GRAMMARS_INSTALL": "index.code_chunks",
@@ -109,4 +110,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.storage.backend import IndexCheck, RebuildReport
     from qmd.store.store import Store, open_index
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
-    from qmd.index.folders import local_configs, refresh_folder_cache
+    from qmd.index.folders import local_configs, local_trust, refresh_folder_cache

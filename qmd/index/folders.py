@@ -17,6 +17,10 @@ from qmd.core.fileio import write_json
 from qmd.core.paths import StateLayout, config_dir
 from qmd.core.config import Config
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.core.trust import Decision
+
 CACHE_VERSION = 1
 
 
@@ -37,6 +41,16 @@ def local_configs() -> list[Path]:
         return []
     paths = data.get("configs") if isinstance(data, dict) else None
     return [Path(p) for p in paths or [] if isinstance(p, str) and os.path.isfile(p)]
+
+
+def local_trust(config_path: str | os.PathLike[str]) -> Decision:
+    """The trust gate of a config as an unattended run (agents, MCP, the updater) applies it:
+    for a project-local `.qmd/index.yml`, which of its gated fields (update commands,
+    collections outside the project, custom models) are used, and why (`why`: not-local,
+    nothing-gated, opted-in, approved, untrusted). Raises ConfigError for an unreadable config."""
+    from qmd.core.trust import decide
+
+    return decide(config_path, Config.load(Path(config_path)).raw)
 
 
 def register_local(config_path: Path) -> bool:

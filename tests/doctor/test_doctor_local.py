@@ -1,0 +1,120 @@
+"""`qmd doctor` inside a project with a project-local index (`.qmd/index.yml`): a dedicated
+check names the index in use and why, fails loudly on an empty, unreadable or missing-target
+index file, and reports gated fields nobody approved as a warning whose fix is `qmd trust`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LOCAL = ("project-local index", "project-local index file", "project-local trust")
+
+
+def qmd(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QMD_TRUST")}
+    return subprocess.run([sys.executable, "-m", "qmd", *args], cwd=cwd, env=dict(env, QMD_SERVER="off"), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def project(tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project with a built local index; doctor runs from its docs folder."""
+    root = tmp_path / "proj"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("# A\n\nalpha words\n")
+    for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
+        done = qmd(root, *argv)
+        assert done.returncode == 0, done.stderr
+    for var in ("QMD_TRUST_LOCAL_CONFIG", "QMD_TRUST_UPDATE_HOOKS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(root / "docs")
+    return root
+
+
+def local_checks(index: str | None = None) -> dict[str, Any]:
+    """The index group's project-local checks, run in this process on a fresh Context."""
+    from doctor import local
+    from doctor.context import Context
+
+    return {r.name: r for r in local.check(Context.create(index, quick=True))}
+
+
+def test_a_healthy_local_index_is_named_with_why(project: Path) -> None:
+    found = local_checks()
+    assert list(found) == list(LOCAL)
+    assert all(r.status.value == "ok" for r in found.values()), [(r.name, r.detail) for r in found.values()]
+    assert f"{project}/.qmd/index.yml (found from the working directory upward)" in found["project-local index"].detail
+    assert "the updater, guard and doctor serve it" in found["project-local index"].detail
+    assert "bytes, readable" in found["project-local index file"].detail
+    assert "nothing to approve" in found["project-local trust"].detail
+
+
+def test_outside_a_project_there_is_no_local_check(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert local_checks() == {}
+    assert local_checks("index") == {}
+
+
+def test_index_given_as_the_config_path_checks_that_index(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from doctor.context import Context
+
+    monkeypatch.chdir(tmp_path)
+    config = str(project / ".qmd" / "index.yml")
+    ctx = Context.create(config, quick=True)
+    assert ctx.indexes == [config] and ctx.primary == config
+    found = local_checks(config)
+    assert "(chosen with --index)" in found["project-local index"].detail
+
+
+def test_an_empty_index_file_fails_loudly_and_doctor_exits_2(project: Path) -> None:
+    (project / ".qmd" / "index.sqlite").write_bytes(b"")
+    found = local_checks()
+    check = found["project-local index file"]
+    assert check.status.value == "fail" and "EMPTY (0 bytes)" in check.detail and "rebuild" in (check.fix or "")
+    proc = qmd(project / "docs", "doctor", "--json", "--quick")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    by_name = {c["name"]: c for c in report["checks"]}
+    assert by_name["project-local index file"]["status"] == "fail" and by_name["project-local index file"]["group"] == "index"
+    assert by_name["project-local index"]["status"] == "ok"
+
+
+def test_a_dangling_symlink_and_a_folder_in_its_place_fail(project: Path, tmp_path: Path) -> None:
+    index = project / ".qmd" / "index.sqlite"
+    index.unlink()
+    index.symlink_to(tmp_path / "gone.sqlite")
+    assert "dangling symlink" in local_checks()["project-local index file"].detail
+    index.unlink()
+    index.mkdir()
+    check = local_checks()["project-local index file"]
+    assert check.status.value == "fail" and "is not a file" in check.detail
+
+
+def test_gated_fields_pending_approval_warn_and_name_qmd_trust(project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    config = project / ".qmd" / "index.yml"
+    config.write_text(config.read_text().replace("collections:\n", f"collections:\n  away:\n    path: {outside}\n", 1).replace("    path: docs\n", f"    path: docs\n    update: touch {tmp_path / 'MARKER'}\n", 1))
+    check = local_checks()["project-local trust"]
+    assert check.status.value == "warn", check.detail
+    assert "pending approval" in check.detail and "1 update command(s)" in check.detail and "1 collection(s) outside the project (away:" in check.detail
+    assert check.fix.startswith(f"qmd --index {config} trust")
+    assert qmd(project, "trust").returncode == 0
+    check = local_checks()["project-local trust"]
+    assert check.status.value == "ok" and check.detail.startswith("approved (qmd trust)")
+    assert not (tmp_path / "MARKER").exists()
+
+
+def test_a_local_index_the_harness_does_not_know_is_a_warning(project: Path) -> None:
+    registry = Path(os.environ["XDG_STATE_HOME"]) / "qmd" / "local-indexes.json"
+    registry.write_text(json.dumps({"configs": []}))
+    check = local_checks()["project-local index"]
+    assert check.status.value == "warn" and "not known to the harness" in check.detail
+    assert check.fix.startswith(f"qmd --index {project / '.qmd' / 'index.yml'} update")
+    assert qmd(project, "update").returncode == 0
+    assert local_checks()["project-local index"].status.value == "ok"
