@@ -14,6 +14,8 @@ from qmd.llm.runtime import LlamaModel, LoadOptions
 
 __all__ = ["Embedder"]
 
+SHORT_TOKENS = 96  # inputs (at most 8, each this long or shorter) embedded on one thread (LlamaModel.run_on)
+
 
 class Embedder(LlamaModel):
     """One loaded embedding model: count tokens, embed documents and queries (L2-normalised)."""
@@ -50,10 +52,15 @@ class Embedder(LlamaModel):
         return self.detokenize(toks[:limit])
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Normalised vectors for already formatted inputs (each must fit the context)."""
+        """Normalised vectors for already formatted inputs (each must fit the context).
+
+        Search questions (each at most SHORT_TOKENS, a few of them) are evaluated on one
+        thread, documents on all (LlamaModel.run_on)."""
         if not texts:
             return []
         inputs = [self.family.normalise(t) for t in texts]
+        sizes = [len(self.tokenize(t)) for t in inputs] if len(inputs) <= 8 else [SHORT_TOKENS + 1]
+        self.run_on(1 if max(sizes) <= SHORT_TOKENS and sum(sizes) <= 4 * SHORT_TOKENS else 0)
         vectors = [list(v) for v in self.llm.embed(inputs, normalize=True, truncate=False)]
         for text, vector in zip(texts, vectors):
             if not all(math.isfinite(x) for x in vector):

@@ -62,6 +62,7 @@ class LlamaModel:
         self.info: ModelInfo = info or model_info(path)
         self.n_ctx: int = self.info.usable_context(max_context)
         self._threads = n_threads or threads()
+        self._running = self._threads  # the threads the loaded context evaluates on now
         self._llm: Llama | None = None
 
     def load_options(self) -> LoadOptions:
@@ -95,7 +96,22 @@ class LlamaModel:
                 llm.close()
                 raise
             self._llm = llm
+            self._running = self._threads
         return self._llm
+
+    def run_on(self, n: int) -> None:
+        """Evaluate on `n` threads from now on (at most the configured ones; 0: all of them).
+
+        A short input (a search question) runs on one: llama.cpp's threads meet at a spinning
+        barrier after every layer, so on a machine whose cores are busy one descheduled thread
+        stalls the other (MiniLM's query embedding: 5 ms on one thread, 60-170 ms p50 and
+        up to 1 s on two, beside two busy processes on 2 cores); alone, the second thread
+        saves little on a few dozen tokens."""
+        n = self._threads if n <= 0 else max(1, min(n, self._threads))
+        if n != self._running:
+            llm = self.llm
+            llama_cpp_module().llama_set_n_threads(llm.ctx, n, n)
+            self._running = n
 
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = False) -> list[int]:
         """Token ids of `text` (UTF-8, invalid characters replaced)."""
