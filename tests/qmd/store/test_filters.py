@@ -14,7 +14,7 @@ import pytest
 
 import qmd
 from qmd.core.filters import Condition, DateRange, FilterError, Group, build, extract_metadata, parse_filter, parse_when
-from qmd.storage.backend import ChunkVector, DocRow
+from qmd.storage.backend import ChunkVector, DocRow, VectorModel
 from qmd.storage.sqlite.backend import SqliteBackend
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -302,17 +302,8 @@ def test_hybrid_query_filters_before_fusion(many: qmd.Store) -> None:
 def test_vector_top_k_is_exact_under_a_one_percent_filter(tmp_path: Path) -> None:
     """At the seam: 300 documents of 2 chunks each; the 3 matching ones are the farthest
     from the query, so an unfiltered KNN's first pages hold none of them."""
-    root = tmp_path / "v"
-    root.mkdir()
-    for i in range(300):
-        team = "payments" if i % 100 == 0 else "core"
-        (root / f"d{i:03d}.md").write_text(f"---\nteam: {team}\n---\n# Doc {i}\ntext {i}\n")
-    s = qmd.Store(tmp_path / "idx3" / "index.sqlite", tmp_path / "idx3" / "index.yml")
-    s.add_collection(root, name="v")
-    backend = s.backend
-    assert isinstance(backend, SqliteBackend)
-    model = backend.ensure_vector_model("test-fp", "test", 4)
-    rows = backend.find(collection="v")
+    notes = {f"d{i:03d}.md": f"---\nteam: {'payments' if i % 100 == 0 else 'core'}\n---\n# Doc {i}\ntext {i}\n" for i in range(300)}
+    s, backend, model, rows = vector_index(tmp_path, notes, 4)
     import numpy as np
 
     rng = np.random.default_rng(3)  # no two distances tie
@@ -352,6 +343,19 @@ def test_vector_top_k_is_exact_under_a_one_percent_filter(tmp_path: Path) -> Non
             finally:
                 vectors.BROAD_FILTER_MIN = 2000
     s.close()
+
+
+def vector_index(tmp_path: Path, notes: dict[str, str], dims: int) -> tuple[qmd.Store, SqliteBackend, VectorModel, list[DocRow]]:
+    """A SQLite index of `notes` (name -> text) in one collection, with an empty vector space of `dims`."""
+    root = tmp_path / "notes"
+    root.mkdir()
+    for name, text in notes.items():
+        (root / name).write_text(text)
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    s.add_collection(root, name="notes")
+    backend = s.backend
+    assert isinstance(backend, SqliteBackend)
+    return s, backend, backend.ensure_vector_model("test-fp", "test", dims), backend.find(collection="notes")
 
 
 def rows_by_id(rows: list[DocRow]) -> dict[int, str]:
@@ -446,18 +450,9 @@ def test_vector_results_past_sqlite_vecs_4096_row_knn(tmp_path: Path) -> None:
     variables"): the same ranking as numpy's brute force, filtered or not."""
     import numpy as np
 
-    root = tmp_path / "many"
-    root.mkdir()
     n = 2100  # x 2 chunks = 4200 > 4096
-    for i in range(n):
-        (root / f"d{i:04d}.md").write_text(f"---\nodd: {str(i % 2 == 1).lower()}\n---\n# Doc {i}\n")
-    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
-    s.add_collection(root, name="many")
-    backend = s.backend
-    assert isinstance(backend, SqliteBackend)
-    model = backend.ensure_vector_model("test-fp", "test", 8)
+    s, backend, model, rows = vector_index(tmp_path, {f"d{i:04d}.md": f"---\nodd: {str(i % 2 == 1).lower()}\n---\n# Doc {i}\n" for i in range(n)}, 8)
     rng = np.random.default_rng(5)
-    rows = backend.find(collection="many")
     vectors = {row.hash: rng.uniform(0.05, 1.0, (2, 8)).astype(np.float32) for row in rows}  # positive: no score clamps to 0
     backend.write_vectors(model, [(h, [ChunkVector(h, j, j * 5, j * 5 + 5, 3, v[j].tolist()) for j in range(2)]) for h, v in vectors.items()])
     query = rng.uniform(0.05, 1.0, 8).astype(np.float32)
