@@ -67,7 +67,8 @@ def _role(index: str, m: qmd.ModelStatus) -> CheckResult:
         if not path.exists() and not path.is_symlink():
             if m.role == "embed":
                 return warn(name, f"{where} is not a local file: vector search and query's vector half are skipped", qmd_command("pull", index=index), ms=c.ms)
-            if m.source == "default":
+            if m.source == "default" or m.spec == qmd.BUILTIN_MODELS.get(m.role):
+                # the built-in URI named in a config (as `qmd init` writes it) is the default
                 return ok(name, f"not downloaded ({SKIPPED[m.role]}); `qmd pull` fetches {m.spec}", ms=c.ms)
             return fail(name, f"{where} is configured but {home_path(path)} does not exist", qmd_command("models", "list", index=index), ms=c.ms)
         problem = _gguf(path)

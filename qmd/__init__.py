@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "DEFAULT_PATTERN": "core.config",
+    "BUILTIN_MODELS": "core.defaults:BUILTIN",
     "CollectionConfig": "core.config",
     "ConfigError": "core.errors",
     "IndexBusyError": "core.errors",
@@ -85,6 +86,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.buildinfo import build_id
+    from qmd.core.defaults import BUILTIN as BUILTIN_MODELS
     from qmd.core.errors import ConfigError, IndexBusyError, IndexDamagedError, NotFoundError, QmdError
     from qmd.core.locks import FileLockHandle, is_locked, lock_file, try_lock, writer_lock
     from qmd.core.clock import age, ago, now_iso, parse_iso

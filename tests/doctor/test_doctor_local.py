@@ -118,3 +118,64 @@ def test_a_local_index_the_harness_does_not_know_is_a_warning(project: Path) -> 
     assert check.fix.startswith(f"qmd --index {project / '.qmd' / 'index.yml'} update")
     assert qmd(project, "update").returncode == 0
     assert local_checks()["project-local index"].status.value == "ok"
+
+
+def _models(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    report = json.loads(proc.stdout)
+    return {c["name"]: c for c in report["checks"] if c["group"] == "models"}
+
+
+def test_a_fresh_qmd_init_project_passes_the_models_check_as_the_home_index_does(tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`qmd init` writes the built-in default URIs into `.qmd/index.yml`; naming a default
+    is not configuring a custom model, so not downloaded reads exactly as it does for a
+    home index that names no model (rerank, generate: ok; embed: a warning), and doctor exits 0."""
+    import qmd as api
+
+    root = tmp_path / "fresh"
+    root.mkdir()
+    assert qmd(root, "init").returncode == 0
+    written = (root / ".qmd" / "index.yml").read_text()
+    assert all(f"{role}: {uri}" in written for role, uri in api.BUILTIN_MODELS.items()), written
+    proc = qmd(root, "doctor", "--quick", "--json")
+    local = _models(proc)
+    assert [c for c in local.values() if c["status"] == "fail"] == []
+    assert local["embed model"]["fix"] == f"qmd --index {root / '.qmd' / 'index.yml'} pull"  # these rows are the local index's
+
+    # the home index of another fresh HOME, no model configured anywhere
+    other = tmp_path / "other-home"
+    other.mkdir()
+    monkeypatch.setenv("HOME", str(other))
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
+        monkeypatch.setenv(var, str(other / sub))
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "notes").mkdir(parents=True)
+    (elsewhere / "notes" / "a.md").write_text("# A\n\nalpha\n")
+    assert qmd(elsewhere, "collection", "add", "notes", "--name", "notes").returncode == 0
+    home = qmd(elsewhere, "doctor", "--quick", "--json")
+    assert home.returncode == 0, home.stdout + home.stderr
+    unconfigured = _models(home)
+    assert unconfigured["embed model"]["fix"] == "qmd pull"
+
+    for role in ("rerank", "generate"):
+        got, want = local[f"{role} model"], unconfigured[f"{role} model"]
+        assert (got["status"], got["detail"], got["fix"]) == (want["status"], want["detail"], want["fix"]), (got, want)
+        assert got["status"] == "ok" and got["fix"] is None and got["detail"].startswith("not downloaded (query skips"), got
+    assert local["embed model"]["status"] == unconfigured["embed model"]["status"] == "warn"
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("custom", ["hf:someone/custom-GGUF/custom-q8_0.gguf", "/nowhere/custom-rerank.gguf"])
+def test_a_missing_custom_model_in_a_local_config_still_fails(tmp_path: Path, isolated_home: Path, custom: str) -> None:
+    import qmd as api
+
+    root = tmp_path / "custom"
+    root.mkdir()
+    assert qmd(root, "init").returncode == 0
+    config = root / ".qmd" / "index.yml"
+    config.write_text(config.read_text().replace(api.BUILTIN_MODELS["rerank"], custom))
+    assert qmd(root, "trust").returncode == 0  # approved, so the custom model is the one used
+    proc = qmd(root, "doctor", "--quick", "--json")
+    rerank = _models(proc)["rerank model"]
+    assert rerank["status"] == "fail" and f"{custom} (config) is configured but" in rerank["detail"], rerank
+    assert rerank["fix"] == f"qmd --index {config} models list"
+    assert proc.returncode == 2, proc.stdout + proc.stderr
