@@ -103,6 +103,27 @@ def is_local_config(path: str | os.PathLike[str]) -> bool:
     return absolute.parent.name == LOCAL_DIR and absolute.name in LOCAL_CONFIG_NAMES
 
 
+LOCAL_PREFIX = "local-"
+
+
+def is_local_key(index: str) -> bool:
+    """`index` is the key of a project-local index (the path of its `.qmd/index.yml`)."""
+    return os.sep in index and is_local_config(index)
+
+
+def server_name(index: str) -> str:
+    """The name of an index's files beside other indexes' (its MCP server's PID, lock and
+    log files, its kept MCP instructions): the index name, or `local-<12 hex of
+    sha256(real path of its config)>` for a project-local index, whose name (`index`) the
+    home index also carries (a symlinked way into the project names the same files)."""
+    if not is_local_key(index):
+        return index
+    import hashlib
+
+    digest = hashlib.sha256(os.path.realpath(index).encode("utf-8", "surrogatepass")).hexdigest()
+    return LOCAL_PREFIX + digest[:12]
+
+
 def find_local_config(start: str | os.PathLike[str] | None = None) -> Path | None:
     """`.qmd/index.yaml` or `.qmd/index.yml` in `start` (default: the working directory) or
     the nearest folder above it that has one; None when there is none."""

@@ -2,9 +2,10 @@
 
 Agents start their first model turn as soon as the handshake allows, and opening the index
 to count its documents is most of a stdio server's start. So each start keeps the text it
-computed (`<cache>/mcp/instructions-<index>.json`) with the stamps (qmd/core/stamps.py) of
-everything the text is made from, and the next start answers `initialize` with it when
-every stamp is unchanged, while the index opens beside it as before:
+computed (`<cache>/mcp/instructions-<index>.json`; a project-local index's is
+`instructions-local-<hash>.json`, named as its server's PID file) with the stamps
+(qmd/core/stamps.py) of everything the text is made from, and the next start answers
+`initialize` with it when every stamp is unchanged, while the index opens beside it as before:
 
 - the index file, and its write-ahead log when that holds frames (an empty or absent log
   means the file itself is complete, whichever connection happens to be open);
@@ -37,9 +38,12 @@ VERSION = 1
 
 
 def cache_path(index: str) -> Path:
-    from qmd.core.paths import cache_dir
+    """Where the instructions of the index keyed `index` (`IndexPaths.key`) are kept:
+    `instructions-<name>.json`, a project-local index's `instructions-local-<hash>.json`
+    (`server_name`, as its server's PID file: its name `index` is the home index's too)."""
+    from qmd.core.paths import cache_dir, server_name
 
-    return cache_dir() / "mcp" / f"instructions-{index}.json"
+    return cache_dir() / "mcp" / f"instructions-{server_name(index)}.json"
 
 
 def inputs(paths: IndexPaths) -> list[Stamp]:
@@ -68,7 +72,7 @@ def applies(store: Store, paths: IndexPaths) -> bool:
 def read(paths: IndexPaths, key: list[Stamp]) -> str | None:
     """The kept instructions when `key` is exactly what they were made from, else None."""
     try:
-        with open(cache_path(paths.name), encoding="utf-8") as fh:
+        with open(cache_path(paths.key), encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, ValueError):
         return None
@@ -91,6 +95,6 @@ def keep(paths: IndexPaths, before: list[Stamp], text: str) -> None:
     if inputs(paths) != before or not settled(before, time.time_ns()):
         return
     try:
-        write_text(cache_path(paths.name), json.dumps({"version": VERSION, "key": before, "text": text}, ensure_ascii=False) + "\n", fsync=False)
+        write_text(cache_path(paths.key), json.dumps({"version": VERSION, "key": before, "text": text}, ensure_ascii=False) + "\n", fsync=False)
     except OSError:
         pass

@@ -13,7 +13,6 @@ server runs beside the home index's (whose name, `index`, a local index also car
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -22,24 +21,7 @@ from pathlib import Path
 from qmd.core.errors import QmdError
 from qmd.core.fileio import write_json
 from qmd.core.locks import FileLockHandle, is_locked, try_lock
-from qmd.core.paths import DEFAULT_INDEX, StateLayout, is_local_config
-
-LOCAL_PREFIX = "local-"
-
-
-def is_local_key(index: str) -> bool:
-    """`index` is the key of a project-local index (the path of its `.qmd/index.yml`)."""
-    return os.sep in index and is_local_config(index)
-
-
-def server_name(index: str) -> str:
-    """The name in an index's server files: the index name, or `local-<hash>` for a
-    project-local index (the hash of its config's real path: a symlinked way into the
-    project is the same server)."""
-    if not is_local_key(index):
-        return index
-    digest = hashlib.sha256(os.path.realpath(index).encode("utf-8", "surrogatepass")).hexdigest()
-    return LOCAL_PREFIX + digest[:12]
+from qmd.core.paths import DEFAULT_INDEX, LOCAL_PREFIX, StateLayout, is_local_key, server_name  # the name in an index's files (the kept MCP instructions use it too)
 
 
 def index_name(index: str) -> str:

@@ -181,3 +181,51 @@ def test_a_client_that_leaves_at_once_still_lets_the_start_keep_its_text(env: di
         os.close(out)
     assert kept and "markdown documents" in kept[0]
     assert not [t for t in threading.enumerate() if t.name == "qmd-open-index"]
+
+
+def test_a_home_and_a_local_index_each_keep_their_own_copy(env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project-local index is named `index` too: its copy is named as its server's PID file
+    (`local-<hash>`), so a start of either server never overwrites the other's, and a second
+    start of each answers `initialize` with its own kept text."""
+    import time
+
+    from qmd.serve.pidfile import server_name
+
+    project = tmp_path / "proj"
+    (project / "docs").mkdir(parents=True)
+    (project / "docs" / "guide.md").write_text("# Guide\n\nHow the project is laid out.\n")
+    for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
+        done = qmd(env, *argv, cwd=project)
+        assert done.returncode == 0, done.stderr
+    config = project / ".qmd" / "index.yml"
+    home_copy, local_copy = instructions.cache_path("index"), instructions.cache_path(str(config))
+
+    old = time.time() - 10
+    for p in (Path(env["XDG_CONFIG_HOME"]) / "qmd" / "index.yml", config):
+        os.utime(p, (old, old))
+    time.sleep(2.1)  # ctime cannot be set back: let the files age past the racy window
+
+    def start(cwd: Path, name: str) -> str:
+        monkeypatch.chdir(cwd)  # the server finds the project's index from its working directory, as an agent starts it
+        s = RawStdio(env, tmp_path / f"{name}.log")
+        try:
+            text = s.initialize()["result"]["instructions"]
+            assert s.request(1, "ping")["result"] == {}
+        finally:
+            assert s.close() == 0
+        return str(text)
+
+    home_text, local_text = start(tmp_path, "home"), start(project, "local")
+    assert home_text != local_text and "4 markdown documents" in home_text  # the local index holds 1
+    assert json.loads(home_copy.read_text())["text"] == home_text  # the local start left it alone
+    assert json.loads(local_copy.read_text())["text"] == local_text
+    assert local_copy.name == f"instructions-{server_name(str(config))}.json" and server_name(str(config)).startswith("local-")
+    assert sorted(p.name for p in home_copy.parent.iterdir()) == sorted([home_copy.name, local_copy.name])
+
+    # mark each copy (same key): a second start that answers with the mark used its own copy
+    for copy, mark in ((home_copy, "HOME KEPT"), (local_copy, "LOCAL KEPT")):
+        data = json.loads(copy.read_text())
+        copy.write_text(json.dumps({**data, "text": mark}))
+    assert start(tmp_path, "home2") == "HOME KEPT"
+    assert start(project, "local2") == "LOCAL KEPT"
+    assert start(tmp_path, "home3") == home_text  # each second start kept its own text again
