@@ -35,7 +35,7 @@ from typing import Any
 
 from qmd.core.errors import QmdError
 from qmd.core.fileio import replace_file
-from qmd.llm.convert import OUT_TYPES, ImportResult, _prompts, _read_json
+from qmd.llm.convert import OUT_TYPES, ImportResult, _first_duplicate, _prompts, _read_json
 from qmd.llm import spm
 
 ARCH = "gemma-embedding"
@@ -213,15 +213,6 @@ def _space_prefix(folder: Path, spm_flag: bool) -> bool:
         return spm_flag
     parts = normalizer.get("normalizers", [normalizer]) if isinstance(normalizer, dict) else []
     return any(isinstance(p, dict) and p.get("type") == "Prepend" for p in parts)
-
-
-def _first_duplicate(items: list[str]) -> str | None:
-    seen: set[str] = set()
-    for item in items:
-        if item in seen:
-            return item
-        seen.add(item)
-    return None
 
 
 def import_gemma_embedding(folder: Path, out: Path, out_type: str = "f16", name: str | None = None) -> ImportResult:
