@@ -22,6 +22,20 @@ def _stdio(ctx: Context) -> CheckResult:
     return ok(name, f"initialize + tools/list in {shake.seconds:.1f}s: {shake.server} {shake.version}, protocol {shake.protocol}, tools {', '.join(shake.tools)}", ms=c.ms)
 
 
+def _health(url: str, token: str | None) -> dict[str, object] | None:
+    """GET /health, asked again with a longer wait before a server counts as not answering:
+    a sound server on a machine whose cores are busy can take over 2 s to answer (a false
+    failure there would send the user to restart a healthy server)."""
+    for timeout in HEALTH_WAITS_S:
+        health = servers.health(url, timeout=timeout, token=token)
+        if health is not None:
+            return health
+    return None
+
+
+HEALTH_WAITS_S = (2.0, 10.0)
+
+
 def restart(index: str, info: servers.PidInfo | None) -> str:
     """Stop the index's server if one runs, then start it again where it was (this build,
     with --no-auth only if it had it)."""
@@ -44,8 +58,8 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
         if state.state == "unverified" or info is None:
             return [fail(name, f"a server holds the lock but {state.reason or 'wrote no PID file'}", f"ps aux | grep 'qmd.*mcp'  # stop it, then: {start}", ms=c.ms)]
         token, source = servers.probe_token(index)
-        health = servers.health(info.url, token=token)
-        if health is None and token and servers.health(info.url) is not None:
+        health = _health(info.url, token)
+        if health is None and token and _health(info.url, None) is not None:
             return [fail(name, f"pid {info.pid} at {info.url} refuses the token from {source} (revoked, or another index's)", qmd_command("token", "list", index=index) + f"  # then export a valid token in {source.lstrip('$')}", ms=c.ms)]
         if health is None:
             return [fail(name, f"pid {info.pid} runs but {info.url}/health does not answer", qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info))]
