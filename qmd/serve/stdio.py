@@ -13,7 +13,9 @@ the first model turn without waiting for slow servers; the handshake is the whol
   the pipeline's next checkpoint (qmd/core/cancel.py) and frees the worker; a cancelled
   call gets no answer, as the spec asks.
 - A line over `MAX_MESSAGE_BYTES` is refused with a parse error and skipped to its end.
-- End of stdin: every call is cancelled, the worker gets a moment to stop, the index is
+- End of stdin: the calls already received are answered (a script's `printf '…' | qmd mcp`
+  reads them after it stopped writing) unless the reader of stdout is gone too (an agent
+  that quit: its calls are cancelled at once) or `DRAIN_WAIT_S` passes; then the index is
   closed, exit 0. A service that cannot start (a broken config) answers the request with
   the error and the fix, says it on stderr, and exits 1.
 """
@@ -24,6 +26,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 MAX_QUEUED = 64
 STOP_WAIT_S = 2.0
+DRAIN_WAIT_S = 30.0  # after stdin closes, the calls already received are answered for this long at most
 
 Log = Callable[[str], None]
 _STOP = object()
@@ -124,6 +128,17 @@ class StdioServer:
         return self._service
 
     # output
+
+    def _reader_gone(self) -> bool:
+        """Has whoever reads our stdout closed it (a pipe's write end then polls POLLERR)?"""
+        import select
+
+        poller = select.poll()
+        poller.register(self.out_fd, select.POLLOUT)
+        try:
+            return any(events & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, events in poller.poll(0))
+        except OSError:
+            return True
 
     def send(self, message: Any) -> None:
         data = encode(message) + b"\n"
@@ -233,14 +248,21 @@ class StdioServer:
                 self._forget(call_id)
 
     def _shut_down(self, worker: threading.Thread) -> None:
-        with self._pending_lock:
-            for event in self._pending.values():
-                event.set()
+        """stdin closed: answer what was asked before it closed (`printf '…' | qmd mcp | jq`
+        reads the answers after the writer is done), unless whoever reads stdout is gone too
+        (an agent that quit: its calls are cancelled) or DRAIN_WAIT_S passes."""
         try:
-            self._work.put(_STOP, timeout=STOP_WAIT_S)
+            self._work.put(_STOP, timeout=STOP_WAIT_S)  # behind the calls already received
         except queue.Full:
             pass
-        worker.join(STOP_WAIT_S)
+        deadline = time.monotonic() + DRAIN_WAIT_S
+        while worker.is_alive() and time.monotonic() < deadline and not self._reader_gone():
+            worker.join(0.1)
+        if worker.is_alive():
+            with self._pending_lock:
+                for event in self._pending.values():
+                    event.set()
+            worker.join(STOP_WAIT_S)
         if worker.is_alive():  # stuck inside a model call: do not close the index under it
             self.log("a tool call did not stop within 2 s of stdin closing; exiting without waiting for it")
             sys.stderr.flush()

@@ -202,3 +202,62 @@ def test_a_cancelled_query_stops_reranking_and_frees_the_server(tmp_path: Path) 
     assert "tools/call query cancelled by the client" in log, log
     assert "Traceback" not in log
     assert waited < 60
+
+
+def test_calls_piped_in_before_stdin_closes_are_answered(env: dict[str, str], tmp_path: Path) -> None:
+    """`printf '…' | qmd mcp | jq`: the writer is done before the answers are; they still come
+    (the end of stdin once cancelled every call, so a script got only `initialize` back)."""
+    import subprocess
+    import sys
+
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "sh", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "rollback"}], "limit": 2}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "status", "arguments": {}}},
+    ]
+    proc = subprocess.run([sys.executable, "-m", "qmd", "mcp"], env=env, input="".join(json.dumps(m) + "\n" for m in lines), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines())}
+    assert set(answers) == {1, 2, 3}
+    assert answers[2]["result"]["structuredContent"]["results"] and answers[3]["result"].get("isError") is not True
+
+
+def test_an_agent_that_quits_mid_query_does_not_keep_the_server_busy(tmp_path: Path) -> None:
+    """stdin and stdout both closed (the agent exited) during a minutes-long rerank: the call is
+    cancelled and the server exits at once, not after the drain's 30 s."""
+    import subprocess
+    import sys
+
+    from tests.support.tinyllama import write_tiny_llama
+
+    slow = write_tiny_llama(tmp_path / "slow-reranker.gguf", hidden=384, layers=6, ctx=2048)
+    env = make_env(tmp_path, {"QMD_RERANK_MODEL": str(slow)})
+    notes = tmp_path / "many"
+    notes.mkdir()
+    filler = " ".join(f"step{i} of the rollback procedure restores service" for i in range(40))
+    for i in range(200):
+        (notes / f"n{i:03}.md").write_text(f"# Rollback note {i}\n\n{filler}\n")
+    assert qmd(env, "collection", "add", str(notes), "--name", "many").returncode == 0
+    with open(tmp_path / "stderr.log", "ab") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "qmd", "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            for m in (
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                {"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
+                    "name": "query", "arguments": {"query": "rollback procedure", "candidateLimit": 200}, "_meta": {"progressToken": "p"}}},
+            ):
+                proc.stdin.write((json.dumps(m) + "\n").encode())
+            proc.stdin.flush()
+            while b"reranking" not in proc.stdout.readline():
+                pass
+            quit_at = time.monotonic()
+            proc.stdout.close()
+            proc.stdin.close()
+            assert proc.wait(timeout=60) == 0
+            assert time.monotonic() - quit_at < 15
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
