@@ -11,8 +11,9 @@ Each question runs once through `Store.query` with the fused lists captured (the
 vector lists of the question, with their scores); every fusion rule is then applied to the
 same captured lists, so the columns differ only by the rule. `search` and `vsearch` are the
 Store's own commands. "RRF (before)" is the rule qmd shipped before (fusion.rrf with the
-any-term-only BM25 list at weight 1); "qmd" is what `query` returns now, checked to equal
-the rule applied offline.
+any-term-only BM25 list at weight 1); "no feedback" is evidence-weighted fusion of the
+question's lists without the pseudo-relevance feedback list (what `query` did before it);
+"qmd" is what `query` returns now, checked to equal the rule applied offline.
 
 Embedded indexes are cached (one per model file) under $QMD_BENCH_CACHE (default
 ~/.cache/qmd-bench, outside the repo and the temp HOME): Cranfield with MiniLM takes a
@@ -221,13 +222,15 @@ def rule_rankings(lists: list) -> dict[str, list[str]]:  # type: ignore[type-arg
     """Each fusion rule applied offline to one question's captured lists."""
     from qmd.search import fusion
 
+    first = [x for x in lists if x.name != fusion.FEEDBACK_LIST]  # the question's own lists
     return {
-        "RRF (before)": [str(f.key) for f in fusion.legacy_rrf(lists)][:10],
+        "RRF (before)": [str(f.key) for f in fusion.legacy_rrf(first)][:10],
+        "no feedback": [str(f.key) for f in fusion.fuse_lists(first)][:10],
         "fusion (offline)": [str(f.key) for f in fusion.fuse_lists(lists)][:10],
     }
 
 
-METHODS = ("search", "vsearch", "RRF (before)", "qmd")
+METHODS = ("search", "vsearch", "RRF (before)", "no feedback", "qmd")
 
 
 def evaluate(runs: list[Run], bset: BenchSet) -> dict[str, dict[str, dict[str, float]]]:

@@ -16,6 +16,13 @@ The hybrid pipeline (qmd/search/hybrid.py):
      the second) is put first.
    `rrf` is plain weighted RRF (every entry evidence 1, a flat bonus); `legacy_rrf` is
    the rule before: RRF with a fill-only BM25 list at weight 1.
+   Feedback (pseudo-relevance, RM3-style, plain questions only): before fusing, the
+   documents in the top 10 of both the question's BM25 and vector lists (`feedback_seeds`,
+   best fused first, at most 5; none when the BM25 list has no evidence) lend the 10 words
+   they most share (`feedback_terms`) to one more BM25 search, question terms plus those
+   words; its hits join as the list FEEDBACK_LIST, weight 1 × the BM25 list's evidence,
+   counted by rank alone. One FTS5 query and the seeds' texts: about 5 ms (p90 7-8 ms) a
+   question on Cranfield's 1,400 documents, no second KNN.
 3. The reranker scores the top candidates in [0, 1]; `blend` mixes that score with the
    fused rank: w / rrf_rank + (1 − w) × rerank, w = 0.75 for ranks 1–3, 0.60 for 4–10 and
    0.40 below, so the reranker can reorder the tail more freely than the head.
@@ -38,6 +45,20 @@ vectors 0.379), Cranfield hit@1 88 → 79 of 225 (vectors 80). With EmbeddingGem
 paraphrase 16/43 0.585 → 29/43 0.798 (vectors the same), deep-research 24/25 → 23/25
 (vectors 23/25), keyword and example all first. The seed question "how do we undo a bad
 release?" over examples/notes: the rollback runbook 2nd → 1st with either model.
+
+Feedback, measured the same way (no feedback → feedback, same run): Cranfield (MiniLM)
+nDCG@10 0.402 → 0.409, hit@1 79 → 82 of 225 (vectors 80, BM25 77), MRR@10 0.552 → 0.565;
+every other set and model unchanged (paraphrase, keyword, deep-research, example, both
+models: same hit@1 and MRR). It fires on 195 of 225 Cranfield questions, 8-9 of 53
+paraphrase ones. Tried and not kept: vector Rocchio (the question's vector plus 0.5-1 ×
+the mean best-chunk vector of the top 3-5 fused or vector documents, a second KNN): at
+most 0.405 and it cost paraphrase and deep-research MRR; feedback seeded by the top
+BM25 or top fused documents, or weighing 1.5-3: up to 0.426 on Cranfield, but drift
+through a shared-word distractor moved the seed question (EmbeddingGemma) from 2nd to
+3rd-5th and cost deep-research questions; a bonus for a document in both top-10s: at most
+0.404. The chosen point sits inside a plateau (offline grid): at weight 1, 4-8 seeds with
+10-15 words all lose nothing (Cranfield 0.410-0.415, hit@1 80-83); 5-8 words or weight
+1.5 mostly cost the seed question with EmbeddingGemma.
 """
 
 from __future__ import annotations
@@ -205,6 +226,55 @@ def fuse_lists(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
         entry.contributions.append(("vector-winner", 1, lift))
         out = [entry] + [e for e in out if e.key != winner]
     return out
+
+
+FEEDBACK_DEPTH = 10  # seeds come from the documents in the top 10 of both the question's BM25 and vector lists
+FEEDBACK_SEEDS = 5  # at most this many seeds, in fused order
+FEEDBACK_TERMS = 10  # expansion words drawn from the seeds
+FEEDBACK_WEIGHT = 1.0  # the feedback list's weight (the question's lists weigh 2), times the BM25 list's evidence
+FEEDBACK_LIST = "feedback:bm25"
+_WORD = re.compile(r"[a-z]+")
+
+
+def feedback_seeds(lists: Sequence[RankedList], fused: Sequence[Fused]) -> list[Hashable]:
+    """Pseudo-relevant documents: those in the top FEEDBACK_DEPTH of both the first BM25
+    list and the first vector list (the question's), best fused first, at most
+    FEEDBACK_SEEDS; none when the lists share no document or the BM25 list has no evidence."""
+    bm25 = next((x for x in lists if x.kind == "bm25"), None)
+    vec = next((x for x in lists if x.kind == "vector"), None)
+    if bm25 is None or vec is None or list_evidence(bm25) <= 0.0:
+        return []
+    both = set(bm25.keys[:FEEDBACK_DEPTH]) & set(vec.keys[:FEEDBACK_DEPTH])
+    return [f.key for f in fused if f.key in both][:FEEDBACK_SEEDS]
+
+
+def feedback_terms(question: Iterable[str], texts: Iterable[str], limit: int = FEEDBACK_TERMS) -> list[str]:
+    """RM3-style expansion words from the seed documents' texts: words of three letters or
+    more, not stop-words, in at least two seeds, sharing no five-letter prefix with a term
+    of `question`; ranked by (sum over seeds of the word's share of the seed's words) ×
+    (seeds holding it), ties alphabetically."""
+    from qmd.search.syntax import STOPWORDS
+
+    asked = {t[:5] for t in question}
+    share: dict[str, float] = {}
+    seeds: dict[str, int] = {}
+    for text in texts:
+        words = [w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS]
+        counts: dict[str, int] = {}
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+        for w, n in counts.items():
+            share[w] = share.get(w, 0.0) + n / len(words)
+            seeds[w] = seeds.get(w, 0) + 1
+    ranked = sorted((w for w in share if seeds[w] >= 2 and w[:5] not in asked), key=lambda w: (-share[w] * seeds[w], w))
+    return ranked[:limit]
+
+
+def feedback_list(lists: Sequence[RankedList], keys: Sequence[Hashable]) -> RankedList:
+    """The feedback search's hits as a fusion list: weight FEEDBACK_WEIGHT × the question's
+    BM25 list evidence, counted by rank alone (no kind)."""
+    bm25 = next(x for x in lists if x.kind == "bm25")
+    return RankedList(FEEDBACK_LIST, FEEDBACK_WEIGHT * list_evidence(bm25), list(keys))
 
 
 def coverage(terms: Iterable[str], text: str) -> float:

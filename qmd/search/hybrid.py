@@ -7,9 +7,13 @@
 3. Routing: lex → BM25, vec/hyde → vectors, the original question → both; top 20 each.
    The original question's lists (or the first typed line's) weigh 2. Each BM25 hit
    carries its coverage (share of the sub-query's content terms in the document).
-4. Evidence-weighted reciprocal rank fusion (qmd/search/fusion.py `fuse_lists`): any-term
-   fill counts by its coverage, a fill-only BM25 list by its best coverage, a vector
-   list by its best cosine; a clear vector winner goes first.
+4. Pseudo-relevance feedback (plain questions with both lists): up to 5 documents in the top
+   10 of both the question's BM25 and vector lists lend their 10 most common shared words
+   to one more BM25 search (the question's terms plus those words), a list weighing 1 ×
+   the BM25 list's evidence; no second KNN. Then evidence-weighted reciprocal rank fusion
+   (qmd/search/fusion.py `fuse_lists`): any-term fill counts by its coverage, a fill-only
+   BM25 list by its best coverage, a vector list by its best cosine; a clear vector winner
+   goes first.
 5. The top `candidates` documents are reranked on their best chunk (cached per chunk).
 6. Position-aware blend of fused rank and rerank score; without a reranker the score is
    1 / fused rank. Each missing model skips its stage, and the result says so.
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from qmd.core.cancel import checkpoint
 from qmd.core.errors import QmdError
 from qmd.search.fts import bm25_search
-from qmd.search.fusion import RankedList, blend, blend_weight, coverage, fuse_lists
+from qmd.search.fusion import RankedList, blend, blend_weight, coverage, feedback_list, feedback_seeds, feedback_terms, fuse_lists
 from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.core.query import SubQuery
 from qmd.search.typed import TypedQuery, parse_typed
@@ -210,6 +214,30 @@ def best_chunk(text: str, chunks: list[tuple[int, int]], words: set[str], intent
     return best
 
 
+def feedback(
+    ctx: QueryContext, question: str, named: list[RankedList], rows: dict[int, DocRow], texts: dict[str, str], load_ids: Callable[[list[int]], None],
+) -> int:
+    """Pseudo-relevance feedback (fusion.py, "Feedback"): the documents both of the question's
+    lists have in their top 10 lend their common words to one more BM25 search, appended to
+    `named` as a list weighing 1 × the BM25 list's evidence. Returns the expansion words used
+    (0: no seeds, no evidence or no words, and nothing appended). A question with negated
+    terms gets none: the feedback search would not exclude them."""
+    if parse_query(question).negative:
+        return 0
+    seeds = [doc_id(k) for k in feedback_seeds(named, fuse_lists(named))]
+    if not seeds:
+        return 0
+    load_ids(seeds)
+    terms = question_terms(question)
+    words = feedback_terms(terms, [texts[rows[d].hash] for d in seeds if d in rows])
+    if not words:
+        return 0
+    checkpoint()
+    found = bm25_search(ctx.backend, parse_query(" ".join(sorted(terms) + words)), LIST_DEPTH, ctx.scope)
+    named.append(feedback_list(named, [h.doc_id for h in found]))
+    return len(words)
+
+
 def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progress | None = None, explain: bool = False) -> QueryResult:
     """The whole pipeline (see the module docstring)."""
     from qmd.search.vector import current_model
@@ -322,6 +350,9 @@ def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progre
     plan.stages["bm25"] = sum(1 for _, b, _, _ in lists if b == "bm25")
     order = {name: i for i, (name, _, _, _) in enumerate(lists)}
     named.sort(key=lambda item: order[item.name])
+    if not typed.searches and opts.bm25:
+        with timer("feedback"):
+            plan.stages["feedback"] = feedback(ctx, question, named, rows, texts, load_ids)
 
     with timer("fusion"):
         candidates = fuse(named)

@@ -169,3 +169,28 @@ def test_fuse_lists_without_evidence_fields_is_weighted_rrf_with_scaled_bonus() 
     assert fused["a"].score == pytest.approx(2 / 61 + 0.05)
     assert fused["b"].score == pytest.approx(2 / 62 + 1 / 61 + 0.025)  # max(0.02 × 2/2, 0.05 × 1/2)
     assert fuse_lists([]) == [] and fuse_lists([RankedList("x", 1.0, [])]) == []
+
+
+def test_feedback_seeds_are_the_documents_both_lists_agree_on() -> None:
+    from qmd.search.fusion import feedback_list, feedback_seeds, fuse_lists
+
+    bm25 = RankedList("bm25:query", 2.0, ["a", "b", "c"], [0.9, 0.8, 0.7], "bm25", 3, [1.0, 1.0, 1.0])
+    vec = RankedList("vec:query", 2.0, ["c", "d", "b"], [0.5, 0.4, 0.3], "vector")
+    lists = [bm25, vec]
+    assert feedback_seeds(lists, fuse_lists(lists)) == ["c", "b"]  # fused order, only the shared ones
+    assert feedback_seeds([bm25, RankedList("vec:query", 2.0, ["d"], [0.5], "vector")], fuse_lists(lists)) == []
+    fill = RankedList("bm25:query", 2.0, ["c", "b"], [0.2, 0.1], "bm25", 0, [0.3, 0.3])  # fill below FILL_TRUST: no evidence
+    assert feedback_seeds([fill, vec], fuse_lists([fill, vec])) == []
+    assert feedback_seeds([vec], fuse_lists([vec])) == []  # no keyword list
+    half = RankedList("bm25:query", 2.0, ["c"], [0.2], "bm25", 0, [0.6])  # half-way through FILL_TRUST
+    assert feedback_list([half, vec], ["x"]).weight == pytest.approx(0.5)
+
+
+def test_feedback_terms_are_shared_by_two_seeds_and_new_to_the_question() -> None:
+    from qmd.search.fusion import feedback_terms
+
+    texts = ["Wing flutter at supersonic speed; flutter of the panel.", "Panel flutter and wing boundary layers.", "The wing of a bird."]
+    # "flutter" is in the question (prefix "flutt"), stop-words and words of one seed are out
+    assert feedback_terms(["flutter"], texts) == ["wing", "panel"]
+    assert feedback_terms(["flutter"], texts, limit=1) == ["wing"]
+    assert feedback_terms(["flutter"], texts[:1]) == []  # one seed: nothing is shared
