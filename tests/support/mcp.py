@@ -57,6 +57,23 @@ def qmd(env: dict[str, str], *args: str, timeout: float = 120, cwd: Path | None 
     return subprocess.run([sys.executable, "-m", "qmd", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
+def slow_rerank_env(tmp_path: Path) -> dict[str, str]:
+    """An isolated env whose query "rollback procedure" (candidateLimit 200) reranks for
+    minutes: 200 long notes and a deliberately slow yes/no reranker (a wide tiny llama),
+    for tests that cancel or abandon a query mid-rerank."""
+    from tests.support.tinyllama import write_tiny_llama
+
+    slow = write_tiny_llama(tmp_path / "slow-reranker.gguf", hidden=384, layers=6, ctx=2048)
+    env = make_env(tmp_path, {"QMD_RERANK_MODEL": str(slow)})
+    notes = tmp_path / "many"
+    notes.mkdir()
+    filler = " ".join(f"step{i} of the rollback procedure restores service" for i in range(40))
+    for i in range(200):
+        (notes / f"n{i:03}.md").write_text(f"# Rollback note {i}\n\n{filler}\n")
+    assert qmd(env, "collection", "add", str(notes), "--name", "many").returncode == 0
+    return env
+
+
 def setup_index(root: Path, env: dict[str, str]) -> Path:
     notes = write_notes(root)
     proc = qmd(env, "collection", "add", str(notes), "--name", "notes")

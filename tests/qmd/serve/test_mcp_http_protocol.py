@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.qmd.serve.test_mcp_protocol import cpu_seconds
-from tests.support.mcp import free_port, make_env, qmd, request, setup_index, spawn_http, stop_process, wait_health
+from tests.support.mcp import free_port, make_env, qmd, request, setup_index, slow_rerank_env, spawn_http, stop_process, wait_health
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 
@@ -87,16 +87,7 @@ def _post_and_hang_up(port: int, path: str, payload: Any, server_pid: int, basel
 
 @pytest.mark.parametrize("route", ["/mcp", "/query"])
 def test_a_client_that_hangs_up_cancels_its_query(tmp_path: Path, route: str) -> None:
-    from tests.support.tinyllama import write_tiny_llama
-
-    slow = write_tiny_llama(tmp_path / "slow-reranker.gguf", hidden=384, layers=6, ctx=2048)
-    env = make_env(tmp_path, {"QMD_RERANK_MODEL": str(slow)})
-    notes = tmp_path / "many"
-    notes.mkdir()
-    filler = " ".join(f"step{i} of the rollback procedure restores service" for i in range(40))
-    for i in range(200):
-        (notes / f"n{i:03}.md").write_text(f"# Rollback note {i}\n\n{filler}\n")
-    assert qmd(env, "collection", "add", str(notes), "--name", "many").returncode == 0
+    env = slow_rerank_env(tmp_path)
     port = free_port()
     log = tmp_path / "server.log"
     proc = spawn_http(env, port, log)

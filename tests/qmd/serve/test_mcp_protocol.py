@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp import RawStdio, make_env, qmd, setup_index
+from tests.support.mcp import RawStdio, make_env, qmd, setup_index, slow_rerank_env
 
 
 @pytest.fixture
@@ -166,16 +166,7 @@ def test_a_cancelled_query_stops_reranking_and_frees_the_server(tmp_path: Path) 
     """A query reranking 200 long notes with a deliberately slow yes/no reranker (minutes
     uncancelled) is cancelled once its progress says reranking began: no answer for it, the
     next query is answered, and nothing keeps burning CPU for nobody."""
-    from tests.support.tinyllama import write_tiny_llama
-
-    slow = write_tiny_llama(tmp_path / "slow-reranker.gguf", hidden=384, layers=6, ctx=2048)
-    env = make_env(tmp_path, {"QMD_RERANK_MODEL": str(slow)})
-    notes = tmp_path / "many"
-    notes.mkdir()
-    filler = " ".join(f"step{i} of the rollback procedure restores service" for i in range(40))
-    for i in range(200):
-        (notes / f"n{i:03}.md").write_text(f"# Rollback note {i}\n\n{filler}\n")
-    assert qmd(env, "collection", "add", str(notes), "--name", "many").returncode == 0
+    env = slow_rerank_env(tmp_path)
     s = RawStdio(env, tmp_path / "stderr.log")
     try:
         s.initialize()
@@ -229,16 +220,7 @@ def test_an_agent_that_quits_mid_query_does_not_keep_the_server_busy(tmp_path: P
     import subprocess
     import sys
 
-    from tests.support.tinyllama import write_tiny_llama
-
-    slow = write_tiny_llama(tmp_path / "slow-reranker.gguf", hidden=384, layers=6, ctx=2048)
-    env = make_env(tmp_path, {"QMD_RERANK_MODEL": str(slow)})
-    notes = tmp_path / "many"
-    notes.mkdir()
-    filler = " ".join(f"step{i} of the rollback procedure restores service" for i in range(40))
-    for i in range(200):
-        (notes / f"n{i:03}.md").write_text(f"# Rollback note {i}\n\n{filler}\n")
-    assert qmd(env, "collection", "add", str(notes), "--name", "many").returncode == 0
+    env = slow_rerank_env(tmp_path)
     with open(tmp_path / "stderr.log", "ab") as err:
         proc = subprocess.Popen([sys.executable, "-m", "qmd", "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
         try:
