@@ -240,3 +240,65 @@ def test_init_writes_the_config_with_model_defaults(tmp_path: Path) -> None:
     assert "alpha" in qmd(project / "notes", "search", "alpha").stdout
     home = Path(os.environ["HOME"])
     assert qmd(home, "init").returncode == 1
+
+
+def _gated_repo(tmp_path: Path, field: str, value: str) -> tuple[Path, Path]:
+    """(upstream, clone) whose .qmd config gates one `field` (update, outside, model) set to `value`."""
+    upstream = tmp_path / "upstream"
+    (upstream / "docs").mkdir(parents=True)
+    (upstream / "docs" / "deploy.md").write_text("# Deploy\n\nRoll back the canary.\n")
+    (upstream / ".qmd").mkdir()
+    (upstream / ".qmd" / "index.yml").write_text(_gated_config(field, value))
+    git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "add", ".")
+    git(upstream, "commit", "-q", "-m", "docs")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(upstream), str(work))
+    return upstream, work
+
+
+def _gated_config(field: str, value: str) -> str:
+    docs = "collections:\n  docs:\n    path: docs\n" + (f"    update: {value}\n" if field == "update" else "")
+    if field == "outside":
+        docs += f"  away:\n    path: {value}\n"
+    return docs + (f"models:\n  embed: {value}\n" if field == "model" else "")
+
+
+@pytest.mark.parametrize("field", ["update", "outside", "model"])
+def test_each_gated_field_by_terminal_approval_and_edit(tmp_path: Path, field: str) -> None:
+    """The trust table: each gated field with no terminal (skipped), on a terminal (asked:
+    no keeps it skipped, yes uses it), approved (used unattended) and edited by a `git pull`
+    after approval (skipped again until approved again)."""
+    values = {
+        "update": (f"touch {tmp_path / 'MARKER-1'}", f"touch {tmp_path / 'MARKER-2'}"),
+        "outside": (str(tmp_path / "away-1"), str(tmp_path / "away-2")),
+        "model": (str(tmp_path / "custom-1.gguf"), str(tmp_path / "custom-2.gguf")),
+    }[field]
+    for i, word in ((1, "zebrafish"), (2, "quokka")):
+        (tmp_path / f"away-{i}").mkdir()
+        (tmp_path / f"away-{i}" / "far.md").write_text(f"# Far\n\n{word} notes\n")
+    upstream, work = _gated_repo(tmp_path, field, values[0])
+
+    def used(version: int) -> bool:
+        """Did the last `qmd update` (or the config as read now) use the field's value `version`?"""
+        if field == "update":
+            return (tmp_path / f"MARKER-{version}").exists()
+        if field == "outside":
+            return json.loads(qmd(work, "search", ("zebrafish", "quokka")[version - 1], "--json").stdout or "[]") != []
+        models = json.loads(qmd(work, "status", "--json").stdout)["models"]
+        return next(m for m in models if m["role"] == "embed")["spec"] == values[version - 1]
+
+    result = qmd(work, "update")  # no terminal
+    assert result.returncode == 0 and "not trusted" in result.stderr and not used(1)
+    code, text = _pty_run(work, ["update"], "n")  # a terminal, the answer no
+    assert code == 0 and "[y/N]" in text and not used(1)
+    code, text = _pty_run(work, ["update"], "y")  # a terminal, the answer yes
+    assert code == 0 and "Trusted" in text and used(1), text
+    (tmp_path / "MARKER-1").unlink(missing_ok=True)
+    assert qmd(work, "update").returncode == 0 and used(1)  # approved: used unattended
+    config = upstream / ".qmd" / "index.yml"
+    config.write_text(_gated_config(field, values[1]))  # a pull that rewrites the field
+    git(upstream, "commit", "-q", "-am", "edit")
+    git(work, "pull", "-q")
+    result = qmd(work, "update")
+    assert result.returncode == 0 and "not trusted" in result.stderr and not used(2)
