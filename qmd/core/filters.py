@@ -195,6 +195,8 @@ def parse_filter(spec: object) -> Filter | None:
             spec = json.loads(spec)
         except ValueError as exc:
             raise FilterError(f"not valid JSON ({exc})", f"quote the whole filter for the shell, e.g. --filter '{EXAMPLE}'") from None
+        except RecursionError:  # hundreds of levels: the decoder gives up before _node's depth check
+            raise FilterError(f"nested more than {MAX_DEPTH} levels", "flatten it: and/or take a list of operands") from None
     return _node(spec, "filter", 0, [0])
 
 
@@ -203,32 +205,43 @@ def parse_filter(spec: object) -> Filter | None:
 _RELATIVE = re.compile(r"^\s*(\d{1,6})\s*([hdwmy])\s*$", re.IGNORECASE)
 _UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
 WHEN_HINT = "an ISO date or time (2024-05-01, 2024-05-01T09:30) or an age: 12h, 7d, 2w, 3m (30 days), 1y"
+NS_MIN, NS_MAX = -(2**63), 2**63 - 1  # what a stored date holds (signed 64-bit epoch ns: 1677-09-21 to 2262-04-11)
+
+
+def _clamped(ns: int) -> int:
+    """`ns` within what the index stores: earlier dates sort as the earliest, later as the latest."""
+    return min(NS_MAX, max(NS_MIN, ns))
 
 
 def parse_when(text: str, now_ns: int, *, end: bool = False, name: str = "since") -> int:
     """Epoch nanoseconds of `text`: an ISO date/time, or an age before `now_ns` (7d, 2w…).
 
     A bare date is that day in UTC; with `end` (for --until) the whole day is included.
+    Dates beyond what the index stores (before 1677, after 2262: `date: 0001-01-01`,
+    `--until 9999-12-31`, `--since 999999y`) are clamped to its first or last moment.
     """
     if not isinstance(text, str) or not text.strip():
         raise QmdError(f"--{name} needs a date or an age", WHEN_HINT)
     match = _RELATIVE.match(text)
     if match:
-        return now_ns - int(match.group(1)) * _UNIT_S[match.group(2).lower()] * 1_000_000_000
+        return _clamped(now_ns - int(match.group(1)) * _UNIT_S[match.group(2).lower()] * 1_000_000_000)
     from datetime import datetime, timedelta, timezone
 
     value = text.strip()
     try:
         if len(value) == 10:
-            day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=timezone.utc)
-            moment = day + timedelta(days=1) if end else day
+            moment = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=timezone.utc)
         else:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
             if moment.tzinfo is None:
                 moment = moment.replace(tzinfo=timezone.utc)
     except ValueError:
         raise QmdError(f"--{name} {text!r} is not a date or an age", WHEN_HINT) from None
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    ns = ((moment - epoch) // timedelta(microseconds=1)) * 1000  # exact for any year, unlike timestamp()
+    if len(value) == 10 and end:
+        ns += 86_400 * 1_000_000_000  # the whole day
+    return _clamped(ns)
 
 
 def date_range(since: str | None, until: str | None, now_ns: int | None = None) -> DateRange | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -205,6 +206,38 @@ def test_parse_when() -> None:
             parse_when(bad, now)
     with pytest.raises(qmd.QmdError, match="not before"):
         build(None, "2024-02-01", "2024-01-01")
+
+
+def test_dates_beyond_what_the_index_stores_are_clamped_not_a_crash(tmp_path: Path, run_qmd: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    """Epoch nanoseconds in 64 bits end at 1677 and 2262: a note dated 0001-01-01 stopped the
+    whole update (OverflowError, exit 3), and so did --since 0001-01-01 / --until 9999-12-31 /
+    --since 999999y on every search. They sort as the earliest and latest moments now."""
+    root = tmp_path / "dated"
+    root.mkdir()
+    (root / "ancient.md").write_text("---\ndate: 0001-01-01\n---\n# Ancient\nalpha\n")
+    (root / "far.md").write_text("---\ndate: 9999-12-31T23:59:59\nupdated: 1500-06-01\n---\n# Far\nalpha\n")
+    (root / "now.md").write_text("---\ndate: 2024-05-01\n---\n# Now\nalpha\n")
+    assert run_qmd("collection", "add", str(root), "--name", "dated").returncode == 0
+    def files(*args: str) -> list[str]:
+        proc = run_qmd("search", "alpha", "--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        return sorted(h["file"].rsplit("/", 1)[1] for h in json.loads(proc.stdout))
+    assert files() == ["ancient.md", "far.md", "now.md"]
+    assert files("--since", "0001-01-01") == ["ancient.md", "far.md", "now.md"]
+    assert files("--until", "9999-12-31") == ["ancient.md", "now.md"]  # far.md holds the last moment itself
+    assert files("--until", "1700-01-01") == ["ancient.md"]
+    assert files("--since", "2262-04-11") == ["far.md"]
+    assert files("--since", "999999y") == ["ancient.md", "far.md", "now.md"]
+    assert files("--since", "2024-01-01", "--until", "2025-01-01") == ["now.md"]
+    assert parse_when("0001-01-01", 0) < parse_when("1677-09-22", 0) or parse_when("0001-01-01", 0) == -(2**63)
+
+
+def test_a_filter_nested_past_what_json_decodes_is_one_error() -> None:
+    leaf = json.dumps(cond("status", "eq", "published"))
+    for depth in (20, 999, 5000):
+        deep = '{"operator":"not","operand":' * depth + leaf + "}" * depth
+        with pytest.raises(FilterError, match="nested more than 16"):
+            parse_filter(deep)
 
 
 # --- the grammar ---------------------------------------------------------------------------
