@@ -31,6 +31,14 @@ EXACT_CHUNKS = 20_000  # up to this many candidate chunks, distances are compute
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 EF_SEARCH_MIN = 200  # recall@10 on 300k synthetic 384-d: 0.91 at 100, 0.97 at 200 (tight clusters); see bench/postgres_bench.py
+EF_PER_ROW = 600 / 1_000_000  # ef_search grows with the table: on 1M such vectors 200 gives 0.88-0.90, 400 0.94, 600 0.968
+EF_SEARCH_MAX = 1000  # pgvector's limit
+
+
+def ef_search(k: int, rows: int) -> int:
+    """hnsw.ef_search for the `k` nearest of a table of `rows` vectors: at least the page and
+    EF_SEARCH_MIN, more as the table grows (a fixed ef loses recall on a larger graph)."""
+    return min(EF_SEARCH_MAX, max(EF_SEARCH_MIN, k, round(rows * EF_PER_ROW)))
 BULK_DOCUMENTS = 1000  # an embed of at least this many documents (and a quarter of those embedded) builds HNSW once, after
 BUILD_MEMORY = "256MB"  # maintenance_work_mem for an HNSW build (the graph in memory: much faster than row-by-row inserts)
 
@@ -290,10 +298,11 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
     return [(int(i), float(s), (int(a), int(b))) for i, s, a, b in rows]
 
 
-def _hnsw(conn: psycopg.Connection, model: VectorModel, q: str, want: int, allowed: str, params: list[object], k: int) -> list[Nearest]:
-    """The nearest `k` chunks through the HNSW index (iterative scan), collapsed to allowed documents."""
+def _hnsw(conn: psycopg.Connection, model: VectorModel, q: str, want: int, allowed: str, params: list[object], k: int, size: int) -> list[Nearest]:
+    """The nearest `k` chunks through the HNSW index (iterative scan) of a table of about
+    `size` vectors, collapsed to allowed documents."""
     with conn.transaction():
-        conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH_MIN, min(k, 1000))}")
+        conn.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k, size)}")
         conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         sql = (
             f"WITH near AS MATERIALIZED (SELECT v.chunk_id, v.embedding <=> %s::vector AS distance FROM {table(model.id)} v"
@@ -336,7 +345,7 @@ def nearest_documents(
             return _exact(conn, model, q, limit, allowed, params)
     k = max(limit * 4, 40)
     while True:
-        found = _hnsw(conn, model, q, limit, allowed, params, k)
+        found = _hnsw(conn, model, q, limit, allowed, params, k, total)
         if len(found) >= limit:
             return found
         if k >= total or k >= 4 * EXACT_CHUNKS:

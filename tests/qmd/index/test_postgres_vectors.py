@@ -125,3 +125,14 @@ def test_scoped_hnsw_search_is_never_short(pg: qmd.Store, limit: int) -> None:
         assert len(set(got) & set(want)) >= int(0.9 * limit)
         assert all(backend.find(collection="small", hash_prefix=h) for h in got)
 
+
+
+def test_ef_search_grows_with_the_table() -> None:
+    """A fixed ef_search loses recall as the HNSW graph grows (1M synthetic 384-d vectors:
+    0.88-0.90 at 200, 0.968 at 600): qmd's grows with the table, within pgvector's limit."""
+    from qmd.storage.postgres.vectors import EF_SEARCH_MIN, ef_search
+
+    assert ef_search(40, 10_000) == ef_search(40, 300_000) == EF_SEARCH_MIN
+    assert ef_search(40, 1_000_000) == 600
+    assert ef_search(40, 5_000_000) == ef_search(5000, 10) == 1000
+    assert ef_search(640, 100_000) == 640  # never below the page asked for
