@@ -8,7 +8,10 @@ otherwise (the original's issues #886 and #889):
 - a collection `path` resolving outside the project (the folder holding `.qmd/`): any
   folder the process can read;
 - `models:` other than the built-in default URIs: any `hf:` repository, local file or
-  `openai:` endpoint.
+  `openai:` endpoint;
+- `database:` (qmd's own field, not the original's): the PostgreSQL server the index, and
+  with it every note and every query, would be written to. Untrusted, the index stays in
+  the project's `.qmd/index.sqlite`.
 
 In-project paths and the built-in defaults need no approval: that is what a local config is
 for. Configs in the config dir are never gated. Approvals are kept in
@@ -51,9 +54,10 @@ class Gated:
     hooks: tuple[tuple[str, str], ...] = ()
     paths: tuple[tuple[str, str], ...] = ()
     models: tuple[tuple[str, str], ...] = ()
+    database: str = ""  # a `database:` URL ("" when the config has none)
 
     def __bool__(self) -> bool:
-        return bool(self.hooks or self.paths or self.models)
+        return bool(self.hooks or self.paths or self.models or self.database)
 
     def lines(self) -> list[str]:
         """The items as the original lists them before asking."""
@@ -62,6 +66,7 @@ class Gated:
             ("This project's config defines update commands:", self.hooks),
             ("Collection paths outside this project:", self.paths),
             ("Custom models:", self.models),
+            ("A database server for this index:", (("database", self.database),) if self.database else ()),
         ):
             if items:
                 out.append(title)
@@ -146,7 +151,8 @@ def gated_items(config_path: str | os.PathLike[str], raw: Mapping[str, Any]) -> 
         uri = _model_uri(section.get(slot)) if isinstance(section, dict) else None
         if uri and uri != defaults[slot]:
             models.append((slot, uri))
-    return Gated(tuple(hooks), tuple(paths), tuple(models))
+    database = raw.get("database")
+    return Gated(tuple(hooks), tuple(paths), tuple(models), database if isinstance(database, str) else "")
 
 
 def _by_first(pairs: list[list[str]]) -> list[list[str]]:
@@ -158,11 +164,13 @@ def digest(config_path: str | os.PathLike[str], gated: Gated) -> str:
     collections in the file does not matter; any change to a command, an outside path or a
     custom model does. Missing models and the built-in URIs count alike, so `qmd init`
     writing the defaults changes nothing."""
-    canonical = {
+    canonical: dict[str, object] = {
         "hooks": _by_first([[name, command] for name, command in gated.hooks]),
         "paths": _by_first([[name, str(collection_path(folder, config_path))] for name, folder in gated.paths]),
         "models": _by_first([[slot, uri] for slot, uri in gated.models]),
     }
+    if gated.database:  # qmd's own field: a config without one keeps the original's digest
+        canonical["database"] = gated.database
     text = json.dumps(canonical, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -250,6 +258,8 @@ def skip_notice(decision: Decision) -> str:
         parts.append(f"{len(decision.gated.paths)} collection(s) outside the project")
     if decision.gated.models:
         parts.append("custom models (" + ", ".join(slot for slot, _ in decision.gated.models) + ": the built-in defaults are used)")
+    if decision.gated.database:
+        parts.append("the database server it names (the index stays in .qmd/index.sqlite)")
     return (
         f"{decision.config_path} came with the project and is not trusted: skipping its " + ", ".join(parts)
         + "; the project's own collections are indexed"

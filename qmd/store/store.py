@@ -58,7 +58,7 @@ def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
     """Where the index lives: the PostgreSQL database named by `QMD_DATABASE_URL` or the
     config's `database:` (schema `qmd_<index>` unless the URL says `?schema=NAME`), else the
     SQLite file at `index_path`."""
-    url = os.environ.get("QMD_DATABASE_URL") or Config.load(config_path).database
+    url = os.environ.get("QMD_DATABASE_URL") or _trusted_database(config_path)
     if url:
         try:
             from qmd.storage.postgres.backend import PostgresBackend
@@ -70,6 +70,24 @@ def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
     from qmd.storage.sqlite.backend import SqliteBackend
 
     return SqliteBackend(index_path)
+
+
+def _trusted_database(config_path: Path) -> str | None:
+    """The config's `database:`, unless it came with a project and is not trusted
+    (qmd/core/trust.py): a cloned repository must not choose where its notes and every
+    query go. The index then stays in the project's SQLite file."""
+    config = Config.load(config_path)
+    url = config.database
+    if url is None:
+        return None
+    from qmd.core.paths import is_local_config
+
+    if is_local_config(config_path):
+        from qmd.core.trust import decide
+
+        if decide(config_path, config.raw).skipped:
+            return None
+    return url
 
 
 class Store:

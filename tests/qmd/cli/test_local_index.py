@@ -302,3 +302,46 @@ def test_each_gated_field_by_terminal_approval_and_edit(tmp_path: Path, field: s
     git(work, "pull", "-q")
     result = qmd(work, "update")
     assert result.returncode == 0 and "not trusted" in result.stderr and not used(2)
+
+
+def test_an_untrusted_database_is_never_connected_to(tmp_path: Path) -> None:
+    """`database:` in a cloned config would send the notes and every query to a server the
+    repository chose: untrusted, the index stays in .qmd/index.sqlite and nothing connects."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.2)
+    connections: list[object] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            connections.append(conn)
+            conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        url = f"postgresql://victim@127.0.0.1:{listener.getsockname()[1]}/notes"
+        _, work = _gated_repo(tmp_path, "update", "true")
+        config = work / ".qmd" / "index.yml"
+        config.write_text(f"database: {url}\ncollections:\n  docs:\n    path: docs\n")
+        result = qmd(work, "update")
+        assert result.returncode == 0 and "database server" in result.stderr, result.stderr
+        assert "deploy.md" in qmd(work, "search", "canary", "--json").stdout
+        assert (work / ".qmd" / "index.sqlite").stat().st_size > 0
+        assert "A database server for this index:" in qmd(work, "trust", "list").stdout + qmd(work, "status", "--json").stdout
+        assert connections == []
+        qmd(work, "search", "canary", QMD_TRUST_LOCAL_CONFIG="1")  # trusted: it goes where the config says
+        assert connections
+    finally:
+        stop.set()
+        thread.join(2)
+        listener.close()
