@@ -73,6 +73,8 @@ def _text(body: dict[str, Any], key: str, where: str, path: Path) -> str | None:
         return None
     if not isinstance(value, str):
         raise _bad(where, key, "text", value, path)
+    if "\x00" in value:  # no path, glob or command can hold one (the OS refuses it: a crash later)
+        raise _bad(where, key, "text without NUL bytes", value, path)
     return value
 
 

@@ -48,6 +48,8 @@ def _top(key: str, value: object) -> Callable[[dict[str, Any]], None]:
         (_coll("embed", "false"), "embed"),
         (_coll("path", 42), "path"),
         (_coll("update", ["git", "pull"]), "update"),
+        (_coll("path", "\x00notes"), "path"),  # once ValueError: embedded null byte, exit 3
+        (_coll("update", "git pull\x00; rm -rf ~"), "update"),
         (_coll("context", ["a"]), "context"),
         (_coll("context", {"/": 3}), "context"),
         (_top("global_context", [1]), "global_context"),
