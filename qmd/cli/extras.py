@@ -116,6 +116,11 @@ def init(directory: Annotated[str | None, typer.Argument(help="The project folde
     if not root.is_dir():
         raise QmdError(f"{root} is not a folder", "give the project folder: qmd init DIR")
     folder = root / LOCAL_DIR
+    for path in (folder, *(folder / n for n in LOCAL_CONFIG_NAMES)):
+        wrong = path.is_symlink() and not path.exists() or (path.exists() and path.is_dir() != (path == folder))
+        if wrong:
+            kind = "a broken link" if not path.exists() else "a folder" if path.is_dir() else "a file"
+            raise QmdError(f"{path} is {kind}, not the {'folder' if path == folder else 'config file'} qmd init makes", f"move it aside, then: qmd init {root}")
     folder.mkdir(exist_ok=True)
     existing = [folder / n for n in LOCAL_CONFIG_NAMES if (folder / n).is_file()]
     config_path = existing[0] if existing else folder / "index.yml"

@@ -345,3 +345,22 @@ def test_an_untrusted_database_is_never_connected_to(tmp_path: Path) -> None:
         stop.set()
         thread.join(2)
         listener.close()
+
+
+def test_init_over_a_folder_or_a_file_in_the_way_is_one_error(tmp_path: Path) -> None:
+    """A folder named .qmd/index.yml, a file named .qmd or a broken link there made `qmd init`
+    crash (IsADirectoryError, exit 3) and every later command silently use the home index."""
+    cases = {"dir-config": ".qmd/index.yml", "file-folder": ".qmd", "broken-link": ".qmd/index.yml"}
+    for name, what in cases.items():
+        project = tmp_path / name
+        (project / ".qmd").mkdir(parents=True) if what != ".qmd" else project.mkdir()
+        target = project / what
+        if name == "dir-config":
+            target.mkdir()
+        elif name == "file-folder":
+            target.write_text("")
+        else:
+            target.symlink_to(tmp_path / "nowhere")
+        result = qmd(project, "init")
+        assert result.returncode == 1 and str(target) in result.stderr and "hint: move it aside" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr and "Unexpected" not in result.stderr
