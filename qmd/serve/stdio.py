@@ -16,7 +16,8 @@ the first model turn without waiting for slow servers; the handshake is the whol
 - End of stdin: the calls already received are answered (a script's `printf '…' | qmd mcp`
   reads them after it stopped writing) unless the reader of stdout is gone too (an agent
   that quit: its calls are cancelled at once) or `DRAIN_WAIT_S` passes; then the index is
-  closed, exit 0. A service that cannot start (a broken config) answers the request with
+  closed, exit 0. A client that closes its end of stdout but leaves stdin open stops the
+  server the same way (watched every `WATCH_S`). A service that cannot start (a broken config) answers the request with
   the error and the fix, says it on stderr, and exits 1.
 """
 
@@ -53,6 +54,7 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 MAX_QUEUED = 64
 STOP_WAIT_S = 2.0
 DRAIN_WAIT_S = 30.0  # after stdin closes, the calls already received are answered for this long at most
+WATCH_S = 0.5  # how often the reader of stdout is looked for (a client that quit but left stdin open)
 
 Log = Callable[[str], None]
 _STOP = object()
@@ -79,6 +81,8 @@ class StdioServer:
         self._pending: dict[Any, threading.Event] = {}  # tools/call id -> its cancel event
         self._pending_lock = threading.Lock()
         self._opener: threading.Thread | None = None
+        self._stopping = False  # one of _shut_down (stdin closed) and _watch_stdout (stdout closed) stops the server
+        self._stop_lock = threading.Lock()
         self.failed = False
 
     # the index, opened beside the reader: first what `initialize` needs, then the tools
@@ -153,6 +157,30 @@ class StdioServer:
             except OSError:  # the client went away
                 self._closed = True
 
+    def _claim_stop(self) -> bool:
+        """True for the first caller only: it stops the server."""
+        with self._stop_lock:
+            first, self._stopping = not self._stopping, True
+            return first
+
+    def _watch_stdout(self, worker: threading.Thread) -> None:
+        """A client that quit without closing our stdin (its end of our stdout is gone): the
+        reader would wait on stdin forever, so stop here: cancel the calls, let the worker
+        stop, close the index, exit."""
+        while not self._closed and not self._reader_gone():
+            time.sleep(WATCH_S)
+        if not self._claim_stop():
+            return  # stdin closed too: _shut_down is doing this already
+        self.log("the client closed its end of stdout; stopping")
+        with self._pending_lock:
+            for event in self._pending.values():
+                event.set()
+        worker.join(STOP_WAIT_S)
+        if not worker.is_alive() and self._service_ready.is_set() and self._service is not None:
+            self._service.close()
+        sys.stderr.flush()
+        os._exit(1 if self.failed else 0)
+
     # the loop
 
     def serve(self) -> int:
@@ -160,6 +188,7 @@ class StdioServer:
         self._opener.start()
         worker = threading.Thread(target=self._run_calls, name="qmd-tool-calls", daemon=True)
         worker.start()
+        threading.Thread(target=self._watch_stdout, args=(worker,), name="qmd-watch-stdout", daemon=True).start()
         try:
             while not self._closed and not self.failed:
                 line = self.stdin.readline(MAX_MESSAGE_BYTES + 1)
@@ -251,6 +280,9 @@ class StdioServer:
         """stdin closed: answer what was asked before it closed (`printf '…' | qmd mcp | jq`
         reads the answers after the writer is done), unless whoever reads stdout is gone too
         (an agent that quit: its calls are cancelled) or DRAIN_WAIT_S passes."""
+        if not self._claim_stop():
+            threading.Event().wait(STOP_WAIT_S * 2)  # _watch_stdout is stopping the process
+            os._exit(1 if self.failed else 0)
         try:
             self._work.put(_STOP, timeout=STOP_WAIT_S)  # behind the calls already received
         except queue.Full:

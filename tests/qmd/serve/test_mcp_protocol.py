@@ -243,3 +243,28 @@ def test_an_agent_that_quits_mid_query_does_not_keep_the_server_busy(tmp_path: P
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_client_that_closes_stdout_but_not_stdin_stops_the_server(env: dict[str, str], tmp_path: Path) -> None:
+    """The reader waits on stdin; an agent that quit leaving our stdin open must not leave a
+    server running forever (it once did: only a new line on stdin woke it)."""
+    import subprocess
+    import sys
+
+    with open(tmp_path / "stderr.log", "ab") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "qmd", "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n')
+            proc.stdin.flush()
+            assert b'"id":1' in proc.stdout.readline()
+            closed_at = time.monotonic()
+            proc.stdout.close()
+            assert proc.wait(timeout=30) == 0
+            assert time.monotonic() - closed_at < 10
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdin.close() if proc.stdin else None
+    assert "closed its end of stdout" in log_of(tmp_path)
