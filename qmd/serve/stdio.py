@@ -9,7 +9,8 @@ the first model turn without waiting for slow servers; the handshake is the whol
   cannot corrupt the stream.
 - The reader answers `initialize`, `ping`, the lists and prompts itself; tool calls go to
   one worker thread in order (the Store runs one call at a time anyway), at most
-  `MAX_QUEUED` waiting. `notifications/cancelled` for a waiting or running call stops it at
+  `MAX_QUEUED` waiting; past that the reader stops reading for up to `QUEUE_WAIT_S` (the
+  pipe pushes back) before a call is refused as busy. `notifications/cancelled` for a waiting or running call stops it at
   the pipeline's next checkpoint (qmd/core/cancel.py) and frees the worker; a cancelled
   call gets no answer, as the spec asks.
 - A line over `MAX_MESSAGE_BYTES` is refused with a parse error and skipped to its end.
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 MAX_QUEUED = 64
+QUEUE_WAIT_S = 30.0  # a call finding MAX_QUEUED waiting holds the reader this long for a free place, then is refused busy
 STOP_WAIT_S = 2.0
 DRAIN_WAIT_S = 30.0  # after stdin closes, the calls already received are answered for this long at most
 WATCH_S = 0.5  # how often the reader of stdout is looked for (a client that quit but left stdin open)
@@ -243,8 +245,8 @@ class StdioServer:
         self._enqueue(message, call_id, event)
 
     def _enqueue(self, message: Any, call_id: Any, event: threading.Event | None) -> None:
-        try:
-            self._work.put_nowait((message, call_id, event))
+        try:  # full: stop reading stdin for a while (a script piping 100 calls gets 100 answers)
+            self._work.put((message, call_id, event), timeout=QUEUE_WAIT_S)
         except queue.Full:
             self._forget(call_id)
             if isinstance(message, dict):

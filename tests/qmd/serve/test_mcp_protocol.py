@@ -212,6 +212,12 @@ def test_calls_piped_in_before_stdin_closes_are_answered(env: dict[str, str], tm
     answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines())}
     assert set(answers) == {1, 2, 3}
     assert answers[2]["result"]["structuredContent"]["results"] and answers[3]["result"].get("isError") is not True
+    # more calls than the queue holds (64): the reader waits for room instead of refusing them
+    many = [lines[0], lines[1]] + [{**lines[2], "id": 100 + i} for i in range(150)]
+    proc = subprocess.run([sys.executable, "-m", "qmd", "mcp"], env=env, input="".join(json.dumps(m) + "\n" for m in many), capture_output=True, text=True, timeout=300)
+    replies = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and len(replies) == 151
+    assert all("result" in r and not r["result"].get("isError") for r in replies), [r for r in replies if "error" in r][:2]
 
 
 def test_an_agent_that_quits_mid_query_does_not_keep_the_server_busy(tmp_path: Path) -> None:
