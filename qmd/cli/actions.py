@@ -81,6 +81,9 @@ def vsearch(
     out(format_search(result.hits, kind, paths))
 
 
+ALL_FUSED = 100_000  # `query --all`: more than any fused list holds
+
+
 def query(
     text: list[str], n: int | None, candidates: int, min_score: float, intent: str | None, no_rerank: bool, expand: bool | None,
     explain: bool, collection: list[str] | None, full_path: bool, all_: bool, full: bool, line_numbers: bool, kind: str,
@@ -91,8 +94,8 @@ def query(
 
     ask_local_trust()  # a project-local config's custom models: asked for on a terminal, else skipped
     limit = result_limit(kind, n)
-    if all_:  # the original's --all: every candidate the pipeline fuses (it has no unbounded list)
-        limit = max(candidates, limit or 0)
+    if all_:  # every document the pipeline fuses (its lists are bounded, so this is bounded too)
+        limit = ALL_FUSED
     if candidates < 1:
         raise _usage_error("must be at least 1", "-C")
     import sys

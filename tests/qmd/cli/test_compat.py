@@ -225,3 +225,22 @@ def test_vsearch_names_a_named_index_in_its_uris_as_search_does(cli: Cli, notes:
             code, stdout, err = cli("--index", "work", *command, fmt, "-n", "2")
             assert code == 0, err
             assert stdout.count("?index=work") >= 1 and "qmd://notes/" in stdout, (command, fmt, stdout)
+
+
+def test_query_all_returns_every_fused_document(cli: Cli, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`query --all` stopped at the reranking candidates (-C, default 40; or the format's
+    default -n when larger) while `-n 100000` gave every fused document: --all is every one
+    now, as its help says."""
+    import json
+
+    notes = tmp_path / "many"
+    notes.mkdir()
+    for i in range(60):
+        (notes / f"n{i:02}.md").write_text(f"# River {i}\n\nriver crossing number {i}\n")
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    assert cli("collection", "add", str(notes), "--name", "many")[0] == 0
+    assert cli("embed")[0] == 0
+    code, everything, err = cli("query", "river", "--all", "--json", "-C", "10")
+    assert code == 0, err
+    code, long, _ = cli("query", "river", "-n", "100000", "--json", "-C", "10")
+    assert len(json.loads(everything)) == len(json.loads(long)) > 20  # more than the candidates and the json default
