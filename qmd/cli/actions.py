@@ -6,7 +6,7 @@ functions with the same values, so both paths print the same bytes.
 
 from __future__ import annotations
 
-from qmd.cli.base import _usage_error, display_names, err, fs_paths, open_store, out, result_limit, shape_hits, snippet_chars
+from qmd.cli.base import _usage_error, display_names, err, filter_arg, fs_paths, open_store, out, result_limit, shape_hits, snippet_chars
 from qmd.cli.formats import format_document, format_search
 from qmd.cli.remote import ask
 
@@ -29,7 +29,7 @@ def search(
     style = style_for() if kind == "cli" else None
     options = {
         "limit": limit, "collections": collection, "min_score": min_score, "full": full,
-        "snippet_chars": snippet_chars(kind), "line_numbers": line_numbers, "filter": filter_, "since": since, "until": until,
+        "snippet_chars": snippet_chars(kind), "line_numbers": line_numbers, "filter": filter_arg(filter_), "since": since, "until": until,
     }
     answer = ask("search", text, options, local)  # a warm server's answer (qmd/cli/remote.py), or None
     with answer or open_store() as store:
@@ -58,7 +58,7 @@ def vsearch(
     if expand:
         fuse = {
             "limit": limit or 10_000, "min_score": min_score, "collections": collection, "rerank": False, "expand": True,
-            "snippet_chars": snippet_chars(kind), "keyword": False, "filter": filter_, "since": since, "until": until,
+            "snippet_chars": snippet_chars(kind), "keyword": False, "filter": filter_arg(filter_), "since": since, "until": until,
         }
         answer = ask("query", text, fuse, local)  # a warm server's answer (qmd/cli/remote.py), or None
         with answer or open_store() as store:
@@ -70,7 +70,7 @@ def vsearch(
         return
     options = {
         "limit": limit, "collections": collection, "min_score": min_score, "full": full,
-        "snippet_chars": snippet_chars(kind), "line_numbers": line_numbers, "filter": filter_, "since": since, "until": until,
+        "snippet_chars": snippet_chars(kind), "line_numbers": line_numbers, "filter": filter_arg(filter_), "since": since, "until": until,
     }
     answer = ask("vsearch", text, options, local)
     with answer or open_store() as store:
@@ -111,7 +111,7 @@ def query(
     options = {
         "limit": limit or 5, "candidates": candidates, "min_score": min_score, "collections": collection, "intent": intent,
         "rerank": not no_rerank, "expand": expand, "explain": explain, "snippet_chars": snippet_chars(kind),
-        "filter": filter_, "since": since, "until": until,
+        "filter": filter_arg(filter_), "since": since, "until": until,
     }
     answer = ask("query", joined, {**options, "full": full}, local)  # a warm server's answer (qmd/cli/remote.py), or None
     with answer or open_store() as store:

@@ -54,6 +54,14 @@ def _usage_error(message: str, param_hint: str) -> Exception:
     return typer.BadParameter(message, param_hint=param_hint)
 
 
+def filter_arg(value: str | None) -> str | None:
+    """--filter as given; an empty one is a usage error (a script's unset "$F" must not
+    search unfiltered)."""
+    if value is not None and not value.strip():
+        raise _usage_error("needs a JSON filter, e.g. '{\"key\": \"status\", \"operator\": \"eq\", \"value\": \"published\"}'", "--filter")
+    return value
+
+
 def pick_format(fmt: str | None, json_: bool, csv_: bool, md: bool, xml: bool, files: bool) -> str:
     """One output format from --format and the shorthand flags; two different ones is an error."""
     chosen = {name for name, on in (("json", json_), ("csv", csv_), ("md", md), ("xml", xml), ("files", files)) if on}

@@ -67,3 +67,11 @@ def test_a_newline_or_escape_in_a_file_name_never_splits_or_colors_a_line(cli: C
     for args in (("ls", "odd"), ("multi-get", "odd/*.md", "--files")):
         listing = cli(*args)[1]
         assert "\x1b" not in listing and "two\\nlines.md" in listing and not any(line.endswith("two") for line in listing.splitlines())
+
+
+@pytest.mark.parametrize("command", ["search", "vsearch", "query"])
+@pytest.mark.parametrize("value", ["", "   "])
+def test_an_empty_filter_is_a_usage_error_not_no_filter(cli: Cli, indexed: Path, command: str, value: str) -> None:
+    """A script's `--filter "$F"` with F unset once searched unfiltered, silently."""
+    code, out, err = cli(command, "balancer", "--filter", value)
+    assert code == 2 and "--filter" in err and "needs a JSON filter" in err and out == "", err
