@@ -127,6 +127,11 @@ def init(directory: Annotated[str | None, typer.Argument(help="The project folde
     if not existing:
         config = Config(config_path, {"collections": {}, "models": {role: resolve_model(role, None).spec for role in ROLES}})
         config.save()
+        from qmd.core.trust import decide, record_trust
+
+        decision = decide(config_path, config.raw)
+        if decision.gated and not decision.allowed:  # your own custom defaults, written by you just now
+            record_trust(config_path, decision.digest)
     ignore = folder / ".gitignore"
     if not ignore.exists():
         ignore.write_text("# the index is rebuilt from the notes; the config travels with the repository\nindex.sqlite*\n*.lock\n")

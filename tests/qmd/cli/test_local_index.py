@@ -364,3 +364,23 @@ def test_init_over_a_folder_or_a_file_in_the_way_is_one_error(tmp_path: Path) ->
         result = qmd(project, "init")
         assert result.returncode == 1 and str(target) in result.stderr and "hint: move it aside" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr and "Unexpected" not in result.stderr
+
+
+def test_init_with_custom_default_models_trusts_what_it_wrote(tmp_path: Path) -> None:
+    """`qmd init` writes the resolved models: with the user's own custom default (an imported
+    model set as default) the next command flagged that file as someone else's. What you
+    wrote yourself is approved; a later edit (a pull) still asks."""
+    custom = tmp_path / "mine.gguf"
+    (tmp_path / "home-config").mkdir()
+    models = tmp_path / "home-config" / "models.yml"
+    models.write_text(f"embed: {custom}\n")
+    project = tmp_path / "proj"
+    project.mkdir()
+    env = {"QMD_CONFIG_DIR": str(tmp_path / "home-config")}
+    assert qmd(project, "init", **env).returncode == 0
+    config = project / ".qmd" / "index.yml"
+    assert str(custom) in config.read_text()
+    status = json.loads(qmd(project, "status", "--json", **env).stdout)
+    assert status["index"]["trust"]["trusted"] is True, status["index"]["trust"]
+    config.write_text(config.read_text().replace(str(custom), str(tmp_path / "other.gguf")))
+    assert json.loads(qmd(project, "status", "--json", **env).stdout)["index"]["trust"]["trusted"] is False
