@@ -55,12 +55,16 @@ def clone(tmp_path: Path) -> tuple[Path, Path]:
         f"  docs:\n    path: docs\n    update: touch {marker}\n"
         f"  home:\n    path: {outside}\n"
     )
+    return upstream, published(upstream, tmp_path / "work")
+
+
+def published(upstream: Path, work: Path) -> Path:
+    """`upstream` made a git repository with one commit, and a fresh clone of it at `work`."""
     git(upstream, "init", "-q", "-b", "main")
     git(upstream, "add", ".")
     git(upstream, "commit", "-q", "-m", "docs")
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", str(upstream), str(work))
-    return upstream, work
+    git(work.parent, "clone", "-q", str(upstream), str(work))
+    return work
 
 
 def marker_of(work: Path) -> Path:
@@ -249,12 +253,7 @@ def _gated_repo(tmp_path: Path, field: str, value: str) -> tuple[Path, Path]:
     (upstream / "docs" / "deploy.md").write_text("# Deploy\n\nRoll back the canary.\n")
     (upstream / ".qmd").mkdir()
     (upstream / ".qmd" / "index.yml").write_text(_gated_config(field, value))
-    git(upstream, "init", "-q", "-b", "main")
-    git(upstream, "add", ".")
-    git(upstream, "commit", "-q", "-m", "docs")
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", str(upstream), str(work))
-    return upstream, work
+    return upstream, published(upstream, tmp_path / "work")
 
 
 def _gated_config(field: str, value: str) -> str:
