@@ -30,10 +30,8 @@ def collection_add(
 
     before = before_change()
     with open_store() as store:
-        report = store.add_collection(path, name, pattern, ignore or [], update_cmd, index=not no_index and not before.local)
-        keep_trust_after(before)  # what the user just typed needs no second approval
-        if before.local and not no_index:
-            report = store.update([Path(path).expanduser().resolve().name if name is None else name])
+        # what the user just typed needs no second approval: approved once saved, before its update command runs
+        report = store.add_collection(path, name, pattern, ignore or [], update_cmd, index=not no_index, on_saved=lambda: keep_trust_after(before))
         coll = store.collection(Path(path).expanduser().resolve().name if name is None else name)
         err(f"Added collection '{coll.name}' → {coll.path} ({coll.pattern})")
         if report is not None:

@@ -45,6 +45,7 @@ class Collections:
         index: bool,
         progress: Progress | None,
         exist_ok: bool = False,
+        on_saved: Callable[[], None] | None = None,
     ) -> UpdateReport | None:
         folder = Path(path).expanduser().resolve()
         name = check_collection_name(folder.name if name is None else name)
@@ -65,8 +66,12 @@ class Collections:
         self.state.config.set_collection(coll)
         self.state.save_config()
         if not index:
+            if on_saved is not None:
+                on_saved()
             return None
         try:
+            if on_saved is not None:
+                on_saved()
             return self.update([name], progress=progress)
         except BaseException:
             # Nothing half-done: a collection that could not be indexed is not left registered.

@@ -180,12 +180,15 @@ class Store:
         index: bool = True,
         progress: Progress | None = None,
         exist_ok: bool = False,
+        on_saved: Callable[[], None] | None = None,
     ) -> UpdateReport | None:
         """Add a folder as a collection and (by default) index it at once.
 
         `exist_ok=True`: a collection of that name on the same folder is kept (and updated,
-        unless `index=False`) instead of an error, so a script can run twice."""
-        return self._collections.add(path, name, pattern, ignore, update_command, index=index, progress=progress, exist_ok=exist_ok)
+        unless `index=False`) instead of an error, so a script can run twice. `on_saved` runs
+        once the config names it, before it is indexed. A collection that cannot be indexed
+        is not left in the config."""
+        return self._collections.add(path, name, pattern, ignore, update_command, index=index, progress=progress, exist_ok=exist_ok, on_saved=on_saved)
 
     def set_update_command(self, name: str, command: str | None) -> None:
         """The shell command run in the collection's folder before each update (None clears it)."""

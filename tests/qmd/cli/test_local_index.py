@@ -383,3 +383,24 @@ def test_init_with_custom_default_models_trusts_what_it_wrote(tmp_path: Path) ->
     assert status["index"]["trust"]["trusted"] is True, status["index"]["trust"]
     config.write_text(config.read_text().replace(str(custom), str(tmp_path / "other.gguf")))
     assert json.loads(qmd(project, "status", "--json", **env).stdout)["index"]["trust"]["trusted"] is False
+
+
+def test_a_collection_add_that_cannot_index_leaves_the_config_as_it_was(tmp_path: Path) -> None:
+    """Inside a project whose index file is damaged (0 bytes), `collection add` failed but had
+    already written the collection into .qmd/index.yml: nothing is half-done now, as in the
+    home index."""
+    project = tmp_path / "proj"
+    (project / "docs").mkdir(parents=True)
+    (project / "docs" / "a.md").write_text("# A\n\nalpha\n")
+    assert qmd(project, "init").returncode == 0
+    config = project / ".qmd" / "index.yml"
+    before = config.read_text()
+    (project / ".qmd" / "index.sqlite").write_bytes(b"")
+    result = qmd(project, "collection", "add", "docs", "--name", "docs")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert config.read_text() == before
+    (project / ".qmd" / "index.sqlite").unlink()
+    result = qmd(project, "collection", "add", "docs", "--name", "docs", "--update", "true")  # a sound index: added, indexed, approved
+    assert result.returncode == 0 and "docs" in config.read_text(), result.stderr
+    assert "a.md" in qmd(project, "search", "alpha", "--json").stdout
+    assert json.loads(qmd(project, "status", "--json").stdout)["index"]["trust"]["trusted"] is True
