@@ -64,7 +64,7 @@ through a shared-word distractor moved the seed question (EmbeddingGemma) from 2
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 RRF_K = 60
@@ -94,17 +94,23 @@ class Fused:
     bonus: float = 0.0  # the rank bonus inside `score`
 
 
-def rrf(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
-    """Fuse ranked lists; ties go to the better best rank, then to first appearance."""
+def _accumulate(lists: Sequence[RankedList], k: int, weigh: Callable[[RankedList, int], tuple[float, float]]) -> list[Fused]:
+    """Reciprocal rank fusion with per-entry weights: `weigh(list, index)` gives the entry's
+    weight w (it adds w / (k + rank)) and the scale of its rank bonus; a document keeps its
+    largest scaled bonus. A list that repeats a key counts it once, at its best rank; ties
+    go to the better best rank, then to first appearance."""
     fused: dict[Hashable, Fused] = {}
     order: dict[Hashable, int] = {}
+    bonus: dict[Hashable, float] = {}
     for ranked in lists:
         seen: set[Hashable] = set()
-        for rank, key in enumerate(ranked.keys, start=1):
-            if key in seen:  # a list that repeats a key counts it once, at its best rank
+        for index, key in enumerate(ranked.keys):
+            if key in seen:
                 continue
             seen.add(key)
-            contribution = ranked.weight / (k + rank)
+            rank = index + 1
+            w, scale = weigh(ranked, index)
+            contribution = w / (k + rank)
             entry = fused.get(key)
             if entry is None:
                 entry = fused[key] = Fused(key, 0.0, rank)
@@ -112,10 +118,17 @@ def rrf(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
             entry.score += contribution
             entry.best_rank = min(entry.best_rank, rank)
             entry.contributions.append((ranked.name, rank, contribution))
-    for entry in fused.values():
-        entry.bonus = TOP1_BONUS if entry.best_rank == 1 else TOP3_BONUS if entry.best_rank <= 3 else 0.0
+            b = (TOP1_BONUS if rank == 1 else TOP3_BONUS if rank <= 3 else 0.0) * scale
+            bonus[key] = max(bonus.get(key, 0.0), b)
+    for key, entry in fused.items():
+        entry.bonus = bonus[key]
         entry.score += entry.bonus
     return sorted(fused.values(), key=lambda e: (-e.score, e.best_rank, order[e.key]))
+
+
+def rrf(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
+    """Plain weighted RRF: each list's weight over k + rank, the flat bonus of the best rank."""
+    return _accumulate(lists, k, lambda ranked, _: (ranked.weight, 1.0))
 
 
 def blend_weight(rrf_rank: int) -> float:
@@ -192,32 +205,14 @@ def fuse_lists(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
     """Evidence-weighted RRF (see the module docstring): each list's weight times the
     evidence of the document's entry, over k + rank; the rank bonus scaled the same way;
     a clear vector winner first."""
-    fused: dict[Hashable, Fused] = {}
-    order: dict[Hashable, int] = {}
-    bonus: dict[Hashable, float] = {}
-    for ranked in lists:
-        seen: set[Hashable] = set()
-        list_weight = list_evidence(ranked)
-        for index, key in enumerate(ranked.keys):
-            if key in seen:
-                continue
-            seen.add(key)
-            rank = index + 1
-            w = ranked.weight * list_weight * evidence(ranked, index)
-            contribution = w / (k + rank)
-            entry = fused.get(key)
-            if entry is None:
-                entry = fused[key] = Fused(key, 0.0, rank)
-                order[key] = len(order)
-            entry.score += contribution
-            entry.best_rank = min(entry.best_rank, rank)
-            entry.contributions.append((ranked.name, rank, contribution))
-            b = (TOP1_BONUS if rank == 1 else TOP3_BONUS if rank <= 3 else 0.0) * w / 2.0
-            bonus[key] = max(bonus.get(key, 0.0), b)
-    for key, entry in fused.items():
-        entry.score += bonus[key]
-        entry.bonus = bonus[key]
-    out = sorted(fused.values(), key=lambda e: (-e.score, e.best_rank, order[e.key]))
+    list_weights = {id(ranked): list_evidence(ranked) for ranked in lists}
+
+    def weigh(ranked: RankedList, index: int) -> tuple[float, float]:
+        w = ranked.weight * list_weights[id(ranked)] * evidence(ranked, index)
+        return w, w / 2.0
+
+    out = _accumulate(lists, k, weigh)
+    fused = {entry.key: entry for entry in out}
     winner = vector_winner(lists)
     if winner is not None and out and out[0].key != winner:
         entry = fused[winner]
