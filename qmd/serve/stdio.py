@@ -10,16 +10,16 @@ the first model turn without waiting for slow servers; the handshake is the whol
 - The reader answers `initialize`, `ping`, the lists and prompts itself; tool calls go to
   one worker thread in order (the Store runs one call at a time anyway), at most
   `MAX_QUEUED` waiting; past that the reader stops reading for up to `QUEUE_WAIT_S` (the
-  pipe pushes back) before a call is refused as busy. `notifications/cancelled` for a waiting or running call stops it at
-  the pipeline's next checkpoint (qmd/core/cancel.py) and frees the worker; a cancelled
-  call gets no answer, as the spec asks.
+  pipe pushes back) before a call is refused as busy. `notifications/cancelled` for a
+  waiting or running call stops it at the pipeline's next checkpoint (qmd/core/cancel.py)
+  and frees the worker; a cancelled call gets no answer, as the spec asks.
 - A line over `MAX_MESSAGE_BYTES` is refused with a parse error and skipped to its end.
 - End of stdin: the calls already received are answered (a script's `printf '…' | qmd mcp`
   reads them after it stopped writing) unless the reader of stdout is gone too (an agent
   that quit: its calls are cancelled at once) or `DRAIN_WAIT_S` passes; then the index is
   closed, exit 0. A client that closes its end of stdout but leaves stdin open stops the
-  server the same way (watched every `WATCH_S`). A service that cannot start (a broken config) answers the request with
-  the error and the fix, says it on stderr, and exits 1.
+  server the same way (watched every `WATCH_S`). A service that cannot start (a broken
+  config) answers the request with the error and the fix, says it on stderr, and exits 1.
 """
 
 from __future__ import annotations
@@ -159,6 +159,12 @@ class StdioServer:
             except OSError:  # the client went away
                 self._closed = True
 
+    def _cancel_all(self) -> None:
+        """Cancel every call waiting or running (each stops at its next checkpoint, unanswered)."""
+        with self._pending_lock:
+            for event in self._pending.values():
+                event.set()
+
     def _claim_stop(self) -> bool:
         """True for the first caller only: it stops the server."""
         with self._stop_lock:
@@ -174,9 +180,7 @@ class StdioServer:
         if not self._claim_stop():
             return  # stdin closed too: _shut_down is doing this already
         self.log("the client closed its end of stdout; stopping")
-        with self._pending_lock:
-            for event in self._pending.values():
-                event.set()
+        self._cancel_all()
         worker.join(STOP_WAIT_S)
         if not worker.is_alive() and self._service_ready.is_set() and self._service is not None:
             self._service.close()
@@ -283,7 +287,7 @@ class StdioServer:
         reads the answers after the writer is done), unless whoever reads stdout is gone too
         (an agent that quit: its calls are cancelled) or DRAIN_WAIT_S passes."""
         if not self._claim_stop():
-            threading.Event().wait(STOP_WAIT_S * 2)  # _watch_stdout is stopping the process
+            time.sleep(STOP_WAIT_S * 2)  # _watch_stdout is stopping the process
             os._exit(1 if self.failed else 0)
         try:
             self._work.put(_STOP, timeout=STOP_WAIT_S)  # behind the calls already received
@@ -293,9 +297,7 @@ class StdioServer:
         while worker.is_alive() and time.monotonic() < deadline and not self._reader_gone():
             worker.join(0.1)
         if worker.is_alive():
-            with self._pending_lock:
-                for event in self._pending.values():
-                    event.set()
+            self._cancel_all()
             worker.join(STOP_WAIT_S)
         if worker.is_alive():  # stuck inside a model call: do not close the index under it
             self.log("a tool call did not stop within 2 s of stdin closing; exiting without waiting for it")
