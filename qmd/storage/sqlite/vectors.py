@@ -135,17 +135,19 @@ def knn(conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: in
     Up to KNN_MAX, sqlite-vec's own KNN; beyond (`vsearch --all`, a long `-n`), the same
     distances by a scan of every vector in order (exact, ~10 µs a row)."""
     ensure_vec(conn)
-    if k <= KNN_MAX:
-        sql = f"SELECT chunk_id, distance FROM {table(model.id)} WHERE embedding MATCH ? AND k = ?"
-        params: list[object] = [pack(query), k]
-    else:
+    scan = k > KNN_MAX
+    if scan:
         sql = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS distance FROM {table(model.id)} WHERE 1"
-        params = [pack(query)]
+        params: list[object] = [pack(query)]
+    else:
+        sql = f"SELECT chunk_id, distance FROM {table(model.id)} WHERE embedding MATCH ? AND k = ?"
+        params = [pack(query), k]
     if allowed is not None:
         sql += f" AND chunk_id IN ({allowed[0]})"
         params += allowed[1]
-    sql += " ORDER BY distance" + (" LIMIT ?" if k > KNN_MAX else "")
-    if k > KNN_MAX:
+    sql += " ORDER BY distance"
+    if scan:
+        sql += " LIMIT ?"
         params.append(k)
     return [(r[0], r[1]) for r in conn.execute(sql, params)]
 
