@@ -7,7 +7,8 @@ hooks, MCP registrations and running HTTP servers, the updater's service, the
 Project-local indexes: the ones the harness serves (`qmd.local_configs()`, which `init`,
 `update` and config changes register), those of enrolled repositories and the one found
 from the working directory are listed; --purge deletes their `.qmd/index.sqlite` (and its -wal, -shm, lock and backup
-copies), never the `.qmd/index.yml` beside it, which belongs to the repository.
+copies), never the `.qmd/index.yml` beside it, which belongs to the repository, and never
+through a `.qmd` that links outside its project (it is kept and named).
 """
 
 from __future__ import annotations
@@ -161,6 +162,16 @@ def _index_files(paths: qmd.IndexPaths) -> list[Path]:
     return [p for p in found if p != paths.config_path]
 
 
+def _outside_project(paths: qmd.IndexPaths) -> str | None:
+    """Where a local index's folder really is, when a link takes it outside its project
+    (a `.qmd` linked to another project's, or to a shared folder); None when it is inside."""
+    root = paths.project_root
+    if root is None:
+        return None
+    real, project = Path(os.path.realpath(paths.index_path.parent)), Path(os.path.realpath(root))
+    return None if real == project or project in real.parents else home_path(real)
+
+
 def _remove_files(files: list[Path]) -> list[str]:
     for path in files:
         path.unlink(missing_ok=True)
@@ -208,7 +219,13 @@ def plan(purge: bool) -> list[Step]:
     if purge:
         for local in local_indexes():
             files = _index_files(local)
-            if files:
+            outside = _outside_project(local)
+            if files and outside is not None:
+                steps.append(Step(
+                    f"keep the index {home_path(local.index_path)}: {outside} lies outside the project {home_path(local.project_root or local.config_path.parent)}, so it may be another project's (delete it yourself if it is qmd's)",
+                    partial(lambda path: [f"kept {path}"], home_path(local.index_path)),
+                ))
+            elif files:
                 steps.append(Step(
                     f"delete the project-local index {home_path(local.index_path)} (--purge; {home_path(local.config_path)} stays: it belongs to the repository)",
                     partial(_remove_files, files),

@@ -86,3 +86,23 @@ def test_nothing_installed_still_names_the_local_indexes_it_keeps(home: Path, tm
     done = qmd(a, "teardown")
     assert done.returncode == 0 and "Nothing to remove" in done.stdout, done.stdout + done.stderr
     assert f"1 project-local ({a}/.qmd/index.sqlite)" in done.stdout
+
+
+def test_purge_keeps_an_index_whose_qmd_folder_links_outside_the_project(home: Path, tmp_path: Path) -> None:
+    """A `.qmd` linked to another project's (or a shared folder): its index.sqlite is not this
+    project's to delete. Before, --purge deleted the other project's index through the link."""
+    other = project(tmp_path / "other")
+    linked = tmp_path / "linked"
+    (linked / "docs").mkdir(parents=True)
+    (linked / ".qmd").symlink_to(other / ".qmd")
+    state = Path(os.environ["XDG_STATE_HOME"]) / "qmd" / "local-indexes.json"
+    state.unlink()  # only the link is known (the other project's own registration is gone)
+    plan = qmd(linked, "teardown", "--purge")
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    assert f"keep the index {linked}/.qmd/index.sqlite: {other}/.qmd lies outside the project {linked}" in plan.stdout, plan.stdout
+    assert f"delete the project-local index {linked}/.qmd/index.sqlite" not in plan.stdout
+    done = qmd(linked, "teardown", "--yes", "--purge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"kept {linked}/.qmd/index.sqlite" in done.stdout
+    assert (other / ".qmd" / "index.sqlite").is_file()
+    assert "alpha" in qmd(other, "search", "alpha").stdout
