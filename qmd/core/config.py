@@ -23,8 +23,10 @@ def _yaml() -> tuple[Any, Any, Any]:
     """(yaml module, loader, dumper): imported only when a config is parsed or written."""
     import yaml
 
-    # The C loader is ~10x faster; fall back where libyaml is absent.
-    return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader), getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    from qmd.core.yamlcore import loader
+
+    # YAML 1.2 scalars as the original reads them; libyaml's dumper where installed.
+    return yaml, loader(), getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 @record
@@ -78,8 +80,15 @@ def _text(body: dict[str, Any], key: str, where: str, path: Path) -> str | None:
     return value
 
 
+_WORDS = {"yes": True, "on": True, "true": True, "no": False, "off": False, "false": False}
+
+
 def _flag(body: dict[str, Any], key: str, where: str, path: Path) -> bool:
+    """A true/false setting; `yes`/`no`/`on`/`off`, booleans to YAML 1.1 (and so in configs
+    written before qmd read YAML 1.2), still count as the booleans they meant."""
     value = body.get(key, True)
+    if isinstance(value, str) and value.lower() in _WORDS:
+        return _WORDS[value.lower()]
     if not isinstance(value, bool):
         raise _bad(where, key, "true or false", value, path)
     return value
@@ -99,7 +108,7 @@ def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
 # when the file was already RACY_SECONDS old (git's "racily clean" rule: an edit within the
 # file system's timestamp granularity of the copy could keep size and times unchanged).
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: parsed with YAML 1.2 scalars (qmd.core.yamlcore)
 
 
 def config_cache_path(path: Path) -> Path:

@@ -90,8 +90,10 @@ def parse_front_matter(text: str) -> FrontMatter:
         return FrontMatter()
     import yaml  # only files that start with front matter pay for the parser
 
+    from qmd.core.yamlcore import loader
+
     try:
-        meta = yaml.load(text[first_nl : close.start()], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        meta = yaml.load(text[first_nl : close.start()], Loader=loader())  # YAML 1.2: `yes` is a string
     except yaml.YAMLError:
         return FrontMatter()
     if meta is not None and not isinstance(meta, dict):

@@ -42,8 +42,10 @@ def installed_defaults() -> dict[str, str]:
         raise QmdError(f"cannot read {installed_defaults_path()}: {exc}", "fix or delete that file") from exc
     import yaml  # only when there is a file to parse
 
+    from qmd.core.yamlcore import load
+
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = load(text) or {}
     except yaml.YAMLError as exc:
         raise QmdError(f"cannot read {installed_defaults_path()}: {exc}", "fix or delete that file") from exc
     return {k: str(v) for k, v in raw.items() if k in ROLES and v} if isinstance(raw, dict) else {}

@@ -44,8 +44,8 @@ def _top(key: str, value: object) -> Callable[[dict[str, Any]], None]:
         (_coll("pattern", ""), "pattern"),
         (_coll("ignore", [1]), "ignore"),
         (_coll("ignore", {"a": 1}), "ignore"),
-        (_coll("includeByDefault", "no"), "includeByDefault"),
-        (_coll("embed", "false"), "embed"),
+        (_coll("includeByDefault", "maybe"), "includeByDefault"),
+        (_coll("embed", "nope"), "embed"),
         (_coll("path", 42), "path"),
         (_coll("update", ["git", "pull"]), "update"),
         (_coll("path", "\x00notes"), "path"),  # once ValueError: embedded null byte, exit 3
@@ -105,3 +105,17 @@ def test_a_cached_copy_of_a_bad_config_is_still_refused(cli: Cli, notes: Path, m
     cache.write_text(json.dumps(data))
     code, _, err = cli("update")
     assert code == 1 and "'pattern'" in err
+
+
+def test_yaml_1_2_scalars_and_yes_no_flags(cli: Cli, notes: Path) -> None:
+    """The config reads YAML 1.2 as the original does: a collection named `off` and a context
+    `no` are text (PyYAML's YAML 1.1 made them booleans: "name must be a string"), while
+    `includeByDefault: no` and `embed: off` still mean false."""
+    _config().parent.mkdir(parents=True, exist_ok=True)
+    _config().write_text(f"collections:\n  off:\n    path: {notes}\n    includeByDefault: no\n    embed: off\n    context:\n      /: no\n")
+    code, out, err = cli("update")
+    assert code == 0, err
+    with qmd.open_index() as store:
+        coll = store.config.collections()["off"]
+        assert (coll.include_by_default, coll.embed) == (False, False)
+        assert coll.context == {"/": "no"}

@@ -512,3 +512,28 @@ def test_vector_results_past_sqlite_vecs_4096_row_knn(tmp_path: Path) -> None:
     assert odd is not None
     agrees(backend.nearest_documents(model, query.tolist(), None, None, odd), [d for d in brute if int(by_id[d].path[1:5]) % 2])
     s.close()
+
+
+def test_front_matter_reads_yaml_1_2_as_the_original_and_older_rows_are_read_again(tmp_path: Path) -> None:
+    """`draft: yes` is the string "yes" and `time: 10:30` the string "10:30" (YAML 1.2, the
+    original's `yaml` package); PyYAML's YAML 1.1 made them True and the integer 630."""
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "m.md").write_text("---\ndraft: yes\nshipped: no\ntime: 10:30\nticket: 017\nreviewed: true\nsize: 1e3\n---\n# Standup\npostgres standup\n")
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    try:
+        s.add_collection(root, name="notes")
+        meta = {"draft": "yes", "shipped": "no", "time": "10:30", "ticket": 17, "reviewed": True, "size": 1000.0}
+        assert s.search("standup")[0].metadata == meta
+        assert found(s, cond("draft", "eq", "yes")) == ["m.md"] and found(s, cond("time", "eq", "10:30")) == ["m.md"]
+        import apsw
+
+        conn = apsw.Connection(str(tmp_path / "idx" / "index.sqlite"))  # a row as the YAML 1.1 reader wrote it
+        conn.execute("""UPDATE documents SET metadata = '{"draft": true, "time": 630}', meta_version = 1""")
+        conn.close()
+        s.close()
+        report = s.update()
+        assert report.totals["updated"] == 0  # nothing changed on disk: only the metadata is read again
+        assert s.search("standup")[0].metadata == meta
+    finally:
+        s.close()

@@ -1,0 +1,80 @@
+"""YAML as the original qmd and today's editors read it: the YAML 1.2 core schema's scalars.
+
+PyYAML implements YAML 1.1, where `yes`, `no`, `on`, `off`, `y` and `n` are booleans,
+`10:30` is the sexagesimal integer 630 and `017` is octal 15. The original qmd (npm `yaml`,
+YAML 1.2) reads those as the strings `yes` … `10:30` and the integer 17, and so do Obsidian
+and most front-matter tools; a note's `time: 10:30` or a config's `context: no` must mean
+what its author wrote. Only booleans and numbers change: timestamps (`2024-01-05`) stay
+dates, as qmd's date filters expect.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any
+
+_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
+@cache
+def loader() -> Any:
+    """A safe loader class (libyaml's when installed) with YAML 1.2 core booleans and numbers."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class CoreLoader(base):  # type: ignore[misc, valid-type]
+        pass
+
+    replaced = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
+    CoreLoader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in replaced]
+        for first, resolvers in base.yaml_implicit_resolvers.items()
+    }
+    CoreLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
+    CoreLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
+    CoreLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+
+    def bad(node: Any, what: str) -> Exception:
+        return yaml.constructor.ConstructorError(None, None, f"{what} is not a YAML 1.2 {node.tag.rsplit(':', 1)[-1]}", node.start_mark)
+
+    def construct_int(self: Any, node: Any) -> int:
+        value = str(self.construct_scalar(node))
+        try:
+            if value.startswith("0o"):
+                return int(value[2:], 8)
+            if value.startswith("0x"):
+                return int(value[2:], 16)
+            return int(value, 10)
+        except ValueError:
+            raise bad(node, repr(value)) from None
+
+    def construct_float(self: Any, node: Any) -> float:
+        value = str(self.construct_scalar(node))
+        special = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}.get(value.lower(), value)
+        try:
+            return float(special)
+        except ValueError:
+            raise bad(node, repr(value)) from None
+
+    def construct_bool(self: Any, node: Any) -> bool:
+        value = str(self.construct_scalar(node))
+        if value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise bad(node, repr(value))
+
+    CoreLoader.add_constructor("tag:yaml.org,2002:int", construct_int)
+    CoreLoader.add_constructor("tag:yaml.org,2002:float", construct_float)
+    CoreLoader.add_constructor("tag:yaml.org,2002:bool", construct_bool)
+    return CoreLoader
+
+
+
+def load(text: str) -> Any:
+    """One YAML document read with `loader()` (raises yaml.YAMLError)."""
+    import yaml
+
+    return yaml.load(text, Loader=loader())
