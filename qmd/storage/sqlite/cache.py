@@ -11,18 +11,15 @@ import json
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS
+from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, values_in
 
 
 def get_many(conn: apsw.Connection, keys: list[str]) -> dict[str, object]:
-    """The cached values of `keys` that exist (in batches of 500 parameters)."""
-    out: dict[str, object] = {}
-    for i in range(0, len(keys), 500):
-        part = keys[i : i + 500]
-        marks = ",".join("?" * len(part))
-        for key, value in conn.execute(f"SELECT key, value FROM llm_cache WHERE key IN ({marks})", part):
-            out[key] = json.loads(value)
-    return out
+    """The cached values of `keys` that exist, in one statement."""
+    if not keys:
+        return {}
+    marks, params = values_in(keys)
+    return {key: json.loads(value) for key, value in conn.execute(f"SELECT key, value FROM llm_cache WHERE key IN ({marks})", params)}
 
 
 def put_many(conn: apsw.Connection, kind: str, items: dict[str, object]) -> bool:
