@@ -9,7 +9,8 @@ renderers, so stdout is the same bytes as an in-process run.
 What decides (any doubt → None: the command runs in-process, never a wrong answer):
 
 1. `--local`, or `QMD_SERVER=off`: in-process.
-2. The index's PID file (`<state>/mcp-{index}.json`): absent → in-process. This open() is
+2. The index's PID file (`<state>/mcp-{index}.json`; a project-local index's is
+   `mcp-local-<hash>.json`, of its config's path): absent → in-process. This open() is
    all a CLI call without a server pays (one failed system call; nothing more is imported).
 3. Its `build_id` equals this installation's (qmd/core/buildinfo.py), and its pid is alive.
 4. POST /cli to the recorded host and port answers 200 within the time limits. The request
@@ -92,18 +93,18 @@ def ask(command: str, text: str, options: dict[str, Any], local: bool = False) -
     if how == "off":
         return None
     from qmd.cli.base import STATE
-    from qmd.core.paths import DEFAULT_INDEX, StateLayout, find_local_config
+    from qmd.core.paths import DEFAULT_INDEX, StateLayout, find_local_config, server_name
 
-    if STATE.index_name is None and find_local_config() is not None:
-        return None  # a project-local index: the servers serve named indexes, so in-process
-
-    index = STATE.index_name or DEFAULT_INDEX
+    # A project-local index is keyed by its config's path, as its server (`qmd mcp --http
+    # --daemon` in the project) records itself; the identity check still decides.
+    project = find_local_config() if STATE.index_name is None else None
+    index = str(project) if project is not None else STATE.index_name or DEFAULT_INDEX
     why = ""
     try:
-        with open(StateLayout.current().mcp_pid_file(index), "rb") as fh:
+        with open(StateLayout.current().mcp_pid_file(server_name(index)), "rb") as fh:  # pidfile.pid_path, without importing it
             raw = fh.read(65536)
     except OSError:
-        why = f"no HTTP server runs for index '{index}' (start one: qmd mcp --http --daemon)"
+        why = f"no HTTP server runs for index '{index}' (start one: qmd mcp --http --daemon" + (" in the project)" if project is not None else ")")
     else:
         answer, why = _ask(index, raw, command, text, options)
         if answer is not None:

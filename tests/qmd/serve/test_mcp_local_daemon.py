@@ -124,3 +124,29 @@ def test_server_names() -> None:
     local = "/srv/proj/.qmd/index.yml"
     assert server_name(local) == _name(Path(local)) and index_name(local) == "index"
     assert server_name("/srv/other/.qmd/index.yml") != server_name(local)
+
+
+def test_the_cli_in_the_project_uses_the_projects_warm_server(project: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """`qmd search` inside the project asks the project's server (QMD_SERVER=require proves
+    it: before, a project-local index always ran in-process, and require did not even say so)."""
+    env, root = project
+    port = free_port()
+    started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), cwd=root, timeout=90)
+    assert started.returncode == 0, started.stderr
+    info = json.loads(next((tmp_path / "state").glob("mcp-local-*.json")).read_text())
+    log = tmp_path / "state" / "logs" / f"mcp-{_name(root / '.qmd' / 'index.yml')}.log"
+    try:
+        plain = qmd({**env, "QMD_SERVER": "off"}, "search", "quokka", cwd=root / "docs", timeout=60)
+        warm = qmd({**env, "QMD_SERVER": "require"}, "search", "quokka", cwd=root / "docs", timeout=60)
+        assert warm.returncode == 0, warm.stdout + warm.stderr
+        assert warm.stdout == plain.stdout and "pager.md" in warm.stdout
+        assert "POST /cli 200" in log.read_text()
+        stopped = qmd(env, "mcp", "stop", cwd=root, timeout=60)
+        assert stopped.returncode == 0
+        assert wait_gone(info["pid"], 15)
+        gone = qmd({**env, "QMD_SERVER": "require"}, "search", "quokka", cwd=root, timeout=60)
+        assert gone.returncode == 1 and f"no HTTP server runs for index '{root / '.qmd' / 'index.yml'}'" in gone.stderr, gone.stderr
+        assert "qmd mcp --http --daemon in the project" in gone.stderr
+    finally:
+        if process_alive(info["pid"]):
+            os.kill(info["pid"], signal.SIGKILL)
