@@ -23,10 +23,10 @@ def _yaml() -> tuple[Any, Any, Any]:
     """(yaml module, loader, dumper): imported only when a config is parsed or written."""
     import yaml
 
-    from qmd.core.yamlcore import loader
+    from qmd.core.yamlcore import dumper, loader
 
-    # YAML 1.2 scalars as the original reads them; libyaml's dumper where installed.
-    return yaml, loader(), getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    # YAML 1.2 scalars as the original reads them; strings written so both YAML versions read them back.
+    return yaml, loader(), dumper()
 
 
 @record
@@ -268,6 +268,8 @@ class Config:
         result: dict[str, CollectionConfig] = {}
         for name, body in self._collections_raw().items():
             where = f"collection {name!r} in {self.path}"
+            if not isinstance(name, (str, int)) or isinstance(name, bool):
+                raise ConfigError(f"{where}: a collection's name must be text, YAML read this one as a {type(name).__name__}", f"quote the collection's name in {self.path} (e.g. '1e3': for 1e3)")
             if not isinstance(body, dict):
                 raise ConfigError(f"{where} must be a mapping with at least a 'path'", f"fix {self.path}")
             folder = _text(body, "path", where, self.path)

@@ -6,6 +6,9 @@ YAML 1.2) reads those as the strings `yes` … `10:30` and the integer 17, and s
 and most front-matter tools; a note's `time: 10:30` or a config's `context: no` must mean
 what its author wrote. Only booleans and numbers change: timestamps (`2024-01-05`) stay
 dates, as qmd's date filters expect.
+
+`dumper()` writes what both readers take back as the same text: a string that either
+YAML 1.1 or 1.2 would read as something else (`yes`, `10:30`, `1e3`, `017`) is quoted.
 """
 
 from __future__ import annotations
@@ -71,6 +74,23 @@ def loader() -> Any:
     CoreLoader.add_constructor("tag:yaml.org,2002:bool", construct_bool)
     return CoreLoader
 
+
+
+@cache
+def dumper() -> Any:
+    """A safe dumper class that quotes every string YAML 1.1 or `loader()` would not read back as it."""
+    import yaml
+
+    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+    class CoreDumper(base):  # type: ignore[misc, valid-type]
+        pass
+
+    merged: dict[Any, list[Any]] = {first: list(rs) for first, rs in base.yaml_implicit_resolvers.items()}
+    for first, rs in loader().yaml_implicit_resolvers.items():
+        merged.setdefault(first, []).extend(r for r in rs if r not in merged[first])
+    CoreDumper.yaml_implicit_resolvers = merged
+    return CoreDumper
 
 
 def load(text: str) -> Any:

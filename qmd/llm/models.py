@@ -55,11 +55,13 @@ def set_installed_default(role: str, spec: str) -> Path:
     """Record `spec` as the installed default for `role` (atomic write)."""
     import yaml
 
+    from qmd.core.yamlcore import dumper
+
     if role not in ROLES:
         raise QmdError(f"unknown model role {role}", f"roles: {', '.join(ROLES)}")
     current = installed_defaults()
     current[role] = spec
-    return write_text(installed_defaults_path(), yaml.safe_dump(current, sort_keys=True))
+    return write_text(installed_defaults_path(), yaml.dump(current, Dumper=dumper(), sort_keys=True))
 
 
 def parse_hf(spec: str) -> tuple[str, str, str]:

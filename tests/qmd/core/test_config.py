@@ -119,3 +119,21 @@ def test_yaml_1_2_scalars_and_yes_no_flags(cli: Cli, notes: Path) -> None:
         coll = store.config.collections()["off"]
         assert (coll.include_by_default, coll.embed) == (False, False)
         assert coll.context == {"/": "no"}
+
+
+def test_what_qmd_writes_it_reads_back_and_a_lossy_name_is_refused(cli: Cli, notes: Path) -> None:
+    """A collection named `1e3` (a float to YAML 1.2, text to 1.1) is written quoted: it once
+    came back as the collection '1000.0' and the next update dropped the real one's documents.
+    A hand-written unquoted `1e3:` is one error naming the fix, not a renamed collection."""
+    assert cli("collection", "add", str(notes), "--name", "1e3")[0] == 0
+    code, out, err = cli("update")
+    assert code == 0 and "dropped" not in out + err and "1000.0" not in out + err, out + err
+    code, out, _ = cli("search", "rollback")
+    assert code == 0 and "qmd://1e3/" in out, out
+    good = _config().read_text()
+    _config().write_text(good.replace("'1e3':", "1e3:"))
+    code, out, err = cli("update")
+    assert code == 1 and "must be text" in err and "quote the collection's name" in err, err
+    _config().write_text(good)
+    with qmd.open_index() as store:
+        assert store.search("rollback")  # nothing was dropped
