@@ -248,6 +248,12 @@ class IndexBackend(Protocol):
 
     def close(self) -> None: ...
 
+    def follow(self) -> bool:
+        """Reconnect on next use when the index at `location` is no longer the one open (its
+        file deleted or replaced under the same path); True if so. A server's stale view
+        must not outlive the index it was opened on."""
+        ...
+
     def size_bytes(self) -> int: ...
 
     def change_token(self) -> object:

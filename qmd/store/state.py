@@ -64,10 +64,12 @@ class IndexState:
         return self.backend
 
     def refresh_config(self) -> bool:
-        """Re-read the config file if it changed on disk; True if it did."""
+        """Re-read the config file if it changed on disk, and reconnect if the index was
+        replaced under its path (`IndexBackend.follow`); True if either happened."""
+        followed = self.backend.follow()
         stat = stat_key(self.config_path)
         if stat == self.config_stat:
-            return False
+            return followed
         self.config = Config.load(self.config_path)
         self.config_stat = stat
         self._colls = None

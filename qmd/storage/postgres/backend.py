@@ -95,6 +95,10 @@ class PostgresBackend(IndexBackend):
             migrate(conn, self.schema)
         self._opened = True
 
+    def follow(self) -> bool:
+        """A database is reached by its URL, not a file that can be swapped underneath: nothing to follow."""
+        return False
+
     def close(self) -> None:
         self._opened = False
         if self._conn is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -74,6 +75,7 @@ class SqliteBackend(IndexBackend):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._conn: apsw.Connection | None = None
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file `_conn` has open
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -87,23 +89,44 @@ class SqliteBackend(IndexBackend):
     def open(self, *, create: bool) -> None:
         if self._conn is None:
             self._conn = connect(self.path, create=create)
+            self._file = self._identity()
 
     def connection(self) -> apsw.Connection:
         """The open connection (opened on first use; never creates the file)."""
         if self._conn is None:
             self._conn = connect(self.path, create=False)
+            self._file = self._identity()
         return self._conn
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def follow(self) -> bool:
+        """Close the connection when the file at `path` is no longer the one it has open
+        (deleted, or replaced by another file: a rebuild, `rm` and a new `update`), so the
+        next read opens what is there now; True if it closed. A long-running server calls
+        this before each request instead of answering from a file nobody else sees."""
+        if self._conn is None or self._identity() == self._file:
+            return False
+        self.close()
+        return True
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+            self._file = None
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
 
     def change_token(self) -> object:
-        return scalar(self.connection(), "PRAGMA data_version")
+        conn = self.connection()  # sets _file: a replaced file is another index, whatever its counter says
+        return (self._file, scalar(conn, "PRAGMA data_version"))
 
     def writer_lock(self, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
         from qmd.core.locks import writer_lock

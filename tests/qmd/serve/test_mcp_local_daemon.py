@@ -150,3 +150,34 @@ def test_the_cli_in_the_project_uses_the_projects_warm_server(project: tuple[dic
     finally:
         if process_alive(info["pid"]):
             os.kill(info["pid"], signal.SIGKILL)
+
+
+def test_a_project_index_made_again_under_a_running_server_is_the_one_answered(project: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """`rm -rf .qmd` and `qmd init` again while the project's server runs: the CLI (through
+    the server) and /query answer from the new index. Before, the server kept the deleted
+    file open and answered with notes that no longer existed."""
+    import shutil
+
+    env, root = project
+    port = free_port()
+    started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), cwd=root, timeout=90)
+    assert started.returncode == 0, started.stderr
+    pid = json.loads(next((tmp_path / "state").glob("mcp-local-*.json")).read_text())["pid"]
+    try:
+        assert _lex(port, "quokka") == ["qmd://docs/pager.md"]
+        shutil.rmtree(root / ".qmd")
+        (root / "docs" / "pager.md").unlink()
+        (root / "docs" / "wombat.md").write_text("# Wombat\n\nThe wombat checklist.\n")
+        off = {**env, "QMD_SERVER": "off"}
+        for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
+            done = qmd(off, *argv, cwd=root)
+            assert done.returncode == 0, done.stderr
+        warm = qmd({**env, "QMD_SERVER": "require"}, "search", "wombat", "--files", cwd=root, timeout=60)
+        assert warm.returncode == 0 and "wombat.md" in warm.stdout, warm.stdout + warm.stderr
+        stale = qmd({**env, "QMD_SERVER": "require"}, "search", "quokka", "--files", cwd=root, timeout=60)
+        assert "pager.md" not in stale.stdout, stale.stdout
+        assert _lex(port, "wombat") == ["qmd://docs/wombat.md"] and _lex(port, "quokka") == []
+    finally:
+        qmd(env, "mcp", "stop", cwd=root, timeout=60)
+        if process_alive(pid):
+            os.kill(pid, signal.SIGKILL)
