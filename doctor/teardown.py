@@ -38,6 +38,7 @@ LAUNCHER_MARK = "# qmd launcher written by"
 class Step:
     summary: str
     run: Callable[[], list[str]]
+    keeps: bool = False  # a line saying what --purge leaves, not a removal
 
 
 def launcher() -> Path | None:
@@ -141,14 +142,15 @@ def local_indexes() -> list[qmd.IndexPaths]:
         here = None
     if here is not None and here.local:
         configs.append(here.config_path)
-    seen: set[str] = set()
-    out = []
+    # One entry per real config; of several ways to it, the project whose own `.qmd` it is
+    # (a project linking to another's `.qmd` must not hide the owner from --purge).
+    by_real: dict[str, qmd.IndexPaths] = {}
     for config in configs:
         real = os.path.realpath(config)
-        if real not in seen:
-            seen.add(real)
-            out.append(qmd.resolve_index(str(config)))
-    return out
+        paths = qmd.resolve_index(str(config))
+        if real not in by_real or (_outside_project(by_real[real]) is not None and _outside_project(paths) is None):
+            by_real[real] = paths
+    return list(by_real.values())
 
 
 def _index_files(paths: qmd.IndexPaths) -> list[Path]:
@@ -224,6 +226,7 @@ def plan(purge: bool) -> list[Step]:
                 steps.append(Step(
                     f"keep the index {home_path(local.index_path)}: {outside} lies outside the project {home_path(local.project_root or local.config_path.parent)}, so it may be another project's (delete it yourself if it is qmd's)",
                     partial(lambda path: [f"kept {path}"], home_path(local.index_path)),
+                    keeps=True,
                 ))
             elif files:
                 steps.append(Step(
@@ -279,4 +282,5 @@ def teardown(
             typer.echo(f"failed: {step.summary}: {message}", err=True)
     if failed:
         raise qmd.QmdError(f"{failed} step(s) of the teardown failed (see above)", "fix what they name, then run qmd teardown again")
-    typer.echo("qmd's integrations are removed." + (" All its data is deleted." if purge else ""))
+    spared = any(step.keeps for step in steps)
+    typer.echo("qmd's integrations are removed." + ((" Its data is deleted, except the index(es) kept above." if spared else " All its data is deleted.") if purge else ""))

@@ -106,3 +106,33 @@ def test_purge_keeps_an_index_whose_qmd_folder_links_outside_the_project(home: P
     assert f"kept {linked}/.qmd/index.sqlite" in done.stdout
     assert (other / ".qmd" / "index.sqlite").is_file()
     assert "alpha" in qmd(other, "search", "alpha").stdout
+
+
+def test_purge_deletes_the_owners_index_even_when_a_linking_project_is_listed_first(home: Path, tmp_path: Path) -> None:
+    """`aa/.qmd` links to `zb/.qmd` and the harness lists `aa` first: --purge keeps the index
+    for `aa` (not its own) but still deletes it as `zb`'s. Before, the two were folded into
+    the first entry, so `zb`'s index was neither listed nor deleted, and teardown still said
+    "All its data is deleted"."""
+    owner = project(tmp_path / "zb")
+    linked = tmp_path / "aa"
+    linked.mkdir()
+    (linked / ".qmd").symlink_to(owner / ".qmd")
+    state = Path(os.environ["XDG_STATE_HOME"]) / "qmd" / "local-indexes.json"
+    state.write_text(json.dumps({"configs": [str(linked / ".qmd" / "index.yml"), str(owner / ".qmd" / "index.yml")]}))
+    done = qmd(home, "teardown", "--yes", "--purge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"delete the project-local index {owner}/.qmd/index.sqlite" in done.stdout, done.stdout
+    assert not (owner / ".qmd" / "index.sqlite").exists()
+    assert (owner / ".qmd" / "index.yml").is_file()
+    assert "All its data is deleted." in done.stdout
+
+
+def test_purge_that_keeps_an_index_says_so_at_the_end(home: Path, tmp_path: Path) -> None:
+    other = project(tmp_path / "other")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / ".qmd").symlink_to(other / ".qmd")
+    (Path(os.environ["XDG_STATE_HOME"]) / "qmd" / "local-indexes.json").unlink()
+    done = qmd(linked, "teardown", "--yes", "--purge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "except the index(es) kept above" in done.stdout and "All its data is deleted." not in done.stdout
