@@ -97,10 +97,24 @@ def _shown(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _scalar(value: object, where: str) -> Any:
-    if value_type(value) is None:
-        raise FilterError(f"{where}: the value must be a string, a number or true/false, not {_shown(value)}")
+def _widened(value: object) -> object:
+    """`value`, except an integer past what the index stores (64-bit): the float nearest it,
+    or None beyond any float (1.8e308)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+        try:
+            return float(value)
+        except OverflowError:
+            return None
     return value
+
+
+def _scalar(value: object, where: str) -> Any:
+    kept = _widened(value)
+    if kept is None and value is not None:
+        raise FilterError(f"{where}: the number {_shown(value)} is beyond what can be compared (±1.8e308)")
+    if value_type(kept) is None:
+        raise FilterError(f"{where}: the value must be a string, a number or true/false, not {_shown(value)}")
+    return kept
 
 
 def _condition(node: dict[str, Any], where: str) -> Condition:
@@ -135,7 +149,7 @@ def _condition(node: dict[str, Any], where: str) -> Condition:
         return Condition(key, op, tuple(_scalar(v, f"{where}.value[{i}]") for i, v in enumerate(value)))
     if isinstance(value, list):
         raise FilterError(f"{where}: {op} takes one value, not a list", "for a list of values use in, nin or all")
-    _scalar(value, f"{where}.value")
+    value = _scalar(value, f"{where}.value")
     if op in ("gt", "gte", "lt", "lte") and isinstance(value, bool):
         raise FilterError(f"{where}: {op} compares numbers or strings, not true/false", "use eq or ne for booleans")
     return Condition(key, op, value)
@@ -205,7 +219,8 @@ def parse_filter(spec: object) -> Filter | None:
 _RELATIVE = re.compile(r"^\s*(\d{1,6})\s*([hdwmy])\s*$", re.IGNORECASE)
 _UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
 WHEN_HINT = "an ISO date or time (2024-05-01, 2024-05-01T09:30) or an age: 12h, 7d, 2w, 3m (30 days), 1y"
-NS_MIN, NS_MAX = -(2**63), 2**63 - 1  # what a stored date holds (signed 64-bit epoch ns: 1677-09-21 to 2262-04-11)
+INT64 = (-(2**63), 2**63 - 1)  # what the index stores as an integer
+NS_MIN, NS_MAX = INT64  # what a stored date holds (signed 64-bit epoch ns: 1677-09-21 to 2262-04-11)
 
 
 def _clamped(ns: int) -> int:
@@ -279,6 +294,7 @@ def _plain(value: object) -> Any:
         return value.isoformat()
     if isinstance(value, date):
         return value.isoformat()
+    value = _widened(value)
     if value_type(value) is not None:
         return value
     if isinstance(value, list):

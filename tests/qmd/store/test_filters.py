@@ -537,3 +537,44 @@ def test_front_matter_reads_yaml_1_2_as_the_original_and_older_rows_are_read_aga
         assert s.search("standup")[0].metadata == meta
     finally:
         s.close()
+
+
+BOMB = "---\na: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(8)) + "---\n# Bomb\nzebra bomb\n"
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("bad-date.md", "---\ndate: 2024-02-30\n---\n# Bad date\nzebra date\n"),  # ValueError in PyYAML's timestamp
+    ("bad-tag.md", "---\nv: !!timestamp nope\n---\n# Bad tag\nzebra tag\n"),  # AttributeError
+    ("self-alias.md", "---\nv: &a [*a]\n---\n# Self\nzebra self\n"),  # RecursionError when walked
+    ("bomb.md", BOMB),  # 9**9 values once expanded: minutes of CPU, then TooBigError
+])
+def test_front_matter_that_cannot_be_metadata_is_text_not_a_crash(tmp_path: Path, name: str, text: str) -> None:
+    """Each once stopped `update` with exit 3 and left the whole collection unindexed."""
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / name).write_text(text)
+    (root / "good.md").write_text("---\nstatus: ok\n---\n# Good\nzebra good\n")
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    try:
+        started = time.monotonic()
+        s.add_collection(root, name="notes")
+        assert time.monotonic() - started < 30
+        assert sorted(h.path for h in s.search("zebra", limit=10)) == sorted([name, "good.md"])
+        assert found(s, cond("status", "eq", "ok")) == []  # `found` searches "postgres": none here
+        assert [h.path for h in s.search("zebra", filter=cond("status", "eq", "ok"))] == ["good.md"]
+    finally:
+        s.close()
+
+
+def test_integers_past_64_bits_are_numbers_in_metadata_and_filters(tmp_path: Path, run_qmd: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    """`v: 99999999999999999999999` once failed the update (OverflowError writing the row), and
+    the same number in a filter failed the search; both exit 3."""
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "big.md").write_text("---\nv: 99999999999999999999999\nw: 1" + "0" * 400 + "\n---\n# Big\nzebra big\n")
+    assert run_qmd("collection", "add", str(root), "--name", "notes").returncode == 0
+    done = run_qmd("search", "zebra", "--json", "--filter", '{"key": "v", "operator": "gt", "value": 10000000000000000000000}')
+    assert done.returncode == 0, done.stderr
+    assert [r["metadata"] for r in json.loads(done.stdout)] == [{"v": 1e23}]
+    done = run_qmd("search", "zebra", "--filter", '{"key": "v", "operator": "eq", "value": 1' + "0" * 400 + "}")
+    assert done.returncode == 1 and "beyond what can be compared" in done.stderr and "Traceback" not in done.stderr
