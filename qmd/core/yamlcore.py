@@ -5,7 +5,8 @@ PyYAML implements YAML 1.1, where `yes`, `no`, `on`, `off`, `y` and `n` are bool
 YAML 1.2) reads those as the strings `yes` … `10:30` and the integer 17, and so do Obsidian
 and most front-matter tools; a note's `time: 10:30` or a config's `context: no` must mean
 what its author wrote. Only booleans and numbers change: timestamps (`2024-01-05`) stay
-dates, as qmd's date filters expect.
+dates, as qmd's date filters expect. A plain mapping key is always its text (`08:`, `1e3:`,
+`on:`): keys here are names.
 
 `dumper()` writes what both readers take back as the same text: a string that either
 YAML 1.1 or 1.2 would read as something else (`yes`, `10:30`, `1e3`, `017`) is quoted.
@@ -51,6 +52,8 @@ def loader() -> Any:
                 return int(value[2:], 8)
             if value.startswith("0x"):
                 return int(value[2:], 16)
+            if value.startswith("0b"):  # only an explicit !!int: YAML 1.1's binary
+                return int(value[2:], 2)
             return int(value, 10)
         except ValueError:
             raise bad(node, repr(value)) from None
@@ -65,10 +68,22 @@ def loader() -> Any:
 
     def construct_bool(self: Any, node: Any) -> bool:
         value = str(self.construct_scalar(node))
-        if value.lower() in ("true", "false"):
-            return value.lower() == "true"
+        word = value.lower()  # only an explicit !!bool reaches here with more than true/false
+        if word in ("true", "yes", "on", "y", "false", "no", "off", "n"):
+            return word in ("true", "yes", "on", "y")
         raise bad(node, repr(value))
 
+    plain_names = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"}
+
+    def construct_mapping(self: Any, node: Any, deep: bool = False) -> Any:
+        # A plain key is its text: `08:`, `1e3:`, `on:` name a collection, a context folder or
+        # a metadata field (qmd once wrote `08:` unquoted, as YAML 1.1 reads it as text).
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and not key_node.style and key_node.tag in plain_names:  # plain: None, or "" from libyaml
+                key_node.tag = "tag:yaml.org,2002:str"
+        return base.construct_mapping(self, node, deep=deep)
+
+    CoreLoader.construct_mapping = construct_mapping
     CoreLoader.add_constructor("tag:yaml.org,2002:int", construct_int)
     CoreLoader.add_constructor("tag:yaml.org,2002:float", construct_float)
     CoreLoader.add_constructor("tag:yaml.org,2002:bool", construct_bool)
@@ -90,6 +105,7 @@ def dumper() -> Any:
     for first, rs in loader().yaml_implicit_resolvers.items():
         merged.setdefault(first, []).extend(r for r in rs if r not in merged[first])
     CoreDumper.yaml_implicit_resolvers = merged
+    CoreDumper.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))  # YAML 1.1's, which PyYAML skips
     return CoreDumper
 
 

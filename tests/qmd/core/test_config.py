@@ -121,19 +121,20 @@ def test_yaml_1_2_scalars_and_yes_no_flags(cli: Cli, notes: Path) -> None:
         assert coll.context == {"/": "no"}
 
 
-def test_what_qmd_writes_it_reads_back_and_a_lossy_name_is_refused(cli: Cli, notes: Path) -> None:
+def test_what_qmd_writes_it_reads_back_and_plain_names_stay_text(cli: Cli, notes: Path) -> None:
     """A collection named `1e3` (a float to YAML 1.2, text to 1.1) is written quoted: it once
     came back as the collection '1000.0' and the next update dropped the real one's documents.
-    A hand-written unquoted `1e3:` is one error naming the fix, not a renamed collection."""
+    Names an older qmd wrote unquoted (`08:`, `0o17:`: text to YAML 1.1) or a person wrote
+    (`1e3:`) stay those names: a plain key is its text."""
     assert cli("collection", "add", str(notes), "--name", "1e3")[0] == 0
     code, out, err = cli("update")
     assert code == 0 and "dropped" not in out + err and "1000.0" not in out + err, out + err
     code, out, _ = cli("search", "rollback")
     assert code == 0 and "qmd://1e3/" in out, out
-    good = _config().read_text()
-    _config().write_text(good.replace("'1e3':", "1e3:"))
+    _config().write_text(f"collections:\n  1e3:\n    path: {notes}\n  08:\n    path: {notes}\n  0o17:\n    path: {notes}\n")
     code, out, err = cli("update")
-    assert code == 1 and "must be text" in err and "quote the collection's name" in err, err
-    _config().write_text(good)
-    with qmd.open_index() as store:
-        assert store.search("rollback")  # nothing was dropped
+    assert code == 0 and "dropped" not in out + err, out + err
+    code, out, _ = cli("collection", "list")
+    assert all(name in out for name in ("1e3", "08", "0o17")) and "1000.0" not in out and "\n8" not in out, out
+    assert cli("collection", "rename", "08", "eight")[0] == 0
+    assert "eight:" in _config().read_text() and "08:" not in _config().read_text()
