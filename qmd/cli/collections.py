@@ -11,6 +11,7 @@ import typer
 from qmd.cli.formats import format_collection, format_collection_list, to_json
 from qmd.cli.common import err, open_store, out
 from qmd.cli.update import print_report
+from qmd.core.text import line_safe
 
 collection_app = typer.Typer(help="Manage collections: folders of markdown that qmd indexes.", no_args_is_help=True)
 context_app = typer.Typer(help="Describe the index, a collection or a folder; contexts come back with every hit.", no_args_is_help=True)
@@ -145,7 +146,7 @@ def context_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None
     elif not items:
         out('No contexts. Add one with: qmd context add qmd://NAME/ "What this collection holds"\n')
     else:
-        out("".join(f"{c.target}\n  {c.text}\n" for c in items))
+        out("".join(f"{line_safe(c.target)}\n  {line_safe(c.text, newlines=True)}\n" for c in items))  # a cloned config's text: inert on a terminal
 
 
 @context_app.command("rm")

@@ -114,7 +114,7 @@ def format_search(
         return "No results found.\n"
     blocks = []
     for h in hits:
-        ctx = style.paint(DIM, f"Context: {h.context}") + "\n" if h.context else ""
+        ctx = style.paint(DIM, f"Context: {line_safe(h.context, newlines=True)}") + "\n" if h.context else ""
         text = h.body if h.body is not None else h.snippet
         name = line_safe(_file(h, paths))
         head = style.paint(CYAN, style.link(f"{name}:{h.line}", (files or {}).get(h.uri), h.line))
@@ -146,7 +146,7 @@ def format_document(doc: Document, fmt: str, line_numbers: bool = True, name: st
         return f"<file docid=\"#{doc.docid}\" name={quoteattr(name)} title={quoteattr(doc.title)}{ctx}>\n{escape(body)}\n</file>\n"
     if fmt == "files":
         return f"#{doc.docid},{line_safe(name)}" + (f",{_csv_field(doc.context)}" if doc.context else "") + "\n"
-    ctx = f"Folder Context: {doc.context}\n" if doc.context else ""
+    ctx = f"Folder Context: {line_safe(doc.context, newlines=True)}\n" if doc.context else ""
     return f"{line_safe(name)}  #{doc.docid}\n{ctx}---\n\n{body}\n"
 
 

@@ -141,7 +141,11 @@ def numbered(text: str, first: int) -> str:
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def line_safe(text: str) -> str:
+_UNPRINTABLE_BUT_NEWLINES = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def line_safe(text: str, *, newlines: bool = False) -> str:
     """`text` on one line, inert on a terminal: newlines, escapes and other control characters
-    as `\\n`, `\\x1b`… (a file name may hold them; line-based output must not split or color)."""
-    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+    as `\\n`, `\\x1b`… (a file name may hold them; line-based output must not split or color).
+    `newlines=True` keeps line breaks (a multi-line context) and escapes the rest."""
+    return (_UNPRINTABLE_BUT_NEWLINES if newlines else _UNPRINTABLE).sub(lambda m: repr(m.group())[1:-1], text)

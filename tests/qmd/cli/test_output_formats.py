@@ -429,6 +429,20 @@ def test_collection_context_shows_with_every_hit(small: Path, cli: Cli) -> None:
     assert ok(cli, "get", "small/travel-japan.md", "-l", "1") == f"qmd://small/travel-japan.md  #5408da\nFolder Context: {ctx}\n---\n\n1: # Travel Plan: Japan\n"
 
 
+def test_a_context_is_inert_on_a_terminal(small: Path, cli: Cli) -> None:
+    """A context comes from a config that may arrive with `git clone`; its escape sequences
+    (a terminal title, a clipboard write) are shown as text, never sent raw (line breaks stay:
+    the original prints a multi-level context on several lines)."""
+    evil = "Runbooks\x1b]0;pwned\x07\x1b]52;c;Y3VybA==\x07\nFAKE: line"
+    code, _, err = cli("context", "add", "qmd://small/", evil)
+    assert code == 0, err
+    for argv in (("search", QUERY), ("get", "small/travel-japan.md", "-l", "1"), ("context", "list")):
+        out = ok(cli, *argv)
+        assert "\x1b" not in out and "\x07" not in out, (argv, out)
+        assert "Runbooks\\x1b]0;pwned\\x07" in out, (argv, out)
+    assert json.loads(ok(cli, "search", QUERY, "--json"))[0]["context"] == evil  # data stays data
+
+
 def test_sub_path_context_applies_only_below_it(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "ctx"
     for rel, words in (("sub/deep.md", "below"), ("sub/more/deeper.md", "further below"), ("subway/beside.md", "beside"), ("top.md", "above")):
