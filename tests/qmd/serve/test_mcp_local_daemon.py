@@ -38,6 +38,14 @@ def _name(config: Path) -> str:
     return "local-" + hashlib.sha256(os.path.realpath(config).encode()).hexdigest()[:12]
 
 
+def _serve_project(env: dict[str, str], root: Path, state: Path) -> tuple[int, int]:
+    """(port, pid) of `qmd mcp --http --daemon` started inside the project."""
+    port = free_port()
+    started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), cwd=root, timeout=90)
+    assert started.returncode == 0, started.stderr
+    return port, json.loads(next(state.glob("mcp-local-*.json")).read_text())["pid"]
+
+
 def _files(state: Path) -> list[str]:
     return sorted(p.name for p in state.glob("mcp-*.json"))
 
@@ -98,10 +106,7 @@ def test_the_home_index_never_takes_the_local_server_for_its_own(project: tuple[
     """Only the project's server runs: outside the project, `qmd mcp stop` finds none and the
     CLI (QMD_SERVER=require) reports no server rather than answering from the project's notes."""
     env, root = project
-    port = free_port()
-    started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), cwd=root, timeout=90)
-    assert started.returncode == 0, started.stderr
-    pid = json.loads(next((tmp_path / "state").glob("mcp-*.json")).read_text())["pid"]
+    port, pid = _serve_project(env, root, tmp_path / "state")
     try:
         outside = qmd(env, "mcp", "stop", cwd=tmp_path, timeout=60)
         assert outside.returncode == 0 and "no MCP server is running for index 'index'" in outside.stdout
@@ -130,10 +135,7 @@ def test_the_cli_in_the_project_uses_the_projects_warm_server(project: tuple[dic
     """`qmd search` inside the project asks the project's server (QMD_SERVER=require proves
     it: before, a project-local index always ran in-process, and require did not even say so)."""
     env, root = project
-    port = free_port()
-    started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), cwd=root, timeout=90)
-    assert started.returncode == 0, started.stderr
-    info = json.loads(next((tmp_path / "state").glob("mcp-local-*.json")).read_text())
+    _, pid = _serve_project(env, root, tmp_path / "state")
     log = tmp_path / "state" / "logs" / f"mcp-{_name(root / '.qmd' / 'index.yml')}.log"
     try:
         plain = qmd({**env, "QMD_SERVER": "off"}, "search", "quokka", cwd=root / "docs", timeout=60)
@@ -143,13 +145,13 @@ def test_the_cli_in_the_project_uses_the_projects_warm_server(project: tuple[dic
         assert "POST /cli 200" in log.read_text()
         stopped = qmd(env, "mcp", "stop", cwd=root, timeout=60)
         assert stopped.returncode == 0
-        assert wait_gone(info["pid"], 15)
+        assert wait_gone(pid, 15)
         gone = qmd({**env, "QMD_SERVER": "require"}, "search", "quokka", cwd=root, timeout=60)
         assert gone.returncode == 1 and f"no HTTP server runs for index '{root / '.qmd' / 'index.yml'}'" in gone.stderr, gone.stderr
         assert "qmd mcp --http --daemon in the project" in gone.stderr
     finally:
-        if process_alive(info["pid"]):
-            os.kill(info["pid"], signal.SIGKILL)
+        if process_alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_project_index_made_again_under_a_running_server_is_the_one_answered(project: tuple[dict[str, str], Path], tmp_path: Path) -> None:
@@ -159,10 +161,7 @@ def test_a_project_index_made_again_under_a_running_server_is_the_one_answered(p
     import shutil
 
     env, root = project
-    port = free_port()
-    started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), cwd=root, timeout=90)
-    assert started.returncode == 0, started.stderr
-    pid = json.loads(next((tmp_path / "state").glob("mcp-local-*.json")).read_text())["pid"]
+    port, pid = _serve_project(env, root, tmp_path / "state")
     try:
         assert _lex(port, "quokka") == ["qmd://docs/pager.md"]
         shutil.rmtree(root / ".qmd")
