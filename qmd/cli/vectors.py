@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from qmd.core.cancel import interrupts_checked
 from qmd.core.errors import QmdError
 from qmd.cli.formats import human_size, to_json
 from qmd.cli.progress import Bar
@@ -78,14 +79,15 @@ def embed(
             bar.update(done, total, f"{chunks} chunks, {rate:.1f} chunks/s", unit="documents")
 
         try:
-            report = store.embed(
-                force=force,
-                collections=collection,
-                progress=progress,
-                on_wait=say_waiting(store),
-                wait=wait_seconds(wait, no_wait),
-                chunk_strategy=chunk_strategy,
-            )
+            with interrupts_checked():  # a Ctrl-C that lands in llama.cpp's log callback still stops it
+                report = store.embed(
+                    force=force,
+                    collections=collection,
+                    progress=progress,
+                    on_wait=say_waiting(store),
+                    wait=wait_seconds(wait, no_wait),
+                    chunk_strategy=chunk_strategy,
+                )
         except KeyboardInterrupt:
             bar.close()
             err(f"Interrupted: the {bar.done} documents embedded so far are kept; run 'qmd embed' again to embed the rest")

@@ -9,6 +9,12 @@ Outside a scope `checkpoint()` costs one context-variable read and never raises.
 
 The scope is a context variable: each thread has its own, so one request's cancellation
 never stops another's work.
+
+Ctrl-C in a long CLI command (`embed`, `update`): `interrupts_checked()` records SIGINT
+too, and `checkpoint()` then raises KeyboardInterrupt. Python's own KeyboardInterrupt is
+lost when the signal lands while a C library calls back into Python (llama.cpp's log hook:
+"Exception ignored on calling ctypes callback function"), and the command used to run on to
+the end; the next checkpoint stops it all the same.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 _current: ContextVar[threading.Event | None] = ContextVar("qmd_cancel", default=None)
+_interrupted = threading.Event()  # SIGINT arrived inside `interrupts_checked()`
 
 
 class Cancelled(Exception):
@@ -41,8 +48,33 @@ def cancelled() -> bool:
     return event is not None and event.is_set()
 
 
+@contextmanager
+def interrupts_checked() -> Iterator[None]:
+    """Run the body (in the main thread) so that a Ctrl-C is also seen by `checkpoint()`."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is signal.SIG_IGN:
+        yield  # signals go to the main thread; an ignored SIGINT stays ignored
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        _interrupted.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _interrupted.clear()
+
+
 def checkpoint() -> None:
-    """Raise `Cancelled` if the current request has been cancelled."""
+    """Raise `Cancelled` if the current request has been cancelled (KeyboardInterrupt after a
+    Ctrl-C inside `interrupts_checked()`)."""
+    if _interrupted.is_set():
+        raise KeyboardInterrupt
     event = _current.get()
     if event is not None and event.is_set():
         raise Cancelled()

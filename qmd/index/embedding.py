@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
+from qmd.core.cancel import checkpoint
 from qmd.core.text import parse_front_matter
 from qmd.index.chunking import chunk_text
 from qmd.llm.roles import EmbeddingModel
@@ -136,11 +137,13 @@ def embed_documents(
     batch: list[_Doc] = []
 
     def flush() -> None:
+        checkpoint()  # a cancelled request, or a Ctrl-C the model's callbacks swallowed, stops here
         before = backend.chunk_spans(model, [doc.hash for doc in batch])
         same = {doc.hash: doc.chunker for doc in batch if doc.hash in before and before[doc.hash] == [(s, e) for _, s, e, _ in doc.starts]}
         todo_docs = [doc for doc in batch if doc.hash not in same]
         inputs = [text for doc in todo_docs for text in doc.inputs]
         vectors = iter(embedder.embed(inputs) if inputs else [])
+        checkpoint()  # the model ran for seconds: nothing of this batch is written after a Ctrl-C
         rows = [
             (doc.hash, [ChunkVector(doc.hash, seq, start, end, tokens, next(vectors)) for seq, start, end, tokens in doc.starts])
             for doc in todo_docs
