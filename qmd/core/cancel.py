@@ -10,7 +10,7 @@ Outside a scope `checkpoint()` costs one context-variable read and never raises.
 The scope is a context variable: each thread has its own, so one request's cancellation
 never stops another's work.
 
-Ctrl-C in a long CLI command (`embed`, `update`): `interrupts_checked()` records SIGINT
+Ctrl-C in `qmd embed` (minutes of model calls): `interrupts_checked()` records SIGINT
 too, and `checkpoint()` then raises KeyboardInterrupt. Python's own KeyboardInterrupt is
 lost when the signal lands while a C library calls back into Python (llama.cpp's log hook:
 "Exception ignored on calling ctypes callback function"), and the command used to run on to

@@ -269,7 +269,7 @@ class Config:
         for name, body in self._collections_raw().items():
             where = f"collection {name!r} in {self.path}"
             if not isinstance(name, (str, int)) or isinstance(name, bool):
-                raise ConfigError(f"{where}: a collection's name must be text, YAML read this one as a {type(name).__name__}", f"quote the collection's name in {self.path} (e.g. '1e3': for 1e3)")
+                raise ConfigError(f"{where}: a collection's name must be text, YAML read this one as a {type(name).__name__}", f"write the collection's name as plain or quoted text in {self.path}")
             if not isinstance(body, dict):
                 raise ConfigError(f"{where} must be a mapping with at least a 'path'", f"fix {self.path}")
             folder = _text(body, "path", where, self.path)
