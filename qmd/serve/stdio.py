@@ -180,12 +180,25 @@ class StdioServer:
         if not self._claim_stop():
             return  # stdin closed too: _shut_down is doing this already
         self.log("the client closed its end of stdout; stopping")
-        self._cancel_all()
-        worker.join(STOP_WAIT_S)
-        if not worker.is_alive() and self._service_ready.is_set() and self._service is not None:
-            self._service.close()
+        self._close_down(worker, "stdout closing")
         sys.stderr.flush()
         os._exit(1 if self.failed else 0)
+
+    def _close_down(self, worker: threading.Thread, why: str) -> None:
+        """Cancel what still runs, give the worker STOP_WAIT_S, then close the index once the
+        opener is done; a call stuck inside a model call makes the process exit at once
+        instead (the index is not closed under it)."""
+        if worker.is_alive():
+            self._cancel_all()
+            worker.join(STOP_WAIT_S)
+        if worker.is_alive():
+            self.log(f"a tool call did not stop within 2 s of {why}; exiting without waiting for it")
+            sys.stderr.flush()
+            os._exit(1 if self.failed else 0)
+        if self._opener is not None:
+            self._opener.join(STOP_WAIT_S)  # a client that leaves at once still lets this start keep its text
+        if self._service_ready.is_set() and self._service is not None:
+            self._service.close()
 
     # the loop
 
@@ -296,17 +309,7 @@ class StdioServer:
         deadline = time.monotonic() + DRAIN_WAIT_S
         while worker.is_alive() and time.monotonic() < deadline and not self._reader_gone():
             worker.join(0.1)
-        if worker.is_alive():
-            self._cancel_all()
-            worker.join(STOP_WAIT_S)
-        if worker.is_alive():  # stuck inside a model call: do not close the index under it
-            self.log("a tool call did not stop within 2 s of stdin closing; exiting without waiting for it")
-            sys.stderr.flush()
-            os._exit(1 if self.failed else 0)
-        if self._opener is not None:
-            self._opener.join(STOP_WAIT_S)  # a client that leaves at once still lets this start keep its text
-        if self._service_ready.is_set() and self._service is not None:
-            self._service.close()
+        self._close_down(worker, "stdin closing")
 
 
 def run(index_name: str | None) -> int:
