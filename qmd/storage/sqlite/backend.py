@@ -88,14 +88,15 @@ class SqliteBackend(IndexBackend):
 
     def open(self, *, create: bool) -> None:
         if self._conn is None:
-            self._conn = connect(self.path, create=create)
-            self._file = self._identity()
+            self._connect(create=create)
 
     def connection(self) -> apsw.Connection:
         """The open connection (opened on first use; never creates the file)."""
-        if self._conn is None:
-            self._conn = connect(self.path, create=False)
-            self._file = self._identity()
+        return self._conn if self._conn is not None else self._connect(create=False)
+
+    def _connect(self, *, create: bool) -> apsw.Connection:
+        self._conn = connect(self.path, create=create)
+        self._file = self._identity()  # what `follow` compares the path with
         return self._conn
 
     def _identity(self) -> tuple[int, int] | None:
