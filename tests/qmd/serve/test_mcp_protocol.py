@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,23 @@ def server(env: dict[str, str], tmp_path: Path) -> Iterator[RawStdio]:
 
 def log_of(tmp_path: Path) -> str:
     return (tmp_path / "stderr.log").read_text(errors="replace")
+
+
+@contextmanager
+def bare_server(env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`qmd mcp` with its pipes in the test's hands (no reader thread: the test closes stdout
+    itself), stderr to stderr.log; killed at the end if still running."""
+    with open(tmp_path / "stderr.log", "ab") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "qmd", "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stdin is not None and not proc.stdin.closed:
+                proc.stdin.close()
 
 
 def test_initialize_negotiates_and_advertises_only_what_is_served(server: RawStdio) -> None:
@@ -198,9 +218,6 @@ def test_a_cancelled_query_stops_reranking_and_frees_the_server(tmp_path: Path) 
 def test_calls_piped_in_before_stdin_closes_are_answered(env: dict[str, str], tmp_path: Path) -> None:
     """`printf '…' | qmd mcp | jq`: the writer is done before the answers are; they still come
     (the end of stdin once cancelled every call, so a script got only `initialize` back)."""
-    import subprocess
-    import sys
-
     lines = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "sh", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -223,54 +240,35 @@ def test_calls_piped_in_before_stdin_closes_are_answered(env: dict[str, str], tm
 def test_an_agent_that_quits_mid_query_does_not_keep_the_server_busy(tmp_path: Path) -> None:
     """stdin and stdout both closed (the agent exited) during a minutes-long rerank: the call is
     cancelled and the server exits at once, not after the drain's 30 s."""
-    import subprocess
-    import sys
-
     env = slow_rerank_env(tmp_path)
-    with open(tmp_path / "stderr.log", "ab") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "qmd", "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
-        try:
-            assert proc.stdin is not None and proc.stdout is not None
-            for m in (
-                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
-                {"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
-                    "name": "query", "arguments": {"query": "rollback procedure", "candidateLimit": 200}, "_meta": {"progressToken": "p"}}},
-            ):
-                proc.stdin.write((json.dumps(m) + "\n").encode())
-            proc.stdin.flush()
-            while b"reranking" not in proc.stdout.readline():
-                pass
-            quit_at = time.monotonic()
-            proc.stdout.close()
-            proc.stdin.close()
-            assert proc.wait(timeout=60) == 0
-            assert time.monotonic() - quit_at < 15
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    with bare_server(env, tmp_path) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        for m in (
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+            {"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
+                "name": "query", "arguments": {"query": "rollback procedure", "candidateLimit": 200}, "_meta": {"progressToken": "p"}}},
+        ):
+            proc.stdin.write((json.dumps(m) + "\n").encode())
+        proc.stdin.flush()
+        while b"reranking" not in proc.stdout.readline():
+            pass
+        quit_at = time.monotonic()
+        proc.stdout.close()
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        assert time.monotonic() - quit_at < 15
 
 
 def test_a_client_that_closes_stdout_but_not_stdin_stops_the_server(env: dict[str, str], tmp_path: Path) -> None:
     """The reader waits on stdin; an agent that quit leaving our stdin open must not leave a
     server running forever (it once did: only a new line on stdin woke it)."""
-    import subprocess
-    import sys
-
-    with open(tmp_path / "stderr.log", "ab") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "qmd", "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
-        try:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n')
-            proc.stdin.flush()
-            assert b'"id":1' in proc.stdout.readline()
-            closed_at = time.monotonic()
-            proc.stdout.close()
-            assert proc.wait(timeout=30) == 0
-            assert time.monotonic() - closed_at < 10
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdin.close() if proc.stdin else None
+    with bare_server(env, tmp_path) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n')
+        proc.stdin.flush()
+        assert b'"id":1' in proc.stdout.readline()
+        closed_at = time.monotonic()
+        proc.stdout.close()
+        assert proc.wait(timeout=30) == 0
+        assert time.monotonic() - closed_at < 10
     assert "closed its end of stdout" in log_of(tmp_path)
