@@ -57,6 +57,9 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
             return [fail(name, f"stale PID file ({what}): {state.reason}", start, ms=c.ms, repair=lambda: restart(index, info))]
         if state.state == "unverified" or info is None:
             return [fail(name, f"a server holds the lock but {state.reason or 'wrote no PID file'}", f"ps aux | grep 'qmd.*mcp'  # stop it, then: {start}", ms=c.ms)]
+        impostor = servers.prove(info.url, info.key)
+        if impostor is not None:  # a token is sent to nothing that cannot prove it is the server
+            return [fail(name, f"pid {info.pid} holds the server lock, but {impostor}; no token was sent to it", qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info))]
         token, source = servers.probe_token(index)
         health = _health(info.url, token)
         if health is None and token and _health(info.url, None) is not None:

@@ -13,16 +13,20 @@ What decides (any doubt → None: the command runs in-process, never a wrong ans
    `mcp-local-<hash>.json`, of its config's path): absent → in-process. This open() is
    all a CLI call without a server pays (one failed system call; nothing more is imported).
 3. Its `build_id` equals this installation's (qmd/core/buildinfo.py), and its pid is alive.
-4. POST /cli to the recorded host and port answers 200 within the time limits. The request
-   carries this build id and this process's index identity (qmd/serve/identity.py: index
-   path, database, config, models), and the server refuses (409) when either differs: a
-   server of another index, or of the same name over other data, is not used. A server
-   with tokens needs `Authorization: Bearer $QMD_TOKEN` (401 without: in-process); a scoped
-   token is refused (403), as the CLI reads the whole index. Busy for 2 s with another
-   search (503), an error of the search itself (400: the in-process run prints it the same
-   way), a timeout, a refused connection, an unreadable answer: in-process.
+4. Whatever listens on the recorded host and port proves it is the server that wrote the
+   PID file (qmd/serve/proof.py: POST /hello answered with an HMAC under the key only the
+   0600 PID file holds) before anything else is sent: after a crash or a reboot the pid may
+   be reused and any local process may hold the port, and it must receive neither the
+   query nor a token, nor have its answer printed as qmd's. No bearer token is ever sent:
+   on the same connection the CLI proves it read the PID file (X-Qmd-Proof).
+5. POST /cli answers 200 within the time limits. The request carries this build id and
+   this process's index identity (qmd/serve/identity.py: index path, database, config,
+   models), and the server refuses (409) when either differs: a server of another index,
+   or of the same name over other data, is not used. Busy for 2 s with another search
+   (503), an error of the search itself (400: the in-process run prints it the same way),
+   a timeout, a refused connection, an unreadable answer: in-process.
 
-`QMD_SERVER=require` turns every "in-process" of steps 2–4 into an error naming why (exit 1),
+`QMD_SERVER=require` turns every "in-process" of steps 2–5 into an error naming why (exit 1),
 for scripts that must not load models themselves. `QMD_SERVER_TIMEOUT_S` bounds the wait
 for an answer (default 60 s; connecting: 1 s).
 """
@@ -124,17 +128,21 @@ def _ask(index: str, raw: bytes, command: str, text: str, options: dict[str, Any
     try:
         info = json.loads(raw)
         pid, host, port, server_build = int(info["pid"]), str(info["host"]), int(info["port"]), str(info["build_id"])
+        key = str(info.get("key") or "")
+        bytes.fromhex(key)
     except (ValueError, KeyError, TypeError):
         return None, f"the PID file of index '{index}' is unreadable"
     mine = build_id()
     if server_build != mine:
         return None, f"the server of index '{index}' runs build {server_build}, this qmd is {mine} (restart it: qmd mcp stop, then start it again)"
+    if not key:
+        return None, f"the PID file of index '{index}' holds no key to check the server with (restart it: qmd mcp stop, then start it again)"
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return None, f"the server of index '{index}' (pid {pid}) is gone"
     except OSError:
-        pass  # another user's process (EPERM): it exists; the request decides
+        pass  # another user's process (EPERM): it exists; the proof decides
     from qmd.serve.identity import index_identity
 
     body = {"command": command, "text": text, "options": options, "build_id": mine, "identity": index_identity(index)}
@@ -142,7 +150,7 @@ def _ask(index: str, raw: bytes, command: str, text: str, options: dict[str, Any
         data = json.dumps(body, ensure_ascii=True, allow_nan=False).encode("ascii")
     except ValueError:
         return None, "the request cannot be sent as JSON"
-    status, payload = _post(host, port, "/cli", data, os.environ.get("QMD_TOKEN") or None)
+    status, payload = _post(host, port, "/cli", data, key)
     if status != 200:
         return None, f"the server of index '{index}' at {host}:{port} answered {_why(status, payload)}"
     try:
@@ -181,49 +189,83 @@ def _timeout() -> float:
     return value if value > 0 else ANSWER_TIMEOUT_S
 
 
-def _post(bind_host: str, port: int, path: str, body: bytes, token: str | None) -> tuple[int, bytes]:
-    """One HTTP/1.1 POST over a plain socket (http.client costs ~10 ms to import): (status,
-    body), or (0, why) when it could not be had in time. Loopback or the bind address only:
-    the PID file's host."""
+def _post(bind_host: str, port: int, path: str, body: bytes, key: str) -> tuple[int, bytes]:
+    """POST `body` to the server on (bind_host, port) after it proved it holds `key`, the
+    secret of its PID file (qmd/serve/proof.py: /hello, then the request with X-Qmd-Proof,
+    on one connection; no bearer token is sent): (status, body), or (0, why) when no proven
+    answer could be had in time. Plain sockets: http.client costs ~10 ms to import."""
+    import json
     import socket
     import time
 
-    if token is not None and (not token.isascii() or "\r" in token or "\n" in token):
-        return 0, b"QMD_TOKEN is not a valid token"
+    from qmd.serve.proof import client_header, new_nonce, server_proves, valid_nonce
+
     host = _connect_host(bind_host)
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    head = f"POST {path} HTTP/1.1\r\nHost: {netloc}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
-    if token is not None:
-        head += f"Authorization: Bearer {token}\r\n"
     deadline = time.monotonic() + _timeout()
     try:
         with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.sendall(head.encode("ascii") + b"\r\n" + body)
-            buf = b""
-            length: int | None = None
-            status = 0
-            while True:
-                if length is None and b"\r\n\r\n" in buf:
-                    header, _, buf = buf.partition(b"\r\n\r\n")
-                    lines = header.decode("latin-1").split("\r\n")
-                    status = int(lines[0].split()[1])
-                    fields = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
-                    sizes = [v for k, v in fields.items() if k.strip().lower() == "content-length"]
-                    if len(sizes) != 1 or int(sizes[0]) > MAX_ANSWER_BYTES:
-                        return 0, b"an answer without a usable Content-Length"
-                    length = int(sizes[0])
-                if length is not None and len(buf) >= length:
-                    return status, buf[:length]
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return 0, b"no answer in time (QMD_SERVER_TIMEOUT_S)"
-                sock.settimeout(left)
-                chunk = sock.recv(1 << 20)
-                if not chunk:
-                    return 0, b"the connection closed before the answer was complete"
-                buf += chunk
+            reader = _Reader(sock, deadline)
+            nonce = new_nonce()
+            hello = json.dumps({"nonce": nonce}).encode("ascii")
+            status, answer = reader.exchange(_head("/hello", netloc, len(hello), keep_alive=True) + hello)
+            if status == 0:
+                return 0, answer
+            try:
+                reply = json.loads(answer) if status == 200 else {}
+            except ValueError:
+                reply = {}
+            server_nonce = reply.get("nonce") if isinstance(reply, dict) else None
+            if not (isinstance(reply, dict) and server_proves(key, nonce, reply.get("proof")) and valid_nonce(server_nonce)):
+                return 0, f"no proof from whatever listens on {netloc} that it is the server which wrote the PID file (a stale PID file?): nothing was sent to it".encode()
+            assert isinstance(server_nonce, str)
+            proof = f"X-Qmd-Proof: {client_header(key, server_nonce)}\r\n"
+            return reader.exchange(_head(path, netloc, len(body), keep_alive=False, extra=proof) + body)
     except TimeoutError:
         return 0, b"no answer in time (QMD_SERVER_TIMEOUT_S)"
     except (OSError, ValueError, IndexError) as exc:
         return 0, f"no usable answer ({type(exc).__name__}: {exc})".encode()
+
+
+def _head(path: str, netloc: str, length: int, *, keep_alive: bool, extra: str = "") -> bytes:
+    connection = "keep-alive" if keep_alive else "close"
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: {netloc}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n"
+        f"Connection: {connection}\r\n{extra}\r\n"
+    ).encode("ascii")
+
+
+class _Reader:
+    """Requests and answers (Content-Length framed) over one socket, within one deadline."""
+
+    def __init__(self, sock: Any, deadline: float) -> None:
+        self.sock, self.deadline, self.buf = sock, deadline, b""
+
+    def exchange(self, request: bytes) -> tuple[int, bytes]:
+        import time
+
+        self.sock.sendall(request)
+        length: int | None = None
+        status = 0
+        while True:
+            if length is None and b"\r\n\r\n" in self.buf:
+                header, _, self.buf = self.buf.partition(b"\r\n\r\n")
+                lines = header.decode("latin-1").split("\r\n")
+                status = int(lines[0].split()[1])
+                fields = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
+                sizes = [v for k, v in fields.items() if k.strip().lower() == "content-length"]
+                if len(sizes) != 1 or int(sizes[0]) > MAX_ANSWER_BYTES:
+                    return 0, b"an answer without a usable Content-Length"
+                length = int(sizes[0])
+            if length is not None and len(self.buf) >= length:
+                answer, self.buf = self.buf[:length], self.buf[length:]
+                return status, answer
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return 0, b"no answer in time (QMD_SERVER_TIMEOUT_S)"
+            self.sock.settimeout(left)
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                return 0, b"the connection closed before the answer was complete"
+            self.buf += chunk

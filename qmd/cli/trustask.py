@@ -44,6 +44,8 @@ def ask_local_trust() -> bool:
     if decision.allowed:
         return True
     if not interactive():
+        if decision.gated.index_file:
+            return False  # nothing can be skipped: opening the index says why, and the fix
         err(f"Note: {skip_notice(decision)}")
         err("hint: approve them with 'qmd trust' (run inside the project), or set QMD_TRUST_LOCAL_CONFIG=1 for unattended runs")
         return False

@@ -33,6 +33,7 @@ import json
 import os
 from pathlib import Path
 
+from qmd.core.errors import QmdError
 from qmd.core.records import field, record
 from qmd.core.paths import config_dir, is_local_config
 
@@ -55,9 +56,10 @@ class Gated:
     paths: tuple[tuple[str, str], ...] = ()
     models: tuple[tuple[str, str], ...] = ()
     database: str = ""  # a `database:` URL ("" when the config has none)
+    index_file: str = ""  # where `.qmd/index.sqlite` really is, when that is not the project's own file
 
     def __bool__(self) -> bool:
-        return bool(self.hooks or self.paths or self.models or self.database)
+        return bool(self.hooks or self.paths or self.models or self.database or self.index_file)
 
     def lines(self) -> list[str]:
         """The items as the original lists them before asking."""
@@ -67,6 +69,7 @@ class Gated:
             ("Collection paths outside this project:", self.paths),
             ("Custom models:", self.models),
             ("A database server for this index:", (("database", self.database),) if self.database else ()),
+            ("An index file outside this project (.qmd/index.sqlite leads there):", (("index", self.index_file),) if self.index_file else ()),
         ):
             if items:
                 out.append(title)
@@ -152,7 +155,39 @@ def gated_items(config_path: str | os.PathLike[str], raw: Mapping[str, Any]) -> 
         if uri and uri != defaults[slot]:
             models.append((slot, uri))
     database = raw.get("database")
-    return Gated(tuple(hooks), tuple(paths), tuple(models), database if isinstance(database, str) else "")
+    return Gated(tuple(hooks), tuple(paths), tuple(models), database if isinstance(database, str) else "", foreign_index_file(config_path))
+
+
+def foreign_index_file(config_path: str | os.PathLike[str]) -> str:
+    """Where the project's `.qmd/index.sqlite` really is when it is not the project's own
+    file: a link (or a `.qmd` folder that is one) leading outside the project, a hard link
+    (the same file has another name elsewhere), or not a regular file. "" when it is the
+    project's own, or absent with its folder inside the project."""
+    from qmd.core.paths import LOCAL_INDEX_FILE
+
+    path = Path(os.path.abspath(config_path)).parent / LOCAL_INDEX_FILE
+    real = os.path.realpath(path)
+    root = os.path.realpath(project_root(config_path))
+    if not (real == root or real.startswith(root.rstrip(os.sep) + os.sep)):
+        return real
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    import stat
+
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        return real + (" (a hard link: the same file has another name)" if st.st_nlink > 1 else " (not a regular file)")
+    return ""
+
+
+def index_file_error(config_path: str | os.PathLike[str], where: str) -> QmdError:
+    """The error for an untrusted project whose index file is not its own."""
+    index = Path(os.path.abspath(config_path)).parent / "index.sqlite"
+    return QmdError(
+        f"{index} leads to {where}, outside the project: a cloned repository may not choose the file its index is written to",
+        f"remove it (rm {index}) and run qmd update to build the project's own index, or approve it: qmd trust (inside the project)",
+    )
 
 
 def _by_first(pairs: list[list[str]]) -> list[list[str]]:
@@ -166,11 +201,14 @@ def digest(config_path: str | os.PathLike[str], gated: Gated) -> str:
     writing the defaults changes nothing."""
     canonical: dict[str, object] = {
         "hooks": _by_first([[name, command] for name, command in gated.hooks]),
-        "paths": _by_first([[name, str(collection_path(folder, config_path))] for name, folder in gated.paths]),
+        # what an outside path resolves to, not its spelling: a link retargeted later asks again
+        "paths": _by_first([[name, os.path.realpath(collection_path(folder, config_path))] for name, folder in gated.paths]),
         "models": _by_first([[slot, uri] for slot, uri in gated.models]),
     }
     if gated.database:  # qmd's own field: a config without one keeps the original's digest
         canonical["database"] = gated.database
+    if gated.index_file:
+        canonical["index_file"] = gated.index_file
     text = json.dumps(canonical, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -260,6 +298,8 @@ def skip_notice(decision: Decision) -> str:
         parts.append("custom models (" + ", ".join(slot for slot, _ in decision.gated.models) + ": the built-in defaults are used)")
     if decision.gated.database:
         parts.append("the database server it names (the index stays in .qmd/index.sqlite)")
+    if decision.gated.index_file:
+        parts.append(f"the index file it links to ({decision.gated.index_file})")
     return (
         f"{decision.config_path} came with the project and is not trusted: skipping its " + ", ".join(parts)
         + "; the project's own collections are indexed"

@@ -14,7 +14,8 @@ Running servers:
 Processes:
     `process_alive(pid)`, `process_argv(pid)`, `wait_gone(pid, timeout)`.
 Handshakes (plain JSON-RPC, no SDK):
-    `Handshake`, `stdio_handshake(index)`, `http_handshake(url, token=…)`, `probe_token(index)`.
+    `Handshake`, `stdio_handshake(index)`, `http_handshake(url, token=…)`, `probe_token(index)`,
+    `prove(url, key)` (is it the server that wrote the PID file? ask before sending a token).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "stdio_handshake": "probe:stdio",
     "http_handshake": "probe:http",
     "probe_token": "probe",
+    "prove": "probe",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -73,7 +75,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         wait_ready,
     )
     from qmd.serve.pidfile import PidInfo, lock_is_held, read_pid_file, served_indexes
-    from qmd.serve.probe import Handshake, probe_token
+    from qmd.serve.probe import Handshake, probe_token, prove
     from qmd.serve.probe import http as http_handshake
     from qmd.serve.probe import stdio as stdio_handshake
     from qmd.serve.process import process_alive, process_argv, wait_gone

@@ -10,10 +10,13 @@ A token is `qmd_` + 43 URL-safe characters (32 random bytes): no salt or slow ha
 needed, as nobody can enumerate 2^256 candidates against a stolen hash.
 
 The server (`Authenticator`, one per HTTP server) asks for `Authorization: Bearer <token>`
-on every route while the token file exists (even with every token revoked: delete the file
-to serve without tokens again), and always when it listens on an address other than
-loopback, unless it was started with `--no-auth`. The file is re-read when it changes (one
-`stat` per request), so `add` and `revoke` take effect on the next request. The presented
+on every route while the token file exists (even with every token revoked), and always when
+it listens on an address other than loopback or admits other host names (QMD_ALLOWED_HOSTS:
+a reverse proxy brings the network to it), unless it was started with `--no-auth`.
+Deleting the file under a running server that had one closes the server (503 on every
+route, one line in its log) instead of opening it; restart it to serve without tokens. The
+file is re-read when it changes (one `stat` per request), so `add` and `revoke` take effect
+on the next request. The presented
 token is hashed and compared with every stored hash by `hmac.compare_digest`; it is never
 logged (the request log names the token by its NAME). A file that cannot be read refuses
 every request (503) until it is fixed: the server fails closed.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Callable
 import json
 import os
 import re
@@ -171,12 +175,14 @@ class Authenticator:
     other than loopback). The file is re-read when its (mtime, size, inode) changes.
     """
 
-    def __init__(self, path: Path, *, required: bool) -> None:
+    def __init__(self, path: Path, *, required: bool, log: Callable[[str], None] | None = None) -> None:
         self.path = path
         self.required = required
+        self.log = log
         self._key: tuple[int, int, int] | None | bool = False  # False: never read
         self._entries: list[TokenEntry] | None = None
         self._error: QmdError | None = None
+        self._had_tokens = False  # a token file was seen: its deletion closes the server, never opens it
 
     def _refresh(self) -> None:
         try:
@@ -193,11 +199,15 @@ class Authenticator:
             self._entries, self._error = load(self.path), None
         except QmdError as exc:
             self._entries, self._error = None, exc
+        if self._entries is not None or self._error is not None:
+            self._had_tokens = True
+        if self.log is not None and key is None and self._had_tokens:
+            self.log(f"the token file {self.path} was deleted: every request is refused (503) until tokens exist again (qmd token add NAME) or the server is restarted with --no-auth")
 
     def active(self) -> bool:
         """Whether requests need a token now."""
         self._refresh()
-        return self.required or self._entries is not None or self._error is not None
+        return self.required or self._had_tokens or self._entries is not None or self._error is not None
 
     def entries(self) -> list[TokenEntry]:
         self._refresh()
@@ -208,6 +218,11 @@ class Authenticator:
         self._refresh()
         if self._error is not None:
             return Verdict(False, 503, reason="token file unreadable", error="this server cannot check tokens: its token file is unreadable", hint="the server's owner must fix it (qmd token list says why)", presented=header is not None)
+        if self._entries is None and self._had_tokens:
+            return Verdict(
+                False, 503, reason="token file deleted", error="this server's token file was deleted: it serves nobody until tokens exist again",
+                hint="the server's owner: qmd token add NAME, or restart the server with --no-auth to serve without tokens", presented=header is not None,
+            )
         if not self.required and self._entries is None:
             return OPEN
         token = bearer(header)

@@ -24,26 +24,32 @@ from qmd.serve.service import ToolService
 Say = Callable[[str], None]
 
 
-def exposure_warnings(host: str, port: int, auth: bool = False) -> list[str]:
-    """What to tell the user when `host` is not loopback: plain HTTP with tokens, or no tokens at all."""
-    if is_loopback(host):
+def exposure_warnings(host: str, port: int, auth: bool = False, guard: Guard | None = None) -> list[str]:
+    """What to tell the user when the server is reachable beyond loopback (`host` is not
+    loopback, or QMD_ALLOWED_HOSTS names another host, as behind a reverse proxy): plain
+    HTTP with tokens, or no tokens at all."""
+    names = guard.names_beyond_loopback() if guard is not None else []
+    if is_loopback(host) and not names:
         return []
+    where = f"listening on {host}:{port}" if not is_loopback(host) else f"QMD_ALLOWED_HOSTS names {', '.join(names)[:200]} (a reverse proxy)"
     if auth:
         return [
-            f"note: listening on {host}:{port}: every route needs a bearer token; this is plain HTTP, "
+            f"note: {where}: every route needs a bearer token; this is plain HTTP, "
             "so serve it behind TLS (a reverse proxy) or tokens and notes cross the network readable.",
             "note: requests must name a loopback Host or one listed in QMD_ALLOWED_HOSTS (e.g. QMD_ALLOWED_HOSTS=notes.example.com).",
         ]
     return [
-        f"warning: listening on {host}:{port}: /mcp, /query, /search and /health are unauthenticated; "
+        f"warning: {where} and --no-auth: /mcp, /query, /search and /health are unauthenticated; "
         "anyone who can reach this port can read every indexed note.",
         "warning: requests must still name a loopback Host or one listed in QMD_ALLOWED_HOSTS (e.g. QMD_ALLOWED_HOSTS=myhost.lan).",
     ]
 
 
-def authenticator(index: str, host: str, no_auth: bool, say: Say) -> Authenticator | None:
+def authenticator(index: str, host: str, no_auth: bool, say: Say, guard: Guard | None = None) -> Authenticator | None:
     """The token check of a server on `host` (None with `no_auth`); refuses to serve beyond
-    loopback without a token to check, and with a token file it cannot read."""
+    loopback without a token to check, and with a token file it cannot read. A server bound
+    to loopback whose `guard` admits other host names (QMD_ALLOWED_HOSTS: a reverse proxy
+    forwards the network to it) is beyond loopback too."""
     tokens = index_name(index)  # a project-local index checks the tokens `qmd token` gives it
     path = tokens_path(tokens)
     entries = load(path)  # a QmdError for a malformed file: refuse to start rather than guess
@@ -51,14 +57,17 @@ def authenticator(index: str, host: str, no_auth: bool, say: Say) -> Authenticat
         if entries:
             say(f"warning: --no-auth: the {len(entries)} token(s) in {path} are not checked; anyone who can connect reads every collection")
         return None
-    if not is_loopback(host) and not entries:
+    names = guard.names_beyond_loopback() if guard is not None else []
+    exposed = not is_loopback(host) or bool(names)
+    if exposed and not entries:
+        where = f"on {host}" if not is_loopback(host) else f"behind QMD_ALLOWED_HOSTS={','.join(names)[:200]} (whatever forwards those names reaches it)"
         raise QmdError(
-            f"refusing to serve index '{index}' on {host} without tokens: anyone who can reach it would read every note",
+            f"refusing to serve index '{index}' {where} without tokens: anyone who can reach it would read every note",
             f"make one (qmd{'' if tokens == DEFAULT_INDEX else ' --index ' + tokens} token add NAME) and give it to the clients, or pass --no-auth to serve unauthenticated",
         )
     if entries is not None:
         say(f"tokens: every request needs one ({len(entries)} in {path})")
-    return Authenticator(path, required=not is_loopback(host))
+    return Authenticator(path, required=exposed, log=stderr_log)
 
 
 def run_http(index: str, host: str, port: int | None, make_service: Callable[[], ToolService], say: Say, no_auth: bool = False) -> None:
@@ -72,7 +81,8 @@ def run_http(index: str, host: str, port: int | None, make_service: Callable[[],
 
     `say` receives the lines meant for the user (stderr in the CLI).
     """
-    auth = authenticator(index, host, no_auth, say)
+    guard = Guard.for_bind(host)
+    auth = authenticator(index, host, no_auth, say, guard)
     lock = InstanceLock(index).acquire()
     pid_file = pid_path(index)
     try:
@@ -82,14 +92,15 @@ def run_http(index: str, host: str, port: int | None, make_service: Callable[[],
             say(f"removed a stale PID file ({pid_file}" + (f", pid {stale.pid})" if stale else ")"))
         chosen = choose_port(index, port, host)
         sock = bind_socket(host, chosen)
-        for line in exposure_warnings(host, chosen, auth is not None):
+        for line in exposure_warnings(host, chosen, auth is not None, guard):
             say(line)
         service = make_service()
+        from qmd.serve.proof import new_key
+
         info = PidInfo(
             pid=os.getpid(), started_at=now_iso(), host=host, port=chosen,
-            index=index, argv=list(getattr(sys, "orig_argv", sys.argv)), build_id=build_id(),
+            index=index, argv=list(getattr(sys, "orig_argv", sys.argv)), build_id=build_id(), key=new_key(),
         )
-        guard = Guard.for_bind(host)
         done: list[bool] = []
 
         def shutdown() -> None:
@@ -105,7 +116,7 @@ def run_http(index: str, host: str, port: int | None, make_service: Callable[[],
 
             write_pid_file(pid_file, info)
             say(f"qmd MCP server for index '{index}': {info.url}/mcp (also /query, /search, /health), pid {info.pid}")
-            started = serve_http(service, sock, guard, stderr_log, shutdown, auth)
+            started = serve_http(service, sock, guard, stderr_log, shutdown, auth, proof_key=info.key)
         finally:
             shutdown()
             sock.close()

@@ -111,6 +111,19 @@ class Guard:
             guard.allowed_hosts.add(bind)  # a concrete interface: its own address is legitimate
         return guard
 
+    def names_beyond_loopback(self) -> list[str]:
+        """The Host names this guard admits besides loopback's (`*` for any): a reverse proxy
+        forwarding them brings the network to a server bound to loopback."""
+        if self.any_host:
+            return ["*"]
+        out = []
+        for entry in sorted(self.allowed_hosts):
+            parsed = split_host(entry)
+            name = parsed[0] if parsed is not None else entry
+            if not is_loopback(name) and _bare(name) not in WILDCARD_BINDS and _bare(name) != _bare(self.bind_host):
+                out.append(entry)
+        return out
+
     def check_origin(self, origin: str | None) -> Verdict:
         if origin is None or self.any_origin:
             return ALLOWED

@@ -2,8 +2,9 @@
 
 One server per index. The server holds `<state>/mcp-{index}.lock` (flock: the kernel
 releases it when the process dies, however it dies) for its whole life, and writes
-`<state>/mcp-{index}.json` = {pid, started_at, host, port, index, argv, build_id} once its
-socket is bound. A PID file whose lock nobody holds is stale.
+`<state>/mcp-{index}.json` = {pid, started_at, host, port, index, argv, build_id, key} once
+its socket is bound (mode 0600: `key` is the secret with which it proves who it is,
+qmd/serve/proof.py). A PID file whose lock nobody holds is stale.
 
 `index` is an index's key (`IndexPaths.key`): its name, or for a project-local index the
 absolute path of its `.qmd/index.yml` (what `--index` and the harness take). A local index
@@ -71,6 +72,7 @@ class PidInfo:
     index: str
     argv: list[str]
     build_id: str
+    key: str = ""  # the server's secret for /hello (qmd/serve/proof.py); the file is 0600
 
     @property
     def url(self) -> str:
@@ -94,6 +96,7 @@ def load_pid_file(path: Path) -> PidInfo | None:
         info = PidInfo(
             pid=int(data["pid"]), started_at=str(data["started_at"]), host=str(data["host"]), port=int(data["port"]),
             index=str(data["index"]), argv=[str(a) for a in data["argv"]], build_id=str(data["build_id"]),
+            key=str(data.get("key") or ""),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -106,8 +109,8 @@ def read_pid_file(index: str) -> PidInfo | None:
 
 
 def write_pid_file(path: Path, info: PidInfo) -> None:
-    """Atomically: a reader never sees half a file."""
-    write_json(path, asdict(info), indent=2)
+    """Atomically, mode 0600 (it holds the server's secret): a reader never sees half a file."""
+    write_json(path, asdict(info), indent=2, mode=0o600)
 
 
 def remove_pid_file(path: Path, pid: int | None = None) -> bool:

@@ -11,13 +11,16 @@ all of them):
     POST /search    intent?, rerank?} → {results: [{docid, file, title, score, context,
                     line, snippet}], freshness}   (the original's REST body; same route twice)
     POST /cli      what `qmd search|vsearch|query` print, for the CLI (qmd/serve/cliroute.py)
+    POST /hello    {nonce} → {proof, nonce}: the server proves it wrote its PID file (qmd/serve/proof.py)
     GET  /health   {status, uptime_s, version, build_id, index, documents}
 
 With tokens (qmd/serve/auth.py: the token file exists, or the server listens beyond
 loopback) every route needs `Authorization: Bearer <token>`: 401 without one or with a
 wrong one, 503 while the token file is unreadable. `/health` without an Authorization
 header stays a liveness check that reveals nothing: `{"status": "ok"}`; with a valid token
-it is the whole body, counting the token's collections. A scoped token reads only its
+it is the whole body, counting the token's collections. `/hello` needs no token (it proves the server's identity and tells nothing
+else); `/cli` takes, instead of a token, the proof that the caller read the server's PID
+file (`X-Qmd-Proof`: the local CLI of the same user). A scoped token reads only its
 collections through every route (qmd/serve/service.py `ScopedTools`); naming another one
 is a 403 on /query and /search and an error result over MCP.
 
@@ -42,6 +45,8 @@ from qmd.serve.auth import OPEN, REALM, Authenticator, Verdict
 from qmd.serve.connections import http_timeout
 from qmd.serve.logsafe import escape, escape_lines
 from qmd.serve.origin import Guard
+from qmd.serve.proof import HEADER as PROOF_HEADER
+from qmd.serve.proof import Nonces, valid_nonce
 from qmd.serve.protocol import PROTOCOL_VERSIONS, McpHandler, is_request, parse_message
 from qmd.serve.service import ScopedTools, ToolService
 
@@ -49,6 +54,7 @@ MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are 
 JSON_TYPE = "application/json"
 REST_EXAMPLE = '{"searches": [{"type": "lex", "query": "rollback"}]}'
 ROUTES = "POST /mcp, POST /query, POST /search, POST /cli, GET /health"
+LOCAL_CLI = Verdict(True, name="local CLI", reason="proof of the PID file's key")
 
 Log = Callable[[str], None]
 
@@ -60,9 +66,10 @@ class HttpApp:
     """The ASGI app: Origin/Host check, body limit and read timeout, the routes, one log
     line per request (its client-sent parts escaped: qmd/serve/logsafe.py)."""
 
-    def __init__(self, service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, max_body: int = MAX_BODY_BYTES, body_timeout: float | None = None, auth: Authenticator | None = None) -> None:
+    def __init__(self, service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, max_body: int = MAX_BODY_BYTES, body_timeout: float | None = None, auth: Authenticator | None = None, proof_key: str | None = None) -> None:
         self.service, self.guard, self.log, self.max_body = service, guard, log, max_body
         self.auth = auth  # None: no tokens are checked (--no-auth, or an in-process test app)
+        self.nonces = Nonces(proof_key) if proof_key else None  # /hello and X-Qmd-Proof (qmd/serve/proof.py)
         self.on_shutdown = on_shutdown
         self.body_timeout = http_timeout() if body_timeout is None else body_timeout
         self.mcp = McpHandler(lambda: service, self._log_rpc)
@@ -117,7 +124,12 @@ class HttpApp:
             await reply(verdict.status, {"error": verdict.reason, "hint": verdict.hint})
             return
         path, method = scope["path"].rstrip("/") or "/", scope["method"]
-        who = self.auth.check(headers.get("authorization")) if self.auth is not None else OPEN
+        if path == "/cli" and self.nonces is not None and self.nonces.accepts(headers.get(PROOF_HEADER)):
+            who = LOCAL_CLI  # the caller read this server's PID file: its own user's CLI
+        elif path == "/hello" or self.auth is None:
+            who = OPEN  # /hello proves who the server is to anyone; it reveals nothing else
+        else:
+            who = self.auth.check(headers.get("authorization"))
         if not who.ok and path == "/health" and not who.presented and method in ("GET", "HEAD"):
             note.append("liveness only (no token)")
             await reply(200, {"status": "ok"})
@@ -130,6 +142,8 @@ class HttpApp:
         if who.name:
             note.append(who.reason)
         allowed = {"/mcp": "POST", "/query": "POST", "/search": "POST", "/cli": "POST", "/health": "GET"}.get(path)
+        if path == "/hello" and self.nonces is not None:
+            allowed = "POST"
         if allowed is None:
             note.append("no such route")
             await reply(404, {"error": f"no route {path[:100]}", "hint": f"routes: {ROUTES}"})
@@ -168,9 +182,21 @@ class HttpApp:
         elif path == "/cli":
             code, payload = await self._cli(body, receive, note, who.scope)
             await reply(code, payload)
+        elif path == "/hello":
+            code, payload = self._hello(body)
+            await reply(code, payload)
         else:
             code, payload = await self._rest(body, receive, note, who.scope)
             await reply(code, payload)
+
+    def _hello(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+        """POST /hello {nonce}: this server's proof that it holds the key of its PID file."""
+        body, error = parse_json_body(raw)
+        nonce = body.get("nonce") if isinstance(body, dict) else None
+        if error is not None or self.nonces is None or not valid_nonce(nonce):
+            return 400, {"error": error or "the body must be {\"nonce\": \"<16 to 128 hex digits>\"}"}
+        assert isinstance(nonce, str)
+        return 200, self.nonces.hello(nonce)
 
     def _handler(self, who: Verdict) -> McpHandler:
         """The MCP handler for a request: the shared one, or one over a scoped token's view."""
@@ -355,20 +381,21 @@ def parse_json_body(raw: bytes) -> tuple[Any, str | None]:
         return None, f"the body is not valid JSON that qmd reads: a number is too long ({str(exc)[:80]})"
 
 
-def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, timeout: float | None = None, auth: Authenticator | None = None) -> HttpApp:
+def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, timeout: float | None = None, auth: Authenticator | None = None, proof_key: str | None = None) -> HttpApp:
     """The ASGI app; `timeout` bounds the reading of each request body (default: `QMD_HTTP_TIMEOUT_S`);
-    `auth` checks bearer tokens (None: none are asked for)."""
-    return HttpApp(service, guard, log, on_shutdown, body_timeout=timeout, auth=auth)
+    `auth` checks bearer tokens (None: none are asked for); `proof_key` (the PID file's
+    secret) enables /hello and the CLI's proof on /cli (qmd/serve/proof.py)."""
+    return HttpApp(service, guard, log, on_shutdown, body_timeout=timeout, auth=auth, proof_key=proof_key)
 
 
-def serve_http(service: ToolService, sock: socket.socket, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, auth: Authenticator | None = None) -> bool:
+def serve_http(service: ToolService, sock: socket.socket, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, auth: Authenticator | None = None, proof_key: str | None = None) -> bool:
     """Serve on the bound socket until SIGINT/SIGTERM; False if the server failed to start."""
     import uvicorn
 
     from qmd.serve.connections import ConnectionPolicy, guarded_protocol
 
     policy = ConnectionPolicy.from_env()
-    app = build_http_app(service, guard, log, on_shutdown, policy.timeout_s, auth)
+    app = build_http_app(service, guard, log, on_shutdown, policy.timeout_s, auth, proof_key)
     # No limit_concurrency: uvicorn counts idle connections against it, so 64 half-open
     # sockets answered every request with 503. The guarded protocol bounds each
     # connection's time instead and evicts the oldest idle one when too many are open.

@@ -324,7 +324,7 @@ class ToolService:
             loaded = self.store.loaded_models()
         fresh = freshness(info.updated_at, self._flag.get())
         colls = [
-            {"name": c.name, "path": c.path, "pattern": c.pattern, "documents": c.documents, "updated_at": c.updated_at,
+            {"name": c.name, "path": c.path if scope is None else "", "pattern": c.pattern, "documents": c.documents, "updated_at": c.updated_at,
              "includeByDefault": c.include_by_default, "contexts": c.contexts}
             for c in info.collections
         ]
@@ -339,7 +339,8 @@ class ToolService:
         lines = [f"qmd index '{self.index}': {info.documents} documents in {len(colls)} collection{'s' if len(colls) != 1 else ''}."]
         for c in info.collections:
             ctx = c.contexts.get("/") or ""
-            lines.append(f"  - {c.name}: {c.documents} docs, {c.path}, updated {ago(c.updated_at)}" + (f" — {ctx}" if ctx else ""))
+            where = f", {c.path}" if scope is None else ""  # a scoped token is told no server path
+            lines.append(f"  - {c.name}: {c.documents} docs{where}, updated {ago(c.updated_at)}" + (f" — {ctx}" if ctx else ""))
         if vectors is not None:
             lines.append(f"Vectors: {vectors['embedded_documents']} documents embedded, {vectors['pending_documents']} pending (model {vectors['model'] or 'none'}).")
         lines.append(freshness_line(fresh))

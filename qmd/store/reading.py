@@ -141,7 +141,7 @@ class Reader:
         max_lines = max_lines if max_lines is not None else count
         backend = self.state.db()
         colls = self.state.collections()
-        row = refs.resolve(backend, colls, target, cwd)
+        row = refs.resolve(backend, colls, target, cwd, blind=self.state.blind)
         lines = refs.read_content(backend, row.hash).split("\n")
         first = max((from_line or 1), 1)
         if first > len(lines):
@@ -170,7 +170,7 @@ class Reader:
         else:
             for ref in (p.strip() for p in pattern.split(",")):
                 if ref:
-                    rows.append(refs.resolve(backend, colls, ref, cwd))
+                    rows.append(refs.resolve(backend, colls, ref, cwd, blind=self.state.blind))
         out: list[MultiGetItem] = []
         for row in {(r.collection, r.path): r for r in rows}.values():  # once each, in order (a row holding metadata is not hashable)
             ctx = self.state.context(row.collection, row.path)

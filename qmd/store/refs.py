@@ -51,15 +51,17 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def collection_of_path(collections: Mapping[str, CollectionConfig], path: str) -> tuple[str, str] | None:
-    """(collection, relative path) for a file-system path inside a collection's folder."""
-    real = os.path.realpath(path)
+def collection_of_path(collections: Mapping[str, CollectionConfig], path: str, *, real: bool = True) -> tuple[str, str] | None:
+    """(collection, relative path) for a file-system path inside a collection's folder
+    (`real=False`: by the spellings alone, the file system untouched)."""
+    resolved = os.path.realpath if real else os.path.normpath
+    real_path = resolved(path)
     best: tuple[str, str] | None = None
     best_len = -1
     for name, coll in collections.items():
-        root = os.path.realpath(coll.path)
-        if _inside(real, root) and len(root) > best_len:
-            rel = os.path.relpath(real, root).replace(os.sep, "/")
+        root = resolved(str(coll.path))
+        if _inside(real_path, root) and len(root) > best_len:
+            rel = os.path.relpath(real_path, root).replace(os.sep, "/")
             best, best_len = (name, "" if rel == "." else rel), len(root)
     return best
 
@@ -95,8 +97,30 @@ def not_found(backend: IndexBackend, ref: str, collections: Mapping[str, Collect
     return NotFoundError(f"document not found: {ref}", hint)
 
 
-def resolve(backend: IndexBackend, collections: Mapping[str, CollectionConfig], ref: str, cwd: str | None = None) -> DocRow:
-    """Find the active document `ref` names; refuse anything outside the collections."""
+def unseen(ref: str) -> NotFoundError:
+    """The one answer a blind reader (a scoped token) gets for any reference that names no
+    document it can read: whether the file exists elsewhere, in another collection or on
+    the server's disk is not told."""
+    return NotFoundError(f"no document you can read matches {ref[:200]!r}", "find documents with the query tool, then get the file or docid it returns")
+
+
+def resolve(backend: IndexBackend, collections: Mapping[str, CollectionConfig], ref: str, cwd: str | None = None, *, blind: bool = False) -> DocRow:
+    """Find the active document `ref` names; refuse anything outside the collections.
+
+    `blind` (a scoped token's view): the server's file system is never consulted (a path is
+    mapped onto the visible collections by its spelling alone) and every reference that
+    finds no visible document gets the same answer (`unseen`)."""
+    if blind:
+        try:
+            return _resolve(backend, collections, ref, cwd, blind=True)
+        except QmdError as exc:
+            if "several collections" in exc.message or "is ambiguous" in exc.message:
+                raise  # among visible documents only: nothing unseen is told
+            raise unseen(ref.strip()) from None
+    return _resolve(backend, collections, ref, cwd, blind=False)
+
+
+def _resolve(backend: IndexBackend, collections: Mapping[str, CollectionConfig], ref: str, cwd: str | None, *, blind: bool) -> DocRow:
     ref = ref.strip()
     if not ref:
         raise QmdError("empty document reference", "give a path, qmd://collection/path or #docid")
@@ -128,6 +152,14 @@ def resolve(backend: IndexBackend, collections: Mapping[str, CollectionConfig], 
                 return by_docid(backend, ref, collections)
             except NotFoundError:
                 pass
+    if blind:
+        if not os.path.isabs(ref):
+            raise not_found(backend, ref, collections)
+        located = collection_of_path(collections, os.path.normpath(ref), real=False)
+        rows = served(backend, collections, collection=located[0], path=located[1]) if located else []
+        if rows:
+            return rows[0]
+        raise not_found(backend, ref, collections)
     fs_path = os.path.expanduser(ref)
     if not os.path.isabs(fs_path):
         fs_path = os.path.join(cwd or os.getcwd(), fs_path)

@@ -45,6 +45,8 @@ def _gated(config_path: Path, colls: dict[str, CollectionConfig], decision: Deci
 class IndexState:
     """One index's config and backend, with the collections cached per config version."""
 
+    blind = False  # a scoped reader's view: references never consult the file system (qmd/store/refs.py)
+
     def __init__(self, config_path: Path, backend: IndexBackend) -> None:
         self.config_path = config_path
         self.config = Config.load(config_path)

@@ -55,39 +55,60 @@ __all__ = ["MULTI_GET_MAX_BYTES", "Store", "open_index"]
 
 
 def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
-    """Where the index lives: the PostgreSQL database named by `QMD_DATABASE_URL` or the
-    config's `database:` (schema `qmd_<index>` unless the URL says `?schema=NAME`), else the
-    SQLite file at `index_path`."""
-    url = os.environ.get("QMD_DATABASE_URL") or _trusted_database(config_path)
+    """Where the index lives, and which config owns it (qmd/storage/owner.py).
+
+    The PostgreSQL database named by `QMD_DATABASE_URL` or the config's own `database:`, in a
+    schema of this index's own (`schema_for`: one per index name and per project-local
+    config; a `?schema=NAME` in the config's own URL is that index's choice, in
+    `QMD_DATABASE_URL` the default index's schema and the prefix of every other's); else
+    the SQLite file at `index_path`. A project-local config is gated (qmd/core/trust.py):
+    untrusted, it may name no database, and its `.qmd/index.sqlite` must be the project's
+    own file (not a link or hard link to a file elsewhere, such as the user's own index).
+    """
+    from qmd.core.paths import DEFAULT_INDEX, is_local_config
+    from qmd.storage.owner import owner_for
+
+    local = is_local_config(config_path)
+    decision = None
+    if local:
+        from qmd.core.trust import decide
+
+        decision = decide(config_path, Config.load(config_path).raw)
+    env = os.environ.get("QMD_DATABASE_URL")
+    own = None if env else Config.load(config_path).database
+    if own is not None and decision is not None and decision.skipped:
+        own = None  # a cloned repository must not choose where its notes and every query go
+    url = env or own
     if url:
         try:
             from qmd.storage.postgres.backend import PostgresBackend
+            from qmd.storage.postgres.connection import legacy_schema, schema_for, split_url
         except ImportError as exc:
             from qmd.core.errors import QmdError
 
             raise QmdError(f"this index is in PostgreSQL, but the driver is missing ({exc})", "install the extra: pip install 'qmd-harness[postgres]'") from exc
-        return PostgresBackend(url, index_name=config_path.stem)
+        libpq, named = split_url(url)
+        index = config_path.stem
+        project = os.path.realpath(config_path) if local else None
+        adopt = None
+        if named and (own is not None or (not local and index == DEFAULT_INDEX)):
+            schema = named
+        else:
+            schema = schema_for(index, project=project, base=named or "qmd")
+            old = legacy_schema(index)
+            if not local and not named and old != schema and not (config_path.parent / f"{old[len('qmd_'):]}.yml").exists():
+                adopt = old  # an older qmd's schema for this name, which no plain-named index claims
+        return PostgresBackend(libpq, schema, index_name=index, owner=owner_for(config_path), adopt=adopt)
     from qmd.storage.sqlite.backend import SqliteBackend
 
-    return SqliteBackend(index_path)
+    movable = False
+    if decision is not None:
+        if decision.gated.index_file and decision.skipped:
+            from qmd.core.trust import index_file_error
 
-
-def _trusted_database(config_path: Path) -> str | None:
-    """The config's `database:`, unless it came with a project and is not trusted
-    (qmd/core/trust.py): a cloned repository must not choose where its notes and every
-    query go. The index then stays in the project's SQLite file."""
-    config = Config.load(config_path)
-    url = config.database
-    if url is None:
-        return None
-    from qmd.core.paths import is_local_config
-
-    if is_local_config(config_path):
-        from qmd.core.trust import decide
-
-        if decide(config_path, config.raw).skipped:
-            return None
-    return url
+            raise index_file_error(config_path, decision.gated.index_file)
+        movable = not decision.gated.index_file
+    return SqliteBackend(index_path, owner_for(config_path, movable=movable))
 
 
 class Store:

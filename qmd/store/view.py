@@ -25,7 +25,11 @@ from qmd.store.store import Store
 
 
 class ScopedState(IndexState):
-    """`base` (an IndexState) with only the collections in `names` visible."""
+    """`base` (an IndexState) with only the collections in `names` visible; blind: a
+    reference naming no visible document gets one answer, and the server's disk is never
+    looked at for it (qmd/store/refs.py `resolve`)."""
+
+    blind = True
 
     def __init__(self, base: IndexState, names: frozenset[str]) -> None:  # no super().__init__: everything is the base's
         self.base = base

@@ -31,3 +31,39 @@ def test_doctor_sends_the_token(indexed, monkeypatch: pytest.MonkeyPatch) -> Non
         assert check["status"] == "ok" and "(token from $TEAM_TOKEN)" in check["detail"], check
     finally:
         qmd("mcp", "stop")
+
+
+def test_doctor_sends_no_token_to_whatever_holds_a_stale_pid_file_s_port(indexed, state, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The PID file names a live process that looks like a server and its lock is held, but
+    the recorded port belongs to another listener: doctor asks it to prove it holds the
+    PID file's key before anything else, and sends it no token."""
+    import json
+    import subprocess
+    import sys
+
+    import qmd as api
+    from qmd.core.locks import try_lock
+    from qmd.serve.pidfile import lock_path, pid_path
+    from qmd.serve.proof import new_key
+    from tests.qmd.cli.test_warm_server import Impostor
+
+    argv = [sys.executable, "-c", "import time; time.sleep(120)", "qmd", "mcp", "--http"]
+    sleeper = subprocess.Popen(argv)
+    impostor = Impostor()
+    lock = try_lock(lock_path("index"))
+    assert lock is not None
+    try:
+        pid_path("index").write_text(json.dumps({
+            "pid": sleeper.pid, "started_at": "2026-01-01T00:00:00Z", "host": "127.0.0.1", "port": impostor.port,
+            "index": "index", "argv": argv, "build_id": api.build_id(), "key": new_key(),
+        }))
+        secret = "qmd_" + "d" * 43
+        code, report = doctor(env={"QMD_TOKEN": secret})
+        check = find(report, "HTTP server")
+        assert check["status"] == "fail" and "not the server that wrote the PID file" in check["detail"] and "no token was sent" in check["detail"], check
+        assert secret.encode() not in impostor.received and b"Authorization" not in impostor.received
+    finally:
+        lock.release()
+        impostor.close()
+        sleeper.kill()
+        sleeper.wait()

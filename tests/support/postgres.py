@@ -59,3 +59,30 @@ def drop_schema(url: str, schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         for (name,) in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (schema[:40] + "\\_%",)).fetchall():
             conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')  # rebuild's kept copies
+
+
+@contextmanager
+def fresh_database(url: str) -> Iterator[str]:
+    """A new, empty database on the server at `url` (its URL), dropped afterwards: for
+    tests of qmd's own schema names, which must not meet another test's."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, query = url.partition("?")
+    head, _, _ = base.rpartition("/")
+    try:
+        yield f"{head}/{name}" + (f"?{query}" if query else "")
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def schemas(url: str) -> set[str]:
+    """The qmd index schemas (those holding a schema_migrations table) of the database at `url`."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT table_schema FROM information_schema.tables WHERE table_name = 'schema_migrations'").fetchall()
+    return {str(r[0]) for r in rows}

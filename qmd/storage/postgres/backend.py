@@ -32,7 +32,10 @@ from qmd.storage.backend import (
     VectorModel,
 )
 from qmd.storage.postgres import documents, fulltext
-from qmd.storage.postgres.connection import connect, count, migrate, quote_ident, redact, schema_exists, split_url
+from qmd.storage.owner import META_KEY, Owner, decide
+from qmd.storage.postgres.connection import adopt_schema, connect, count, migrate, quote_ident, redact, schema_exists, schema_for, split_url
+
+FOREIGN_HINT = "give each index its own schema: drop ?schema= from `database:` or QMD_DATABASE_URL (each index then gets one of its own), or name another schema"
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,13 +45,16 @@ if TYPE_CHECKING:
 class PostgresBackend(IndexBackend):
     """An index in schema `schema` of the database at `url` (a libpq URL or conninfo)."""
 
-    def __init__(self, url: str, schema: str | None = None, *, index_name: str = "index") -> None:
-        libpq, named = split_url(url, index_name)
+    def __init__(self, url: str, schema: str | None = None, *, index_name: str = "index", owner: Owner | None = None, adopt: str | None = None) -> None:
+        libpq, named = split_url(url)
         self.url = libpq
-        self.schema = schema or named
+        self.schema = schema or named or schema_for(index_name)
         self.index_name = index_name
+        self.owner = owner  # the config this index belongs to (qmd/storage/owner.py); None: unchecked
+        self.adopt = adopt  # the schema an older qmd gave this index, taken over when this one is missing
         self._conn: psycopg.Connection | None = None
         self._opened = False  # migrated on this connection (open() need not ask again)
+        self._claim = False  # the owner record is to be written by the next write (open(create=True))
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -81,19 +87,42 @@ class PostgresBackend(IndexBackend):
     def exists(self) -> bool:
         # Once opened and migrated, the schema is taken to stay (a rebuild swaps in another
         # under the same name): no catalog round trip on every call of a search.
-        return self._opened or schema_exists(self.connection(), self.schema)
+        if self._opened:
+            return True
+        conn = self.connection()
+        if self.adopt and not schema_exists(conn, self.schema):
+            adopt_schema(conn, self.adopt, self.schema)
+            self.adopt = None
+        return schema_exists(conn, self.schema)
 
     def open(self, *, create: bool) -> None:
         if self._opened and self._conn is not None and not self._conn.closed:
+            if create and self._claim:
+                self._write_owner()
             return
         conn = self.connection()
+        if self.adopt and not schema_exists(conn, self.schema):
+            adopt_schema(conn, self.adopt, self.schema)
+            self.adopt = None
         if create:
             migrate(conn, self.schema)
         elif not schema_exists(conn, self.schema):
             raise QmdError(f"no index at {self.location}", "add a collection first: qmd collection add DIR --name NAME")
         else:
             migrate(conn, self.schema)
+        if self.owner is not None:
+            recorded = conn.execute("SELECT value FROM meta WHERE key = %s", (META_KEY,)).fetchone()
+            self._claim = decide(str(recorded[0]) if recorded else None, self.owner, self.location, FOREIGN_HINT)
+            if create and self._claim:
+                self._write_owner()
         self._opened = True
+
+    def _write_owner(self) -> None:
+        assert self.owner is not None
+        self.connection().execute(
+            "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (META_KEY, self.owner.to_text()),
+        )
+        self._claim = False
 
     def follow(self) -> bool:
         """A database is reached by its URL, not a file that can be swapped underneath: nothing to follow."""
@@ -312,7 +341,7 @@ class PostgresBackend(IndexBackend):
         kept = f"{self.schema[:40]}_bak_{time.strftime('%Y%m%d%H%M%S')}"
         conn = self.connection()
         conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(tmp)} CASCADE")
-        fresh = PostgresBackend(self.url, tmp)
+        fresh = PostgresBackend(self.url, tmp, owner=self.owner)
         try:
             built = build(fresh)
             fresh.open(create=True)

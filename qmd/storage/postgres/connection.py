@@ -1,13 +1,16 @@
 """The PostgreSQL connection (psycopg 3), the index's schema, and its named migrations.
 
-An index is one schema in a database (`qmd_<index name>` unless the URL names one with
-`?schema=NAME`), so one database holds several indexes. Reads run in autocommit: each
+An index is one schema in a database (`schema_for`: one per index name and per
+project-local config, unless the config's URL names one with `?schema=NAME`), so one
+database holds several indexes. Reads run in autocommit: each
 statement sees the last committed state and never waits for a writer (MVCC); writes run in
 explicit transactions under the index's writer lock (an advisory lock, locks.py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -190,21 +193,75 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_PLAIN_NAME = re.compile(r"^[a-z0-9_]{1,58}$")  # an index name that is already a schema-name tail
+_HASHED_TAIL = re.compile(r"_[0-9a-f]{12}$")  # what a hashed tail ends with: plain names never do
 CONNECT_HINT = "check `database:` in the index config (or QMD_DATABASE_URL) and that the server is running"
 
 
-def split_url(url: str, index_name: str) -> tuple[str, str]:
-    """(connection URL for libpq, schema): `?schema=NAME` is qmd's and is taken out;
-    without it the schema is `qmd_<index name>` (non-identifier characters become _)."""
+def split_url(url: str) -> tuple[str, str | None]:
+    """(connection URL for libpq, the schema its `?schema=NAME` names, or None): `schema`
+    is qmd's parameter, taken out before libpq sees the URL."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), None)
+    schema = next((v for k, v in query if k == "schema"), None) or None
     rest = [(k, v) for k, v in query if k != "schema"]
-    if not schema:
-        schema = "qmd_" + re.sub(r"[^A-Za-z0-9_]", "_", index_name).lower()
-    if not _SCHEMA_NAME.match(schema):
+    if schema is not None and not _SCHEMA_NAME.match(schema):
         raise QmdError(f"invalid schema name {schema!r} in the database URL", "use letters, digits and _ (at most 63), starting with a letter")
     return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _letters(text: str, limit: int) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:limit] or "x"
+
+
+def schema_for(index_name: str, *, project: str | None = None, base: str = "qmd") -> str:
+    """The schema of an index whose own URL names none: `<base>_<tail>`, one per index and
+    per project-local config, never shared by two of them.
+
+    - a named index whose name is already a schema-name tail (`[a-z0-9_]`, as `index`,
+      `work_notes`): that name, as qmd always named it (`qmd_index`);
+    - any other name (`work-notes`, `Work_Notes`, `a.b`): its letters and digits, then `_` and
+      12 hex of sha256 of the exact name, so names that differ only in `-`, `.`, `_` or case
+      get schemas of their own;
+    - a project-local config (`project`: the real path of its `.qmd/index.yml`): `p_`, the
+      project folder's name, `_` and 12 hex of sha256 of that path.
+
+    A plain name never ends like a hashed tail (`_` + 12 hex: such names are hashed too), so
+    the two kinds cannot meet. Longer than PostgreSQL's 63 bytes, the whole is hashed.
+    """
+    if project is not None:
+        folder = os.path.basename(os.path.dirname(os.path.dirname(project)))
+        tail = f"p_{_letters(folder, 24)}_{_digest('project:' + project)}"
+    elif _PLAIN_NAME.match(index_name) and not _HASHED_TAIL.search(index_name):
+        tail = index_name
+    else:
+        tail = f"{_letters(index_name, 30)}_{_digest('index:' + index_name)}"
+    schema = f"{base}_{tail}"
+    return schema if len(schema) <= 63 else f"{base[:36]}_{_digest(schema)}"
+
+
+def legacy_schema(index_name: str) -> str:
+    """The schema qmd gave a named index before `schema_for` (non-identifier characters
+    became `_`, lowercased: `work-notes` and `Work_Notes` both `qmd_work_notes`)."""
+    return "qmd_" + re.sub(r"[^A-Za-z0-9_]", "_", index_name).lower()
+
+
+def adopt_schema(conn: psycopg.Connection, old: str, new: str) -> bool:
+    """Rename the schema `old` (an older qmd's name for this index) to `new` when `new` does
+    not exist yet and `old` holds an index no config has claimed; True if renamed."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"qmd-migrate:{new}",))
+        if schema_exists(conn, new) or not schema_exists(conn, old):
+            return False
+        owned = conn.execute(f"SELECT 1 FROM {quote_ident(old)}.meta WHERE key = 'owner'").fetchone()
+        if owned:
+            return False
+        conn.execute(f"ALTER SCHEMA {quote_ident(old)} RENAME TO {quote_ident(new)}")
+    return True
 
 
 def redact(url: str) -> str:

@@ -25,6 +25,7 @@ from qmd.storage.backend import (
     Totals,
     VectorModel,
 )
+from qmd.storage.owner import META_KEY, Owner, decide
 from qmd.storage.sqlite import documents, fulltext
 from qmd.storage.sqlite.connection import connect, count, scalar, transaction, translate
 
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     R = TypeVar("R")
     B = TypeVar("B", bound="SqliteBackend")
     C = TypeVar("C", bound=type)
+
+FOREIGN_HINT = "give each config its own index file: point INDEX_PATH elsewhere for this one (or unset it), or remove the link that leads to this file"
 
 # Not wrapped: they raise no damage of this file (`inspect` reports it as data; `rebuild`
 # reads a fresh file, whose errors are not this one's).
@@ -72,10 +75,12 @@ def damage_is_an_error(cls: C) -> C:
 class SqliteBackend(IndexBackend):
     """An index in one SQLite file, WAL mode; the writer lock is `{file}.lock` beside it."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, owner: Owner | None = None) -> None:
         self.path = Path(path)
+        self.owner = owner  # the config this index belongs to (qmd/storage/owner.py); None: unchecked
         self._conn: apsw.Connection | None = None
         self._file: tuple[int, int] | None = None  # (device, inode) of the file `_conn` has open
+        self._claim = False  # the owner record is to be written by the next write (open(create=True))
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -89,15 +94,32 @@ class SqliteBackend(IndexBackend):
     def open(self, *, create: bool) -> None:
         if self._conn is None:
             self._connect(create=create)
+        elif create and self._claim:
+            self._write_owner(self._conn)
 
     def connection(self) -> apsw.Connection:
         """The open connection (opened on first use; never creates the file)."""
         return self._conn if self._conn is not None else self._connect(create=False)
 
     def _connect(self, *, create: bool) -> apsw.Connection:
-        self._conn = connect(self.path, create=create)
+        conn = connect(self.path, create=create)
+        if self.owner is not None:
+            try:
+                recorded = scalar(conn, "SELECT value FROM meta WHERE key = ?", (META_KEY,))
+                self._claim = decide(recorded if isinstance(recorded, str) else None, self.owner, self.location, FOREIGN_HINT)
+                if create and self._claim:
+                    self._write_owner(conn)
+            except BaseException:
+                conn.close()
+                raise
+        self._conn = conn
         self._file = self._identity()  # what `follow` compares the path with
-        return self._conn
+        return conn
+
+    def _write_owner(self, conn: apsw.Connection) -> None:
+        assert self.owner is not None
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (META_KEY, self.owner.to_text()))
+        self._claim = False
 
     def _identity(self) -> tuple[int, int] | None:
         try:
@@ -314,7 +336,7 @@ class SqliteBackend(IndexBackend):
         sound = self.exists() and not integrity.inspect(self.path).corrupted
 
         def fill(tmp: Path) -> tuple[int, int]:
-            fresh = SqliteBackend(tmp)
+            fresh = SqliteBackend(tmp, self.owner)
             try:
                 documents_built = build(fresh)
                 fresh.open(create=True)

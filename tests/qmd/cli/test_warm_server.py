@@ -169,34 +169,35 @@ def test_a_server_that_never_answers_times_out_to_in_process(world: dict[str, ob
         silent.close()
 
 
-def test_a_token_protected_server(tmp_path: Path) -> None:
+def test_a_token_protected_server_serves_its_own_user_s_cli_without_a_token(tmp_path: Path) -> None:
+    """The CLI proves it read the server's 0600 PID file (qmd/serve/proof.py) instead of
+    sending $QMD_TOKEN: a token never leaves the CLI, scoped or not, and the server needs none."""
     env = make_env(tmp_path)
     setup_index(tmp_path, env)
     made = qmd(env, "token", "add", "me")
-    scoped = qmd(env, "token", "add", "ci", "--collection", "notes")
-    assert made.returncode == 0 and scoped.returncode == 0
+    assert made.returncode == 0
     token = next(w for w in made.stdout.split() if w.startswith("qmd_"))
-    scoped_token = next(w for w in scoped.stdout.split() if w.startswith("qmd_"))
     port = free_port()
     log = tmp_path / "server.log"
     proc = spawn_http(env, port, log)
     try:
         wait_health(port, proc)
+        assert oct((tmp_path / "state" / "mcp-index.json").stat().st_mode & 0o777) == "0o600"
         local = qmd(env, "search", "rollback", "--json", "--local")
-        without = qmd(env, "search", "rollback", "--json")
-        assert without.returncode == 0 and without.stdout == local.stdout
-        assert "POST /cli 401" in log.read_text() and "POST /cli 200" not in log.read_text()
-        refused = qmd({**env, "QMD_SERVER": "require"}, "search", "rollback")
-        assert refused.returncode == 1 and "HTTP 401" in refused.stderr
-        wrong = qmd({**env, "QMD_TOKEN": "qmd_" + "x" * 43}, "search", "rollback", "--json")
-        assert wrong.returncode == 0 and wrong.stdout == local.stdout
-        served = qmd({**env, "QMD_TOKEN": token, "QMD_SERVER": "require"}, "search", "rollback", "--json")
-        assert served.returncode == 0 and served.stdout == local.stdout
-        assert "POST /cli 200" in log.read_text() and "token me" in log.read_text()
-        # a token scoped to collections is refused: the CLI reads the whole index
-        narrow = qmd({**env, "QMD_TOKEN": scoped_token, "QMD_SERVER": "require"}, "search", "rollback")
-        assert narrow.returncode == 1 and "HTTP 403" in narrow.stderr
-        assert qmd({**env, "QMD_TOKEN": scoped_token}, "search", "rollback", "--json").stdout == local.stdout
+        served = qmd({**env, "QMD_SERVER": "require"}, "search", "rollback", "--json")
+        assert served.returncode == 0 and served.stdout == local.stdout, served.stderr
+        with_token = qmd({**env, "QMD_TOKEN": token, "QMD_SERVER": "require"}, "search", "rollback", "--json")
+        assert with_token.returncode == 0 and with_token.stdout == local.stdout
+        text = log.read_text()
+        assert text.count("POST /hello 200") == 2 and text.count("POST /cli 200") == 2 and "proof of the PID file's key" in text
+        assert "401" not in text and "token me" not in text
+        # the proof is good once, on the connection that asked for it
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/cli", body=b"{}", headers={"Content-Type": "application/json", "X-Qmd-Proof": "0" * 32 + "." + "0" * 64})
+        assert conn.getresponse().status == 401
+        conn.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -204,3 +205,64 @@ def test_a_token_protected_server(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class Impostor:
+    """Whatever listens on a stale PID file's port: records every byte it is sent and
+    answers every request with forged hits (and a forged proof)."""
+
+    FORGED = {"hits": [], "roots": {}, "notices": [], "stages": {}, "searches": [], "timings_ms": {}, "model": "", "pending": 0, "proof": "0" * 64, "nonce": "1" * 32}
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.received = b""
+        self.FORGED["hits"] = [{"docid": "abcdef", "file": "qmd://forged/evil.md", "title": "FORGED", "score": 1.0}]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        body = json.dumps(self.FORGED).encode()
+        answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.settimeout(5)
+            try:
+                while True:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    self.received += chunk
+                    if b"\r\n\r\n" in chunk:
+                        conn.sendall(answer)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_stale_pid_file_s_port_held_by_another_process_gets_neither_the_query_nor_the_token(world: dict[str, object], tmp_path: Path) -> None:
+    """After a crash the pid is reused (here: this test's own, alive) and another local
+    process holds the recorded port: the CLI must send it no query text and no token, and
+    print none of its answer."""
+    impostor = Impostor()
+    try:
+        env = _with_pid_file(world, tmp_path, {"port": impostor.port, "pid": os.getpid()})
+        secret = "qmd_" + "s" * 43
+        proc = qmd({**env, "QMD_TOKEN": secret}, "search", "rollback", "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert "FORGED" not in proc.stdout and "qmd://notes/runbooks/deploy.md" in [h["file"] for h in json.loads(proc.stdout)]
+        required = qmd({**env, "QMD_TOKEN": secret, "QMD_SERVER": "require"}, "vsearch", "rollback")
+        assert required.returncode == 1 and "no proof from whatever listens" in required.stderr, required.stderr
+        assert b"rollback" not in impostor.received and secret.encode() not in impostor.received
+        assert b"Authorization" not in impostor.received and b"POST /cli" not in impostor.received
+        assert b"POST /hello" in impostor.received
+    finally:
+        impostor.close()

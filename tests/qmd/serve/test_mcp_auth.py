@@ -352,8 +352,8 @@ def test_non_loopback_needs_a_token_or_no_auth(tmp_path: Path) -> None:
         assert request(port, "POST", "/query", QUERY)[0] == 401
         assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 200
         (Path(env["XDG_CONFIG_HOME"]) / "qmd" / "index.tokens.json").unlink()
-        assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 401
-        assert request(port, "POST", "/query", QUERY)[0] == 401
+        assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 503
+        assert request(port, "POST", "/query", QUERY)[0] == 503
     finally:
         stop_process(proc)
     assert "behind TLS" in log.read_text()
@@ -376,7 +376,52 @@ def test_loopback_asks_for_tokens_once_the_file_exists(tmp_path: Path) -> None:
         path.write_text("{broken")
         status, body = request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})
         assert status == 503 and "unreadable" in body["error"]
-        path.unlink()
+        path.unlink()  # deleting the file closes the server, it never opens it
+        status, body = request(port, "POST", "/query", QUERY)
+        assert status == 503 and "deleted" in body["error"] and "--no-auth" in body["hint"]
+        assert request(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, ACCEPT)[0] == 503
+        assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 503
+        assert wait_health(port, proc) == {"status": "ok"}  # liveness still answers, and says nothing
+        token = add_token(env, "again")  # tokens exist again: served with one
+        assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 200
+        assert request(port, "POST", "/query", QUERY)[0] == 401
+    finally:
+        stop_process(proc)
+    assert (tmp_path / "server.log").read_text().count("was deleted: every request is refused (503)") == 1
+
+
+def test_allowed_hosts_beyond_loopback_need_a_token_or_no_auth(tmp_path: Path) -> None:
+    """The README's reverse-proxy setup: bound to 127.0.0.1, QMD_ALLOWED_HOSTS naming the
+    public name. The proxy brings the network: the server asks for tokens as if it listened there."""
+    env = {**make_env(tmp_path), "QMD_ALLOWED_HOSTS": "notes.example.com"}
+    setup_index(tmp_path, env)
+    port = free_port()
+    refused = _serve(env, "--port", str(port))
+    assert refused.returncode == 1 and "without tokens" in refused.stderr and "QMD_ALLOWED_HOSTS=notes.example.com" in refused.stderr, refused.stderr
+    log = tmp_path / "open.log"
+    proc = spawn_http(env, port, log, "--no-auth")
+    try:
+        wait_health(port, proc)
+        assert request(port, "POST", "/query", QUERY, {"Host": "notes.example.com"})[0] == 200
+    finally:
+        stop_process(proc)
+    assert "QMD_ALLOWED_HOSTS names notes.example.com" in log.read_text() and "unauthenticated" in log.read_text()
+    token = add_token(env, "proxy")
+    port = free_port()
+    proc = spawn_http(env, port, tmp_path / "auth.log")
+    try:
+        wait_health(port, proc)
+        assert request(port, "POST", "/query", QUERY, {"Host": "notes.example.com"})[0] == 401
+        assert request(port, "POST", "/query", QUERY, {"Host": "notes.example.com", "Authorization": f"Bearer {token}"})[0] == 200
+    finally:
+        stop_process(proc)
+    # only loopback names allowed: nothing changes for a plain local server
+    env["QMD_ALLOWED_HOSTS"] = "localhost,127.0.0.1"
+    (Path(env["XDG_CONFIG_HOME"]) / "qmd" / "index.tokens.json").unlink()
+    port = free_port()
+    proc = spawn_http(env, port, tmp_path / "local.log")
+    try:
+        wait_health(port, proc)
         assert request(port, "POST", "/query", QUERY)[0] == 200
     finally:
         stop_process(proc)
@@ -388,3 +433,22 @@ def test_scoped_get_of_a_server_path_in_the_other_collection(team: Team) -> None
         assert out["isError"], out
         _leak_free(out, ref)
     assert not team.tool("bob", "get", {"file": str(team.root / "hr" / "salaries.md")})["isError"]
+
+
+def test_a_scoped_token_cannot_tell_which_files_exist_and_sees_no_server_path(team: Team) -> None:
+    """Every reference that finds no document the token may read gets the same answer: a
+    file that exists on the server (the server's log, /etc/hostname, a note of another
+    collection), one that does not, relative to the server's working directory or not."""
+    existing = [str(team.log), "/etc/hostname", str(team.root / "hr" / "salaries.md"), "./server.log", "../mcp-auth0/server.log", "~/.bashrc", str(team.root)]
+    missing = [str(team.root / "nothing-here.md"), "/etc/no-such-file", "./nothing.md", "../nowhere/x.md", "~/nothing.md", "nothing.md"]
+    answers = set()
+    for ref in existing + missing:
+        out = team.tool("alice", "get", {"file": ref})
+        assert out["isError"], (ref, out)
+        answers.add(out["content"][0]["text"].replace(repr(ref), "REF"))
+    assert len(answers) == 1, answers
+    # a visible note is still found by its server path (what an unscoped client was told)
+    assert not team.tool("alice", "get", {"file": str(team.root / "notes" / "ideas.md")})["isError"]
+    status = team.tool("alice", "status", {})
+    assert str(team.root) not in json.dumps(status), status
+    assert str(team.root) in json.dumps(team.tool("admin", "status", {}))

