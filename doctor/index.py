@@ -185,6 +185,9 @@ def _index(ctx: Context, index: str, found: qmd.IndexCheck, ms: float) -> list[C
     """The index file itself: built, sound, schema current, full-text rows, orphaned rows."""
     tag = f"[{index}]"
     where = home_path(found.path)
+    if not found.exists and found.error:  # a database that does not answer is not an index never built
+        detail = found.error if found.error.startswith("cannot connect") else f"cannot connect: {found.error}"
+        return [fail(f"index {tag}", detail, "start the database server, or fix `database:` in the index config (or QMD_DATABASE_URL)", ms=ms)]
     if not found.exists:
         return [warn(f"index {tag}", f"{where} has not been built", qmd_command("update", index=index), ms=ms, repair=lambda: _update(ctx, index))]
     rebuild = qmd_command("rebuild", index=index)

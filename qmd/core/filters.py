@@ -114,6 +114,8 @@ def _scalar(value: object, where: str) -> Any:
         raise FilterError(f"{where}: the number {_shown(value)} is beyond what can be compared (±1.8e308)")
     if value_type(kept) is None:
         raise FilterError(f"{where}: the value must be a string, a number or true/false, not {_shown(value)}")
+    if isinstance(kept, str) and "\x00" in kept:  # no front matter holds one (a file with NUL is not indexed)
+        raise FilterError(f"{where}: the value holds a NUL character", "remove the \\u0000 from the value")
     return kept
 
 

@@ -8,11 +8,13 @@ live in pgvector with an HNSW index (vectors.py), the writer lock is an advisory
 
 from __future__ import annotations
 
+import functools
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from types import FunctionType
 
 import psycopg
 
@@ -39,9 +41,70 @@ FOREIGN_HINT = "give each index its own schema: drop ?schema= from `database:` o
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from qmd.core.filters import Filter
 
+    T = TypeVar("T")
+    C = TypeVar("C", bound=type)
 
+
+# Methods whose result is a context manager: errors raised inside the `with` are translated too.
+_CONTEXTS = frozenset({"collection_writer", "bulk_vectors", "writer_lock"})
+# Not wrapped: they report connection trouble as data (inspect) or only close.
+_UNWRAPPED = frozenset({"close", "inspect", "location"})
+
+
+def _meaning(exc: psycopg.Error, location: str) -> QmdError | None:
+    """The QmdError a psycopg error means for a person: the server gone, or a value it refuses."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return QmdError(f"lost the connection to the database at {location}: {first}", "check that the database server is running, then run the command again")
+    if isinstance(exc, psycopg.DataError):
+        return QmdError(f"the database at {location} refused a value: {first}", "remove the character it names (PostgreSQL text cannot hold NUL) and try again")
+    return None
+
+
+@contextmanager
+def _translated(manager: AbstractContextManager[T], backend: PostgresBackend) -> Iterator[T]:
+    try:
+        with manager as value:
+            yield value
+    except psycopg.Error as exc:
+        meaning = _meaning(exc, backend.location)
+        if meaning is None:
+            raise
+        backend._drop_broken()
+        raise meaning from exc
+
+
+def _wrap(name: str, method: Callable[..., object]) -> Callable[..., object]:
+    @functools.wraps(method)
+    def wrapped(self: PostgresBackend, *args: object, **kwargs: object) -> object:
+        try:
+            result = method(self, *args, **kwargs)
+        except psycopg.Error as exc:
+            meaning = _meaning(exc, self.location)
+            if meaning is None:
+                raise
+            self._drop_broken()
+            raise meaning from exc
+        return _translated(result, self) if name in _CONTEXTS else result  # type: ignore[arg-type]
+
+    return wrapped
+
+
+def errors_are_qmd_errors(cls: C) -> C:
+    """Wrap every public method (and what its context managers run) so that the server going
+    away mid-command, or a value PostgreSQL refuses, is one QmdError naming the database,
+    never a traceback: the CLI exits 1 and the HTTP server answers 400."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and name not in _UNWRAPPED and isinstance(member, FunctionType):
+            setattr(cls, name, _wrap(name, member))
+    return cls
+
+
+@errors_are_qmd_errors
 class PostgresBackend(IndexBackend):
     """An index in schema `schema` of the database at `url` (a libpq URL or conninfo)."""
 
@@ -133,6 +196,12 @@ class PostgresBackend(IndexBackend):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def _drop_broken(self) -> None:
+        """After an error: forget a connection the server dropped (the next call reconnects)."""
+        if self._conn is not None and (self._conn.closed or self._conn.broken):
+            self._conn = None
+            self._opened = False
 
     def size_bytes(self) -> int:
         sql = (

