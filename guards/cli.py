@@ -152,7 +152,9 @@ def refresh() -> None:
     path = qmd.refresh_folder_cache()
     data = json.loads(path.read_text(encoding="utf-8"))
     n = len(data.get("folders", []))
-    _out(f"{path}: {n} knowledge folder{'' if n == 1 else 's'}, {len(data.get('protect', []))} guard.protect and {len(data.get('allow', []))} guard.allow globs")
+    scoped = len(data.get("project_allow", []))
+    projects = f" (+{scoped} of trusted projects, for their own paths)" if scoped else ""
+    _out(f"{path}: {n} knowledge folder{'' if n == 1 else 's'}, {len(data.get('protect', []))} guard.protect and {len(data.get('allow', []))} guard.allow globs{projects}")
     for error in data.get("errors", []):
         _out(f"warning: {error}")
 

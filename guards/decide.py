@@ -148,8 +148,9 @@ def _tool_search(kind: str, tool_input: dict[str, object], cwd: str | None) -> S
     if isinstance(pattern, str):
         search.patterns.append(pattern)
     if kind == "grep-tool":
-        if isinstance(tool_input.get("glob"), str) and tool_input["glob"]:
-            search.includes.append(str(tool_input["glob"]))
+        glob = tool_input.get("glob")
+        if isinstance(glob, str) and glob:  # ripgrep's --glob: `!` excludes
+            (search.file_excludes if glob.startswith("!") else search.includes).append(glob.lstrip("!"))
         if isinstance(tool_input.get("type"), str) and tool_input["type"]:
             search.types.append(str(tool_input["type"]))
     elif isinstance(pattern, str) and pattern:

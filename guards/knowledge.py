@@ -4,7 +4,16 @@ A path is *protected* when it lies in a collection folder of any index, or it (o
 ancestors) matches a `guard.protect` glob, unless it (or an ancestor) matches a
 `guard.allow` glob. Glob rules: `~` is expanded; a glob starting with `/` matches whole
 absolute paths; any other glob matches at any depth (`wiki` protects every folder named
-wiki); a trailing `/` or `/**` is ignored (a folder glob covers the folder and its content).
+wiki); a trailing `/` or `/**` is ignored (a folder glob covers the folder and its content,
+so `/**` is every path).
+
+A project-local config's `guard.allow` globs (cached as `project_allow` entries, only once
+that project is trusted) exempt paths inside that project only: `{"root": <project>, "glob":
+<glob>}` applies to paths under `root`, and a relative glob there matches folders below
+`root` only. `patterns` maps each collection folder to its collections' patterns
+(`{"/x/manual": ["**/*.rst"]}`) so that file filters (`--include`, `-t`, `-g`) are tested
+against the collection's own notes; a folder missing there (an older cache) has the sample
+notes .md/.markdown/.mdx/.txt.
 
 All paths given to this module are absolute and already `realpath`-ed by the caller.
 """
@@ -22,13 +31,15 @@ _WALK_BUDGET = 2000  # directories one Knowledge may visit looking for relative 
 class Folder:
     """One knowledge folder: a collection folder (with its index and collection) or a protect glob."""
 
-    __slots__ = ("path", "index", "collection", "glob")
+    __slots__ = ("path", "index", "collection", "glob", "patterns")
 
-    def __init__(self, path: str, index: str | None = None, collection: str | None = None, glob: str | None = None) -> None:
+    def __init__(self, path: str, index: str | None = None, collection: str | None = None, glob: str | None = None,
+                 patterns: tuple[str, ...] | None = None) -> None:
         self.path = path
         self.index = index
         self.collection = collection
         self.glob = glob
+        self.patterns = patterns  # the collection's note globs (`**/*.rst`); None: not known (sample names)
 
     def label(self) -> str:
         """`/x/notes (collection notes)`, `/x/notes (index work, collection notes)` or `/x/wiki (guard.protect wiki)`."""
@@ -50,7 +61,7 @@ def is_under(path: str, root: str) -> bool:
 def _norm_glob(pattern: str) -> str:
     pattern = os.path.expanduser(pattern.strip())
     while pattern.endswith("/**") or (pattern.endswith("/") and len(pattern) > 1):
-        pattern = pattern[:-3] if pattern.endswith("/**") else pattern[:-1]
+        pattern = (pattern[:-3] or "/") if pattern.endswith("/**") else pattern[:-1]
     return pattern
 
 
@@ -67,23 +78,29 @@ def _literal_prefix(pattern: str) -> str:
 class Knowledge:
     """The protected folders and the protect/allow globs, with the questions the guard asks."""
 
-    def __init__(self, folders: list[Folder], protect: list[str], allow: list[str]) -> None:
+    def __init__(self, folders: list[Folder], protect: list[str], allow: list[str], project_allow: list[tuple[str, str]] | None = None) -> None:
         self.folders = folders
         self.protect = [g for g in (_norm_glob(p) for p in protect) if g]
         self.allow = [g for g in (_norm_glob(p) for p in allow) if g]
+        # (project root, glob): a trusted project's own exemptions, for paths inside it only
+        self.project_allow = [(root, g) for root, g in ((r, _norm_glob(p)) for r, p in project_allow or []) if g]
         self._walk_budget = _WALK_BUDGET
 
     def __bool__(self) -> bool:
         return bool(self.folders or self.protect)
 
     @staticmethod
-    def _match(path: str, pattern: str) -> bool:
-        """`path` or one of its ancestors matches `pattern` (relative globs match at any depth)."""
+    def _match(path: str, pattern: str, floor: str | None = None) -> bool:
+        """`path` or one of its ancestors matches `pattern` (relative globs match at any depth;
+        with `floor`, a relative glob matches only `floor` and folders below it)."""
         from fnmatch import fnmatchcase
 
-        full = pattern if pattern.startswith("/") else "*/" + pattern
+        relative = not pattern.startswith("/")
+        full = "*/" + pattern if relative else pattern
         probe = path
         while True:
+            if relative and floor is not None and not is_under(probe, floor):
+                return False
             if fnmatchcase(probe, full):
                 return True
             parent = os.path.dirname(probe)
@@ -92,8 +109,16 @@ class Knowledge:
             probe = parent
 
     def allowed(self, path: str) -> bool:
-        """True when a `guard.allow` glob exempts `path` (or one of its ancestors)."""
-        return any(self._match(path, g) for g in self.allow)
+        """True when a `guard.allow` glob exempts `path` (or one of its ancestors); a project's
+        own globs count only for paths inside that project."""
+        if any(self._match(path, g) for g in self.allow):
+            return True
+        return any(is_under(path, root) and self._match(path, g, root) for root, g in self.project_allow)
+
+    @property
+    def exemptions(self) -> bool:
+        """True when any allow glob (global or a project's) is configured."""
+        return bool(self.allow or self.project_allow)
 
     def folder_of(self, path: str) -> Folder | None:
         """The knowledge folder `path` lies in, or None (also None when `guard.allow` exempts it)."""
@@ -106,7 +131,7 @@ class Knowledge:
                 if self._match(path, pattern):
                     hit = Folder(self._matched_ancestor(path, pattern), glob=pattern)
                     break
-        if hit is not None and self.allow and self.allowed(path):
+        if hit is not None and self.exemptions and self.allowed(path):
             return None
         return hit
 
@@ -134,7 +159,7 @@ class Knowledge:
         keep: list[Folder] = []
         seen: set[str] = set()
         for folder in sorted(found, key=lambda f: (f.glob is not None, f.path)):
-            if folder.path in seen or (self.allow and self.allowed(folder.path)):
+            if folder.path in seen or (self.exemptions and self.allowed(folder.path)):
                 continue
             if callable(excluded) and excluded(folder.path):
                 continue
@@ -187,6 +212,14 @@ class Knowledge:
             prefix = _literal_prefix(pattern)
             if is_under(prefix, root) and prefix != root:
                 return True
+        for project, pattern in self.project_allow:
+            if not (is_under(project, root) or is_under(root, project)):
+                continue
+            if not pattern.startswith("/"):
+                return True
+            prefix = _literal_prefix(pattern)
+            if is_under(prefix, root) and prefix != root and (is_under(prefix, project) or is_under(project, prefix)):
+                return True
         return False
 
 
@@ -195,13 +228,21 @@ def parse(data: object) -> Knowledge:
     if not isinstance(data, dict):
         raise ValueError("folders.json: not a JSON object")
     folders: list[Folder] = []
+    by_path = data.get("patterns")
+    by_path = by_path if isinstance(by_path, dict) else {}
     for entry in data.get("folders") or []:
         if isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"].startswith("/"):
             path = os.path.normpath(entry["path"])
-            folders.append(Folder(path, str(entry.get("index") or ""), str(entry.get("collection") or "")))
+            raw = by_path.get(entry["path"])
+            patterns = tuple(p for p in raw if isinstance(p, str) and p) if isinstance(raw, list) else ()
+            folders.append(Folder(path, str(entry.get("index") or ""), str(entry.get("collection") or ""), patterns=patterns or None))
     protect = [g for g in data.get("protect") or [] if isinstance(g, str)]
     allow = [g for g in data.get("allow") or [] if isinstance(g, str)]
-    return Knowledge(folders, protect, allow)
+    scoped: list[tuple[str, str]] = []
+    for entry in data.get("project_allow") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("root"), str) and entry["root"].startswith("/") and isinstance(entry.get("glob"), str):
+            scoped.append((os.path.normpath(entry["root"]), entry["glob"]))
+    return Knowledge(folders, protect, allow, scoped)
 
 
 def load(path: str) -> Knowledge | None:

@@ -7,7 +7,10 @@ or escaped (`$ ~ * ? [`) so that later expansion and glob detection leave them a
 `shlex` then removes quotes and splits words.
 
 Tokens: an operator is `OP + text` (e.g. `"\\x01&&"`); a substitution is the single word
-`SUB + n + SUB`, its inner text in the returned map; every other token is a word.
+`SUB + n + SUB`, its inner text in the returned map; every other token is a word. The body
+of the n-th here-document (counted from 0) is in the same map under `heredoc_key(n)`, or
+`heredoc_key(n, quoted=True)` when its delimiter was quoted (no expansion in the body).
+ANSI-C strings (`$'\\x67rep'`) are decoded; `$"…"` is read as `"…"`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import shlex
 
 OP = "\x01"
 SUB = "\x02"
+HEREDOC = "\x03"
 _QUOTED = {"$": "\ue001", "~": "\ue002", "*": "\ue003", "?": "\ue004", "[": "\ue005"}
 _RESTORE = str.maketrans({v: k for k, v in _QUOTED.items()})
 _QUOTE_TABLE = str.maketrans(_QUOTED)
@@ -24,6 +28,71 @@ _OPERATORS = ("&>>", "<<<", "<<-", "&&", "||", ";;", "|&", "&>", ">>", ">&", "<&
 REDIRECTS = frozenset({"&>>", "<<<", "<<-", "&>", ">>", ">&", "<&", ">|", "<>", "<<", "<", ">"})
 STDIN_REDIRECTS = frozenset({"<", "<<", "<<-", "<<<", "<>"})
 _NO_SEP_AFTER = frozenset({"|", "|&", "&&", "||", "(", ";", "&", ";;"})
+
+
+class Subs(dict[str, str]):
+    """The substitution map of `tokenize` (key → inner text); `procsubs` holds the keys of
+    process substitutions (`<(…)`, `>(…)`), which stand for a file name, not for their output."""
+
+    procsubs: set[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.procsubs = set()
+
+
+def heredoc_key(n: int, quoted: bool = False) -> str:
+    """The key of the n-th here-document body in the map `tokenize` returns."""
+    return f"{HEREDOC}{n}{'q' if quoted else ''}{HEREDOC}"
+
+
+def quoted(text: str) -> str:
+    """`text` as a word whose `$ ~ * ? [` are literal (as if it had been quoted)."""
+    return text.translate(_QUOTE_TABLE)
+
+
+_ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+         "\\": "\\", "'": "'", '"': '"', "?": "?"}
+
+
+def ansi_c(body: str) -> str:
+    """The value of an ANSI-C quoted string's body (`$'…'`): backslash escapes decoded."""
+    out: list[str] = []
+    i, n = 0, len(body)
+    while i < n:
+        ch = body[i]
+        if ch != "\\" or i + 1 >= n:
+            out.append(ch)
+            i += 1
+            continue
+        nxt = body[i + 1]
+        if nxt in _ANSI:
+            out.append(_ANSI[nxt])
+            i += 2
+        elif nxt in "xuU":
+            width = {"x": 2, "u": 4, "U": 8}[nxt]
+            j = i + 2
+            while j < min(n, i + 2 + width) and body[j] in "0123456789abcdefABCDEF":
+                j += 1
+            if j == i + 2:
+                out.append("\\" + nxt)
+            else:
+                code = int(body[i + 2 : j], 16)
+                out.append(chr(code) if code < 0x110000 else "")
+            i = j if j > i + 2 else i + 2
+        elif nxt in "01234567":
+            j = i + 1
+            while j < min(n, i + 4) and body[j] in "01234567":
+                j += 1
+            out.append(chr(int(body[i + 1 : j], 8) & 0xFF))
+            i = j
+        elif nxt == "c" and i + 2 < n:
+            out.append(chr(ord(body[i + 2]) & 0x1F))
+            i += 3
+        else:
+            out.append("\\" + nxt)
+            i += 2
+    return "".join(out)
 
 
 def literal(word: str) -> str:
@@ -45,8 +114,9 @@ class _Scanner:
     def __init__(self, text: str) -> None:
         self.text = text
         self.out: list[str] = []
-        self.subs: dict[str, str] = {}
-        self.heredocs: list[tuple[str, bool]] = []
+        self.subs = Subs()
+        self.heredocs: list[tuple[str, bool, str]] = []  # (delimiter, strip tabs, key of the body)
+        self.heredoc_count = 0
         self.last_op: str | None = ""  # "" = start of input; None = a word was emitted since
 
     # -- helpers -------------------------------------------------------------------
@@ -169,6 +239,15 @@ class _Scanner:
         self._emit("".join(parts))
         return i + 1
 
+    def _ansi(self, i: int) -> int:
+        """`$'…'` at `i`: emitted as a double-quoted word holding the decoded value."""
+        text, j = self.text, i + 2
+        while j < len(text) and text[j] != "'":
+            j += 2 if text[j] == "\\" else 1
+        value = "".join(ch for ch in ansi_c(text[i + 2 : j]) if ch not in "\x00\x01\x02\x03")
+        self._emit('"' + quoted(value.replace("\\", "\\\\").replace('"', '\\"')) + '"')
+        return j + 1
+
     def _heredoc_word(self, i: int, strip_tabs: bool) -> int:
         text = self.text
         while i < len(text) and text[i] in " \t":
@@ -176,26 +255,34 @@ class _Scanner:
         j = i
         while j < len(text) and text[j] not in " \t\n;&|<>()":
             j += 1
-        word = text[i:j].replace("'", "").replace('"', "").replace("\\", "")
+        raw = text[i:j]
+        word = raw.replace("'", "").replace('"', "").replace("\\", "")
         if word:
-            self.heredocs.append((word, strip_tabs))
+            key = heredoc_key(self.heredoc_count, quoted=word != raw)
+            self.heredoc_count += 1
+            self.heredocs.append((word, strip_tabs, key))
             self._emit(" " + word + " ")
         return j
 
     def _skip_heredocs(self, i: int) -> int:
         text = self.text
-        for word, strip_tabs in self.heredocs:
+        for word, strip_tabs, key in self.heredocs:
+            lines: list[str] = []
             while i < len(text):
                 end = text.find("\n", i)
                 end = len(text) if end < 0 else end
                 line = text[i:end]
                 i = end + 1
-                if (line.lstrip("\t") if strip_tabs else line) == word:
+                if strip_tabs:
+                    line = line.lstrip("\t")
+                if line == word:
                     break
+                lines.append(line + "\n")
+            self.subs[key] = "".join(lines)
         self.heredocs = []
         return i
 
-    def run(self) -> tuple[str, dict[str, str]]:
+    def run(self) -> tuple[str, Subs]:
         text, i, n = self.text, 0, len(self.text)
         while i < n:
             ch = text[i]
@@ -212,6 +299,10 @@ class _Scanner:
                 i = self._backtick(i)
             elif ch == "$" and text.startswith("$(", i):
                 i = self._dollar(i) or i + 1
+            elif ch == "$" and text.startswith("$'", i):
+                i = self._ansi(i)
+            elif ch == "$" and text.startswith('$"', i):
+                i = self._double(i + 1)
             elif ch == "#" and self._word_start():
                 end = text.find("\n", i)
                 i = n if end < 0 else end
@@ -226,7 +317,9 @@ class _Scanner:
                     self._emit_op(";")
             elif ch in "<>" and text.startswith("(", i + 1):
                 end = self._matching(i + 2)
-                self._emit(self._sub(text[i + 2 : end]))
+                key = self._sub(text[i + 2 : end])
+                self.subs.procsubs.add(key)
+                self._emit(key)
                 i = end + 1
             elif ch in ";&|<>()":
                 op = next(o for o in _OPERATORS if text.startswith(o, i))
@@ -240,7 +333,7 @@ class _Scanner:
         return "".join(self.out), self.subs
 
 
-def tokenize(command: str) -> tuple[list[str], dict[str, str]]:
+def tokenize(command: str) -> tuple[list[str], Subs]:
     """Split `command` into tokens (words, `OP`-prefixed operators, substitution words) and substitutions."""
     text, subs = _Scanner(command).run()
     lex = shlex.shlex(text, posix=True)

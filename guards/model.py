@@ -52,7 +52,7 @@ class Search:
 
     __slots__ = (
         "kind", "tool", "command", "patterns", "targets", "recursive", "stdin", "listing",
-        "includes", "include_regexes", "types", "type_nots", "file_excludes", "excludes", "path_excludes",
+        "includes", "include_regexes", "types", "type_nots", "type_defs", "file_excludes", "excludes", "path_excludes",
         "implicit", "suffix",
     )
 
@@ -69,11 +69,19 @@ class Search:
         self.include_regexes: list[str] = []  # ag -G
         self.types: list[str] = []  # rg/ack/Grep file types it is limited to
         self.type_nots: list[str] = []
+        self.type_defs: dict[str, list[str]] = {}  # rg --type-add NAME:GLOB
         self.file_excludes: list[str] = []  # file-name globs it skips
         self.excludes: list[str] = []  # directories it skips: a name, or a path from the search root if it holds '/'
         self.path_excludes: list[str] = []  # find -path globs (matched against the path find prints)
         self.implicit = "append"  # how to name paths when the search had none: append | pathspec | after-name | none
         self.suffix = ""  # text after the rewritten command (`| xargs grep …`)
+
+    def copy(self) -> Search:
+        """A shallow copy (lists shared until replaced)."""
+        other = Search(self.kind, self.tool, self.command)
+        for slot in Search.__slots__:
+            setattr(other, slot, getattr(self, slot))
+        return other
 
 
 class Decision:

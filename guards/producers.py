@@ -1,4 +1,5 @@
 """Searches fed by a list of files: `find -exec grep`, `fd -x rg`, `… | xargs grep`, `grep … $(find …)`,
+`… | while read f; do grep … "$f"; done`, `parallel grep … ::: *.md` / `… | parallel grep …`,
 and `cat notes/* | grep` (many notes concatenated into a search's stdin).
 
 A *listing* is a Search-shaped description of the files a command prints or visits (its
@@ -13,16 +14,25 @@ import shlex
 
 from .lexer import SUB, literal
 from .model import Search, Target
-from .searches import TOOLS, getopt, grep_family, git_grep, target, Spec, _dir_excludes
-from .shell import Command
+from .searches import TOOLS, getopt, grep_family, git_grep, parse, target, Spec, _dir_excludes
+from .shell import Command, tokenize_words
 
 _SUB_KEY = re.compile(f"{SUB}[0-9]+{SUB}")
-_CAT_LIKE = frozenset({"cat", "head", "tail", "bat", "batcat", "less", "more", "zcat", "tac", "nl"})
+_CAT_LIKE = frozenset({"cat", "head", "tail", "bat", "batcat", "less", "more", "zcat", "tac", "nl", "sort", "uniq", "strings",
+                       "paste", "cut", "sed", "awk", "gawk", "mawk", "perl", "iconv", "xxd", "od", "fold", "pr"})
+_ORDER_ONLY = frozenset({"sort", "uniq", "head", "tail", "tac", "shuf", "cat"})  # pass a file list through (a part of it)
 _FD = Spec("eEtdSjoc", {"--extension", "--exclude", "--type", "--max-depth", "--min-depth", "--exact-depth", "--size", "--owner",
                         "--threads", "--color", "--base-directory", "--search-path", "--ignore-file", "--format", "--max-results",
                         "--changed-within", "--changed-before", "--path-separator"}, True, set())
 _XARGS_ARGS = frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--eof", "--replace",
                          "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"})
+_PARALLEL_ARGS = frozenset({"-a", "--arg-file", "-d", "--delimiter", "-E", "--eof", "-I", "--replace", "-j", "-P", "--jobs", "--max-procs",
+                            "-L", "-l", "--max-lines", "-n", "--max-args", "-N", "-S", "--sshlogin", "--slf", "--sshloginfile",
+                            "-C", "--colsep", "--delay", "--timeout", "--joblog", "--results", "--res", "--tmpdir", "--tempdir",
+                            "--env", "--halt", "--retries", "--workdir", "--wd", "--basefile", "--bf", "--tagstring", "--tag-string",
+                            "--memfree", "--load", "--block", "--blocksize", "--rpl", "--plus", "-s", "--max-chars", "--sqlworker"})
+_SOURCES = frozenset({":::", ":::+", "::::", "::::+"})
+_PLACEHOLDERS = frozenset({"{}", "{.}", "{/}", "{//}", "{/.}", "{#}", "{%}"})
 
 
 def _strip_tail(pattern: str) -> str:
@@ -130,6 +140,13 @@ def fd_listing(cmd: Command) -> tuple[Search, list[list[str]]]:
 
 def listing_of(cmd: Command | None) -> Search | None:
     """What files `cmd` prints one per line, if the guard can tell (find, fd, git ls-files, rg --files, …)."""
+    for _ in range(8):  # `find … | sort | head -50 | xargs grep`: the list passes through
+        if cmd is None:
+            return None
+        name = os.path.basename(literal(cmd.argv[0]))
+        if name not in _ORDER_ONLY or any(not literal(a).startswith("-") and not literal(a).isdigit() for a in cmd.argv[1:]):
+            break
+        cmd = cmd.producer
     if cmd is None:
         return None
     name = os.path.basename(literal(cmd.argv[0]))
@@ -142,20 +159,34 @@ def listing_of(cmd: Command | None) -> Search | None:
         at = words.index("ls-files")
         listing = Search("file-list", "git ls-files", cmd)
         listing.recursive = True
-        paths = [(i, cmd.argv[i]) for i in range(at + 1, len(words)) if not words[i].startswith("-")]
+        paths = [(i, cmd.argv[i]) for i in range(at + 1, len(words)) if not words[i].startswith("-") and words[i] != "--"]
+        for i, w in list(paths):
+            if any(ch in words[i] for ch in "*?[") and "/" not in words[i].rstrip("/"):
+                listing.includes.append(words[i])  # git matches a wildcard pathspec at any depth
+                paths.remove((i, w))
         listing.targets = [target(i, w, cmd.cwd, recursive=True) for i, w in paths] or [Target(None, None, cmd.cwd, recursive=True)]
         return listing
     if name in TOOLS:
         search = grep_family(cmd, name)
         opts, _pos = getopt(cmd.argv, 1, TOOLS[name])
-        prints_names = {o for o, _ in opts} & {"-l", "-L", "--files-with-matches", "--files-without-match", "--files"}
+        flags = {o for o, _ in opts}
+        if search.stdin and cmd.producer is not None:
+            return _filtered_listing(cmd, search, flags)
+        prints_names = flags & {"-l", "-L", "--files-with-matches", "--files-without-match", "--files"}
         if search.stdin or not (search.listing or prints_names):
             return None
         search.kind = "file-list"
         return search
+    if name == "ls" and not [a for a in words[1:] if not a.startswith("-") and a not in (".", "./")] and cmd.cwd is not None:
+        from glob import escape
+
+        listing = Search("file-list", name, cmd)  # `ls` prints the names in its cwd
+        listing.targets = [Target(None, None, cmd.cwd, True, False, os.path.join(escape(cmd.cwd), "*"))]
+        listing.implicit = "none"
+        return listing
     if name in ("ls", "echo", "printf"):
         listing = Search("file-list", name, cmd)
-        listing.targets = [target(i, a, cmd.cwd, recursive=False) for i, a in enumerate(cmd.argv) if i and not literal(a).startswith("-")]
+        listing.targets = [target(i, a, cmd.cwd) for i, a in enumerate(cmd.argv) if i and not literal(a).startswith("-")]
         listing.implicit = "none"
         if name == "ls":  # `ls DIR` prints names relative to DIR: only wildcard words yield usable paths
             listing.targets = [t for t in listing.targets if t.glob]
@@ -163,12 +194,30 @@ def listing_of(cmd: Command | None) -> Search | None:
     return None
 
 
+def _filtered_listing(cmd: Command, search: Search, flags: set[str]) -> Search | None:
+    """`find … | grep '\\.md$' | xargs grep foo`: a file list filtered by a grep on its lines keeps
+    the names the pattern matches (an inverted or unreadable filter: the guard cannot tell)."""
+    import re
+
+    if flags & {"-v", "--invert-match", "-c", "--count", "-o", "--only-matching"} or not search.patterns:
+        return None
+    inner = listing_of(cmd.producer)
+    if inner is None:
+        return None
+    fixed = bool(flags & {"-F", "--fixed-strings"}) or search.tool == "fgrep"
+    fold = "(?i)" if flags & {"-i", "--ignore-case"} else ""
+    inner = inner.copy()
+    inner.include_regexes = inner.include_regexes + [fold + (re.escape(p) if fixed else p.replace("\\|", "|")) for p in search.patterns]
+    return inner
+
+
 def _from_listing(kind: str, listing: Search, search: Search) -> Search:
     out = Search(kind, search.tool, listing.command)
     out.patterns = search.patterns
     out.targets = listing.targets
-    out.recursive = listing.recursive
+    out.recursive = listing.recursive or search.recursive  # `rg foo $(ls -d */)` recurses into the folders listed
     out.includes = listing.includes or search.includes
+    out.include_regexes = listing.include_regexes + search.include_regexes
     out.types = search.types
     out.file_excludes = listing.file_excludes + search.file_excludes
     out.excludes = listing.excludes
@@ -194,6 +243,7 @@ def exec_searches(cmd: Command) -> list[Search]:
 def xargs_searches(cmd: Command) -> list[Search]:
     """`producer | xargs [opts] grep …`: the search run on the files the producer prints."""
     argv, i, from_file = cmd.argv, 1, False
+    listing = None
     while i < len(argv):
         word = literal(argv[i])
         if word == "--":
@@ -203,8 +253,46 @@ def xargs_searches(cmd: Command) -> list[Search]:
             break
         if word in ("-a", "--arg-file") or word.startswith("--arg-file="):
             from_file = True
+            listing = _sub_listing(cmd, argv[i + 1] if word in ("-a", "--arg-file") and i + 1 < len(argv) else argv[i])
         i += 2 if word in _XARGS_ARGS else 1
     search = _run_search([literal(a) for a in argv[i:]], cmd.cwd)
+    if search is None:
+        return []
+    out = [search] if search.targets else []
+    listing = listing if from_file else listing_of(cmd.producer)
+    if listing is not None:
+        fed = _from_listing("file-list", listing, search)
+        fed.suffix = " | " + shlex.join([literal(a) for a in argv])
+        out.append(fed)
+    return out
+
+
+def parallel_searches(cmd: Command) -> list[Search]:
+    """GNU `parallel CMD ::: ARGS` (CMD run on each argument) and `producer | parallel CMD`."""
+    argv, i, from_file = cmd.argv, 1, False
+    while i < len(argv):
+        word = literal(argv[i])
+        if word in _SOURCES or not word.startswith("-") or word == "--":
+            i += word == "--"
+            break
+        from_file = from_file or word in ("-a", "--arg-file") or word.startswith("--arg-file=")
+        i += 2 if word in _PARALLEL_ARGS else 1
+    rest = argv[i:]
+    at = next((k for k, w in enumerate(rest) if literal(w) in _SOURCES), len(rest))
+    run, sources = rest[:at], rest[at:]
+    if len(run) == 1 and " " in literal(run[0]):
+        run = tokenize_words(literal(run[0]))  # `parallel 'grep foo {}' ::: …`
+    run = [w for w in run if literal(w) not in _PLACEHOLDERS]
+    if not run:
+        return []
+    if sources:
+        args = [w for w in sources if literal(w) not in _SOURCES]
+        if any(literal(w).startswith("::::") for w in sources):
+            return []  # arguments read from files
+        direct = Command(run + args, cmd.cwd, None, False, cmd.subs)
+        search = parse(direct)
+        return [search] if search is not None and not search.listing else []
+    search = _run_search([literal(a) for a in run], cmd.cwd)
     if search is None:
         return []
     out = [search] if search.targets else []
@@ -214,6 +302,17 @@ def xargs_searches(cmd: Command) -> list[Search]:
         fed.suffix = " | " + shlex.join([literal(a) for a in argv])
         out.append(fed)
     return out
+
+
+def _sub_listing(cmd: Command, word: str) -> Search | None:
+    """What the substitution in `word` (`$(find …)`, `<(find …)`) lists, if the guard can tell."""
+    for key in _SUB_KEY.findall(word):
+        inner = cmd.subs.get(key)
+        if inner:
+            listing = next((ls for ls in (listing_of(c) for c in reversed(inner)) if ls is not None), None)
+            if listing is not None:
+                return listing
+    return None
 
 
 def substituted(cmd: Command, search: Search) -> list[Search]:
@@ -235,10 +334,35 @@ def substituted(cmd: Command, search: Search) -> list[Search]:
     return out
 
 
+def _cat_listing(producer: Command) -> Search | None:
+    """The files a `find … -exec cat`, `… | xargs cat` or `cat $(find …)` producer concatenates."""
+    name = os.path.basename(literal(producer.argv[0]))
+    if name in _CAT_LIKE:
+        return next((ls for ls in (_sub_listing(producer, a) for a in producer.argv[1:] if SUB in a) if ls is not None), None)
+    if name == "find":
+        listing, execs = find_listing(producer)
+        return listing if any(e and os.path.basename(e[0]) in _CAT_LIKE for e in execs) else None
+    if name == "xargs":
+        rest = [literal(a) for a in producer.argv[1:]]
+        while rest and rest[0].startswith("-"):
+            rest = rest[2:] if rest[0] in _XARGS_ARGS else rest[1:]
+        if rest and os.path.basename(rest[0]) in _CAT_LIKE:
+            return listing_of(producer.producer)
+    return None
+
+
 def cat_pipe(cmd: Command, search: Search) -> Search | None:
-    """`cat notes/*.md | grep foo`: many notes concatenated into a search that reads stdin."""
+    """`cat notes/*.md | grep foo` (also `find notes -exec cat {} + | grep`, `… | xargs cat | grep`,
+    `cat $(find notes …) | grep`): many notes concatenated into a search that reads stdin."""
     producer = cmd.producer
-    if not search.stdin or producer is None or os.path.basename(literal(producer.argv[0])) not in _CAT_LIKE:
+    if not search.stdin or producer is None:
+        return None
+    listing = _cat_listing(producer)
+    if listing is not None:
+        fed = _from_listing("cat-pipe", listing, search)
+        fed.command = None
+        return fed
+    if os.path.basename(literal(producer.argv[0])) not in _CAT_LIKE:
         return None
     fed = Search("cat-pipe", search.tool, None)
     fed.patterns = search.patterns

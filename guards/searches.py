@@ -11,7 +11,7 @@ import os
 
 from .lexer import glob_pattern, has_glob, literal
 from .model import Search, Target
-from .shell import Command, resolve
+from .shell import Command, git_root, resolve
 
 
 class Spec:
@@ -61,11 +61,14 @@ GIT_GREP = Spec(
 )
 TOOLS: dict[str, Spec] = {
     "grep": GREP, "egrep": GREP, "fgrep": GREP, "ggrep": GREP, "zgrep": GREP, "zegrep": GREP, "zfgrep": GREP,
+    "xzgrep": GREP, "xzegrep": GREP, "xzfgrep": GREP, "bzgrep": GREP, "bzegrep": GREP, "bzfgrep": GREP,
+    "lzgrep": GREP, "lzegrep": GREP, "lzfgrep": GREP, "lzmagrep": GREP, "zstdgrep": GREP,
     "rgrep": GREP, "pcregrep": GREP, "pcre2grep": GREP, "ugrep": GREP, "ug": GREP,
     "rg": RG, "ripgrep": RG, "ag": AG, "ack": ACK, "ack-grep": ACK,
 }
 _AG_ACK_TYPES = {"python", "py", "js", "ts", "go", "rust", "java", "ruby", "cc", "cpp", "shell", "sh", "html", "css", "yaml",
-                 "json", "markdown", "md", "text", "txt", "perl", "php", "csharp", "kotlin", "swift", "sql", "xml", "make"}
+                 "json", "markdown", "md", "text", "txt", "perl", "php", "csharp", "kotlin", "swift", "sql", "xml", "make",
+                 "rst", "restructuredtext", "org", "tex", "asciidoc", "adoc"}
 
 
 def getopt(argv: list[str], start: int, spec: Spec) -> tuple[list[tuple[str, str | None]], list[tuple[int, str]]]:
@@ -135,6 +138,18 @@ def _dir_excludes(values: list[str]) -> list[str]:
     return out
 
 
+def _type_add(search: Search, value: str) -> None:
+    """`--type-add 'doc:*.rst'` or `--type-add 'doc:include:md,rst'`: the globs of a type."""
+    name, _, globs = value.partition(":")
+    if globs.startswith("include:"):
+        from .filetypes import type_globs
+
+        found = [type_globs(t, search.type_defs) for t in globs[len("include:") :].split(",")]
+        search.type_defs.setdefault(name, []).extend(["*"] if None in found else [g for f in found if f for g in f])
+    else:
+        search.type_defs.setdefault(name, []).append(globs)
+
+
 def grep_family(cmd: Command, name: str, start: int = 1) -> Search:
     """Parse a grep/rg/ag/ack command line (from `argv[start]`) into a Search."""
     spec = TOOLS[name]
@@ -161,6 +176,8 @@ def grep_family(cmd: Command, name: str, start: int = 1) -> Search:
         elif spec is GREP and opt == "--exclude-dir" and value:
             search.excludes += _dir_excludes([value])
         elif spec is RG and opt in ("-g", "--glob", "--iglob") and value:
+            if opt == "--iglob":  # case-insensitive: every letter matches either case
+                value = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in value)
             if value.startswith("!"):
                 search.excludes += _dir_excludes([value])
                 tail = value.rsplit("/", 1)[-1]
@@ -172,6 +189,8 @@ def grep_family(cmd: Command, name: str, start: int = 1) -> Search:
             search.types.append(value)
         elif spec is RG and opt in ("-T", "--type-not") and value:
             search.type_nots.append(value)
+        elif spec is RG and opt == "--type-add" and value and ":" in value:
+            _type_add(search, value)
         elif spec is AG and opt in ("-G", "--file-search-regex") and value:
             search.include_regexes.append(value)
         elif opt in ("--ignore-dir", "--ignore") and value and spec in (AG, ACK):
@@ -195,17 +214,6 @@ def grep_family(cmd: Command, name: str, start: int = 1) -> Search:
         if not search.stdin:
             search.targets = [Target(None, None, cmd.cwd)]
     return search
-
-
-def _git_root(cwd: str) -> str | None:
-    probe = cwd
-    while True:
-        if os.path.exists(os.path.join(probe, ".git")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return None
-        probe = parent
 
 
 def git_grep(cmd: Command) -> Search | None:
@@ -243,7 +251,7 @@ def git_grep(cmd: Command) -> Search | None:
     if not from_flags and pos:
         search.patterns.append(literal(pos[0][1]))
         pos = pos[1:]
-    root = _git_root(cwd) if cwd else None
+    root = git_root(cwd) if cwd else None
     for index, word in pos:
         spec_ = literal(word)
         if spec_.startswith(":"):

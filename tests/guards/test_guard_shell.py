@@ -39,6 +39,37 @@ def test_substitutions_are_cut_out() -> None:
     assert tokens[-1] == "0"
 
 
+def test_heredoc_bodies_and_ansi_c_strings() -> None:
+    from guards.lexer import heredoc_key
+
+    tokens, subs = tokenize("bash <<EOF\ngrep -r x .\nEOF\ncat <<-'END'\n\tls $HOME\n\tEND\necho $'\\x67rep\\tx' $\"a b\"")
+    assert subs[heredoc_key(0)] == "grep -r x .\n" and subs[heredoc_key(1, quoted=True)] == "ls $HOME\n"
+    assert [literal(t) for t in tokens[-3:]] == ["echo", "grep\tx", "a b"]
+    _tokens, subs = tokenize("cat <(ls) $(pwd)")
+    assert len(subs.procsubs) == 1 and subs[next(iter(subs.procsubs))] == "ls"
+
+
+@pytest.mark.parametrize(
+    "command, argv",
+    [
+        ("rg x $(pwd)", ["rg", "x", "/w"]),
+        ("rg x `pwd`/sub", ["rg", "x", "/w/sub"]),
+        ("rg x ~+ ${PWD:-.} ${PWD%/w}", ["rg", "x", "/w", "/w", ""]),
+        ("alias g='rg -n'; g x", ["rg", "-n", "x"]),
+        ("f() { rg \"$@\"; }; f x y", ["rg", "x", "y"]),
+        ("sh -c 'rg \"$1\" \"$0\"' . x", ["rg", "x", "."]),
+        ("bash <<< 'rg x'", ["rg", "x"]),
+        ("echo 'rg x' | sh", ["rg", "x"]),
+        ("script -qc 'rg x' /dev/null", ["rg", "x"]),
+        ("busybox rg x", ["rg", "x"]),
+    ],
+)
+def test_walk_follows_what_the_shell_runs(command: str, argv: list[str]) -> None:
+    found = [c for c in commands(command, "/w") if literal(c.argv[0]) == "rg"]
+    assert found, commands(command, "/w")
+    assert [literal(a) for a in found[-1].argv] == argv
+
+
 def test_quoted_wildcards_are_not_globs() -> None:
     tokens, _ = tokenize("ls notes/*.md 'notes/*.md' notes/\\*.md \"*\"")
     assert [has_glob(t) for t in tokens[1:]] == [True, False, False, False]
