@@ -40,6 +40,8 @@ def _file(ctx: Context, local: qmd.IndexPaths) -> CheckResult:
     path = Path(local.index_path)
     where = home_path(path)
     rebuild = qmd_command("rebuild", index=local.key)
+    if path.is_symlink() and not path.exists():
+        return fail(name, f"{where} is a dangling symlink (to {os.readlink(path)}): every command that reads the index fails", f"rm {where} && {qmd_command('update', index=local.key)}")
     try:
         store = ctx.store(local.key)
     except qmd.QmdError as exc:
@@ -49,8 +51,6 @@ def _file(ctx: Context, local: qmd.IndexPaths) -> CheckResult:
             return ok(name, "the index is in PostgreSQL (no index file to check; the index checks below open it)")
     finally:
         store.close()
-    if path.is_symlink() and not path.exists():
-        return fail(name, f"{where} is a dangling symlink (to {os.readlink(path)}): every command that reads the index fails", f"rm {where} && {qmd_command('update', index=local.key)}")
     if not path.exists():
         return warn(name, f"{where} has not been built", qmd_command("update", index=local.key))
     if not path.is_file():
@@ -78,9 +78,12 @@ def _trust(local: qmd.IndexPaths) -> CheckResult:
     parts = [f"{len(gated.hooks)} update command(s) ({', '.join(f'{c}: {cmd}' for c, cmd in gated.hooks)})"] if gated.hooks else []
     parts += [f"{len(gated.paths)} collection(s) outside the project ({', '.join(f'{c}: {p}' for c, p in gated.paths)})"] if gated.paths else []
     parts += [f"custom models ({', '.join(f'{slot}: {uri}' for slot, uri in gated.models)})"] if gated.models else []
+    parts += [f"a database server ({gated.database})"] if gated.database else []
+    parts += [f"an index file outside the project ({gated.index_file})"] if gated.index_file else []
+    parts += [f"guard exemptions inside the project ({', '.join(gated.guard_allow)})"] if gated.guard_allow else []
     listed = "; ".join(parts)
     if decision.why == "nothing-gated":
-        return ok(name, "nothing to approve: no update commands, no collections outside the project, only the built-in models")
+        return ok(name, "nothing to approve: no update commands, no collections outside the project, only the built-in models, no database, no guard exemptions")
     if decision.why == "approved":
         return ok(name, f"approved (qmd trust): {listed}")
     if decision.why == "opted-in":

@@ -1,7 +1,7 @@
 """The approval gate for a project-local config (`.qmd/index.yml`), as the original 2.8.3 has it.
 
 A project-local config arrives with a `git clone` and is adopted by every qmd command run
-inside the tree, so three of its fields are somebody else's choices until the user says
+inside the tree, so these of its fields are somebody else's choices until the user says
 otherwise (the original's issues #886 and #889):
 
 - `update:` — a shell command `qmd update` would run;
@@ -11,7 +11,11 @@ otherwise (the original's issues #886 and #889):
   `openai:` endpoint;
 - `database:` (qmd's own field, not the original's): the PostgreSQL server the index, and
   with it every note and every query, would be written to. Untrusted, the index stays in
-  the project's `.qmd/index.sqlite`.
+  the project's `.qmd/index.sqlite`;
+- a `.qmd/index.sqlite` that leads outside the project (a link, a `.qmd` folder that is one,
+  a hard link): untrusted, no command uses it (it could be the user's own index);
+- `guard.allow` globs: searches of the project's notes the agent guard would let through.
+  Even approved they apply inside the project only (qmd/index/folders.py).
 
 In-project paths and the built-in defaults need no approval: that is what a local config is
 for. Configs in the config dir are never gated. Approvals are kept in
@@ -57,9 +61,10 @@ class Gated:
     models: tuple[tuple[str, str], ...] = ()
     database: str = ""  # a `database:` URL ("" when the config has none)
     index_file: str = ""  # where `.qmd/index.sqlite` really is, when that is not the project's own file
+    guard_allow: tuple[str, ...] = ()  # `guard.allow` globs: searches the agent guard would let through in the project
 
     def __bool__(self) -> bool:
-        return bool(self.hooks or self.paths or self.models or self.database or self.index_file)
+        return bool(self.hooks or self.paths or self.models or self.database or self.index_file or self.guard_allow)
 
     def lines(self) -> list[str]:
         """The items as the original lists them before asking."""
@@ -70,6 +75,7 @@ class Gated:
             ("Custom models:", self.models),
             ("A database server for this index:", (("database", self.database),) if self.database else ()),
             ("An index file outside this project (.qmd/index.sqlite leads there):", (("index", self.index_file),) if self.index_file else ()),
+            ("Searches the agent guard would let through inside this project (guard.allow):", tuple(("allow", g) for g in self.guard_allow)),
         ):
             if items:
                 out.append(title)
@@ -155,13 +161,16 @@ def gated_items(config_path: str | os.PathLike[str], raw: Mapping[str, Any]) -> 
         if uri and uri != defaults[slot]:
             models.append((slot, uri))
     database = raw.get("database")
-    return Gated(tuple(hooks), tuple(paths), tuple(models), database if isinstance(database, str) else "", foreign_index_file(config_path))
+    guard = raw.get("guard")
+    allow = guard.get("allow") if isinstance(guard, dict) else None
+    globs = tuple(str(g) for g in allow if isinstance(g, str)) if isinstance(allow, list) else ()
+    return Gated(tuple(hooks), tuple(paths), tuple(models), database if isinstance(database, str) else "", foreign_index_file(config_path), globs)
 
 
 def foreign_index_file(config_path: str | os.PathLike[str]) -> str:
     """Where the project's `.qmd/index.sqlite` really is when it is not the project's own
-    file: a link (or a `.qmd` folder that is one) leading outside the project, a hard link
-    (the same file has another name elsewhere), or not a regular file. "" when it is the
+    file: a link (or a `.qmd` folder that is one) leading outside the project, or a hard link
+    (the same file has another name, maybe the user's own index). "" when it is the
     project's own, or absent with its folder inside the project."""
     from qmd.core.paths import LOCAL_INDEX_FILE
 
@@ -176,9 +185,9 @@ def foreign_index_file(config_path: str | os.PathLike[str]) -> str:
         return ""
     import stat
 
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-        return real + (" (a hard link: the same file has another name)" if st.st_nlink > 1 else " (not a regular file)")
-    return ""
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        return real + " (a hard link: the same file has another name)"
+    return ""  # a folder in its place is no other index: opening it says what is wrong
 
 
 def index_file_error(config_path: str | os.PathLike[str], where: str) -> QmdError:
@@ -209,6 +218,8 @@ def digest(config_path: str | os.PathLike[str], gated: Gated) -> str:
         canonical["database"] = gated.database
     if gated.index_file:
         canonical["index_file"] = gated.index_file
+    if gated.guard_allow:
+        canonical["guard_allow"] = sorted(gated.guard_allow)
     text = json.dumps(canonical, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -300,6 +311,8 @@ def skip_notice(decision: Decision) -> str:
         parts.append("the database server it names (the index stays in .qmd/index.sqlite)")
     if decision.gated.index_file:
         parts.append(f"the index file it links to ({decision.gated.index_file})")
+    if decision.gated.guard_allow:
+        parts.append("its guard.allow exemptions (the agent guard protects the project's notes as usual)")
     return (
         f"{decision.config_path} came with the project and is not trusted: skipping its " + ", ".join(parts)
         + "; the project's own collections are indexed"

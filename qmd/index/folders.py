@@ -3,6 +3,16 @@
 Lean tools that must not parse YAML on every call (the agent guard runs on every shell
 command an agent issues) read `<state>/guard/folders.json`. It is rewritten whenever a
 config in the config dir is saved, and can be rebuilt at any time with `refresh_folder_cache()`.
+
+`patterns` maps each folder to its collections' patterns (`{"/x/manual": ["**/*.rst"]}`,
+split at the commas; a folder in two collections gets both), so the guard tests an agent's
+file filters against the notes that are really there. The `guard.allow` globs of the
+config dir's indexes apply everywhere (`allow`); those of a project-local config only
+inside that project, and only once it is trusted (`project_allow`: `{"root": <project>,
+"glob": <glob>}`), so that a cloned repository cannot exempt the user's own notes; its
+`guard.protect` globs are confined to the project too (`_within`). Readers
+ignore keys they do not know and treat a folder missing from `patterns` as the sample
+notes the guard used before (.md, .markdown, .mdx, .txt).
 """
 
 from __future__ import annotations
@@ -75,14 +85,34 @@ def _sources() -> list[tuple[Path, str]]:
     return named + [(p, str(p)) for p in local_configs()]
 
 
+def _within(root: str, globs: list[str]) -> list[str]:
+    """A project's `guard.protect` globs, confined to the project (a cloned repository's
+    `protect: ['*']` must not block the user's searches everywhere): an absolute glob only
+    when it lies inside `root`, a relative one (any depth) made absolute below `root`."""
+    out: list[str] = []
+    for glob in globs:
+        glob = glob.strip()
+        if not glob or glob.startswith("~"):
+            continue
+        if glob.startswith("/"):
+            if glob == root or glob.startswith(root.rstrip("/") + "/"):
+                out.append(glob)
+            continue
+        out += [f"{root}/{glob}", f"{root}/**/{glob}"]
+    return out
+
+
 def collect() -> dict[str, Any]:
     """Folders and guard globs from every index config: the config dir's `*.yml` and the
     project-local ones (only the collections an untrusted one may index: inside the project)."""
-    from qmd.core.trust import collection_path, decide
+    from qmd.core.trust import collection_path, decide, project_root
+    from qmd.index.scan import split_patterns
 
     folders: list[dict[str, str]] = []
+    patterns: dict[str, list[str]] = {}
     protect: list[str] = []
     allow: list[str] = []
+    project_allow: list[dict[str, str]] = []
     errors: list[str] = []
     directory = config_dir()
     for path, key in _sources():
@@ -98,18 +128,29 @@ def collect() -> dict[str, Any]:
             if coll.name in outside:
                 continue
             folder = collection_path(str(coll.path), path) if decision.local else coll.path
-            folders.append({"path": os.path.realpath(folder), "index": key, "collection": coll.name})
+            real = os.path.realpath(folder)
+            folders.append({"path": real, "index": key, "collection": coll.name})
+            known = patterns.setdefault(real, [])
+            known += [p for p in split_patterns(coll.pattern) if p not in known]
         guard = config.raw.get("guard") or {}
         if isinstance(guard, dict):
-            protect += [str(g) for g in guard.get("protect") or [] if isinstance(g, str)]
-            allow += [str(g) for g in guard.get("allow") or [] if isinstance(g, str)]
+            extra = [str(g) for g in guard.get("protect") or [] if isinstance(g, str)]
+            protect += extra if not decision.local else _within(os.path.realpath(project_root(path)), extra)
+            globs = [str(g) for g in guard.get("allow") or [] if isinstance(g, str)]
+            if not decision.local:
+                allow += globs
+            elif decision.allowed:  # a project's exemptions: its own paths only, once trusted
+                root = os.path.realpath(project_root(path))
+                project_allow += [{"root": root, "glob": g} for g in globs]
     return {
         "version": CACHE_VERSION,
         "generated_at": now_iso(),
         "config_dir": str(directory),
         "folders": folders,
+        "patterns": patterns,
         "protect": protect,
         "allow": allow,
+        "project_allow": project_allow,
         "errors": errors,
     }
 
