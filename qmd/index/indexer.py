@@ -9,6 +9,7 @@ mid-update leaves the previous index intact.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from collections.abc import Callable
@@ -22,7 +23,20 @@ from qmd.storage.backend import DocumentWrite, IndexBackend, SearchFields
 from qmd.core.config import CollectionConfig
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
-_BINARY_PROBE = 8192
+_BINARY_PROBE = 8192  # a NUL byte in the first 8 KB: binary (as git decides)
+# Characters no text is made of: C0 controls but tab, newline, CR, VT, FF, backspace (man-page
+# overstrike), ESC and BEL (ANSI colours and links of terminal output), and DEL.
+_CONTROL = re.compile("[\x00-\x06\x0e-\x1a\x1c-\x1f\x7f]")
+_CONTROL_BYTES = bytes(range(0x00, 0x07)) + bytes(range(0x0E, 0x1B)) + bytes(range(0x1C, 0x20)) + b"\x7f"
+_CONTROL_SHARE = 0.05  # random bytes hold about 10% of them; text next to none
+# Legacy 8-bit text (Windows-1252, KOI8-R, Shift-JIS) is mostly invalid UTF-8 too, but holds no
+# control character; random bytes hold some, of the C1 controls too (by chance valid UTF-8).
+# (C1 controls alone are no sign: mojibake, UTF-8 read as Latin-1 and saved again, is full of them.)
+_C1 = re.compile("[\x80-\x9f]")
+_INVALID_SHARE, _INVALID_CONTROL_SHARE = 0.25, 0.002
+_PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
+_PRIVATE_SHARE = 0.01
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 Progress = Callable[[str, int], None]
 
@@ -134,19 +148,65 @@ def read_text(path: str, size_hint: int, root: str | None = None) -> tuple[str |
         os.close(fd)
     if len(data) > MAX_FILE_BYTES:
         return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB", None
-    if b"\0" in data[:_BINARY_PROBE]:
-        return None, "binary file (NUL bytes)", None
+    return decode_text(data)
+
+
+def decode_text(data: bytes) -> tuple[str | None, str | None, str | None]:
+    """(text, skip_reason, warning) of a file's bytes: UTF-8, or UTF-16/32 with a byte order mark.
+
+    Binary, skipped: a NUL byte in the first 8 KB; more than 5% control characters (not tab,
+    newline, CR, VT, FF, backspace, ESC or BEL); 25% invalid UTF-8 with 0.2% control characters
+    (C1 too); a UTF-16/32 mark before anything but valid text. Text with a few invalid bytes
+    (Windows-1252 in a UTF-8 file) is indexed with replacement characters and a warning.
+    """
     warning = None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        text = data.decode("utf-8", "replace")
-        warning = f"invalid UTF-8 at byte {exc.start}; indexed with replacement characters"
+    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), None)
+    if encoding is not None:
+        label = encoding[:6].upper()
+        try:
+            text = data.decode(encoding)  # the mark becomes U+FEFF, dropped below
+        except UnicodeDecodeError as exc:
+            return None, f"binary file (a {label} byte order mark, then invalid {label} at byte {exc.start})", None
+        private = _PRIVATE_USE.subn("", text)[1]
+        if private > len(text) * _PRIVATE_SHARE:  # random bytes read as UTF-16: 10% of them
+            return None, f"binary file (a {label} byte order mark, then {_percent(private / len(text))} private-use characters)", None
+        invalid = 0
+    else:
+        if b"\0" in data[:_BINARY_PROBE]:
+            return None, "binary file (NUL bytes)", None
+        try:
+            text = data.decode("utf-8")
+            invalid = 0
+        except UnicodeDecodeError as exc:
+            text = data.decode("utf-8", "replace")
+            invalid = text.count("\ufffd") - data.count("\ufffd".encode())
+            warning = f"invalid UTF-8 at byte {exc.start}; indexed with replacement characters"
     if text.startswith("\ufeff"):
         text = text[1:]
     if not text.strip():
         return None, "empty file", None
+    # Valid UTF-8 without a control byte is text: told by a byte count, 4x faster than the regex.
+    plain = encoding is None and not invalid and len(data.translate(None, _CONTROL_BYTES)) == len(data)
+    reason = None if plain else binary_reason(text, invalid)
+    if reason is not None:
+        return None, reason, None
     return text, None, warning
+
+
+def binary_reason(text: str, invalid: int = 0) -> str | None:
+    """Why decoded `text` (with `invalid` undecodable UTF-8 sequences) is binary, or None: it is text."""
+    controls = _CONTROL.subn("", text)[1]
+    if controls > len(text) * _CONTROL_SHARE:
+        return f"binary file ({_percent(controls / len(text))} control characters)"
+    if invalid >= len(text) * _INVALID_SHARE:
+        controls += _C1.subn("", text)[1]
+        if controls >= len(text) * _INVALID_CONTROL_SHARE:
+            return f"binary file ({_percent(invalid / len(text))} invalid UTF-8, {_percent(controls / len(text))} control characters)"
+    return None
+
+
+def _percent(share: float) -> str:
+    return f"{share:.0%}" if share >= 0.01 else f"{share:.1%}"
 
 
 def check_root(coll: CollectionConfig) -> None:

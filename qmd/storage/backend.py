@@ -37,7 +37,7 @@ else:
     Protocol = object  # the protocols below are for the type checker; typing costs 5 ms of every CLI call
 
 MIN_DOCID = 6  # hex digits of the content hash shown as a docid
-METADATA_VERSION = 2  # how documents' metadata is extracted (2: YAML 1.2 scalars); rows written before it are read again by `update`
+METADATA_VERSION = 3  # how files are read (2: YAML 1.2 scalars in metadata; 3: binary content beyond NUL bytes skipped, UTF-16/32 with a BOM decoded); rows written before it are read again by `update`
 
 
 @record(frozen=True)

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.index.indexer import Progress
 
-NOT_PARSED = "did not parse (chunk strategy auto): chunked by regex"  # the status warning of such a file
+NOT_PARSED = "not cut by syntax (chunk strategy auto: syntax errors, or over the syntax-tree budget): chunked by regex"  # the status warning of such a file
 
 
 def grammars() -> list[GrammarInfo]:
