@@ -13,6 +13,10 @@ loops (the variable stands for the lines the loop is fed) and command substituti
 `$(pwd)` or `$(echo …)`, takes their place).
 
 All the work is bounded: nesting depth, characters lexed and commands walked per call.
+
+The pieces: `guards.command` (the command record and shell state), `guards.expand` (word
+expansion and known command output) and `guards.unwrap` (wrappers, shell strings and
+script operands); this module walks the tokens.
 """
 
 from __future__ import annotations
@@ -20,59 +24,20 @@ from __future__ import annotations
 import os
 import re
 
-from .lexer import HEREDOC, OP, REDIRECTS, STDIN_REDIRECTS, SUB, ansi_c, has_glob, heredoc_key, literal, quoted, tokenize
+from .command import UNKNOWN, Command, State, cd, git_root, resolve
+from .expand import ASSIGN, expand, output_of
+from .lexer import HEREDOC, OP, REDIRECTS, STDIN_REDIRECTS, SUB, heredoc_key, literal, quoted, tokenize
+from .unwrap import SHELLS, option_value, script_operand, shell_string, tokenize_words, unwrap
 
-UNKNOWN = "\x00"  # stands for text the guard cannot know (an unset variable, `$1`, …)
+__all__ = ["MAX_CALLS", "MAX_DEPTH", "MAX_LEXED", "MAX_STEPS", "UNKNOWN", "Command", "commands", "git_root", "output_of", "resolve", "tokenize", "tokenize_words"]
+
 MAX_DEPTH = 6
 MAX_LEXED = 6 * 64 * 1024  # characters all nested walks of one call may lex (the outer command counts too)
 MAX_STEPS = 50_000  # simple commands one call may walk (function calls re-walk their bodies)
 MAX_CALLS = 256  # function calls one call may follow
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*)|([0-9@*#?!$-])|\{([^}]*)\})")
-_PARAM = r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(:?[-=+?]|%%|%|##|#)(.*)$"  # compiled on first use (re caches it)
-_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _SUB_KEY = re.compile(f"{SUB}[0-9]+{SUB}")
 _KEYWORDS = frozenset({"!", "{", "}", "then", "do", "else", "elif", "if", "while", "until", "done", "fi", "esac", "time", "coproc"})
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish", "yash", "posh", "rbash"})
-_PLAIN_WRAPPERS = frozenset({"nohup", "builtin", "unbuffer", "chronic", "caffeinate", "noglob", "exec", "setsid", "fakeroot", "catchsegv"})
-_MULTICALL = frozenset({"busybox", "toybox"})
 _PLACEHOLDER_OUTPUT = frozenset({"true", ":", "cd", "pushd", "popd", "export", "set", "shopt"})
-
-
-class Command:
-    """One simple command as it would run: expanded words, its cwd, and what feeds its stdin."""
-
-    __slots__ = ("argv", "cwd", "producer", "stdin_redirect", "subs", "stdin_text")
-
-    def __init__(self, argv: list[str], cwd: str | None, producer: Command | None, stdin_redirect: bool, subs: dict[str, list[Command]],
-                 stdin_text: str | None = None) -> None:
-        self.argv = argv
-        self.cwd = cwd
-        self.producer = producer
-        self.stdin_redirect = stdin_redirect
-        self.subs = subs
-        self.stdin_text = stdin_text  # a here-document or here-string fed to it
-
-    def __repr__(self) -> str:
-        return f"Command({[literal(a) for a in self.argv]!r}, cwd={self.cwd!r})"
-
-
-class _State:
-    __slots__ = ("cwd", "oldcwd", "dirs", "vars", "aliases", "functions", "args")
-
-    def __init__(self, cwd: str | None, variables: dict[str, list[str]]) -> None:
-        self.cwd = cwd
-        self.oldcwd: str | None = None
-        self.dirs: list[str | None] = []
-        self.vars = variables
-        self.aliases: dict[str, list[str]] = {}
-        self.functions: dict[str, list[str]] = {}  # name → the body's tokens
-        self.args: list[str] | None = None  # positional parameters ($1 …); None: unknown
-
-    def copy(self) -> _State:
-        other = _State(self.cwd, dict(self.vars))
-        other.oldcwd, other.dirs = self.oldcwd, list(self.dirs)
-        other.aliases, other.functions, other.args = dict(self.aliases), dict(self.functions), self.args
-        return other
 
 
 class _Shared:
@@ -91,386 +56,12 @@ class _Shared:
         self.steps = 0
         self.calls = 0
         self.next_key = 0
-        self.uncalled: dict[str, tuple[list[str], _State]] = {}
+        self.uncalled: dict[str, tuple[list[str], State]] = {}
         self.files: dict[str, str] = {}  # path → the text this call writes there (`cat > s.sh <<EOF`), when known
 
     def key(self, mark: str = SUB) -> str:
         self.next_key += 1
         return f"{mark}{self.next_key}{mark}"
-
-
-def resolve(word: str, cwd: str | None) -> str | None:
-    """Absolute normalised path of a (literal) word relative to `cwd`; None when unknowable."""
-    if UNKNOWN in word or SUB in word or HEREDOC in word or not word:
-        return None
-    word = literal(word)
-    if os.path.isabs(word):
-        return os.path.normpath(word)
-    if cwd is None:
-        return None
-    return os.path.normpath(os.path.join(cwd, word))
-
-
-def git_root(cwd: str) -> str | None:
-    """The work tree holding `cwd` (the nearest folder with a `.git`), or None."""
-    probe = cwd
-    while True:
-        if os.path.exists(os.path.join(probe, ".git")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return None
-        probe = parent
-
-
-def _tilde(word: str, state: _State | None = None) -> str:
-    if not word.startswith("~"):
-        return word
-    head, sep, rest = word.partition("/")
-    if head in ("~+", "~-") and state is not None:
-        where = state.cwd if head == "~+" else state.oldcwd
-        return (where or UNKNOWN) + sep + rest
-    expanded = os.path.expanduser(head)
-    return word if expanded == head else expanded + sep + rest
-
-
-def _param(name: str, state: _State) -> list[str] | None:
-    """The words of variable or parameter `name`, or None when it is not known."""
-    if name in state.vars:
-        return state.vars[name]
-    if name.isdigit():
-        if name == "0":
-            return None
-        args = state.args
-        return None if args is None else ([args[int(name) - 1]] if int(name) <= len(args) else [])
-    if name in ("@", "*"):
-        return None if state.args is None else list(state.args)
-    if name == "#":
-        return None if state.args is None else [str(len(state.args))]
-    if name == "PWD":
-        return [state.cwd] if state.cwd else None
-    if name == "OLDPWD":
-        return [state.oldcwd] if state.oldcwd else None
-    if name == "HOME":
-        return [os.path.expanduser("~")]
-    return None
-
-
-def _braced(body: str, state: _State) -> str:
-    """`${…}` other than a plain name: `${X:-default}`, `${X-d}`, `${X:=d}`, `${X:+alt}`; else unknown."""
-    match = re.match(_PARAM, body, re.DOTALL)
-    if match is None:
-        return UNKNOWN
-    name, op, word = match.groups()
-    value = _param(name, state)
-    if value is None:
-        return UNKNOWN  # it may be set in the agent's environment: neither its value nor the default is known
-    if op[0] in "%#":
-        return _trim(" ".join(value), op, _expand_text(word, state))
-    empty = not "".join(value) if op.startswith(":") else False
-    if op[-1] == "+":
-        return "" if empty else _expand_text(word, state)
-    if op[-1] in "-=" and empty:
-        return _expand_text(word, state)
-    return " ".join(value)
-
-
-def _trim(value: str, op: str, pattern: str) -> str:
-    """`${X%pat}`, `${X%%pat}`, `${X#pat}`, `${X##pat}`: the shortest/longest suffix/prefix removed."""
-    from fnmatch import fnmatchcase
-
-    if UNKNOWN in value + pattern or len(value) > 4096:
-        return UNKNOWN
-    cuts = range(len(value) + 1)
-    if op[0] == "%":
-        ends = list(cuts)[::-1] if op == "%" else list(cuts)
-        return next((value[:k] for k in ends if fnmatchcase(value[k:], pattern)), value)
-    starts = list(cuts) if op == "#" else list(cuts)[::-1]
-    return next((value[k:] for k in starts if fnmatchcase(value[:k], pattern)), value)
-
-
-def _expand_text(text: str, state: _State) -> str:
-    return _VAR.sub(lambda m: _value(m, state), _tilde(text, state))
-
-
-def _value(m: re.Match[str], state: _State) -> str:
-    if m.group(4) is not None:
-        return _braced(m.group(4), state)
-    name = m.group(1) or m.group(2) or m.group(3)
-    value = _param(name, state)
-    return UNKNOWN if value is None else " ".join(value)
-
-
-def _expand(word: str, state: _State) -> list[str]:
-    """Tilde and variable expansion; a lone list variable (`$f` from a for loop, `"$@"`) expands to many words."""
-    word = _tilde(word, state)
-    match = _ASSIGN.match(word)
-    if match and word[match.end() :].startswith("~"):
-        word = word[: match.end()] + _tilde(word[match.end() :], state)
-    if "$" not in word:
-        return [word]
-    whole = _VAR.fullmatch(word)
-    if whole and whole.group(4) is None:
-        name = whole.group(1) or whole.group(2) or whole.group(3)
-        value = _param(name, state)
-        if value is not None and (name in state.vars or name in ("@", "*")):
-            return list(value)
-    return [_VAR.sub(lambda m: _value(m, state), word)]
-
-
-def _cd(state: _State, args: list[str], name: str) -> None:
-    args = [a for a in args if not (a.startswith("-") and a not in ("-",) and len(a) > 1 and a[1:].isalpha())]
-    if name == "popd":
-        state.cwd = state.dirs.pop() if state.dirs else None
-        return
-    target = args[0] if args else None
-    before = state.cwd
-    if target is None:
-        state.cwd = os.path.expanduser("~")
-    elif target == "-":
-        state.cwd = state.oldcwd
-    else:
-        state.cwd = resolve(target, state.cwd)
-    if name == "pushd":
-        state.dirs.append(before)
-    state.oldcwd = before
-
-
-def _shell_string(argv: list[str]) -> tuple[str, int] | None:
-    """The command string of `bash -c '…'` (flags may be combined: `-lc`, `-ec`) and the index
-    of the word after it (`$0`, then the positional parameters), else None."""
-    i = 1
-    while i < len(argv):
-        arg = literal(argv[i])
-        if arg in ("-o", "-O", "+o", "+O"):
-            i += 2
-        elif arg.startswith("--"):
-            i += 1
-        elif len(arg) > 1 and arg[0] in "-+":
-            if arg[0] == "-" and "c" in arg[1:]:
-                j = i + 1
-                while j < len(argv) and literal(argv[j])[:1] in ("-", "+") and len(argv[j]) > 1:
-                    j += 1
-                return (literal(argv[j]), j + 1) if j < len(argv) else None
-            i += 2 if arg[-1] in "oO" else 1  # `-euo pipefail`: -o takes the next word
-        else:
-            return None  # a script file, not a command string
-    return None
-
-
-def _script_operand(argv: list[str]) -> tuple[int | None, bool]:
-    """(index of the script file operand of a shell, reads its script from stdin)."""
-    i, from_stdin = 1, False
-    while i < len(argv):
-        arg = literal(argv[i])
-        if arg in ("-o", "-O", "+o", "+O", "--rcfile", "--init-file"):
-            i += 2
-        elif arg == "-" or arg == "--":
-            return (i + 1 if arg == "--" and i + 1 < len(argv) else None), arg == "-" or i + 1 >= len(argv)
-        elif arg.startswith("--"):
-            i += 1
-        elif len(arg) > 1 and arg[0] in "-+":
-            from_stdin = from_stdin or (arg[0] == "-" and "s" in arg[1:])
-            i += 2 if arg[-1] in "oO" else 1
-        else:
-            return (None if from_stdin else i), from_stdin
-    return None, True
-
-
-def _option_value(argv: list[str], shorts: str, longs: tuple[str, ...]) -> str | None:
-    """The value of `-c CMD` (also combined `-qc CMD`, `--command=CMD`) in a command line."""
-    for i in range(1, len(argv)):
-        arg = literal(argv[i])
-        if arg == "--":
-            return None
-        for name in longs:
-            if arg == name and i + 1 < len(argv):
-                return literal(argv[i + 1])
-            if arg.startswith(name + "="):
-                return arg[len(name) + 1 :]
-        if len(arg) > 1 and arg[0] == "-" and arg[1] != "-" and arg[-1] in shorts:
-            return literal(argv[i + 1]) if i + 1 < len(argv) else None
-    return None
-
-
-def _unwrap(argv: list[str], state: _State) -> list[str]:
-    """Strip wrappers that run their arguments as a command (`env X=1`, `sudo -u u`, `timeout 5`, …)."""
-    for _ in range(8):
-        if not argv:
-            return argv
-        name = os.path.basename(literal(argv[0]))
-        if name == "env":
-            i = 1
-            while i < len(argv):
-                a = argv[i]
-                if a in ("-u", "--unset", "-S", "--split-string"):
-                    if a in ("-S", "--split-string") and i + 1 < len(argv):
-                        argv = argv[:i] + tokenize_words(literal(argv[i + 1])) + argv[i + 2 :]
-                        continue
-                    i += 2
-                elif a in ("-C", "--chdir") and i + 1 < len(argv):
-                    state.cwd = resolve(argv[i + 1], state.cwd)
-                    i += 2
-                elif a.startswith("--chdir="):
-                    state.cwd = resolve(a.split("=", 1)[1], state.cwd)
-                    i += 1
-                elif a.startswith("-") or _ASSIGN.match(a):
-                    i += 1
-                else:
-                    break
-            argv = argv[i:]
-        elif name in ("sudo", "doas", "runuser"):
-            i = 1
-            while i < len(argv) and argv[i].startswith("-"):
-                a = argv[i]
-                if a in ("-D", "--chdir") and i + 1 < len(argv):
-                    state.cwd = resolve(argv[i + 1], state.cwd)
-                    i += 2
-                elif a in ("-u", "-g", "-C", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group", "--host", "--prompt", "--role", "--type"):
-                    i += 2
-                elif a == "--":
-                    i += 1
-                    break
-                else:
-                    i += 1
-            while i < len(argv) and _ASSIGN.match(argv[i]):
-                i += 1
-            argv = argv[i:]
-        elif name in ("timeout", "gtimeout"):
-            i = 1
-            while i < len(argv) and argv[i].startswith("-"):
-                i += 2 if argv[i] in ("-s", "-k", "--signal", "--kill-after") else 1
-            argv = argv[i + 1 :]  # skip the duration
-        elif name in ("unshare", "chroot"):
-            i = 1
-            while i < len(argv) and argv[i].startswith("-"):
-                i += 1
-            if name == "chroot":
-                if i < len(argv) and resolve(argv[i], state.cwd) != "/":
-                    state.cwd = None  # another root: where the paths lead is not known
-                i += 1
-            argv = argv[i:]
-        elif name == "nice":
-            i = 1
-            while i < len(argv) and argv[i].startswith("-"):
-                i += 2 if argv[i] in ("-n", "--adjustment") else 1
-            argv = argv[i:]
-        elif name in ("ionice", "stdbuf", "chrt", "taskset"):
-            i = 1
-            while i < len(argv) and argv[i].startswith("-"):
-                a = argv[i]
-                i += 2 if len(a) == 2 and a[1] in "cnpioe" else 1
-            argv = argv[i:]
-        elif name == "time":
-            i = 1
-            while i < len(argv) and argv[i].startswith("-"):
-                i += 2 if argv[i] in ("-o", "-f", "--output", "--format") else 1
-            argv = argv[i:]
-        elif name == "command":
-            if len(argv) > 1 and argv[1] in ("-v", "-V"):
-                return []
-            argv = argv[2:] if len(argv) > 1 and argv[1] == "-p" else argv[1:]
-        elif name in _MULTICALL:
-            argv = argv[1:] if len(argv) > 1 and not literal(argv[1]).startswith("-") else argv
-            if argv and os.path.basename(literal(argv[0])) in _MULTICALL:
-                return argv
-        elif name in _PLAIN_WRAPPERS:
-            argv = argv[1:]
-            while argv and argv[0].startswith("-") and name in ("exec", "setsid"):
-                argv = argv[2:] if argv[0] == "-a" and name == "exec" else argv[1:]
-        elif name == "watch":
-            i = 1
-            while i < len(argv) and argv[i].startswith("-"):
-                i += 2 if argv[i] in ("-n", "--interval", "-d") else 1
-            rest = argv[i:]
-            argv = tokenize_words(" ".join(literal(a) for a in rest)) if len(rest) == 1 else rest
-        else:
-            return argv
-    return argv
-
-
-def tokenize_words(text: str) -> list[str]:
-    """Plain word split of `text` (operators dropped): for `env -S`, `watch` and alias values."""
-    tokens, _subs = tokenize(text)
-    return [t for t in tokens if not t.startswith(OP)]
-
-
-_PRINTF_SPEC = r"%[-+ #0]*[0-9]*(?:\.[0-9]+)?([sbdiqc%])"
-
-
-def _printf(fmt: str, args: list[str]) -> str:
-    fmt = ansi_c(fmt)
-    out: list[str] = []
-    rest = list(args)
-    for _ in range(64):
-        used = 0
-
-        def spec(m: re.Match[str]) -> str:
-            nonlocal used
-            if m.group(1) == "%":
-                return "%"
-            used += 1
-            value = rest.pop(0) if rest else ""
-            return ansi_c(value) if m.group(1) == "b" else value
-
-        out.append(re.sub(_PRINTF_SPEC, spec, fmt))
-        if not rest or not used:
-            break
-    return "".join(out)
-
-
-def output_of(cmd: Command) -> str | None:
-    """What `cmd` prints, for the few commands whose output the guard can know (pwd, echo,
-    printf, cat of a here-document, realpath, which, git rev-parse --show-toplevel)."""
-    for _ in range(8):
-        if any(UNKNOWN in a or SUB in a or HEREDOC in a for a in cmd.argv):
-            return None
-        argv = [literal(a) for a in cmd.argv]
-        name, args = os.path.basename(argv[0]), argv[1:]
-        if name == "pwd":
-            return None if cmd.cwd is None else (os.path.realpath(cmd.cwd) if "-P" in args else cmd.cwd) + "\n"
-        if name in ("echo", "printf") and any(has_glob(a) for a in cmd.argv[1:]):
-            return None  # the words are file names the guard would have to expand
-        if name == "echo":
-            newline, escapes = True, False
-            while args and re.fullmatch("-[neE]+", args[0]):
-                newline = newline and "n" not in args[0]
-                escapes = "e" in args[0] or (escapes and "E" not in args[0])
-                args = args[1:]
-            text = " ".join(args)
-            return (ansi_c(text) if escapes else text) + ("\n" if newline else "")
-        if name == "printf":
-            if args[:1] == ["--"]:
-                args = args[1:]
-            if not args or args[0].startswith("-"):
-                return None
-            return _printf(args[0], args[1:])
-        if name in ("cat", "tee") and not [a for a in args if a != "-" and not a.startswith("-")]:
-            if cmd.stdin_text is not None:
-                return cmd.stdin_text
-            if cmd.producer is None:
-                return None
-            cmd = cmd.producer
-            continue
-        if name == "realpath" or (name == "readlink" and any(a in args for a in ("-f", "-e", "-m"))):
-            paths = [resolve(a, cmd.cwd) for a in args if not a.startswith("-")]
-            if not paths or None in paths:
-                return None
-            return "".join(os.path.realpath(p) + "\n" for p in paths if p)
-        if name == "dirname":
-            names = [a for a in args if not a.startswith("-")]
-            return "".join((os.path.dirname(a.rstrip("/")) or ("/" if a.startswith("/") else ".")) + "\n" for a in names) if names else None
-        if name == "basename":
-            names = [a for a in args if not a.startswith("-")]
-            return os.path.basename(names[0].rstrip("/")) + "\n" if len(names) == 1 else None
-        if name == "which":
-            names = [a for a in args if not a.startswith("-")]
-            return "".join(f"/usr/bin/{n}\n" for n in names) if names else None
-        if name == "git" and "rev-parse" in args and "--show-toplevel" in args and cmd.cwd:
-            root = git_root(cmd.cwd)
-            return None if root is None else root + "\n"
-        return None
-    return None
 
 
 class _Walker:
@@ -481,7 +72,7 @@ class _Walker:
         self.ends: list[Command | None] = []  # this level's commands whose output is the walk's output
 
     # -- entry points ------------------------------------------------------------------------
-    def walk(self, text: str, state: _State) -> None:
+    def walk(self, text: str, state: State) -> None:
         tokens = self._lex(text)
         if tokens is not None:
             self.walk_tokens(tokens, state)
@@ -533,8 +124,8 @@ class _Walker:
             out.append(tok)
         return out
 
-    def walk_tokens(self, tokens: list[str], state: _State) -> None:
-        stack: list[_State] = []
+    def walk_tokens(self, tokens: list[str], state: State) -> None:
+        stack: list[State] = []
         words: list[str] = []
         redirects: list[tuple[str, str]] = []
         producer: Command | None = None
@@ -577,7 +168,7 @@ class _Walker:
         if words:
             self.ends.append(cmd)
 
-    def _define(self, tokens: list[str], i: int, name: str, state: _State) -> int:
+    def _define(self, tokens: list[str], i: int, name: str, state: State) -> int:
         """Record a function whose body starts at `tokens[i]` (`{`); returns the index after it."""
         while i < len(tokens) and tokens[i] == OP + ";":
             i += 1
@@ -599,7 +190,7 @@ class _Walker:
         return j + 1
 
     # -- one simple command ----------------------------------------------------------------
-    def _walk_sub(self, key: str, state: _State) -> None:
+    def _walk_sub(self, key: str, state: State) -> None:
         """Walk the substitution `key` once; remember its commands and, when known, its output."""
         shared = self.shared
         if key in shared.cmds or key not in shared.texts:
@@ -636,7 +227,7 @@ class _Walker:
 
         return _SUB_KEY.sub(value, word)
 
-    def _redirects(self, redirects: list[tuple[str, str]], state: _State) -> tuple[bool, str | None, list[Command] | None]:
+    def _redirects(self, redirects: list[tuple[str, str]], state: State) -> tuple[bool, str | None, list[Command] | None]:
         """(reads a redirected stdin, the here-document/here-string text, the commands of `< <(…)`)."""
         stdin_redirect, text, fed = False, None, None
         for op, target in redirects:
@@ -650,18 +241,18 @@ class _Walker:
             for key in _SUB_KEY.findall(target):
                 self._walk_sub(key, state)  # `> >(…)`, `< <(…)` run their commands
             if op == "<<<":
-                text = literal(" ".join(_expand(self._with_outputs(target), state))) + "\n"
+                text = literal(" ".join(expand(self._with_outputs(target), state))) + "\n"
             elif op == "<" and _SUB_KEY.fullmatch(target):
                 fed = self.shared.cmds.get(target)
         return stdin_redirect, text, fed
 
-    def _body_substitutions(self, body: str, state: _State) -> None:
+    def _body_substitutions(self, body: str, state: State) -> None:
         """The command substitutions of an unquoted here-document run when it is read."""
         for tok in self._lex('"' + body.replace('"', '\\"') + '"') or []:
             for key in _SUB_KEY.findall(tok):
                 self._walk_sub(key, state)
 
-    def _simple(self, raw: list[str], redirects: list[tuple[str, str]], state: _State, producer: Command | None, in_pipeline: bool) -> Command | None:
+    def _simple(self, raw: list[str], redirects: list[tuple[str, str]], state: State, producer: Command | None, in_pipeline: bool) -> Command | None:
         shared = self.shared
         shared.steps += 1
         if shared.steps > MAX_STEPS:
@@ -680,8 +271,8 @@ class _Walker:
                 self._walk_sub(key, state)
         argv: list[str] = []
         for word in raw:
-            argv.extend(_expand(self._with_outputs(word), state))
-        while argv and (argv[0] in _KEYWORDS or _ASSIGN.match(argv[0])):  # `while IFS= read -r f`
+            argv.extend(expand(self._with_outputs(word), state))
+        while argv and (argv[0] in _KEYWORDS or ASSIGN.match(argv[0])):  # `while IFS= read -r f`
             if argv[0] not in _KEYWORDS:
                 name, _, value = argv[0].partition("=")
                 if len(argv) == 1:
@@ -698,7 +289,7 @@ class _Walker:
             return None
         if argv[0] in ("export", "local", "declare", "typeset", "readonly"):
             for a in argv[1:]:
-                if _ASSIGN.match(a):
+                if ASSIGN.match(a):
                     name, _, value = a.partition("=")
                     state.vars[name.rstrip("+")] = [value]
             return None
@@ -709,12 +300,12 @@ class _Walker:
                     state.aliases[name] = tokenize_words(value)
             return None
         run = state.copy()  # wrappers such as `env -C DIR` change only this command's cwd
-        argv = _unwrap(argv, run)
+        argv = unwrap(argv, run)
         if not argv:
             return None
         name = os.path.basename(literal(argv[0]))
         if name in ("cd", "pushd", "popd", "chdir"):
-            _cd(run if in_pipeline else state, argv[1:], name)  # a pipeline runs in subshells
+            cd(run if in_pipeline else state, argv[1:], name)  # a pipeline runs in subshells
             return None
         if name == "read":
             self._read(argv, state, producer, fed)
@@ -731,12 +322,12 @@ class _Walker:
         self.out.append(cmd)
         return cmd
 
-    def _writes(self, cmd: Command, redirects: list[tuple[str, str]], state: _State) -> None:
+    def _writes(self, cmd: Command, redirects: list[tuple[str, str]], state: State) -> None:
         """Remember what `cmd` writes to a file (`cat > s.sh <<'EOF'`, `echo … >> s.sh`), when known."""
         for op, target in redirects:
             if op not in (">", ">>", ">|", "&>", "&>>"):
                 continue
-            path = resolve(" ".join(_expand(target, state)), state.cwd)
+            path = resolve(" ".join(expand(target, state)), state.cwd)
             if path is None:
                 continue
             text = output_of(cmd)
@@ -745,15 +336,15 @@ class _Walker:
             else:
                 self.shared.files[path] = (self.shared.files.get(path, "") if op.endswith(">>") else "") + text
 
-    def _aliased(self, argv: list[str], state: _State) -> list[str]:
+    def _aliased(self, argv: list[str], state: State) -> list[str]:
         seen: set[str] = set()
         while argv and literal(argv[0]) in state.aliases and literal(argv[0]) not in seen:
             seen.add(literal(argv[0]))
-            value = [w for word in state.aliases[literal(argv[0])] for w in _expand(word, state)]
+            value = [w for word in state.aliases[literal(argv[0])] for w in expand(word, state)]
             argv = value + argv[1:]
         return argv
 
-    def _read(self, argv: list[str], state: _State, producer: Command | None, fed: list[Command] | None) -> None:
+    def _read(self, argv: list[str], state: State, producer: Command | None, fed: list[Command] | None) -> None:
         """`read [-r] f`: `$f` stands for the lines the loop reads (what feeds it, if known)."""
         names: list[str] = []
         i = 1
@@ -777,7 +368,7 @@ class _Walker:
     def _script_text(self, word: str) -> str:
         return literal(self._with_outputs(word))
 
-    def _runs_script(self, cmd: Command, name: str, run: _State, fed: list[Command] | None) -> bool:
+    def _runs_script(self, cmd: Command, name: str, run: State, fed: list[Command] | None) -> bool:
         """Walk the script a shell, `eval`, `source`, `script -c` or `su -c` runs; True when it was one."""
         argv = cmd.argv
         script: str | None = None
@@ -789,11 +380,11 @@ class _Walker:
             if script is None:
                 return False
         elif name in ("script", "su", "runuser", "flock"):
-            script = _option_value(argv, "c", ("--command",))
+            script = option_value(argv, "c", ("--command",))
             if script is None:
                 return False
-        elif name in _SHELLS:
-            found = _shell_string(argv)
+        elif name in SHELLS:
+            found = shell_string(argv)
             if found is not None:
                 script = self._script_text(found[0])
                 rest = argv[found[1] + 1 :]
@@ -802,7 +393,7 @@ class _Walker:
                     run = run.copy()
                     run.vars["0"] = [argv[found[1]]]
             else:
-                operand, from_stdin = _script_operand(argv)
+                operand, from_stdin = script_operand(argv)
                 if operand is not None:
                     script = self._script_file(argv[operand], run)  # `bash <(echo …)`, `bash s.sh` of a file written here
                 elif from_stdin:
@@ -826,7 +417,7 @@ class _Walker:
         self._nested(script, nested)
         return True
 
-    def _script_file(self, word: str, state: _State) -> str | None:
+    def _script_file(self, word: str, state: State) -> str | None:
         """The text of a script operand: a process substitution's output, or a file this command
         wrote earlier (a script file already on disk is not read)."""
         if _SUB_KEY.fullmatch(word):
@@ -834,7 +425,7 @@ class _Walker:
         path = resolve(word, state.cwd)
         return None if path is None else self.shared.files.get(path)
 
-    def _call(self, name: str, args: list[str], state: _State) -> None:
+    def _call(self, name: str, args: list[str], state: State) -> None:
         self.shared.uncalled.pop(name, None)
         self.shared.calls += 1
         if self.depth >= MAX_DEPTH or self.shared.calls > MAX_CALLS:
@@ -845,7 +436,7 @@ class _Walker:
         inner.walk_tokens(state.functions[name], body)
         self.out.extend(inner.out)
 
-    def _nested(self, text: str, state: _State) -> list[Command]:
+    def _nested(self, text: str, state: State) -> list[Command]:
         if self.depth >= MAX_DEPTH:
             return []
         inner = _Walker(self.depth + 1, self.shared)
@@ -858,7 +449,7 @@ def commands(command: str, cwd: str | None) -> list[Command]:
     """Every simple command `command` would run from `cwd`, in order (substitutions included)."""
     shared = _Shared()
     walker = _Walker(0, shared)
-    walker.walk(command, _State(cwd, {}))
+    walker.walk(command, State(cwd, {}))
     for body, state in list(shared.uncalled.values()):  # a function defined but not called here: its searches all the same
         inner = _Walker(1, shared)
         inner.walk_tokens(body, state)
