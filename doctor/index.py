@@ -92,8 +92,7 @@ def _folders(store: qmd.Store, index: str, found: qmd.IndexCheck) -> list[CheckR
         except qmd.QmdError:  # the index checks say why
             pass
     out: list[CheckResult] = []
-    for name, coll in store.config.collections().items():
-        folder = Path(coll.path)
+    for name, folder in store.collection_folders().items():
         held = f"; the index still holds its {counts[name]} documents" if counts.get(name) else ""
         if folder.is_dir():
             out.append(ok(f"collection {name} [{index}]", f"folder {home_path(folder)}"))

@@ -106,6 +106,16 @@ def is_local_config(path: str | os.PathLike[str]) -> bool:
 LOCAL_PREFIX = "local-"
 
 
+def project_identity(config_path: str | os.PathLike[str]) -> str:
+    """Who a project-local config is: the real path of the project it was reached from (the
+    folder holding `.qmd/`) joined with `.qmd/<file>`. The same project reached through a
+    linked parent folder is the same; a project whose `.qmd` links to another project's is
+    not that other project (its index belongs to the other)."""
+    absolute = os.path.abspath(config_path)
+    root = os.path.realpath(os.path.dirname(os.path.dirname(absolute)))
+    return os.path.join(root, LOCAL_DIR, os.path.basename(absolute))
+
+
 def is_local_key(index: str) -> bool:
     """`index` is the key of a project-local index (the path of its `.qmd/index.yml`)."""
     return os.sep in index and is_local_config(index)

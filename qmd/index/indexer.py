@@ -14,6 +14,7 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from qmd.core.errors import QmdError
 from qmd.core.filters import document_date_ns
@@ -80,12 +81,31 @@ def prepare(text: str, rel: str) -> Prepared:
     if not title:
         name = rel.rsplit("/", 1)[-1]
         title = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    metadata, front = {}, ""
+    metadata: dict[str, object] = {}
+    front = ""
+    tags = fm.tags
     if fm.meta:
         from qmd.core.filters import extract_metadata, front_matter_text
 
         metadata, front = extract_metadata(fm.meta), front_matter_text(fm.meta)
-    return Prepared(text, content_hash(text), title, fm.tags, body, fm.body_line, metadata, front)
+    if "\x00" in title or "\x00" in front or any("\x00" in t for t in tags):
+        # a YAML escape ("\0") in the front matter: the file holds no NUL, its values would
+        # (PostgreSQL cannot store one; no filter can name one)
+        title, front, tags = _no_nul(title), _no_nul(front), [_no_nul(t) for t in tags]
+        metadata = {_no_nul(k): _no_nul(v) for k, v in metadata.items()}
+    return Prepared(text, content_hash(text), title, tags, body, fm.body_line, metadata, front)
+
+
+T = TypeVar("T")
+
+
+def _no_nul(value: T) -> T:
+    """`value` without NUL characters (strings, and the strings of lists)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [_no_nul(v) for v in value]  # type: ignore[return-value]
+    return value
 
 
 def fts_values(collection: str, rel: str, doc: Prepared) -> SearchFields:

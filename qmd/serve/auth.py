@@ -183,6 +183,7 @@ class Authenticator:
         self._entries: list[TokenEntry] | None = None
         self._error: QmdError | None = None
         self._had_tokens = False  # a token file was seen: its deletion closes the server, never opens it
+        self._refresh()  # tokens present at start count, even if the file goes before the first request
 
     def _refresh(self) -> None:
         try:

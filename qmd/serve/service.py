@@ -142,6 +142,8 @@ class ToolService:
         self._said: set[str] = set()  # notices already in a text answer (each is said once)
         self._views: dict[frozenset[str], Store] = {}  # one read view per token scope
         self._identity: str | None = None  # see identity()
+        self._moved: QmdError | None = None  # the index cannot be opened where its config now says (see _refresh)
+        self._health_error: str | None = None  # why the last /health count failed (a database gone)
 
     # lifecycle
 
@@ -210,7 +212,27 @@ class ToolService:
             return ToolOutput(f"Error: internal error in {tool}: {type(exc).__name__}: {exc}\nhint: this is a bug in qmd; the server log has the traceback", None, True, "internal error")
 
     def _refresh(self) -> None:
+        """Before each request: the config as it is now, and the index where it now says
+        (a `database:` edited or a project's approval revoked reopens the Store: no request
+        reaches storage the config no longer names)."""
+        if self._moved is not None or self.store.storage_moved():
+            self._reopen()
         self.store.refresh_config()
+
+    def _reopen(self) -> None:
+        from qmd.store.store import Store
+
+        old = self.store
+        try:
+            fresh = Store(old.index_path, old.config_path)
+        except QmdError as exc:
+            self._moved = exc  # every request says why, until it can be opened
+            raise
+        old.close()
+        self.store, self._moved = fresh, None
+        self._views.clear()
+        self._doc_count = None
+        self.log(f"the index's storage changed (its config's database: or approval): reading {fresh.backend.location} now")
 
     def _view(self, scope: frozenset[str] | None) -> Store:
         """The Store as a reader of `scope` sees it (the Store itself without a scope)."""
@@ -329,14 +351,14 @@ class ToolService:
             for c in info.collections
         ]
         structured = {
-            "index": self.index, "documents": info.documents, "collections": colls, "vectors": vectors,
+            "index": self.display_name(scope), "documents": info.documents, "collections": colls, "vectors": vectors,
             "freshness": fresh, "skipped_files": sum(1 for i in info.issues if i[2] == "skipped"),
             "global_context": info.global_context,
             "grammars": [{"language": g.language, "available": g.available, "install": g.install} for g in info.grammars],
             "chunking_fallbacks": [f"qmd://{i[0]}/{i[1]}" for i in info.issues if i[3] == NOT_PARSED],
             "server": {"version": __version__, "build_id": self._build_id(), "models_loaded": loaded, "model_idle_s": self.idle_s},
         }
-        lines = [f"qmd index '{self.index}': {info.documents} documents in {len(colls)} collection{'s' if len(colls) != 1 else ''}."]
+        lines = [f"qmd index '{self.display_name(scope)}': {info.documents} documents in {len(colls)} collection{'s' if len(colls) != 1 else ''}."]
         for c in info.collections:
             ctx = c.contexts.get("/") or ""
             where = f", {c.path}" if scope is None else ""  # a scoped token is told no server path
@@ -432,20 +454,37 @@ class ToolService:
         after the index was updated; with a scope it counts the visible collections.
         """
         if scope is not None:
-            return {**self.health(), "documents": self._scoped_count(scope)}
+            whole = self.health()
+            if "error" in whole:
+                whole["error"] = "the index cannot be read now"  # the server's paths and database stay its own
+            return {**whole, "index": self.display_name(scope), "documents": self._scoped_count(scope)}
         if self._lock.acquire(blocking=False):
             try:
                 updated = self.store.last_updated()
                 if self._doc_count is None or self._doc_count[0] != updated:
                     self._doc_count = (updated, self.store.document_count())
-            except QmdError:
+                self._health_error = None
+            except QmdError as exc:
                 self._doc_count = (None, 0)
+                self._health_error = exc.message
             finally:
                 self._lock.release()
-        return {
+        body: dict[str, Any] = {
             "status": "ok", "uptime_s": round(time.monotonic() - self.started, 1), "version": __version__,
             "build_id": self.build_id, "index": self.index, "documents": self._doc_count[1] if self._doc_count else 0,
         }
+        if self._health_error is not None:  # the server lives, its index cannot be read (a database gone)
+            body.update(status="degraded", error=self._health_error)
+        return body
+
+    def display_name(self, scope: frozenset[str] | None) -> str:
+        """The index as a client may see it: its key, or for a scoped token its name (a
+        project-local index's key is a path on the server)."""
+        if scope is None:
+            return self.index
+        from qmd.serve.pidfile import index_name
+
+        return index_name(self.index)
 
     def _scoped_count(self, scope: frozenset[str]) -> int:
         if not self._lock.acquire(blocking=False):
@@ -470,7 +509,7 @@ class ToolService:
                 vectors: bool | None = self._vector_status(scope).embedded_documents > 0
             except QmdError:
                 vectors = False
-            return build_instructions(info, self.index, vectors)
+            return build_instructions(info, self.display_name(scope), vectors)
 
 
 class ScopedTools:

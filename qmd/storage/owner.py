@@ -10,7 +10,8 @@ neither read nor write it.
 
 The owner is a *logical* config, not a file: `index:<name>` for an index named in the config
 dir (every team member's `index.yml` sharing one PostgreSQL schema is one owner, as the
-team intends), `project:<real path of .qmd/index.yml>` for a project-local one. A project's
+team intends), `project:<real path of the project>/.qmd/index.yml` for a project-local one
+(`project_identity`: a `.qmd` linked to another project's is not that project). A project's
 own `.qmd/index.sqlite` (a regular file inside the project) is `movable`: a record naming
 another project path is this project moved or copied, and it is taken over.
 """
@@ -45,11 +46,11 @@ class Owner:
 
 def owner_for(config_path: str | os.PathLike[str], *, movable: bool = False) -> Owner:
     """The owner identity of the config at `config_path` (see the module docstring)."""
-    from qmd.core.paths import is_local_config
+    from qmd.core.paths import is_local_config, project_identity
 
     absolute = os.path.abspath(config_path)
     if is_local_config(absolute):
-        return Owner("project:" + os.path.realpath(absolute), absolute, movable)
+        return Owner("project:" + project_identity(absolute), absolute, movable)
     stem = os.path.splitext(os.path.basename(absolute))[0]
     return Owner("index:" + stem, absolute)
 

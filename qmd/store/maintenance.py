@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from qmd.core.errors import QmdError
+from qmd.core.errors import IndexDamagedError, QmdError
 from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport, VectorModel
 from qmd.store.activity import running
 from qmd.store.collections import Collections
@@ -78,6 +78,11 @@ class Maintenance:
         backend = self.state.backend
         self.state.writes += 1
         with backend.writer_lock():
+            if backend.exists():
+                try:
+                    self.state.db()  # opening it checks its owner: another config's index is refused
+                except IndexDamagedError:
+                    pass  # a damaged file cannot say whose it is; it is kept aside (.broken), not lost
             return backend.rebuild(build)
 
     def last_updated(self) -> str | None:

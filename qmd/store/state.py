@@ -65,6 +65,12 @@ class IndexState:
         self.backend.open(create=create)
         return self.backend
 
+    def storage_key(self) -> tuple[object, ...]:
+        """What decides where the index lives besides the paths (see `Store.storage_moved`)."""
+        from qmd.core.trust import trust_file_path
+
+        return (stat_key(self.config_path), stat_key(trust_file_path()), os.environ.get("QMD_DATABASE_URL"))
+
     def refresh_config(self) -> bool:
         """Re-read the config file if it changed on disk, and reconnect if the index was
         replaced under its path (`IndexBackend.follow`); True if either happened."""

@@ -65,7 +65,7 @@ def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
     untrusted, it may name no database, and its `.qmd/index.sqlite` must be the project's
     own file (not a link or hard link to a file elsewhere, such as the user's own index).
     """
-    from qmd.core.paths import DEFAULT_INDEX, is_local_config
+    from qmd.core.paths import DEFAULT_INDEX, is_local_config, project_identity
     from qmd.storage.owner import owner_for
 
     local = is_local_config(config_path)
@@ -89,7 +89,7 @@ def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
             raise QmdError(f"this index is in PostgreSQL, but the driver is missing ({exc})", "install the extra: pip install 'qmd-harness[postgres]'") from exc
         libpq, named = split_url(url)
         index = config_path.stem
-        project = os.path.realpath(config_path) if local else None
+        project = project_identity(config_path) if local else None
         adopt = None
         if named and (own is not None or (not local and index == DEFAULT_INDEX)):
             schema = named
@@ -97,7 +97,7 @@ def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
             schema = schema_for(index, project=project, base=named or "qmd")
             old = legacy_schema(index)
             if not local and not named and old != schema and not (config_path.parent / f"{old[len('qmd_'):]}.yml").exists():
-                adopt = old  # an older qmd's schema for this name, which no plain-named index claims
+                adopt = (old, frozenset(Config.load(config_path).collections()))  # an older qmd's schema for this name (see adopt_schema)
         return PostgresBackend(libpq, schema, index_name=index, owner=owner_for(config_path), adopt=adopt)
     from qmd.storage.sqlite.backend import SqliteBackend
 
@@ -123,6 +123,7 @@ class Store:
         self.config_path = Path(config_path) if config_path else self.index_path.with_suffix(".yml")
         self.backend: IndexBackend = backend if backend is not None else backend_for(self.index_path, self.config_path)
         self._state = IndexState(self.config_path, self.backend)
+        self._storage_key: object = None if backend is not None else self._state.storage_key()  # None: a backend given, never moved
 
     # Each part is built on first use, so `qmd search` never imports the indexer, the
     # embedding pipeline or the maintenance code (process start is most of a CLI search).
@@ -177,6 +178,25 @@ class Store:
         another `qmd` command are seen without a restart.
         """
         return self._state.refresh_config()
+
+    def storage_moved(self) -> bool:
+        """Whether the index now lives elsewhere than this Store opened it: the config's
+        `database:` edited, its approval given or revoked (a project's `qmd trust`), or
+        `QMD_DATABASE_URL` changed. A long-running server asks before each request and
+        reopens (qmd/serve/service.py) instead of reading storage the config no longer names.
+        One `stat` of the config and of the trust file while nothing changed."""
+        if self._storage_key is None:
+            return False
+        key = self._state.storage_key()
+        if key == self._storage_key:
+            return False
+        self._storage_key = key
+        from qmd.core.errors import QmdError
+
+        try:
+            return backend_for(self.index_path, self.config_path).location != self.backend.location
+        except QmdError:
+            return True  # it cannot be opened as configured now: reopening says why
 
     def close(self) -> None:
         self.release_models()
@@ -237,6 +257,11 @@ class Store:
 
     def collections(self) -> list[CollectionInfo]:
         return self._collections.infos()
+
+    def collection_folders(self) -> dict[str, Path]:
+        """Each collection's folder as `update` reads it (a project-local config's relative
+        paths taken from the project root; what the trust gate skips left out); no index read."""
+        return {name: Path(coll.path) for name, coll in self._state.collections().items()}
 
     def collection(self, name: str) -> CollectionInfo:
         self._state.collection(name)

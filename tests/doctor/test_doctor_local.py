@@ -179,3 +179,22 @@ def test_a_missing_custom_model_in_a_local_config_still_fails(tmp_path: Path, is
     assert rerank["status"] == "fail" and f"{custom} (config) is configured but" in rerank["detail"], rerank
     assert rerank["fix"] == f"qmd --index {config} models list"
     assert proc.returncode == 2, proc.stdout + proc.stderr
+
+
+def test_a_project_s_collection_folders_are_checked_from_the_project_not_the_working_directory(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`docs` in a project's config is the project's docs folder, wherever doctor runs."""
+    config = str(project / ".qmd" / "index.yml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    proc = qmd(elsewhere, "doctor", "--json", "--quick", "--index", config)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    docs = checks[f"collection docs [{config}]"]
+    assert docs["status"] == "ok" and str(project / "docs") in docs["detail"], docs
+    (elsewhere / "docs").mkdir()  # a folder of that name here says nothing about the project's
+    import shutil
+
+    shutil.rmtree(project / "docs")
+    proc = qmd(elsewhere, "doctor", "--json", "--quick", "--index", config)
+    docs = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}[f"collection docs [{config}]"]
+    assert docs["status"] == "fail" and "is gone" in docs["detail"], docs

@@ -60,6 +60,8 @@ def _meaning(exc: psycopg.Error, location: str) -> QmdError | None:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
         return QmdError(f"lost the connection to the database at {location}: {first}", "check that the database server is running, then run the command again")
+    if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):
+        return QmdError(f"the index at {location} has not been built (its tables are gone: {first})", "run: qmd update")
     if isinstance(exc, psycopg.DataError):
         return QmdError(f"the database at {location} refused a value: {first}", "remove the character it names (PostgreSQL text cannot hold NUL) and try again")
     return None
@@ -108,13 +110,13 @@ def errors_are_qmd_errors(cls: C) -> C:
 class PostgresBackend(IndexBackend):
     """An index in schema `schema` of the database at `url` (a libpq URL or conninfo)."""
 
-    def __init__(self, url: str, schema: str | None = None, *, index_name: str = "index", owner: Owner | None = None, adopt: str | None = None) -> None:
+    def __init__(self, url: str, schema: str | None = None, *, index_name: str = "index", owner: Owner | None = None, adopt: tuple[str, frozenset[str]] | None = None) -> None:
         libpq, named = split_url(url)
         self.url = libpq
         self.schema = schema or named or schema_for(index_name)
         self.index_name = index_name
         self.owner = owner  # the config this index belongs to (qmd/storage/owner.py); None: unchecked
-        self.adopt = adopt  # the schema an older qmd gave this index, taken over when this one is missing
+        self.adopt = adopt  # (the schema an older qmd gave this index, this config's collections): see adopt_schema
         self._conn: psycopg.Connection | None = None
         self._opened = False  # migrated on this connection (open() need not ask again)
         self._claim = False  # the owner record is to be written by the next write (open(create=True))
@@ -150,13 +152,7 @@ class PostgresBackend(IndexBackend):
     def exists(self) -> bool:
         # Once opened and migrated, the schema is taken to stay (a rebuild swaps in another
         # under the same name): no catalog round trip on every call of a search.
-        if self._opened:
-            return True
-        conn = self.connection()
-        if self.adopt and not schema_exists(conn, self.schema):
-            adopt_schema(conn, self.adopt, self.schema)
-            self.adopt = None
-        return schema_exists(conn, self.schema)
+        return self._opened or schema_exists(self.connection(), self.schema)
 
     def open(self, *, create: bool) -> None:
         if self._opened and self._conn is not None and not self._conn.closed:
@@ -164,8 +160,8 @@ class PostgresBackend(IndexBackend):
                 self._write_owner()
             return
         conn = self.connection()
-        if self.adopt and not schema_exists(conn, self.schema):
-            adopt_schema(conn, self.adopt, self.schema)
+        if create and self.adopt is not None and not schema_exists(conn, self.schema):
+            adopt_schema(conn, self.adopt[0], self.schema, self.adopt[1])  # a write only: a read never renames
             self.adopt = None
         if create:
             migrate(conn, self.schema)

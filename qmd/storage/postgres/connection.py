@@ -200,7 +200,7 @@ MIGRATIONS: list[tuple[str, str]] = [
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _PLAIN_NAME = re.compile(r"^[a-z0-9_]{1,58}$")  # an index name that is already a schema-name tail
-_HASHED_TAIL = re.compile(r"_[0-9a-f]{12}$")  # what a hashed tail ends with: plain names never do
+_HASHED_TAIL = re.compile(r"(^|_)[0-9a-f]{12}$")  # what a hashed tail (or the long-name fallback) ends with: plain names never do
 CONNECT_HINT = "check `database:` in the index config (or QMD_DATABASE_URL) and that the server is running"
 
 
@@ -236,8 +236,9 @@ def schema_for(index_name: str, *, project: str | None = None, base: str = "qmd"
     - a project-local config (`project`: the real path of its `.qmd/index.yml`): `p_`, the
       project folder's name, `_` and 12 hex of sha256 of that path.
 
-    A plain name never ends like a hashed tail (`_` + 12 hex: such names are hashed too), so
-    the two kinds cannot meet. Longer than PostgreSQL's 63 bytes, the whole is hashed.
+    A plain name never ends like a hashed tail (12 hex, alone or after `_`: such names are
+    hashed too), so the kinds cannot meet. Longer than PostgreSQL's 63 bytes, the whole is
+    hashed (`<base[:36]>_<12 hex>`, which no plain name gives either).
     """
     if project is not None:
         folder = os.path.basename(os.path.dirname(os.path.dirname(project)))
@@ -256,15 +257,20 @@ def legacy_schema(index_name: str) -> str:
     return "qmd_" + re.sub(r"[^A-Za-z0-9_]", "_", index_name).lower()
 
 
-def adopt_schema(conn: psycopg.Connection, old: str, new: str) -> bool:
-    """Rename the schema `old` (an older qmd's name for this index) to `new` when `new` does
-    not exist yet and `old` holds an index no config has claimed; True if renamed."""
+def adopt_schema(conn: psycopg.Connection, old: str, new: str, collections: frozenset[str]) -> bool:
+    """Rename the schema `old` (an older qmd's name for this index) to `new`, before the
+    first write of `new`, when the evidence says it is this index's: `new` does not exist,
+    no config has claimed `old` (no owner record), and every collection `old` holds is one of
+    this config's `collections` (another team member's index of the same older name, with
+    collections of its own, is left alone). True if renamed."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"qmd-migrate:{new}",))
         if schema_exists(conn, new) or not schema_exists(conn, old):
             return False
-        owned = conn.execute(f"SELECT 1 FROM {quote_ident(old)}.meta WHERE key = 'owner'").fetchone()
-        if owned:
+        if conn.execute(f"SELECT 1 FROM {quote_ident(old)}.meta WHERE key = 'owner'").fetchone():
+            return False
+        held = {str(r[0]) for r in conn.execute(f"SELECT DISTINCT collection FROM {quote_ident(old)}.documents")}
+        if not held or not held <= collections:
             return False
         conn.execute(f"ALTER SCHEMA {quote_ident(old)} RENAME TO {quote_ident(new)}")
     return True

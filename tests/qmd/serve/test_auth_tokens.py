@@ -64,8 +64,13 @@ def test_authenticator_follows_the_file(tmp_path: Path) -> None:
         assert ok.ok and ok.name == "alice" and ok.scope == frozenset({"notes"}) and token not in ok.reason
     revoke(path, "alice")
     assert open_auth.check(f"Bearer {token}").status == 401  # an empty file still asks for a token
+    os.unlink(path)  # deleting the file closes both: it never opens a server that had tokens
+    assert open_auth.check(None).status == 503 and strict.check(None).status == 503
+    assert Authenticator(path, required=False).check(None).ok  # a server started without a file is open on loopback
+    add(path, "bob", None)
+    primed = Authenticator(path, required=False)  # tokens at start count even before the first request
     os.unlink(path)
-    assert open_auth.check(None).ok and strict.check(None).status == 401
+    assert primed.check(None).status == 503
 
 
 def test_same_size_rewrite_is_seen(tmp_path: Path) -> None:

@@ -180,3 +180,27 @@ def test_a_project_index_made_again_under_a_running_server_is_the_one_answered(p
         qmd(env, "mcp", "stop", cwd=root, timeout=60)
         if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_scoped_token_is_not_told_the_project_s_path(project: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """A project-local index is keyed by its config's path on the server: a token scoped to a
+    collection sees the index's name in /health, the instructions and status, never that path."""
+    env, root = project
+    made = qmd(env, "token", "add", "ci", "--collection", "docs", cwd=root)
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    port, pid = _serve_project(env, root, tmp_path / "state")
+    try:
+        auth = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        answers = [request(port, "GET", "/health", None, auth)[1]]
+        for method, params in (("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+                               ("tools/call", {"name": "status", "arguments": {}})):
+            status, body = request(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, auth)
+            assert status == 200 and "result" in body, body
+            answers.append(body)
+        text = json.dumps(answers)
+        assert str(root) not in text and str(tmp_path) not in text, text[:800]
+        assert answers[0]["index"] == "index" and answers[0]["documents"] == 1
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_gone(pid, 15)

@@ -176,3 +176,34 @@ def test_a_folder_in_place_of_the_index_names_the_folder_not_a_rebuild(built: tu
     path.mkdir()
     proc = run("search", "rollback")
     assert proc.returncode == 1 and f"Error: the index path {path} is a folder" in proc.stderr and "move the folder aside" in proc.stderr, proc.stderr
+
+
+TAMPERED = {
+    "a view in place of a table": "DROP TABLE file_issues; CREATE VIEW file_issues AS SELECT 1 AS x",
+    "a table dropped": "DROP TABLE documents",
+    "a table of other columns": "DROP TABLE collection_state; CREATE TABLE collection_state (x)",
+}
+
+
+@pytest.mark.parametrize("kind", list(TAMPERED))
+def test_tables_that_are_not_qmd_s_are_a_damaged_index_not_a_bug(tmp_path: Path, kind: str) -> None:
+    """A shipped or edited file whose tables qmd's migrations did not make (a cloned
+    repository's `.qmd/index.sqlite`): one line naming it damaged (exit 1), and doctor fails
+    that index alone, every other check still reported."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "note1.md").write_text("# Note\n\nrollback words\n")
+    assert run("collection", "add", str(notes), "--name", "notes").returncode == 0
+    path = qmd.resolve_index(None).index_path
+    conn = apsw.Connection(str(path))
+    conn.execute(TAMPERED[kind])
+    conn.close()
+    for command in (("status",), ("update",), ("search", "rollback") if "documents" in TAMPERED[kind] else ("status", "--json")):
+        proc = run(*command)
+        assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and "damaged" in proc.stderr and "Traceback" not in proc.stderr, (command, proc.stderr)
+    import json
+
+    proc = run("doctor", "--json", "--quick")
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["index [index]"]["status"] == "fail" and ("damaged" in checks["index [index]"]["detail"] or "corrupted" in checks["index [index]"]["detail"]), checks["index [index]"]
+    assert "check itself failed" not in proc.stdout and len(checks) > 5

@@ -110,3 +110,60 @@ def test_the_server_lost_in_the_middle_of_an_update(tmp_path: Path, own_server: 
     one_line_error(qmd(env, "update"), "cannot connect to the database")
     one_line_error(qmd(env, "search", "words"), "cannot connect to the database")
     assert os.environ.get("QMD_DATABASE_URL") is None
+
+
+def test_a_nul_escaped_in_front_matter_does_not_stop_its_collection(tmp_path: Path, postgres_url: str) -> None:
+    """`title: "x\\0"` is plain text in the file and a NUL once parsed: PostgreSQL cannot
+    store it. Its document is indexed without the NUL, the rest of the collection with it."""
+    from tests.support import postgres
+
+    with postgres.fresh_database(postgres_url) as url:
+        env = make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"})
+        notes = tmp_path / "notes"
+        notes.mkdir()
+        (notes / "a.md").write_text("# A\n\nalpha words\n")
+        (notes / "evil.md").write_text('---\ntitle: "bad\\0title"\ntags: ["t\\0g"]\nowner: "x\\0y"\n"k\\0ey": 1\n---\nbravo words\n')
+        run = qmd(env, "collection", "add", str(notes), "--name", "n")
+        assert run.returncode == 0, run.stderr
+        found = json.loads(qmd(env, "search", "bravo", "--json").stdout)
+        assert [h["file"] for h in found] == ["qmd://n/evil.md"] and found[0]["title"] == "badtitle"
+        assert found[0]["metadata"]["owner"] == "xy" and "key" in found[0]["metadata"]
+        assert json.loads(qmd(env, "search", "alpha", "--json").stdout)[0]["file"] == "qmd://n/a.md"
+        assert json.loads(qmd(env, "search", "bravo", "--json", "--filter", '{"key": "owner", "operator": "eq", "value": "xy"}').stdout)
+
+
+def test_a_schema_dropped_under_a_running_server(tmp_path: Path, postgres_url: str) -> None:
+    """Its tables gone: "has not been built" (400, an error result, exit 1), /health says it
+    is degraded and why; `qmd update` builds it again and the server answers from it."""
+    import psycopg
+
+    from tests.support import postgres
+
+    with postgres.fresh_database(postgres_url) as url:
+        env = make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"})
+        notes = tmp_path / "notes"
+        notes.mkdir()
+        (notes / "a.md").write_text("# A\n\nhello kestrel\n")
+        assert qmd(env, "collection", "add", str(notes), "--name", "n").returncode == 0
+        port = free_port()
+        proc = spawn_http(env, port, tmp_path / "server.log")
+        try:
+            wait_health(port, proc)
+            query = {"searches": [{"type": "lex", "query": "kestrel"}]}
+            assert request(port, "POST", "/query", query)[0] == 200
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DROP SCHEMA qmd_index CASCADE")
+            status, body = request(port, "POST", "/query", query)
+            assert status == 400 and "not been built" in body["error"], (status, body)
+            status, body = request(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "status", "arguments": {}}},
+                                   {"Accept": "application/json, text/event-stream"})
+            assert status == 200 and body["result"]["isError"] and "internal" not in json.dumps(body), body
+            health = wait_health(port, proc)
+            assert health["status"] == "degraded" and "not been built" in health["error"], health
+            one_line_error(qmd(env, "search", "kestrel"), "not been built")
+            assert qmd(env, "update").returncode == 0
+            status, body = request(port, "POST", "/query", query)
+            assert status == 200 and body["results"], body
+        finally:
+            stop_process(proc)
+        assert "Traceback" not in (tmp_path / "server.log").read_text()

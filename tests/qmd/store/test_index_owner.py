@@ -142,11 +142,14 @@ def test_two_configs_pointed_at_one_schema_refuse_instead_of_dropping_each_other
     assert "schema" in text  # the fix: a schema of its own
     run = qmd(tmp_path, "--index", "other", "update")
     one_error_line(run)
+    one_error_line(qmd(tmp_path, "--index", "other", "rebuild"))  # a rebuild is no way around it
     assert hits(tmp_path, "zebrafish") == ["qmd://mynotes/salary.md"]
 
 
-def test_an_older_qmd_s_schema_for_a_dashed_name_is_taken_over(tmp_path: Path, home_notes: Path, database: str) -> None:
-    """`work-notes` lived in `qmd_work_notes` before: its documents and vectors come along."""
+def test_an_older_qmd_s_schema_for_a_dashed_name_is_taken_over_by_its_next_update(tmp_path: Path, home_notes: Path, database: str) -> None:
+    """`work-notes` lived in `qmd_work_notes` before: its documents come along at the first
+    write (a read renames nothing); a team member's `Work` of other collections, whose older
+    name was the same, never takes it."""
     import psycopg
 
     from tests.support import postgres
@@ -156,8 +159,17 @@ def test_an_older_qmd_s_schema_for_a_dashed_name_is_taken_over(tmp_path: Path, h
     with psycopg.connect(database, autocommit=True) as conn:  # what an older qmd left: its name, no owner
         conn.execute(f'DELETE FROM "{new}".meta')
         conn.execute(f'ALTER SCHEMA "{new}" RENAME TO qmd_work_notes')
+    other = tmp_path / "other-member"
+    other.mkdir()
+    (other / "Work_Notes.yml").write_text(f"collections:\n  theirs:\n    path: {tmp_path}\n    pattern: '*.none'\n")
+    for args in (("status",), ("search", "zebrafish"), ("update",)):
+        qmd(tmp_path, "--index", "Work_Notes", *args, QMD_DATABASE_URL=database, QMD_CONFIG_DIR=str(other))
+    assert "qmd_work_notes" in postgres.schemas(database)  # not theirs
+    run = qmd(tmp_path, "--index", "work-notes", "search", "zebrafish", QMD_DATABASE_URL=database)
+    assert run.returncode == 1 and "has not been built" in run.stderr and "qmd_work_notes" in postgres.schemas(database)
+    assert qmd(tmp_path, "--index", "work-notes", "update", QMD_DATABASE_URL=database).returncode == 0
     assert hits(tmp_path, "zebrafish", "--index", "work-notes", QMD_DATABASE_URL=database) == ["qmd://mynotes/salary.md?index=work-notes"]
-    assert postgres.schemas(database) == {new}
+    assert new in postgres.schemas(database) and "qmd_work_notes" not in postgres.schemas(database)
 
 
 # --- SQLite: a project's index file is its own -----------------------------------------
@@ -200,6 +212,9 @@ def test_index_path_shared_by_two_named_indexes_is_refused(tmp_path: Path, home_
     assert qmd(tmp_path, "collection", "add", str(home_notes), "--name", "mynotes", INDEX_PATH=str(shared)).returncode == 0
     text = one_error_line(qmd(tmp_path, "--index", "work", "update", INDEX_PATH=str(shared)))
     assert "belongs to another config" in text and "INDEX_PATH" in text
+    text = one_error_line(qmd(tmp_path, "--index", "work", "rebuild", INDEX_PATH=str(shared)))
+    assert "belongs to another config" in text
+    assert not list(tmp_path.glob("shared.sqlite.bak-*"))
     assert hits(tmp_path, "zebrafish", INDEX_PATH=str(shared)) == ["qmd://mynotes/salary.md"]
 
 
@@ -234,3 +249,46 @@ def test_a_retargeted_outside_link_asks_again(tmp_path: Path, project: Path) -> 
     run = qmd(project, "update")
     assert run.returncode == 0 and "not trusted" in run.stderr and "qmd trust" in run.stderr, run.stderr
     assert "private" not in json.dumps(hits(project, "heron"))
+
+
+def test_a_project_whose_qmd_links_to_another_project_s_cannot_write_it_even_trusted(tmp_path: Path, project: Path) -> None:
+    assert qmd(project, "update").returncode == 0
+    evil = tmp_path / "evil"
+    (evil / "docs").mkdir(parents=True)
+    (evil / "docs" / "e.md").write_text("# E\n\nevil heron words\n")
+    (evil / ".qmd").symlink_to(project / ".qmd")
+    one_error_line(qmd(evil, "update"))  # untrusted: the index file leads outside the project
+    assert qmd(evil, "trust").returncode == 0
+    text = one_error_line(qmd(evil, "update"))
+    assert "belongs to another config" in text
+    assert hits(project, "zebrafish") == ["qmd://docs/deploy.md"] and hits(project, "heron") == []
+
+
+def test_a_running_server_stops_reading_a_database_whose_approval_was_revoked(tmp_path: Path, project: Path, database: str) -> None:
+    """A trusted project's `database:` served by its warm server; `qmd trust revoke`: the next
+    search through the server (CLI or MCP) no longer reaches that database."""
+    import socket
+
+    from tests.support.mcp import request, wait_health
+
+    config = project / ".qmd" / "index.yml"
+    config.write_text(config.read_text() + f"database: '{database}&schema=tp_remote'\n")
+    assert qmd(project, "trust").returncode == 0
+    assert qmd(project, "update").returncode == 0
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = qmd(project, "mcp", "--http", "--daemon", "--port", str(port), QMD_SERVER="auto")
+    assert started.returncode == 0, started.stderr
+    try:
+        wait_health(port)
+        assert hits(project, "zebrafish", QMD_SERVER="require") == ["qmd://docs/deploy.md"]
+        assert qmd(project, "trust", "revoke").returncode == 0
+        served = qmd(project, "search", "zebrafish", "--json", QMD_SERVER="require")
+        assert served.returncode == 1 and "has not been built" in served.stderr and "zebrafish" not in served.stdout, served
+        status, body = request(port, "POST", "/query", {"searches": [{"type": "lex", "query": "zebrafish"}]})
+        assert status == 400 and "not been built" in body["error"], (status, body)
+        assert qmd(project, "trust").returncode == 0  # approved again: the server follows back
+        assert hits(project, "zebrafish", QMD_SERVER="require") == ["qmd://docs/deploy.md"]
+    finally:
+        qmd(project, "mcp", "stop")
