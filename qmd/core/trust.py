@@ -169,15 +169,17 @@ def gated_items(config_path: str | os.PathLike[str], raw: Mapping[str, Any]) -> 
 
 def foreign_index_file(config_path: str | os.PathLike[str]) -> str:
     """Where the project's `.qmd/index.sqlite` really is when it is not the project's own
-    file: a link (or a `.qmd` folder that is one) leading outside the project, or a hard link
-    (the same file has another name, maybe the user's own index). "" when it is the
-    project's own, or absent with its folder inside the project."""
-    from qmd.core.paths import LOCAL_INDEX_FILE
+    file at its own place: reached through a link (the file, or a `.qmd` folder that is one,
+    even to somewhere inside the project: a home folder checked out as a project holds the
+    user's own index), or a hard link (the same file has another name, maybe the user's
+    own index). "" when it is the project's own, or absent with its folder where it belongs."""
+    from qmd.core.paths import LOCAL_DIR, LOCAL_INDEX_FILE
 
-    path = Path(os.path.abspath(config_path)).parent / LOCAL_INDEX_FILE
+    absolute = Path(os.path.abspath(config_path))
+    path = absolute.parent / LOCAL_INDEX_FILE
     real = os.path.realpath(path)
-    root = os.path.realpath(project_root(config_path))
-    if not (real == root or real.startswith(root.rstrip(os.sep) + os.sep)):
+    own = os.path.join(os.path.realpath(project_root(config_path)), LOCAL_DIR, LOCAL_INDEX_FILE)
+    if real != own:
         return real
     try:
         st = os.stat(path)
@@ -194,7 +196,7 @@ def index_file_error(config_path: str | os.PathLike[str], where: str) -> QmdErro
     """The error for an untrusted project whose index file is not its own."""
     index = Path(os.path.abspath(config_path)).parent / "index.sqlite"
     return QmdError(
-        f"{index} leads to {where}, outside the project: a cloned repository may not choose the file its index is written to",
+        f"{index} leads to {where}, not the project's own file: a cloned repository may not choose the file its index is written to",
         f"remove it (rm {index}) and run qmd update to build the project's own index, or approve it: qmd trust (inside the project)",
     )
 

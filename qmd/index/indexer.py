@@ -210,6 +210,9 @@ def decode_text(data: bytes) -> tuple[str | None, str | None, str | None]:
     reason = None if plain else binary_reason(text, invalid)
     if reason is not None:
         return None, reason, None
+    if "\x00" in text:  # past the probe, or in UTF-16/32: a stray NUL no index should hold (PostgreSQL cannot)
+        text = text.replace("\x00", "\ufffd")
+        warning = (warning + "; " if warning else "") + "NUL characters read as U+FFFD"
     return text, None, warning
 
 

@@ -12,8 +12,9 @@ The owner is a *logical* config, not a file: `index:<name>` for an index named i
 dir (every team member's `index.yml` sharing one PostgreSQL schema is one owner, as the
 team intends), `project:<real path of the project>/.qmd/index.yml` for a project-local one
 (`project_identity`: a `.qmd` linked to another project's is not that project). A project's
-own `.qmd/index.sqlite` (a regular file inside the project) is `movable`: a record naming
-another project path is this project moved or copied, and it is taken over.
+own `.qmd/index.sqlite` (a regular file at its own place, reached through no link) is
+`movable`: a record naming another *project* path is this project moved or copied, and it is
+taken over; a record of a named index (`index:…`) never is.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ def decide(recorded: str | None, mine: Owner, location: str, hint: str) -> bool:
     key, config, host = found
     if key == mine.key:
         return False
-    if mine.movable:
-        return True
+    if mine.movable and key.startswith("project:"):
+        return True  # this project's own file, written where the project was before (moved or copied)
     where = f"{config} on {host}" if host and host != socket.gethostname() else config
     raise ForeignIndexError(
         f"the index {location} belongs to another config ({where}), not to {mine.config}: "

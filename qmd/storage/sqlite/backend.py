@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     B = TypeVar("B", bound="SqliteBackend")
     C = TypeVar("C", bound=type)
 
-FOREIGN_HINT = "give each config its own index file: point INDEX_PATH elsewhere for this one (or unset it), or remove the link that leads to this file"
+FOREIGN_HINT = "give each config its own index file: point INDEX_PATH elsewhere for this one (or unset it), remove the link that leads to this file, or delete a copy that came with a project (then: qmd update)"
 
 # Not wrapped: they raise no damage of this file (`inspect` reports it as data; `rebuild`
 # reads a fresh file, whose errors are not this one's).

@@ -250,11 +250,22 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
         if conn.execute("PRAGMA journal_mode").fetchall()[0][0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
         migrate(conn)
+        stranger = foreign_object(conn)
+        if stranger:
+            raise damaged(path, stranger)
     except apsw.Error as exc:
         if conn is not None:
             conn.close()
         raise translate(path, exc) or QmdError(f"cannot open the index {path}: {exc}", "check the file; `qmd doctor` can rebuild a broken index") from exc
     return conn
+
+
+def foreign_object(conn: apsw.Connection) -> str | None:
+    """Why the schema holds something qmd's migrations never make (a trigger or a view: a
+    shipped or edited file can carry one that rewrites or refuses qmd's writes), or None."""
+    for kind, name in conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view') LIMIT 1"):
+        return f"it holds a {kind} qmd never makes ({str(name)[:80]!r})"
+    return None
 
 
 def applied_migrations(conn: apsw.Connection) -> set[str]:

@@ -18,7 +18,7 @@ from qmd.core.errors import QmdError
 from qmd.core.fileio import replace_file
 from qmd.storage.backend import FieldsFor, IndexCheck, RebuildReport
 from qmd.storage.sqlite import fulltext
-from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, as_int, count, file_problem
+from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, as_int, count, file_problem, foreign_object
 
 
 def _readonly(path: Path) -> apsw.Connection:
@@ -52,6 +52,10 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
         check.error = f"cannot open: {exc}"
         return check
     try:
+        stranger = foreign_object(conn)
+        if stranger:
+            check.error = stranger
+            return check
         _touch_every_table(conn)
         if not quick:
             check.quick_check = [str(r[0]) for r in conn.execute("PRAGMA quick_check(20)")]

@@ -42,7 +42,7 @@ def test_daemon_start_refuse_second_stop(env: dict[str, str], tmp_path: Path) ->
     assert started.returncode == 0, started.stderr
     assert f"http://127.0.0.1:{port}/mcp" in started.stdout and "qmd mcp stop" in started.stdout
     info = json.loads(_pid_file(tmp_path).read_text())
-    assert set(info) == {"pid", "started_at", "host", "port", "index", "argv", "build_id"}
+    assert set(info) == {"pid", "started_at", "host", "port", "index", "argv", "build_id", "key"}
     pid = info["pid"]
     try:
         assert process_alive(pid) and info["port"] == port

@@ -29,12 +29,12 @@ class Server:
         return [line for line in self.log.read_text().splitlines() if re.match(r"^\d{4}-\d\d-\d\dT\S+ 127\.0\.0\.1 ", line)]
 
 
-def _start(root: Path, extra: dict[str, str] | None = None) -> Server:
+def _start(root: Path, extra: dict[str, str] | None = None, *args: str) -> Server:
     env = make_env(root, extra)
     setup_index(root, env)
     port = free_port()
     log = root / "server.log"
-    proc = spawn_http(env, port, log)
+    proc = spawn_http(env, port, log, *args)
     wait_health(port, proc)
     return Server(root, env, port, log, proc)
 
@@ -48,7 +48,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def widened(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = _start(tmp_path_factory.mktemp("mcp-http-env"), {"QMD_ALLOWED_ORIGINS": "https://app.example:8443", "QMD_ALLOWED_HOSTS": "notes.lan"})
+    # allowed hosts beyond loopback need tokens or --no-auth (tests/qmd/serve/test_mcp_auth.py):
+    # this table is about the Origin and Host checks alone
+    srv = _start(tmp_path_factory.mktemp("mcp-http-env"), {"QMD_ALLOWED_ORIGINS": "https://app.example:8443", "QMD_ALLOWED_HOSTS": "notes.lan"}, "--no-auth")
     yield srv
     stop_process(srv.proc)
 
@@ -60,7 +62,8 @@ def test_health_schema_and_pid_file(server: Server) -> None:
     assert body["status"] == "ok" and body["index"] == "index" and body["documents"] == 4
     assert re.fullmatch(r"0\.1\.0\+[0-9a-f]{12}", body["build_id"])
     pid = json.loads((server.root / "state" / "mcp-index.json").read_text())
-    assert set(pid) == {"pid", "started_at", "host", "port", "index", "argv", "build_id"}
+    assert set(pid) == {"pid", "started_at", "host", "port", "index", "argv", "build_id", "key"}
+    assert re.fullmatch(r"[0-9a-f]{64}", pid["key"]) and (server.root / "state" / "mcp-index.json").stat().st_mode & 0o777 == 0o600
     assert (pid["pid"], pid["port"], pid["host"], pid["index"], pid["build_id"]) == (server.proc.pid, server.port, "127.0.0.1", "index", body["build_id"])
     assert pid["argv"][-4:] == ["mcp", "--http", "--port", str(server.port)]
 

@@ -182,6 +182,8 @@ TAMPERED = {
     "a view in place of a table": "DROP TABLE file_issues; CREATE VIEW file_issues AS SELECT 1 AS x",
     "a table dropped": "DROP TABLE documents",
     "a table of other columns": "DROP TABLE collection_state; CREATE TABLE collection_state (x)",
+    "a trigger refusing writes": "CREATE TRIGGER t BEFORE INSERT ON documents BEGIN SELECT RAISE(ABORT, 'x'); END",
+    "a view of its own": "CREATE VIEW peek AS SELECT path FROM documents",
 }
 
 

@@ -167,3 +167,24 @@ def test_a_schema_dropped_under_a_running_server(tmp_path: Path, postgres_url: s
         finally:
             stop_process(proc)
         assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+
+def test_a_stray_nul_in_text_the_binary_probe_does_not_see(tmp_path: Path, postgres_url: str) -> None:
+    """A NUL in UTF-16 text (with its byte order mark) or past a UTF-8 file's first 8 KB:
+    read as U+FFFD with a warning, so the collection indexes on PostgreSQL too."""
+    import codecs
+
+    from tests.support import postgres
+
+    with postgres.fresh_database(postgres_url) as url:
+        env = make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"})
+        notes = tmp_path / "notes"
+        notes.mkdir()
+        (notes / "wide.md").write_bytes(codecs.BOM_UTF16_LE + ("# Wide\n" + "text " * 40 + "\x00 osprey\n").encode("utf-16-le"))
+        (notes / "late.md").write_bytes(("# Late\n\n" + "word " * 2000 + "\x00 plover\n").encode())
+        run = qmd(env, "collection", "add", str(notes), "--name", "n")
+        assert run.returncode == 0, run.stderr
+        for word, file in (("osprey", "qmd://n/wide.md"), ("plover", "qmd://n/late.md")):
+            assert [h["file"] for h in json.loads(qmd(env, "search", word, "--json").stdout)] == [file]
+        status = json.loads(qmd(env, "status", "--json").stdout)
+        assert "NUL characters read as U+FFFD" in json.dumps(status)
