@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from . import budget
 from .lexer import HEREDOC, SUB, literal
 
 UNKNOWN = "\x00"  # stands for text the guard cannot know (an unset variable, `$1`, …)
@@ -48,6 +49,7 @@ class State:
         self.args: list[str] | None = None  # positional parameters ($1 …); None: unknown
 
     def copy(self) -> State:
+        budget.charge(8 * (len(self.vars) + len(self.aliases) + len(self.functions)) + 64)
         other = State(self.cwd, dict(self.vars))
         other.oldcwd, other.dirs = self.oldcwd, list(self.dirs)
         other.aliases, other.functions, other.args = dict(self.aliases), dict(self.functions), self.args

@@ -8,7 +8,10 @@ most agent shell calls take that path, so the parser is imported only when neede
 Malformed input (a Bash `command` that is not a string, a Grep without a string `pattern`,
 a path that is not a string, …) is allowed with rule `malformed`: the guard fails open,
 and the hook logs the detail. Every command is decided, however long: the shell reader
-sees at most `MAX_COMMAND` characters of it (see `bounded`), so its work stays bounded.
+sees at most `MAX_COMMAND` characters of it (see `bounded`), and one decision has a
+deadline and work budgets (`guards.budget`). Past them, or when a bound skipped a part of
+the command, the decision is `fallback.judge`'s: a cheap judgement of the searches already
+seen that denies what it cannot clear (running out of time never simply allows).
 """
 
 from __future__ import annotations
@@ -124,8 +127,13 @@ def _first(kn: Knowledge, found: list[Search]) -> Decision:
 
     if not found:
         return Decision(False, "not-a-search")
+    from . import budget
+
+    work = budget.current()
     first: Decision | None = None
-    for search in found:
+    for k, search in enumerate(found):
+        if work is not None:
+            work.judged = k
         decision = evaluate(kn, search)
         if decision.deny:
             return decision
@@ -160,6 +168,39 @@ def _tool_search(kind: str, tool_input: dict[str, object], cwd: str | None) -> S
 
 def decide(kn: Knowledge | None, tool: str, tool_input: object, cwd: str | None, deny_glob: bool = False) -> Decision:
     """The guard's decision for one PreToolUse call (`cwd`: the payload's working directory)."""
+    if tool in BASH_TOOLS and kn:
+        command = tool_input.get("command", tool_input.get("cmd")) if isinstance(tool_input, dict) else None
+        if isinstance(command, str) and not might_search(bounded(command)):
+            return _decide(kn, tool, tool_input, cwd, deny_glob)  # the common case: nothing to read
+    from . import budget
+
+    work = budget.begin()
+    try:
+        decision = _decide(kn, tool, tool_input, cwd, deny_glob)
+        if decision.deny or work is None or not work.incomplete:
+            return decision
+    except budget.Exhausted:
+        pass
+    from .fallback import judge
+
+    try:
+        return judge(kn) if kn else Decision(False, "no-knowledge")
+    finally:
+        budget.end(work)
+
+
+def _shell(kn: Knowledge, command: str, cwd: str | None) -> Decision:
+    from . import budget
+    from .evaluate import shell_searches
+
+    found = shell_searches(command, cwd)
+    work = budget.current()
+    if work is not None:
+        work.walked, work.searches = True, list(found)
+    return _first(kn, found)
+
+
+def _decide(kn: Knowledge | None, tool: str, tool_input: object, cwd: str | None, deny_glob: bool = False) -> Decision:
     if not kn:
         return Decision(False, "no-knowledge")
     problem = input_problem(tool, tool_input)
@@ -181,9 +222,7 @@ def decide(kn: Knowledge | None, tool: str, tool_input: object, cwd: str | None,
         command = bounded(command)
         if not might_search(command):
             return Decision(False, "not-a-search")
-        from .evaluate import shell_searches
-
-        return _first(kn, shell_searches(command, cwd))
+        return _shell(kn, command, cwd)
     if tool == "Grep":
         return _first(kn, [_tool_search("grep-tool", tool_input, cwd)])
     if tool == "Glob":

@@ -12,6 +12,11 @@ What counts as a note is each collection's own patterns (`**/*.rst`), so a searc
 filters (`--include`, `--exclude`, `-g`, `-t`/`-T` with ripgrep's type names, `-name`) are
 tested against the notes of the folders it would read; a folder without patterns (a
 `guard.protect` glob, an older folders.json) has the sample notes .md/.markdown/.mdx/.txt.
+
+Wildcards are expanded within the decision's glob budget (`budget.iglob`, counted in folders
+listed); one it cannot expand is judged as a search of the folder before its first wildcard
+(narrowed to names matching its last part when the search does not recurse), which denies
+whenever the expansion might have reached notes.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import os
 from fnmatch import fnmatchcase
 
-from . import producers, searches
+from . import budget, producers, searches
 from .knowledge import Folder, Knowledge
 from .lexer import literal
 from .model import DENY_RULES, Decision, Search, Target
@@ -129,6 +134,7 @@ def could_read_notes(search: Search, patterns: tuple[str, ...] | None = None, fo
             if meet is not None:
                 names.append(meet)
     for name in dict.fromkeys(names):
+        budget.check()
         if not any(fnmatchcase(name, g) for g in notes):
             continue
         if types and not any(fnmatchcase(name, g) for g in type_globs):
@@ -225,13 +231,15 @@ def _dir(kn: Knowledge, search: Search, target: Target, real: str, tally: _Tally
 
 
 def _glob(kn: Knowledge, search: Search, target: Target, recursive: bool, tally: _Tally) -> Decision | None:
-    import glob as globmod
-
     notes = []
-    word = target.pattern or ""
-    for k, match in enumerate(globmod.iglob(word, recursive=recursive)):
-        if k >= _MAX_GLOB:
-            break
+    try:
+        matches = list(budget.iglob(target.pattern or ""))  # (`**` patterns go to _from_root)
+    except budget.GlobSpent:
+        return _from_root(kn, search, target, tally, narrow=not recursive)
+    if len(matches) > _MAX_GLOB:
+        return _from_root(kn, search, target, tally, narrow=not recursive)
+    for match in matches:
+        budget.check()
         real = os.path.realpath(match)
         if os.path.isdir(real):
             if recursive:
@@ -262,10 +270,11 @@ def _unescaped(part: str) -> str:
     return re.sub(r"\[([*?[])\]", r"\1", part)
 
 
-def _globstar(kn: Knowledge, search: Search, target: Target, tally: _Tally) -> Decision | None:
-    """`grep foo **/*.md`: a recursive search of the folder before the first wildcard, limited
-    to names matching the last part (bash expands `**` like `*` unless `globstar` is set, zsh
-    recursively: either way it reads the folder's files wholesale)."""
+def _from_root(kn: Knowledge, search: Search, target: Target, tally: _Tally, narrow: bool = True) -> Decision | None:
+    """A wildcard judged without expanding it: a recursive search of the folder before the first
+    wildcard, limited to names matching the last part when `narrow`. `grep foo **/*.md` is read
+    so (bash expands `**` like `*` unless `globstar` is set, zsh recursively: either way it
+    reads the folder's files wholesale), and so is a wildcard past the glob budget."""
     parts = (target.pattern or "").split("/")
     literal_parts: list[str] = []
     for part in parts[:-1]:
@@ -278,7 +287,7 @@ def _globstar(kn: Knowledge, search: Search, target: Target, tally: _Tally) -> D
         return None
     tail = parts[-1]
     narrowed = search.copy()
-    if tail.strip("*") and not search.includes:
+    if narrow and tail.strip("*") and not search.includes:
         narrowed.includes = [tail]
     if not could_read_any(kn, narrowed):
         tally.seen.add("filtered")
@@ -300,8 +309,9 @@ def evaluate(kn: Knowledge, search: Search) -> Decision:
         if t.path is None:
             tally.seen.add("unresolved")
             continue
+        budget.check()
         if t.glob and t.pattern and "**" in t.pattern:
-            found = _globstar(kn, search, t, tally)
+            found = _from_root(kn, search, t, tally)
         elif t.glob and t.pattern:
             found = _glob(kn, search, t, recursive, tally)
         else:

@@ -4,6 +4,14 @@ Parameters and variables (`$X`, `${X:-default}`, `${X%pat}`, `"$@"`, `$PWD`), ti
 (`~`, `~+`, `~-`), and the output of the few commands whose output the guard can know
 (`pwd`, `echo`, `printf`, `cat` of a here-document, `realpath`, `dirname`, `which`, …),
 which takes the place of their command substitutions.
+
+Every value is bounded: a word or variable value longer than MAX_VALUE characters keeps its
+first MAX_VALUE characters followed by UNKNOWN (a script's known start is still read; a
+path that long does not exist), a list longer than MAX_WORDS words (a `for` loop over
+`$x $x`) keeps its distinct words, or the first MAX_WORDS of them and UNKNOWN, and what
+expansion builds is paid for out of the decision's work budget (`guards.budget`). Pattern
+removal (`${X#*/}`) is linear in the value: it places the pattern's pieces between `*`s
+with regular-expression searches instead of trying every cut.
 """
 
 from __future__ import annotations
@@ -11,8 +19,13 @@ from __future__ import annotations
 import os
 import re
 
+from . import budget
 from .command import UNKNOWN, Command, State, git_root, resolve
 from .lexer import HEREDOC, SUB, ansi_c, has_glob, literal
+
+MAX_VALUE = 64 * 1024  # characters of one expanded word, variable value or known output (the size of a whole command)
+MAX_WORDS = 32 * 1024  # words of one list (a `for` list, "$@"): more than the words of a whole command
+_TRIM_WORK = 1 << 22  # value length × pattern length a pattern removal may search through
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*)|([0-9@*#?!$-])|\{([^}]*)\})")
 _PARAM = r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(:?[-=+?]|%%|%|##|#)(.*)$"  # compiled on first use (re caches it)
@@ -30,6 +43,36 @@ def _tilde(word: str, state: State | None = None) -> str:
     return word if expanded == head else expanded + sep + rest
 
 
+def bounded_text(text: str) -> str:
+    """`text`, or its first MAX_VALUE characters followed by UNKNOWN when it is longer."""
+    return text if len(text) <= MAX_VALUE else text[:MAX_VALUE] + UNKNOWN
+
+
+def bounded_words(words: list[str]) -> list[str]:
+    """A list of at most MAX_WORDS words: its distinct words, or the first MAX_WORDS and UNKNOWN."""
+    budget.charge(8 * len(words) + 64)
+    if len(words) <= MAX_WORDS:
+        return words
+    words = list(dict.fromkeys(words))
+    return words if len(words) <= MAX_WORDS else words[:MAX_WORDS] + [UNKNOWN]
+
+
+def join_words(words: list[str], sep: str = " ") -> str:
+    """`sep.join(words)`, built only up to MAX_VALUE characters (then UNKNOWN)."""
+    if len(words) == 1:
+        return words[0]
+    size = 0
+    for k, word in enumerate(words):
+        size += len(word) + len(sep)
+        if size > MAX_VALUE + len(sep):
+            text = sep.join(words[: k + 1])[:MAX_VALUE] + UNKNOWN
+            break
+    else:
+        text = sep.join(words)
+    budget.charge(len(text) + 64)
+    return text
+
+
 def _param(name: str, state: State) -> list[str] | None:
     """The words of variable or parameter `name`, or None when it is not known."""
     if name in state.vars:
@@ -38,7 +81,8 @@ def _param(name: str, state: State) -> list[str] | None:
         if name == "0":
             return None
         args = state.args
-        return None if args is None else ([args[int(name) - 1]] if int(name) <= len(args) else [])
+        index = int(name) if len(name) < 10 else 1 << 40  # `${99…9}`: int() refuses 4300 digits
+        return None if args is None else ([args[index - 1]] if index <= len(args) else [])
     if name in ("@", "*"):
         return None if state.args is None else list(state.args)
     if name == "#":
@@ -62,31 +106,99 @@ def _braced(body: str, state: State) -> str:
     if value is None:
         return UNKNOWN  # it may be set in the agent's environment: neither its value nor the default is known
     if op[0] in "%#":
-        return _trim(" ".join(value), op, _expand_text(word, state))
-    empty = not "".join(value) if op.startswith(":") else False
+        return _trim(join_words(value), op, _expand_text(word, state))
+    empty = not any(value) if op.startswith(":") else False
     if op[-1] == "+":
         return "" if empty else _expand_text(word, state)
     if op[-1] in "-=" and empty:
         return _expand_text(word, state)
-    return " ".join(value)
+    return join_words(value)
+
+
+def _atoms(pattern: str) -> list[list[str]]:
+    """The pieces of a glob pattern between its `*`s, each a list of one-character atoms (a
+    character, `?`, or a `[…]` class read the way fnmatch reads it)."""
+    pieces: list[list[str]] = [[]]
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "*":
+            pieces.append([])
+            i += 1
+            continue
+        j = i + 1
+        if ch == "[":
+            j += pattern.startswith("!", j)
+            j += pattern.startswith("]", j)
+            j = pattern.find("]", j)
+            j = i + 1 if j < 0 else j + 1  # unclosed: a literal `[`
+        pieces[-1].append(pattern[i:j])
+        i = j
+    return pieces
+
+
+def _regex(atoms: list[str]) -> str:
+    from fnmatch import translate
+
+    return "".join("." if a == "?" else (translate(a)[4:-3] if len(a) > 1 else re.escape(a)) for a in atoms)
+
+
+def _prefix(value: str, pieces: list[list[str]], longest: bool) -> int | None:
+    """The length of the shortest (longest) prefix of `value` the pattern matches, or None: the
+    first piece at the start, each middle piece at its earliest place, the last one at its
+    earliest (latest) place — linear searches, no trial of every cut."""
+    first = re.compile(f"(?s:{_regex(pieces[0])})").match(value)
+    if first is None:
+        return None
+    if len(pieces) == 1:
+        return first.end()
+    pos = first.end()
+    for piece in pieces[1:-1]:
+        found = re.compile(f"(?s:{_regex(piece)})").search(value, pos)
+        if found is None:
+            return None
+        pos = found.end()
+    if longest:
+        if not pieces[-1]:
+            return len(value)
+        found = re.compile(f"(?s:.*{_regex(pieces[-1])})").match(value, pos)
+    else:
+        found = re.compile(f"(?s:{_regex(pieces[-1])})").search(value, pos)
+    return None if found is None else found.end()
 
 
 def _trim(value: str, op: str, pattern: str) -> str:
     """`${X%pat}`, `${X%%pat}`, `${X#pat}`, `${X##pat}`: the shortest/longest suffix/prefix removed."""
-    from fnmatch import fnmatchcase
-
-    if UNKNOWN in value + pattern or len(value) > 4096:
+    if UNKNOWN in value or UNKNOWN in pattern or len(value) * max(1, len(pattern)) > _TRIM_WORK:
         return UNKNOWN
-    cuts = range(len(value) + 1)
-    if op[0] == "%":
-        ends = list(cuts)[::-1] if op == "%" else list(cuts)
-        return next((value[:k] for k in ends if fnmatchcase(value[k:], pattern)), value)
-    starts = list(cuts) if op == "#" else list(cuts)[::-1]
-    return next((value[k:] for k in starts if fnmatchcase(value[:k], pattern)), value)
+    budget.charge(len(value) + len(pattern) + 64)
+    pieces = _atoms(pattern)
+    if op[0] == "%":  # a suffix: the same search on the reversed value with the reversed pattern
+        cut = _prefix(value[::-1], [piece[::-1] for piece in pieces[::-1]], op == "%%")
+        return value if cut is None else value[: len(value) - cut]
+    cut = _prefix(value, pieces, op == "##")
+    return value if cut is None else value[cut:]
+
+
+def _substitute(text: str, state: State) -> str:
+    """`text` with its parameters expanded, built only up to MAX_VALUE characters (then UNKNOWN)."""
+    parts: list[str] = []
+    size = pos = 0
+    for m in _VAR.finditer(text):
+        value = _value(m, state)
+        parts += (text[pos : m.start()], value)
+        size += m.start() - pos + len(value)
+        pos = m.end()
+        if size > MAX_VALUE:
+            break
+    parts.append(text[pos:])
+    out = bounded_text("".join(parts))
+    budget.charge(len(out) + 64)
+    return out
 
 
 def _expand_text(text: str, state: State) -> str:
-    return _VAR.sub(lambda m: _value(m, state), _tilde(text, state))
+    return _substitute(_tilde(text, state), state)
 
 
 def _value(m: re.Match[str], state: State) -> str:
@@ -94,7 +206,7 @@ def _value(m: re.Match[str], state: State) -> str:
         return _braced(m.group(4), state)
     name = m.group(1) or m.group(2) or m.group(3)
     value = _param(name, state)
-    return UNKNOWN if value is None else " ".join(value)
+    return UNKNOWN if value is None else join_words(value)
 
 
 def expand(word: str, state: State) -> list[str]:
@@ -110,8 +222,8 @@ def expand(word: str, state: State) -> list[str]:
         name = whole.group(1) or whole.group(2) or whole.group(3)
         value = _param(name, state)
         if value is not None and (name in state.vars or name in ("@", "*")):
-            return list(value)
-    return [_VAR.sub(lambda m: _value(m, state), word)]
+            return bounded_words(list(value))
+    return [_substitute(word, state)]
 
 
 _PRINTF_SPEC = r"%[-+ #0]*[0-9]*(?:\.[0-9]+)?([sbdiqc%])"
@@ -120,22 +232,26 @@ _PRINTF_SPEC = r"%[-+ #0]*[0-9]*(?:\.[0-9]+)?([sbdiqc%])"
 def _printf(fmt: str, args: list[str]) -> str:
     fmt = ansi_c(fmt)
     out: list[str] = []
-    rest = list(args)
+    size = at = 0
     for _ in range(64):
         used = 0
 
         def spec(m: re.Match[str]) -> str:
-            nonlocal used
+            nonlocal used, at, size
             if m.group(1) == "%":
                 return "%"
             used += 1
-            value = rest.pop(0) if rest else ""
-            return ansi_c(value) if m.group(1) == "b" else value
+            value = args[at] if at < len(args) else ""
+            at += 1
+            size += len(value)
+            return "" if size > MAX_VALUE else (ansi_c(value) if m.group(1) == "b" else value)
 
         out.append(re.sub(_PRINTF_SPEC, spec, fmt))
-        if not rest or not used:
+        size += len(fmt)
+        if at >= len(args) or not used or size > MAX_VALUE:
             break
-    return "".join(out)
+    text = join_words(out, "")
+    return text if size <= MAX_VALUE else text[:MAX_VALUE] + UNKNOWN  # values were left out: the rest is not known
 
 
 def output_of(cmd: Command) -> str | None:
@@ -156,8 +272,8 @@ def output_of(cmd: Command) -> str | None:
                 newline = newline and "n" not in args[0]
                 escapes = "e" in args[0] or (escapes and "E" not in args[0])
                 args = args[1:]
-            text = " ".join(args)
-            return (ansi_c(text) if escapes else text) + ("\n" if newline else "")
+            text = join_words(args) if args else ""
+            return bounded_text((ansi_c(text) if escapes else text) + ("\n" if newline else ""))
         if name == "printf":
             if args[:1] == ["--"]:
                 args = args[1:]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 
+from . import budget
 from .fastjson import loads
 
 _WILD = frozenset("*?[")
@@ -175,15 +176,16 @@ class Knowledge:
                 return []
             if not (_WILD & set(pattern)):
                 return [pattern] if pattern != root and is_under(pattern, root) and os.path.exists(pattern) else []
-            import glob as globmod
-
             out: list[str] = []
-            for match in globmod.iglob(pattern, recursive=True):
-                real = os.path.realpath(match)
-                if real != root and is_under(real, root):
-                    out.append(real)
-                if len(out) >= 50:
-                    break
+            try:
+                for match in budget.iglob(pattern):
+                    real = os.path.realpath(match)
+                    if real != root and is_under(real, root):
+                        out.append(real)
+                    if len(out) >= 50:
+                        break
+            except budget.GlobSpent:  # not known: the folder (or the pattern's own start) may hold a match
+                return out or [prefix if prefix != root and is_under(prefix, root) else root]
             return out
         return self._walk_for(root, pattern)
 
@@ -200,6 +202,7 @@ class Knowledge:
                     out.append(child)
                     dirnames.remove(d)
             self._walk_budget -= 1
+            budget.check()
             if self._walk_budget <= 0 or len(out) >= 50:
                 break
         return out

@@ -12,7 +12,9 @@ loops (the variable stands for the lines the loop is fed) and command substituti
 (analysed as commands of their own; the output of the few whose output is known, such as
 `$(pwd)` or `$(echo …)`, takes their place).
 
-All the work is bounded: nesting depth, characters lexed and commands walked per call.
+All the work is bounded: nesting depth, characters lexed and commands walked per call, and
+what expansion builds (`guards.budget`). A bound that skips a part of the command marks the
+decision's work incomplete, so that a sweep hidden past it is not simply allowed.
 
 The pieces: `guards.command` (the command record and shell state), `guards.expand` (word
 expansion and known command output) and `guards.unwrap` (wrappers, shell strings and
@@ -24,15 +26,16 @@ from __future__ import annotations
 import os
 import re
 
+from . import budget
 from .command import UNKNOWN, Command, State, cd, git_root, resolve
-from .expand import ASSIGN, expand, output_of
+from .expand import ASSIGN, bounded_text, bounded_words, expand, join_words, output_of
 from .lexer import HEREDOC, OP, REDIRECTS, STDIN_REDIRECTS, SUB, heredoc_key, literal, quoted, tokenize
 from .unwrap import SHELLS, option_value, script_operand, shell_string, tokenize_words, unwrap
 
 __all__ = ["MAX_CALLS", "MAX_DEPTH", "MAX_LEXED", "MAX_STEPS", "UNKNOWN", "Command", "commands", "git_root", "output_of", "resolve", "tokenize", "tokenize_words"]
 
 MAX_DEPTH = 6
-MAX_LEXED = 6 * 64 * 1024  # characters all nested walks of one call may lex (the outer command counts too)
+MAX_LEXED = budget.MAX_LEXED  # characters all nested walks of one call may lex (the outer command counts too)
 MAX_STEPS = 50_000  # simple commands one call may walk (function calls re-walk their bodies)
 MAX_CALLS = 256  # function calls one call may follow
 _SUB_KEY = re.compile(f"{SUB}[0-9]+{SUB}")
@@ -80,7 +83,8 @@ class _Walker:
     def _lex(self, text: str) -> list[str] | None:
         """The tokens of `text` with call-wide keys; None once the call's lexing budget is spent."""
         shared = self.shared
-        if shared.lexed and shared.lexed + len(text) > MAX_LEXED:
+        if (shared.lexed and shared.lexed + len(text) > MAX_LEXED) or not budget.lex(len(text)):
+            budget.skipped("lexing budget")
             return None
         shared.lexed += len(text)
         tokens, subs = tokenize(text)
@@ -199,6 +203,8 @@ class _Walker:
         shared.cmds[key] = inner.out
         if self.depth < MAX_DEPTH:
             inner.walk(shared.texts[key], state.copy())
+        else:
+            budget.skipped("nesting depth")
         self.out.extend(inner.out)
         shared.outputs[key] = inner.output()
 
@@ -214,7 +220,7 @@ class _Walker:
                     continue
                 return None
             parts.append(text)
-        return "".join(parts) if parts else None
+        return bounded_text(join_words(parts, "")) if parts else None
 
     def _with_outputs(self, word: str) -> str:
         """`word` with every substitution whose output is known replaced by that output."""
@@ -223,7 +229,10 @@ class _Walker:
 
         def value(m: re.Match[str]) -> str:
             text = None if m.group() in self.shared.procsubs else self.shared.outputs.get(m.group())
-            return m.group() if text is None else quoted(text.rstrip("\n"))
+            if text is None:
+                return m.group()
+            budget.charge(len(text) + 64)
+            return quoted(text.rstrip("\n"))
 
         return _SUB_KEY.sub(value, word)
 
@@ -241,7 +250,7 @@ class _Walker:
             for key in _SUB_KEY.findall(target):
                 self._walk_sub(key, state)  # `> >(…)`, `< <(…)` run their commands
             if op == "<<<":
-                text = literal(" ".join(expand(self._with_outputs(target), state))) + "\n"
+                text = literal(join_words(expand(self._with_outputs(target), state))) + "\n"
             elif op == "<" and _SUB_KEY.fullmatch(target):
                 fed = self.shared.cmds.get(target)
         return stdin_redirect, text, fed
@@ -255,7 +264,9 @@ class _Walker:
     def _simple(self, raw: list[str], redirects: list[tuple[str, str]], state: State, producer: Command | None, in_pipeline: bool) -> Command | None:
         shared = self.shared
         shared.steps += 1
+        budget.charge(256)
         if shared.steps > MAX_STEPS:
+            budget.skipped("commands walked")
             return None
         stdin_redirect, stdin_text, fed = self._redirects(redirects, state)
         if producer is None and fed:
@@ -285,7 +296,7 @@ class _Walker:
             self._call(literal(argv[0]), argv[1:], state)
             return None
         if argv[0] == "for" and len(argv) >= 3 and argv[2] == "in":
-            state.vars[argv[1]] = argv[3:]
+            state.vars[argv[1]] = bounded_words(argv[3:])
             return None
         if argv[0] in ("export", "local", "declare", "typeset", "readonly"):
             for a in argv[1:]:
@@ -316,6 +327,7 @@ class _Walker:
                 if key in shared.cmds:
                     sub_cmds.setdefault(key, shared.cmds[key])
         cmd = Command(argv, run.cwd, producer, stdin_redirect, sub_cmds, stdin_text)
+        budget.seen(cmd)
         self._writes(cmd, redirects, state)
         if self._runs_script(cmd, name, run, fed):
             return None
@@ -327,14 +339,16 @@ class _Walker:
         for op, target in redirects:
             if op not in (">", ">>", ">|", "&>", "&>>"):
                 continue
-            path = resolve(" ".join(expand(target, state)), state.cwd)
+            path = resolve(join_words(expand(target, state)), state.cwd)
             if path is None:
                 continue
             text = output_of(cmd)
+            before = self.shared.files.get(path, "") if op.endswith(">>") else ""
             if text is None:
                 self.shared.files.pop(path, None)
-            else:
-                self.shared.files[path] = (self.shared.files.get(path, "") if op.endswith(">>") else "") + text
+            elif not before.endswith(UNKNOWN):  # past MAX_VALUE what follows is not known anyway
+                budget.charge(len(before) + len(text) + 64)
+                self.shared.files[path] = bounded_text(before + text)
 
     def _aliased(self, argv: list[str], state: State) -> list[str]:
         seen: set[str] = set()
@@ -342,6 +356,7 @@ class _Walker:
             seen.add(literal(argv[0]))
             value = [w for word in state.aliases[literal(argv[0])] for w in expand(word, state)]
             argv = value + argv[1:]
+            budget.charge(8 * len(argv) + 64)
         return argv
 
     def _read(self, argv: list[str], state: State, producer: Command | None, fed: list[Command] | None) -> None:
@@ -374,7 +389,7 @@ class _Walker:
         script: str | None = None
         args: list[str] | None = None
         if name == "eval":
-            script = " ".join(self._script_text(a) for a in argv[1:])
+            script = join_words([self._script_text(a) for a in argv[1:]])
         elif name in ("source", "."):
             script = self._script_file(argv[1], run) if len(argv) > 1 else None
             if script is None:
@@ -429,6 +444,7 @@ class _Walker:
         self.shared.uncalled.pop(name, None)
         self.shared.calls += 1
         if self.depth >= MAX_DEPTH or self.shared.calls > MAX_CALLS:
+            budget.skipped("nesting depth" if self.depth >= MAX_DEPTH else "function calls")
             return
         inner = _Walker(self.depth + 1, self.shared)
         body = state.copy()
@@ -438,6 +454,7 @@ class _Walker:
 
     def _nested(self, text: str, state: State) -> list[Command]:
         if self.depth >= MAX_DEPTH:
+            budget.skipped("nesting depth")
             return []
         inner = _Walker(self.depth + 1, self.shared)
         inner.walk(text, state)
@@ -446,12 +463,17 @@ class _Walker:
 
 
 def commands(command: str, cwd: str | None) -> list[Command]:
-    """Every simple command `command` would run from `cwd`, in order (substitutions included)."""
-    shared = _Shared()
-    walker = _Walker(0, shared)
-    walker.walk(command, State(cwd, {}))
-    for body, state in list(shared.uncalled.values()):  # a function defined but not called here: its searches all the same
-        inner = _Walker(1, shared)
-        inner.walk_tokens(body, state)
-        walker.out.extend(inner.out)
-    return walker.out
+    """Every simple command `command` would run from `cwd`, in order (substitutions included).
+    Raises budget.Exhausted past the decision's deadline or work budget."""
+    work = budget.begin()  # None inside a decision (or a nested call): that one's work counts
+    try:
+        shared = _Shared()
+        walker = _Walker(0, shared)
+        walker.walk(command, State(cwd, {}))
+        for body, state in list(shared.uncalled.values()):  # a function defined but not called here: its searches all the same
+            inner = _Walker(1, shared)
+            inner.walk_tokens(body, state)
+            walker.out.extend(inner.out)
+        return walker.out
+    finally:
+        budget.end(work)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from .command import State, resolve
+from . import budget
+from .command import UNKNOWN, State, resolve
 from .expand import ASSIGN
 from .lexer import OP, literal, tokenize
 
@@ -173,6 +174,9 @@ def unwrap(argv: list[str], state: State) -> list[str]:
 
 
 def tokenize_words(text: str) -> list[str]:
-    """Plain word split of `text` (operators dropped): for `env -S`, `watch` and alias values."""
+    """Plain word split of `text` (operators dropped): for `env -S`, `watch` and alias values
+    (UNKNOWN once the decision's lexing budget is spent)."""
+    if not budget.lex(len(text)):
+        return [UNKNOWN]
     tokens, _subs = tokenize(text)
     return [t for t in tokens if not t.startswith(OP)]

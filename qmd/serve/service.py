@@ -144,6 +144,7 @@ class ToolService:
         self._identity: str | None = None  # see identity()
         self._moved: QmdError | None = None  # the index cannot be opened where its config now says (see _refresh)
         self._health_error: str | None = None  # why the last /health count failed (a database gone)
+        store.storage_moved()  # the baseline of where the index lives (see _refresh)
 
     # lifecycle
 
@@ -230,6 +231,7 @@ class ToolService:
             raise
         old.close()
         self.store, self._moved = fresh, None
+        fresh.storage_moved()  # its baseline
         self._views.clear()
         self._doc_count = None
         self.log(f"the index's storage changed (its config's database: or approval): reading {fresh.backend.location} now")

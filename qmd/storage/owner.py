@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 
 from qmd.core.errors import QmdError
 from qmd.core.records import record
@@ -42,6 +41,8 @@ class Owner:
     movable: bool = False
 
     def to_text(self) -> str:
+        import socket  # only when written: a search never pays for the import
+
         return json.dumps({"key": self.key, "config": self.config, "host": socket.gethostname()}, ensure_ascii=False)
 
 
@@ -80,6 +81,8 @@ def decide(recorded: str | None, mine: Owner, location: str, hint: str) -> bool:
         return False
     if mine.movable and key.startswith("project:"):
         return True  # this project's own file, written where the project was before (moved or copied)
+    import socket
+
     where = f"{config} on {host}" if host and host != socket.gethostname() else config
     raise ForeignIndexError(
         f"the index {location} belongs to another config ({where}), not to {mine.config}: "

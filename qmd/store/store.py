@@ -123,7 +123,7 @@ class Store:
         self.config_path = Path(config_path) if config_path else self.index_path.with_suffix(".yml")
         self.backend: IndexBackend = backend if backend is not None else backend_for(self.index_path, self.config_path)
         self._state = IndexState(self.config_path, self.backend)
-        self._storage_key: object = None if backend is not None else self._state.storage_key()  # None: a backend given, never moved
+        self._storage_key: object = None if backend is not None else ()  # None: a backend given, never moved; (): not yet taken
 
     # Each part is built on first use, so `qmd search` never imports the indexer, the
     # embedding pipeline or the maintenance code (process start is most of a CLI search).
@@ -184,11 +184,13 @@ class Store:
         `database:` edited, its approval given or revoked (a project's `qmd trust`), or
         `QMD_DATABASE_URL` changed. A long-running server asks before each request and
         reopens (qmd/serve/service.py) instead of reading storage the config no longer names.
-        One `stat` of the config and of the trust file while nothing changed."""
+        The first call takes the baseline (a server calls it when it starts); then one `stat`
+        of the config and of the trust file while nothing changed."""
         if self._storage_key is None:
             return False
         key = self._state.storage_key()
-        if key == self._storage_key:
+        if key == self._storage_key or self._storage_key == ():  # the first call takes the baseline
+            self._storage_key = key
             return False
         self._storage_key = key
         from qmd.core.errors import QmdError
