@@ -135,6 +135,8 @@ def _shown(text: str, limit: int = 160) -> str:
 def _what(decision: Decision, call: str, extra: int) -> str:
     folder = decision.folder.label() if decision.folder else "a knowledge folder"
     more = f" and {extra} more" if extra else ""
+    if decision.rule == "too-complex":
+        return f"{call} is too large or too slow for the guard to check in full ({decision.detail}); it may search the notes, so it is blocked: run simpler commands"
     if decision.rule == "cat-pipe":
         return f"{call} pipes many notes from the knowledge folder {folder} into a text search"
     if decision.rule.startswith("glob-tool"):

@@ -55,8 +55,14 @@ def _knowledge() -> tuple[Knowledge | None, list[str]]:
 
 
 def _describe_searches(command: str, cwd: str) -> list[str]:
+    from .budget import Exhausted
+
     lines = []
-    for s in shell_searches(command, cwd):
+    try:
+        found = shell_searches(command, cwd)
+    except Exhausted:
+        return ["  (too large or too slow to list: the guard ran out of time or work reading it)"]
+    for s in found:
         targets = ", ".join(t.path or "(unknown)" if t.word is not None else f"{t.path} (implicit)" for t in s.targets) or "stdin"
         pats = " ".join(repr(p) for p in s.patterns) or "-"
         words = " ".join(literal(a) for a in s.command.argv) if s.command is not None else s.tool

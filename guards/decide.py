@@ -130,6 +130,8 @@ def _first(kn: Knowledge, found: list[Search]) -> Decision:
     from . import budget
 
     work = budget.current()
+    if work is not None:
+        work.walked, work.searches = True, list(found)  # every search is known: the fallback judges the rest
     first: Decision | None = None
     for k, search in enumerate(found):
         if work is not None:
@@ -168,36 +170,21 @@ def _tool_search(kind: str, tool_input: dict[str, object], cwd: str | None) -> S
 
 def decide(kn: Knowledge | None, tool: str, tool_input: object, cwd: str | None, deny_glob: bool = False) -> Decision:
     """The guard's decision for one PreToolUse call (`cwd`: the payload's working directory)."""
-    if tool in BASH_TOOLS and kn:
-        command = tool_input.get("command", tool_input.get("cmd")) if isinstance(tool_input, dict) else None
-        if isinstance(command, str) and not might_search(bounded(command)):
-            return _decide(kn, tool, tool_input, cwd, deny_glob)  # the common case: nothing to read
     from . import budget
 
     work = budget.begin()
     try:
         decision = _decide(kn, tool, tool_input, cwd, deny_glob)
-        if decision.deny or work is None or not work.incomplete:
+        if decision.deny or not kn or work is None or not work.incomplete:
             return decision
-    except budget.Exhausted:
-        pass
-    from .fallback import judge
-
-    try:
-        return judge(kn) if kn else Decision(False, "no-knowledge")
+    except (budget.Exhausted, RecursionError):  # out of time, work or stack: judged conservatively
+        if not kn or work is None:
+            raise
     finally:
         budget.end(work)
+    from .fallback import judge
 
-
-def _shell(kn: Knowledge, command: str, cwd: str | None) -> Decision:
-    from . import budget
-    from .evaluate import shell_searches
-
-    found = shell_searches(command, cwd)
-    work = budget.current()
-    if work is not None:
-        work.walked, work.searches = True, list(found)
-    return _first(kn, found)
+    return judge(kn, work)
 
 
 def _decide(kn: Knowledge | None, tool: str, tool_input: object, cwd: str | None, deny_glob: bool = False) -> Decision:
@@ -222,7 +209,9 @@ def _decide(kn: Knowledge | None, tool: str, tool_input: object, cwd: str | None
         command = bounded(command)
         if not might_search(command):
             return Decision(False, "not-a-search")
-        return _shell(kn, command, cwd)
+        from .evaluate import shell_searches
+
+        return _first(kn, shell_searches(command, cwd))
     if tool == "Grep":
         return _first(kn, [_tool_search("grep-tool", tool_input, cwd)])
     if tool == "Glob":

@@ -329,9 +329,17 @@ def evaluate(kn: Knowledge, search: Search) -> Decision:
 
 
 def shell_searches(command: str, cwd: str | None) -> list[Search]:
-    """Every content search in a shell command line, in order."""
+    """Every content search in a shell command line, in order (a plain command repeated with the
+    same words and cwd, as a function called many times, once)."""
     out: list[Search] = []
+    done: set[tuple[str | None, tuple[str, ...]]] = set()
     for cmd in commands(command, cwd):
+        if cmd.producer is None and not cmd.subs and cmd.stdin_text is None and not cmd.stdin_redirect:
+            key = (cmd.cwd, tuple(cmd.argv))
+            if key in done:
+                continue
+            done.add(key)
+        budget.charge(128 * len(cmd.argv) + 256)  # the searches' targets
         name = os.path.basename(literal(cmd.argv[0]))
         if name == "find" or name in ("fd", "fdfind"):
             out += producers.exec_searches(cmd)

@@ -39,7 +39,10 @@ def _tilde(word: str, state: State | None = None) -> str:
     if head in ("~+", "~-") and state is not None:
         where = state.cwd if head == "~+" else state.oldcwd
         return (where or UNKNOWN) + sep + rest
-    expanded = os.path.expanduser(head)
+    try:
+        expanded = os.path.expanduser(head)
+    except ValueError:  # `~` and a NUL (an unknown part) or a lone surrogate: no such user
+        return word
     return word if expanded == head else expanded + sep + rest
 
 
@@ -50,7 +53,7 @@ def bounded_text(text: str) -> str:
 
 def bounded_words(words: list[str]) -> list[str]:
     """A list of at most MAX_WORDS words: its distinct words, or the first MAX_WORDS and UNKNOWN."""
-    budget.charge(8 * len(words) + 64)
+    budget.charge(8 * len(words) + 256)
     if len(words) <= MAX_WORDS:
         return words
     words = list(dict.fromkeys(words))
@@ -193,7 +196,7 @@ def _substitute(text: str, state: State) -> str:
             break
     parts.append(text[pos:])
     out = bounded_text("".join(parts))
-    budget.charge(len(out) + 64)
+    budget.charge(len(out) + 256)
     return out
 
 

@@ -50,9 +50,41 @@ def _call_text(tool: str, tool_input: dict[str, object]) -> str:
     return f"{tool} {json.dumps(fields, ensure_ascii=False)}"
 
 
+def _no_lone_surrogates(payload: object) -> object:
+    """The payload with each lone surrogate (a JSON `\\ud800` escape, which no UTF-8 text can hold)
+    replaced by U+FFFD, as the agent's shell receives it: left in, it made path calls and the
+    block log raise, and a raise allows. Walked without recursion."""
+    import re
+
+    lone = re.compile("[\ud800-\udfff]")
+    root: list[object] = [payload]
+    stack: list[object] = [root]
+    while stack:
+        box = stack.pop()
+        if isinstance(box, dict):
+            if any(isinstance(k, str) and lone.search(k) for k in box):
+                items = list(box.items())
+                box.clear()
+                box.update((lone.sub("\ufffd", k) if isinstance(k, str) else k, v) for k, v in items)
+            pairs: list[tuple[object, object]] = list(box.items())
+        elif isinstance(box, list):
+            pairs = list(enumerate(box))
+        else:
+            continue
+        for key, value in pairs:
+            if isinstance(value, str):
+                box[key] = lone.sub("\ufffd", value)  # type: ignore[call-overload]
+            elif isinstance(value, (list, dict)):
+                stack.append(value)
+    return root[0]
+
+
 def respond(data: bytes) -> str | None:
     """The hook's stdout for one payload: the deny JSON, or None to allow. Raises on bad input."""
-    payload = loads(data.decode("utf-8"))
+    text = data.decode("utf-8")
+    payload = loads(text)
+    if "\\ud" in text or "\\uD" in text:
+        payload = _no_lone_surrogates(payload)
     if not isinstance(payload, dict):
         raise ValueError("payload is not a JSON object")
     event = payload.get("hook_event_name")

@@ -217,6 +217,10 @@ class _Scanner:
         text, parts, i = self.text, ['"'], i + 1
         while i < len(text) and text[i] != '"':
             ch = text[i]
+            if ch == "\\" and i + 1 >= len(text):  # a backslash ending an unclosed string: itself
+                parts.append("\\\\")
+                i += 1
+                continue
             if ch == "\\" and i + 1 < len(text):
                 nxt = text[i + 1]
                 parts.append(_QUOTED["$"] if nxt == "$" else ("\\" + nxt if nxt in '"\\' else ("" if nxt == "\n" else "\\" + nxt)))

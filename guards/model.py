@@ -17,7 +17,7 @@ DENY_RULES = {
     "cat-pipe": "cat-pipe",
     "grep-tool": "grep-tool",
     "glob-tool": "glob-tool",
-}
+}  # and `too-complex`: a command the guard could not check in full within its deadline and budgets (guards.fallback)
 ALLOW_RULES = {
     "no-knowledge": "no knowledge folders are configured (folders.json missing or empty)",
     "not-a-search": "no search command in this call",
@@ -30,6 +30,7 @@ ALLOW_RULES = {
     "unresolved": "its paths depend on values the guard cannot know; allowed (fail open)",
     "unknown-tool": "the guard does not inspect this tool",
     "malformed": "the call's input is malformed; allowed (fail open)",
+    "quick-check": "the guard ran out of time judging it; a quick check of its paths found no knowledge folder",
 }
 
 

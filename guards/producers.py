@@ -138,7 +138,7 @@ def fd_listing(cmd: Command) -> tuple[Search, list[list[str]]]:
     return listing, execs
 
 
-def listing_of(cmd: Command | None) -> Search | None:
+def listing_of(cmd: Command | None, depth: int = 0) -> Search | None:
     """What files `cmd` prints one per line, if the guard can tell (find, fd, git ls-files, rg --files, …)."""
     for _ in range(8):  # `find … | sort | head -50 | xargs grep`: the list passes through
         if cmd is None:
@@ -171,7 +171,7 @@ def listing_of(cmd: Command | None) -> Search | None:
         opts, _pos = getopt(cmd.argv, 1, TOOLS[name])
         flags = {o for o, _ in opts}
         if search.stdin and cmd.producer is not None:
-            return _filtered_listing(cmd, search, flags)
+            return _filtered_listing(cmd, search, flags, depth)
         prints_names = flags & {"-l", "-L", "--files-with-matches", "--files-without-match", "--files"}
         if search.stdin or not (search.listing or prints_names):
             return None
@@ -194,14 +194,19 @@ def listing_of(cmd: Command | None) -> Search | None:
     return None
 
 
-def _filtered_listing(cmd: Command, search: Search, flags: set[str]) -> Search | None:
+def _filtered_listing(cmd: Command, search: Search, flags: set[str], depth: int) -> Search | None:
     """`find … | grep '\\.md$' | xargs grep foo`: a file list filtered by a grep on its lines keeps
     the names the pattern matches (an inverted or unreadable filter: the guard cannot tell)."""
     import re
 
     if flags & {"-v", "--invert-match", "-c", "--count", "-o", "--only-matching"} or not search.patterns:
         return None
-    inner = listing_of(cmd.producer)
+    if depth >= 8:  # `find | grep a | grep b | …`: no deeper (the decision is then conservative)
+        from . import budget
+
+        budget.skipped("pipeline depth")
+        return None
+    inner = listing_of(cmd.producer, depth + 1)
     if inner is None:
         return None
     fixed = bool(flags & {"-F", "--fixed-strings"}) or search.tool == "fgrep"

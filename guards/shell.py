@@ -220,7 +220,7 @@ class _Walker:
                     continue
                 return None
             parts.append(text)
-        return bounded_text(join_words(parts, "")) if parts else None
+        return join_words(parts, "") if parts else None
 
     def _with_outputs(self, word: str) -> str:
         """`word` with every substitution whose output is known replaced by that output."""
@@ -264,7 +264,7 @@ class _Walker:
     def _simple(self, raw: list[str], redirects: list[tuple[str, str]], state: State, producer: Command | None, in_pipeline: bool) -> Command | None:
         shared = self.shared
         shared.steps += 1
-        budget.charge(256)
+        budget.charge(1024 + 48 * len(raw) if raw else 16)
         if shared.steps > MAX_STEPS:
             budget.skipped("commands walked")
             return None
