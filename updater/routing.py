@@ -66,8 +66,8 @@ def load() -> Indexes:
             store = qmd.open_index(index)
             try:
                 embed, _ = store.embed_collections()
-                for info in store.collections():
-                    result.collections.append(Coll(index, info.name, os.path.realpath(info.path), info.name in embed))
+                for name, folder in store.collection_folders().items():  # the config's word: no index is opened
+                    result.collections.append(Coll(index, name, os.path.realpath(folder), name in embed))
             finally:
                 store.close()
         except QmdError as exc:

@@ -103,7 +103,7 @@ def _crash_log(exc: BaseException) -> str:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-        path.write_text("qmd " + " ".join(sys.argv[1:]) + "\n\n" + "".join(traceback.format_exception(exc)), encoding="utf-8")
+        path.write_text("qmd " + " ".join(sys.argv[1:]) + "\n\n" + "".join(traceback.format_exception(exc)), encoding="utf-8", errors="backslashreplace")
         return str(path)
     except OSError:
         return "(could not write a crash log; traceback follows)\n" + "".join(traceback.format_exception(exc))

@@ -289,6 +289,13 @@ def route(argv: list[str]) -> Command | None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command line: through a route when one understands it, else through typer."""
     args = list(sys.argv[1:] if argv is None else argv)
+    for n, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the locale could not decode (a Latin-1 name in a UTF-8 shell)
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            sys.stderr.write(f"Error: argument {n} is not valid UTF-8 text: {shown!r}\nhint: retype it, or convert it: iconv -f latin1 -t utf-8\n")
+            return 2
     command = route(args) if os.environ.get("QMD_FAST") != "0" else None
     if command is None:
         from qmd.cli.main import main as typer_main

@@ -26,8 +26,7 @@ def print_report(report: UpdateReport) -> int:
             err(f"  warning {rel}: {reason}")
         if c.matched_nothing:
             err(f"  warning: the pattern {c.pattern!r} matches no file in this collection's folder (see qmd collection show {c.name})")
-    for name, documents in report.dropped_collections:
-        err(f"{name}: no longer in the config: dropped its {documents} documents from the index")
+    said_dropped(report.dropped_collections, report.kept_collections)
     for name, message in report.command_failures:
         err(f"Error: {name}: {message}")
         err("hint: fix the collection's update command (qmd collection show " + name + "); files were indexed as they are on disk")
@@ -103,8 +102,7 @@ def cleanup(
         return
     with open_store() as store:
         report = store.cleanup(wait=wait_seconds(wait, no_wait), on_wait=say_waiting(store))
-    for name, documents in report.dropped_collections:
-        err(f"{name}: no longer in the config: dropped its {documents} documents from the index")
+    said_dropped(report.dropped_collections, report.kept_collections)
     err(
         f"Removed {report.inactive_removed} deleted documents and {report.orphaned_content_removed} unused content rows; "
         f"{human_size(report.bytes_before)} → {human_size(report.bytes_after)}"
@@ -122,3 +120,12 @@ def rebuild() -> None:
         err(f"Kept the vectors of {report.vectors_kept} unchanged documents")
     if embed and report.vectors_kept < report.documents:
         err("Documents without vectors need: qmd embed")
+
+
+def said_dropped(dropped: list[tuple[str, int]], kept: list[tuple[str, str]]) -> None:
+    """The collections an update or cleanup dropped, and those it kept because another
+    config indexed them (its documents are that config's, not this one's to drop)."""
+    for name, documents in dropped:
+        err(f"{name}: no longer in the config: dropped its {documents} documents from the index")
+    for name, other in kept:
+        err(f"{name}: not in this config, but indexed by {other}: kept (add it to this config, or drop it: qmd collection remove {name})")

@@ -145,6 +145,7 @@ class UpdateReport:
     command_failures: list[tuple[str, str]] = field(default_factory=list)  # (collection, message)
     errors: list[tuple[str, str, str | None]] = field(default_factory=list)  # (collection, message, hint): not indexed
     dropped_collections: list[tuple[str, int]] = field(default_factory=list)  # (name, documents): no longer in the config
+    kept_collections: list[tuple[str, str]] = field(default_factory=list)  # (name, the config that indexed it): not in this config, another's
 
     @property
     def totals(self) -> dict[str, int]:
@@ -187,6 +188,7 @@ class CleanupReport:
     bytes_before: int
     bytes_after: int
     dropped_collections: list[tuple[str, int]] = field(default_factory=list)  # (name, documents): no longer in the config
+    kept_collections: list[tuple[str, str]] = field(default_factory=list)  # (name, the config that indexed it): not in this config, another's
 
 
 @record

@@ -310,11 +310,11 @@ def skip_notice(decision: Decision) -> str:
     if decision.gated.models:
         parts.append("custom models (" + ", ".join(slot for slot, _ in decision.gated.models) + ": the built-in defaults are used)")
     if decision.gated.database:
-        parts.append("the database server it names (the index stays in .qmd/index.sqlite)")
+        parts.append("database server (the index stays in .qmd/index.sqlite)")
     if decision.gated.index_file:
-        parts.append(f"the index file it links to ({decision.gated.index_file})")
+        parts.append(f"index file link ({decision.gated.index_file})")
     if decision.gated.guard_allow:
-        parts.append("its guard.allow exemptions (the agent guard protects the project's notes as usual)")
+        parts.append("guard.allow exemptions (the agent guard protects the project's notes as usual)")
     return (
         f"{decision.config_path} came with the project and is not trusted: skipping its " + ", ".join(parts)
         + "; the project's own collections are indexed"

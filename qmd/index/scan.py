@@ -120,8 +120,22 @@ def scan(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | Sk
     """Yield every file under `root` matching `pattern` and no `ignore` glob.
 
     Dot-folders and SKIP_DIRS are pruned. Symlinks are followed only while their target
-    stays inside the root; others are yielded as SkippedFile with the reason.
+    stays inside the root; others are yielded as SkippedFile with the reason. A name that is
+    not valid UTF-8 (a Latin-1 `café.md`) cannot be a document path: skipped, shown with
+    U+FFFD in its place, never a crash of the whole update.
     """
+    for item in _walk(root, pattern, ignore):
+        try:
+            item.rel.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = item.rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            reason = item.reason if isinstance(item, SkippedFile) else "the file name is not valid UTF-8: rename it to index it"
+            yield SkippedFile(shown, reason)
+            continue
+        yield item
+
+
+def _walk(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | SkippedFile]:
     real_root = os.path.realpath(root)
     prefix = real_root.rstrip(os.sep) + os.sep
     regex = glob_regex(pattern)

@@ -20,6 +20,7 @@ and the call has no answer (`handle` returns None).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -55,10 +56,26 @@ def error_response(msg_id: Any, code: int, message: str, data: Any = None) -> di
     return {"jsonrpc": "2.0", "id": msg_id, "error": error}
 
 
+_LONE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def loads(raw: bytes | str) -> Any:
+    """JSON text as a value; ValueError for a lone UTF-16 surrogate (`"\\ud800"`): JSON lets one
+    through, but it is no text (nothing can encode it: a path, a query, an index cell)."""
+    value = json.loads(raw)
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if _LONE.search(data):  # rare: only then is the decoded value walked
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("a string holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a pair): not text") from None
+    return value
+
+
 def parse_message(raw: bytes | str) -> tuple[Any, dict[str, Any] | None]:
     """(the decoded JSON, None) or (None, the -32700 response to send)."""
     try:
-        return json.loads(raw), None
+        return loads(raw), None
     except RecursionError:
         return None, error_response(None, PARSE_ERROR, "Parse error: the message is nested too deeply")
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, bad UTF-8, an overlong number
@@ -66,8 +83,12 @@ def parse_message(raw: bytes | str) -> tuple[Any, dict[str, Any] | None]:
 
 
 def encode(message: Any) -> bytes:
-    """One message as compact UTF-8 JSON (no NaN: tool answers never hold one)."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """One message as compact UTF-8 JSON (no NaN: tool answers never hold one); anything
+    that cannot be UTF-8 (a lone surrogate) is sent as a \\u escape instead."""
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def is_request(message: Any) -> bool:

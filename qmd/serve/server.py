@@ -47,7 +47,7 @@ from qmd.serve.logsafe import escape, escape_lines
 from qmd.serve.origin import Guard
 from qmd.serve.proof import HEADER as PROOF_HEADER
 from qmd.serve.proof import Nonces, valid_nonce
-from qmd.serve.protocol import PROTOCOL_VERSIONS, McpHandler, is_request, parse_message
+from qmd.serve.protocol import PROTOCOL_VERSIONS, McpHandler, is_request, loads, parse_message
 from qmd.serve.service import ScopedTools, ToolService
 
 MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
@@ -361,7 +361,10 @@ def _is_json(content_type: str | None) -> bool:
 
 
 async def _json(send: Any, status: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    try:
+        body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:  # an answer echoing what cannot be UTF-8: its \u escape instead
+        body = json.dumps(payload, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -370,15 +373,16 @@ async def _json(send: Any, status: int, payload: Any, extra: list[tuple[bytes, b
 def parse_json_body(raw: bytes) -> tuple[Any, str | None]:
     """(value, None), or (None, the error for a 400): malformed, too deep, or an overlong number."""
     try:
-        return json.loads(raw or b"null"), None
+        return loads(raw or b"null"), None
     except RecursionError:
         return None, "the body is nested too deeply to be a query (JSON arrays or objects inside each other, about 1000 levels or more)"
     except json.JSONDecodeError as exc:
         return None, f"the body is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
     except UnicodeDecodeError:
         return None, "the body is not valid JSON: it is not UTF-8 text"
-    except ValueError as exc:  # int() refusing an overlong number
-        return None, f"the body is not valid JSON that qmd reads: a number is too long ({str(exc)[:80]})"
+    except ValueError as exc:  # int() refusing an overlong number, a lone surrogate
+        why = str(exc)[:120] if "surrogate" in str(exc) else f"a number is too long ({str(exc)[:80]})"
+        return None, f"the body is not valid JSON that qmd reads: {why}"
 
 
 def build_http_app(service: ToolService, guard: Guard, log: Log, on_shutdown: Callable[[], None] | None = None, timeout: float | None = None, auth: Authenticator | None = None, proof_key: str | None = None) -> HttpApp:

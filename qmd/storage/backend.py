@@ -322,6 +322,14 @@ class IndexBackend(Protocol):
         """Delete every row of a collection; returns the documents dropped."""
         ...
 
+    def meta_values(self, prefix: str) -> dict[str, str]:
+        """The index's own records (`meta` rows) whose key starts with `prefix`."""
+        ...
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Write (None: delete) one of the index's own records; the caller holds the writer lock."""
+        ...
+
     def rename_collection(self, old: str, new: str, fields: FieldsFor) -> None:
         """Move a collection's rows to a new name (its full-text filepaths change)."""
         ...

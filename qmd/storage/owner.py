@@ -57,6 +57,39 @@ def owner_for(config_path: str | os.PathLike[str], *, movable: bool = False) -> 
     return Owner("index:" + stem, absolute)
 
 
+WRITER_PREFIX = "writer:"  # meta key of the config that last indexed a collection: writer:<collection>
+
+
+def writer_for(config_path: str | os.PathLike[str]) -> str:
+    """The record of one config *file* (on this host) as a collection's writer: configs of one
+    owner (two team members' `team.yml`, or two config dirs) are still told apart here, so
+    neither drops what the other indexed."""
+    import socket
+
+    return json.dumps({"config": os.path.abspath(config_path), "host": socket.gethostname()}, ensure_ascii=False, sort_keys=True)
+
+
+def writer_of(recorded: str | None, owner: str | None) -> tuple[str, str] | None:
+    """(config, host) of a collection's recorded writer; without one (indexed before writers
+    were recorded), the config that claimed the index; None when neither is known."""
+    for text in (recorded, owner):
+        if text:
+            try:
+                data = json.loads(text)
+                return str(data["config"]), str(data.get("host", ""))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return None
+
+
+def shown(writer: tuple[str, str]) -> str:
+    """A writer for messages: its config, and its host when it is another machine."""
+    import socket
+
+    config, host = writer
+    return f"{config} on {host}" if host and host != socket.gethostname() else config
+
+
 def parse(text: str | None) -> tuple[str, str, str] | None:
     """(key, config, host) of a recorded owner; None when none is recorded (an index made
     before owners were: the next write claims it). An unreadable record is someone else's."""

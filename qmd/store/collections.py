@@ -86,14 +86,27 @@ class Collections:
         self.state.save_config()
 
     def remove(self, name: str) -> int:
+        backend = self.state.backend
+        if name not in self.state.collections() and name in self.orphaned():
+            # only in the index (another config indexed it, and update keeps it): dropped on request
+            with backend.writer_lock():
+                return self._drop(name)
         self.state.collection(name)
         dropped = 0
-        backend = self.state.backend
         if backend.exists():
             with backend.writer_lock():
-                dropped = self.state.db().drop_collection(name)
+                dropped = self._drop(name)
         self.state.config.remove_collection(name)
         self.state.save_config()
+        return dropped
+
+    def _drop(self, name: str) -> int:
+        """Delete a collection's rows and its writer record (the caller holds the writer lock)."""
+        from qmd.storage.owner import WRITER_PREFIX
+
+        db = self.state.db()
+        dropped = db.drop_collection(name)
+        db.set_meta(WRITER_PREFIX + name, None)
         return dropped
 
     def rename(self, old: str, new: str) -> None:
@@ -106,7 +119,13 @@ class Collections:
             with backend.writer_lock():
                 from qmd.index.indexer import search_fields  # the indexer loads only for what writes
 
-                self.state.db().rename_collection(old, new, search_fields)
+                from qmd.storage.owner import WRITER_PREFIX
+
+                db = self.state.db()
+                db.rename_collection(old, new, search_fields)
+                writer = db.meta_values(WRITER_PREFIX + old).get(WRITER_PREFIX + old)
+                db.set_meta(WRITER_PREFIX + old, None)
+                db.set_meta(WRITER_PREFIX + new, writer)
         self.state.config.rename_collection(old, new)
         self.state.save_config()
 
@@ -123,9 +142,30 @@ class Collections:
             return []
         return sorted(self.state.db().indexed_collections() - set(self.state.collections()))
 
-    def drop_orphaned(self) -> list[tuple[str, int]]:
-        """Delete the rows of collections no longer in the config (the caller holds the writer lock)."""
-        return [(name, self.state.db().drop_collection(name)) for name in self.orphaned()]
+    def drop_orphaned(self) -> tuple[list[tuple[str, int]], list[tuple[str, str]]]:
+        """Delete the rows of collections no longer in the config that this config indexed
+        (the caller holds the writer lock): (dropped: name and documents, kept: name and the
+        config that indexed it). Another config's collection is kept (two team members'
+        `team.yml` on one database, two config dirs over one index file): dropping it would
+        lose that config's documents, so only `qmd collection remove NAME` does."""
+        from qmd.storage.owner import META_KEY, WRITER_PREFIX, shown, writer_for, writer_of
+
+        orphans = self.orphaned()
+        if not orphans:
+            return [], []
+        db = self.state.db()
+        records = db.meta_values(WRITER_PREFIX)
+        owner = db.meta_values(META_KEY).get(META_KEY)
+        mine = writer_of(writer_for(self.state.config_path), None)
+        dropped: list[tuple[str, int]] = []
+        kept: list[tuple[str, str]] = []
+        for name in orphans:
+            writer = writer_of(records.get(WRITER_PREFIX + name), owner)
+            if writer is None or writer == mine:
+                dropped.append((name, self._drop(name)))
+            else:
+                kept.append((name, shown(writer)))
+        return dropped, kept
 
     def infos(self) -> list[CollectionInfo]:
         backend = self.state.backend
@@ -236,7 +276,10 @@ class Collections:
         with self.state.backend.writer_lock(timeout=wait, on_wait=on_wait):
             backend = self.state.db(create=True)
             # The config says what may be served: rows of a collection removed from it go.
-            report.dropped_collections = self.drop_orphaned()
+            report.dropped_collections, report.kept_collections = self.drop_orphaned()
+            from qmd.storage.owner import WRITER_PREFIX, writer_for
+
+            writer = writer_for(self.state.config_path)
             activity = Activity(activity_path(backend.location), "update")
             done = 0
 
@@ -254,6 +297,7 @@ class Collections:
                             if failure:
                                 report.command_failures.append((name, failure))
                         indexed = index_collection(backend, coll, tracked)
+                        backend.set_meta(WRITER_PREFIX + name, writer)
                         done += indexed.new + indexed.updated
                         report.collections.append(indexed)
                     except QmdError as exc:

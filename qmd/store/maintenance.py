@@ -40,9 +40,9 @@ class Maintenance:
         backend = self.state.backend
         before = backend.size_bytes() if backend.exists() else 0
         with backend.writer_lock(timeout=wait, on_wait=on_wait):
-            dropped = self.collections.drop_orphaned()
+            dropped, kept = self.collections.drop_orphaned()
             inactive, orphans = self.state.db().cleanup()
-        return CleanupReport(inactive, orphans, before, backend.size_bytes(), dropped)
+        return CleanupReport(inactive, orphans, before, backend.size_bytes(), dropped, kept)
 
     def check(self, quick: bool) -> IndexCheck:
         return self.state.backend.inspect(quick=quick)

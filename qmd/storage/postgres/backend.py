@@ -263,6 +263,18 @@ class PostgresBackend(IndexBackend):
         self.open(create=True)
         return documents.collection_writer(self.connection(), collection)
 
+    def meta_values(self, prefix: str) -> dict[str, str]:
+        rows = self.connection().execute("SELECT key, value FROM meta WHERE starts_with(key, %s)", (prefix,))
+        return {str(k): str(v) for k, v in rows}
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self.connection().execute("DELETE FROM meta WHERE key = %s", (key,))
+        else:
+            self.connection().execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (key, value),
+            )
+
     def drop_collection(self, name: str) -> int:
         return documents.drop_collection(self.connection(), name)
 

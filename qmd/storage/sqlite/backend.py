@@ -214,6 +214,16 @@ class SqliteBackend(IndexBackend):
     def collection_writer(self, collection: str) -> AbstractContextManager[CollectionWriter]:
         return self._collection_writer(collection)
 
+    def meta_values(self, prefix: str) -> dict[str, str]:
+        rows = self.connection().execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+        return {str(k): str(v) for k, v in rows}
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self.connection().execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
+            self.connection().execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
     def drop_collection(self, name: str) -> int:
         return documents.drop_collection(self.connection(), name)
 

@@ -599,3 +599,16 @@ def test_kill_mid_update_keeps_previous_index(tmp_path: Path, cli: Cli, indexed:
     assert len(cli("search", "bulkword", "--files", "--all")[1].splitlines()) == 3000
     assert cli("search", "unique2999x", "--files")[1].endswith(",qmd://big/d29/n2999.md\n")
     assert qmd.Store(index_path, qmd.resolve_index(None).config_path).status().documents == 3002
+
+
+@pytest.mark.parametrize("argv", [[b"search", b"\xffrestore"], [b"get", b"\xff.md"], [b"context", b"add", b"qmd://notes/", b"\xff"], [b"--index", b"w\xe9"]])
+def test_an_argument_that_is_not_utf8_is_a_usage_error(tmp_path: Path, argv: list[bytes]) -> None:
+    """Bytes the shell passed that are not UTF-8 (a Latin-1 word): one line and exit 2, never a
+    traceback (it used to crash twice: in the command, then in writing the crash log)."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable.encode(), b"-m", b"qmd", *argv], capture_output=True, timeout=120, cwd=tmp_path, env=dict(os.environ))
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2 and err.startswith("Error: argument") and "not valid UTF-8" in err and "Traceback" not in err, err

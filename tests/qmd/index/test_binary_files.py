@@ -160,3 +160,27 @@ def test_a_binary_file_an_older_qmd_indexed_as_text_is_dropped_by_the_next_updat
         assert store.search("numbat") == []
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("name", [b"caf\xe9.md", b"sub\xff/note.md"])
+def test_a_file_name_that_is_not_utf8_is_skipped_not_a_crash(tmp_path: Path, name: bytes) -> None:
+    """A Latin-1 file (or folder) name: that one file is skipped with the reason, the rest
+    of the collection is indexed (every update used to stop with exit 3)."""
+    import os
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "ok.md").write_text("# Ok\n\nnumbat words\n")
+    target = os.path.join(os.fsencode(notes), name)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "wb") as fh:
+        fh.write(b"# Latin\n\nnumbat too\n")
+    store = qmd.Store(tmp_path / "i.sqlite", tmp_path / "i.yml")
+    try:
+        report = store.add_collection(notes, name="n")
+        assert report is not None and report.totals["new"] == 1 and report.totals["skipped"] == 1
+        issues = [i for i in store.status().issues if i[2] == "skipped"]
+        assert len(issues) == 1 and "not valid UTF-8" in issues[0][3] and "\ufffd" in issues[0][1]
+        assert [h.path for h in store.search("numbat")] == ["ok.md"]
+    finally:
+        store.close()

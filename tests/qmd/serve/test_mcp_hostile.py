@@ -311,3 +311,37 @@ def test_many_connections_evict_the_idle_not_the_new(server: Server) -> None:
         for s in socks:
             s.close()
     assert server.alive()
+
+
+def test_lone_surrogates_are_a_bad_request_never_a_500(tmp_path: Path) -> None:
+    """`"\\ud800"` is valid JSON and no text: every route answers 400 (or a JSON-RPC parse
+    error), never an internal error, and the server lives on."""
+    from tests.support.mcp import free_port, make_env, request, setup_index, spawn_http, stop_process, wait_health
+
+    env = make_env(tmp_path)
+    setup_index(tmp_path, env)
+    port = free_port()
+    proc = spawn_http(env, port, tmp_path / "server.log")
+    lone = '"\\ud800"'
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        wait_health(port, proc)
+        bodies = [
+            ("/query", '{"searches": [{"type": "lex", "query": "x"}], "collections": [%s]}' % lone),
+            ("/query", '{"searches": [{"type": "lex", "query": %s}]}' % lone),
+            ("/mcp", '{"jsonrpc": "2.0", "id": 1, "method": %s}' % lone),
+            ("/mcp", '{"jsonrpc": "2.0", "id": %s, "method": "tools/list"}' % lone),
+            ("/mcp", '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get", "arguments": {"file": %s}}}' % lone),
+            ("/mcp", '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "query", "arguments": {"query": "x", "collections": [%s]}}}' % lone),
+        ]
+        for path, body in bodies:
+            status, answer = request(port, "POST", path, raw=body.encode(), headers=accept)
+            assert status in (400, 200) and status != 500, (path, body, status, answer)
+            assert "internal" not in json.dumps(answer) and "surrogate" in json.dumps(answer), (path, body, answer)
+        # a pair is an ordinary character
+        status, answer = request(port, "POST", "/query", raw='{"searches": [{"type": "lex", "query": "\\ud83d\\ude00 rollback"}]}'.encode(), headers=accept)
+        assert status == 200, answer
+        assert wait_health(port, proc)["status"] == "ok"
+    finally:
+        stop_process(proc)
+    assert "Traceback" not in (tmp_path / "server.log").read_text()

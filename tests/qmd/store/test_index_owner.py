@@ -340,3 +340,54 @@ def test_a_shipped_copy_of_a_named_index_is_not_taken_over(tmp_path: Path, home_
     assert "belongs to another config" in text and "delete a copy" in text
     (project / ".qmd" / "index.sqlite").unlink()
     assert qmd(project, "update").returncode == 0 and hits(project, "zebrafish") == ["qmd://docs/deploy.md"]
+
+
+def test_two_config_dirs_over_one_index_keep_each_other_s_collections(tmp_path: Path, home_notes: Path) -> None:
+    """The same index name in two config dirs (a second QMD_CONFIG_DIR over the default
+    cache path; two team members' `team.yml` on one database): each keeps the collections the
+    other indexed, says so, and only `qmd collection remove NAME` drops one on request."""
+    other = tmp_path / "other-config"
+    other.mkdir()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "t.md").write_text("# T\n\nzebrafish of theirs\n")
+    assert qmd(tmp_path, "collection", "add", str(home_notes), "--name", "mynotes").returncode == 0
+    run = qmd(tmp_path, "collection", "add", str(theirs), "--name", "theirs", QMD_CONFIG_DIR=str(other))
+    assert run.returncode == 0, run.stderr
+    assert "dropped" not in run.stderr and "mynotes: not in this config, but indexed by" in run.stderr and "qmd collection remove mynotes" in run.stderr
+    assert hits(tmp_path, "zebrafish") == ["qmd://mynotes/salary.md"]
+    assert hits(tmp_path, "zebrafish", QMD_CONFIG_DIR=str(other)) == ["qmd://theirs/t.md"]
+    for _ in range(2):  # back and forth: nothing is lost either way
+        assert "dropped" not in qmd(tmp_path, "update").stderr
+        assert "dropped" not in qmd(tmp_path, "update", QMD_CONFIG_DIR=str(other)).stderr
+    assert hits(tmp_path, "zebrafish") == ["qmd://mynotes/salary.md"]
+    assert "dropped" not in qmd(tmp_path, "cleanup").stderr
+    assert hits(tmp_path, "zebrafish", QMD_CONFIG_DIR=str(other)) == ["qmd://theirs/t.md"]
+    # a collection this config removed from itself by hand is still dropped, as before
+    config = tmp_path / "home" / ".config" / "qmd" / "index.yml"
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "m.md").write_text("# M\n\nmore words\n")
+    assert qmd(tmp_path, "collection", "add", str(tmp_path / "more"), "--name", "more").returncode == 0
+    text = config.read_text()
+    config.write_text(text[: text.index("  more:")] if "  more:" in text else text)
+    assert "more: no longer in the config: dropped its 1 documents" in qmd(tmp_path, "update").stderr
+    # dropped on request
+    run = qmd(tmp_path, "collection", "remove", "theirs")
+    assert run.returncode == 0, run.stderr
+    assert hits(tmp_path, "zebrafish", QMD_CONFIG_DIR=str(other)) == []
+
+
+def test_team_members_sharing_one_postgres_index_keep_each_other_s_collections(tmp_path: Path, home_notes: Path, database: str) -> None:
+    a, b = tmp_path / "cfgA", tmp_path / "cfgB"
+    for config in (a, b):
+        config.mkdir()
+        (config / "team.yml").write_text(f"database: '{database}'\n")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "t.md").write_text("# T\n\nzebrafish of theirs\n")
+    assert qmd(tmp_path, "--index", "team", "collection", "add", str(home_notes), "--name", "a", QMD_CONFIG_DIR=str(a)).returncode == 0
+    run = qmd(tmp_path, "--index", "team", "collection", "add", str(theirs), "--name", "b", QMD_CONFIG_DIR=str(b))
+    assert run.returncode == 0 and "dropped" not in run.stderr and "a: not in this config" in run.stderr, run.stderr
+    assert hits(tmp_path, "zebrafish", "--index", "team", QMD_CONFIG_DIR=str(a)) == ["qmd://a/salary.md?index=team"]
+    assert "dropped" not in qmd(tmp_path, "--index", "team", "update", QMD_CONFIG_DIR=str(a)).stderr
+    assert hits(tmp_path, "zebrafish", "--index", "team", QMD_CONFIG_DIR=str(b)) == ["qmd://b/t.md?index=team"]
