@@ -60,3 +60,19 @@ def hoist_index(args: list[str]) -> list[str]:
         return args
     position = head.index(first)
     return [*head[:position], *moved, *head[position:], *rest]
+
+
+def not_text(argv: list[str]) -> bool:
+    """Whether an argument is not valid UTF-8 (bytes the locale could not decode, such as a
+    Latin-1 word in a UTF-8 shell, arrive as lone surrogates): then says so on stderr in one
+    line, for a usage error (exit 2). Nothing downstream could encode it (a path, a query)."""
+    import sys
+
+    for n, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            sys.stderr.write(f"Error: argument {n} is not valid UTF-8 text: {shown!r}\nhint: retype it, or convert it: iconv -f latin1 -t utf-8\n")
+            return True
+    return False

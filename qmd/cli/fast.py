@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from qmd.cli.argv import first_command, hoist_index
+from qmd.cli.argv import first_command, hoist_index, not_text
 from qmd.cli.base import FORMATS, STATE
 from qmd.cli.boundary import guarded, run_command
 
@@ -289,13 +289,8 @@ def route(argv: list[str]) -> Command | None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command line: through a route when one understands it, else through typer."""
     args = list(sys.argv[1:] if argv is None else argv)
-    for n, arg in enumerate(args, start=1):
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:  # bytes the locale could not decode (a Latin-1 name in a UTF-8 shell)
-            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            sys.stderr.write(f"Error: argument {n} is not valid UTF-8 text: {shown!r}\nhint: retype it, or convert it: iconv -f latin1 -t utf-8\n")
-            return 2
+    if not_text(args):
+        return 2
     command = route(args) if os.environ.get("QMD_FAST") != "0" else None
     if command is None:
         from qmd.cli.main import main as typer_main

@@ -19,7 +19,7 @@ import typer
 
 from qmd import __version__
 from qmd.core.errors import QmdError
-from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_index
+from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_index, not_text
 from qmd.cli.boundary import guarded
 from qmd.cli.common import STATE, err
 
@@ -140,6 +140,8 @@ def build_app(argv: list[str]) -> typer.Typer:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI through the typer app and map every outcome to the documented exit code."""
     args = hoist_index(list(sys.argv[1:] if argv is None else argv))
+    if not_text(args):
+        return 2
 
     def invoke() -> int:
         command = typer.main.get_command(build_app(args))
