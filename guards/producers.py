@@ -263,8 +263,13 @@ def xargs_searches(cmd: Command) -> list[Search]:
     search = _run_search([literal(a) for a in argv[i:]], cmd.cwd)
     if search is None:
         return []
+    return _fed(search, listing if from_file else listing_of(cmd.producer), argv)
+
+
+def _fed(search: Search, listing: Search | None, argv: list[str]) -> list[Search]:
+    """The search a command runs on its own arguments (if it names targets) and, when a file
+    list reaches it (`producer | xargs …`, `-a <(find …)`), the same search over that list."""
     out = [search] if search.targets else []
-    listing = listing if from_file else listing_of(cmd.producer)
     if listing is not None:
         fed = _from_listing("file-list", listing, search)
         fed.suffix = " | " + shlex.join([literal(a) for a in argv])
@@ -300,13 +305,7 @@ def parallel_searches(cmd: Command) -> list[Search]:
     search = _run_search([literal(a) for a in run], cmd.cwd)
     if search is None:
         return []
-    out = [search] if search.targets else []
-    listing = None if from_file else listing_of(cmd.producer)
-    if listing is not None:
-        fed = _from_listing("file-list", listing, search)
-        fed.suffix = " | " + shlex.join([literal(a) for a in argv])
-        out.append(fed)
-    return out
+    return _fed(search, None if from_file else listing_of(cmd.producer), argv)
 
 
 def _sub_listing(cmd: Command, word: str) -> Search | None:

@@ -194,11 +194,10 @@ def _post(bind_host: str, port: int, path: str, body: bytes, key: str) -> tuple[
     secret of its PID file (qmd/serve/proof.py: /hello, then the request with X-Qmd-Proof,
     on one connection; no bearer token is sent): (status, body), or (0, why) when no proven
     answer could be had in time. Plain sockets: http.client costs ~10 ms to import."""
-    import json
     import socket
     import time
 
-    from qmd.serve.proof import client_header, new_nonce, server_proves, valid_nonce
+    from qmd.serve.proof import client_header, hello_body, new_nonce, proven
 
     host = _connect_host(bind_host)
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -208,18 +207,13 @@ def _post(bind_host: str, port: int, path: str, body: bytes, key: str) -> tuple[
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             reader = _Reader(sock, deadline)
             nonce = new_nonce()
-            hello = json.dumps({"nonce": nonce}).encode("ascii")
+            hello = hello_body(nonce)
             status, answer = reader.exchange(_head("/hello", netloc, len(hello), keep_alive=True) + hello)
             if status == 0:
                 return 0, answer
-            try:
-                reply = json.loads(answer) if status == 200 else {}
-            except ValueError:
-                reply = {}
-            server_nonce = reply.get("nonce") if isinstance(reply, dict) else None
-            if not (isinstance(reply, dict) and server_proves(key, nonce, reply.get("proof")) and valid_nonce(server_nonce)):
+            server_nonce = proven(key, nonce, status, answer)
+            if server_nonce is None:
                 return 0, f"no proof from whatever listens on {netloc} that it is the server which wrote the PID file (a stale PID file?): nothing was sent to it".encode()
-            assert isinstance(server_nonce, str)
             proof = f"X-Qmd-Proof: {client_header(key, server_nonce)}\r\n"
             return reader.exchange(_head(path, netloc, len(body), keep_alive=False, extra=proof) + body)
     except TimeoutError:

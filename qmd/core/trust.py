@@ -194,7 +194,9 @@ def foreign_index_file(config_path: str | os.PathLike[str]) -> str:
 
 def index_file_error(config_path: str | os.PathLike[str], where: str) -> QmdError:
     """The error for an untrusted project whose index file is not its own."""
-    index = Path(os.path.abspath(config_path)).parent / "index.sqlite"
+    from qmd.core.paths import LOCAL_INDEX_FILE
+
+    index = Path(os.path.abspath(config_path)).parent / LOCAL_INDEX_FILE
     return QmdError(
         f"{index} leads to {where}, not the project's own file: a cloned repository may not choose the file its index is written to",
         f"remove it (rm {index}) and run qmd update to build the project's own index, or approve it: qmd trust (inside the project)",

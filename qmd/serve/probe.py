@@ -209,7 +209,7 @@ def prove(url: str, key: str, timeout: float = 5.0) -> str | None:
     """Whether the server at `url` holds `key` (its PID file's secret; qmd/serve/proof.py):
     None when it proved it, else why not. Ask before sending it a token: a PID file outlives
     its server, and another process may listen on the recorded port."""
-    from qmd.serve.proof import new_nonce, server_proves
+    from qmd.serve.proof import hello_body, new_nonce, proven
 
     if not key:
         return "its PID file holds no key to check it with (a server of an older qmd: restart it)"
@@ -217,15 +217,14 @@ def prove(url: str, key: str, timeout: float = 5.0) -> str | None:
     nonce = new_nonce()
     conn = httplib.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
     try:
-        conn.request("POST", "/hello", body=json.dumps({"nonce": nonce}).encode(), headers={"Host": parts.netloc, "Content-Type": "application/json"})
+        conn.request("POST", "/hello", body=hello_body(nonce), headers={"Host": parts.netloc, "Content-Type": "application/json"})
         resp = conn.getresponse()
-        body = resp.read(65536)
-        reply = json.loads(body) if resp.status == 200 else None
+        status, body = resp.status, resp.read(65536)
     except (OSError, ValueError, httplib.HTTPException) as exc:
         return f"it did not answer the identity check ({type(exc).__name__})"
     finally:
         conn.close()
-    if isinstance(reply, dict) and server_proves(key, nonce, reply.get("proof")):
+    if proven(key, nonce, status, body) is not None:
         return None
     return f"whatever listens at {url} is not the server that wrote the PID file (no proof of its key)"
 

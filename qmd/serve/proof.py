@@ -55,6 +55,26 @@ def server_proves(key: str, client_nonce: str, proof: object) -> bool:
     return isinstance(proof, str) and hmac.compare_digest(sign(key, SERVER, client_nonce), proof)
 
 
+def hello_body(nonce: str) -> bytes:
+    """The body of `POST /hello` carrying the client's `nonce`."""
+    return b'{"nonce": "' + nonce.encode("ascii") + b'"}'
+
+
+def proven(key: str, nonce: str, status: int, answer: bytes) -> str | None:
+    """The server's one-time nonce when its /hello answer (`status`, `answer`) to `nonce`
+    proves it holds `key`; None when it does not (anything else listens on that port)."""
+    import json
+
+    try:
+        reply = json.loads(answer) if status == 200 else None
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or not server_proves(key, nonce, reply.get("proof")):
+        return None
+    server_nonce = reply.get("nonce")
+    return server_nonce if isinstance(server_nonce, str) and valid_nonce(server_nonce) else None
+
+
 def client_header(key: str, server_nonce: str) -> str:
     """The `X-Qmd-Proof` value a client sends after a verified /hello."""
     return f"{server_nonce}.{sign(key, CLIENT, server_nonce)}"

@@ -114,11 +114,8 @@ def decide(recorded: str | None, mine: Owner, location: str, hint: str) -> bool:
         return False
     if mine.movable and key.startswith("project:"):
         return True  # this project's own file, written where the project was before (moved or copied)
-    import socket
-
-    where = f"{config} on {host}" if host and host != socket.gethostname() else config
     raise ForeignIndexError(
-        f"the index {location} belongs to another config ({where}), not to {mine.config}: "
+        f"the index {location} belongs to another config ({shown((config, host))}), not to {mine.config}: "
         "qmd neither reads nor writes another config's index (its update would drop that config's collections)",
         hint,
     )

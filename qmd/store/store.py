@@ -69,13 +69,14 @@ def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
     from qmd.storage.owner import owner_for
 
     local = is_local_config(config_path)
+    config = Config.load(config_path)
     decision = None
     if local:
         from qmd.core.trust import decide
 
-        decision = decide(config_path, Config.load(config_path).raw)
+        decision = decide(config_path, config.raw)
     env = os.environ.get("QMD_DATABASE_URL")
-    own = None if env else Config.load(config_path).database
+    own = None if env else config.database
     if own is not None and decision is not None and decision.skipped:
         own = None  # a cloned repository must not choose where its notes and every query go
     url = env or own
@@ -97,7 +98,7 @@ def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
             schema = schema_for(index, project=project, base=named or "qmd")
             old = legacy_schema(index)
             if not local and not named and old != schema and not (config_path.parent / f"{old[len('qmd_'):]}.yml").exists():
-                adopt = (old, frozenset(Config.load(config_path).collections()))  # an older qmd's schema for this name (see adopt_schema)
+                adopt = (old, frozenset(config.collections()))  # an older qmd's schema for this name (see adopt_schema)
         return PostgresBackend(libpq, schema, index_name=index, owner=owner_for(config_path), adopt=adopt)
     from qmd.storage.sqlite.backend import SqliteBackend
 

@@ -68,10 +68,10 @@ def _meaning(exc: psycopg.Error, location: str) -> QmdError | None:
 
 
 @contextmanager
-def _translated(manager: AbstractContextManager[T], backend: PostgresBackend) -> Iterator[T]:
+def _translating(backend: PostgresBackend) -> Iterator[None]:
+    """A psycopg error raised inside becomes its QmdError (`_meaning`), the broken connection forgotten."""
     try:
-        with manager as value:
-            yield value
+        yield
     except psycopg.Error as exc:
         meaning = _meaning(exc, backend.location)
         if meaning is None:
@@ -80,17 +80,17 @@ def _translated(manager: AbstractContextManager[T], backend: PostgresBackend) ->
         raise meaning from exc
 
 
+@contextmanager
+def _translated(manager: AbstractContextManager[T], backend: PostgresBackend) -> Iterator[T]:
+    with _translating(backend), manager as value:
+        yield value
+
+
 def _wrap(name: str, method: Callable[..., object]) -> Callable[..., object]:
     @functools.wraps(method)
     def wrapped(self: PostgresBackend, *args: object, **kwargs: object) -> object:
-        try:
+        with _translating(self):
             result = method(self, *args, **kwargs)
-        except psycopg.Error as exc:
-            meaning = _meaning(exc, self.location)
-            if meaning is None:
-                raise
-            self._drop_broken()
-            raise meaning from exc
         return _translated(result, self) if name in _CONTEXTS else result  # type: ignore[arg-type]
 
     return wrapped
@@ -170,17 +170,14 @@ class PostgresBackend(IndexBackend):
         else:
             migrate(conn, self.schema)
         if self.owner is not None:
-            recorded = conn.execute("SELECT value FROM meta WHERE key = %s", (META_KEY,)).fetchone()
-            self._claim = decide(str(recorded[0]) if recorded else None, self.owner, self.location, FOREIGN_HINT)
+            self._claim = decide(self.meta_values(META_KEY).get(META_KEY), self.owner, self.location, FOREIGN_HINT)
             if create and self._claim:
                 self._write_owner()
         self._opened = True
 
     def _write_owner(self) -> None:
         assert self.owner is not None
-        self.connection().execute(
-            "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (META_KEY, self.owner.to_text()),
-        )
+        self.set_meta(META_KEY, self.owner.to_text())
         self._claim = False
 
     def follow(self) -> bool:

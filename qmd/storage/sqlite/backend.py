@@ -95,30 +95,28 @@ class SqliteBackend(IndexBackend):
         if self._conn is None:
             self._connect(create=create)
         elif create and self._claim:
-            self._write_owner(self._conn)
+            self._write_owner()
 
     def connection(self) -> apsw.Connection:
         """The open connection (opened on first use; never creates the file)."""
         return self._conn if self._conn is not None else self._connect(create=False)
 
     def _connect(self, *, create: bool) -> apsw.Connection:
-        conn = connect(self.path, create=create)
+        conn = self._conn = connect(self.path, create=create)
+        self._file = self._identity()  # what `follow` compares the path with
         if self.owner is not None:
             try:
-                recorded = scalar(conn, "SELECT value FROM meta WHERE key = ?", (META_KEY,))
-                self._claim = decide(recorded if isinstance(recorded, str) else None, self.owner, self.location, FOREIGN_HINT)
+                self._claim = decide(self.meta_values(META_KEY).get(META_KEY), self.owner, self.location, FOREIGN_HINT)
                 if create and self._claim:
-                    self._write_owner(conn)
+                    self._write_owner()
             except BaseException:
-                conn.close()
+                self.close()  # another config's index stays closed to this one
                 raise
-        self._conn = conn
-        self._file = self._identity()  # what `follow` compares the path with
         return conn
 
-    def _write_owner(self, conn: apsw.Connection) -> None:
+    def _write_owner(self) -> None:
         assert self.owner is not None
-        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (META_KEY, self.owner.to_text()))
+        self.set_meta(META_KEY, self.owner.to_text())
         self._claim = False
 
     def _identity(self) -> tuple[int, int] | None:
