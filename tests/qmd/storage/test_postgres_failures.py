@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,35 +26,41 @@ def qmd(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.
     return subprocess.run([sys.executable, "-m", "qmd", *args], env=env, capture_output=True, text=True, timeout=300, cwd=cwd, stdin=subprocess.DEVNULL)
 
 
+@pytest.fixture
+def pg_env(tmp_path: Path, postgres_url: str) -> Iterator[tuple[dict[str, str], Path]]:
+    """(an environment whose indexes live in a fresh database, an empty notes folder)."""
+    from tests.support import postgres
+
+    with postgres.fresh_database(postgres_url) as url:
+        notes = tmp_path / "notes"
+        notes.mkdir()
+        yield make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"}), notes
+
+
 def one_line_error(run: subprocess.CompletedProcess[str], *words: str) -> None:
     assert run.returncode == 1, (run.returncode, run.stderr)
     assert run.stderr.startswith("Error: ") and "Traceback" not in run.stderr and "this is a bug" not in run.stderr, run.stderr
     assert all(w in run.stderr for w in words), run.stderr
 
 
-def test_a_nul_in_a_filter_value_is_a_bad_filter(tmp_path: Path, postgres_url: str) -> None:
-    from tests.support import postgres
-
-    with postgres.fresh_database(postgres_url) as url:
-        env = make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"})
-        notes = tmp_path / "notes"
-        notes.mkdir()
-        (notes / "a.md").write_text("---\nteam: core\n---\n# A\n\nhello world\n")
-        assert qmd(env, "collection", "add", str(notes), "--name", "n").returncode == 0
-        for command in ("search", "vsearch", "query"):
-            one_line_error(qmd(env, command, "hello", "--filter", NUL_FILTER), "NUL")
-        port = free_port()
-        proc = spawn_http(env, port, tmp_path / "server.log")
-        try:
-            wait_health(port, proc)
-            status, body = request(port, "POST", "/query", {"searches": [{"type": "lex", "query": "hello"}], "filter": json.loads(NUL_FILTER)})
-            assert status == 400 and "NUL" in body["error"], (status, body)
-            status, body = request(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get", "arguments": {"file": "a\u0000.md"}}},
-                                   {"Accept": "application/json, text/event-stream"})
-            assert status == 200 and body["result"]["isError"] and "internal" not in json.dumps(body), body
-        finally:
-            stop_process(proc)
-        assert "Traceback" not in (tmp_path / "server.log").read_text()
+def test_a_nul_in_a_filter_value_is_a_bad_filter(tmp_path: Path, pg_env: tuple[dict[str, str], Path]) -> None:
+    env, notes = pg_env
+    (notes / "a.md").write_text("---\nteam: core\n---\n# A\n\nhello world\n")
+    assert qmd(env, "collection", "add", str(notes), "--name", "n").returncode == 0
+    for command in ("search", "vsearch", "query"):
+        one_line_error(qmd(env, command, "hello", "--filter", NUL_FILTER), "NUL")
+    port = free_port()
+    proc = spawn_http(env, port, tmp_path / "server.log")
+    try:
+        wait_health(port, proc)
+        status, body = request(port, "POST", "/query", {"searches": [{"type": "lex", "query": "hello"}], "filter": json.loads(NUL_FILTER)})
+        assert status == 400 and "NUL" in body["error"], (status, body)
+        status, body = request(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get", "arguments": {"file": "a\u0000.md"}}},
+                               {"Accept": "application/json, text/event-stream"})
+        assert status == 200 and body["result"]["isError"] and "internal" not in json.dumps(body), body
+    finally:
+        stop_process(proc)
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
 
 
 @pytest.fixture
@@ -112,79 +119,64 @@ def test_the_server_lost_in_the_middle_of_an_update(tmp_path: Path, own_server: 
     assert os.environ.get("QMD_DATABASE_URL") is None
 
 
-def test_a_nul_escaped_in_front_matter_does_not_stop_its_collection(tmp_path: Path, postgres_url: str) -> None:
+def test_a_nul_escaped_in_front_matter_does_not_stop_its_collection(tmp_path: Path, pg_env: tuple[dict[str, str], Path]) -> None:
     """`title: "x\\0"` is plain text in the file and a NUL once parsed: PostgreSQL cannot
     store it. Its document is indexed without the NUL, the rest of the collection with it."""
-    from tests.support import postgres
-
-    with postgres.fresh_database(postgres_url) as url:
-        env = make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"})
-        notes = tmp_path / "notes"
-        notes.mkdir()
-        (notes / "a.md").write_text("# A\n\nalpha words\n")
-        (notes / "evil.md").write_text('---\ntitle: "bad\\0title"\ntags: ["t\\0g"]\nowner: "x\\0y"\n"k\\0ey": 1\n---\nbravo words\n')
-        run = qmd(env, "collection", "add", str(notes), "--name", "n")
-        assert run.returncode == 0, run.stderr
-        found = json.loads(qmd(env, "search", "bravo", "--json").stdout)
-        assert [h["file"] for h in found] == ["qmd://n/evil.md"] and found[0]["title"] == "badtitle"
-        assert found[0]["metadata"]["owner"] == "xy" and "key" in found[0]["metadata"]
-        assert json.loads(qmd(env, "search", "alpha", "--json").stdout)[0]["file"] == "qmd://n/a.md"
-        assert json.loads(qmd(env, "search", "bravo", "--json", "--filter", '{"key": "owner", "operator": "eq", "value": "xy"}').stdout)
+    env, notes = pg_env
+    (notes / "a.md").write_text("# A\n\nalpha words\n")
+    (notes / "evil.md").write_text('---\ntitle: "bad\\0title"\ntags: ["t\\0g"]\nowner: "x\\0y"\n"k\\0ey": 1\n---\nbravo words\n')
+    run = qmd(env, "collection", "add", str(notes), "--name", "n")
+    assert run.returncode == 0, run.stderr
+    found = json.loads(qmd(env, "search", "bravo", "--json").stdout)
+    assert [h["file"] for h in found] == ["qmd://n/evil.md"] and found[0]["title"] == "badtitle"
+    assert found[0]["metadata"]["owner"] == "xy" and "key" in found[0]["metadata"]
+    assert json.loads(qmd(env, "search", "alpha", "--json").stdout)[0]["file"] == "qmd://n/a.md"
+    assert json.loads(qmd(env, "search", "bravo", "--json", "--filter", '{"key": "owner", "operator": "eq", "value": "xy"}').stdout)
 
 
-def test_a_schema_dropped_under_a_running_server(tmp_path: Path, postgres_url: str) -> None:
+def test_a_schema_dropped_under_a_running_server(tmp_path: Path, pg_env: tuple[dict[str, str], Path]) -> None:
     """Its tables gone: "has not been built" (400, an error result, exit 1), /health says it
     is degraded and why; `qmd update` builds it again and the server answers from it."""
     import psycopg
 
-    from tests.support import postgres
-
-    with postgres.fresh_database(postgres_url) as url:
-        env = make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"})
-        notes = tmp_path / "notes"
-        notes.mkdir()
-        (notes / "a.md").write_text("# A\n\nhello kestrel\n")
-        assert qmd(env, "collection", "add", str(notes), "--name", "n").returncode == 0
-        port = free_port()
-        proc = spawn_http(env, port, tmp_path / "server.log")
-        try:
-            wait_health(port, proc)
-            query = {"searches": [{"type": "lex", "query": "kestrel"}]}
-            assert request(port, "POST", "/query", query)[0] == 200
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("DROP SCHEMA qmd_index CASCADE")
-            status, body = request(port, "POST", "/query", query)
-            assert status == 400 and "not been built" in body["error"], (status, body)
-            status, body = request(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "status", "arguments": {}}},
-                                   {"Accept": "application/json, text/event-stream"})
-            assert status == 200 and body["result"]["isError"] and "internal" not in json.dumps(body), body
-            health = wait_health(port, proc)
-            assert health["status"] == "degraded" and "not been built" in health["error"], health
-            one_line_error(qmd(env, "search", "kestrel"), "not been built")
-            assert qmd(env, "update").returncode == 0
-            status, body = request(port, "POST", "/query", query)
-            assert status == 200 and body["results"], body
-        finally:
-            stop_process(proc)
-        assert "Traceback" not in (tmp_path / "server.log").read_text()
+    env, notes = pg_env
+    (notes / "a.md").write_text("# A\n\nhello kestrel\n")
+    assert qmd(env, "collection", "add", str(notes), "--name", "n").returncode == 0
+    port = free_port()
+    proc = spawn_http(env, port, tmp_path / "server.log")
+    try:
+        wait_health(port, proc)
+        query = {"searches": [{"type": "lex", "query": "kestrel"}]}
+        assert request(port, "POST", "/query", query)[0] == 200
+        with psycopg.connect(env["QMD_DATABASE_URL"], autocommit=True) as conn:
+            conn.execute("DROP SCHEMA qmd_index CASCADE")
+        status, body = request(port, "POST", "/query", query)
+        assert status == 400 and "not been built" in body["error"], (status, body)
+        status, body = request(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "status", "arguments": {}}},
+                               {"Accept": "application/json, text/event-stream"})
+        assert status == 200 and body["result"]["isError"] and "internal" not in json.dumps(body), body
+        health = wait_health(port, proc)
+        assert health["status"] == "degraded" and "not been built" in health["error"], health
+        one_line_error(qmd(env, "search", "kestrel"), "not been built")
+        assert qmd(env, "update").returncode == 0
+        status, body = request(port, "POST", "/query", query)
+        assert status == 200 and body["results"], body
+    finally:
+        stop_process(proc)
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
 
 
-def test_a_stray_nul_in_text_the_binary_probe_does_not_see(tmp_path: Path, postgres_url: str) -> None:
+def test_a_stray_nul_in_text_the_binary_probe_does_not_see(tmp_path: Path, pg_env: tuple[dict[str, str], Path]) -> None:
     """A NUL in UTF-16 text (with its byte order mark) or past a UTF-8 file's first 8 KB:
     read as U+FFFD with a warning, so the collection indexes on PostgreSQL too."""
     import codecs
 
-    from tests.support import postgres
-
-    with postgres.fresh_database(postgres_url) as url:
-        env = make_env(tmp_path, {"QMD_DATABASE_URL": url, "QMD_SERVER": "off"})
-        notes = tmp_path / "notes"
-        notes.mkdir()
-        (notes / "wide.md").write_bytes(codecs.BOM_UTF16_LE + ("# Wide\n" + "text " * 40 + "\x00 osprey\n").encode("utf-16-le"))
-        (notes / "late.md").write_bytes(("# Late\n\n" + "word " * 2000 + "\x00 plover\n").encode())
-        run = qmd(env, "collection", "add", str(notes), "--name", "n")
-        assert run.returncode == 0, run.stderr
-        for word, file in (("osprey", "qmd://n/wide.md"), ("plover", "qmd://n/late.md")):
-            assert [h["file"] for h in json.loads(qmd(env, "search", word, "--json").stdout)] == [file]
-        status = json.loads(qmd(env, "status", "--json").stdout)
-        assert "NUL characters read as U+FFFD" in json.dumps(status)
+    env, notes = pg_env
+    (notes / "wide.md").write_bytes(codecs.BOM_UTF16_LE + ("# Wide\n" + "text " * 40 + "\x00 osprey\n").encode("utf-16-le"))
+    (notes / "late.md").write_bytes(("# Late\n\n" + "word " * 2000 + "\x00 plover\n").encode())
+    run = qmd(env, "collection", "add", str(notes), "--name", "n")
+    assert run.returncode == 0, run.stderr
+    for word, file in (("osprey", "qmd://n/wide.md"), ("plover", "qmd://n/late.md")):
+        assert [h["file"] for h in json.loads(qmd(env, "search", word, "--json").stdout)] == [file]
+    status = json.loads(qmd(env, "status", "--json").stdout)
+    assert "NUL characters read as U+FFFD" in json.dumps(status)

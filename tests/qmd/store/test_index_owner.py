@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.qmd.cli.test_local_index import published
+
 QMD = [sys.executable, "-m", "qmd"]
 
 
@@ -28,10 +30,6 @@ def _env(**extra: str) -> dict[str, str]:
 
 def qmd(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*QMD, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, env=_env(), check=True, capture_output=True, text=True)
 
 
 def hits(cwd: Path, query: str, *args: str, **env: str) -> list[str]:
@@ -175,20 +173,12 @@ def test_an_older_qmd_s_schema_for_a_dashed_name_is_taken_over_by_its_next_updat
 # --- SQLite: a project's index file is its own -----------------------------------------
 
 
-def _publish(upstream: Path, work: Path) -> Path:
-    git(upstream, "init", "-q", "-b", "main")
-    git(upstream, "add", ".")
-    git(upstream, "commit", "-q", "-m", "notes")
-    git(work.parent, "clone", "-q", str(upstream), str(work))
-    return work
-
-
 def test_a_cloned_repository_cannot_link_its_index_to_the_user_s_own(tmp_path: Path, home_notes: Path, project: Path) -> None:
     assert qmd(tmp_path, "collection", "add", str(home_notes), "--name", "mynotes").returncode == 0
     home_index = tmp_path / "home" / ".cache" / "qmd" / "index.sqlite"
     assert home_index.is_file()
     (project / ".qmd" / "index.sqlite").symlink_to(home_index)
-    work = _publish(project, tmp_path / "clone")
+    work = published(project, tmp_path / "clone")
     assert (work / ".qmd" / "index.sqlite").is_symlink()
     for args in (("update",), ("search", "zebrafish"), ("status",)):
         text = one_error_line(qmd(work, *args))
