@@ -1,167 +1,206 @@
 """What the read commands agents shell out to do, once their options are parsed (no typer).
 
-The typer commands (read.py, update.py) and the lean entry path (fast.py) call these same
-functions with the same values, so both paths print the same bytes.
+The typer commands (read.py, query.py, vectors.py, update.py) declare the options; they and
+the lean entry path (fast.py, whose option table is generated from them) call these same
+functions with the same values by parameter name (`Params`), so both paths print the same
+bytes. A search command turns its values into one request record (qmd/core/requests.py,
+`*_request`) and an `Invocation` (format, names, where it runs), and prints the `Outcome`
+that the warm server or the in-process Store gives for it.
 """
 
 from __future__ import annotations
 
-from qmd.cli.base import _usage_error, display_names, err, filter_arg, fs_paths, open_store, out, result_limit, shape_hits, snippet_chars
+from qmd.cli.base import _usage_error, display_names, err, filter_arg, fs_paths, number_hits, open_store, out, result_limit, snippet_chars
 from qmd.cli.formats import format_document, format_search
 from qmd.cli.remote import ask
+from qmd.core.records import record
+from qmd.core.requests import MATCHES, Outcome, QueryRequest, Request, SearchRequest
 
-MATCHES = ("any", "all")  # --match: all-terms hits then any-term fill (default), or all-terms only
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
-
-def search(
-    query: list[str], n: int | None, all_: bool, min_score: float, full: bool, line_numbers: bool,
-    collection: list[str] | None, full_path: bool, kind: str, match: str = "any",
-    filter_: str | None = None, since: str | None = None, until: str | None = None, local: bool = False,
-) -> None:
-    """`qmd search`: keyword search, printed in `kind` (cli, json, csv, md, xml, files).
-
-    `match="all"` keeps only documents holding every term (the original's behaviour). The
-    all-terms hits rank before any fill, so dropping the fill leaves the exact top-k."""
-    from qmd.cli.terminal import style_for
-
-    limit = result_limit(kind, n, all_)
-    text = " ".join(query)
-    style = style_for() if kind == "cli" else None
-    options = {
-        "limit": limit, "collections": collection, "min_score": min_score, "full": full,
-        "snippet_chars": snippet_chars(kind), "line_numbers": line_numbers, "filter": filter_arg(filter_), "since": since, "until": until,
-    }
-    answer = ask("search", text, options, local)  # a warm server's answer (qmd/cli/remote.py), or None
-    with answer or open_store() as store:
-        hits = answer.hits if answer is not None else store.search(text, **options)  # type: ignore[union-attr,arg-type]
-        if match == "all":
-            hits = [h for h in hits if h.match != "any"]
-        names = display_names(store, hits, full_path)  # type: ignore[arg-type]
-        files = fs_paths(store, hits) if style is not None and style.links else None  # type: ignore[arg-type]
-    if style is None:
-        out(format_search(hits, kind, names))
-    else:
-        out(format_search(hits, kind, names, style, text, files))
-
-
-def vsearch(
-    query: list[str], n: int | None, all_: bool, min_score: float, full: bool, line_numbers: bool,
-    collection: list[str] | None, full_path: bool, expand: bool, kind: str,
-    filter_: str | None = None, since: str | None = None, until: str | None = None, local: bool = False,
-) -> None:
-    """`qmd vsearch`: vector search (with `expand`: the query's vec/hyde expansions too, fused)."""
-    from qmd.cli.trustask import ask_local_trust
-
-    ask_local_trust()  # a project-local config's custom models: asked for on a terminal, else skipped
-    limit = result_limit(kind, n, all_)
-    text = " ".join(query)
-    if expand:
-        fuse = {
-            "limit": limit or 10_000, "min_score": min_score, "collections": collection, "rerank": False, "expand": True,
-            "snippet_chars": snippet_chars(kind), "keyword": False, "filter": filter_arg(filter_), "since": since, "until": until,
-        }
-        answer = ask("query", text, fuse, local)  # a warm server's answer (qmd/cli/remote.py), or None
-        with answer or open_store() as store:
-            fused = answer if answer is not None else store.query(text, **fuse)  # type: ignore[union-attr,arg-type]
-            paths = display_names(store, fused.hits, full_path)  # type: ignore[arg-type]
-        for notice in fused.notices:
-            err(f"Note: {notice}")
-        out(format_search(fused.hits, kind, paths))
-        return
-    options = {
-        "limit": limit, "collections": collection, "min_score": min_score, "full": full,
-        "snippet_chars": snippet_chars(kind), "line_numbers": line_numbers, "filter": filter_arg(filter_), "since": since, "until": until,
-    }
-    answer = ask("vsearch", text, options, local)
-    with answer or open_store() as store:
-        result = answer if answer is not None else store.vsearch(text, **options)  # type: ignore[union-attr,arg-type]
-        paths = display_names(store, result.hits, full_path)  # type: ignore[arg-type]
-    if result.pending:
-        err(f"Note: {result.pending} documents have no vectors for {result.model} yet; run 'qmd embed'")
-    out(format_search(result.hits, kind, paths))
-
+    Params = Mapping[str, Any]  # a command's option values by parameter name, as typer passes them (fast.py alike)
 
 ALL_FUSED = 100_000  # `query --all`: more than any fused list holds
 
 
-def query(
-    text: list[str], n: int | None, candidates: int, min_score: float, intent: str | None, no_rerank: bool, expand: bool | None,
-    explain: bool, collection: list[str] | None, full_path: bool, all_: bool, full: bool, line_numbers: bool, kind: str,
-    filter_: str | None = None, since: str | None = None, until: str | None = None, local: bool = False,
-) -> None:
-    """`qmd query`: the hybrid pipeline; with `explain` its lists, scores and timings on stderr."""
+@record(frozen=True)
+class Invocation:
+    """How a search command was asked, beyond its request: output format, names, where it runs."""
+
+    kind: str = "cli"  # cli, json, csv, md, xml, files
+    full_path: bool = False  # file-system paths instead of qmd:// URIs
+    line_numbers: bool = False  # query: number the snippet or body lines
+    local: bool = False  # in this process even when a warm server runs
+    notes: tuple[str, ...] = ()  # said on stderr before the search
+
+
+# --- the requests, from the option values (the typer commands and fast.py call these) ---
+
+
+def search_request(p: Params) -> tuple[SearchRequest, Invocation]:
+    """`qmd search`'s request; a usage error for a bad option value."""
+    kind = p["kind"]
+    if p["match"] not in MATCHES:
+        raise _usage_error("choose all (every term, as the original) or any (all-terms hits, then the best partial ones)", "--match")
+    request = SearchRequest(
+        " ".join(p["query"]), result_limit(kind, p["n"], p["all_"]), _names(p["collection"]), p["min_score"], p["full"], snippet_chars(kind),
+        p["line_numbers"], filter_arg(p["filter_"]), p["since"], p["until"], p["match"],
+    )
+    return request, Invocation(kind, p["full_path"], local=p["local"])
+
+
+def vsearch_request(p: Params) -> tuple[SearchRequest | QueryRequest, Invocation]:
+    """`qmd vsearch`'s request (with --expand a vector-only hybrid query)."""
+    kind = p["kind"]
+    limit = result_limit(kind, p["n"], p["all_"])
+    how = Invocation(kind, p["full_path"], local=p["local"])
+    text, names, where = " ".join(p["query"]), _names(p["collection"]), filter_arg(p["filter_"])
+    if p["expand"]:
+        return QueryRequest(
+            text, limit or 10_000, min_score=p["min_score"], collections=names, rerank=False, expand=True, snippet_chars=snippet_chars(kind),
+            keyword=False, filter=where, since=p["since"], until=p["until"],
+        ), how
+    request = SearchRequest(
+        text, limit, names, p["min_score"], p["full"], snippet_chars(kind), p["line_numbers"], where, p["since"], p["until"], vector=True,
+    )
+    return request, how
+
+
+def query_request(p: Params) -> tuple[QueryRequest, Invocation]:
+    """`qmd query`'s request; a usage error for a bad option value."""
+    kind, strategy = p["kind"], p["chunk_strategy"]
+    if p["candidates"] < 1:
+        raise _usage_error("must be at least 1", "-C")
+    if strategy not in (None, "regex", "auto"):
+        raise _usage_error("choose regex or auto", "--chunk-strategy")
+    limit = result_limit(kind, p["n"]) or 5
+    if p["all_"]:  # every document the pipeline fuses (its lists are bounded, so this is bounded too)
+        limit = ALL_FUSED
+    request = QueryRequest(
+        "\n".join(p["text"]), limit, p["candidates"], p["min_score"], _names(p["collection"]), p["intent"], not p["no_rerank"], p["expand"],
+        p["explain"], snippet_chars(kind), filter=filter_arg(p["filter_"]), since=p["since"], until=p["until"], full=p["full"],
+    )
+    notes = () if strategy is None else (
+        f"note: --chunk-strategy {strategy}: the reranker reads each document's chunks as embedded (set chunk_strategy: in the config and run qmd embed)",
+    )
+    return request, Invocation(kind, p["full_path"], p["line_numbers"], p["local"], notes)
+
+
+def _names(collections: list[str] | None) -> tuple[str, ...] | None:
+    return None if collections is None else tuple(collections)
+
+
+# --- running them ---
+
+
+def outcome(request: Request, how: Invocation, progress: Callable[[str], None] | None = None) -> Outcome:
+    """The outcome of `request`: a warm server's answer (qmd/cli/remote.py), else an in-process run."""
+    answer = ask(request, how.local)
+    if answer is not None:
+        return answer
+    with open_store() as store:
+        return store.answer(request, progress)
+
+
+def search(p: Params) -> None:
+    """`qmd search`: keyword search, printed in the chosen format (cli, json, csv, md, xml, files)."""
+    from qmd.cli.terminal import style_for
+
+    request, how = search_request(p)
+    found = outcome(request, how)
+    style = style_for() if how.kind == "cli" else None
+    names = display_names(found.roots, found.hits, how.full_path)
+    if style is None:
+        out(format_search(found.hits, how.kind, names))
+    else:
+        files = fs_paths(found.roots, found.hits) if style.links else None
+        out(format_search(found.hits, how.kind, names, style, request.text, files))
+
+
+def vsearch(p: Params) -> None:
+    """`qmd vsearch`: vector search (with --expand: the query's vec/hyde expansions too, fused)."""
     from qmd.cli.trustask import ask_local_trust
 
+    request, how = vsearch_request(p)
     ask_local_trust()  # a project-local config's custom models: asked for on a terminal, else skipped
-    limit = result_limit(kind, n)
-    if all_:  # every document the pipeline fuses (its lists are bounded, so this is bounded too)
-        limit = ALL_FUSED
-    if candidates < 1:
-        raise _usage_error("must be at least 1", "-C")
+    found = outcome(request, how)
+    for notice in found.notices:
+        err(f"Note: {notice}")
+    if found.pending:
+        err(f"Note: {found.pending} documents have no vectors for {found.model} yet; run 'qmd embed'")
+    out(format_search(found.hits, how.kind, display_names(found.roots, found.hits, how.full_path)))
+
+
+def query(p: Params) -> None:
+    """`qmd query`: the hybrid pipeline; with --explain its lists, scores and timings on stderr."""
     import sys
 
-    tty = sys.stderr.isatty() and kind == "cli"
+    from qmd.cli.trustask import ask_local_trust
+
+    request, how = query_request(p)
+    for note in how.notes:
+        err(note)
+    ask_local_trust()  # a project-local config's custom models: asked for on a terminal, else skipped
+    tty = sys.stderr.isatty() and how.kind == "cli"
 
     def progress(message: str) -> None:
         if tty:
             sys.stderr.write(f"\r\033[K{message}")
             sys.stderr.flush()
 
-    joined = "\n".join(text)
-    options = {
-        "limit": limit or 5, "candidates": candidates, "min_score": min_score, "collections": collection, "intent": intent,
-        "rerank": not no_rerank, "expand": expand, "explain": explain, "snippet_chars": snippet_chars(kind),
-        "filter": filter_arg(filter_), "since": since, "until": until,
-    }
-    answer = ask("query", joined, {**options, "full": full}, local)  # a warm server's answer (qmd/cli/remote.py), or None
-    with answer or open_store() as store:
-        # With a server, `full` bodies come filled from it (qmd/serve/cliroute.py); the numbering is done here alike.
-        result = answer if answer is not None else store.query(joined, progress=progress, **options)  # type: ignore[union-attr,arg-type]
-        paths = display_names(store, result.hits, full_path)  # type: ignore[arg-type]
-        shape_hits(store, result.hits, full and answer is None, line_numbers)  # type: ignore[arg-type]
+    found = outcome(request, how, progress)
     if tty:
         sys.stderr.write("\r\033[K")
-    for notice in result.notices:
+    number_hits(found.hits, how.line_numbers)
+    paths = display_names(found.roots, found.hits, how.full_path)
+    for notice in found.notices:
         err(f"Note: {notice}")
-    if kind == "json":
+    if how.kind == "json":
         import json
 
         from qmd.cli.formats import search_json_rows
 
-        rows = search_json_rows(result.hits, paths)
-        for row, hit in zip(rows, result.hits):
-            row["stages"] = result.stages
+        rows = search_json_rows(found.hits, paths)
+        for row, hit in zip(rows, found.hits):
+            row["stages"] = found.stages
             if hit.explain is not None:
                 row["explain"] = hit.explain
-        payload = rows
-        out(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        out(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
     else:
-        out(format_search(result.hits, kind, paths))
-    if explain:
-        err("Searches: " + "; ".join(f"{s['type']}: {s['query']}" for s in result.searches))
-        err("Stages:   " + ", ".join(f"{k}={v}" for k, v in result.stages.items()))
-        err("Timings:  " + ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items()))
-        if kind != "json":
-            for hit in result.hits:
-                e = hit.explain or {}
-                lists = ", ".join(f"{x['list']}#{x['rank']} (+{x['rrf']:.4f})" for x in e.get("lists", []))
-                err(f"  {hit.uri}: rrf {e.get('rrf')} (rank {e.get('rrf_rank')}) [{lists}] rerank {e.get('rerank')} → {e.get('score')}")
+        out(format_search(found.hits, how.kind, paths))
+    if request.explain:
+        explain(found, how.kind != "json")
 
 
-def get(ref: str, from_line: int | None, lines: int | None, line_numbers: bool, raw: bool, full_path: bool, kind: str) -> None:
+def explain(found: Outcome, per_hit: bool) -> None:
+    """`query --explain` on stderr: the searches, stages, timings and (per_hit) each hit's lists."""
+    err("Searches: " + "; ".join(f"{s['type']}: {s['query']}" for s in found.searches))
+    err("Stages:   " + ", ".join(f"{k}={v}" for k, v in found.stages.items()))
+    err("Timings:  " + ", ".join(f"{k} {v:.1f} ms" for k, v in found.timings_ms.items()))
+    if per_hit:
+        for hit in found.hits:
+            e = hit.explain or {}
+            lists = ", ".join(f"{x['list']}#{x['rank']} (+{x['rrf']:.4f})" for x in e.get("lists", []))
+            err(f"  {hit.uri}: rrf {e.get('rrf')} (rank {e.get('rrf_rank')}) [{lists}] rerank {e.get('rerank')} → {e.get('score')}")
+
+
+def get(p: Params) -> None:
     """`qmd get`: one document or a range of its lines."""
     with open_store() as store:
-        doc = store.get(ref, from_line, lines)
-    if raw:
+        doc = store.get(p["ref"], p["from_line"], p["lines"])
+    if p["raw"]:
         out(doc.text + ("\n" if doc.text and not doc.text.endswith("\n") else ""))
         return
     from qmd.cli.base import index_uri, render_full_path
 
-    name = render_full_path(doc.abs_path) if full_path and doc.abs_path else index_uri(doc.uri)
-    out(format_document(doc, kind, line_numbers, name))
+    name = render_full_path(doc.abs_path) if p["full_path"] and doc.abs_path else index_uri(doc.uri)
+    out(format_document(doc, p["kind"], p["line_numbers"], name))
 
 
-def status(json_: bool) -> None:
+def status(p: Params) -> None:
     """`qmd status`: documents, vectors, collections, models, skipped files."""
     from qmd.cli.formats import format_status, to_json
     from qmd.core.errors import QmdError
@@ -180,7 +219,7 @@ def status(json_: bool) -> None:
                 vectors = store.vector_status()
             except QmdError as exc:
                 vector_error = exc.message
-    if json_:
+    if p["json_"]:
         where: dict[str, object] = {"name": paths.name, "source": paths.source, "index_path": str(paths.index_path), "config_path": str(paths.config_path), "reason": paths.reason()}
         if trust is not None:
             where["trust"] = {"trusted": trust.allowed, "why": trust.why, "gated": trust.gated.lines()}

@@ -14,7 +14,7 @@ FORMATS = ("cli", "json", "csv", "md", "xml", "files")  # the output formats (qm
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from qmd import Store
     from qmd.core.results import Document, MultiGetItem, SearchHit
@@ -82,14 +82,18 @@ def result_limit(kind: str, n: int | None, all_: bool = False) -> int | None:
 
 
 def snippet_chars(kind: str) -> int:
-    from qmd.search.snippets import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
+    from qmd.core.requests import CLI_SNIPPET_CHARS, JSON_SNIPPET_CHARS
 
     return JSON_SNIPPET_CHARS if kind == "json" else CLI_SNIPPET_CHARS
 
 
-def fs_paths(store: Store, items: Sequence[SearchHit | Document | MultiGetItem]) -> dict[str, str]:
-    """qmd:// URI → absolute file-system path (for links, and --full-path)."""
-    roots = {c.name: c.path for c in store.collections()}
+def roots_of(store: Store) -> dict[str, str]:
+    """Each collection's name → its folder."""
+    return {c.name: c.path for c in store.collections()}
+
+
+def fs_paths(roots: Mapping[str, str], items: Sequence[SearchHit | Document | MultiGetItem]) -> dict[str, str]:
+    """qmd:// URI → absolute file-system path (for links, and --full-path), from the collections' folders."""
     return {it.uri: os.path.join(roots[it.collection], it.path) for it in items if it.collection in roots}
 
 
@@ -111,11 +115,11 @@ def index_uri(uri: str) -> str:
     return uri if not name or name == "index" else f"{uri}?index={name}"
 
 
-def display_names(store: Store, items: Sequence[SearchHit | Document | MultiGetItem], full_path: bool) -> dict[str, str] | None:
+def display_names(roots: Mapping[str, str], items: Sequence[SearchHit | Document | MultiGetItem], full_path: bool) -> dict[str, str] | None:
     """URI → the name to print: with --full-path the file's path (render_full_path) when it
     exists, else the URI; `?index=NAME` on URIs of a named index; None when nothing changes."""
     names: dict[str, str] = {}
-    disk = fs_paths(store, items) if full_path else {}
+    disk = fs_paths(roots, items) if full_path else {}
     for it in items:
         path = disk.get(it.uri)
         if path is not None and os.path.exists(path):
@@ -135,15 +139,14 @@ def number_snippet(snippet: str) -> str:
     return header + "\n" + "\n".join(f"{first + i}: {line}" for i, line in enumerate(body.split("\n")))
 
 
-def shape_hits(store: Store, hits: Sequence[SearchHit], full: bool, line_numbers: bool) -> None:
-    """`query --full` (each hit's whole document) and `--line-numbers`, applied to the hits."""
+def number_hits(hits: Sequence[SearchHit], line_numbers: bool) -> None:
+    """`query --line-numbers`: each hit's body (`--full`), else its snippet, numbered."""
     from qmd.core.text import numbered
 
+    if not line_numbers:
+        return
     for hit in hits:
-        if full:
-            hit.body = store.get(hit.uri).text
-        if line_numbers:
-            if hit.body is not None:
-                hit.body = numbered(hit.body, 1)
-            else:
-                hit.snippet = number_snippet(hit.snippet)
+        if hit.body is not None:
+            hit.body = numbered(hit.body, 1)
+        else:
+            hit.snippet = number_snippet(hit.snippet)

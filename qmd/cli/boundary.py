@@ -63,6 +63,15 @@ def _typer_outcome(exc: Exception) -> int | None:
     return None
 
 
+def usage_error(exc: BaseException) -> bool:
+    """Whether `exc` is a usage error of typer's (a bad option value: click shows it with the usage line)."""
+    if "typer" not in sys.modules:
+        return False
+    from typer._click import exceptions as click_exc
+
+    return isinstance(exc, click_exc.UsageError)
+
+
 def run_command(command: Callable[[], object]) -> int:
     """Call a command's function as typer's `Command.main(standalone_mode=False)` does.
 

@@ -2,17 +2,20 @@
 
 Importing typer and building its app costs more than a keyword search itself. So `run()`
 first offers the command line to a small route table: each route parses the arguments of
-one command (a subset of what click accepts: the forms agents and scripts use) and returns
-the command to run, or None for anything it does not fully understand. None hands the
+one command (a subset of what click accepts: the forms agents and scripts use) with the
+option table generated from its typer declaration (fastspec.json, written by fastgen.py), and
+returns the command to run, or None for anything it does not fully understand. None hands the
 command line, untouched, to the typer app (main.py): help, usage errors, every other
 command and every unusual spelling get typer's exact behaviour. A routed command calls
 the same function as its typer command (actions.py) inside the same error boundary
 (boundary.py), so the two paths print the same bytes and exit with the same code;
 tests/qmd/cli/test_fast_path.py runs both on a matrix of command lines.
 
-Adding a route: write `def _name(args: list[str]) -> Command | None` (args: what follows
-the command name, `--index` already taken out), return None whenever in doubt, and add it
-to ROUTES. `QMD_FAST=0` turns the lean path off.
+Adding a route: add the command to fastgen.ROUTED and to ROUTES, give actions.py a function
+of that name taking the parameter values, and regenerate fastspec.json (`python -m
+qmd.cli.fastgen`). A route of its own (`_mcp`) takes the arguments after the command name,
+`--index` already taken out, and returns None whenever in doubt. `QMD_FAST=0` turns the
+lean path off.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ import os
 import sys
 
 from qmd.cli.argv import first_command, hoist_index, not_text
-from qmd.cli.base import FORMATS, STATE
-from qmd.cli.boundary import guarded, run_command
+from qmd.cli.base import STATE, pick_format
+from qmd.cli.boundary import guarded, run_command, usage_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
+    # fastspec.json, per command: argument, takes many, flags, options, defaults (see fastgen.render)
+    Spec = tuple[str | None, bool, dict[str, tuple[str, bool]], dict[str, tuple[str, str, bool]], dict[str, object]]
     Command = Callable[[], object]
     Route = Callable[[list[str]], "Command | None"]
 
@@ -36,15 +41,9 @@ class _Unsure(Exception):
     """The command line is not one the route fully understands: let typer parse it."""
 
 
-def _count(value: str) -> int:
-    """A plain positive decimal integer (click would accept more; typer handles the rest)."""
-    if not (value.isascii() and value.isdigit() and len(value) <= 18) or int(value) < 1:
-        raise _Unsure
-    return int(value)
-
-
-def _line(value: str) -> int:
-    """A plain non-negative decimal integer."""
+def _whole(value: str) -> int:
+    """A plain non-negative decimal integer (click would accept more; typer handles the rest;
+    a value the command rejects, such as -n 0, is its usage error, reported by typer)."""
     if not (value.isascii() and value.isdigit() and len(value) <= 18):
         raise _Unsure
     return int(value)
@@ -62,31 +61,16 @@ def _text(value: str) -> str:
     return value
 
 
-def _format(value: str) -> str:
-    if value not in FORMATS:
-        raise _Unsure
-    return value
+CONVERTERS: dict[str, Callable[[str], object]] = {"int": _whole, "float": _fraction, "str": _text}  # fastspec.json's option kinds
 
 
-def _match(value: str) -> str:
-    if value not in ("all", "any"):
-        raise _Unsure
-    return value
-
-
-_FORMAT_FLAGS = {"--json": "json", "--csv": "csv", "--md": "md", "--xml": "xml", "--files": "files"}
-
-
-def _parse(
-    args: list[str], flags: Mapping[str, tuple[str, object]], options: Mapping[str, tuple[str, Callable[[str], object]]], repeatable: frozenset[str] = frozenset(),
-) -> tuple[dict[str, object], list[str]]:
-    """Options and positional arguments as click parses them, for the plain forms only.
-
-    `flags`: option → (parameter, value it sets); `options`: option → (parameter, converter)
-    for options taking a value (`--opt V`, `--opt=V`, `-xV` for one-letter ones); a
-    parameter in `repeatable` collects a list. Raises _Unsure on anything else.
-    """
-    values: dict[str, object] = {}
+def _parse(args: list[str], spec: Spec) -> dict[str, object]:
+    """The command's parameter values as click parses them, for the plain forms only:
+    `--opt V`, `--opt=V`, `-xV` (one-letter options), flags, `--`, and the argument(s);
+    the defaults for the rest. Raises _Unsure on anything else."""
+    argument, many, flags, options, defaults = spec
+    values: dict[str, object] = dict(defaults)
+    repeated: set[str] = set()
     positional: list[str] = []
     i = 0
     while i < len(args):
@@ -115,130 +99,66 @@ def _parse(
                 raise _Unsure
             value = args[i]
             i += 1
-        param, convert = options[name]
-        converted = convert(value)
-        if param in repeatable:
-            values.setdefault(param, [])
+        param, kind, repeatable = options[name]
+        converted = CONVERTERS[kind](value)
+        if repeatable:
+            if param not in repeated:
+                repeated.add(param)
+                values[param] = []
             values[param].append(converted)  # type: ignore[attr-defined]
         else:
             values[param] = converted
-    return values, positional
-
-
-def _output_kind(values: dict[str, object]) -> str:
-    """The output format of --format/--json/…; _Unsure when two differ (typer's usage error)."""
-    chosen = {name for name in _FORMAT_FLAGS.values() if values.get(name)}
-    fmt = values.get("format")
-    if isinstance(fmt, str):
-        chosen.add(fmt)
-    if len(chosen) > 1:
-        raise _Unsure
-    return chosen.pop() if chosen else "cli"
-
-
-def _format_flags() -> dict[str, tuple[str, object]]:
-    return {flag: (name, True) for flag, name in _FORMAT_FLAGS.items()}
-
-
-def _search(args: list[str]) -> Command | None:
-    """`qmd search QUERY… [-n N] [--all] [--min-score X] [--full] [--line-numbers] [-c NAME]… [--full-path] [--local] [format]`."""
-    from qmd.cli import actions
-
-    flags = {
-        "--all": ("all_", True), "--full": ("full", True), "--line-numbers": ("line_numbers", True), "--full-path": ("full_path", True), "--local": ("local", True),
-        **_format_flags(),
-    }
-    options = {
-        "-n": ("n", _count), "--min-score": ("min_score", _fraction), "-c": ("collection", _text), "--collection": ("collection", _text), "--format": ("format", _format),
-        "--match": ("match", _match),
-    }
-    values, query = _parse(args, flags, options, frozenset({"collection"}))
-    if not query:
-        raise _Unsure  # typer's "Missing argument"
-    kind = _output_kind(values)
-    n, min_score, collection = values.get("n"), values.get("min_score", 0.0), values.get("collection")
-    assert (n is None or isinstance(n, int)) and isinstance(min_score, float) and (collection is None or isinstance(collection, list))
-    return lambda: actions.search(
-        query, n, bool(values.get("all_")), min_score, bool(values.get("full")), bool(values.get("line_numbers")), collection, bool(values.get("full_path")), kind,
-        str(values.get("match", "any")), local=bool(values.get("local")),
-    )
-
-
-def _vsearch(args: list[str]) -> Command | None:
-    """`qmd vsearch QUERY… [-n N] [--all] [--min-score X] [--full] [--line-numbers] [-c NAME]… [--full-path] [--expand] [--local] [format]`."""
-    from qmd.cli import actions
-
-    flags = {
-        "--all": ("all_", True), "--full": ("full", True), "--line-numbers": ("line_numbers", True), "--full-path": ("full_path", True),
-        "--expand": ("expand", True), "--local": ("local", True), **_format_flags(),
-    }
-    options = {"-n": ("n", _count), "--min-score": ("min_score", _fraction), "-c": ("collection", _text), "--collection": ("collection", _text), "--format": ("format", _format)}
-    values, query = _parse(args, flags, options, frozenset({"collection"}))
-    if not query:
-        raise _Unsure
-    kind = _output_kind(values)
-    n, min_score, collection = values.get("n"), values.get("min_score", 0.0), values.get("collection")
-    assert (n is None or isinstance(n, int)) and isinstance(min_score, float) and (collection is None or isinstance(collection, list))
-    return lambda: actions.vsearch(
-        query, n, bool(values.get("all_")), min_score, bool(values.get("full")), bool(values.get("line_numbers")), collection, bool(values.get("full_path")),
-        bool(values.get("expand")), kind, local=bool(values.get("local")),
-    )
-
-
-def _query(args: list[str]) -> Command | None:
-    """`qmd query QUERY… [-n N] [-C N] [--min-score X] [--intent TEXT] [--no-rerank] [--expand|--no-expand] [--explain] [-c NAME]…
-    [--full-path] [--all] [--full] [--line-numbers] [--local] [format]`."""
-    from qmd.cli import actions
-
-    flags = {
-        "--all": ("all_", True), "--full": ("full", True), "--line-numbers": ("line_numbers", True), "--full-path": ("full_path", True),
-        "--no-rerank": ("no_rerank", True), "--expand": ("expand", True), "--no-expand": ("expand", False), "--explain": ("explain", True),
-        "--local": ("local", True), **_format_flags(),
-    }
-    options = {
-        "-n": ("n", _count), "-C": ("candidates", _count), "--candidates": ("candidates", _count), "--min-score": ("min_score", _fraction),
-        "--intent": ("intent", _text), "-c": ("collection", _text), "--collection": ("collection", _text), "--format": ("format", _format),
-    }
-    values, text = _parse(args, flags, options, frozenset({"collection"}))
-    if not text:
-        raise _Unsure
-    kind = _output_kind(values)
-    n, candidates, min_score, collection = values.get("n"), values.get("candidates", 40), values.get("min_score", 0.0), values.get("collection")
-    intent, expand = values.get("intent"), values.get("expand")
-    assert (n is None or isinstance(n, int)) and isinstance(candidates, int) and isinstance(min_score, float) and (collection is None or isinstance(collection, list))
-    assert (intent is None or isinstance(intent, str)) and (expand is None or isinstance(expand, bool))
-    return lambda: actions.query(
-        text, n, candidates, min_score, intent, bool(values.get("no_rerank")), expand, bool(values.get("explain")), collection,
-        bool(values.get("full_path")), bool(values.get("all_")), bool(values.get("full")), bool(values.get("line_numbers")), kind, local=bool(values.get("local")),
-    )
-
-
-def _get(args: list[str]) -> Command | None:
-    """`qmd get REF [--from N] [-l N] [--line-numbers/--no-line-numbers] [--raw] [--full-path] [format]`."""
-    from qmd.cli import actions
-
-    flags = {
-        "--line-numbers": ("line_numbers", True), "--no-line-numbers": ("line_numbers", False), "--raw": ("raw", True), "--full-path": ("full_path", True),
-        **_format_flags(),
-    }
-    options = {"--from": ("from_line", _line), "-l": ("lines", _line), "--lines": ("lines", _line), "--format": ("format", _format)}
-    values, refs = _parse(args, flags, options)
-    if len(refs) != 1:
+    if argument is None:
+        if positional:
+            raise _Unsure
+    elif many:
+        if not positional:
+            raise _Unsure  # typer's "Missing argument"
+        values[argument] = positional
+    elif len(positional) != 1:
         raise _Unsure  # missing, or an extra argument
-    kind = _output_kind(values)
-    from_line, lines = values.get("from_line"), values.get("lines")
-    assert (from_line is None or isinstance(from_line, int)) and (lines is None or isinstance(lines, int))
-    return lambda: actions.get(refs[0], from_line, lines, values.get("line_numbers", True) is True, bool(values.get("raw")), bool(values.get("full_path")), kind)
+    else:
+        values[argument] = positional[0]
+    return values
 
 
-def _status(args: list[str]) -> Command | None:
-    """`qmd status [--json]`."""
-    from qmd.cli import actions
+_FORMATS = ("fmt", "json_", "csv_", "md", "xml", "files")  # with_output_format's parameters, in pick_format's order
 
-    values, extra = _parse(args, {"--json": ("json", True)}, {})
-    if extra:
-        raise _Unsure
-    return lambda: actions.status(bool(values.get("json")))
+
+def _routed(name: str) -> Route:
+    """The route of a command in fastspec.json: its values parsed, checked as the command
+    checks them (a usage error goes to typer, which reports it), then the command's action."""
+
+    def route(args: list[str]) -> Command | None:
+        from qmd.cli import actions
+
+        params = _parse(args, spec(name))
+        check = CHECKS.get(name)
+        try:
+            if "fmt" in params:
+                params["kind"] = pick_format(*(params.pop(p) for p in _FORMATS))  # type: ignore[arg-type]
+            if check is not None:
+                getattr(actions, check)(params)
+        except Exception as exc:
+            if usage_error(exc):
+                raise _Unsure from exc
+            raise
+        action = getattr(actions, name)
+        return lambda: action(params)
+
+    return route
+
+
+def spec(name: str) -> Spec:
+    """The option table of command `name` (fastspec.json, generated from typer by fastgen.py)."""
+    import json
+
+    with open(os.path.join(os.path.dirname(__file__), "fastspec.json"), encoding="utf-8") as fh:
+        argument, many, flags, options, defaults = json.load(fh)[name]
+    return argument, many, flags, options, defaults
+
+
+CHECKS = {"search": "search_request", "vsearch": "vsearch_request", "query": "query_request"}  # actions' request builders
 
 
 def _mcp(args: list[str]) -> Command | None:
@@ -251,7 +171,7 @@ def _mcp(args: list[str]) -> Command | None:
     return lambda: run(STATE.index_name)
 
 
-ROUTES: dict[str, Route] = {"search": _search, "vsearch": _vsearch, "query": _query, "get": _get, "status": _status, "mcp": _mcp}
+ROUTES: dict[str, Route] = {name: _routed(name) for name in ("search", "vsearch", "query", "get", "status")} | {"mcp": _mcp}
 
 
 def route(argv: list[str]) -> Command | None:

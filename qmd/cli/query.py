@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from qmd.cli import actions
 from qmd.cli.common import (
     AllOpt,
     CollectionOpt,
@@ -45,16 +46,4 @@ def query(
     kind: str = "cli",
 ) -> None:
     """Hybrid search: the best of keyword and vector search, reranked."""
-    from qmd.cli import actions
-
-    if chunk_strategy not in (None, "regex", "auto"):
-        raise typer.BadParameter("choose regex or auto", param_hint="--chunk-strategy")
-    if chunk_strategy is not None:
-        from qmd.cli.common import err
-
-        err(f"note: --chunk-strategy {chunk_strategy}: the reranker reads each document's chunks as embedded (set chunk_strategy: in the config and run qmd embed)")
-
-    actions.query(
-        text, n, candidates, min_score, intent, no_rerank, expand, explain, collection, full_path, all_, full, line_numbers, kind,
-        filter_, since, until, local,
-    )
+    actions.query(locals())

@@ -45,9 +45,7 @@ def search(
     kind: str = "cli",
 ) -> None:
     """Keyword search (BM25): all-terms matches first, then documents sharing most terms."""
-    if match not in actions.MATCHES:
-        raise typer.BadParameter("choose all (every term, as the original) or any (all-terms hits, then the best partial ones)", param_hint="--match")
-    actions.search(query, n, all_, min_score, full, line_numbers, collection, full_path, kind, match, filter_, since, until, local)
+    actions.search(locals())
 
 
 @with_output_format
@@ -61,7 +59,7 @@ def get(
     kind: str = "cli",
 ) -> None:
     """Print a document, or a range of its lines."""
-    actions.get(ref, from_line, lines, line_numbers, raw, full_path, kind)
+    actions.get(locals())
 
 
 @with_output_format
@@ -74,11 +72,11 @@ def multi_get(
     kind: str = "cli",
 ) -> None:
     """Print several documents at once."""
-    from qmd.cli.base import display_names
+    from qmd.cli.base import display_names, roots_of
 
     with open_store() as store:
         items = store.multi_get(pattern, lines, max_bytes)
-        names = display_names(store, items, full_path) or {}
+        names = display_names(roots_of(store), items, full_path) or {}
     if not is_list_pattern(pattern):
         # A glob: the collection-relative path, as the original names its matches.
         names = {it.uri: it.path for it in items} | {k: v for k, v in names.items() if not v.startswith("qmd://")}

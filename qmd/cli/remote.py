@@ -2,9 +2,9 @@
 
 A `qmd mcp --http` server keeps its models loaded; a shell command that loads the embed
 model again pays the load (MiniLM ~0.3 s, EmbeddingGemma ~1 s) for a 5–45 ms query.
-`ask` hands the command's exact Store call to the index's server (POST /cli,
-qmd/serve/cliroute.py) and returns the hits whole; the command renders them with its own
-renderers, so stdout is the same bytes as an in-process run.
+`ask` hands the command's request record (qmd/core/requests.py) to the index's server (POST
+/cli, qmd/serve/cliroute.py) and returns its Outcome, the record an in-process run gives; the
+command renders it with its own renderers, so stdout is the same bytes as an in-process run.
 
 What decides (any doubt → None: the command runs in-process, never a wrong answer):
 
@@ -39,47 +39,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from qmd.core.results import SearchHit
+    from qmd.core.requests import Outcome, Request
 
 CONNECT_TIMEOUT_S = 1.0
 ANSWER_TIMEOUT_S = 60.0
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
 
 
-class Root:
-    """A collection's name and folder: what fs_paths/display_names read of a Store."""
+def outcome_of(data: dict[str, Any]) -> Outcome:
+    """The Outcome a server's JSON answer holds (KeyError, TypeError, ValueError when it is not one)."""
+    from qmd.core.requests import Outcome
+    from qmd.core.results import SearchHit
 
-    def __init__(self, name: str, path: str) -> None:
-        self.name, self.path = name, path
-
-
-class Answer:
-    """What the server found: the hits and what the command prints beside them.
-
-    Stands in for the Store where the command reads collection roots (`collections()`),
-    and is a no-op context manager, so `with answer or open_store() as source:` reads alike.
-    """
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        from qmd.core.results import SearchHit
-
-        self.hits: list[SearchHit] = [SearchHit(**h) for h in data["hits"]]
-        self.roots: dict[str, str] = dict(data["roots"])
-        self.notices: list[str] = list(data["notices"])
-        self.stages: dict[str, Any] = dict(data["stages"])
-        self.searches: list[dict[str, Any]] = list(data["searches"])
-        self.timings_ms: dict[str, float] = dict(data["timings_ms"])
-        self.model: str = str(data["model"])
-        self.pending: int = int(data["pending"])
-
-    def collections(self) -> list[Root]:
-        return [Root(name, path) for name, path in self.roots.items()]
-
-    def __enter__(self) -> Answer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+    return Outcome(
+        [SearchHit(**h) for h in data["hits"]], dict(data["roots"]), list(data["notices"]), dict(data["stages"]), list(data["searches"]),
+        dict(data["timings_ms"]), str(data["model"]), int(data["pending"]),
+    )
 
 
 def mode() -> str:
@@ -90,9 +65,8 @@ def mode() -> str:
     return "require" if value in ("require", "required", "always") else "auto"
 
 
-def ask(command: str, text: str, options: dict[str, Any], local: bool = False) -> Answer | None:
-    """The server's answer to `command` (search, vsearch, query) with the Store keyword
-    arguments `options`, or None: run it in-process (see the module docstring)."""
+def ask(request: Request, local: bool = False) -> Outcome | None:
+    """The server's outcome of `request`, or None: run it in-process (see the module docstring)."""
     how = "off" if local else mode()
     if how == "off":
         return None
@@ -110,7 +84,7 @@ def ask(command: str, text: str, options: dict[str, Any], local: bool = False) -
     except OSError:
         why = f"no HTTP server runs for index '{index}' (start one: qmd mcp --http --daemon" + (" in the project)" if project is not None else ")")
     else:
-        answer, why = _ask(index, raw, command, text, options)
+        answer, why = _ask(index, raw, request)
         if answer is not None:
             return answer
     if how == "require":
@@ -120,10 +94,11 @@ def ask(command: str, text: str, options: dict[str, Any], local: bool = False) -
     return None
 
 
-def _ask(index: str, raw: bytes, command: str, text: str, options: dict[str, Any]) -> tuple[Answer | None, str]:
+def _ask(index: str, raw: bytes, request: Request) -> tuple[Outcome | None, str]:
     import json
 
     from qmd.core.buildinfo import build_id
+    from qmd.core.requests import to_json
 
     try:
         info = json.loads(raw)
@@ -145,7 +120,7 @@ def _ask(index: str, raw: bytes, command: str, text: str, options: dict[str, Any
         pass  # another user's process (EPERM): it exists; the proof decides
     from qmd.serve.identity import index_identity
 
-    body = {"command": command, "text": text, "options": options, "build_id": mine, "identity": index_identity(index)}
+    body = {**to_json(request), "build_id": mine, "identity": index_identity(index)}
     try:
         data = json.dumps(body, ensure_ascii=True, allow_nan=False).encode("ascii")
     except ValueError:
@@ -154,7 +129,7 @@ def _ask(index: str, raw: bytes, command: str, text: str, options: dict[str, Any
     if status != 200:
         return None, f"the server of index '{index}' at {host}:{port} answered {_why(status, payload)}"
     try:
-        return Answer(json.loads(payload)), ""
+        return outcome_of(json.loads(payload)), ""
     except (ValueError, KeyError, TypeError) as exc:
         return None, f"the server's answer is unreadable ({type(exc).__name__})"
 

@@ -79,7 +79,7 @@ def update(
 
 def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show the index: documents, vectors, collections, models, skipped files."""
-    actions.status(json_)
+    actions.status(locals())
 
 
 def cleanup(

@@ -123,9 +123,10 @@ def vsearch(
     kind: str = "cli",
 ) -> None:
     """Vector search: documents nearest in meaning to the query (best chunk per document)."""
+    params = dict(locals())  # the option values, by parameter name (taken before anything else is named here)
     from qmd.cli import actions
 
-    actions.vsearch(query, n, all_, min_score, full, line_numbers, collection, full_path, expand, kind, filter_, since, until, local)
+    actions.vsearch(params)
 
 
 def _download(ref: ModelRef, refresh: bool = False) -> Path:

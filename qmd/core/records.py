@@ -8,7 +8,7 @@ and for `frozen=True` immutability and `__hash__` — in a fraction of that time
 
 The type checker sees `dataclasses.dataclass` and `dataclasses.field` (same semantics for
 what is used here). Not supported, so not to be used on a record: `dataclasses.fields`,
-`asdict`, `replace`, `field(...)` options other than `default_factory`, inheritance of fields.
+`asdict`, `dataclasses.replace` (use this module's), `field(...)` options other than `default_factory`, inheritance of fields.
 tests/qmd/core/test_records.py holds a record against the dataclass it stands for.
 """
 
@@ -17,8 +17,16 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from dataclasses import dataclass as record
-    from dataclasses import field
+    from dataclasses import field, replace
 else:
+
+    def replace(obj, /, **changes):
+        """A copy of the record `obj` with `changes`; TypeError names a field it does not have."""
+        names = type(obj).__match_args__
+        unknown = [name for name in changes if name not in names]
+        if unknown:
+            raise TypeError(f"{type(obj).__qualname__} has no field {unknown[0]!r}")
+        return type(obj)(*(changes[n] if n in changes else getattr(obj, n) for n in names))
 
     class _Factory:
         __slots__ = ("make",)
@@ -89,4 +97,4 @@ class FrozenInstanceError(AttributeError):
     """Assigning to a field of a frozen record (as `dataclasses.FrozenInstanceError`)."""
 
 
-__all__ = ["FrozenInstanceError", "field", "record"]
+__all__ = ["FrozenInstanceError", "field", "record", "replace"]

@@ -219,11 +219,27 @@ class VectorStatus:
 
 
 @record
+class Stages:
+    """What each stage of a hybrid query did (None: the stage did not come up)."""
+
+    strong_signal: bool | None = None  # the keyword probe found a clear winner (expansion skipped)
+    expand: str | None = None  # "off", "N lines (M lex dropped)" or "skipped: why"
+    vector: int | None = None  # vector lists searched
+    bm25: int | None = None  # keyword lists searched
+    feedback: int | None = None  # words the pseudo-relevance feedback added (0: none)
+    rerank: int | str | None = None  # documents reranked, "off" or "skipped: why"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stages that came up, in order (what `--explain` and `--json` print)."""
+        return {name: value for name, value in self.__dict__.items() if value is not None}
+
+
+@record
 class QueryResult:
     """Hybrid query hits, plus what ran: stages, the sub-queries searched, notices, timings."""
 
     hits: list[SearchHit]
-    stages: dict[str, Any]
+    stages: Stages
     searches: list[dict[str, Any]]
     notices: list[str]
     timings_ms: dict[str, float]

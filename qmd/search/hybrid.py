@@ -35,29 +35,18 @@ from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.core.query import SubQuery
 from qmd.search.typed import TypedQuery, parse_typed
 from qmd.storage.backend import DocRow, IndexBackend
-from qmd.core.results import QueryResult, SearchHit
+from qmd.core.results import QueryResult, SearchHit, Stages
 
 if TYPE_CHECKING:
+    from qmd.core.requests import QueryRequest
     from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
+    from qmd.search.vector import VectorModel
 
 LIST_DEPTH = 20
 STRONG_SCORE = 0.85
 STRONG_GAP = 0.15
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class QueryOptions:
-    limit: int = 10
-    candidates: int = 40
-    min_score: float = 0.0
-    collections: list[str] | None = None
-    intent: str | None = None
-    rerank: bool = True
-    expand: bool | None = None  # None: only with a model trained for expansion; True: with any
-    snippet_chars: int = 500
-    bm25: bool = True  # False: vector lists only (vsearch --expand)
 
 
 class QueryModels(Protocol):
@@ -77,11 +66,12 @@ class QueryModels(Protocol):
 
 
 class HitMaker(Protocol):
-    """Turns a document row into a result: snippet at the best line, context."""
+    """Turns a document row into a result: snippet at the best line, context; `lengths`: the
+    page's docid lengths, fetched once (else one query per hit)."""
 
     def __call__(
         self, row: DocRow, text: str, score: float, match: str, words: list[str], snippet_chars: int,
-        line_numbers: bool = False, chunk: tuple[int, int] | None = None, full: bool = False,
+        line_numbers: bool = False, chunk: tuple[int, int] | None = None, full: bool = False, lengths: dict[str, int] | None = None,
     ) -> SearchHit: ...
 
 
@@ -116,7 +106,7 @@ class QueryPlan:
     question: str
     intent: str | None
     searches: list[SubQuery] = field(default_factory=list)
-    stages: dict[str, Any] = field(default_factory=dict)
+    stages: Stages = field(default_factory=Stages)
     notices: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
 
@@ -214,9 +204,174 @@ def best_chunk(text: str, chunks: list[tuple[int, int]], words: set[str], intent
     return best
 
 
-def feedback(
-    ctx: QueryContext, question: str, named: list[RankedList], rows: dict[int, DocRow], texts: dict[str, str], load_ids: Callable[[list[int]], None],
-) -> int:
+
+class Documents:
+    """The rows and texts of the documents one query has read, each read once."""
+
+    def __init__(self, backend: IndexBackend) -> None:
+        self.backend = backend
+        self.rows: dict[int, DocRow] = {}
+        self.texts: dict[str, str] = {}  # content hash → text
+
+    def load(self, ids: list[int]) -> None:
+        """Read the documents of `ids` not read yet (a document gone since is left out)."""
+        missing = [i for i in dict.fromkeys(ids) if i not in self.rows]
+        for doc, (row, text) in self.backend.documents(missing).items():
+            self.rows[doc] = row
+            self.texts[row.hash] = text
+
+    def text(self, doc: int) -> str:
+        return self.texts[self.rows[doc].hash]
+
+    def coverage(self, doc: int, terms: set[str]) -> float:
+        """Share of `terms` in the document's path, title and text (0 if it is gone)."""
+        row = self.rows.get(doc)
+        return 0.0 if row is None else coverage(terms, f"{row.path}\n{row.title}\n{self.texts[row.hash]}")
+
+
+@dataclass(frozen=True)
+class VectorSide:
+    """The embed model and the index's vectors of it: what the vector lists search."""
+
+    embedder: EmbeddingModel
+    model: VectorModel
+
+
+def run_query(ctx: QueryContext, request: QueryRequest, progress: Progress | None = None) -> QueryResult:
+    """The whole pipeline, stage by stage (see the module docstring)."""
+
+    def say(message: str) -> None:  # every stage begins here: a cancelled request stops
+        checkpoint()
+        if progress is not None:
+            progress(message)
+
+    started = time.perf_counter()
+    typed = parse_typed(request.text)
+    plan = QueryPlan(typed.question, request.intent or typed.intent)
+    timer = Timer(plan)
+    vectors = vector_side(ctx, typed, plan)  # 1
+    expansions = expand(ctx, typed, request, plan, timer, say)  # 2
+    question, lists = plan_searches(typed, expansions)  # 3
+    if not request.keyword:
+        lists = [item for item in lists if item[1] == "vector"]
+    plan.searches = list(typed.searches) if typed.searches else [SubQuery("query", question), *(expansions or [])]
+    docs = Documents(ctx.backend)
+    named = vector_lists(ctx, lists, vectors, plan, timer, say) + keyword_lists(ctx, lists, request, docs, plan, timer)
+    order = {name: i for i, (name, _, _, _) in enumerate(lists)}
+    named.sort(key=lambda item: order[item.name])
+    if not typed.searches and request.keyword:  # 4
+        with timer("feedback"):
+            plan.stages.feedback = feedback(ctx, question, named, docs)
+    with timer("fusion"):
+        candidates = fuse(named)
+    words = set(parse_query(question).words)
+    intent_words = set(parse_query(plan.intent).words) if plan.intent else set()
+    reranked = rerank(ctx, candidates, request, docs, plan, words, intent_words, timer, say)  # 5
+    checkpoint()
+    ranked = finish(candidates[: max(request.candidates, request.limit)] if reranked else candidates, reranked)  # 6
+    hits = make_hits(ctx, ranked, request, docs, sorted(words | intent_words))
+    plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
+    return QueryResult(
+        hits, plan.stages, [{"type": s.type, "query": s.text} for s in plan.searches], plan.notices,
+        {k: round(v, 2) for k, v in plan.timings_ms.items()},
+    )
+
+
+def vector_side(ctx: QueryContext, typed: TypedQuery, plan: QueryPlan) -> VectorSide | None:
+    """The embed model and its vectors, or None (with the notice why): usable only with an
+    embed model that has embedded something; a keyword-only typed query never loads it."""
+    from qmd.search.vector import current_model
+
+    if typed.searches and all(s.type == "lex" for s in typed.searches):
+        return None
+    try:
+        embedder = ctx.models.embedder()
+        return VectorSide(embedder, current_model(ctx.backend, embedder))
+    except QmdError as exc:
+        plan.notices.append(f"vector search skipped: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+        return None
+
+
+def expand(ctx: QueryContext, typed: TypedQuery, request: QueryRequest, plan: QueryPlan, timer: Timer, say: Progress) -> list[SubQuery] | None:
+    """Stage 2: the question's expansions (None: not expanded), unless a strong keyword
+    match makes them moot, they are off, or no model trained for them is there."""
+    if typed.searches:
+        return None
+    strong = False
+    if typed.plain is not None and not plan.intent and request.keyword:
+        with timer("probe"):
+            probe = bm25_search(ctx.backend, parse_query(typed.plain), 2, ctx.scope)
+        strong = all(h.match == "all" for h in probe[:1]) and strong_signal([h.score for h in probe])
+    plan.stages.strong_signal = strong
+    if strong:
+        plan.stages.expand = "skipped: strong keyword match"
+        return None
+    if request.expand is False:
+        plan.stages.expand = "off"
+        return None
+    try:
+        generator = ctx.models.generator()
+    except QmdError as exc:
+        plan.stages.expand = "skipped: no generate model"
+        plan.notices.append(f"expansion skipped: {exc.message}")
+        return None
+    if request.expand is None and typed.expand is None and not generator.tuned:
+        name = generator.info.name
+        plan.stages.expand = f"skipped: {name} is not trained for query expansion"
+        plan.notices.append(f"expansion skipped: {name} is not trained for query expansion (such models lowered quality when measured); force it with --expand")
+        return None
+    say("expanding…")
+    with timer("expand"):
+        expansions = ctx.models.expand(typed.question, generator)
+    kept = [e for e in expansions if e.type != "lex" or shares_a_term(e.text, typed.question)]
+    plan.stages.expand = f"{len(kept)} lines ({len(expansions) - len(kept)} lex dropped)"
+    return kept if request.keyword else [e for e in kept if e.type != "lex"]
+
+
+def vector_lists(ctx: QueryContext, lists: list[tuple[str, str, float, str]], vectors: VectorSide | None, plan: QueryPlan, timer: Timer, say: Progress) -> list[RankedList]:
+    """Stage 3, vectors: each vec/hyde line (and the question) embedded, its nearest documents."""
+    wanted = [(n, w, t) for n, kind, w, t in lists if kind == "vector"]
+    if not wanted or vectors is None:
+        plan.stages.vector = 0
+        return []
+    embedder = vectors.embedder
+    say(f"embedding {len(wanted)} queries…")
+    with timer("embed"):
+        inputs = [embedder.family.document("", t) if n.startswith("hyde") else embedder.fit(embedder.family.query(t), embedder.n_ctx - 4) for n, _, t in wanted]
+        embedded = embedder.embed(inputs)
+    named: list[RankedList] = []
+    with timer("vector"):
+        for (name, weight, _), qvec in zip(wanted, embedded):
+            checkpoint()
+            near = ctx.backend.nearest_documents(vectors.model, qvec, LIST_DEPTH, ctx.scope)
+            named.append(RankedList(name, weight, [d for d, _, _ in near], [s for _, s, _ in near], "vector"))
+    plan.stages.vector = len(wanted)
+    return named
+
+
+def keyword_lists(ctx: QueryContext, lists: list[tuple[str, str, float, str]], request: QueryRequest, docs: Documents, plan: QueryPlan, timer: Timer) -> list[RankedList]:
+    """Stage 3, keywords: each lex line (and the question) searched with BM25, each hit with
+    its coverage of the line's terms (1 for an all-terms hit)."""
+    # One keyword list and no rerank: fusion keeps its order, so the top `limit` rows are the
+    # answer and reading LIST_DEPTH (and maybe an any-term fill query) would be wasted work.
+    depth = request.limit if len(lists) == 1 and not request.rerank else LIST_DEPTH
+    named: list[RankedList] = []
+    with timer("bm25"):
+        for name, kind, weight, text in lists:
+            if kind != "bm25":
+                continue
+            checkpoint()
+            found = bm25_search(ctx.backend, parse_query(text), depth, ctx.scope)
+            exact = sum(1 for h in found if h.match == "all")
+            docs.load([h.doc_id for h in found if h.match != "all"])
+            terms = question_terms(text)
+            cover = [1.0 if h.match == "all" else docs.coverage(h.doc_id, terms) for h in found]
+            named.append(RankedList(name, weight, [h.doc_id for h in found], [h.score for h in found], "bm25", exact, cover))
+    plan.stages.bm25 = len(named)
+    return named
+
+
+def feedback(ctx: QueryContext, question: str, named: list[RankedList], docs: Documents) -> int:
     """Pseudo-relevance feedback (fusion.py, "Feedback"): the documents both of the question's
     lists have in their top 10 lend their common words to one more BM25 search, appended to
     `named` as a list weighing 1 × the BM25 list's evidence. Returns the expansion words used
@@ -227,9 +382,9 @@ def feedback(
     seeds = [doc_id(k) for k in feedback_seeds(named, fuse_lists(named))]
     if not seeds:
         return 0
-    load_ids(seeds)
+    docs.load(seeds)
     terms = question_terms(question)
-    words = feedback_terms(terms, [texts[rows[d].hash] for d in seeds if d in rows])
+    words = feedback_terms(terms, [docs.text(d) for d in seeds if d in docs.rows])
     if not words:
         return 0
     checkpoint()
@@ -238,177 +393,61 @@ def feedback(
     return len(words)
 
 
-def run_query(ctx: QueryContext, text: str, opts: QueryOptions, progress: Progress | None = None, explain: bool = False) -> QueryResult:
-    """The whole pipeline (see the module docstring)."""
-    from qmd.search.vector import current_model
+def rerank(
+    ctx: QueryContext, candidates: list[Candidate], request: QueryRequest, docs: Documents, plan: QueryPlan, words: set[str], intent_words: set[str],
+    timer: Timer, say: Progress,
+) -> bool:
+    """Stage 5: the top `candidates` reranked on their best chunk; True when they were."""
+    if not request.rerank:
+        plan.stages.rerank = "off"
+        return False
+    if not candidates:
+        return False
+    try:
+        reranker = ctx.models.reranker()
+    except QmdError as exc:
+        plan.stages.rerank = "skipped: no rerank model"
+        plan.notices.append(f"rerank skipped: {exc.message}")
+        return False
+    top = candidates[: request.candidates]
+    docs.load([c.doc_id for c in top])
+    say(f"reranking {len(top)} chunks…")
+    with timer("rerank"):
+        hashes = [docs.rows[c.doc_id].hash for c in top]
+        chunk_map = ctx.models.chunks_for(hashes)
+        chunks = [best_chunk(docs.texts[h], chunk_map.get(h, []), words, intent_words, 1200) for h in hashes]
+        rerank_query = f"{plan.intent}\n{plan.question}" if plan.intent else plan.question
+        scores = ctx.models.rerank(rerank_query, [docs.texts[h][start:end] for h, (start, end) in zip(hashes, chunks)], reranker)
+        for c, chunk, score in zip(top, chunks, scores):
+            c.chunk, c.rerank = chunk, score
+    plan.stages.rerank = len(top)
+    return True
 
-    def say(message: str) -> None:  # every stage begins here: a cancelled request stops
-        checkpoint()
-        if progress is not None:
-            progress(message)
 
-    started = time.perf_counter()
-    typed = parse_typed(text)
-    intent = opts.intent or typed.intent
-    plan = QueryPlan(typed.question, intent)
-    timer = Timer(plan)
-    backend, scope, models = ctx.backend, ctx.scope, ctx.models
-
-    # Vectors are usable only with a local embed model that has embedded something; a
-    # keyword-only typed query never touches the embed model.
-    embedder, vmodel = None, None
-    if not typed.searches or any(s.type != "lex" for s in typed.searches):
-        try:
-            embedder = models.embedder()
-            vmodel = current_model(backend, embedder)
-        except QmdError as exc:
-            plan.notices.append(f"vector search skipped: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
-
-    expansions: list[SubQuery] | None = None
-    if not typed.searches:
-        strong = False
-        if typed.plain is not None and not intent and opts.bm25:
-            with timer("probe"):
-                probe = bm25_search(backend, parse_query(typed.plain), 2, scope)
-            strong = all(h.match == "all" for h in probe[:1]) and strong_signal([h.score for h in probe])
-        plan.stages["strong_signal"] = strong
-        if strong:
-            plan.stages["expand"] = "skipped: strong keyword match"
-        elif opts.expand is False:
-            plan.stages["expand"] = "off"
-        else:
-            try:
-                generator = models.generator()
-            except QmdError as exc:
-                generator = None
-                plan.stages["expand"] = "skipped: no generate model"
-                plan.notices.append(f"expansion skipped: {exc.message}")
-            if generator is not None and opts.expand is None and typed.expand is None and not generator.tuned:
-                name = generator.info.name
-                plan.stages["expand"] = f"skipped: {name} is not trained for query expansion"
-                plan.notices.append(f"expansion skipped: {name} is not trained for query expansion (such models lowered quality when measured); force it with --expand")
-            elif generator is not None:
-                say("expanding…")
-                with timer("expand"):
-                    expansions = models.expand(typed.question, generator)
-                kept = [e for e in expansions if e.type != "lex" or shares_a_term(e.text, typed.question)]
-                plan.stages["expand"] = f"{len(kept)} lines ({len(expansions) - len(kept)} lex dropped)"
-                expansions = kept
-    if not opts.bm25 and expansions:
-        expansions = [e for e in expansions if e.type != "lex"]
-    question, lists = plan_searches(typed, expansions)
-    if not opts.bm25:
-        lists = [item for item in lists if item[1] == "vector"]
-    plan.searches = list(typed.searches) if typed.searches else [SubQuery("query", question), *(expansions or [])]
-
-    rows: dict[int, DocRow] = {}
-    texts: dict[str, str] = {}
-
-    def load_ids(ids: list[int]) -> None:
-        """Rows and texts of documents not loaded yet (what coverage, rerank or the output needs)."""
-        missing = [i for i in dict.fromkeys(ids) if i not in rows]
-        for doc_id, (row, text) in backend.documents(missing).items():
-            rows[doc_id] = row
-            texts[row.hash] = text
-
-    def load(cands: list[Candidate]) -> None:
-        load_ids([c.doc_id for c in cands])
-
-    def fill_coverage(doc: int, terms: set[str]) -> float:
-        """Share of `terms` in the document's path, title and text (0 if it is gone)."""
-        row = rows.get(doc)
-        return 0.0 if row is None else coverage(terms, f"{row.path}\n{row.title}\n{texts[row.hash]}")
-
-    named: list[RankedList] = []
-    vector_lists = [(n, w, t) for n, b, w, t in lists if b == "vector"]
-    if vector_lists and vmodel is not None and embedder is not None:
-        say(f"embedding {len(vector_lists)} queries…")
-        with timer("embed"):
-            inputs = [embedder.family.document("", t) if n.startswith("hyde") else embedder.fit(embedder.family.query(t), embedder.n_ctx - 4) for n, _, t in vector_lists]
-            vectors = embedder.embed(inputs)
-        with timer("vector"):
-            for (name, weight, _), qvec in zip(vector_lists, vectors):
-                checkpoint()
-                near = backend.nearest_documents(vmodel, qvec, LIST_DEPTH, scope)
-                named.append(RankedList(name, weight, [d for d, _, _ in near], [s for _, s, _ in near], "vector"))
-        plan.stages["vector"] = len(vector_lists)
-    else:
-        plan.stages["vector"] = 0
-    # One keyword list and no rerank: fusion keeps its order, so the top `limit` rows are the
-    # answer and reading LIST_DEPTH (and maybe an any-term fill query) would be wasted work.
-    depth = opts.limit if len(lists) == 1 and not opts.rerank else LIST_DEPTH
-    with timer("bm25"):
-        for name, kind, weight, t in lists:
-            if kind == "bm25":
-                checkpoint()
-                found = bm25_search(backend, parse_query(t), depth, scope)
-                exact = sum(1 for h in found if h.match == "all")
-                load_ids([h.doc_id for h in found if h.match != "all"])
-                terms = question_terms(t)
-                cover = [1.0 if h.match == "all" else fill_coverage(h.doc_id, terms) for h in found]
-                named.append(RankedList(name, weight, [h.doc_id for h in found], [h.score for h in found], "bm25", exact, cover))
-    plan.stages["bm25"] = sum(1 for _, b, _, _ in lists if b == "bm25")
-    order = {name: i for i, (name, _, _, _) in enumerate(lists)}
-    named.sort(key=lambda item: order[item.name])
-    if not typed.searches and opts.bm25:
-        with timer("feedback"):
-            plan.stages["feedback"] = feedback(ctx, question, named, rows, texts, load_ids)
-
-    with timer("fusion"):
-        candidates = fuse(named)
-    words = set(parse_query(question).words)
-    intent_words = set(parse_query(intent).words) if intent else set()
-
-    reranked = False
-    if opts.rerank and candidates:
-        try:
-            reranker = models.reranker()
-        except QmdError as exc:
-            plan.stages["rerank"] = "skipped: no rerank model"
-            plan.notices.append(f"rerank skipped: {exc.message}")
-        else:
-            top = candidates[: opts.candidates]
-            load(top)
-            say(f"reranking {len(top)} chunks…")
-            with timer("rerank"):
-                chunk_map = models.chunks_for([rows[c.doc_id].hash for c in top])
-                for c in top:
-                    text_ = texts[rows[c.doc_id].hash]
-                    c.chunk = best_chunk(text_, chunk_map.get(rows[c.doc_id].hash, []), words, intent_words, 1200)
-                rerank_query = f"{intent}\n{question}" if intent else question
-                scores = models.rerank(rerank_query, [texts[rows[c.doc_id].hash][c.chunk[0] : c.chunk[1]] for c in top], reranker)  # type: ignore[index]
-                for c, s in zip(top, scores):
-                    c.rerank = s
-            reranked = True
-            plan.stages["rerank"] = len(top)
-    elif not opts.rerank:
-        plan.stages["rerank"] = "off"
-    checkpoint()
-    ranked = finish(candidates[: max(opts.candidates, opts.limit)] if reranked else candidates, reranked)
-
+def make_hits(ctx: QueryContext, ranked: list[Candidate], request: QueryRequest, docs: Documents, words: list[str]) -> list[SearchHit]:
+    """Stage 6's page: the best `limit` candidates scoring at least `min_score`, as hits
+    (their docid lengths read once for the page)."""
+    page = [c for c in ranked if c.score >= request.min_score][: request.limit]
+    docs.load([c.doc_id for c in page])
+    lengths = ctx.backend.docid_lengths([docs.rows[c.doc_id].hash for c in page])
     hits: list[SearchHit] = []
-    load([c for c in ranked if c.score >= opts.min_score][: opts.limit])
-    for c in ranked:
-        if c.score < opts.min_score:
-            continue
-        if len(hits) >= opts.limit:
-            break
-        row = rows[c.doc_id]
-        hit = ctx.hit(row, texts[row.hash], c.score, "hybrid", sorted(words | intent_words), opts.snippet_chars, chunk=c.chunk)
-        if explain:
-            hit.explain = {
-                "lists": [{"list": n, "rank": r, "rrf": round(v, 6)} for n, r, v in c.contributions],
-                "bonus": round(c.bonus, 6),
-                "rrf": round(c.rrf_score, 6),
-                "rrf_rank": c.rrf_rank,
-                "rerank": None if c.rerank is None else round(c.rerank, 6),
-                "blend_weight": None if c.rerank is None else blend_weight(c.rrf_rank),
-                "score": round(c.score, 6),
-            }
+    for c in page:
+        row = docs.rows[c.doc_id]
+        hit = ctx.hit(row, docs.texts[row.hash], c.score, "hybrid", words, request.snippet_chars, chunk=c.chunk, lengths=lengths)
+        if request.explain:
+            hit.explain = explained(c)
         hits.append(hit)
-    plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
-    return QueryResult(
-        hits, plan.stages, [{"type": s.type, "query": s.text} for s in plan.searches], plan.notices,
-        {k: round(v, 2) for k, v in plan.timings_ms.items()},
-    )
+    return hits
 
+
+def explained(c: Candidate) -> dict[str, Any]:
+    """What --explain shows of one hit: its lists, ranks, fused and rerank scores, blend."""
+    return {
+        "lists": [{"list": n, "rank": r, "rrf": round(v, 6)} for n, r, v in c.contributions],
+        "bonus": round(c.bonus, 6),
+        "rrf": round(c.rrf_score, 6),
+        "rrf_rank": c.rrf_rank,
+        "rerank": None if c.rerank is None else round(c.rerank, 6),
+        "blend_weight": None if c.rerank is None else blend_weight(c.rrf_rank),
+        "score": round(c.score, 6),
+    }

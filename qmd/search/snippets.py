@@ -6,8 +6,6 @@ from functools import lru_cache
 
 from qmd.core.text import has_cjk
 
-JSON_SNIPPET_CHARS = 300  # JSON and MCP: agents pay for every character
-CLI_SNIPPET_CHARS = 500
 
 
 @lru_cache(maxsize=64)

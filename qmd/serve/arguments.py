@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from qmd.core.errors import QmdError
+from qmd.core.requests import QueryRequest
 from qmd.search.typed import MAX_LINE_CHARS, MAX_SEARCHES, SEARCH_TYPES
 from qmd.store.store import MULTI_GET_MAX_BYTES
 
@@ -231,6 +232,13 @@ class QueryArgs:
     def keyword_only(self) -> bool:
         """Only lex sub-queries and no rerank: BM25 alone answers (no model runs)."""
         return bool(self.kinds) and all(k == "lex" for k in self.kinds) and not self.rerank
+
+    def request(self, snippet_chars: int) -> QueryRequest:
+        """The Store's request for these arguments."""
+        return QueryRequest(
+            self.text, self.limit, self.candidates, self.min_score, tuple(self.collections) or None, self.intent, self.rerank,
+            snippet_chars=snippet_chars, filter=self.where,
+        )
 
 
 def parse_query_args(args: dict[str, Any], tool: str = "query") -> QueryArgs:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from qmd.core.records import record
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -53,13 +54,21 @@ from qmd.serve.arguments import (
 from qmd.serve.logsafe import escape_lines, stderr_log
 from qmd.serve.answers import HealthFlag, build_instructions, freshness, freshness_line, hit_row, query_text, store_instructions
 from qmd.core.results import QueryResult, StatusInfo, VectorStatus
-from qmd.search.snippets import JSON_SNIPPET_CHARS
+from qmd.core.requests import JSON_SNIPPET_CHARS
 from qmd.store.store import MULTI_GET_MAX_BYTES, Store
 from qmd.store.maintenance import NOT_PARSED
 
 DEFAULT_IDLE_S = 300.0
 
 Log = Callable[[str], None]
+
+
+class Busy(Exception):
+    """The Store stayed busy with another call for the time the caller would wait."""
+
+    def __init__(self, waited: float) -> None:
+        super().__init__(f"busy for {waited:g} s")
+        self.waited = waited
 
 
 class OutOfScope(QmdError):
@@ -131,7 +140,7 @@ class ToolService:
         self.index = index
         self.idle_s = idle_seconds() if idle_s is None else idle_s
         self.log = log or stderr_log
-        self.build_id = build_id
+        self._build = build_id
         self.started = time.monotonic()
         self._lock = threading.RLock()
         self._last_model_use = time.monotonic()
@@ -179,6 +188,24 @@ class ToolService:
             self._lock.release()
         self.log(f"released idle models ({', '.join(released)}) after {idle:.0f}s without a search")
         return released
+
+    # the one door to the Store
+
+    @contextmanager
+    def using(self, scope: frozenset[str] | None = None, *, wait: float | None = None, models: bool = False) -> Iterator[Store]:
+        """The Store, as `scope` sees it, for one call: one call at a time holds it (`wait`
+        None: as long as it takes; 0: not at all; else seconds; then `Busy`), each begins
+        with the config as it is now and the index where it now says (`_refresh`), and a
+        call that may run models (`models`) keeps them loaded for another `idle_s`."""
+        if not (self._lock.acquire() if wait is None else self._lock.acquire(timeout=wait) if wait > 0 else self._lock.acquire(blocking=False)):
+            raise Busy(wait or 0.0)
+        try:
+            self._refresh()
+            yield self._view(scope)
+        finally:
+            if models:
+                self._last_model_use = time.monotonic()
+            self._lock.release()
 
     # the tools
 
@@ -250,21 +277,12 @@ class ToolService:
     def run_query(self, q: QueryArgs, wait: bool = True, progress: Callable[[str], None] | None = None, scope: frozenset[str] | None = None) -> tuple[QueryResult, dict[str, Any]] | None:
         """The hybrid query and the index's freshness; None if `wait` is False and the Store is busy."""
         check_scope(q.collections, scope)
-        if not self._lock.acquire(blocking=wait):
-            return None
         try:
-            self._refresh()
-            store = self._view(scope)
-            try:
-                result = store.query(
-                    q.text, limit=q.limit, candidates=q.candidates, min_score=q.min_score, collections=q.collections or None,
-                    intent=q.intent, rerank=q.rerank, snippet_chars=JSON_SNIPPET_CHARS, progress=progress, filter=q.where,
-                )
-            finally:
-                self._last_model_use = time.monotonic()
-            fresh = freshness(self._last_updated(scope), self._flag.get())
-        finally:
-            self._lock.release()
+            with self.using(scope, wait=None if wait else 0, models=True) as store:
+                result = store.query(q.request(JSON_SNIPPET_CHARS), progress=progress)
+                fresh = freshness(self._last_updated(scope), self._flag.get())
+        except Busy:
+            return None
         return result, fresh
 
     def _last_updated(self, scope: frozenset[str] | None) -> str | None:
@@ -293,9 +311,8 @@ class ToolService:
         from_line = int_arg("fromLine", args["fromLine"], 1, 10**9) if args.get("fromLine") is not None else None
         max_lines = int_arg("maxLines", args["maxLines"], 0, 10**9) if args.get("maxLines") is not None else None
         line_numbers = bool_arg("lineNumbers", args.get("lineNumbers", False))
-        with self._lock:
-            self._refresh()
-            doc = self._view(scope).get(ref, from_line, max_lines)
+        with self.using(scope) as store:
+            doc = store.get(ref, from_line, max_lines)
         body = numbered(doc.text, doc.from_line) if line_numbers and doc.text else doc.text
         last = doc.from_line + max(doc.lines_shown, 1) - 1
         structured = {
@@ -312,9 +329,8 @@ class ToolService:
         max_lines = int_arg("maxLines", args["maxLines"], 0, 10**9) if args.get("maxLines") is not None else None
         max_bytes = int_arg("maxBytes", args.get("maxBytes", MULTI_GET_MAX_BYTES), 1, 100 * 1024 * 1024)
         line_numbers = bool_arg("lineNumbers", args.get("lineNumbers", False))
-        with self._lock:
-            self._refresh()
-            items = self._view(scope).multi_get(pattern, max_lines, max_bytes)
+        with self.using(scope) as store:
+            items = store.multi_get(pattern, max_lines, max_bytes)
         docs: list[dict[str, Any]] = []
         blocks: list[str] = []
         total = 0
@@ -337,8 +353,7 @@ class ToolService:
         return ToolOutput("\n\n".join(blocks), {"documents": docs}, False, f"{pattern[:60]!r} → {len(docs)} documents")
 
     def status(self, scope: frozenset[str] | None = None) -> ToolOutput:
-        with self._lock:
-            self._refresh()
+        with self.using(scope):
             info = self._status_info(scope)
             try:
                 vec = self._vector_status(scope)
@@ -358,7 +373,7 @@ class ToolService:
             "global_context": info.global_context,
             "grammars": [{"language": g.language, "available": g.available, "install": g.install} for g in info.grammars],
             "chunking_fallbacks": [f"qmd://{i[0]}/{i[1]}" for i in info.issues if i[3] == NOT_PARSED],
-            "server": {"version": __version__, "build_id": self._build_id(), "models_loaded": loaded, "model_idle_s": self.idle_s},
+            "server": {"version": __version__, "build_id": self.build_id, "models_loaded": loaded, "model_idle_s": self.idle_s},
         }
         lines = [f"qmd index '{self.display_name(scope)}': {info.documents} documents in {len(colls)} collection{'s' if len(colls) != 1 else ''}."]
         for c in info.collections:
@@ -394,13 +409,14 @@ class ToolService:
             return VectorStatus(None, None, 0, 0, 0)
         return self.store.vector_status(visible)
 
-    def _build_id(self) -> str:
+    @property
+    def build_id(self) -> str:
         """The build id given at start (the HTTP daemon's), else computed once when asked."""
-        if not self.build_id:
+        if not self._build:
             from qmd.core.buildinfo import build_id
 
-            self.build_id = build_id()
-        return self.build_id
+            self._build = build_id()
+        return self._build
 
     # HTTP helpers
 
@@ -429,10 +445,29 @@ class ToolService:
         return 200, {"results": [hit_row(h) for h in result.hits], "freshness": fresh}, f"{q.searches or 'plain'} searches → {len(result.hits)} results"
 
     def cli_query(self, body: Any, scope: frozenset[str] | None = None) -> tuple[int, dict[str, Any], str]:
-        """POST /cli: the hits `qmd search|vsearch|query` print (qmd/serve/cliroute.py)."""
-        from qmd.serve.cliroute import answer
+        """POST /cli: (status, JSON body, log summary) of the hits `qmd search|vsearch|query`
+        print (qmd/serve/cliroute.py), for a caller of this build and this index only."""
+        from qmd.core.requests import command_of
+        from qmd.serve.cliroute import BUSY_WAIT_S, RouteError, parse, run
 
-        return answer(self, body, scope)
+        try:
+            request, build, identity = parse(body)
+            if scope is not None:
+                raise RouteError(403, "a token scoped to collections cannot use /cli (it reads the whole index, as the CLI does)", "use /query, or an unscoped token")
+            if build != self.build_id:
+                raise RouteError(409, f"this server runs build {self.build_id}, the client {build[:80]}", "restart the server: qmd mcp stop, then start it again")
+            if identity != self.identity():
+                raise RouteError(409, "the client reads another index than this server (index path, database, config or models differ)")
+            try:
+                with self.using(wait=BUSY_WAIT_S, models=True) as store:
+                    payload = run(store, request)
+            except Busy as exc:
+                raise RouteError(503, f"busy with another search for {exc.waited:g} s", "run it in-process (the CLI does)") from exc
+            except QmdError as exc:
+                raise RouteError(400, exc.message, exc.cli_hint or "") from exc
+        except RouteError as exc:
+            return exc.status, {"error": exc.error, "hint": exc.hint}, f"{exc.status} {exc.error[:80]}"
+        return 200, payload, f"{command_of(request)} → {len(payload['hits'])} hits"
 
     def identity(self) -> str:
         """The digest of the index this server reads, as its environment resolves it
@@ -473,7 +508,7 @@ class ToolService:
                 self._lock.release()
         body: dict[str, Any] = {
             "status": "ok", "uptime_s": round(time.monotonic() - self.started, 1), "version": __version__,
-            "build_id": self.build_id, "index": self.index, "documents": self._doc_count[1] if self._doc_count else 0,
+            "build_id": self._build, "index": self.index, "documents": self._doc_count[1] if self._doc_count else 0,
         }
         if self._health_error is not None:  # the server lives, its index cannot be read (a database gone)
             body.update(status="degraded", error=self._health_error)
@@ -499,10 +534,10 @@ class ToolService:
             self._lock.release()
 
     def instructions(self, scope: frozenset[str] | None = None) -> str:
-        with self._lock:
-            if scope is None:
+        if scope is None:
+            with self._lock:
                 return store_instructions(self.store, self.index)
-            self._refresh()
+        with self.using(scope):
             try:
                 info: StatusInfo | None = self._status_info(scope)
             except QmdError:

@@ -13,12 +13,13 @@ from qmd.search.syntax import parse_query
 from qmd.store import refs
 from qmd.storage.backend import DocRow
 from qmd.core.contexts import normalise_subpath
+from qmd.core.records import replace
+from qmd.core.requests import MATCHES, Outcome, QueryRequest, SearchRequest
 from qmd.core.results import Document, FileEntry, MultiGetItem, QueryResult, SearchHit, VectorSearch
 from qmd.store.state import IndexState
 
 if TYPE_CHECKING:
     from qmd.core.filters import Filter
-    from qmd.search.hybrid import QueryOptions
     from qmd.store.models import Models
 
 MAX_LIMIT = 1_000_000  # more results than anyone reads; keeps a huge -n from overflowing SQL
@@ -80,60 +81,78 @@ class Reader:
         `get '#docid'` never finds it ambiguous)."""
         return content_hash[: self.state.db().docid_lengths([content_hash])[content_hash]]
 
-    def search(
-        self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool,
-        where: Filter | None = None,
-    ) -> list[SearchHit]:
-        limit = checked(limit, min_score)
-        parsed = parse_query(query)
+    def search(self, request: SearchRequest, where: Filter | None = None) -> list[SearchHit]:
+        limit = checked(request.limit, request.min_score)
+        parsed = parse_query(request.text)
         backend = self.state.db()
-        hits = bm25_search(backend, parsed, limit, self.state.search_scope(collections), min_score, where)
+        hits = bm25_search(backend, parsed, limit, self.state.search_scope(request.collections), request.min_score, where)
+        if request.match == "all":  # the all-terms hits rank before any fill: dropping it leaves the exact top-k
+            hits = [h for h in hits if h.match == "all"]
+        elif request.match not in MATCHES:
+            raise QmdError(f"match must be one of {', '.join(MATCHES)}, not {request.match!r}", "--match all (every term) or any (then the best partial matches)")
         found = backend.documents([h.doc_id for h in hits])
         words = parsed.words
         lengths = backend.docid_lengths([row.hash for row, _ in found.values()])  # one round trip for the page
-        return [self.hit(*found[h.doc_id], h.score, h.match, words, snippet_chars, line_numbers, full=full, lengths=lengths) for h in hits]
+        return [
+            self.hit(*found[h.doc_id], h.score, h.match, words, request.snippet_chars, request.line_numbers, full=request.full, lengths=lengths)
+            for h in hits
+        ]
 
-    def vsearch(
-        self, query: str, limit: int | None, collections: list[str] | None, min_score: float, full: bool, snippet_chars: int, line_numbers: bool,
-        where: Filter | None = None,
-    ) -> VectorSearch:
-        limit = checked(limit, min_score)
+    def vsearch(self, request: SearchRequest, where: Filter | None = None) -> VectorSearch:
+        limit = checked(request.limit, request.min_score)
         from qmd.search.vector import current_model, pending_count
 
         backend = self.state.db()
         embedder = self._models().embedder()
-        scope = self.state.search_scope(collections)
+        scope = self.state.search_scope(request.collections)
         wanted, _ = self.state.embeddable(scope)
         model = current_model(backend, embedder)
-        found = backend.nearest_documents(model, embedder.embed_query(query), limit, scope, where)
+        found = backend.nearest_documents(model, embedder.embed_query(request.text), limit, scope, where)
         # Counting what still needs embedding costs ~5-9 ms on a large index: cache it until
         # another connection commits (the backend's change token) or this Store writes.
         key = (model.id, tuple(wanted), backend.change_token(), self.state.writes)
         if self._pending is None or self._pending[0] != key:
             self._pending = (key, pending_count(backend, model, wanted))
         pending = self._pending[1]
-        words = parse_query(query).words
+        words = parse_query(request.text).words
         rows = backend.documents([doc_id for doc_id, _, _ in found])
         lengths = backend.docid_lengths([row.hash for row, _ in rows.values()])
         out = [
-            self.hit(*rows[doc_id], similarity, "vector", words, snippet_chars, line_numbers, chunk, full, lengths)
+            self.hit(*rows[doc_id], similarity, "vector", words, request.snippet_chars, request.line_numbers, chunk, request.full, lengths)
             for doc_id, similarity, chunk in found
-            if similarity >= min_score
+            if similarity >= request.min_score
         ]
         return VectorSearch(out, embedder.info.name, pending)
 
-    def query(self, text: str, options: QueryOptions, progress: Callable[[str], None] | None, explain: bool, where: Filter | None = None) -> QueryResult:
-        check_min_score(options.min_score)
-        options.limit = clamp_limit(options.limit)
-        if options.candidates < 1:
-            raise QmdError(f"the number of rerank candidates must be at least 1, not {options.candidates}", "e.g. -C 40")
-        options.candidates = min(options.candidates, MAX_LIMIT)
+    def query(self, request: QueryRequest, progress: Callable[[str], None] | None, where: Filter | None = None) -> QueryResult:
+        check_min_score(request.min_score)
+        if request.candidates < 1:
+            raise QmdError(f"the number of rerank candidates must be at least 1, not {request.candidates}", "e.g. -C 40")
+        request = replace(request, limit=clamp_limit(request.limit), candidates=min(request.candidates, MAX_LIMIT))
         from qmd.search.hybrid import QueryContext, run_query
         from qmd.search.narrowed import narrowed
 
         # The filter narrows every list the pipeline runs, before fusion and rerank.
-        context = QueryContext(narrowed(self.state.db(), where), self.state.search_scope(options.collections), self._models(), self.hit)
-        return run_query(context, text, options, progress, explain)
+        context = QueryContext(narrowed(self.state.db(), where), self.state.search_scope(request.collections), self._models(), self.hit)
+        result = run_query(context, request, progress)
+        if request.full:  # each hit's whole document
+            for hit in result.hits:
+                hit.body = self.get(hit.uri, None, None, None).text
+        return result
+
+    def answer(self, request: SearchRequest | QueryRequest, progress: Callable[[str], None] | None, where: Filter | None = None) -> Outcome:
+        """What a search command prints for `request` (Store.answer)."""
+        if isinstance(request, QueryRequest):
+            result = self.query(request, progress, where)
+            outcome = Outcome(result.hits, {}, result.notices, result.stages.as_dict(), result.searches, result.timings_ms)
+        elif request.vector:
+            found = self.vsearch(request, where)
+            outcome = Outcome(found.hits, model=found.model, pending=found.pending)
+        else:
+            outcome = Outcome(self.search(request, where))
+        wanted = {h.collection for h in outcome.hits}
+        outcome.roots = {name: str(coll.path) for name, coll in self.state.collections().items() if name in wanted}
+        return outcome
 
     def get(self, ref: str, from_line: int | None, max_lines: int | None, cwd: str | None) -> Document:
         target, start, count = refs.split_range(ref)

@@ -13,6 +13,7 @@ from qmd.core.contexts import contexts_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from qmd.core.trust import Decision
 
 
@@ -150,7 +151,7 @@ class IndexState:
             return self.config.global_context or None
         return contexts_for(self.config.global_context, coll, path)
 
-    def search_scope(self, collections: list[str] | None) -> list[str] | None:
+    def search_scope(self, collections: Sequence[str] | None) -> list[str] | None:
         """Collections to search; None means "everything in the index" (the fast path)."""
         colls = self.collections()
         if collections:

@@ -17,7 +17,7 @@ from pathlib import Path
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every CLI call)
 
 from qmd.core.config import DEFAULT_PATTERN, Config
-from qmd.search.snippets import CLI_SNIPPET_CHARS
+from qmd.core.requests import Outcome, QueryRequest, SearchRequest, request_for
 from qmd.core.results import (
     CleanupReport,
     CollectionInfo,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
     from qmd.core.filters import Filter
     from qmd.core.query import SubQuery
+    from typing import Any
 
 __all__ = ["MULTI_GET_MAX_BYTES", "Store", "open_index"]
 
@@ -305,68 +306,31 @@ class Store:
 
     # --- reading (reading.py) -------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = 10,
-        collections: list[str] | None = None,
-        min_score: float = 0.0,
-        full: bool = False,
-        snippet_chars: int = CLI_SNIPPET_CHARS,
-        line_numbers: bool = False,
-        filter: object = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> list[SearchHit]:
-        """BM25 keyword search; `limit=None` returns every match. See search/fts.py.
+    def search(self, request: str | SearchRequest, /, **settings: Any) -> list[SearchHit]:
+        """BM25 keyword search: a SearchRequest, or the text and any of its fields as keywords
+        (`limit=None` returns every match). See search/fts.py.
 
         `filter` (JSON text, its decoded object, or a tree from qmd/core/filters.py) keeps
         documents whose metadata matches; `since` / `until` (ISO date or 7d, 2w) by date.
         Both apply inside the search: the top `limit` is exact. A bad filter is a QmdError.
+        `match="all"` keeps only the documents holding every term.
         """
-        where = self.where(filter, since, until)
-        return self._reader.search(query, limit, collections, min_score, full, snippet_chars, line_numbers, where)
+        from qmd.core.records import replace
 
-    def vsearch(
-        self,
-        query: str,
-        *,
-        limit: int | None = 10,
-        collections: list[str] | None = None,
-        min_score: float = 0.0,
-        full: bool = False,
-        snippet_chars: int = CLI_SNIPPET_CHARS,
-        line_numbers: bool = False,
-        filter: object = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> VectorSearch:
+        found = request_for(SearchRequest, request, settings)
+        return self._reader.search(replace(found, vector=False) if found.vector else found, self.where(found.filter, found.since, found.until))
+
+    def vsearch(self, request: str | SearchRequest, /, **settings: Any) -> VectorSearch:
         """Nearest documents by meaning (cosine similarity of each document's best chunk);
-        `filter`, `since`, `until` as for `search` (an exact filtered nearest search)."""
-        where = self.where(filter, since, until)
-        return self._reader.vsearch(query, limit, collections, min_score, full, snippet_chars, line_numbers, where)
+        the request and `filter`, `since`, `until` as for `search` (an exact filtered nearest search)."""
+        from qmd.core.records import replace
 
-    def query(
-        self,
-        text: str,
-        *,
-        limit: int = 10,
-        candidates: int = 40,
-        min_score: float = 0.0,
-        collections: list[str] | None = None,
-        intent: str | None = None,
-        rerank: bool = True,
-        expand: bool | None = None,
-        explain: bool = False,
-        snippet_chars: int = CLI_SNIPPET_CHARS,
-        progress: Callable[[str], None] | None = None,
-        keyword: bool = True,
-        filter: object = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> QueryResult:
-        """Hybrid search: expansion, BM25 + vector lists, RRF, rerank, blend (search/hybrid.py).
+        found = request_for(SearchRequest, request, settings)
+        return self._reader.vsearch(found if found.vector else replace(found, vector=True), self.where(found.filter, found.since, found.until))
+
+    def query(self, request: str | QueryRequest, /, *, progress: Callable[[str], None] | None = None, **settings: Any) -> QueryResult:
+        """Hybrid search: expansion, BM25 + vector lists, RRF, rerank, blend (search/hybrid.py):
+        a QueryRequest, or the text and any of its fields as keywords.
 
         Missing models skip their stage; the result's `stages` and `notices` say which.
         `expand=None` expands only with a model trained for it (Generator.tuned); True with
@@ -374,11 +338,13 @@ class Store:
         `keyword=False` searches vectors only (vsearch --expand).
         `filter`, `since`, `until` as for `search`: every list is filtered before fusion and rerank.
         """
-        from qmd.search.hybrid import QueryOptions
+        asked = request_for(QueryRequest, request, settings)
+        return self._reader.query(asked, progress, self.where(asked.filter, asked.since, asked.until))
 
-        where = self.where(filter, since, until)
-        opts = QueryOptions(limit, candidates, min_score, collections, intent, rerank, expand, snippet_chars, keyword)
-        return self._reader.query(text, opts, progress, explain, where)
+    def answer(self, request: SearchRequest | QueryRequest, progress: Callable[[str], None] | None = None) -> Outcome:
+        """What a search command prints for `request`: its hits and what goes beside them
+        (the same record a warm server answers the CLI with, qmd/cli/remote.py)."""
+        return self._reader.answer(request, progress, self.where(request.filter, request.since, request.until))
 
     @staticmethod
     def where(filter: object = None, since: str | None = None, until: str | None = None) -> Filter | None:

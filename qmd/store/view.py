@@ -17,7 +17,7 @@ must not reveal them sum the visible collections (qmd/serve/service.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from qmd.core.config import CollectionConfig, Config
 from qmd.store.state import IndexState
@@ -66,7 +66,7 @@ class ScopedState(IndexState):
             self._visible = (version, {n: c for n, c in self.base.collections().items() if n in self.names})
         return self._visible[1]
 
-    def search_scope(self, collections: list[str] | None) -> list[str] | None:
+    def search_scope(self, collections: Sequence[str] | None) -> list[str] | None:
         """The visible collections to search: never None ("everything") unless every
         collection in the index is visible, never empty when some collection is."""
         scope = super().search_scope(collections)

@@ -121,3 +121,52 @@ def test_the_public_api_holds_nothing_of_the_cli() -> None:
         value = getattr(qmd, name)
         module = getattr(value, "__module__", "") or ""
         assert not module.startswith("qmd.cli"), f"qmd.{name} comes from the CLI ({module})"
+
+
+def _private_reaches(path: Path) -> list[str]:
+    """`obj._name` where obj is not self, cls or a module (os._exit) and `_name` is not a
+    member defined in the same module: another module's object reached through its privates."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    own |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") and node.attr not in own:
+            owner = node.value
+            if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls", "os", "sys")):
+                found.append(f"{path.name}:{node.lineno} .{node.attr}")
+    return found
+
+
+def test_the_server_reaches_no_private_member_of_another_object() -> None:
+    # One door into the Store (ToolService.using): routes and transports call public members.
+    assert [hit for path in _sources("qmd/serve") for hit in _private_reaches(path)] == []
+
+
+def test_the_private_member_check_sees_one(tmp_path: Path) -> None:
+    source = tmp_path / "x.py"
+    source.write_text("def f(service):\n    service._lock.acquire()\n    self._ok = 1\n")
+    assert len(_private_reaches(source)) == 1
+
+
+_REQUESTS = {"SearchRequest", "QueryRequest"}
+
+
+def _builds_requests(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _REQUESTS for n in ast.walk(tree))
+
+
+def test_one_request_record_from_both_command_line_parsers() -> None:
+    """The typer commands and the lean path hand their option values to the same builders
+    (qmd/cli/actions.py's *_request); no other CLI module makes a request of its own, and the
+    lean path's option table is the one generated from the typer declarations."""
+    from qmd.cli import fastgen
+
+    builders = [p.relative_to(REPO).as_posix() for p in _sources("qmd/cli") if _builds_requests(p)]
+    assert builders == ["qmd/cli/actions.py"]
+    assert fastgen.TARGET.read_text() == fastgen.render(), "the lean path's options differ from typer's: run python -m qmd.cli.fastgen"
+    for name in fastgen.ROUTED:
+        source = (REPO / "qmd/cli").glob("*.py")
+        calls = [p.name for p in source if f"actions.{name}(locals())" in p.read_text() or f"actions.{name}(params)" in p.read_text()]
+        assert calls, f"the typer command {name} does not hand its values to actions.{name}"

@@ -99,6 +99,14 @@ ROUTED = [
     ["query", "--all", "--full", "--line-numbers", "restore"],
     ["query", "--candidates=3", "-c", "notes", "--full-path", "restore", "--csv"],
     ["query", "-c", "nope", "restore"],
+    # the options the lean path reads from the table generated from typer (fastspec.json)
+    ["vsearch", "rollback", "--filter", "{}"],
+    ["search", "--filter", '{"key": "status", "operator": "eq", "value": "x"}', "rollback", "--json"],
+    ["search", "--filter", "{not json", "rollback"],
+    ["search", "--since", "7d", "--until", "2099-01-01", "rollback"],
+    ["search", "--match", "all", "rollback back", "--json"],
+    ["query", "--chunk-strategy", "auto", "--no-rerank", "restore"],
+    ["query", "--filter", "{}", "--no-expand", "restore", "--json"],
 ]
 
 # Command lines the fast path leaves to typer (help, usage errors, other commands, unusual forms).
@@ -139,7 +147,9 @@ FALLBACK = [
     ["serach", "rollback"],
     ["vsearch"],
     ["vsearch", "--bogus", "rollback"],
-    ["vsearch", "rollback", "--filter", "{}"],
+    ["search", "--filter", "", "rollback"],  # an empty filter: the command's usage error, reported by typer
+    ["search", "--match", "some", "rollback"],
+    ["query", "--chunk-strategy", "ast", "rollback"],
     ["query"],
     ["query", "-C", "0", "rollback"],
     ["query", "--intent"],
@@ -222,7 +232,7 @@ def test_errors_inside_a_routed_command_map_to_the_same_exit_codes(
         def fail(*args: object, **kwargs: object) -> None:
             raise exc
 
-        monkeypatch.setattr(qmd.store.store.Store, "search", fail)
+        monkeypatch.setattr(qmd.store.store.Store, "answer", fail)
         lean = _comparable(_run(fast.main, ["search", "rollback"], capsys))
         typer = _comparable(_run(typer_main, ["search", "rollback"], capsys))
         assert lean == typer and lean[0] == expected, exc

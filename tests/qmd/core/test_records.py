@@ -73,3 +73,16 @@ def test_methods_and_properties_stay() -> None:
             return abs(self.x) + abs(self.y)
 
     assert Point(3, -4).norm == 7 and Point(1) == Point(1, 0) and repr(Point(1)) == "test_methods_and_properties_stay.<locals>.Point(x=1, y=0)"
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_replace_copies_with_changes_as_dataclasses_replace_does(frozen: bool) -> None:
+    from qmd.core.records import replace
+
+    ours, theirs = _pair(frozen)
+    mine, reference = ours(1, "y", [2]), theirs(1, "y", [2])
+    assert repr(replace(mine, d=0.5, a=7)) == repr(dataclasses.replace(reference, d=0.5, a=7))
+    assert repr(mine) == repr(reference)  # the original is unchanged
+    assert replace(mine).c is mine.c  # a shallow copy, as dataclasses.replace
+    with pytest.raises(TypeError, match="no field 'e'"):
+        replace(mine, e=1)

@@ -299,8 +299,8 @@ def test_query_expands_through_the_server(llama_gen_server: LlamaServer, embed_s
         store.add_collection(str(notes), name="notes")
         store.embed()
         result = store.query("undo a bad release", rerank=False, expand=True, explain=True)
-        assert "lines" in str(result.stages.get("expand")), result.stages
-        assert result.stages.get("vector", 0) >= 1
+        assert "lines" in str(result.stages.expand), result.stages
+        assert (result.stages.vector or 0) >= 1
         again = store.query("undo a bad release", rerank=False, expand=True)
         assert [h.uri for h in again.hits] == [h.uri for h in result.hits]  # the expansion came from the cache
     local = Generator(tiny_models["llama"], 1)

@@ -47,8 +47,8 @@ def test_no_models_degrades_to_bm25_and_says_so(store: qmd.Store, tmp_path: Path
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tmp_path / "missing.gguf"))
     result = store.query("restore the database dump")
     assert result.hits and result.hits[0].path == "postgres.md"
-    assert result.stages["vector"] == 0 and result.stages["bm25"] == 1
-    assert result.stages["rerank"] == "skipped: no rerank model" and result.stages["expand"] == "skipped: no generate model"
+    assert result.stages.vector == 0 and result.stages.bm25 == 1
+    assert result.stages.rerank == "skipped: no rerank model" and result.stages.expand == "skipped: no generate model"
     assert [h.score for h in result.hits] == pytest.approx([1 / r for r in range(1, len(result.hits) + 1)])
     assert len(result.notices) == 3 and any("vector search skipped" in n for n in result.notices)
 
@@ -56,8 +56,8 @@ def test_no_models_degrades_to_bm25_and_says_so(store: qmd.Store, tmp_path: Path
 def test_full_pipeline_with_tiny_models(store: qmd.Store, models: dict[str, Path]) -> None:
     store.embed()
     result = store.query("how do we roll back a deploy", explain=True, limit=5)
-    assert result.stages["vector"] >= 1 and result.stages["bm25"] >= 1 and result.stages["rerank"] == 5
-    assert str(result.stages["expand"]).endswith("dropped)")
+    assert result.stages.vector >= 1 and result.stages.bm25 >= 1 and result.stages.rerank == 5
+    assert str(result.stages.expand).endswith("dropped)")
     assert {h.path for h in result.hits} == set(NOTES)
     for hit in result.hits:
         e = hit.explain
@@ -108,10 +108,10 @@ def test_busy_index_never_fails_a_query(store: qmd.Store, models: dict[str, Path
 def test_typed_queries_route_by_type(store: qmd.Store, models: dict[str, Path]) -> None:
     store.embed()
     lex = store.query("lex: pg_restore", explain=True, rerank=False)
-    assert lex.stages["vector"] == 0 and lex.stages["bm25"] == 1 and "expand" not in lex.stages
+    assert lex.stages.vector == 0 and lex.stages.bm25 == 1 and lex.stages.expand is None
     assert lex.hits[0].path == "postgres.md" and lex.hits[0].explain["lists"][0]["list"] == "lex#1"
     mixed = store.query("vec: bring the database back\nlex: pg_restore\nhyde: Run pg_restore on the dump.", explain=True, rerank=False)
-    assert (mixed.stages["vector"], mixed.stages["bm25"]) == (2, 1)
+    assert (mixed.stages.vector, mixed.stages.bm25) == (2, 1)
     weights = {x["list"]: x["rrf"] * (60 + x["rank"]) for h in mixed.hits for x in h.explain["lists"]}
     assert weights["vec#1"] == pytest.approx(2.0, rel=1e-4) and weights["lex#2"] == pytest.approx(1.0, rel=1e-4)
     assert weights["hyde#3"] == pytest.approx(1.0, rel=1e-4)
@@ -128,22 +128,22 @@ def test_strong_keyword_match_skips_expansion(store: qmd.Store, models: dict[str
     assert store.search("pg_restore", limit=2)[0].score >= 0.85
     monkeypatch.setattr(Generator, "expand", lambda self, q: pytest.fail("expansion should be skipped"))
     result = store.query("pg_restore", rerank=False)
-    assert result.stages["strong_signal"] is True and result.stages["expand"] == "skipped: strong keyword match"
+    assert result.stages.strong_signal is True and result.stages.expand == "skipped: strong keyword match"
     with_intent = store.query("pg_restore", intent="databases", expand=False, rerank=False)
-    assert with_intent.stages["strong_signal"] is False  # intent disables the shortcut
+    assert with_intent.stages.strong_signal is False  # intent disables the shortcut
 
 
 def test_a_generate_model_not_trained_for_expansion_is_used_only_when_forced(store: qmd.Store, models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_GENERATE_MODEL", str(models["llama_generic"]))
     store.embed()
     auto = store.query("how do we roll back a deploy", rerank=False)
-    assert auto.stages["expand"] == "skipped: tiny-llama is not trained for query expansion"
+    assert auto.stages.expand == "skipped: tiny-llama is not trained for query expansion"
     assert any("force it with --expand" in n for n in auto.notices) and len(auto.searches) == 1
     forced = store.query("how do we roll back a deploy", rerank=False, expand=True)
-    assert str(forced.stages["expand"]).endswith("dropped)") and not any("trained" in n for n in forced.notices)
+    assert str(forced.stages.expand).endswith("dropped)") and not any("trained" in n for n in forced.notices)
     typed = store.query("expand: how do we roll back a deploy", rerank=False)  # an explicit expand: line asks for it
-    assert str(typed.stages["expand"]).endswith("dropped)")
-    assert store.query("how do we roll back a deploy", rerank=False, expand=False).stages["expand"] == "off"
+    assert str(typed.stages.expand).endswith("dropped)")
+    assert store.query("how do we roll back a deploy", rerank=False, expand=False).stages.expand == "off"
 
 
 def test_expansion_always_parses_and_is_cached(tiny_models: dict[str, Path]) -> None:
@@ -178,7 +178,7 @@ def test_query_cli_json_carries_stages(store: qmd.Store, models: dict[str, Path]
 def test_vsearch_expand_fuses_vector_lists_only(store: qmd.Store, models: dict[str, Path]) -> None:
     store.embed()
     result = store.query("roll back a deploy", keyword=False, rerank=False, explain=True)
-    assert result.stages["bm25"] == 0 and result.stages["vector"] >= 1
+    assert result.stages.bm25 == 0 and result.stages.vector >= 1
     assert all(x["list"].startswith(("vec", "hyde")) for h in result.hits for x in h.explain["lists"])
     assert all(s["type"] != "lex" for s in result.searches)
 
