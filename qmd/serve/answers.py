@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 from qmd.core.clock import ago
 from qmd.core.paths import state_dir
-from qmd.core.results import QueryResult, SearchHit, StatusInfo
+from qmd.core.results import MultiGetItem, QueryResult, SearchHit, StatusInfo
 
 INSTRUCTIONS_MAX_BYTES = 2000  # Claude Code truncates server instructions at 2 KB
 
@@ -165,3 +165,61 @@ def query_text(shown: str, result: QueryResult, fresh: dict[str, Any], notices: 
         lines.append(f"Note: {notice}")
     lines.append(freshness_line(fresh))
     return "\n".join(lines)
+
+
+def documents_answer(items: list[MultiGetItem], line_numbers: bool) -> tuple[str, list[dict[str, Any]]]:
+    """multi_get's text and structured documents: each document whole (numbered with
+    `line_numbers`) until the answer holds MULTI_GET_TOTAL_BYTES, the rest skipped with why."""
+    from qmd.core.text import numbered
+    from qmd.serve.arguments import MULTI_GET_TOTAL_BYTES
+
+    docs: list[dict[str, Any]] = []
+    blocks: list[str] = []
+    total = 0
+    for it in items:
+        row: dict[str, Any] = {"docid": f"#{it.docid}", "file": it.uri, "title": it.title, "context": it.context}
+        skipped = it.skipped
+        if it.text is not None and total + len(it.text.encode("utf-8")) > MULTI_GET_TOTAL_BYTES:
+            skipped = f"this answer already holds {total} bytes (limit {MULTI_GET_TOTAL_BYTES}); fetch it with get"
+        if skipped is not None or it.text is None:
+            row["skipped"] = skipped
+            blocks.append(f"=== {it.uri} #{it.docid} — {it.title}\n[skipped: {skipped}]")
+        else:
+            total += len(it.text.encode("utf-8"))
+            body = numbered(it.text, 1) if line_numbers and it.text else it.text
+            row.update({"totalLines": it.total_lines, "truncatedLines": it.truncated_lines, "text": body})
+            more = f"\n[... truncated {it.truncated_lines} more lines]" if it.truncated_lines else ""
+            ctx = f"Context: {it.context}\n" if it.context else ""
+            blocks.append(f"=== {it.uri} #{it.docid} — {it.title}\n{ctx}{body}{more}")
+        docs.append(row)
+    return "\n\n".join(blocks), docs
+
+
+def status_answer(
+    info: StatusInfo, vectors: dict[str, Any] | None, fresh: dict[str, Any], index: str, server: dict[str, Any], *, paths: bool,
+) -> tuple[str, dict[str, Any]]:
+    """The status tool's text and structured answer; `paths` False (a scoped token) shows no server path."""
+    from qmd.store.maintenance import NOT_PARSED
+
+    colls = [
+        {"name": c.name, "path": c.path if paths else "", "pattern": c.pattern, "documents": c.documents, "updated_at": c.updated_at,
+         "includeByDefault": c.include_by_default, "contexts": c.contexts}
+        for c in info.collections
+    ]
+    structured = {
+        "index": index, "documents": info.documents, "collections": colls, "vectors": vectors,
+        "freshness": fresh, "skipped_files": sum(1 for i in info.issues if i[2] == "skipped"),
+        "global_context": info.global_context,
+        "grammars": [{"language": g.language, "available": g.available, "install": g.install} for g in info.grammars],
+        "chunking_fallbacks": [f"qmd://{i[0]}/{i[1]}" for i in info.issues if i[3] == NOT_PARSED],
+        "server": server,
+    }
+    lines = [f"qmd index '{index}': {info.documents} documents in {len(colls)} collection{'s' if len(colls) != 1 else ''}."]
+    for c in info.collections:
+        ctx = c.contexts.get("/") or ""
+        where = f", {c.path}" if paths else ""
+        lines.append(f"  - {c.name}: {c.documents} docs{where}, updated {ago(c.updated_at)}" + (f" — {ctx}" if ctx else ""))
+    if vectors is not None:
+        lines.append(f"Vectors: {vectors['embedded_documents']} documents embedded, {vectors['pending_documents']} pending (model {vectors['model'] or 'none'}).")
+    lines.append(freshness_line(fresh))
+    return "\n".join(lines), structured

@@ -36,12 +36,10 @@ if TYPE_CHECKING:
 from qmd import __version__
 from qmd.core.cancel import Cancelled
 from qmd.core.errors import QmdError
-from qmd.core.clock import ago
 from qmd.core.text import numbered
 from qmd.serve.arguments import (
     GET_PARAMS,
     MULTI_GET_PARAMS,
-    MULTI_GET_TOTAL_BYTES,
     TOOL_PARAMS,
     ArgError,
     QueryArgs,
@@ -52,11 +50,11 @@ from qmd.serve.arguments import (
     str_arg,
 )
 from qmd.serve.logsafe import escape_lines, stderr_log
-from qmd.serve.answers import HealthFlag, build_instructions, freshness, freshness_line, hit_row, query_text, store_instructions
+from qmd.serve.scope import check_ref_scope, check_scope
+from qmd.serve.answers import HealthFlag, build_instructions, documents_answer, freshness, hit_row, query_text, status_answer, store_instructions
 from qmd.core.results import QueryResult, StatusInfo, VectorStatus
 from qmd.core.requests import JSON_SNIPPET_CHARS
 from qmd.store.store import MULTI_GET_MAX_BYTES, Store
-from qmd.store.maintenance import NOT_PARSED
 
 DEFAULT_IDLE_S = 300.0
 
@@ -69,39 +67,6 @@ class Busy(Exception):
     def __init__(self, waited: float) -> None:
         super().__init__(f"busy for {waited:g} s")
         self.waited = waited
-
-
-class OutOfScope(QmdError):
-    """A collection the caller's token may not read was named (HTTP 403)."""
-
-    status = 403
-
-
-def out_of_scope(name: str, scope: frozenset[str]) -> OutOfScope:
-    # The same answer for a collection that exists and one that does not: nothing is revealed.
-    return OutOfScope(f"collection '{name[:100]}' is not readable with this token", f"this token reads: {', '.join(sorted(scope)) or 'no collection'}")
-
-
-def check_scope(names: list[str] | None, scope: frozenset[str] | None) -> None:
-    """Refuse any of `names` outside `scope` (no scope: nothing is refused here)."""
-    if scope is None:
-        return
-    for name in names or []:
-        if name not in scope:
-            raise out_of_scope(name, scope)
-
-
-def check_ref_scope(ref: str, scope: frozenset[str] | None) -> None:
-    """Refuse a `qmd://NAME/…` reference (or comma list of them) whose NAME is outside `scope`;
-    a glob in NAME matches visible collections only, so it passes."""
-    if scope is None:
-        return
-    for part in ref.split(","):
-        part = part.strip()
-        if part.startswith("qmd://"):
-            name = part[len("qmd://") :].partition("/")[0]
-            if not any(ch in name for ch in "*?[") and name not in scope:
-                raise out_of_scope(name, scope)
 
 
 @record
@@ -331,26 +296,8 @@ class ToolService:
         line_numbers = bool_arg("lineNumbers", args.get("lineNumbers", False))
         with self.using(scope) as store:
             items = store.multi_get(pattern, max_lines, max_bytes)
-        docs: list[dict[str, Any]] = []
-        blocks: list[str] = []
-        total = 0
-        for it in items:
-            row: dict[str, Any] = {"docid": f"#{it.docid}", "file": it.uri, "title": it.title, "context": it.context}
-            skipped = it.skipped
-            if it.text is not None and total + len(it.text.encode("utf-8")) > MULTI_GET_TOTAL_BYTES:
-                skipped = f"this answer already holds {total} bytes (limit {MULTI_GET_TOTAL_BYTES}); fetch it with get"
-            if skipped is not None or it.text is None:
-                row["skipped"] = skipped
-                blocks.append(f"=== {it.uri} #{it.docid} — {it.title}\n[skipped: {skipped}]")
-            else:
-                total += len(it.text.encode("utf-8"))
-                body = numbered(it.text, 1) if line_numbers and it.text else it.text
-                row.update({"totalLines": it.total_lines, "truncatedLines": it.truncated_lines, "text": body})
-                more = f"\n[... truncated {it.truncated_lines} more lines]" if it.truncated_lines else ""
-                ctx = f"Context: {it.context}\n" if it.context else ""
-                blocks.append(f"=== {it.uri} #{it.docid} — {it.title}\n{ctx}{body}{more}")
-            docs.append(row)
-        return ToolOutput("\n\n".join(blocks), {"documents": docs}, False, f"{pattern[:60]!r} → {len(docs)} documents")
+        text, docs = documents_answer(items, line_numbers)
+        return ToolOutput(text, {"documents": docs}, False, f"{pattern[:60]!r} → {len(docs)} documents")
 
     def status(self, scope: frozenset[str] | None = None) -> ToolOutput:
         with self.using(scope):
@@ -362,28 +309,9 @@ class ToolService:
                 vectors = {"model": None, "embedded_documents": 0, "pending_documents": info.documents, "note": exc.message}
             loaded = self.store.loaded_models()
         fresh = freshness(info.updated_at, self._flag.get())
-        colls = [
-            {"name": c.name, "path": c.path if scope is None else "", "pattern": c.pattern, "documents": c.documents, "updated_at": c.updated_at,
-             "includeByDefault": c.include_by_default, "contexts": c.contexts}
-            for c in info.collections
-        ]
-        structured = {
-            "index": self.display_name(scope), "documents": info.documents, "collections": colls, "vectors": vectors,
-            "freshness": fresh, "skipped_files": sum(1 for i in info.issues if i[2] == "skipped"),
-            "global_context": info.global_context,
-            "grammars": [{"language": g.language, "available": g.available, "install": g.install} for g in info.grammars],
-            "chunking_fallbacks": [f"qmd://{i[0]}/{i[1]}" for i in info.issues if i[3] == NOT_PARSED],
-            "server": {"version": __version__, "build_id": self.build_id, "models_loaded": loaded, "model_idle_s": self.idle_s},
-        }
-        lines = [f"qmd index '{self.display_name(scope)}': {info.documents} documents in {len(colls)} collection{'s' if len(colls) != 1 else ''}."]
-        for c in info.collections:
-            ctx = c.contexts.get("/") or ""
-            where = f", {c.path}" if scope is None else ""  # a scoped token is told no server path
-            lines.append(f"  - {c.name}: {c.documents} docs{where}, updated {ago(c.updated_at)}" + (f" — {ctx}" if ctx else ""))
-        if vectors is not None:
-            lines.append(f"Vectors: {vectors['embedded_documents']} documents embedded, {vectors['pending_documents']} pending (model {vectors['model'] or 'none'}).")
-        lines.append(freshness_line(fresh))
-        return ToolOutput("\n".join(lines), structured, False, f"{info.documents} documents")
+        server = {"version": __version__, "build_id": self.build_id, "models_loaded": loaded, "model_idle_s": self.idle_s}
+        text, structured = status_answer(info, vectors, fresh, self.display_name(scope), server, paths=scope is None)
+        return ToolOutput(text, structured, False, f"{info.documents} documents")
 
     def _status_info(self, scope: frozenset[str] | None) -> StatusInfo:
         """`Store.status()`, with a scope: of the visible collections only (their documents,
