@@ -36,7 +36,11 @@ _EXPORTS = {
     "try_lock": "core.locks",
     "lock_file": "core.locks",
     "is_locked": "core.locks",
-    "local_configs": "index.folders",
+    "local_configs": "core.indexes",
+    "index_keys": "core.indexes",
+    "read_index": "core.indexes",
+    "ConfiguredIndex": "core.indexes",
+    "RefreshReport": "store.refresh",
     "local_trust": "index.folders",
     "grammar_status": "index.code_chunks",
     "language_of": "index.code_chunks",
@@ -112,4 +116,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.storage.backend import IndexCheck, RebuildReport
     from qmd.store.store import Store, open_index
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
-    from qmd.index.folders import local_configs, local_trust, refresh_folder_cache
+    from qmd.index.folders import local_trust, refresh_folder_cache
+    from qmd.core.indexes import ConfiguredIndex, index_keys, local_configs, read_index
+    from qmd.store.refresh import RefreshReport

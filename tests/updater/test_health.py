@@ -21,7 +21,7 @@ def _raise_flag(state_dir: Path, repo: str = "/srv/notes") -> None:
     from updater import records
 
     layout = qmd.StateLayout(state_dir)
-    records.record_failure(layout, repo, "index", ["notes"], "embed", "the embed model file /m/x.gguf does not exist", "fix QMD_EMBED_MODEL")
+    records.Ledger(layout).record_failure(repo, "index", ["notes"], "embed", "the embed model file /m/x.gguf does not exist", "fix QMD_EMBED_MODEL")
     records.write_health(layout)
 
 
