@@ -20,8 +20,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import qmd
-from qmd import StateLayout, now_iso, parse_iso, read_json
+from qmd import harness
+from qmd.harness import StateLayout, now_iso, parse_iso, read_json
 
 MAX_ATTEMPTS = 5
 BACKOFF_S = (30, 120, 480, 1920)
@@ -83,7 +83,7 @@ def load_all(layout: StateLayout) -> list[Failure]:
 
 
 def save(layout: StateLayout, failure: Failure) -> None:
-    qmd.write_json(layout.failures / f"{failure.id}.json", {k: v for k, v in asdict(failure).items() if k != "extra"}, sort_keys=True)
+    harness.write_json(layout.failures / f"{failure.id}.json", {k: v for k, v in asdict(failure).items() if k != "extra"}, sort_keys=True)
 
 
 def remove(layout: StateLayout, failure_id: str) -> bool:
@@ -194,5 +194,5 @@ def _write_health(layout: StateLayout, failures: list[Failure], last_success: st
         "last_success": last_success or old.get("last_success"),
     }
     if data != old or not layout.health.exists():
-        qmd.write_json(layout.health, data, sort_keys=True)
+        harness.write_json(layout.health, data, sort_keys=True)
     return data

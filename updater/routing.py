@@ -1,6 +1,6 @@
 """One harness for all indexes: route a repository to the collections, in every index, it touches.
 
-Indexes are the `*.yml` configs in `qmd.config_dir()` (except `models.yml`) and the
+Indexes are the `*.yml` configs in `qmd.harness.config_dir()` (except `models.yml`) and the
 project-local `.qmd/index.yml` configs qmd has used (so a commit of a repository with its
 own index goes to that index; an untrusted one's outside collections are not). A collection
 is routed to a repository when its folder lies inside the repository's work tree, or
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import qmd
+from qmd import harness
 from qmd import QmdError
 
 
@@ -29,7 +29,7 @@ class Indexes:
     """What every index config says, read once per run (no index is opened)."""
 
     keys: list[str] = field(default_factory=list)  # every index served (see `index_names`)
-    configured: dict[str, qmd.ConfiguredIndex] = field(default_factory=dict)  # index → its config as read
+    configured: dict[str, harness.ConfiguredIndex] = field(default_factory=dict)  # index → its config as read
     collections: list[Coll] = field(default_factory=list)
     errors: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # index → (message, hint)
 
@@ -50,7 +50,7 @@ def inside(path: str, folder: str) -> bool:
 def index_names() -> list[str]:
     """Every index the harness serves: the config dir's (by name), then the project-local
     ones qmd has used (by the path of their `.qmd/index.yml`, which `qmd.open_index` takes)."""
-    return qmd.index_keys()
+    return harness.index_keys()
 
 
 def load() -> Indexes:
@@ -59,7 +59,7 @@ def load() -> Indexes:
     result = Indexes(index_names())
     for index in result.keys:
         try:
-            configured = qmd.read_index(index)
+            configured = harness.read_index(index)
             refused = configured.refused()
             if refused is not None:
                 raise refused

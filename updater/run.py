@@ -31,7 +31,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import qmd
-from qmd import QmdError, StateLayout, now_iso
+from qmd import harness
+from qmd import QmdError
+from qmd.harness import StateLayout, now_iso
 
 from . import records, routing, spool, stats
 from .logs import rotate_hooks_log
@@ -221,7 +223,7 @@ class _IndexRun:
                 self.ledger.clear(repo, self.index, ("embed",))
 
 
-def _run_index(ledger: records.Ledger, log: logging.Logger, configured: qmd.ConfiguredIndex, repos: dict[str, list[str]], result: RunResult) -> dict[str, records.Failure]:
+def _run_index(ledger: records.Ledger, log: logging.Logger, configured: harness.ConfiguredIndex, repos: dict[str, list[str]], result: RunResult) -> dict[str, records.Failure]:
     """Update then embed one index for `repos` (`Store.refresh`); returns {repo: failure} for the repos that failed."""
     run = _IndexRun(ledger, log, configured.key, repos, result)
     try:

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 import qmd
+from qmd import harness
 from qmd.core.config import Config
 from tests.support.harness import commit, make_repo, state  # noqa: F401 - fixture
 
 
-def _count_reads(monkeypatch: pytest.MonkeyPatch, layout: qmd.StateLayout) -> Counter[str]:
+def _count_reads(monkeypatch: pytest.MonkeyPatch, layout: harness.StateLayout) -> Counter[str]:
     counts: Counter[str] = Counter()
     store_init, config_load, listdir = qmd.Store.__init__, Config.load.__func__, os.listdir
 
@@ -51,7 +52,7 @@ def test_one_commit_opens_one_store_and_reads_each_config_and_the_failures_once(
     if indexes == 2:  # another index the commit does not touch: routing reads its config, nothing opens it
         with qmd.open_index("other") as store:
             store.add_collection(make_repo(tmp_path / "other"), name="other")
-    layout = qmd.StateLayout.current()
+    layout = harness.StateLayout.current()
     commit(repo, "a.md", "# A\n\nfresh words\n")
     spool.enqueue(layout, str(repo), "post-commit")
     counts = _count_reads(monkeypatch, layout)
