@@ -10,7 +10,6 @@ from qmd.store import refs
 from qmd.storage.backend import IndexBackend
 from qmd.core.config import CollectionConfig, Config
 from qmd.core.contexts import contexts_for
-from qmd.core.indexes import gated
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -98,6 +97,8 @@ class IndexState:
         if self._colls is None or self._colls[0] != self.config.version:
             colls = self.config.collections()
             if self.local:
+                from qmd.core.indexes import gated  # a project-local config only: the search path of the others stays lean
+
                 self._trust = None  # the config may have changed in memory
                 colls = gated(self.config_path, colls, self.trust)
             self._colls = (self.config.version, colls)
