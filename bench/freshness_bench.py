@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import qmd
+from qmd import harness
 
 from _common import QMD_BIN, Report, Target, arg_parser, import_minilm, isolated_home, p50, percentile
 
@@ -124,7 +125,7 @@ def main() -> int:
             subprocess.run([QMD_BIN, "embed", "-c", "embedded"], check=True, capture_output=True)
             base_embedded.append(wait_until(lambda: vector("embedded", f"{word}.md", text), t0))
 
-        log = qmd.StateLayout.current().updater_log
+        log = harness.StateLayout.current().updater_log
         daemon = subprocess.Popen([QMD_BIN, "updater", "daemon"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.time() + 60

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import qmd
+from qmd import harness
 
 from _common import PYTHON, VENV_BIN, Report, Target, arg_parser, isolated_home, ms, p50, percentile
 
@@ -44,7 +45,7 @@ def build_world(root: Path) -> Path:
     paths = qmd.resolve_index(None)
     with qmd.Store(paths.index_path, paths.config_path) as store:
         store.add_collection(str(repo / "notes"), name="notes")
-    assert qmd.StateLayout.current().guard_folders.exists(), "qmd did not write folders.json"
+    assert harness.StateLayout.current().guard_folders.exists(), "qmd did not write folders.json"
     return repo
 
 
@@ -100,7 +101,7 @@ def main() -> int:
             base = p50(times[names[0]])
             extra = "" if name == names[0] else f"   ratio {value / base:.2f}x, +{(value - base) * 1000:.1f} ms over the baseline"
             report.row(name, f"{ms(value)} / {ms(percentile(times[name], 90))}{extra}")
-        blocks = qmd.StateLayout.current().guard_blocks
+        blocks = harness.StateLayout.current().guard_blocks
         report.row("block-log lines written by the deny runs", str(len(blocks.read_text().splitlines())))
         report.data = {name: times[name] for name in names}
         report.target(Target("deny p50", p50(times[names[1]]) * 1000, LIMIT_MS, "ms"))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import qmd
+from qmd import harness
 from updater.routing import index_names
 
 QUEUE_WARN_MINUTES = 15.0
@@ -26,7 +27,7 @@ class Context:
     fix: bool = False
     local: qmd.IndexPaths | None = None  # the project-local index in use (--index PATH, or found from the working directory)
     selected: str | None = None  # the --index given, if any
-    layout: qmd.StateLayout = field(default_factory=qmd.StateLayout.current)
+    layout: harness.StateLayout = field(default_factory=harness.StateLayout.current)
     queue_warn_s: float = QUEUE_WARN_MINUTES * 60
     queue_fail_s: float = QUEUE_FAIL_HOURS * 3600
     memo: dict[str, str] = field(default_factory=dict)  # repairs shared by several checks run once

@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import qmd
+from qmd import harness
 from qmd.agents import codex_config
 from guards import codex_trust
 from guards import install as guard_install
@@ -95,7 +95,7 @@ def _guard_errors(ctx: Context) -> CheckResult:
     """New lines in the guard's error log since the last doctor run (a watermark in the state dir)."""
     log = ctx.layout.guard_errors
     mark_path = ctx.layout.root / WATERMARK
-    found = qmd.read_json(mark_path)
+    found = harness.read_json(mark_path)
     marks: dict[str, Any] = found if isinstance(found, dict) else {}
     raw = marks.get("guard_errors")
     seen: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -110,7 +110,7 @@ def _guard_errors(ctx: Context) -> CheckResult:
     lines = [line for line in new.splitlines() if line.strip()]
     marks["guard_errors"] = {"inode": st.st_ino, "offset": start + len(new.encode("utf-8", "replace"))}
     try:
-        qmd.write_json(mark_path, marks, indent=2, sort_keys=True)  # the bytes updater.layout wrote
+        harness.write_json(mark_path, marks, indent=2, sort_keys=True)  # the bytes updater.layout wrote
     except OSError:
         pass  # a read-only state dir must not break the check; the lines show again next time
     if not lines:

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 import qmd
+from qmd import harness
 
 from .context import Context, home_path, qmd_command
 from .model import CheckResult, Clock, fail, ok, warn
@@ -124,7 +125,7 @@ def _chunking(store: qmd.Store, index: str) -> list[CheckResult]:
     auto = [name for name, coll in store.config.collections().items() if coll.chunk_strategy == "auto"]
     if not auto:
         return []
-    from qmd import GRAMMARS_INSTALL, grammar_status, language_of
+    from qmd.harness import GRAMMARS_INSTALL, grammar_status, language_of
 
     status = grammar_status()
     out: list[CheckResult] = []
@@ -240,7 +241,7 @@ def check(ctx: Context) -> list[CheckResult]:
     from . import local
 
     if not ctx.indexes:
-        return [warn("index", f"no index is configured in {home_path(qmd.config_dir())}", qmd_command("collection", "add", "DIR", "--name", "NAME"))]
+        return [warn("index", f"no index is configured in {home_path(harness.config_dir())}", qmd_command("collection", "add", "DIR", "--name", "NAME"))]
     results: list[CheckResult] = local.check(ctx)  # the project-local index in use, first
     for index in ctx.indexes:
         try:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import qmd
+from qmd import harness
 
 from .context import Context, home_path, qmd_command
 from .model import CheckResult, fail, ok, warn
@@ -25,7 +26,7 @@ def _in_use(ctx: Context, local: qmd.IndexPaths) -> CheckResult:
     why = "chosen with --index" if ctx.selected else "found from the working directory upward"
     root = home_path(local.project_root or local.config_path)
     detail = f"{home_path(local.config_path)} ({why}): the project-local index of {root}"
-    if any(os.path.realpath(p) == os.path.realpath(local.config_path) for p in qmd.local_configs()):
+    if any(os.path.realpath(p) == os.path.realpath(local.config_path) for p in harness.local_configs()):
         return ok("project-local index", detail + "; the updater, guard and doctor serve it")
     return warn(
         "project-local index",
@@ -71,7 +72,7 @@ def _file(ctx: Context, local: qmd.IndexPaths) -> CheckResult:
 def _trust(local: qmd.IndexPaths) -> CheckResult:
     name = "project-local trust"
     try:
-        decision = qmd.local_trust(local.config_path)
+        decision = harness.local_trust(local.config_path)
     except qmd.QmdError as exc:
         return fail(name, f"{home_path(local.config_path)} cannot be read: {exc.message}", exc.cli_hint or f"edit {home_path(local.config_path)}")
     gated = decision.gated

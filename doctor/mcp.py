@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import qmd
+from qmd import harness
 import qmd.serve as servers
 
 from .context import Context, home_path, qmd_command
@@ -66,7 +67,7 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
             return [fail(name, f"pid {info.pid} at {info.url} refuses the token from {source} (revoked, or another index's)", qmd_command("token", "list", index=index) + f"  # then export a valid token in {source.lstrip('$')}", ms=c.ms)]
         if health is None:
             return [fail(name, f"pid {info.pid} runs but {info.url}/health does not answer", qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info))]
-        installed = qmd.build_id()
+        installed = harness.build_id()
         running = str(health.get("build_id") or info.build_id)
         if running != installed:
             return [

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 import qmd
+from qmd import harness
 
 from .context import Context, home_path, qmd_command
 from .model import CheckResult, Clock, fail, ok, warn
@@ -67,7 +68,7 @@ def _role(index: str, m: qmd.ModelStatus) -> CheckResult:
         if not path.exists() and not path.is_symlink():
             if m.role == "embed":
                 return warn(name, f"{where} is not a local file: vector search and query's vector half are skipped", qmd_command("pull", index=index), ms=c.ms)
-            if m.source == "default" or m.spec == qmd.BUILTIN_MODELS.get(m.role):
+            if m.source == "default" or m.spec == harness.BUILTIN_MODELS.get(m.role):
                 # the built-in URI named in a config (as `qmd init` writes it) is the default
                 return ok(name, f"not downloaded ({SKIPPED[m.role]}); `qmd pull` fetches {m.spec}", ms=c.ms)
             return fail(name, f"{where} is configured but {home_path(path)} does not exist", qmd_command("models", "list", index=index), ms=c.ms)

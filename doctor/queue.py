@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-import qmd
+from qmd import harness
 from updater import health as flag
 from updater import registry
 
@@ -59,8 +59,8 @@ def check(ctx: Context) -> list[CheckResult]:
     if not q["pending"]:
         out.append(ok("queue", f"empty ({q['failed_requests']} in queue/failed)", ms=c.ms))
     else:
-        detail = f"{q['pending']} request(s) pending, the oldest {qmd.age(age or 0)} old{running}"
-        limits = f" (thresholds: warn {qmd.age(ctx.queue_warn_s)}, fail {qmd.age(ctx.queue_fail_s)})"
+        detail = f"{q['pending']} request(s) pending, the oldest {harness.age(age or 0)} old{running}"
+        limits = f" (thresholds: warn {harness.age(ctx.queue_warn_s)}, fail {harness.age(ctx.queue_fail_s)})"
         if age is not None and age >= ctx.queue_fail_s:
             out.append(fail("queue", "stuck: " + detail + limits, "qmd updater run", ms=c.ms, repair=lambda: run_updater(ctx)))
         elif age is not None and age >= ctx.queue_warn_s:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-import qmd
+from qmd import harness
 
 from .model import CheckResult, Status, exit_code, worst
 from .runner import TITLES, Report
@@ -19,7 +19,7 @@ def as_json(report: Report, strict: bool) -> dict[str, object]:
         "version": SCHEMA_VERSION,
         "status": worst(report.results).value,
         "exit_code": exit_code(report.results, strict),
-        "build_id": qmd.build_id(),
+        "build_id": harness.build_id(),
         "seconds": round(report.seconds, 3),
         "checks": [r.as_dict() for r in report.results],
     }
@@ -35,7 +35,7 @@ def _line(r: CheckResult) -> list[str]:
 
 
 def as_text(report: Report, strict: bool) -> str:
-    out = [f"qmd doctor (build {qmd.build_id()})"]
+    out = [f"qmd doctor (build {harness.build_id()})"]
     group = None
     for r in report.results:
         if r.group != group:

@@ -4,7 +4,7 @@ Hooks in every enrolled repository (legacy hooks restored), the guard and Sessio
 hooks, MCP registrations and running HTTP servers, the updater's service, the
 ~/.local/bin launcher. The index, config, models and harness state stay unless --purge.
 
-Project-local indexes: the ones the harness serves (`qmd.local_configs()`, which `init`,
+Project-local indexes: the ones the harness serves (`qmd.harness.local_configs()`, which `init`,
 `update` and config changes register), those of enrolled repositories and the one found
 from the working directory are listed; --purge deletes their `.qmd/index.sqlite` (and its -wal, -shm, lock and backup
 copies), never the `.qmd/index.yml` beside it, which belongs to the repository, and never
@@ -26,6 +26,7 @@ from typing import Annotated
 import typer
 
 import qmd
+from qmd import harness
 import qmd.agents as mcp_install
 import qmd.serve as servers
 
@@ -91,7 +92,7 @@ def _stop_updater(pid: int) -> list[str]:
 def _updater_daemon() -> int | None:
     from updater.lock import holder
 
-    who = holder(qmd.StateLayout.current())
+    who = holder(harness.StateLayout.current())
     if not who or who.get("mode") != "daemon":
         return None
     argv = servers.process_argv(int(who["pid"])) or []
@@ -133,7 +134,7 @@ def local_indexes() -> list[qmd.IndexPaths]:
     one found from the working directory; each once."""
     from updater import registry
 
-    configs = list(qmd.local_configs())
+    configs = list(harness.local_configs())
     for repo in sorted(registry.load()):
         configs += [c for c in (Path(repo) / ".qmd" / name for name in ("index.yaml", "index.yml")) if c.is_file()][:1]
     try:
@@ -233,9 +234,9 @@ def plan(purge: bool) -> list[Step]:
                     f"delete the project-local index {home_path(local.index_path)} (--purge; {home_path(local.config_path)} stays: it belongs to the repository)",
                     partial(_remove_files, files),
                 ))
-        folders = [qmd.state_dir(), qmd.config_dir(), qmd.cache_dir()]
+        folders = [harness.state_dir(), harness.config_dir(), harness.cache_dir()]
         if os.environ.get("QMD_MODELS_DIR"):
-            folders.append(qmd.models_dir())
+            folders.append(harness.models_dir())
         if os.environ.get("INDEX_PATH"):
             index_file = Path(os.environ["INDEX_PATH"])
             folders += [index_file, *(Path(f"{index_file}{s}") for s in ("-wal", "-shm", ".lock"))]
@@ -253,8 +254,8 @@ def teardown(
     steps = plan(purge)
     locals_ = [] if purge else local_indexes()
     kept = (
-        f"Kept: indexes in {home_path(qmd.cache_dir())}" + (f" and {_local_summary(locals_)}" if locals_ else "")
-        + f", config in {home_path(qmd.config_dir())}, state in {home_path(qmd.state_dir())} (--purge deletes them"
+        f"Kept: indexes in {home_path(harness.cache_dir())}" + (f" and {_local_summary(locals_)}" if locals_ else "")
+        + f", config in {home_path(harness.config_dir())}, state in {home_path(harness.state_dir())} (--purge deletes them"
         + ("; a project's .qmd/index.yml always stays)" if locals_ else ")")
     )
     if not steps:

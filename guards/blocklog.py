@@ -41,13 +41,13 @@ def _refuse_link(path: str, exc: OSError | None = None) -> None:
 
 def parse_ts(ts: object) -> float | None:
     """Seconds since the epoch of a block-log timestamp (`2026-01-02T03:04:05.678Z`), or None."""
-    from qmd import parse_iso  # only on the deny and error paths: the allow path never imports qmd
+    from qmd.harness import parse_iso  # only on the deny and error paths: the allow path never imports qmd
 
     return parse_iso(ts)
 
 
 def _now_iso(now: float | None = None) -> str:
-    from qmd import now_iso
+    from qmd.harness import now_iso
 
     return now_iso(now, millis=True)
 
@@ -147,7 +147,7 @@ def _rotate(path: str, limit: int) -> None:
         return
     if os.path.islink(path + ".1"):
         raise LinkRefused(f"refused to rotate onto a link: {path}.1 is a symbolic link")
-    from qmd import replace_file
+    from qmd.harness import replace_file
 
     replace_file(path, path + ".1")
 

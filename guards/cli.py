@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-import qmd
+from qmd import harness
 from qmd import QmdError
 
 from . import install as installer
@@ -38,7 +38,7 @@ def _out(text: str) -> None:
 
 def _knowledge() -> tuple[Knowledge | None, list[str]]:
     """The knowledge folders as the hook sees them, and warnings about the cache."""
-    path = qmd.StateLayout.current().guard_folders
+    path = harness.StateLayout.current().guard_folders
     warnings: list[str] = []
     try:
         kn = load(str(path))
@@ -48,7 +48,7 @@ def _knowledge() -> tuple[Knowledge | None, list[str]]:
         warnings.append(f"{path} does not exist: the hook allows everything. Run `qmd guard refresh`.")
         return None, warnings
     cache_mtime = path.stat().st_mtime
-    newer = [p.name for p in qmd.config_dir().glob("*.yml") if p.stat().st_mtime > cache_mtime]
+    newer = [p.name for p in harness.config_dir().glob("*.yml") if p.stat().st_mtime > cache_mtime]
     if newer:
         warnings.append(f"{', '.join(sorted(newer))} changed after {path.name} was written; run `qmd guard refresh`.")
     return kn, warnings
@@ -123,7 +123,7 @@ def stats(
     """Summarise the block log: by rule, by day, retries, the most blocked calls."""
     summary = blockstats.summarize(blockstats.records(), days)
     _out(json.dumps(summary, indent=2) if json_ else blockstats.render(summary))
-    errors = str(qmd.StateLayout.current().guard_errors)
+    errors = str(harness.StateLayout.current().guard_errors)
     if not json_ and os.path.exists(errors):
         last = tail_lines(errors, 4096)
         if last:
@@ -139,7 +139,7 @@ def log(
     """Show the latest blocks (the tail of blocks.jsonl)."""
     items = blockstats.records()
     if not items and not follow:
-        _out(f"No blocks logged yet ({qmd.StateLayout.current().guard_blocks}).")
+        _out(f"No blocks logged yet ({harness.StateLayout.current().guard_blocks}).")
         return
     for record in items[-lines:] if lines > 0 else []:
         _out(json.dumps(record, ensure_ascii=False) if json_ else blockstats.render_line(record))
@@ -155,7 +155,7 @@ def log(
 @app.command()
 def refresh() -> None:
     """Rebuild folders.json (the knowledge folders the hook reads) from every index config."""
-    path = qmd.refresh_folder_cache()
+    path = harness.refresh_folder_cache()
     data = json.loads(path.read_text(encoding="utf-8"))
     n = len(data.get("folders", []))
     scoped = len(data.get("project_allow", []))

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import qmd
+from qmd import harness
 from qmd import QmdError
 from qmd.agents import (
     HOOKS_FEATURE_LINE,
@@ -63,16 +63,16 @@ def health_command() -> str:
 
 def _manifest_path() -> Path:
     """What each install added, per file: `<state>/guard/installed.json`."""
-    return qmd.StateLayout.current().guard / "installed.json"
+    return harness.StateLayout.current().guard / "installed.json"
 
 
 def _load_manifest() -> dict[str, Any]:
-    data = qmd.read_json(_manifest_path())
+    data = harness.read_json(_manifest_path())
     return data if isinstance(data, dict) else {}
 
 
 def _save_manifest(data: dict[str, Any]) -> None:
-    qmd.write_json(_manifest_path(), data, sort_keys=True)
+    harness.write_json(_manifest_path(), data, sort_keys=True)
 
 
 def _sha(data: bytes) -> str:

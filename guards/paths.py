@@ -1,6 +1,6 @@
 """Where the hook finds the guard's files, computed without importing qmd.
 
-`qmd.StateLayout` (`guard_folders`, `guard_blocks`, `guard_errors`) is the definition; this
+`qmd.harness.StateLayout` (`guard_folders`, `guard_blocks`, `guard_errors`) is the definition; this
 is its mirror for the hook's allow path, which runs on every shell call an agent makes and
 would pay about 15 ms for `qmd` (typing, dataclasses, pathlib). A test keeps the two equal.
 """
@@ -15,7 +15,7 @@ FOLDERS = "folders.json"
 
 
 def state_dir() -> str:
-    """The harness state dir, exactly as `qmd.state_dir()` computes it."""
+    """The harness state dir, exactly as `qmd.harness.state_dir()` computes it."""
     explicit = os.environ.get("QMD_STATE_DIR")
     if explicit:
         return explicit

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-import qmd
+from qmd import harness
 from qmd import QmdError
 from updater import registry
 
@@ -38,7 +38,7 @@ def install_cmd(repos: ReposArg = None) -> None:
     """Enrol repositories: install post-commit, post-merge and post-rewrite hooks (idempotent)."""
     from updater.lock import holder
 
-    layout = qmd.StateLayout.current()
+    layout = harness.StateLayout.current()
     failed = []
     for path in repos or [Path.cwd()]:
         try:
@@ -67,7 +67,7 @@ def uninstall_cmd(
     """Remove our hooks and put back exactly what was there; forget the repositories."""
     from updater import records
 
-    layout = qmd.StateLayout.current()
+    layout = harness.StateLayout.current()
     targets: list[Any] = list(registry.load(layout)) if all_ else list(repos or [Path.cwd()])
     for path in targets:
         outcome = installer.uninstall(path, layout)
@@ -86,7 +86,7 @@ def status_cmd(
     """Enrolled repositories: do their hooks still run, where do they route, what is pending."""
     from updater import spool
 
-    layout = qmd.StateLayout.current()
+    layout = harness.StateLayout.current()
     enrolled = registry.load(layout)
     keys = [os.path.realpath(p) for p in repos] if repos else sorted(enrolled)
     pending = spool.info(layout).by_repo

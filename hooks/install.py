@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qmd import QmdError, StateLayout, now_iso, replace_file, write_text
+from qmd import QmdError
+from qmd.harness import StateLayout, now_iso, replace_file, write_text
 from updater import registry
 
 from . import script

@@ -1,9 +1,12 @@
 """qmd: on-device search for markdown notes.
 
-The public API. The CLI, the MCP server and the harness packages use only what is
-exported here (plus the small documented surfaces of `qmd.serve`, for the MCP server's
-lifecycle and probes, and `qmd.agents`, for Claude Code's and Codex's configuration files). Names are imported on first use (PEP 562), so `import qmd` stays cheap
-and never loads a model runtime.
+The public API, for a library user: `Store` (one index) and `open_index` / `resolve_index`
+(an index at the paths the CLI uses), what its methods return, its errors and the
+collection config. Names are imported on first use (PEP 562), so `import qmd` stays cheap
+and never loads a model runtime. The harness packages (hooks, updater, doctor, guards) use
+this API, plus `qmd.harness` (state-dir layout, file and lock helpers, the configured
+indexes) and the small documented surfaces of `qmd.serve` (the MCP server's lifecycle and
+probes) and `qmd.agents` (Claude Code's and Codex's configuration files).
 
     from qmd import Store
     with Store("/path/to/index.sqlite", "/path/to/index.yml") as store:
@@ -18,83 +21,58 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of 
 
 from qmd.core.lazy import lazy_exports
 
-__version__ = "0.1.0"
-
 _EXPORTS = {
-    "DEFAULT_PATTERN": "core.config",
-    "BUILTIN_MODELS": "core.defaults:BUILTIN",
-    "CollectionConfig": "core.config",
+    "__version__": "core.version",
+    # one index
+    "Store": "store.store",
+    "open_index": "store.store",
+    "resolve_index": "core.paths",
+    "IndexPaths": "core.paths",
+    # errors
+    "QmdError": "core.errors",
     "ConfigError": "core.errors",
     "IndexBusyError": "core.errors",
     "IndexDamagedError": "core.errors",
     "NotFoundError": "core.errors",
-    "QmdError": "core.errors",
-    "writer_lock": "core.locks",
-    "FileLockHandle": "core.locks",
-    "process_alive": "core.process",
-    "remove_own_record": "core.process",
-    "try_lock": "core.locks",
-    "lock_file": "core.locks",
-    "is_locked": "core.locks",
-    "local_configs": "index.folders",
-    "local_trust": "index.folders",
-    "grammar_status": "index.code_chunks",
-    "language_of": "index.code_chunks",
-    "GRAMMARS_INSTALL": "index.code_chunks",
-    "IndexPaths": "core.paths",
-    "cache_dir": "core.paths",
-    "config_dir": "core.paths",
-    "models_dir": "core.paths",
-    "resolve_index": "core.paths",
-    "state_dir": "core.paths",
-    "StateLayout": "core.paths",
-    "now_iso": "core.clock",
-    "parse_iso": "core.clock",
-    "age": "core.clock",
-    "ago": "core.clock",
-    "read_json": "core.fileio",
-    "write_json": "core.fileio",
-    "write_text": "core.fileio",
-    "write_bytes": "core.fileio",
-    "replace_file": "core.fileio",
-    "CleanupReport": "core.results",
+    # the config
+    "CollectionConfig": "core.config",
+    "DEFAULT_PATTERN": "core.config",
+    # what the Store's searches take (or their fields as keywords) and what a search command prints
+    "SearchRequest": "core.requests",
+    "QueryRequest": "core.requests",
+    "Outcome": "core.requests",
+    # what the Store's methods return
+    "SearchHit": "core.results",
+    "Stages": "core.results",
+    "VectorSearch": "core.results",
+    "QueryResult": "core.results",
+    "Document": "core.results",
+    "MultiGetItem": "core.results",
+    "FileEntry": "core.results",
     "CollectionInfo": "core.results",
     "ContextInfo": "core.results",
-    "Document": "core.results",
-    "FileEntry": "core.results",
-    "ModelStatus": "core.results",
-    "MultiGetItem": "core.results",
-    "SearchHit": "core.results",
     "StatusInfo": "core.results",
     "UpdateReport": "core.results",
-    "VectorSearch": "core.results",
+    "CleanupReport": "core.results",
     "VectorStatus": "core.results",
-    "Store": "store.store",
-    "open_index": "store.store",
+    "ModelStatus": "core.results",
     "EmbedReport": "index.embedding",
-    "build_id": "core.buildinfo",
+    "RefreshReport": "store.refresh",
     "IndexCheck": "storage.backend",
     "RebuildReport": "storage.backend",
-    "refresh_folder_cache": "index.folders",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = sorted(_EXPORTS)
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from qmd.core.buildinfo import build_id
-    from qmd.core.defaults import BUILTIN as BUILTIN_MODELS
-    from qmd.core.errors import ConfigError, IndexBusyError, IndexDamagedError, NotFoundError, QmdError
-    from qmd.core.locks import FileLockHandle, is_locked, lock_file, try_lock, writer_lock
-    from qmd.core.clock import age, ago, now_iso, parse_iso
-    from qmd.core.fileio import read_json, replace_file, write_bytes, write_json, write_text
-    from qmd.core.process import process_alive, remove_own_record
-    from qmd.core.paths import IndexPaths, StateLayout, cache_dir, config_dir, models_dir, resolve_index, state_dir
-    from qmd.index.embedding import EmbedReport
     from qmd.core.config import DEFAULT_PATTERN, CollectionConfig
+    from qmd.core.errors import ConfigError, IndexBusyError, IndexDamagedError, NotFoundError, QmdError
+    from qmd.core.paths import IndexPaths, resolve_index
+    from qmd.core.requests import Outcome, QueryRequest, SearchRequest
     from qmd.core.results import (
         CleanupReport,
         CollectionInfo,
@@ -103,13 +81,16 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         FileEntry,
         ModelStatus,
         MultiGetItem,
+        QueryResult,
         SearchHit,
+        Stages,
         StatusInfo,
         UpdateReport,
         VectorSearch,
         VectorStatus,
     )
+    from qmd.core.version import __version__
+    from qmd.index.embedding import EmbedReport
     from qmd.storage.backend import IndexCheck, RebuildReport
+    from qmd.store.refresh import RefreshReport
     from qmd.store.store import Store, open_index
-    from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
-    from qmd.index.folders import local_configs, local_trust, refresh_folder_cache

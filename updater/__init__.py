@@ -2,7 +2,7 @@
 
 `qmd updater run` drains once, `qmd updater daemon` waits for requests (watchdog) and
 drains them in batches, `qmd health` reports the flag a failed step raises. Everything
-goes through qmd's public API (`import qmd`); the state lives in `qmd.state_dir()`:
+goes through qmd's public API (`qmd`, `qmd.harness`); the state lives in `qmd.harness.state_dir()`:
 
     queue/{tmp,new,cur,failed}/   requests (maildir-style spool)
     updater.lock (+ .json)        the global single-updater lock and its holder

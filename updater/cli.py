@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-import qmd
+from qmd import harness
 from qmd import QmdError
 
 from . import spool
@@ -50,7 +50,7 @@ def run(
     from .logs import setup
     from .run import drain
 
-    layout = qmd.StateLayout.current()
+    layout = harness.StateLayout.current()
     _low_priority(threads)
     log = setup(layout)
     try:
@@ -95,7 +95,7 @@ def daemon(
     from .daemon import Daemon
     from .logs import setup
 
-    layout = qmd.StateLayout.current()
+    layout = harness.StateLayout.current()
     _low_priority(threads)
     log = setup(layout, stderr=True, verbose=False)
     for handler in log.handlers:
@@ -108,7 +108,7 @@ def daemon(
 @app.command()
 def status(json_: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False) -> None:
     """Pending requests, failures, last success, counters of every run."""
-    layout = qmd.StateLayout.current()
+    layout = harness.StateLayout.current()
     snap = snapshot(layout)
     if json_:
         typer.echo(json.dumps(snap, indent=2, sort_keys=True, default=str))
@@ -118,8 +118,8 @@ def status(json_: Annotated[bool, typer.Option("--json", help="Print the state a
     lines.append(f"runs: {s['runs']}, documents updated: {s['documents_updated']}, chunks embedded: {s['chunks_embedded']}")
     last = s.get("last_run")
     if isinstance(last, dict):
-        t = qmd.parse_iso(last.get("finished_at"))
-        age = f" ({qmd.age(time.time() - t)} ago)" if t else ""
+        t = harness.parse_iso(last.get("finished_at"))
+        age = f" ({harness.age(time.time() - t)} ago)" if t else ""
         lines.append(
             f"last run: {last.get('finished_at')}{age}: {last.get('requests', 0)} request(s), "
             f"{len(last.get('succeeded_repos') or [])} repo(s) updated, {len(last.get('failures') or [])} failure(s), {last.get('seconds', 0)}s"
@@ -135,7 +135,7 @@ def status(json_: Annotated[bool, typer.Option("--json", help="Print the state a
 @app.command()
 def retry(repos: Annotated[list[str] | None, typer.Argument(help="Only these repositories (default: every one).")] = None) -> None:
     """Put dead-lettered requests (queue/failed/) back in the queue; their failures get fresh attempts."""
-    layout = qmd.StateLayout.current()
+    layout = harness.StateLayout.current()
     wanted = {os.path.realpath(r) for r in repos or []}
     moved = 0
     folder = layout.q("failed")

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-import qmd
+from qmd import harness
 
 from . import registry, routing
 from .run import drain
@@ -69,7 +69,7 @@ def watched_folders(enrolled: list[str]) -> list[str]:
 
 
 class Daemon:
-    def __init__(self, layout: qmd.StateLayout, log: logging.Logger, *, window: float = 0.5, max_batch: float = 5.0, watch: bool = False) -> None:
+    def __init__(self, layout: harness.StateLayout, log: logging.Logger, *, window: float = 0.5, max_batch: float = 5.0, watch: bool = False) -> None:
         self.layout, self.log = layout, log
         self.window, self.max_batch, self.watch = window, max_batch, watch
         self.wake = threading.Event()

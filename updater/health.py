@@ -15,8 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-import qmd
-from qmd import QmdError, age, parse_iso
+from qmd import harness
+from qmd import QmdError
+from qmd.harness import age, parse_iso
 
 from . import records, spool, stats
 from .lock import holder
@@ -24,7 +25,7 @@ from .lock import holder
 STALE_QUEUE_S = 15 * 60  # doctor's queue_warn_minutes default
 
 
-def snapshot(layout: qmd.StateLayout) -> dict[str, Any]:
+def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
     """Everything status and health report, read without the lock."""
     now = time.time()
     failures = records.load_all(layout)
@@ -128,7 +129,7 @@ def health(
     session_start: Annotated[bool, typer.Option("--session-start", help="For agent SessionStart hooks: one line when something is wrong, nothing when healthy; always exits 0.")] = False,
 ) -> None:
     """The health flag: raised while an index update keeps failing (exit 1 when raised)."""
-    layout = qmd.StateLayout.current()
+    layout = harness.StateLayout.current()
     if session_start:
         try:
             line = session_line(snapshot(layout))

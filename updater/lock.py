@@ -1,6 +1,6 @@
 """The updater's global lock (design §7): one updater at a time across all repos and indexes.
 
-`qmd.try_lock(<state>/updater.lock)` is flock on Unix, released by the kernel when the
+`qmd.harness.try_lock(<state>/updater.lock)` is flock on Unix, released by the kernel when the
 holder dies (kill -9 included). The holder writes its PID, start time and
 command line to `updater.lock.json`, so a second updater can name it when it gives up.
 """
@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-import qmd
+from qmd import harness
 from qmd import QmdError
 
 
@@ -30,34 +30,34 @@ class UpdaterBusy(QmdError):
         self.lock_path = lock_path
 
 
-def holder(layout: qmd.StateLayout) -> dict[str, Any] | None:
+def holder(layout: harness.StateLayout) -> dict[str, Any] | None:
     """Who holds (or last held) the lock, if its process is still alive."""
-    data = qmd.read_json(layout.holder)
+    data = harness.read_json(layout.holder)
     if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
         return None
-    return data if qmd.process_alive(data["pid"]) else None
+    return data if harness.process_alive(data["pid"]) else None
 
 
 class UpdaterLock:
     """`with UpdaterLock(layout, mode):` — hold the global lock or raise UpdaterBusy at once."""
 
-    def __init__(self, layout: qmd.StateLayout, mode: str) -> None:
+    def __init__(self, layout: harness.StateLayout, mode: str) -> None:
         self.layout = layout
         self.mode = mode
         self.info: dict[str, Any] = {}
-        self._handle: qmd.FileLockHandle | None = None
+        self._handle: harness.FileLockHandle | None = None
 
     def __enter__(self) -> UpdaterLock:
-        handle = qmd.try_lock(self.layout.lock)
+        handle = harness.try_lock(self.layout.lock)
         if handle is None:
             raise UpdaterBusy(holder(self.layout), str(self.layout.lock))
         self._handle = handle
-        self.info = {"pid": os.getpid(), "started_at": qmd.now_iso(), "started": time.time(), "host": socket.gethostname(), "mode": self.mode, "argv": sys.argv}
-        qmd.write_json(self.layout.holder, self.info, sort_keys=True)
+        self.info = {"pid": os.getpid(), "started_at": harness.now_iso(), "started": time.time(), "host": socket.gethostname(), "mode": self.mode, "argv": sys.argv}
+        harness.write_json(self.layout.holder, self.info, sort_keys=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        qmd.remove_own_record(self.layout.holder)
+        harness.remove_own_record(self.layout.holder)
         if self._handle is not None:
             self._handle.release()
             self._handle = None

@@ -7,13 +7,13 @@ import logging
 import logging.handlers
 import sys
 
-import qmd
+from qmd import harness
 
 MAX_BYTES = 1024 * 1024
 LOGGER = "qmd.updater"
 
 
-def setup(layout: qmd.StateLayout, *, stderr: bool = False, verbose: bool = False) -> logging.Logger:
+def setup(layout: harness.StateLayout, *, stderr: bool = False, verbose: bool = False) -> logging.Logger:
     """The updater's logger: the rotating file, plus stderr for the daemon (journald, launchd)."""
     log = logging.getLogger(LOGGER)
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
@@ -37,10 +37,10 @@ def setup(layout: qmd.StateLayout, *, stderr: bool = False, verbose: bool = Fals
     return log
 
 
-def rotate_hooks_log(layout: qmd.StateLayout) -> None:
+def rotate_hooks_log(layout: harness.StateLayout) -> None:
     """hooks.log → hooks.log.1 past MAX_BYTES (a hook appending meanwhile lands in either file)."""
     try:
         if layout.hooks_log.stat().st_size > MAX_BYTES:
-            qmd.replace_file(layout.hooks_log, layout.hooks_log.with_name("hooks.log.1"))
+            harness.replace_file(layout.hooks_log, layout.hooks_log.with_name("hooks.log.1"))
     except OSError:
         pass

@@ -20,8 +20,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import qmd
-from qmd import StateLayout, now_iso, parse_iso, read_json
+from qmd import harness
+from qmd.harness import StateLayout, now_iso, parse_iso, read_json
 
 MAX_ATTEMPTS = 5
 BACKOFF_S = (30, 120, 480, 1920)
@@ -83,7 +83,7 @@ def load_all(layout: StateLayout) -> list[Failure]:
 
 
 def save(layout: StateLayout, failure: Failure) -> None:
-    qmd.write_json(layout.failures / f"{failure.id}.json", {k: v for k, v in asdict(failure).items() if k != "extra"}, sort_keys=True)
+    harness.write_json(layout.failures / f"{failure.id}.json", {k: v for k, v in asdict(failure).items() if k != "extra"}, sort_keys=True)
 
 
 def remove(layout: StateLayout, failure_id: str) -> bool:
@@ -94,62 +94,77 @@ def remove(layout: StateLayout, failure_id: str) -> bool:
         return False
 
 
-def record_failure(
-    layout: StateLayout, repo: str | None, index: str, collections: list[str], step: str, error: str, hint: str | None = None
-) -> Failure:
-    """Create or bump the record of (repo, index, step): one more attempt, the next backoff, dead at the limit."""
-    fid = record_id(repo, index, step)
-    data = read_json(layout.failures / f"{fid}.json")
-    stamp = now_iso()
-    attempts = (int(data.get("attempts") or 0) if isinstance(data, dict) else 0) + 1
-    dead = attempts >= MAX_ATTEMPTS
-    delay = BACKOFF_S[min(attempts, len(BACKOFF_S)) - 1]
-    failure = Failure(
-        id=fid, repo=repo, index=index, collections=sorted(collections), step=step, error=error, attempts=attempts,
-        first_at=(data.get("first_at") if isinstance(data, dict) else None) or stamp, last_at=stamp, log=str(layout.updater_log),
-        next_at=None if dead else now_iso(time.time() + delay), dead=dead, hint=hint,
-    )
-    save(layout, failure)
-    return failure
-
-
-def record_dropped(layout: StateLayout, repo: str, requests: int) -> Failure:
-    """A request for a repository that no longer exists: dropped, recorded, not retried, flag not raised."""
-    fid = record_id(repo, "", "update")
-    stamp = now_iso()
-    failure = Failure(
-        id=fid, repo=repo, index="", collections=[], step="update",
-        error=f"{repo} no longer exists: {requests} request(s) dropped", attempts=1, first_at=stamp, last_at=stamp,
-        log=str(layout.updater_log), dead=True, dropped=True,
-        hint=f"if it moved, run qmd hooks install in its new place; to forget it: qmd hooks uninstall {repo}",
-    )
-    save(layout, failure)
-    return failure
-
-
-def clear(layout: StateLayout, repo: str | None, index: str, steps: tuple[str, ...] = ("update", "embed")) -> list[str]:
-    """A success covers these records: delete them; returns the ids removed."""
-    return [fid for step in steps if remove(layout, fid := record_id(repo, index, step))]
-
-
 def forget_repo(layout: StateLayout, repo: str) -> int:
     """Remove the dropped records of `repo` (it was uninstalled); returns how many."""
     return sum(remove(layout, f.id) for f in load_all(layout) if f.dropped and f.repo == repo)
 
 
-def revive(layout: StateLayout, repo: str) -> None:
-    """`qmd updater retry`: dead records of `repo` get their attempts back."""
-    for failure in load_all(layout):
-        if failure.repo == repo and failure.dead and not failure.dropped:
-            failure.dead, failure.attempts, failure.next_at = False, 0, None
-            save(layout, failure)
+class Ledger:
+    """The failure records as one run sees them: failures/ is read once, every change is
+    written through (the lock holder is their only writer; `forget_repo` removes dropped
+    records only, which never raise the flag)."""
 
+    def __init__(self, layout: StateLayout) -> None:
+        self.layout = layout
+        self.by_id = {f.id: f for f in load_all(layout)}
 
-def expire_dropped(layout: StateLayout, now: float) -> None:
-    for failure in load_all(layout):
-        when = parse_iso(failure.last_at)
-        if failure.dropped and when is not None and now - when > DROPPED_TTL_S:
-            remove(layout, failure.id)
+    def all(self) -> list[Failure]:
+        """Every record, oldest first."""
+        return sorted(self.by_id.values(), key=lambda f: f.first_at)
+
+    def save(self, failure: Failure) -> Failure:
+        save(self.layout, failure)
+        self.by_id[failure.id] = failure
+        return failure
+
+    def remove(self, failure_id: str) -> bool:
+        self.by_id.pop(failure_id, None)
+        return remove(self.layout, failure_id)
+
+    def record_failure(self, repo: str | None, index: str, collections: list[str], step: str, error: str, hint: str | None = None) -> Failure:
+        """Create or bump the record of (repo, index, step): one more attempt, the next backoff, dead at the limit."""
+        fid = record_id(repo, index, step)
+        old = self.by_id.get(fid)
+        stamp = now_iso()
+        attempts = (old.attempts if old is not None else 0) + 1
+        dead = attempts >= MAX_ATTEMPTS
+        delay = BACKOFF_S[min(attempts, len(BACKOFF_S)) - 1]
+        return self.save(Failure(
+            id=fid, repo=repo, index=index, collections=sorted(collections), step=step, error=error, attempts=attempts,
+            first_at=(old.first_at if old is not None else None) or stamp, last_at=stamp, log=str(self.layout.updater_log),
+            next_at=None if dead else now_iso(time.time() + delay), dead=dead, hint=hint,
+        ))
+
+    def record_dropped(self, repo: str, requests: int) -> Failure:
+        """A request for a repository that no longer exists: dropped, recorded, not retried, flag not raised."""
+        stamp = now_iso()
+        return self.save(Failure(
+            id=record_id(repo, "", "update"), repo=repo, index="", collections=[], step="update",
+            error=f"{repo} no longer exists: {requests} request(s) dropped", attempts=1, first_at=stamp, last_at=stamp,
+            log=str(self.layout.updater_log), dead=True, dropped=True,
+            hint=f"if it moved, run qmd hooks install in its new place; to forget it: qmd hooks uninstall {repo}",
+        ))
+
+    def clear(self, repo: str | None, index: str, steps: tuple[str, ...] = ("update", "embed")) -> list[str]:
+        """A success covers these records: delete them; returns the ids removed."""
+        return [fid for step in steps if self.remove(fid := record_id(repo, index, step))]
+
+    def revive(self, repo: str) -> None:
+        """`qmd updater retry`: dead records of `repo` get their attempts back."""
+        for failure in self.all():
+            if failure.repo == repo and failure.dead and not failure.dropped:
+                failure.dead, failure.attempts, failure.next_at = False, 0, None
+                self.save(failure)
+
+    def expire_dropped(self, now: float) -> None:
+        for failure in self.all():
+            when = parse_iso(failure.last_at)
+            if failure.dropped and when is not None and now - when > DROPPED_TTL_S:
+                self.remove(failure.id)
+
+    def write_health(self, last_success: str | None = None) -> dict[str, Any]:
+        """Recompute the flag from the records and write health.json."""
+        return _write_health(self.layout, self.all(), last_success)
 
 
 def health(layout: StateLayout) -> dict[str, Any]:
@@ -162,8 +177,12 @@ def health(layout: StateLayout) -> dict[str, Any]:
 
 def write_health(layout: StateLayout, last_success: str | None = None) -> dict[str, Any]:
     """Recompute the flag from the records (the lock holder only) and write health.json."""
+    return _write_health(layout, load_all(layout), last_success)
+
+
+def _write_health(layout: StateLayout, failures: list[Failure], last_success: str | None) -> dict[str, Any]:
     old = health(layout)
-    live = [f for f in load_all(layout) if f.live]
+    live = [f for f in failures if f.live]
     raised = bool(live)
     since = None
     if raised:
@@ -175,5 +194,5 @@ def write_health(layout: StateLayout, last_success: str | None = None) -> dict[s
         "last_success": last_success or old.get("last_success"),
     }
     if data != old or not layout.health.exists():
-        qmd.write_json(layout.health, data, sort_keys=True)
+        harness.write_json(layout.health, data, sort_keys=True)
     return data

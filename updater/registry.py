@@ -16,25 +16,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import qmd
+from qmd import harness
 
 EDIT_TIMEOUT_S = 30.0
 
 Repos = dict[str, dict[str, Any]]
 
 
-def load(layout: qmd.StateLayout | None = None) -> Repos:
+def load(layout: harness.StateLayout | None = None) -> Repos:
     """{work tree: what install did there}; {} when nothing is enrolled."""
-    data = qmd.read_json((layout or qmd.StateLayout.current()).repos)
+    data = harness.read_json((layout or harness.StateLayout.current()).repos)
     repos = data.get("repos") if isinstance(data, dict) else None
     return {str(k): v for k, v in repos.items() if isinstance(v, dict)} if isinstance(repos, dict) else {}
 
 
 @contextmanager
-def editing(layout: qmd.StateLayout | None = None) -> Iterator[Repos]:
+def editing(layout: harness.StateLayout | None = None) -> Iterator[Repos]:
     """Read, let the caller change, write back atomically; one editor at a time."""
-    layout = layout or qmd.StateLayout.current()
-    with qmd.lock_file(Path(str(layout.repos) + ".lock"), timeout=EDIT_TIMEOUT_S):
+    layout = layout or harness.StateLayout.current()
+    with harness.lock_file(Path(str(layout.repos) + ".lock"), timeout=EDIT_TIMEOUT_S):
         repos = load(layout)
         yield repos
-        qmd.write_json(layout.repos, {"version": 1, "repos": repos}, sort_keys=True)
+        harness.write_json(layout.repos, {"version": 1, "repos": repos}, sort_keys=True)

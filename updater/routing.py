@@ -1,6 +1,6 @@
 """One harness for all indexes: route a repository to the collections, in every index, it touches.
 
-Indexes are the `*.yml` configs in `qmd.config_dir()` (except `models.yml`) and the
+Indexes are the `*.yml` configs in `qmd.harness.config_dir()` (except `models.yml`) and the
 project-local `.qmd/index.yml` configs qmd has used (so a commit of a repository with its
 own index goes to that index; an untrusted one's outside collections are not). A collection
 is routed to a repository when its folder lies inside the repository's work tree, or
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import qmd
+from qmd import harness
 from qmd import QmdError
 
 
@@ -26,8 +26,10 @@ class Coll:
 
 @dataclass
 class Indexes:
-    """What every index config says, read once per run."""
+    """What every index config says, read once per run (no index is opened)."""
 
+    keys: list[str] = field(default_factory=list)  # every index served (see `index_names`)
+    configured: dict[str, harness.ConfiguredIndex] = field(default_factory=dict)  # index → its config as read
     collections: list[Coll] = field(default_factory=list)
     errors: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # index → (message, hint)
 
@@ -48,34 +50,28 @@ def inside(path: str, folder: str) -> bool:
 def index_names() -> list[str]:
     """Every index the harness serves: the config dir's (by name), then the project-local
     ones qmd has used (by the path of their `.qmd/index.yml`, which `qmd.open_index` takes)."""
-    from qmd import local_configs
-
-    folder = qmd.config_dir()
-    try:
-        named = sorted(p.stem for p in folder.glob("*.yml") if p.name != "models.yml" and p.is_file())
-    except OSError:
-        named = []
-    return named + [str(p) for p in local_configs()]
+    return harness.index_keys()
 
 
 def load() -> Indexes:
-    """Every index's collections; an index whose config cannot be read is listed in `errors`."""
-    result = Indexes()
-    for index in index_names():
+    """Every index's collections, from its config and trust decision; an index whose config
+    cannot be read, or whose index file the trust gate refuses, is listed in `errors`."""
+    result = Indexes(index_names())
+    for index in result.keys:
         try:
-            store = qmd.open_index(index)
-            try:
-                embed, _ = store.embed_collections()
-                for name, folder in store.collection_folders().items():  # the config's word: no index is opened
-                    result.collections.append(Coll(index, name, os.path.realpath(folder), name in embed))
-            finally:
-                store.close()
+            configured = harness.read_index(index)
+            refused = configured.refused()
+            if refused is not None:
+                raise refused
+            for name, coll in configured.collections().items():
+                result.collections.append(Coll(index, name, os.path.realpath(coll.path), coll.embed))
         except QmdError as exc:
             result.errors[index] = (exc.message, exc.cli_hint)
+            continue
+        result.configured[index] = configured
     return result
 
 
 def covered_by(repos: list[str], path: str) -> bool:
     """True when `path` is inside one of the (enrolled) work trees."""
     return any(inside(path, repo) for repo in repos)
-

@@ -1,15 +1,17 @@
-"""One drain of the queue: claim, coalesce per repo, route, update, embed, record, delete.
+"""One drain of the queue: claim, coalesce per repo, route, refresh (update, embed), record, delete.
 
 Steps (the caller holds the global lock):
 1. Claim: rename new/* into cur/ (cur/ may still hold requests of a killed or failed run).
-2. Revalidate the failure records: a record whose repo is gone becomes a dropped one; a
-   record whose repo no longer routes to its index is moot and removed.
+2. Revalidate the failure records (read once per run: `records.Ledger`): a record whose
+   repo is gone becomes a dropped one; a record whose repo no longer routes to its index
+   is moot and removed.
 3. Coalesce per repo. A repo that no longer exists: its requests are dropped (moved to
    failed/) with a record. A repo no collection lies in: its requests are deleted.
    With `respect_backoff` (the daemon, the timer) a repo whose last attempt failed waits
    for its backoff unless a new request (a commit, `qmd updater retry`) arrived.
-4. Per index, one `Store.update(collections)` over every collection the repos route to,
-   then one `Store.embed(collections)` for those that are embeddable and updated cleanly.
+4. Per index, one `Store.refresh(collections)` (qmd/store/refresh.py) over every collection
+   the repos route to: the update, then the embed of those that are embeddable and updated
+   cleanly. The index's config is the one routing read (the Store does not read it again).
    No embedding model at all (the built-in default, never downloaded) skips embedding
    without a failure and says so in the run's status; a configured model that is
    missing or broken is a failure of the embed step.
@@ -29,7 +31,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import qmd
-from qmd import QmdError, StateLayout, now_iso
+from qmd import harness
+from qmd import QmdError
+from qmd.harness import StateLayout, now_iso
 
 from . import records, routing, spool, stats
 from .logs import rotate_hooks_log
@@ -68,20 +72,20 @@ def _describe(exc: BaseException, log: logging.Logger, what: str) -> tuple[str, 
     return f"{type(exc).__name__}: {exc}", "this is a bug in qmd; the traceback is in the updater log"
 
 
-def _revalidate(layout: StateLayout, indexes: routing.Indexes, log: logging.Logger) -> None:
-    known = set(routing.index_names())
-    for failure in records.load_all(layout):
+def _revalidate(ledger: records.Ledger, indexes: routing.Indexes, log: logging.Logger) -> None:
+    known = set(indexes.keys)
+    for failure in ledger.all():
         if failure.dropped or failure.repo is None:
             if failure.repo is None and failure.index not in known:
-                records.remove(layout, failure.id)
+                ledger.remove(failure.id)
             continue
         if not os.path.isdir(failure.repo):
             log.warning("%s no longer exists: its failure record %s is now a dropped one", failure.repo, failure.id)
-            records.remove(layout, failure.id)
-            records.record_dropped(layout, failure.repo, 0)
+            ledger.remove(failure.id)
+            ledger.record_dropped(failure.repo, 0)
         elif failure.index not in indexes.route(failure.repo) and failure.index not in indexes.errors:
             log.info("%s no longer routes to index %s: record %s removed", failure.repo, failure.index, failure.id)
-            records.remove(layout, failure.id)
+            ledger.remove(failure.id)
 
 
 def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = False) -> RunResult:
@@ -94,31 +98,30 @@ def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = F
         log.warning("unreadable request moved to %s", path)
     result.requests = len(requests)
     indexes = routing.load()
+    ledger = records.Ledger(layout)
     for index, (message, hint) in indexes.errors.items():
-        failure = records.record_failure(layout, None, index, [], "update", f"config of index {index}: {message}", hint)
+        failure = ledger.record_failure(None, index, [], "update", f"config of index {index}: {message}", hint)
         log.error("index %s: %s", index, message)
         result.failures.append(_summary(failure))
-    for index in set(routing.index_names()) - set(indexes.errors):
-        records.clear(layout, None, index, ("update",))
-    _revalidate(layout, indexes, log)
+    for index in set(indexes.keys) - set(indexes.errors):
+        ledger.clear(None, index, ("update",))
+    _revalidate(ledger, indexes, log)
 
     by_repo: dict[str, list[spool.Request]] = {}
     for request in requests:
         by_repo.setdefault(os.path.realpath(request.repo), []).append(request)
     plan: dict[str, dict[str, list[str]]] = {}  # index → repo → collections
     now = time.time()
-    current = {f.id: f for f in records.load_all(layout)}
     for repo, batch in sorted(by_repo.items()):
         if not os.path.isdir(repo):
             for request in batch:
                 spool.move(request.path, layout.q("failed"))
-            records.record_dropped(layout, repo, len(batch))
+            ledger.record_dropped(repo, len(batch))
             result.dropped.append(repo)
             log.warning("%s no longer exists: %d request(s) dropped", repo, len(batch))
             continue
         if any(r.retry for r in batch):
-            records.revive(layout, repo)
-            current = {f.id: f for f in records.load_all(layout)}
+            ledger.revive(repo)
         routes = indexes.route(repo)
         if not routes:
             spool.delete([r.path for r in batch])
@@ -126,7 +129,7 @@ def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = F
             log.info("%s: no collection of any index lies in it; %d request(s) deleted", repo, len(batch))
             continue
         if respect_backoff and not any(r.fresh or r.retry for r in batch):
-            mine = [f for f in current.values() if f.repo == repo and f.index in routes and not f.dropped]
+            mine = [f for f in ledger.all() if f.repo == repo and f.index in routes and not f.dropped]
             if any(f.dead for f in mine):  # left in cur/ by a killed run: dead letters, not retries
                 for request in batch:
                     spool.move(request.path, layout.q("failed"))
@@ -140,7 +143,7 @@ def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = F
 
     failed_repos: dict[str, list[records.Failure]] = {}
     for index, repos in sorted(plan.items()):
-        for repo, failure in _run_index(layout, log, index, repos, result).items():
+        for repo, failure in _run_index(ledger, log, indexes.configured[index], repos, result).items():
             failed_repos.setdefault(repo, []).append(failure)
 
     for repo in result.repos:
@@ -155,11 +158,11 @@ def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = F
                 spool.move(request.path, layout.q("failed"))
             log.error("%s: gave up after %d attempts; requests moved to %s (retry with: qmd updater retry)", repo, records.MAX_ATTEMPTS, layout.q("failed"))
 
-    records.expire_dropped(layout, time.time())
+    ledger.expire_dropped(time.time())
     result.finished_at = now_iso()
     result.seconds = round(time.time() - started, 3)
     last_success = result.finished_at if result.succeeded_repos else None
-    records.write_health(layout, last_success)
+    ledger.write_health(last_success)
     if result.requests or result.failures or result.invalid:
         stats.add_run(layout, result.as_dict())
     rotate_hooks_log(layout)
@@ -170,67 +173,73 @@ def _summary(failure: records.Failure) -> dict[str, Any]:
     return {"id": failure.id, "repo": failure.repo, "index": failure.index, "step": failure.step, "error": failure.error, "attempts": failure.attempts, "dead": failure.dead}
 
 
-def _run_index(layout: StateLayout, log: logging.Logger, index: str, repos: dict[str, list[str]], result: RunResult) -> dict[str, records.Failure]:
-    """Update then embed one index for `repos`; returns {repo: failure} for the repos that failed."""
-    failed: dict[str, records.Failure] = {}
-    union = sorted({name for names in repos.values() for name in names})
+class _IndexRun:
+    """One index's part of a run: `Store.refresh` for the repos routed to it, and the records it leaves."""
 
-    def fail(repo: str, step: str, message: str, hint: str | None) -> None:
-        failure = records.record_failure(layout, repo, index, repos[repo], step, message, hint)
-        failed[repo] = failure
-        result.failures.append(_summary(failure))
-        log.error("%s → index %s: %s failed (attempt %d%s): %s", repo, index, step, failure.attempts, ", dead" if failure.dead else "", message)
+    def __init__(self, ledger: records.Ledger, log: logging.Logger, index: str, repos: dict[str, list[str]], result: RunResult) -> None:
+        self.ledger, self.log, self.index, self.repos, self.result = ledger, log, index, repos, result
+        self.failed: dict[str, records.Failure] = {}  # repo → its failure in this index
 
-    try:
-        store = qmd.open_index(index)
-    except Exception as exc:  # the config was readable a moment ago; anything can happen to files
-        message, hint = _describe(exc, log, f"index {index}")
-        for repo in repos:
-            fail(repo, "update", message, hint)
-        return failed
-    try:
-        log.info("index %s: updating %s for %d repo(s)", index, ", ".join(union), len(repos))
-        broken: dict[str, str] = {}
-        try:
-            report = store.update(union, run_commands=False, on_wait=lambda: log.info("index %s: waiting for its writer lock", index))
-            for name, message, hint in report.errors:
-                broken[name] = f"{name}: {message}" + (f" (hint: {hint})" if hint else "")
-            for coll in report.collections:
-                result.documents_updated += coll.new + coll.updated + coll.removed
-        except Exception as exc:
-            message, hint = _describe(exc, log, f"index {index} update")
-            broken = {name: message for name in union}
-            for repo in repos:
-                fail(repo, "update", message, hint)
-        for repo, names in repos.items():
-            if repo in failed:
-                continue
+    def fail(self, repo: str, step: str, message: str, hint: str | None) -> None:
+        failure = self.ledger.record_failure(repo, self.index, self.repos[repo], step, message, hint)
+        self.failed[repo] = failure
+        self.result.failures.append(_summary(failure))
+        self.log.error("%s → index %s: %s failed (attempt %d%s): %s", repo, self.index, step, failure.attempts, ", dead" if failure.dead else "", message)
+
+    def fail_all(self, exc: BaseException, what: str) -> None:
+        message, hint = _describe(exc, self.log, what)
+        for repo in self.repos:
+            self.fail(repo, "update", message, hint)
+
+    def waiting(self) -> None:
+        self.log.info("index %s: waiting for its writer lock", self.index)
+
+    def updated(self, report: qmd.UpdateReport) -> None:
+        self.result.documents_updated += sum(coll.new + coll.updated + coll.removed for coll in report.collections)
+
+    def record(self, report: qmd.RefreshReport) -> None:
+        """Per repo: the update's errors, then the embed's (or why it was skipped)."""
+        broken = {name: f"{name}: {message}" + (f" (hint: {hint})" if hint else "") for name, message, hint in report.update.errors}
+        for repo, names in self.repos.items():
             errors = [broken[n] for n in names if n in broken]
             if errors:
-                fail(repo, "update", "; ".join(errors), "fix the collection (qmd collection show NAME), then: qmd updater run")
+                self.fail(repo, "update", "; ".join(errors), "fix the collection (qmd collection show NAME), then: qmd updater run")
             else:
-                records.clear(layout, repo, index, ("update",))
-        clean = sorted({n for repo, names in repos.items() if repo not in failed for n in names})
-        embeddable, _ = store.embed_collections(clean) if clean else ([], [])
-        if embeddable:
-            unconfigured = store.unconfigured_embedding()
-            if unconfigured is not None:
-                result.embed_skipped[index] = unconfigured
-                log.info("index %s: embedding skipped: %s", index, result.embed_skipped[index])
-            else:
-                log.info("index %s: embedding %s", index, ", ".join(embeddable))
-                try:
-                    embedded = store.embed(collections=embeddable, on_wait=lambda: log.info("index %s: waiting for its writer lock", index))
-                    result.chunks_embedded += embedded.chunks
-                    log.info("index %s: embedded %d documents, %d chunks in %.1fs", index, embedded.documents, embedded.chunks, embedded.seconds)
-                except Exception as exc:
-                    message, hint = _describe(exc, log, f"index {index} embed")
-                    for repo, names in repos.items():
-                        if repo not in failed and set(names) & set(embeddable):
-                            fail(repo, "embed", message, hint)
-        for repo in repos:
-            if repo not in failed:
-                records.clear(layout, repo, index, ("embed",))
+                self.ledger.clear(repo, self.index, ("update",))
+        if report.embed_skipped is not None:
+            self.result.embed_skipped[self.index] = report.embed_skipped
+            self.log.info("index %s: embedding skipped: %s", self.index, report.embed_skipped)
+        elif report.embed is not None:
+            embedded = report.embed
+            self.result.chunks_embedded += embedded.chunks
+            self.log.info("index %s: embedded %s: %d documents, %d chunks in %.1fs", self.index, ", ".join(report.embedded), embedded.documents, embedded.chunks, embedded.seconds)
+        elif report.embed_error is not None:
+            message, hint = _describe(report.embed_error, self.log, f"index {self.index} embed")
+            for repo, names in self.repos.items():
+                if repo not in self.failed and set(names) & set(report.embedded):
+                    self.fail(repo, "embed", message, hint)
+        for repo in self.repos:
+            if repo not in self.failed:
+                self.ledger.clear(repo, self.index, ("embed",))
+
+
+def _run_index(ledger: records.Ledger, log: logging.Logger, configured: harness.ConfiguredIndex, repos: dict[str, list[str]], result: RunResult) -> dict[str, records.Failure]:
+    """Update then embed one index for `repos` (`Store.refresh`); returns {repo: failure} for the repos that failed."""
+    run = _IndexRun(ledger, log, configured.key, repos, result)
+    try:
+        paths = configured.paths()
+        store = qmd.Store(paths.index_path, paths.config_path, config=configured.config)  # the config routing read
+    except Exception as exc:  # the config was readable a moment ago; anything can happen to files
+        run.fail_all(exc, f"index {run.index}")
+        return run.failed
+    union = sorted({name for names in repos.values() for name in names})
+    try:
+        log.info("index %s: updating %s for %d repo(s)", run.index, ", ".join(union), len(repos))
+        report = store.refresh(union, run_commands=False, on_wait=run.waiting, on_updated=run.updated)
+    except Exception as exc:
+        run.fail_all(exc, f"index {run.index} update")
+        return run.failed
     finally:
         store.close()
-    return failed
+    run.record(report)
+    return run.failed

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import qmd
+from qmd import harness
 from qmd import QmdError
 
 UNIT = "qmd-updater"
@@ -42,9 +42,9 @@ def environment() -> dict[str, str]:
     bin_dir = str(qmd_executable().parent)
     env = {
         "PATH": os.pathsep.join(dict.fromkeys([bin_dir, "/usr/local/bin", *(["/opt/homebrew/bin"] if sys.platform == "darwin" else []), "/usr/bin", "/bin"])),
-        "QMD_STATE_DIR": str(qmd.StateLayout.current().root),
-        "QMD_CONFIG_DIR": os.path.abspath(qmd.config_dir()),
-        "XDG_CACHE_HOME": os.path.abspath(qmd.cache_dir().parent),
+        "QMD_STATE_DIR": str(harness.StateLayout.current().root),
+        "QMD_CONFIG_DIR": os.path.abspath(harness.config_dir()),
+        "XDG_CACHE_HOME": os.path.abspath(harness.cache_dir().parent),
     }
     for key in PASS_THROUGH:
         if os.environ.get(key):
@@ -119,7 +119,7 @@ WantedBy=timers.target
 
 def launchd_plist(timer: bool = False, watch: bool = False, interval_min: int = 2) -> UnitFile:
     """A LaunchAgent: kept alive and restarted when it fails, or started every few minutes."""
-    logs = qmd.StateLayout.current().logs
+    logs = harness.StateLayout.current().logs
     data: dict[str, object] = {
         "Label": LABEL,
         "ProgramArguments": _argv(timer, watch),
@@ -164,7 +164,7 @@ def install(platform: str, timer: bool, watch: bool, interval_min: int, start: b
     files = units(platform, timer, watch, interval_min)
     lines: list[str] = []
     for unit in files:
-        qmd.write_text(unit.path, unit.text)
+        harness.write_text(unit.path, unit.text)
         lines.append(f"wrote {unit.path}")
     if platform == "linux":
         other = systemd_dir() / f"{UNIT}.timer"

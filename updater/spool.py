@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qmd import StateLayout, now_iso, parse_iso, replace_file, write_text
+from qmd.harness import StateLayout, now_iso, parse_iso, replace_file, write_text
 
 
 @dataclass

@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from qmd import Store
+    from qmd.store.store import Store
     from qmd.core.results import Document, MultiGetItem, SearchHit
 
 

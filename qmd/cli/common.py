@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from qmd import Store
+from qmd.store.store import Store
 from qmd.cli.base import STATE, State, err, fs_paths, open_store, out, pick_format, result_limit, snippet_chars
 
 __all__ = [  # the typer-free helpers live in base.py (the lean entry path uses them); re-exported for the commands

@@ -195,7 +195,7 @@ def completion(shell: Annotated[str, typer.Argument(metavar="bash|zsh|fish", hel
 
 def version_string() -> str:
     """`qmd <version> (<commit>)`, as the original prints its version and build commit."""
-    from qmd import __version__
+    from qmd.core.version import __version__
 
     commit = _commit()
     return f"qmd {__version__}" + (f" ({commit})" if commit else "")

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from qmd import __version__
+from qmd.core.version import __version__
 from qmd.core.errors import QmdError
 from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_index, not_text
 from qmd.cli.boundary import guarded

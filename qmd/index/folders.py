@@ -26,6 +26,7 @@ from qmd.core.errors import ConfigError
 from qmd.core.fileio import write_json
 from qmd.core.paths import StateLayout, config_dir
 from qmd.core.config import Config
+from qmd.core.indexes import local_configs, read_index, sources
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,20 +38,6 @@ CACHE_VERSION = 1
 def cache_path() -> Path:
     """`<state>/guard/folders.json`."""
     return StateLayout.current().guard_folders
-
-
-def local_configs() -> list[Path]:
-    """The project-local configs (`.qmd/index.yml`) qmd has used that still exist, from
-    `<state>/local-indexes.json`: the updater, the guard and doctor serve them too."""
-    import json
-
-    try:
-        with open(StateLayout.current().local_indexes, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return []
-    paths = data.get("configs") if isinstance(data, dict) else None
-    return [Path(p) for p in paths or [] if isinstance(p, str) and os.path.isfile(p)]
 
 
 def local_trust(config_path: str | os.PathLike[str]) -> Decision:
@@ -78,13 +65,6 @@ def register_local(config_path: Path) -> bool:
     return True
 
 
-def _sources() -> list[tuple[Path, str]]:
-    """(config, index key): the config dir's `*.yml`, then the known project-local configs."""
-    directory = config_dir()
-    named = [(p, p.stem) for p in sorted(directory.glob("*.yml")) if p.name != "models.yml"] if directory.is_dir() else []
-    return named + [(p, str(p)) for p in local_configs()]
-
-
 def _within(root: str, globs: list[str]) -> list[str]:
     """A project's `guard.protect` globs, confined to the project (a cloned repository's
     `protect: ['*']` must not block the user's searches everywhere): an absolute glob only
@@ -105,7 +85,7 @@ def _within(root: str, globs: list[str]) -> list[str]:
 def collect() -> dict[str, Any]:
     """Folders and guard globs from every index config: the config dir's `*.yml` and the
     project-local ones (only the collections an untrusted one may index: inside the project)."""
-    from qmd.core.trust import collection_path, decide, project_root
+    from qmd.core.trust import project_root
     from qmd.index.scan import split_patterns
 
     folders: list[dict[str, str]] = []
@@ -115,20 +95,16 @@ def collect() -> dict[str, Any]:
     project_allow: list[dict[str, str]] = []
     errors: list[str] = []
     directory = config_dir()
-    for path, key in _sources():
+    for path, key in sources():
         try:
-            config = Config.load(path)
-            colls = config.collections()
+            index = read_index(key, path)
+            colls = index.collections()
         except ConfigError as exc:
             errors.append(exc.message)
             continue
-        decision = decide(path, config.raw)
-        outside = {name for name, _ in decision.gated.paths} if decision.skipped else set()
+        config, decision = index.config, index.decision
         for coll in colls.values():
-            if coll.name in outside:
-                continue
-            folder = collection_path(str(coll.path), path) if decision.local else coll.path
-            real = os.path.realpath(folder)
+            real = os.path.realpath(coll.path)
             folders.append({"path": real, "index": key, "collection": coll.name})
             known = patterns.setdefault(real, [])
             known += [p for p in split_patterns(coll.pattern) if p not in known]

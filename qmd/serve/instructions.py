@@ -48,7 +48,7 @@ def cache_path(index: str) -> Path:
 
 def inputs(paths: IndexPaths) -> list[Stamp]:
     """The stamps of everything the instructions of `paths`' index are made from."""
-    from qmd import __version__
+    from qmd.core.version import __version__
     from qmd.core.paths import config_dir, models_dir
     from qmd.core.stamps import stamp
 

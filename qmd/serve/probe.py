@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from qmd import __version__
+from qmd.core.version import __version__
 from qmd.core.paths import DEFAULT_INDEX
 
 PROTOCOL_VERSION = "2025-11-25"

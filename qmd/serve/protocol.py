@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 
-from qmd import __version__
+from qmd.core.version import __version__
 from qmd.core.cancel import Cancelled, cancel_scope
 
 if TYPE_CHECKING:

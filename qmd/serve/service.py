@@ -33,7 +33,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any
 
-from qmd import __version__
+from qmd.core.version import __version__
 from qmd.core.cancel import Cancelled
 from qmd.core.errors import QmdError
 from qmd.core.text import numbered

@@ -26,31 +26,14 @@ def stat_key(path: Path) -> tuple[int, int, int] | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _gated(config_path: Path, colls: dict[str, CollectionConfig], decision: Decision) -> dict[str, CollectionConfig]:
-    """A local config's collections: relative paths taken from the project root; when the
-    config is not trusted, no update commands and no collection outside the project."""
-    from qmd.core.trust import collection_path
-
-    outside = {name for name, _ in decision.gated.paths}
-    out: dict[str, CollectionConfig] = {}
-    for name, coll in colls.items():
-        if decision.skipped and name in outside:
-            continue
-        coll.path = collection_path(str(coll.path), config_path)
-        if decision.skipped:
-            coll.update = None
-        out[name] = coll
-    return out
-
-
 class IndexState:
     """One index's config and backend, with the collections cached per config version."""
 
     blind = False  # a scoped reader's view: references never consult the file system (qmd/store/refs.py)
 
-    def __init__(self, config_path: Path, backend: IndexBackend) -> None:
+    def __init__(self, config_path: Path, backend: IndexBackend, config: Config | None = None) -> None:
         self.config_path = config_path
-        self.config = Config.load(config_path)
+        self.config = config if config is not None else Config.load(config_path)
         self.config_stat = stat_key(config_path)
         self._trust: Decision | None = None
         self.backend = backend
@@ -115,8 +98,10 @@ class IndexState:
         if self._colls is None or self._colls[0] != self.config.version:
             colls = self.config.collections()
             if self.local:
+                from qmd.core.indexes import gated  # a project-local config only: the search path of the others stays lean
+
                 self._trust = None  # the config may have changed in memory
-                colls = _gated(self.config_path, colls, self.trust)
+                colls = gated(self.config_path, colls, self.trust)
             self._colls = (self.config.version, colls)
         return self._colls[1]
 

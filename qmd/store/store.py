@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from qmd.store.maintenance import Maintenance
     from qmd.store.models import Models
     from qmd.store.reading import Reader
+    from qmd.store.refresh import RefreshReport
     from qmd.index.embedding import EmbedProgress, EmbedReport
     from qmd.index.indexer import Progress
     from qmd.llm.models import ModelRef
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["MULTI_GET_MAX_BYTES", "Store", "open_index"]
 
 
-def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
+def backend_for(index_path: Path, config_path: Path, config: Config | None = None) -> IndexBackend:
     """Where the index lives, and which config owns it (qmd/storage/owner.py).
 
     The PostgreSQL database named by `QMD_DATABASE_URL` or the config's own `database:`, in a
@@ -70,7 +71,7 @@ def backend_for(index_path: Path, config_path: Path) -> IndexBackend:
     from qmd.storage.owner import owner_for
 
     local = is_local_config(config_path)
-    config = Config.load(config_path)
+    config = config if config is not None else Config.load(config_path)
     decision = None
     if local:
         from qmd.core.trust import decide
@@ -117,14 +118,18 @@ class Store:
     """One qmd index. Nothing is assumed: the caller names the index file and config file.
 
     Library code never prints: long operations report through optional callbacks.
-    `backend` replaces the default SQLite file at `index_path` with another storage backend.
+    `backend` replaces the default SQLite file at `index_path` with another storage backend;
+    `config` is the config at `config_path` as the caller already read it (it is read once).
     """
 
-    def __init__(self, index_path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, *, backend: IndexBackend | None = None) -> None:
+    def __init__(
+        self, index_path: str | os.PathLike[str], config_path: str | os.PathLike[str] | None = None, *, backend: IndexBackend | None = None, config: Config | None = None,
+    ) -> None:
         self.index_path = Path(index_path)
         self.config_path = Path(config_path) if config_path else self.index_path.with_suffix(".yml")
-        self.backend: IndexBackend = backend if backend is not None else backend_for(self.index_path, self.config_path)
-        self._state = IndexState(self.config_path, self.backend)
+        config = config if config is not None else Config.load(self.config_path)
+        self.backend: IndexBackend = backend if backend is not None else backend_for(self.index_path, self.config_path, config)
+        self._state = IndexState(self.config_path, self.backend, config)
         self._storage_key: object = None if backend is not None else ()  # None: a backend given, never moved; (): not yet taken
 
     # Each part is built on first use, so `qmd search` never imports the indexer, the
@@ -299,6 +304,20 @@ class Store:
         (`wait=None`), not at all (0) or `wait` seconds, then IndexBusyError names the holder.
         """
         return self._collections.update(collections, progress=progress, run_commands=run_commands, on_command=on_command, on_wait=on_wait, wait=wait)
+
+    def refresh(
+        self, collections: list[str] | None = None, *, progress: Progress | None = None, run_commands: bool = True, on_command: Callable[[str, str], None] | None = None,
+        on_wait: Callable[[], None] | None = None, wait: float | None = None, on_updated: Callable[[UpdateReport], None] | None = None, embed_progress: EmbedProgress | None = None,
+    ) -> RefreshReport:
+        """`update`, then `embed` what updated cleanly; no embedding model at all skips the embed
+        (`embed_skipped`), a failed embed is kept beside the update's report (qmd/store/refresh.py).
+        `on_updated` sees the update's report before the embed starts."""
+        from qmd.store.refresh import embed_updated
+
+        update = self.update(collections, progress=progress, run_commands=run_commands, on_command=on_command, on_wait=on_wait, wait=wait)
+        if on_updated is not None:
+            on_updated(update)
+        return embed_updated(self._models, collections, update, embed_progress, on_wait, wait)
 
     def lock_holder(self) -> str | None:
         """Who is writing the index right now (pid, command, since when), or None."""

@@ -129,13 +129,13 @@ def test_a_fresh_qmd_init_project_passes_the_models_check_as_the_home_index_does
     """`qmd init` writes the built-in default URIs into `.qmd/index.yml`; naming a default
     is not configuring a custom model, so not downloaded reads exactly as it does for a
     home index that names no model (rerank, generate: ok; embed: a warning), and doctor exits 0."""
-    import qmd as api
+    from qmd import harness
 
     root = tmp_path / "fresh"
     root.mkdir()
     assert qmd(root, "init").returncode == 0
     written = (root / ".qmd" / "index.yml").read_text()
-    assert all(f"{role}: {uri}" in written for role, uri in api.BUILTIN_MODELS.items()), written
+    assert all(f"{role}: {uri}" in written for role, uri in harness.BUILTIN_MODELS.items()), written
     proc = qmd(root, "doctor", "--quick", "--json")
     local = _models(proc)
     assert [c for c in local.values() if c["status"] == "fail"] == []
@@ -166,13 +166,13 @@ def test_a_fresh_qmd_init_project_passes_the_models_check_as_the_home_index_does
 
 @pytest.mark.parametrize("custom", ["hf:someone/custom-GGUF/custom-q8_0.gguf", "/nowhere/custom-rerank.gguf"])
 def test_a_missing_custom_model_in_a_local_config_still_fails(tmp_path: Path, isolated_home: Path, custom: str) -> None:
-    import qmd as api
+    from qmd import harness
 
     root = tmp_path / "custom"
     root.mkdir()
     assert qmd(root, "init").returncode == 0
     config = root / ".qmd" / "index.yml"
-    config.write_text(config.read_text().replace(api.BUILTIN_MODELS["rerank"], custom))
+    config.write_text(config.read_text().replace(harness.BUILTIN_MODELS["rerank"], custom))
     assert qmd(root, "trust").returncode == 0  # approved, so the custom model is the one used
     proc = qmd(root, "doctor", "--quick", "--json")
     rerank = _models(proc)["rerank model"]

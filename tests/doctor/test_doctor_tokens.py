@@ -41,7 +41,7 @@ def test_doctor_sends_no_token_to_whatever_holds_a_stale_pid_file_s_port(indexed
     import subprocess
     import sys
 
-    import qmd as api
+    from qmd import harness
     from qmd.core.locks import try_lock
     from qmd.serve.pidfile import lock_path, pid_path
     from qmd.serve.proof import new_key
@@ -55,7 +55,7 @@ def test_doctor_sends_no_token_to_whatever_holds_a_stale_pid_file_s_port(indexed
     try:
         pid_path("index").write_text(json.dumps({
             "pid": sleeper.pid, "started_at": "2026-01-01T00:00:00Z", "host": "127.0.0.1", "port": impostor.port,
-            "index": "index", "argv": argv, "build_id": api.build_id(), "key": new_key(),
+            "index": "index", "argv": argv, "build_id": harness.build_id(), "key": new_key(),
         }))
         secret = "qmd_" + "d" * 43
         code, report = doctor(env={"QMD_TOKEN": secret})

@@ -120,9 +120,9 @@ def test_pathological_commands_are_decided_within_bounds(world: Path, name: str,
 
 
 def qmd_state_errors() -> list[str]:
-    import qmd
+    from qmd import harness
 
-    path = qmd.state_dir() / "guard" / "errors.log"
+    path = harness.state_dir() / "guard" / "errors.log"
     return path.read_text().splitlines() if path.exists() else []
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import qmd
+from qmd import harness
 from guards import blocklog
 from tests.guards.test_guard_decisions import build_tree
 
@@ -16,7 +17,7 @@ from tests.guards.test_guard_decisions import build_tree
 @pytest.fixture
 def world(tmp_path: Path) -> Path:
     data = build_tree(tmp_path)
-    folders = qmd.StateLayout.current().guard_folders  # where qmd writes the folder cache
+    folders = harness.StateLayout.current().guard_folders  # where qmd writes the folder cache
     folders.parent.mkdir(parents=True, exist_ok=True)
     folders.write_text(json.dumps(data))
     return Path(os.path.realpath(tmp_path))
@@ -29,7 +30,7 @@ def test_check_explains_a_deny(cli, world: Path) -> None:  # type: ignore[no-unt
     assert "searches found:" in out and "reason shown to the agent:" in out
     assert "qmd search 'retry policy' -c notes" in out
     assert "grep -rn 'retry policy' README.md docs/guide.md src tests vendor/lib" in out
-    assert not (qmd.state_dir() / "guard" / "blocks.jsonl").exists()  # check never logs
+    assert not (harness.state_dir() / "guard" / "blocks.jsonl").exists()  # check never logs
 
 
 def test_check_explains_an_allow(cli, world: Path) -> None:  # type: ignore[no-untyped-def]
@@ -49,7 +50,7 @@ def test_check_grep_tool_as_json(cli, world: Path) -> None:  # type: ignore[no-u
 
 
 def test_check_warns_when_the_cache_is_missing_or_stale(cli, world: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    qmd.StateLayout.current().guard_folders.unlink()
+    harness.StateLayout.current().guard_folders.unlink()
     code, out, _err = cli("guard", "check", "rg foo", "--cwd", str(world / "repo"))
     assert code == 0 and "does not exist" in out and out.splitlines()[1].startswith("allow (no-knowledge)")
     notes = tmp_path / "more-notes"

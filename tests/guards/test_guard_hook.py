@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import qmd
+from qmd import harness
 from guards import blocklog
 from guards import paths as guard_paths
 from tests.conftest import qmd_env
@@ -35,7 +36,7 @@ def run_guard(data: bytes, env: dict[str, str] | None = None, python_args: tuple
 
 
 def guard_dir() -> Path:
-    return qmd.state_dir() / "guard"
+    return harness.state_dir() / "guard"
 
 
 def blocks() -> list[dict[str, object]]:
@@ -331,7 +332,7 @@ def test_error_lines_are_not_repeated_within_a_minute(world: Path) -> None:
 HEAVY = {"typer", "click", "yaml", "apsw", "sqlite_vec", "llama_cpp", "numpy", "rich", "tomllib"}
 # A deny may use qmd's clock (the block line's timestamp) and where the agents' files are (the advice);
 # an allow imports nothing of qmd.
-DENY_QMD = {"qmd", "qmd.core", "qmd.core.lazy", "qmd.core.clock", "qmd.core.errors", "qmd.agents", "qmd.agents.locations"}
+DENY_QMD = {"qmd", "qmd.harness", "qmd.core", "qmd.core.lazy", "qmd.core.clock", "qmd.core.errors", "qmd.agents", "qmd.agents.locations"}
 
 
 def _check_lean(modules: set[str], denied: bool) -> None:
@@ -370,16 +371,16 @@ def test_hook_sys_modules_stay_lean(world: Path, name: str, denied: bool) -> Non
 
 
 def test_guard_paths_match_qmd_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert guard_paths.state_dir() == str(qmd.state_dir())
+    assert guard_paths.state_dir() == str(harness.state_dir())
     monkeypatch.delenv("XDG_STATE_HOME")
-    assert guard_paths.state_dir() == str(qmd.state_dir())
+    assert guard_paths.state_dir() == str(harness.state_dir())
     monkeypatch.setenv("XDG_STATE_HOME", "")
-    assert guard_paths.state_dir() == str(qmd.state_dir())
+    assert guard_paths.state_dir() == str(harness.state_dir())
     monkeypatch.setenv("QMD_STATE_DIR", str(tmp_path / "explicit"))
-    assert guard_paths.state_dir() == str(qmd.state_dir())
-    assert guard_paths.guard_file(guard_paths.FOLDERS) == str(qmd.StateLayout.current().guard_folders)
-    assert guard_paths.guard_file(guard_paths.BLOCKS) == str(qmd.StateLayout.current().guard_blocks)
-    assert guard_paths.guard_file(guard_paths.ERRORS) == str(qmd.StateLayout.current().guard_errors)
+    assert guard_paths.state_dir() == str(harness.state_dir())
+    assert guard_paths.guard_file(guard_paths.FOLDERS) == str(harness.StateLayout.current().guard_folders)
+    assert guard_paths.guard_file(guard_paths.BLOCKS) == str(harness.StateLayout.current().guard_blocks)
+    assert guard_paths.guard_file(guard_paths.ERRORS) == str(harness.StateLayout.current().guard_errors)
 
 
 def test_retry_window_is_ten_minutes() -> None:
@@ -413,7 +414,7 @@ def test_timestamp_parsing_agrees_with_datetime() -> None:
     from datetime import datetime
 
     for seconds in (0.0, 951_782_400.5, 1_700_000_000.123, 1_709_164_800.0, 4_102_444_799.999):
-        ts = qmd.now_iso(seconds, millis=True)
+        ts = harness.now_iso(seconds, millis=True)
         assert blocklog.parse_ts(ts) == pytest.approx(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp(), abs=1e-6)
     assert blocklog.parse_ts("2026-01-02T03:04:05+00:00") == pytest.approx(datetime.fromisoformat("2026-01-02T03:04:05+00:00").timestamp())
     assert blocklog.parse_ts("yesterday") is None and blocklog.parse_ts(None) is None

@@ -243,14 +243,14 @@ def test_codex_without_any_config_creates_then_removes_files(cli, home: Path) ->
 
 
 def test_install_refreshes_the_folder_cache(cli, home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    import qmd
+    from qmd import harness
 
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "a.md").write_text("# A\n")
     assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
-    qmd.StateLayout.current().guard_folders.unlink()
+    harness.StateLayout.current().guard_folders.unlink()
     code, out, _err = cli("guard", "install", "--claude", "--codex")
     assert code == 0
     assert "1 knowledge folder," in out
-    assert qmd.StateLayout.current().guard_folders.exists()
+    assert harness.StateLayout.current().guard_folders.exists()

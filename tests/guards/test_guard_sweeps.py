@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import qmd
+from qmd import harness
 from tests.guards.test_guard_hook import GUARD, run_guard
 
 FILES = {
@@ -58,7 +59,7 @@ def world(tmp_path: Path, cli) -> Path:  # type: ignore[no-untyped-def]
 
 
 def test_folder_cache_carries_the_collection_patterns(world: Path) -> None:
-    data = json.loads(qmd.StateLayout.current().guard_folders.read_text())
+    data = json.loads(harness.StateLayout.current().guard_folders.read_text())
     assert data["patterns"] == {str(world / "work/repo/notes"): ["**/*.md"], str(world / "manual"): ["**/*.rst"]}
 
 
@@ -240,7 +241,7 @@ def test_guard_decisions_through_the_hook(world: Path) -> None:
 
 def test_old_folders_json_without_patterns_keeps_the_sample_names(world: Path) -> None:
     """A folders.json written before patterns were cached: .md/.markdown/.mdx/.txt are notes."""
-    path = qmd.StateLayout.current().guard_folders
+    path = harness.StateLayout.current().guard_folders
     data = json.loads(path.read_text())
     data.pop("patterns", None)
     path.write_text(json.dumps(data))
@@ -279,7 +280,7 @@ def test_project_allow_applies_only_inside_a_trusted_project(tmp_path: Path, cli
     assert decide("grep -r foo .", "notes") == "deny"
     assert decide("rg foo notes", ".") == "deny"
     assert decide("rg foo docs", "clone") == "deny"
-    data = json.loads(qmd.StateLayout.current().guard_folders.read_text())
+    data = json.loads(harness.StateLayout.current().guard_folders.read_text())
     assert data["allow"] == [] and data.get("project_allow") == []
 
     record_trust(config, local_trust(config).digest)  # what `qmd trust` records
@@ -290,7 +291,7 @@ def test_project_allow_applies_only_inside_a_trusted_project(tmp_path: Path, cli
     assert decide("grep -r foo .", "notes") == "deny"
     assert decide("rg foo notes", ".") == "deny"
     assert decide(f"rg foo {root}/notes", "clone") == "deny"
-    data = json.loads(qmd.StateLayout.current().guard_folders.read_text())
+    data = json.loads(harness.StateLayout.current().guard_folders.read_text())
     assert data["allow"] == [] and {e["root"] for e in data["project_allow"]} == {str(root / "clone")}
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 import qmd
+import qmd.harness
 from tests.support import import_graph
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = ("hooks", "updater", "doctor", "guards")
-# What the harness may import of qmd: the public API, and the documented package surfaces.
-PUBLIC_SURFACES = {"qmd", "qmd.serve", "qmd.agents"}
+# What the harness may import of qmd: the public API, the harness surface, and the documented package surfaces.
+PUBLIC_SURFACES = {"qmd", "qmd.harness", "qmd.serve", "qmd.agents"}
 
 
 def _sources(*tops: str) -> list[Path]:
@@ -78,6 +79,8 @@ def test_the_sql_check_sees_sql() -> None:
 
 
 def test_the_harness_uses_only_the_public_api() -> None:
+    """hooks/, updater/, doctor/, guards/ import qmd only through `qmd` (its `__all__`),
+    `qmd.harness` (its `__all__`) and the documented package surfaces `qmd.serve`, `qmd.agents`."""
     offenders = []
     for path in _sources(*HARNESS):
         for module, names in _imports(path):
@@ -86,8 +89,55 @@ def test_the_harness_uses_only_the_public_api() -> None:
             if module not in PUBLIC_SURFACES:
                 offenders.append(f"{path.relative_to(REPO)}: imports {module}")
             elif module == "qmd":
-                offenders += [f"{path.relative_to(REPO)}: qmd.{n} is not public" for n in names if n not in qmd.__all__]
+                offenders += [f"{path.relative_to(REPO)}: qmd.{n} is not public" for n in names if n not in qmd.__all__ and n != "harness"]
+            elif module == "qmd.harness":
+                offenders += [f"{path.relative_to(REPO)}: qmd.harness.{n} is not in its surface" for n in names if n not in qmd.harness.__all__]
     assert offenders == []
+
+
+def test_the_harness_uses_qmd_attributes_of_the_public_api_only() -> None:
+    """`qmd.NAME` and `harness.NAME` in the harness name what those surfaces export."""
+    offenders = []
+    for path in _sources(*HARNESS):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                surface = {"qmd": qmd.__all__, "harness": qmd.harness.__all__}.get(node.value.id)
+                if surface is not None and node.attr not in surface and node.attr not in ("harness", "serve", "agents"):
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert offenders == []
+
+
+def test_the_public_api_is_declared_and_holds_no_harness_plumbing() -> None:
+    for surface in ("qmd/__init__.py", "qmd/harness.py"):
+        tree = ast.parse((REPO / surface).read_text(encoding="utf-8"))
+        assigned = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+        assert "__all__" in assigned, f"{surface} declares no __all__"
+    assert set(qmd.__all__).isdisjoint(qmd.harness.__all__)
+    assert {"Store", "open_index", "QmdError", "SearchHit", "QueryResult", "CollectionConfig", "__version__"} <= set(qmd.__all__)
+
+
+def test_nothing_in_qmd_imports_the_package_root() -> None:
+    """The package root only re-exports: no module of qmd imports `qmd` itself (the arrows point down)."""
+    offenders = [
+        f"{path.relative_to(REPO)}: {module} {names}"
+        for path in _sources("qmd")
+        if path.relative_to(REPO).as_posix() != "qmd/__init__.py"
+        for module, names in _imports(path)
+        if module == "qmd"
+    ]
+    assert offenders == []
+
+
+def test_the_package_ships_its_annotations_and_one_version() -> None:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    setuptools = project["tool"]["setuptools"]
+    assert (REPO / "qmd" / "py.typed").is_file() and "py.typed" in setuptools["package-data"]["qmd"]
+    assert "version" in project["project"]["dynamic"] and setuptools["dynamic"]["version"] == {"attr": "qmd.core.version.__version__"}
+    from qmd.core.version import __version__
+
+    assert qmd.__version__ == __version__
 
 
 def test_qmd_never_imports_a_harness_package() -> None:
@@ -114,6 +164,11 @@ def test_only_the_fileio_helper_renames_files() -> None:
 @pytest.mark.parametrize("name", sorted(qmd.__all__))
 def test_every_public_name_resolves(name: str) -> None:
     assert getattr(qmd, name) is not None
+
+
+@pytest.mark.parametrize("name", sorted(qmd.harness.__all__))
+def test_every_harness_name_resolves(name: str) -> None:
+    assert getattr(qmd.harness, name) is not None
 
 
 def test_the_public_api_holds_nothing_of_the_cli() -> None:

@@ -17,11 +17,11 @@ HEALTH = shlex.quote(str(Path(sys.executable).parent / "qmd")) + " health --sess
 
 def _raise_flag(state_dir: Path, repo: str = "/srv/notes") -> None:
     """A live failure record and the flag, as the updater writes them."""
-    import qmd
+    from qmd import harness
     from updater import records
 
-    layout = qmd.StateLayout(state_dir)
-    records.record_failure(layout, repo, "index", ["notes"], "embed", "the embed model file /m/x.gguf does not exist", "fix QMD_EMBED_MODEL")
+    layout = harness.StateLayout(state_dir)
+    records.Ledger(layout).record_failure(repo, "index", ["notes"], "embed", "the embed model file /m/x.gguf does not exist", "fix QMD_EMBED_MODEL")
     records.write_health(layout)
 
 
@@ -49,10 +49,10 @@ def test_raised_flag_exits_1_and_gives_the_agent_one_line(state: Path) -> None:
 
 
 def test_session_start_mentions_a_stale_queue_with_no_updater(state: Path) -> None:
-    import qmd
+    from qmd import harness
     from updater import spool
 
-    path = spool.enqueue(qmd.StateLayout(state), "/srv/notes", "post-commit")
+    path = spool.enqueue(harness.StateLayout(state), "/srv/notes", "post-commit")
     data = json.loads(path.read_text())
     data["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
     path.write_text(json.dumps(data))

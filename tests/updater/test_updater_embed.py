@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import qmd
+from qmd import harness
 from tests.support.harness import commit, make_repo, qmd_run, queue_files, state  # noqa: F401 - fixture
 
 
@@ -132,7 +133,7 @@ def test_kill_9_mid_run_then_another_run_loses_nothing_and_embeds_nothing_twice(
 def _drain(**kwargs: bool):  # type: ignore[no-untyped-def]
     from updater.run import drain
 
-    return drain(qmd.StateLayout.current(), logging.getLogger("test-updater"), **kwargs)
+    return drain(harness.StateLayout.current(), logging.getLogger("test-updater"), **kwargs)
 
 
 def test_five_failed_attempts_make_a_dead_record_and_retry_revives_it(cli, enrolled: Path, state: Path, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import qmd
+from qmd import harness
 from qmd.llm.convert import import_bert
 from tests.support.tinybert import write_tiny_bert
 
@@ -42,7 +43,7 @@ def test_other_weights_with_the_same_name_size_and_first_mib_are_another_model(t
     proc = run_qmd("embed")
     assert proc.returncode == 0, proc.stderr
     assert "Embedded 4 documents" in proc.stderr and "0 were already embedded" in proc.stderr
-    digests = json.loads((qmd.cache_dir() / "model-digests.json").read_text())
+    digests = json.loads((harness.cache_dir() / "model-digests.json").read_text())
     assert os.path.realpath(model) in digests  # hashed once per (size, mtime, inode), then remembered
 
 

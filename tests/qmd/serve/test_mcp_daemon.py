@@ -186,7 +186,7 @@ def test_looks_like_server() -> None:
 _HOLDER = """
 import sys
 from pathlib import Path
-from qmd import try_lock
+from qmd.harness import try_lock
 handle = try_lock(Path(sys.argv[1]))
 print("held" if handle else "busy", flush=True)
 sys.stdin.readline()  # hold the lock until the test closes our stdin

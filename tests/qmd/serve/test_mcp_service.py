@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import qmd
+from qmd import harness
 from qmd.serve.origin import Guard, is_loopback, normalise_origin
 from qmd.serve.arguments import ArgError, parse_query_args
 from qmd.serve.service import ToolService
@@ -136,7 +137,7 @@ def test_unexpected_errors_become_error_results(service: ToolService, monkeypatc
 
 
 def test_freshness_follows_the_health_flag(service: ToolService, tmp_path: Path) -> None:
-    flag = qmd.state_dir() / "health.json"
+    flag = harness.state_dir() / "health.json"
     assert service.call("status", {}).structured["freshness"]["health"] == "unknown"
     flag.parent.mkdir(parents=True, exist_ok=True)
     flag.write_text(json.dumps({"raised": True, "since": "2026-01-02T03:04:05Z", "failures": ["a", "b"], "last_success": None}))

@@ -1,0 +1,55 @@
+"""`qmd update --embed`: update then embed in one command (Store.refresh), both reports said."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import qmd
+
+Cli = Callable[..., tuple[int, str, str]]
+
+
+def _pending() -> int:
+    with qmd.open_index() as store:
+        return store.vector_status().pending_documents
+
+
+def test_update_embed_indexes_then_embeds(cli: Cli, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    (notes / "pager.md").write_text("# Pager\n\nThe pager rotation moves every Monday.\n")
+    code, out, err = cli("update", "--embed")
+    assert code == 0, err
+    assert out == "" and "Done: 1 new, 0 updated, 4 unchanged" in err
+    assert err.index("Done:") < err.index("Embedded 5 documents") and "tiny-embed" in err
+    assert _pending() == 0
+    code, _, err = cli("update", "--embed")
+    assert code == 0 and "Embedded 0 documents" in err and "5 were already embedded" in err
+
+
+def test_update_embed_without_any_embedding_model_updates_and_says_it_skipped(cli: Cli, notes: Path) -> None:
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    (notes / "pager.md").write_text("# Pager\n\nThe pager rotation moves every Monday.\n")
+    code, _, err = cli("update", "--embed")
+    assert code == 0, err
+    assert "Done: 1 new" in err and "note: embedding skipped: no embedding model" in err and "qmd pull" in err
+    assert "Embedded" not in err
+
+
+def test_update_embed_with_a_missing_model_says_the_update_then_fails(cli: Cli, notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tmp_path / "missing.gguf"))
+    (notes / "pager.md").write_text("# Pager\n\nThe pager rotation moves every Monday.\n")
+    code, _, err = cli("update", "--embed")
+    assert code == 1
+    assert err.index("Done: 1 new") < err.index("Error:") and "missing.gguf" in err and "hint:" in err
+    with qmd.open_index() as store:
+        assert [h.uri for h in store.search("pager rotation")] == ["qmd://notes/pager.md"]  # the update stands
+
+
+def test_update_help_names_embed(cli: Cli) -> None:
+    code, out, _ = cli("update", "--help")
+    assert code == 0 and "--embed" in out and "embedding model" in out
