@@ -28,7 +28,7 @@ def doctor(
     check, 3 doctor itself could not run.
     """
     from .context import Context
-    from .model import exit_code
+    from .results import exit_code
     from .render import render
     from .runner import run
 

@@ -14,7 +14,7 @@ from hooks import install as hook_install
 from updater import registry
 
 from .context import Context, home_path
-from .model import CheckResult, Clock, fail, ok, warn
+from .results import CheckResult, Clock, fail, ok, warn
 
 WATERMARK = "doctor/watermarks.json"
 

@@ -12,7 +12,7 @@ import qmd
 from qmd import harness
 
 from .context import Context, home_path, qmd_command
-from .model import CheckResult, Clock, fail, ok, warn
+from .results import CheckResult, Clock, fail, ok, warn
 
 ORPHAN_WARN_SHARE = 0.2  # a fifth of the rows serve nothing: cleanup is worth it
 ORPHAN_WARN_MIN = 50

@@ -16,7 +16,7 @@ import qmd
 from qmd import harness
 
 from .context import Context, home_path, qmd_command
-from .model import CheckResult, fail, ok, warn
+from .results import CheckResult, fail, ok, warn
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 

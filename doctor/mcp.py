@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import qmd
 from qmd import harness
-import qmd.serve as servers
+import qmd.serve
 
 from .context import Context, home_path, qmd_command
-from .model import CheckResult, Clock, fail, ok, warn
+from .results import CheckResult, Clock, fail, ok, warn
 
 
 def _stdio(ctx: Context) -> CheckResult:
@@ -15,7 +15,7 @@ def _stdio(ctx: Context) -> CheckResult:
     if ctx.quick:
         return ok(name, "skipped (--quick)")
     with Clock() as c:
-        shake = servers.stdio_handshake(ctx.primary)
+        shake = qmd.serve.stdio_handshake(ctx.primary)
     if not shake.ok:
         return fail(name, f"`qmd mcp` failed the MCP handshake: {shake.error}", qmd_command("mcp", index=ctx.primary) + "  # run it to see the error", ms=c.ms)
     if shake.missing_tools:
@@ -28,7 +28,7 @@ def _health(url: str, token: str | None) -> dict[str, object] | None:
     a sound server on a machine whose cores are busy can take over 2 s to answer (a false
     failure there would send the user to restart a healthy server)."""
     for timeout in HEALTH_WAITS_S:
-        health = servers.health(url, timeout=timeout, token=token)
+        health = qmd.serve.health(url, timeout=timeout, token=token)
         if health is not None:
             return health
     return None
@@ -37,18 +37,18 @@ def _health(url: str, token: str | None) -> dict[str, object] | None:
 HEALTH_WAITS_S = (2.0, 10.0)
 
 
-def restart(index: str, info: servers.PidInfo | None) -> str:
+def restart(index: str, info: qmd.serve.PidInfo | None) -> str:
     """Stop the index's server if one runs, then start it again where it was (this build,
     with --no-auth only if it had it)."""
     host, port = (info.host, info.port) if info else ("127.0.0.1", None)
-    new = servers.restart(index, host, port, no_auth=bool(info and "--no-auth" in info.argv))
+    new = qmd.serve.restart(index, host, port, no_auth=bool(info and "--no-auth" in info.argv))
     return f"restarted the HTTP server: pid {new.pid} at {new.url}, build {new.build_id}"
 
 
 def _server(ctx: Context, index: str) -> list[CheckResult]:
     name = f"HTTP server [{index}]"
     with Clock() as c:
-        state = servers.inspect(index)
+        state = qmd.serve.inspect(index)
         info = state.info
         start = qmd_command("mcp", "--http", "--daemon", index=index)
         if state.state == "none":
@@ -58,10 +58,10 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
             return [fail(name, f"stale PID file ({what}): {state.reason}", start, ms=c.ms, repair=lambda: restart(index, info))]
         if state.state == "unverified" or info is None:
             return [fail(name, f"a server holds the lock but {state.reason or 'wrote no PID file'}", f"ps aux | grep 'qmd.*mcp'  # stop it, then: {start}", ms=c.ms)]
-        impostor = servers.prove(info.url, info.key)
+        impostor = qmd.serve.prove(info.url, info.key)
         if impostor is not None:  # a token is sent to nothing that cannot prove it is the server
             return [fail(name, f"pid {info.pid} holds the server lock, but {impostor}; no token was sent to it", qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info))]
-        token, source = servers.probe_token(index)
+        token, source = qmd.serve.probe_token(index)
         health = _health(info.url, token)
         if health is None and token and _health(info.url, None) is not None:
             return [fail(name, f"pid {info.pid} at {info.url} refuses the token from {source} (revoked, or another index's)", qmd_command("token", "list", index=index) + f"  # then export a valid token in {source.lstrip('$')}", ms=c.ms)]
@@ -79,7 +79,7 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
             ]
         if "uptime_s" not in health:  # liveness only: the server asks for a token and none was sent
             return [warn(name, f"pid {info.pid} at {info.url} is alive but asks for a token: the MCP handshake was not tried (build {running}, from its PID file)", "export QMD_TOKEN=<a token from: " + qmd_command("token", "add", "NAME", index=index) + ">, then: qmd doctor", ms=c.ms)]
-        shake = None if ctx.quick else servers.http_handshake(info.url, token=token)
+        shake = None if ctx.quick else qmd.serve.http_handshake(info.url, token=token)
     if shake is not None and not shake.ok:
         return [fail(name, f"pid {info.pid} answers /health but the MCP handshake at {info.url}/mcp failed: {shake.error}", qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info))]
     uptime = health.get("uptime_s")
@@ -89,7 +89,7 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
 
 def check(ctx: Context) -> list[CheckResult]:
     results = [_stdio(ctx)]
-    for index in servers.served_indexes():
+    for index in qmd.serve.served_indexes():
         try:
             results += _server(ctx, index)
         except qmd.QmdError as exc:

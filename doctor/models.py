@@ -10,7 +10,7 @@ import qmd
 from qmd import harness
 
 from .context import Context, home_path, qmd_command
-from .model import CheckResult, Clock, fail, ok, warn
+from .results import CheckResult, Clock, fail, ok, warn
 
 SKIPPED = {"rerank": "query skips reranking", "generate": "query skips expansion; typed lex:/vec: queries still work"}
 

@@ -10,7 +10,7 @@ import sys
 import time
 
 from .context import Context, pip_command
-from .model import CheckResult, fail, ok
+from .results import CheckResult, fail, ok
 
 TIMEOUT_S = 60
 

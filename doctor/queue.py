@@ -8,11 +8,11 @@ import sys
 import time
 
 from qmd import harness
-from updater import health as flag
+from updater import health
 from updater import registry
 
 from .context import Context, home_path
-from .model import CheckResult, Clock, fail, ok, warn
+from .results import CheckResult, Clock, fail, ok, warn
 
 UPDATER_TIMEOUT_S = 3600
 
@@ -47,7 +47,7 @@ def _move_aside(ctx: Context) -> str:
 
 def check(ctx: Context) -> list[CheckResult]:
     with Clock() as c:
-        snap = flag.snapshot(ctx.layout)
+        snap = health.snapshot(ctx.layout)
     now = time.time()
     out: list[CheckResult] = []
     if snap["problems"]:
@@ -67,18 +67,18 @@ def check(ctx: Context) -> list[CheckResult]:
             out.append(warn("queue", "slow: " + detail + limits, "qmd updater run", ms=c.ms, repair=lambda: run_updater(ctx)))
         else:
             out.append(ok("queue", detail, ms=c.ms))
-    health = snap["health"]
-    last = health.get("last_success")
+    flag = snap["health"]
+    last = flag.get("last_success")
     last_text = f"last success {last}" if last else "no successful run yet"
     live = snap["failures"] + snap["dead"]
-    if health["raised"]:
+    if flag["raised"]:
         latest = max(live, key=lambda f: f["last_at"]) if live else None
         cause = f"; latest: {latest['step']} of {latest['repo'] or 'every repo'} into index {latest['index']}: {latest['error']}" if latest else ""
         dead = f", {len(snap['dead'])} dead (no more automatic retries)" if snap["dead"] else ""
         out.append(
             fail(
                 "health flag",
-                f"raised since {health['since']}: {len(live)} failure(s){dead}{cause}; {last_text}",
+                f"raised since {flag['since']}: {len(live)} failure(s){dead}{cause}; {last_text}",
                 "qmd health  # fix the cause, then: qmd updater retry && qmd updater run",
                 repair=lambda: run_updater(ctx),
             )

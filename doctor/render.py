@@ -6,7 +6,7 @@ import json
 
 from qmd import harness
 
-from .model import CheckResult, Status, exit_code, worst
+from .results import CheckResult, Status, exit_code, worst
 from .runner import TITLES, Report
 
 MARKS = {Status.OK: "✓", Status.WARN: "⚠", Status.FAIL: "✗"}

@@ -17,7 +17,7 @@ import qmd
 
 from . import hooks, index, mcp, models, native, queue, services
 from .context import Context
-from .model import CheckResult, Status, fail
+from .results import CheckResult, Status, fail
 
 Group = Callable[[Context], list[CheckResult]]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from updater import service
 
 from .context import Context, home_path
-from .model import CheckResult, Clock, fail, ok, warn
+from .results import CheckResult, Clock, fail, ok, warn
 
 
 def _run(argv: list[str]) -> tuple[int, str]:

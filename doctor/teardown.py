@@ -27,8 +27,8 @@ import typer
 
 import qmd
 from qmd import harness
-import qmd.agents as mcp_install
-import qmd.serve as servers
+import qmd.agents
+import qmd.serve
 
 from .context import home_path
 
@@ -68,10 +68,10 @@ def _rmtree(path: Path) -> list[str]:
 
 
 def _stop_server(index: str) -> list[str]:
-    report = servers.stop(index)
+    report = qmd.serve.stop(index)
     # The server releases its lock a moment before its process exits: wait (bounded) for
     # the process to be gone before pruning the lock file it held.
-    servers.prune_lock(index, report.info.pid if report.stopped and report.info else None)
+    qmd.serve.prune_lock(index, report.info.pid if report.stopped and report.info else None)
     return [report.message]
 
 
@@ -95,7 +95,7 @@ def _updater_daemon() -> int | None:
     who = holder(harness.StateLayout.current())
     if not who or who.get("mode") != "daemon":
         return None
-    argv = servers.process_argv(int(who["pid"])) or []
+    argv = qmd.serve.process_argv(int(who["pid"])) or []
     return int(who["pid"]) if "updater" in argv and "daemon" in argv else None
 
 
@@ -191,17 +191,17 @@ def plan(purge: bool) -> list[Step]:
     from updater import registry, service
 
     steps: list[Step] = []
-    for index in servers.served_indexes():
+    for index in qmd.serve.served_indexes():
         steps.append(Step(f"stop the MCP HTTP server of index '{index}'", partial(_stop_server, index)))
     for repo in sorted(registry.load()):
         steps.append(Step(f"remove qmd's git hooks from {home_path(repo)} (restoring any hook they chained)", partial(_unhook, repo)))
     guard_files = guard_install.installed_files()
     if guard_files:
         steps.append(Step("remove the agent guard and SessionStart hooks from " + ", ".join(home_path(p) for p in guard_files), guard_install.uninstall_all))
-    registered = mcp_install.registrations()
+    registered = qmd.agents.registrations()
     if registered or shutil.which("claude") or shutil.which("codex"):
         what = ", ".join(home_path(r) for r in registered) or "Claude Code / Codex (asked through their CLIs)"
-        steps.append(Step(f"remove MCP registrations: {what}", mcp_install.unregister_all))
+        steps.append(Step(f"remove MCP registrations: {what}", qmd.agents.unregister_all))
     units = [p for p in (service.systemd_dir() / f"{service.UNIT}.service", service.systemd_dir() / f"{service.UNIT}.timer", Path.home() / "Library" / "LaunchAgents" / f"{service.LABEL}.plist") if p.exists()]
     if units:
         platform = "macos" if units[0].suffix == ".plist" else "linux"
@@ -212,11 +212,11 @@ def plan(purge: bool) -> list[Step]:
     script = launcher()
     if script:
         steps.append(Step(f"remove the launcher {home_path(script)}", lambda: _remove(script)))
-    touched = guard_files + [Path.home() / ".claude.json", Path.cwd() / ".mcp.json", mcp_install.codex_home() / "config.toml"]
+    touched = guard_files + [Path.home() / ".claude.json", Path.cwd() / ".mcp.json", qmd.agents.codex_home() / "config.toml"]
     copies = _backups(touched)
     if copies:
         steps.append(Step(f"remove {len(copies)} backup cop{'y' if len(copies) == 1 else 'ies'} qmd's installers made (" + ", ".join(home_path(c) for c in copies[:3]) + (", …" if len(copies) > 3 else "") + ")", lambda: [line for c in _backups(touched) for line in _remove(c)]))
-    parents = [Path(guard_install.claude_settings("user")).parent, mcp_install.codex_home(), service.systemd_dir(), Path.home() / ".local" / "bin"]
+    parents = [Path(guard_install.claude_settings("user")).parent, qmd.agents.codex_home(), service.systemd_dir(), Path.home() / ".local" / "bin"]
     if steps:
         steps.append(Step("remove the folders above if that left them empty", lambda: _prune(parents)))
     if purge:

@@ -45,8 +45,8 @@ _EXPORTS = {
     "read_index": "core.indexes",
     "ConfiguredIndex": "core.indexes",
     "local_configs": "core.indexes",
-    "local_trust": "index.folders",
-    "refresh_folder_cache": "index.folders",
+    "local_trust": "index.folder_cache",
+    "refresh_folder_cache": "index.folder_cache",
     # what doctor reports
     "build_id": "core.buildinfo",
     "BUILTIN_MODELS": "core.defaults:BUILTIN",
@@ -70,4 +70,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.paths import StateLayout, cache_dir, config_dir, models_dir, state_dir
     from qmd.core.process import process_alive, remove_own_record
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
-    from qmd.index.folders import local_trust, refresh_folder_cache
+    from qmd.index.folder_cache import local_trust, refresh_folder_cache

@@ -10,7 +10,7 @@ that the warm server or the in-process Store gives for it.
 
 from __future__ import annotations
 
-from qmd.cli.base import _usage_error, display_names, err, filter_arg, fs_paths, number_hits, open_store, out, result_limit, snippet_chars
+from qmd.cli.shared import _usage_error, display_names, err, filter_arg, fs_paths, number_hits, open_store, out, result_limit, snippet_chars
 from qmd.cli.formats import format_document, format_search
 from qmd.cli.remote import ask
 from qmd.core.records import record
@@ -194,7 +194,7 @@ def get(p: Params) -> None:
     if p["raw"]:
         out(doc.text + ("\n" if doc.text and not doc.text.endswith("\n") else ""))
         return
-    from qmd.cli.base import index_uri, render_full_path
+    from qmd.cli.shared import index_uri, render_full_path
 
     name = render_full_path(doc.abs_path) if p["full_path"] and doc.abs_path else index_uri(doc.uri)
     out(format_document(doc, p["kind"], p["line_numbers"], name))

@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from qmd.search.metrics import check_bench_collection, fixture_benchmark, load_fixture, qrels_report
-from qmd.cli.common import CollectionOpt, open_store, out
+from qmd.cli.options import CollectionOpt
+from qmd.cli.shared import open_store, out
 
 
 def bench(

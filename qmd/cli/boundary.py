@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from qmd.cli.base import err
+from qmd.cli.shared import err
 from qmd.core.errors import QmdError
 
 TYPE_CHECKING = False

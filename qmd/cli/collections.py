@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from qmd.cli.formats import format_collection, format_collection_list, to_json
-from qmd.cli.common import err, open_store, out
+from qmd.cli.shared import err, open_store, out
 from qmd.cli.update import print_report
 from qmd.core.text import line_safe
 

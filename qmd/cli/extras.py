@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from qmd.cli.common import err, out
+from qmd.cli.shared import err, out
 
 SKILL_FILE = Path(__file__).with_name("skill.md")
 
@@ -103,7 +103,7 @@ def init(directory: Annotated[str | None, typer.Argument(help="The project folde
     from qmd.core.config import Config
     from qmd.core.errors import QmdError
     from qmd.core.paths import LOCAL_CONFIG_NAMES, LOCAL_DIR, local_index
-    from qmd.index.folders import register_local
+    from qmd.index.folder_cache import register_local
     from qmd.llm.models import ROLES, resolve_model
     from qmd.store.store import Store
 

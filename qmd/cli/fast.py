@@ -24,7 +24,7 @@ import os
 import sys
 
 from qmd.cli.argv import first_command, hoist_index, not_text
-from qmd.cli.base import STATE, pick_format
+from qmd.cli.shared import STATE, pick_format
 from qmd.cli.boundary import guarded, run_command, usage_error
 
 TYPE_CHECKING = False

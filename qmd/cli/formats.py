@@ -6,7 +6,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
-from qmd.cli.base import FORMATS
+from qmd.cli.shared import FORMATS
 from qmd.cli.terminal import BOLD, CYAN, DIM, PLAIN, Style
 from qmd.core.clock import ago
 from qmd.core.text import line_safe, numbered
@@ -42,7 +42,7 @@ def quoteattr(text: str) -> str:
 
 def _file(hit: SearchHit | MultiGetItem | Document, paths: dict[str, str] | None) -> str:
     """The name to show: the qmd:// URI (with `?index=NAME` for a named index), or the
-    file-system path under --full-path (see base.display_names)."""
+    file-system path under --full-path (see shared.display_names)."""
     return (paths or {}).get(hit.uri, hit.uri)
 
 

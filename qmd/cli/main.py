@@ -21,7 +21,7 @@ from qmd.core.version import __version__
 from qmd.core.errors import QmdError
 from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_index, not_text
 from qmd.cli.boundary import guarded
-from qmd.cli.common import STATE, err
+from qmd.cli.shared import STATE, err
 
 __all__ = ["CORE_COMMANDS", "OWN_INDEX_OPTION", "build_app", "hoist_index", "main", "run"]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from qmd.core.paths import DEFAULT_INDEX, resolve_index
-from qmd.cli.common import STATE, err, open_store, out
+from qmd.cli.shared import STATE, err, open_store, out
 
 if TYPE_CHECKING:
     from qmd.serve.service import ToolService

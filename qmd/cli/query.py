@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from qmd.cli import actions
-from qmd.cli.common import (
+from qmd.cli.options import (
     AllOpt,
     CollectionOpt,
     FilterOpt,

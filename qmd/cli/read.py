@@ -8,7 +8,7 @@ import typer
 
 from qmd.cli import actions
 from qmd.cli.formats import format_ls, format_ls_root, format_multi
-from qmd.cli.common import (
+from qmd.cli.options import (
     AllOpt,
     CollectionOpt,
     FullOpt,
@@ -21,10 +21,9 @@ from qmd.cli.common import (
     LineNumbersOpt,
     MinScoreOpt,
     NOpt,
-    open_store,
-    out,
     with_output_format,
 )
+from qmd.cli.shared import open_store, out
 
 
 @with_output_format
@@ -72,7 +71,7 @@ def multi_get(
     kind: str = "cli",
 ) -> None:
     """Print several documents at once."""
-    from qmd.cli.base import display_names, roots_of
+    from qmd.cli.shared import display_names, roots_of
 
     with open_store() as store:
         items = store.multi_get(pattern, lines, max_bytes)

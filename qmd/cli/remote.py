@@ -70,7 +70,7 @@ def ask(request: Request, local: bool = False) -> Outcome | None:
     how = "off" if local else mode()
     if how == "off":
         return None
-    from qmd.cli.base import STATE
+    from qmd.cli.shared import STATE
     from qmd.core.paths import DEFAULT_INDEX, StateLayout, find_local_config, server_name
 
     # A project-local index is keyed by its config's path, as its server (`qmd mcp --http

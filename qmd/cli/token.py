@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from qmd.cli.common import STATE, err, open_store, out
+from qmd.cli.shared import STATE, err, open_store, out
 from qmd.core.errors import QmdError
 from qmd.core.paths import DEFAULT_INDEX, resolve_index
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from qmd.cli.base import out
+from qmd.cli.shared import out
 from qmd.cli.trustask import _current
 
 

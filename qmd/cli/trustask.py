@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from qmd.cli.base import STATE, err, out
+from qmd.cli.shared import STATE, err, out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

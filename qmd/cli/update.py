@@ -10,7 +10,8 @@ from qmd.cli import actions
 from qmd.cli.formats import human_size
 from qmd.cli.progress import Bar
 from qmd.core.results import UpdateReport
-from qmd.cli.common import NoWaitOpt, WaitOpt, err, open_store, out, say_waiting, wait_seconds
+from qmd.cli.options import NoWaitOpt, WaitOpt, say_waiting, wait_seconds
+from qmd.cli.shared import err, open_store, out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def update(
         from qmd.core.paths import is_local_config
 
         if is_local_config(store.config_path):
-            from qmd.index.folders import register_local
+            from qmd.index.folder_cache import register_local
 
             register_local(store.config_path)  # the updater, guard and doctor serve it from now on
         for warning in store.config_warnings():

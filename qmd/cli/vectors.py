@@ -12,7 +12,7 @@ from qmd.core.cancel import interrupts_checked
 from qmd.core.errors import QmdError
 from qmd.cli.formats import human_size, to_json
 from qmd.cli.progress import Bar
-from qmd.cli.common import (
+from qmd.cli.options import (
     AllOpt,
     CollectionOpt,
     FilterOpt,
@@ -26,13 +26,11 @@ from qmd.cli.common import (
     LineNumbersOpt,
     MinScoreOpt,
     NOpt,
-    err,
-    open_store,
-    out,
     say_waiting,
     wait_seconds,
     with_output_format,
 )
+from qmd.cli.shared import err, open_store, out
 
 if TYPE_CHECKING:
     from qmd.index.embedding import EmbedProgress, EmbedReport

@@ -7,7 +7,7 @@ config once, with its trust decision (qmd/core/trust.py), and says which collect
 `update` indexes and where: a project-local config's relative paths taken from the project
 root, and, while it is not trusted, its update commands and its collections outside the
 project left out (`gated`). The updater routes a commit by this, the guard's folder cache
-(qmd/index/folders.py) is written from it, and the `Store` opened after it reuses the config
+(qmd/index/folder_cache.py) is written from it, and the `Store` opened after it reuses the config
 (`Store(..., config=...)`) instead of reading it again.
 """
 

@@ -15,7 +15,7 @@ otherwise (the original's issues #886 and #889):
 - a `.qmd/index.sqlite` that leads outside the project (a link, a `.qmd` folder that is one,
   a hard link): untrusted, no command uses it (it could be the user's own index);
 - `guard.allow` globs: searches of the project's notes the agent guard would let through.
-  Even approved they apply inside the project only (qmd/index/folders.py).
+  Even approved they apply inside the project only (qmd/index/folder_cache.py).
 
 In-project paths and the built-in defaults need no approval: that is what a local config is
 for. Configs in the config dir are never gated. Approvals are kept in

@@ -69,7 +69,7 @@ class IndexState:
         return True
 
     def save_config(self) -> None:
-        from qmd.index.folders import refresh_quietly
+        from qmd.index.folder_cache import refresh_quietly
 
         self._colls = None
         self._trust = None

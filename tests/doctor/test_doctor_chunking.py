@@ -8,7 +8,7 @@ import pytest
 
 import qmd
 from doctor.index import _chunking
-from doctor.model import Status
+from doctor.results import Status
 from qmd.index import code_chunks
 
 

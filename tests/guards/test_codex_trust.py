@@ -129,7 +129,7 @@ def test_no_config_or_a_broken_one_means_untrusted(codex_home: Path) -> None:
 
 def test_doctor_reads_each_state(codex_home: Path) -> None:
     from doctor.hooks import _codex_trust
-    from doctor.model import Status
+    from doctor.results import Status
 
     path = _install(codex_home)
     check = _codex_trust(path)

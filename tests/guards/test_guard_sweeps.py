@@ -256,7 +256,7 @@ def test_old_folders_json_without_patterns_keeps_the_sample_names(world: Path) -
 
 def test_project_allow_applies_only_inside_a_trusted_project(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     from qmd.core.trust import record_trust
-    from qmd.index.folders import local_trust, refresh_folder_cache, register_local
+    from qmd.index.folder_cache import local_trust, refresh_folder_cache, register_local
 
     root = Path(os.path.realpath(tmp_path))
     write_tree(root, {
@@ -311,7 +311,7 @@ def test_a_project_with_only_guard_allow_needs_approval_and_its_protect_stays_in
     """`guard.allow` is itself a gated field (nothing else needs to be for the project to ask),
     and a cloned project's `guard.protect` globs cannot block searches outside the project."""
     from qmd.core.trust import record_trust
-    from qmd.index.folders import local_trust, refresh_folder_cache, register_local
+    from qmd.index.folder_cache import local_trust, refresh_folder_cache, register_local
 
     root = Path(os.path.realpath(tmp_path))
     write_tree(root, {

@@ -264,11 +264,11 @@ def test_knowledge_folder_cache_follows_config_changes(notes: Path, tmp_path: Pa
     other = tmp_path / "other"
     other.mkdir()
     qmd.Store(qmd.resolve_index(None).index_path, qmd.resolve_index(None).config_path).add_collection(other, name="misc", index=False)
-    cache = json.loads(qmd.index.folders.cache_path().read_text())
+    cache = json.loads(qmd.index.folder_cache.cache_path().read_text())
     assert {(f["index"], f["collection"], f["path"]) for f in cache["folders"]} == {
         ("work", "notes", str(notes.resolve())),
         ("index", "misc", str(other.resolve())),
     }
     store.remove_collection("notes")
-    cache = json.loads(qmd.index.folders.cache_path().read_text())
+    cache = json.loads(qmd.index.folder_cache.cache_path().read_text())
     assert [f["collection"] for f in cache["folders"]] == ["misc"]

@@ -1,6 +1,6 @@
 """What the CLI's commands share, without typer: the selected index, printing, option values.
 
-The typer commands (through common.py) and the lean entry path (fast.py) both use these,
+The typer commands and the lean entry path (fast.py) both use these,
 so `qmd search` can run without importing typer. The usage errors raised here are typer's
 (`BadParameter`), imported only when there is one to raise.
 """

@@ -1,4 +1,6 @@
-"""Helpers shared by the CLI's commands: the selected index, output format, printing."""
+"""The options the typer commands share: their declarations (`NOpt`, `CollectionOpt`, …), the one
+definition of the output-format options (`with_output_format`), the writer-lock wait.
+What the commands share without typer (the lean path uses it too) is in shared.py."""
 
 from __future__ import annotations
 
@@ -10,11 +12,7 @@ from typing import Annotated
 import typer
 
 from qmd.store.store import Store
-from qmd.cli.base import STATE, State, err, fs_paths, open_store, out, pick_format, result_limit, snippet_chars
-
-__all__ = [  # the typer-free helpers live in base.py (the lean entry path uses them); re-exported for the commands
-    "STATE", "State", "err", "fs_paths", "open_store", "out", "pick_format", "result_limit", "snippet_chars",
-]
+from qmd.cli.shared import err, pick_format
 
 
 FormatOpt = Annotated[str | None, typer.Option("--format", help="Output format: cli, json, csv, md, xml, files.", show_default=False)]
