@@ -225,3 +225,31 @@ def test_one_request_record_from_both_command_line_parsers() -> None:
         source = (REPO / "qmd/cli").glob("*.py")
         calls = [p.name for p in source if f"actions.{name}(locals())" in p.read_text() or f"actions.{name}(params)" in p.read_text()]
         assert calls, f"the typer command {name} does not hand its values to actions.{name}"
+
+
+def _module_aliases(path: Path) -> list[str]:
+    """Project modules imported under another name (`import qmd.serve as servers`), except
+    where the name is taken: two modules of one name (`from hooks import install as
+    hook_install`), or a function of the importing module (guards/cli.py's `stats` command)."""
+    found = []
+    package = path.parent.relative_to(REPO).as_posix().replace("/", ".")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    taken = {"install"} | {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            pairs = [(a.name, a.asname) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or "" if not node.level else ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], *([node.module] if node.module else [])])
+            pairs = [(f"{base}.{a.name}", a.asname) for a in node.names]
+        else:
+            continue
+        for dotted, alias in pairs:
+            name = dotted.rsplit(".", 1)[-1]
+            target = REPO / dotted.replace(".", "/")
+            if alias and alias != name and name not in taken and (target.with_suffix(".py").exists() or (target / "__init__.py").exists()):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {dotted} as {alias}")
+    return found
+
+
+def test_no_project_module_hides_behind_another_name() -> None:
+    assert [hit for path in _sources("qmd", *HARNESS) for hit in _module_aliases(path)] == []
