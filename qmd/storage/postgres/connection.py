@@ -22,6 +22,7 @@ import psycopg
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
+from qmd.storage.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
 Connection = psycopg.Connection
 # psycopg logs "error ignored terminating <Pipeline>" when the server vanished mid-batch;
@@ -37,12 +38,8 @@ logging.getLogger("psycopg").propagate = False
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_core",
-        """
-        CREATE TABLE content (
-            hash TEXT PRIMARY KEY,
-            doc TEXT NOT NULL,
-            created_at TEXT NOT NULL
-        );
+        CONTENT_TABLE
+        + """
         CREATE TABLE documents (
             id BIGSERIAL PRIMARY KEY,
             collection TEXT NOT NULL,
@@ -78,22 +75,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             tokens BIGINT NOT NULL
         );
         INSERT INTO fts_stats VALUES (1, 0, 0);
-        CREATE TABLE collection_state (
-            name TEXT PRIMARY KEY,
-            updated_at TEXT NOT NULL
-        );
-        CREATE TABLE file_issues (
-            collection TEXT NOT NULL,
-            path TEXT NOT NULL,
-            severity TEXT NOT NULL CHECK (severity IN ('skipped', 'warning')),
-            reason TEXT NOT NULL,
-            PRIMARY KEY (collection, path)
-        );
-        CREATE TABLE meta (
-            key TEXT PRIMARY KEY,
-            value TEXT NOT NULL
-        );
-        """,
+        """
+        + STATE_TABLES,
     ),
     (
         "0002_vectors",
@@ -125,17 +108,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
-    (
-        "0003_llm_cache",
-        """
-        CREATE TABLE llm_cache (
-            key TEXT PRIMARY KEY,
-            kind TEXT NOT NULL,
-            value TEXT NOT NULL,
-            created_at TEXT NOT NULL
-        );
-        """,
-    ),
+    ("0003_llm_cache", LLM_CACHE_TABLE),
     (
         # Typed front-matter metadata, one row per value: strings in `s` (byte order, as
         # SQLite compares them), numbers and booleans (1/0) in `n`; the type column keeps
