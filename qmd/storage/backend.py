@@ -65,8 +65,8 @@ class IndexBackend(abc.ABC):
     What the backends do the same way is written here once: every public method's driver
     errors become one QmdError (`_failure`; see `_guard_methods`), the owner check, the reads
     and writes whose SQL both speak (qmd/storage/sql.py), and the calls that pass straight to
-    the backend's own modules (`DOCUMENTS`, `FULLTEXT`, and `_vectors()`, `_cache()`, which
-    import theirs when first needed; each checked against its protocol in qmd/storage/parts.py). A backend implements the abstract methods:
+    the backend's own modules (`DOCUMENTS`, `FULLTEXT`, `CACHE`, and `_vectors()`, which imports
+    its vectors module when first needed; each checked against its protocol in qmd/storage/parts.py). A backend implements the abstract methods:
     its connection and lifecycle, the writer lock, cleanup and the repairs.
     """
 
@@ -74,8 +74,10 @@ class IndexBackend(abc.ABC):
     UNGUARDED = frozenset({"close", "inspect"})  # public methods whose errors pass as raised (`inspect` reports them as data)
     CONTEXTS = frozenset({"collection_writer", "bulk_vectors", "writer_lock"})  # return context managers: errors in the with-body are translated too
 
+    BYTE_ORDER = ""  # appended to a text column to sort it in byte order (SQLite's default order; PostgreSQL's needs COLLATE "C")
     DOCUMENTS: DocumentsSql  # the backend's documents module (imported with it)
     FULLTEXT: FulltextSql  # the backend's full-text module
+    CACHE: CacheSql  # the backend's LLM-cache module
 
     owner: Owner | None = None  # the config this index belongs to (qmd/storage/owner.py); None: unchecked
     _claim = False  # the owner record is to be written by the next write (open(create=True))
@@ -98,10 +100,6 @@ class IndexBackend(abc.ABC):
     @abc.abstractmethod
     def _vectors(self) -> VectorsSql:
         """The backend's vectors module (imported when first needed)."""
-
-    @abc.abstractmethod
-    def _cache(self) -> CacheSql:
-        """The backend's LLM-cache module (imported when first needed)."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -169,7 +167,7 @@ class IndexBackend(abc.ABC):
 
     def find(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
         """Active documents matching every given field, by collection then path."""
-        return self.DOCUMENTS.find(self.connection(), collection=collection, path=path, hash_prefix=hash_prefix)
+        return sql.find(self.connection(), self.BYTE_ORDER, collection=collection, path=path, hash_prefix=hash_prefix)
 
     def content(self, content_hash: str) -> str | None:
         return sql.content(self.connection(), content_hash)
@@ -180,11 +178,11 @@ class IndexBackend(abc.ABC):
 
     def files(self, collection: str, under: str = "") -> list[FileRow]:
         """Active files of a collection, optionally under a sub-path, by path."""
-        return self.DOCUMENTS.files(self.connection(), collection, under)
+        return sql.files(self.connection(), self.BYTE_ORDER, collection, under)
 
     def collection_counts(self) -> dict[str, int]:
         """Active documents per collection."""
-        return self.DOCUMENTS.collection_counts(self.connection()) if self.exists() else {}
+        return sql.collection_counts(self.connection()) if self.exists() else {}
 
     def collection_updated(self) -> dict[str, str]:
         """When each indexed collection was last updated (ISO-8601 UTC)."""
@@ -196,14 +194,14 @@ class IndexBackend(abc.ABC):
 
     def file_issues(self) -> list[tuple[str, str, str, str]]:
         """(collection, path, severity, reason) of every skipped or warned-about file."""
-        return self.DOCUMENTS.file_issues(self.connection()) if self.exists() else []
+        return sql.file_issues(self.connection(), self.BYTE_ORDER) if self.exists() else []
 
     def totals(self) -> Totals:
-        return self.DOCUMENTS.totals(self.connection()) if self.exists() else Totals(0, 0, 0)
+        return sql.totals(self.connection()) if self.exists() else Totals(0, 0, 0)
 
     def metadata_keys(self, collection: str | None = None) -> list[tuple[str, str, int]]:
         """(key, type, active documents having it) of the metadata, by key then type."""
-        return self.DOCUMENTS.metadata_keys(self.connection(), collection) if self.exists() else []
+        return sql.metadata_keys(self.connection(), self.BYTE_ORDER, collection) if self.exists() else []
 
     def count_matching(self, where: Filter, collections: list[str] | None = None) -> int:
         """Active documents (in `collections`; None: all) that match a filter."""
@@ -318,11 +316,11 @@ class IndexBackend(abc.ABC):
     # --- the LLM cache ----------------------------------------------------------------
 
     def cache_get(self, keys: Sequence[str]) -> dict[str, object]:
-        return self._cache().get_many(self.connection(), list(keys))
+        return self.CACHE.get_many(self.connection(), list(keys))
 
     def cache_put(self, kind: str, items: dict[str, object]) -> bool:
         """Store values; False (and nothing stored) when the index is busy: never fails a query."""
-        return self._cache().put_many(self.connection(), kind, items)
+        return self.CACHE.put_many(self.connection(), kind, items)
 
     # --- schema and integrity ---------------------------------------------------------
 

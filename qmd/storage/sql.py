@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from qmd.storage.rows import METADATA_VERSION, MIN_DOCID, CollectionWriter, DocRow, DocumentWrite, IndexCheck, KnownFile, VectorModel
+from qmd.storage.rows import METADATA_VERSION, MIN_DOCID, CollectionWriter, DocRow, DocumentWrite, FileRow, IndexCheck, KnownFile, Totals, VectorModel
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,10 +35,21 @@ def run(conn: Connection, sql: str, params: Sequence[object] = ()) -> Iterable[S
     return conn.execute(sql, params)
 
 
-def _count(conn: Connection, sql: str, params: Sequence[object] = ()) -> int:
+def scalar(conn: Connection, sql: str, params: Sequence[object] = ()) -> Any:
+    """The first column of the first row, or None."""
     for row in run(conn, sql, params):
-        return int(row[0] or 0)
-    return 0
+        return row[0]
+    return None
+
+
+def as_int(value: object) -> int:
+    """An integer column's value as an int (0 for NULL)."""
+    return int(value) if isinstance(value, (int, float)) or (isinstance(value, str) and value.isdigit()) else 0
+
+
+def count(conn: Connection, sql: str, params: Sequence[object] = ()) -> int:
+    """An integer result (a count); 0 when the query returns nothing or NULL."""
+    return as_int(scalar(conn, sql, params))
 
 
 def marks(n: int) -> str:
@@ -108,10 +119,72 @@ def docid_length(content_hash: str, before: object, after: object) -> int:
     return max(MIN_DOCID, max(_shared_digits(content_hash, before), _shared_digits(content_hash, after)) + 1)
 
 
+def find(conn: Connection, collate: str, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
+    """Active documents matching every given field, by collection then path (`collate`: the
+    backend's byte order, see IndexBackend.BYTE_ORDER)."""
+    where = ["active"]
+    params: list[object] = []
+    if collection is not None:
+        where.append("collection = ?")
+        params.append(collection)
+    if path is not None:
+        where.append("path = ?")
+        params.append(path)
+    if hash_prefix is not None:
+        where.append("hash >= ? AND hash < ?")
+        params += [hash_prefix, hash_prefix + "g"]  # hex digits sort before "g"
+    sql = f"SELECT {', '.join(DOC_COLUMNS)} FROM documents WHERE {' AND '.join(where)} ORDER BY collection{collate}, path{collate}"
+    return [doc_row(r) for r in run(conn, sql, params)]
+
+
+def files(conn: Connection, collate: str, collection: str, under: str) -> list[FileRow]:
+    """Active files of a collection, optionally under a sub-path, by path."""
+    sql = "SELECT collection, path, size, mtime_ns, hash, title FROM documents WHERE active AND collection = ?"
+    params: list[object] = [collection]
+    if under:
+        sql += " AND (path = ? OR substr(path, 1, ?) = ?)"
+        params += [under, len(under) + 1, under + "/"]
+    return [FileRow(str(c), str(p), int(s), int(m), str(h), str(t)) for c, p, s, m, h, t in run(conn, f"{sql} ORDER BY path{collate}", params)]
+
+
+def collection_counts(conn: Connection) -> dict[str, int]:
+    return {str(c): int(n) for c, n in run(conn, "SELECT collection, count(*) FROM documents WHERE active GROUP BY collection")}
+
+
+def file_issues(conn: Connection, collate: str) -> list[tuple[str, str, str, str]]:
+    sql = f"SELECT collection, path, severity, reason FROM file_issues ORDER BY collection{collate}, path{collate}"
+    return [(str(c), str(p), str(s), str(r)) for c, p, s, r in run(conn, sql)]
+
+
+def totals(conn: Connection) -> Totals:
+    sql = "SELECT count(*) FILTER (WHERE active), count(*) FILTER (WHERE NOT active), (SELECT count(*) FROM content) FROM documents"
+    for active, inactive, content_rows in run(conn, sql):
+        return Totals(as_int(active), as_int(inactive), as_int(content_rows))
+    return Totals(0, 0, 0)
+
+
+def metadata_keys(conn: Connection, collate: str, collection: str | None) -> list[tuple[str, str, int]]:
+    """(key, type, active documents having a value of that type) by key, then type."""
+    sql = (
+        "SELECT m.key, m.type, count(DISTINCT m.doc_id) FROM document_meta m JOIN documents d ON d.id = m.doc_id WHERE d.active"
+        + (" AND d.collection = ?" if collection is not None else "")
+        + f" GROUP BY m.key, m.type ORDER BY m.key{collate}, m.type"
+    )
+    return [(str(k), str(t), int(n)) for k, t, n in run(conn, sql, () if collection is None else (collection,))]
+
+
+def count_in(conn: Connection, ids: str, params: Sequence[object], collections: list[str] | None) -> int:
+    """Active documents (in `collections`; None: all) among the ids a backend's filter selects
+    (`ids`, its SELECT, written in the backend's own marks, and `params`)."""
+    sql = f"SELECT count(*) FROM documents WHERE active AND id IN ({ids})"
+    if collections is not None:
+        sql += f" AND collection IN ({marks(len(collections))})"
+    return count(conn, sql, [*params, *(collections or [])])
+
+
 def content(conn: Connection, content_hash: str) -> str | None:
-    for (value,) in run(conn, "SELECT doc FROM content WHERE hash = ?", (content_hash,)):
-        return str(value)
-    return None
+    value = scalar(conn, "SELECT doc FROM content WHERE hash = ?", (content_hash,))
+    return None if value is None else str(value)
 
 
 def collection_updated(conn: Connection) -> dict[str, str]:
@@ -170,10 +243,10 @@ def drop_inactive(conn: Connection) -> tuple[int, int]:
     """Delete soft-deleted documents and content nothing uses (the caller holds a transaction);
     returns (documents, content rows) dropped."""
     unused = "NOT EXISTS (SELECT 1 FROM documents d WHERE d.hash = content.hash)"
-    inactive = _count(conn, "SELECT count(*) FROM documents WHERE NOT active")
+    inactive = count(conn, "SELECT count(*) FROM documents WHERE NOT active")
     run(conn, "DELETE FROM document_meta WHERE doc_id IN (SELECT id FROM documents WHERE NOT active)")
     run(conn, "DELETE FROM documents WHERE NOT active")
-    orphans = _count(conn, f"SELECT count(*) FROM content WHERE {unused}")
+    orphans = count(conn, f"SELECT count(*) FROM content WHERE {unused}")
     run(conn, f"DELETE FROM content WHERE {unused}")
     return inactive, orphans
 
@@ -303,8 +376,8 @@ def vector_counts(conn: Connection, model_id: int | None) -> tuple[int, int]:
     if model_id is None:
         return 0, 0
     return (
-        _count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model_id,)),
-        _count(conn, f"SELECT count(*) FROM embedded e WHERE e.model_id = ? AND {EMBEDDED_ACTIVE}", (model_id,)),
+        count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model_id,)),
+        count(conn, f"SELECT count(*) FROM embedded e WHERE e.model_id = ? AND {EMBEDDED_ACTIVE}", (model_id,)),
     )
 
 
@@ -321,13 +394,13 @@ def survey(conn: Connection, check: IndexCheck, done: set[str], known: Sequence[
     if "0001_core" not in done:
         return False
     unused = "NOT EXISTS (SELECT 1 FROM documents d WHERE d.hash = {0}.hash)"
-    check.documents = _count(conn, "SELECT count(*) FROM documents WHERE active")
-    check.inactive = _count(conn, "SELECT count(*) FROM documents WHERE NOT active")
-    check.content_rows = _count(conn, "SELECT count(*) FROM content")
-    check.orphan_content = _count(conn, "SELECT count(*) FROM content WHERE " + unused.format("content"))
+    check.documents = count(conn, "SELECT count(*) FROM documents WHERE active")
+    check.inactive = count(conn, "SELECT count(*) FROM documents WHERE NOT active")
+    check.content_rows = count(conn, "SELECT count(*) FROM content")
+    check.orphan_content = count(conn, "SELECT count(*) FROM content WHERE " + unused.format("content"))
     if "0002_vectors" in done:
-        check.chunks = _count(conn, "SELECT count(*) FROM chunks")
-        check.orphan_chunks = _count(conn, "SELECT count(*) FROM chunks WHERE " + unused.format("chunks"))
+        check.chunks = count(conn, "SELECT count(*) FROM chunks")
+        check.orphan_chunks = count(conn, "SELECT count(*) FROM chunks WHERE " + unused.format("chunks"))
         sql = f"SELECT m.fingerprint, m.model, (SELECT count(*) FROM embedded e WHERE e.model_id = m.id AND {EMBEDDED_ACTIVE}) FROM embed_models m ORDER BY m.id"
         check.vector_models = [(str(fp), str(model), int(n)) for fp, model, n in run(conn, sql)]
     return True

@@ -18,14 +18,14 @@ import psycopg
 
 from qmd.core.errors import QmdError
 from qmd.storage.backend import FieldsFor, IndexBackend, IndexCheck, RebuildReport, VectorModel
-from qmd.storage.sql import drop_inactive
+from qmd.storage.sql import count, drop_inactive
 from qmd.storage.owner import Owner
-from qmd.storage.postgres import documents, fulltext
-from qmd.storage.postgres.connection import adopt_schema, connect, count, migrate, quote_ident, redact, schema_exists, schema_for, split_url
+from qmd.storage.postgres import cache, documents, fulltext
+from qmd.storage.postgres.connection import adopt_schema, connect, migrate, quote_ident, redact, schema_exists, schema_for, split_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from qmd.storage.parts import CacheSql, VectorsSql
+    from qmd.storage.parts import VectorsSql
 
 
 def _meaning(exc: psycopg.Error, location: str) -> QmdError | None:
@@ -44,8 +44,10 @@ class PostgresBackend(IndexBackend):
     """An index in schema `schema` of the database at `url` (a libpq URL or conninfo)."""
 
     FOREIGN_HINT = "give each index its own schema: drop ?schema= from `database:` or QMD_DATABASE_URL (each index then gets one of its own), or name another schema"
+    BYTE_ORDER = ' COLLATE "C"'
     DOCUMENTS = documents
     FULLTEXT = fulltext
+    CACHE = cache
 
     def __init__(self, url: str, schema: str | None = None, *, index_name: str = "index", owner: Owner | None = None, adopt: tuple[str, frozenset[str]] | None = None) -> None:
         libpq, named = split_url(url)
@@ -71,11 +73,6 @@ class PostgresBackend(IndexBackend):
         from qmd.storage.postgres import vectors  # numpy: only where vectors are read or written
 
         return vectors
-
-    def _cache(self) -> CacheSql:
-        from qmd.storage.postgres import cache
-
-        return cache
 
     # --- lifecycle --------------------------------------------------------------------
 

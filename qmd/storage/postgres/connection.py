@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import logging
@@ -24,7 +22,6 @@ from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
 from qmd.storage.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
-Connection = psycopg.Connection
 # psycopg logs "error ignored terminating <Pipeline>" when the server vanished mid-batch;
 # the error itself reaches the user as one line (backend.py): nothing more on stderr.
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
@@ -320,22 +317,6 @@ def ensure_vector_extension(conn: psycopg.Connection) -> None:
     except psycopg.Error as exc:
         raise QmdError(f"the database has no pgvector extension and it cannot be created: {str(exc).strip()}",
                        "install pgvector on the server, or have an administrator run: CREATE EXTENSION vector") from exc
-
-
-@contextmanager
-def transaction(conn: psycopg.Connection) -> Iterator[None]:
-    with conn.transaction():
-        yield
-
-
-def scalar(conn: psycopg.Connection, sql: str, params: Sequence[object] = ()) -> object:
-    row = conn.execute(sql, params).fetchone()
-    return None if row is None else row[0]
-
-
-def count(conn: psycopg.Connection, sql: str, params: Sequence[object] = ()) -> int:
-    value = scalar(conn, sql, params)
-    return int(value) if isinstance(value, (int, float)) or (isinstance(value, str) and value.isdigit()) else 0
 
 
 def marks(n: int) -> str:

@@ -8,31 +8,14 @@ from contextlib import contextmanager
 import psycopg
 
 from qmd.storage.postgres import fulltext
-from qmd.storage.postgres.connection import count, marks
-from qmd.storage.rows import DocRow, DocumentWrite, FieldsFor, FileRow, Totals
-from qmd.storage.sql import DOC_COLUMNS, SqlCollectionWriter, collection_ids, doc_row, docid_length, forget_collection, move_collection, write_values
+from qmd.storage.rows import DocRow, DocumentWrite, FieldsFor
+from qmd.storage.sql import DOC_COLUMNS, SqlCollectionWriter, collection_ids, count_in, doc_row, docid_length, forget_collection, move_collection, write_values
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.filters import Filter
 
 FLUSH_EVERY = 500  # documents buffered by a collection writer before one batch of statements
-
-
-def find(conn: psycopg.Connection, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
-    where = ["active"]
-    params: list[object] = []
-    if collection is not None:
-        where.append("collection = %s")
-        params.append(collection)
-    if path is not None:
-        where.append("path = %s")
-        params.append(path)
-    if hash_prefix is not None:
-        where.append("hash >= %s AND hash < %s")
-        params += [hash_prefix, hash_prefix + "g"]
-    sql = f"SELECT {', '.join(DOC_COLUMNS)} FROM documents WHERE {' AND '.join(where)} ORDER BY collection COLLATE \"C\", path COLLATE \"C\""
-    return [doc_row(r) for r in conn.execute(sql, params)]
 
 
 def documents(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
@@ -53,32 +36,6 @@ def docid_lengths(conn: psycopg.Connection, hashes: Sequence[str]) -> dict[str, 
         " FROM unnest(%s::text[]) AS h"
     )
     return {str(h): docid_length(str(h), a, b) for h, a, b in conn.execute(sql, (wanted,))}
-
-
-def files(conn: psycopg.Connection, collection: str, under: str) -> list[FileRow]:
-    sql = "SELECT collection, path, size, mtime_ns, hash, title FROM documents WHERE active AND collection = %s"
-    params: list[object] = [collection]
-    if under:
-        sql += " AND (path = %s OR left(path, %s) = %s)"
-        params += [under, len(under) + 1, under + "/"]
-    rows = conn.execute(sql + ' ORDER BY path COLLATE "C"', params)
-    return [FileRow(str(c), str(p), int(s), int(m), str(h), str(t)) for c, p, s, m, h, t in rows]
-
-
-def collection_counts(conn: psycopg.Connection) -> dict[str, int]:
-    return {str(c): int(n) for c, n in conn.execute("SELECT collection, count(*) FROM documents WHERE active GROUP BY collection")}
-
-
-def file_issues(conn: psycopg.Connection) -> list[tuple[str, str, str, str]]:
-    sql = 'SELECT collection, path, severity, reason FROM file_issues ORDER BY collection COLLATE "C", path COLLATE "C"'
-    return [(str(c), str(p), str(s), str(r)) for c, p, s, r in conn.execute(sql)]
-
-
-def totals(conn: psycopg.Connection) -> Totals:
-    row = conn.execute(
-        "SELECT count(*) FILTER (WHERE active), count(*) FILTER (WHERE NOT active), (SELECT count(*) FROM content) FROM documents"
-    ).fetchone()
-    return Totals(int(row[0]), int(row[1]), int(row[2])) if row else Totals(0, 0, 0)
 
 
 def _meta_rows(doc_id: int, metadata: dict[str, object]) -> list[tuple[int, str, str, object, object]]:
@@ -190,21 +147,8 @@ def rename_collection(conn: psycopg.Connection, old: str, new: str, fields: Fiel
         fulltext.write_rows(conn, written)
 
 
-def metadata_keys(conn: psycopg.Connection, collection: str | None) -> list[tuple[str, str, int]]:
-    sql = (
-        "SELECT m.key, m.type, count(DISTINCT m.doc_id) FROM document_meta m JOIN documents d ON d.id = m.doc_id WHERE d.active"
-        + (" AND d.collection = %s" if collection is not None else "")
-        + ' GROUP BY m.key, m.type ORDER BY m.key COLLATE "C", m.type'
-    )
-    return [(str(k), str(t), int(n)) for k, t, n in conn.execute(sql, () if collection is None else (collection,))]
-
-
 def count_matching(conn: psycopg.Connection, where: Filter, collections: list[str] | None) -> int:
+    """Active documents in `collections` (None: all) matching `where`."""
     from qmd.storage.postgres.filters import id_set
 
-    ids, params = id_set(where)
-    sql = f"SELECT count(*) FROM documents WHERE active AND id IN ({ids})"
-    if collections is not None:
-        sql += f" AND collection IN ({marks(len(collections))})"
-        params = [*params, *collections]
-    return count(conn, sql, params)
+    return count_in(conn, *id_set(where), collections)

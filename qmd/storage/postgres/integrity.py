@@ -6,9 +6,9 @@ import psycopg
 
 from qmd.core.clock import now_iso
 from qmd.storage.postgres import fulltext
-from qmd.storage.postgres.connection import MIGRATIONS, applied_migrations, count, quote_ident
+from qmd.storage.postgres.connection import MIGRATIONS, applied_migrations, quote_ident
 from qmd.storage.rows import FieldsFor, IndexCheck
-from qmd.storage.sql import active_texts, survey
+from qmd.storage.sql import active_texts, count, survey
 
 
 def inspect(conn: psycopg.Connection, schema: str, location: str, *, quick: bool = False) -> IndexCheck:

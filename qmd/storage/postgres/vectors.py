@@ -20,9 +20,9 @@ import numpy as np
 import psycopg
 
 from qmd.core.clock import now_iso
-from qmd.storage.postgres.connection import count, ensure_vector_extension, marks
+from qmd.storage.postgres.connection import ensure_vector_extension, marks
 from qmd.storage.rows import ChunkVector, Nearest, VectorModel
-from qmd.storage.sql import model_row
+from qmd.storage.sql import count, model_row
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

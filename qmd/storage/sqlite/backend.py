@@ -10,15 +10,15 @@ from pathlib import Path
 import apsw
 
 from qmd.storage.backend import FieldsFor, IndexBackend, IndexCheck, RebuildReport
-from qmd.storage.sql import drop_inactive
+from qmd.storage.sql import count, drop_inactive, scalar
 from qmd.storage.owner import Owner
-from qmd.storage.sqlite import documents, fulltext
-from qmd.storage.sqlite.connection import connect, count, scalar, transaction, translate
+from qmd.storage.sqlite import cache, documents, fulltext
+from qmd.storage.sqlite.connection import connect, transaction, translate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.errors import QmdError
-    from qmd.storage.parts import CacheSql, VectorsSql
+    from qmd.storage.parts import VectorsSql
 
 
 class SqliteBackend(IndexBackend):
@@ -30,6 +30,7 @@ class SqliteBackend(IndexBackend):
     UNGUARDED = IndexBackend.UNGUARDED | {"exists", "rebuild", "writer_lock", "lock_holder"}
     DOCUMENTS = documents
     FULLTEXT = fulltext
+    CACHE = cache
 
     def __init__(self, path: str | Path, owner: Owner | None = None) -> None:
         self.path = Path(path)
@@ -45,11 +46,6 @@ class SqliteBackend(IndexBackend):
         from qmd.storage.sqlite import vectors
 
         return vectors
-
-    def _cache(self) -> CacheSql:
-        from qmd.storage.sqlite import cache
-
-        return cache
 
     # --- lifecycle --------------------------------------------------------------------
 

@@ -15,8 +15,6 @@ from qmd.core.clock import now_iso
 from qmd.core.errors import IndexDamagedError, QmdError
 from qmd.storage.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
-Connection = apsw.Connection
-
 # Each migration is applied once, in order, inside one transaction, and recorded by name
 # in schema_migrations; `pending_migrations` lets doctor say "schema behind" read-only.
 MIGRATIONS: list[tuple[str, str]] = [
@@ -280,24 +278,6 @@ def transaction(conn: apsw.Connection) -> Iterator[None]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-
-
-def scalar(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...] = ()) -> apsw.SQLiteValue:
-    """The first column of the first row, or None."""
-    for row in conn.execute(sql, params):
-        return row[0]
-    return None
-
-
-def as_int(value: apsw.SQLiteValue) -> int:
-    """An INTEGER column's value as an int (0 for NULL)."""
-    return int(value) if isinstance(value, (int, float, str)) else 0
-
-
-def count(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...] = ()) -> int:
-    """An integer result (a count); 0 when the query returns nothing or NULL."""
-    value = scalar(conn, sql, params)
-    return int(value) if isinstance(value, (int, float, str)) else 0
 
 
 def values_in(values: Sequence[object]) -> tuple[str, list[object]]:

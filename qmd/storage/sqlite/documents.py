@@ -7,32 +7,15 @@ from contextlib import contextmanager
 
 import apsw
 
-from qmd.storage.rows import DocRow, DocumentWrite, FieldsFor, FileRow, Totals
-from qmd.storage.sql import DOC_COLUMNS, SqlCollectionWriter, collection_ids, doc_row, docid_length, forget_collection, move_collection, write_values
+from qmd.storage.rows import DocRow, DocumentWrite, FieldsFor
+from qmd.storage.sql import DOC_COLUMNS, SqlCollectionWriter, collection_ids, count_in, doc_row, docid_length, forget_collection, move_collection, scalar, write_values
 from qmd.storage.sqlite import fulltext
-from qmd.storage.sqlite.connection import count, scalar, transaction, values_in
+from qmd.storage.sqlite.connection import transaction, values_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.filters import Filter
 
-
-
-def find(conn: apsw.Connection, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
-    """Active documents matching every given field, by collection then path."""
-    where = ["active = 1"]
-    params: list[object] = []
-    if collection is not None:
-        where.append("collection = ?")
-        params.append(collection)
-    if path is not None:
-        where.append("path = ?")
-        params.append(path)
-    if hash_prefix is not None:
-        where.append("hash >= ? AND hash < ?")
-        params += [hash_prefix, hash_prefix + "g"]  # hex digits sort before "g"
-    sql = f"SELECT {', '.join(DOC_COLUMNS)} FROM documents WHERE {' AND '.join(where)} ORDER BY collection, path"
-    return [doc_row(r) for r in conn.execute(sql, params)]
 
 
 def documents(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
@@ -64,31 +47,6 @@ def docid_lengths(conn: apsw.Connection, hashes: Sequence[str]) -> dict[str, int
         after = scalar(conn, "SELECT min(hash) FROM documents WHERE hash > ? AND active = 1", (h,))
         out[h] = docid_length(h, before, after)
     return out
-
-
-def files(conn: apsw.Connection, collection: str, under: str) -> list[FileRow]:
-    sql = "SELECT collection, path, size, mtime_ns, hash, title FROM documents WHERE active = 1 AND collection = ?"
-    params: list[object] = [collection]
-    if under:
-        sql += " AND (path = ? OR substr(path, 1, ?) = ?)"
-        params += [under, len(under) + 1, under + "/"]
-    return [FileRow(str(c), str(p), int(s), int(m), str(h), str(t)) for c, p, s, m, h, t in conn.execute(sql + " ORDER BY path", params)]
-
-
-def collection_counts(conn: apsw.Connection) -> dict[str, int]:
-    return {str(c): int(n) for c, n in conn.execute("SELECT collection, count(*) FROM documents WHERE active = 1 GROUP BY collection")}
-
-
-def file_issues(conn: apsw.Connection) -> list[tuple[str, str, str, str]]:
-    return [(str(c), str(p), str(s), str(r)) for c, p, s, r in conn.execute("SELECT collection, path, severity, reason FROM file_issues ORDER BY 1, 2")]
-
-
-def totals(conn: apsw.Connection) -> Totals:
-    return Totals(
-        count(conn, "SELECT count(*) FROM documents WHERE active = 1"),
-        count(conn, "SELECT count(*) FROM documents WHERE active = 0"),
-        count(conn, "SELECT count(*) FROM content"),
-    )
 
 
 class SqliteCollectionWriter(SqlCollectionWriter):
@@ -167,22 +125,8 @@ def write_metadata(conn: apsw.Connection, doc_id: int, metadata: dict[str, objec
                 conn.execute("INSERT OR IGNORE INTO document_meta (doc_id, key, type, value) VALUES (?, ?, ?, ?)", (doc_id, key, kind, stored))
 
 
-def metadata_keys(conn: apsw.Connection, collection: str | None) -> list[tuple[str, str, int]]:
-    """(key, type, active documents having a value of that type) by key, then type."""
-    sql = (
-        "SELECT m.key, m.type, count(DISTINCT m.doc_id) FROM document_meta m JOIN documents d ON d.id = m.doc_id"
-        " WHERE d.active = 1" + (" AND d.collection = ?" if collection is not None else "") + " GROUP BY m.key, m.type ORDER BY m.key, m.type"
-    )
-    return [(str(k), str(t), int(n)) for k, t, n in conn.execute(sql, () if collection is None else (collection,))]
-
-
 def count_matching(conn: apsw.Connection, where: Filter, collections: list[str] | None) -> int:
     """Active documents in `collections` (None: all) matching `where`."""
     from qmd.storage.sqlite.filters import id_set
 
-    ids, params = id_set(where)
-    sql = f"SELECT count(*) FROM documents WHERE active = 1 AND id IN ({ids})"
-    if collections is not None:
-        sql += f" AND collection IN ({','.join('?' * len(collections))})"
-        params = [*params, *collections]
-    return count(conn, sql, tuple(params))
+    return count_in(conn, *id_set(where), collections)

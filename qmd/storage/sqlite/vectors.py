@@ -18,8 +18,8 @@ import apsw
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
 from qmd.storage.rows import ChunkVector, Nearest, VectorModel
-from qmd.storage.sql import model_row
-from qmd.storage.sqlite.connection import as_int, count, transaction, values_in
+from qmd.storage.sql import as_int, count, model_row
+from qmd.storage.sqlite.connection import transaction, values_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
