@@ -1,9 +1,10 @@
 """The storage seam: everything an index keeps, behind one interface.
 
 `Store`, the indexer, `embed` and the search pipeline call only what `IndexBackend`
-declares; no SQL, PRAGMA, FTS5 MATCH string or vec0 statement exists above it. SQLite
-(apsw + FTS5 + sqlite-vec, `qmd/storage/sqlite/`) is the first implementation; another
-database implements the same methods and the rest of qmd does not change.
+declares; no SQL, PRAGMA, FTS5 MATCH string or vec0 statement exists above it. It is an
+abstract base class with two subclasses: SQLite (apsw + FTS5 + sqlite-vec,
+`qmd/storage/sqlite/`) and PostgreSQL (psycopg + pgvector, `qmd/storage/postgres/`). What
+both do alike lives here and in `sql.py`; neither backend's package imports the other's.
 
 What a backend stores:
 - documents: one row per (collection, path), soft-deleted when the file goes, pointing at
@@ -65,9 +66,10 @@ class IndexBackend(abc.ABC):
     What the backends do the same way is written here once: every public method's driver
     errors become one QmdError (`_failure`; see `_guard_methods`), the owner check, the reads
     and writes whose SQL both speak (qmd/storage/sql.py), and the calls that pass straight to
-    the backend's own modules (`DOCUMENTS`, `FULLTEXT`, `CACHE`, and `_vectors()`, which imports
-    its vectors module when first needed; each checked against its protocol in qmd/storage/parts.py). A backend implements the abstract methods:
-    its connection and lifecycle, the writer lock, cleanup and the repairs.
+    the backend's own modules (`DOCUMENTS`, `FULLTEXT`, `CACHE`, and `_vectors()`, which
+    imports its module when first needed; mypy checks each against its protocol in
+    qmd/storage/parts.py). A backend implements the abstract methods: its connection and
+    lifecycle, the writer lock, cleanup and the repairs.
     """
 
     FOREIGN_HINT = ""  # what to do when the index belongs to another config (owner.decide)
