@@ -1,10 +1,10 @@
 """What each backend's own modules provide to the shared base: the protocols `IndexBackend`
 (backend.py) and the SQL both backends speak (sql.py) call them through.
 
-For the type checker only (imported under TYPE_CHECKING, so `typing` costs no CLI call
-anything): a backend hands its `documents`, `fulltext`, `vectors` and `cache` modules to the
-base, and mypy checks each module against its protocol there, so a function missing or
-with another signature is an error before anything runs. `conn` is the backend's own
+For the type checker only (imported under TYPE_CHECKING, so no CLI call pays for `typing`):
+a backend hands its `documents`, `fulltext`, `vectors` and `cache` modules to the base, and
+mypy checks each module against its protocol there, so a function missing or with another
+signature is an error before anything runs. `conn` is the backend's own
 connection (apsw's or psycopg's), which the base only passes through: hence `Any`.
 """
 
@@ -25,7 +25,8 @@ class Connection(Protocol):
 
 
 class DocumentsSql(Protocol):
-    """A backend's `documents` module: documents, content, collection state, file issues."""
+    """A backend's `documents` module: what it reads and writes of documents its own way (the
+    rest both say alike, in sql.py)."""
 
     def documents(self, conn: Any, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]: ...
 

@@ -18,10 +18,10 @@ import psycopg
 
 from qmd.core.errors import QmdError
 from qmd.storage.backend import FieldsFor, IndexBackend, IndexCheck, RebuildReport, VectorModel
-from qmd.storage.sql import count, drop_inactive
 from qmd.storage.owner import Owner
 from qmd.storage.postgres import cache, documents, fulltext
 from qmd.storage.postgres.connection import adopt_schema, connect, migrate, quote_ident, redact, schema_exists, schema_for, split_url
+from qmd.storage.sql import count, drop_inactive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from pathlib import Path
 import apsw
 
 from qmd.storage.backend import FieldsFor, IndexBackend, IndexCheck, RebuildReport
-from qmd.storage.sql import count, drop_inactive, scalar
 from qmd.storage.owner import Owner
+from qmd.storage.sql import count, drop_inactive, scalar
 from qmd.storage.sqlite import cache, documents, fulltext
 from qmd.storage.sqlite.connection import connect, transaction, translate
 
