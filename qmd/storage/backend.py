@@ -1,9 +1,10 @@
 """The storage seam: everything an index keeps, behind one interface.
 
 `Store`, the indexer, `embed` and the search pipeline call only what `IndexBackend`
-declares; no SQL, PRAGMA, FTS5 MATCH string or vec0 statement exists above it. SQLite
-(apsw + FTS5 + sqlite-vec, `qmd/storage/sqlite/`) is the first implementation; another
-database implements the same methods and the rest of qmd does not change.
+declares; no SQL, PRAGMA, FTS5 MATCH string or vec0 statement exists above it. It is an
+abstract base class with two subclasses: SQLite (apsw + FTS5 + sqlite-vec,
+`qmd/storage/sqlite/`) and PostgreSQL (psycopg + pgvector, `qmd/storage/postgres/`). What
+both do alike lives here and in `sql.py`; neither backend's package imports the other's.
 
 What a backend stores:
 - documents: one row per (collection, path), soft-deleted when the file goes, pointing at
@@ -23,323 +24,218 @@ language and applies it inside the search, so a filtered top-k is exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from qmd.core.records import field, record
+import abc
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from types import FunctionType
+
+from qmd.storage import sql
+from qmd.storage.owner import META_KEY, Owner, decide
+from qmd.storage.rows import (  # the records of the seam, imported by the rest of qmd from here
+    METADATA_VERSION,
+    MIN_DOCID,
+    ChunkVector,
+    CollectionWriter,
+    DocRow,
+    DocumentWrite,
+    FieldsFor,
+    FileRow,
+    IndexCheck,
+    KnownFile,
+    Nearest,
+    RebuildReport,
+    SearchFields,
+    Term,
+    TextQuery,
+    Totals,
+    VectorModel,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol
-
+    from qmd.core.errors import QmdError
     from qmd.core.filters import Filter
-else:
-    Protocol = object  # the protocols below are for the type checker; typing costs 5 ms of every CLI call
-
-MIN_DOCID = 6  # hex digits of the content hash shown as a docid
-METADATA_VERSION = 3  # how files are read (2: YAML 1.2 scalars in metadata; 3: binary content beyond NUL bytes skipped, UTF-16/32 with a BOM decoded); rows written before it are read again by `update`
+    from qmd.storage.parts import CacheSql, Connection, DocumentsSql, FulltextSql, VectorsSql
 
 
-@record(frozen=True)
-class DocRow:
-    """An active document as stored."""
+class IndexBackend(abc.ABC):
+    """Where one index lives. Opened lazily; every method opens it when needed.
 
-    id: int
-    collection: str
-    path: str
-    title: str
-    hash: str
-    body_line: int
-    size: int
-    mtime_ns: int
-    metadata: dict[str, object] | None = None  # typed front-matter metadata (None: none)
+    What the backends do the same way is written here once: every public method's driver
+    errors become one QmdError (`_failure`; see `_guard_methods`), the owner check, the reads
+    and writes whose SQL both speak (qmd/storage/sql.py), and the calls that pass straight to
+    the backend's own modules (`DOCUMENTS`, `FULLTEXT`, `CACHE`, and `_vectors()`, which
+    imports its module when first needed; mypy checks each against its protocol in
+    qmd/storage/parts.py). A backend implements the abstract methods: its connection and
+    lifecycle, the writer lock, cleanup and the repairs.
+    """
 
-    @property
-    def docid(self) -> str:
-        return self.hash[:MIN_DOCID]
+    FOREIGN_HINT = ""  # what to do when the index belongs to another config (owner.decide)
+    UNGUARDED = frozenset({"close", "inspect"})  # public methods whose errors pass as raised (`inspect` reports them as data)
+    CONTEXTS = frozenset({"collection_writer", "bulk_vectors", "writer_lock"})  # return context managers: errors in the with-body are translated too
 
+    BYTE_ORDER = ""  # appended to a text column to sort it in byte order (SQLite's default order; PostgreSQL's needs COLLATE "C")
+    DOCUMENTS: DocumentsSql  # the backend's documents module (imported with it)
+    FULLTEXT: FulltextSql  # the backend's full-text module
+    CACHE: CacheSql  # the backend's LLM-cache module
 
-@record(frozen=True)
-class FileRow:
-    """One line of `qmd ls`."""
+    owner: Owner | None = None  # the config this index belongs to (qmd/storage/owner.py); None: unchecked
+    _claim = False  # the owner record is to be written by the next write (open(create=True))
 
-    collection: str
-    path: str
-    size: int
-    mtime_ns: int
-    hash: str
-    title: str
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        _guard_methods(cls)
 
+    # --- what each backend supplies ---------------------------------------------------
 
-@record(frozen=True)
-class KnownFile:
-    """What the index remembers of a file, to decide whether it must be read again."""
+    @abc.abstractmethod
+    def connection(self) -> Connection:
+        """The open connection (opened on first use; never creates the index)."""
 
-    id: int
-    hash: str
-    size: int
-    mtime_ns: int
-    active: bool
-    current: bool = True  # False: stored before this qmd's metadata extraction (read the file again)
+    @abc.abstractmethod
+    def _failure(self, exc: Exception) -> QmdError | None:
+        """The QmdError a driver's error means for a person (a damaged file, the server gone),
+        or None: it is raised as it is."""
 
+    @abc.abstractmethod
+    def _vectors(self) -> VectorsSql:
+        """The backend's vectors module (imported when first needed)."""
 
-@record(frozen=True)
-class SearchFields:
-    """The full-text columns of a document: its collection/path, title (+ tags) and body."""
-
-    filepath: str
-    title: str
-    body: str
-
-
-FieldsFor = Callable[[str, str, str], SearchFields]  # (collection, path, text) → fields
-
-
-@record(frozen=True)
-class DocumentWrite:
-    """A new or changed file, read and prepared, to be stored."""
-
-    path: str
-    text: str
-    hash: str
-    title: str
-    tags: list[str]
-    body_line: int
-    size: int
-    mtime_ns: int
-    fields: SearchFields
-    metadata: dict[str, object] = field(default_factory=dict)  # typed values: str, int/float, bool or lists of them
-    dated_ns: int | None = None  # the front matter's date/updated (epoch ns); None: the file's mtime dates it
-
-
-@record(frozen=True)
-class Term:
-    """A keyword-query term: a word (matched as a prefix) or a quoted phrase."""
-
-    text: str
-    phrase: bool = False  # written in quotes: exact phrase, no prefix
-
-
-@record(frozen=True)
-class TextQuery:
-    """A keyword search for the backend: every term (`require_all`) or any of them, minus `negated`."""
-
-    terms: tuple[Term, ...]
-    negated: tuple[Term, ...] = ()
-    require_all: bool = True
-
-
-@record(frozen=True)
-class VectorModel:
-    """One vector space: an embedding fingerprint and its dimensions."""
-
-    id: int
-    fingerprint: str
-    model: str
-    dims: int
-
-
-@record(frozen=True)
-class ChunkVector:
-    """One embedded chunk of a content hash: its span in the text and its vector."""
-
-    hash: str
-    seq: int
-    start: int
-    end: int
-    tokens: int
-    vector: Sequence[float]
-
-
-Nearest = tuple[int, float, tuple[int, int]]  # (document id, cosine similarity, best chunk (start, end))
-
-
-@record(frozen=True)
-class Totals:
-    """Row counts for `status`."""
-
-    active: int
-    inactive: int
-    content: int
-
-
-@record
-class IndexCheck:
-    """What `inspect` found. `error` is set when the index cannot be read at all."""
-
-    path: str
-    exists: bool
-    error: str | None = None
-    quick_check: list[str] | None = None  # ["ok"] when sound; None when skipped
-    pending_migrations: list[str] = field(default_factory=list)
-    unknown_migrations: list[str] = field(default_factory=list)  # written by a newer qmd
-    documents: int = 0  # active
-    inactive: int = 0
-    fts_rows: int = 0
-    fts_missing: int = 0  # active documents without a full-text row
-    fts_extra: int = 0  # full-text rows of no active document
-    content_rows: int = 0
-    orphan_content: int = 0  # content no document (active or not) uses
-    chunks: int = 0
-    orphan_chunks: int = 0  # chunks of content no document uses
-    vector_models: list[tuple[str, str, int]] = field(default_factory=list)  # (fingerprint, model, documents embedded)
+    # --- lifecycle --------------------------------------------------------------------
 
     @property
-    def corrupted(self) -> bool:
-        return self.error is not None or (self.quick_check is not None and self.quick_check != ["ok"])
-
-    @property
-    def fts_drift(self) -> int:
-        return self.fts_missing + self.fts_extra
-
-
-@record
-class RebuildReport:
-    path: str
-    kept: str | None  # where the old file was put
-    documents: int
-    seconds: float
-    vectors_kept: int = 0  # documents whose vectors came over from a sound old index
-
-
-class CollectionWriter(Protocol):
-    """The writes of one collection's update, applied atomically when the block ends."""
-
-    def known(self) -> dict[str, KnownFile]:
-        """Every file of the collection the index has a row for (active or not), by path."""
-        ...
-
-    def put(self, doc: DocumentWrite, replaces: int | None) -> None:
-        """Store a new file (`replaces=None`) or a changed one (its row id)."""
-        ...
-
-    def touch(self, row_id: int, size: int, mtime_ns: int) -> None:
-        """Remember a new stat for unchanged content, so the next update skips the file."""
-        ...
-
-    def deactivate(self, row_id: int) -> None:
-        """Soft-delete a file that is gone (`cleanup` drops it)."""
-        ...
-
-    def issues(self) -> dict[str, tuple[str, str]]:
-        """The collection's recorded (severity, reason) by path, before this update."""
-        ...
-
-    def set_issues(self, issues: Sequence[tuple[str, str, str]]) -> None:
-        """Replace the collection's (path, severity, reason) list; severity is skipped|warning."""
-        ...
-
-
-class IndexBackend(Protocol):
-    """Where one index lives. Opened lazily; every method opens it when needed."""
-
-    @property
+    @abc.abstractmethod
     def location(self) -> str:
         """A path or URL for messages."""
-        ...
 
+    @abc.abstractmethod
     def exists(self) -> bool:
         """Whether the index was ever created (a read of a missing one is an error naming the fix)."""
-        ...
 
+    @abc.abstractmethod
     def open(self, *, create: bool) -> None:
         """Connect (creating the index when `create`) and apply pending migrations."""
-        ...
 
+    @abc.abstractmethod
     def close(self) -> None: ...
 
+    @abc.abstractmethod
     def follow(self) -> bool:
         """Reconnect on next use when the index at `location` is no longer the one open (its
         file deleted or replaced under the same path); True if so. A server's stale view
         must not outlive the index it was opened on."""
-        ...
 
+    @abc.abstractmethod
     def size_bytes(self) -> int: ...
 
+    @abc.abstractmethod
     def change_token(self) -> object:
         """A value that changes whenever another connection commits (cheap; for caches)."""
-        ...
 
+    @abc.abstractmethod
     def writer_lock(self, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
         """One writer at a time (update, embed, cleanup, repairs); readers never wait.
 
         A held lock calls `on_wait` once, then waits up to `timeout` seconds (None: as long
         as it takes; 0: not at all) before IndexBusyError names the holder.
         """
-        ...
+
+    def _check_owner(self, create: bool) -> None:
+        """On connecting: refuse an index another config owns (ForeignIndexError), and claim an
+        unclaimed one, now when `create`, else at the next `open(create=True)`. An index
+        refused stays closed to this backend."""
+        if self.owner is None:
+            return
+        try:
+            self._claim = decide(self.meta_values(META_KEY).get(META_KEY), self.owner, self.location, self.FOREIGN_HINT)
+            if create and self._claim:
+                self._write_owner()
+        except BaseException:
+            self.close()
+            raise
+
+    def _write_owner(self) -> None:
+        assert self.owner is not None
+        self.set_meta(META_KEY, self.owner.to_text())
+        self._claim = False
 
     # --- documents --------------------------------------------------------------------
 
     def documents(self, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
         """Rows and texts of the given document ids (the search hot path: one query)."""
-        ...
+        return self.DOCUMENTS.documents(self.connection(), ids)
 
     def find(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
         """Active documents matching every given field, by collection then path."""
-        ...
+        return sql.find(self.connection(), self.BYTE_ORDER, collection=collection, path=path, hash_prefix=hash_prefix)
 
-    def content(self, content_hash: str) -> str | None: ...
+    def content(self, content_hash: str) -> str | None:
+        return sql.content(self.connection(), content_hash)
 
     def docid_lengths(self, hashes: Sequence[str]) -> dict[str, int]:
         """How many hex digits make each content hash's docid unique among active documents (≥ 6)."""
-        ...
+        return self.DOCUMENTS.docid_lengths(self.connection(), hashes)
 
     def files(self, collection: str, under: str = "") -> list[FileRow]:
         """Active files of a collection, optionally under a sub-path, by path."""
-        ...
+        return sql.files(self.connection(), self.BYTE_ORDER, collection, under)
 
     def collection_counts(self) -> dict[str, int]:
         """Active documents per collection."""
-        ...
+        return sql.collection_counts(self.connection()) if self.exists() else {}
 
     def collection_updated(self) -> dict[str, str]:
         """When each indexed collection was last updated (ISO-8601 UTC)."""
-        ...
+        return sql.collection_updated(self.connection()) if self.exists() else {}
 
     def indexed_collections(self) -> set[str]:
         """Every collection name the index holds rows of (documents, state or file issues)."""
-        ...
+        return sql.indexed_collections(self.connection()) if self.exists() else set()
 
     def file_issues(self) -> list[tuple[str, str, str, str]]:
         """(collection, path, severity, reason) of every skipped or warned-about file."""
-        ...
+        return sql.file_issues(self.connection(), self.BYTE_ORDER) if self.exists() else []
 
-    def totals(self) -> Totals: ...
+    def totals(self) -> Totals:
+        return sql.totals(self.connection()) if self.exists() else Totals(0, 0, 0)
 
     def metadata_keys(self, collection: str | None = None) -> list[tuple[str, str, int]]:
         """(key, type, active documents having it) of the metadata, by key then type."""
-        ...
+        return sql.metadata_keys(self.connection(), self.BYTE_ORDER, collection) if self.exists() else []
 
     def count_matching(self, where: Filter, collections: list[str] | None = None) -> int:
         """Active documents (in `collections`; None: all) that match a filter."""
-        ...
+        return self.DOCUMENTS.count_matching(self.connection(), where, collections) if self.exists() else 0
 
     def collection_writer(self, collection: str) -> AbstractContextManager[CollectionWriter]:
         """One collection's update as one transaction: a crash leaves the previous state."""
-        ...
+        self.open(create=True)
+        return self.DOCUMENTS.collection_writer(self.connection(), collection)
 
     def drop_collection(self, name: str) -> int:
         """Delete every row of a collection; returns the documents dropped."""
-        ...
+        return self.DOCUMENTS.drop_collection(self.connection(), name)
 
     def meta_values(self, prefix: str) -> dict[str, str]:
         """The index's own records (`meta` rows) whose key starts with `prefix`."""
-        ...
+        return sql.meta_values(self.connection(), prefix)
 
     def set_meta(self, key: str, value: str | None) -> None:
         """Write (None: delete) one of the index's own records; the caller holds the writer lock."""
-        ...
+        sql.set_meta(self.connection(), key, value)
 
     def rename_collection(self, old: str, new: str, fields: FieldsFor) -> None:
         """Move a collection's rows to a new name (its full-text filepaths change)."""
-        ...
+        self.DOCUMENTS.rename_collection(self.connection(), old, new, fields)
 
+    @abc.abstractmethod
     def cleanup(self) -> tuple[int, int]:
         """Drop soft-deleted documents, unused content and their vectors, then compact.
 
         Returns (documents dropped, content rows dropped).
         """
-        ...
 
     # --- full text --------------------------------------------------------------------
 
@@ -351,19 +247,20 @@ class IndexBackend(Protocol):
         `collections=None` searches everything; `limit=None` returns every match; `where`
         keeps only documents matching the filter, inside the query (the top-k is exact).
         """
-        ...
+        return self.FULLTEXT.bm25(self.connection(), query, limit, collections, exclude, where)
 
+    @abc.abstractmethod
     def repair_fulltext(self, fields: FieldsFor) -> int:
         """Rewrite every full-text row from the stored content; returns the rows written."""
-        ...
 
     # --- vectors ----------------------------------------------------------------------
 
-    def vector_model(self, fingerprint: str) -> VectorModel | None: ...
+    def vector_model(self, fingerprint: str) -> VectorModel | None:
+        return sql.model_row(self.connection(), fingerprint)
 
     def ensure_vector_model(self, fingerprint: str, model: str, dims: int) -> VectorModel:
         """The vector space of a fingerprint, created on first use."""
-        ...
+        return self._vectors().ensure_model(self.connection(), fingerprint, model, dims)
 
     def pending_embeddings(self, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
         """(content hash, title) of active documents in `collections` without vectors for the model,
@@ -371,25 +268,25 @@ class IndexBackend(Protocol):
         a file that did not parse) for a path ending in one of `ast[collection]`'s extensions,
         by regex (`regex`, or `ast!`) for every other. Content in several documents is chunked
         by syntax when any of them wants it."""
-        ...
+        return sql.pending_hashes(self.connection(), model_id, collections, ast)
 
     def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None) -> int:
         """Replace the chunks of each content hash in `batch`, in one transaction; returns chunks
         written. `chunkers`: how each hash was cut (`regex` when absent)."""
-        ...
+        return self._vectors().write_batch(self.connection(), model, batch, chunkers)
 
     def set_chunkers(self, model: VectorModel, chunkers: Mapping[str, str]) -> None:
         """Record how already embedded content was cut (its chunks did not change)."""
-        ...
+        self._vectors().set_chunkers(self.connection(), model, chunkers)
 
     def chunking_fallbacks(self, model_id: int | None) -> list[tuple[str, str]]:
         """(collection, path) of active documents meant to be cut by syntax whose file did not
         parse (chunker `ast!`: cut by regex)."""
-        ...
+        return sql.chunking_fallbacks(self.connection(), model_id)
 
     def drop_vectors(self, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
         """Forget the vectors of one fingerprint: of the given content hashes, or all (`embed -f`)."""
-        ...
+        self._vectors().drop_all(self.connection(), model, hashes)
 
     def bulk_vectors(self, model: VectorModel, documents: int) -> AbstractContextManager[None]:
         """Entered around writing the vectors of `documents` documents in many batches (one embed
@@ -404,42 +301,44 @@ class IndexBackend(Protocol):
     ) -> list[Nearest]:
         """The active documents in `scope` (None: all) and matching `where` whose best chunk is
         nearest, best first; exact (a selective filter still fills `limit` when it can)."""
-        ...
+        return self._vectors().nearest_documents(self.connection(), model, query, limit, scope, where)
 
     def vector_counts(self, model_id: int | None) -> tuple[int, int]:
         """(chunks, embedded content of active documents) of one vector space (zeros for None)."""
-        ...
+        return sql.vector_counts(self.connection(), model_id)
 
     def embedded_per_collection(self, model_id: int) -> dict[str, int]:
         """Active documents of each collection with vectors in this vector space."""
-        ...
+        return sql.embedded_per_collection(self.connection(), model_id)
 
     def chunk_spans(self, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
         """(start, end) of each content hash's chunks, in order."""
-        ...
+        return self._vectors().chunk_spans(self.connection(), model, hashes)
 
     # --- the LLM cache ----------------------------------------------------------------
 
-    def cache_get(self, keys: Sequence[str]) -> dict[str, object]: ...
+    def cache_get(self, keys: Sequence[str]) -> dict[str, object]:
+        return self.CACHE.get_many(self.connection(), list(keys))
 
     def cache_put(self, kind: str, items: dict[str, object]) -> bool:
         """Store values; False (and nothing stored) when the index is busy: never fails a query."""
-        ...
+        return self.CACHE.put_many(self.connection(), kind, items)
 
     # --- schema and integrity ---------------------------------------------------------
 
+    @abc.abstractmethod
     def lock_holder(self) -> str | None:
         """Who holds the writer lock (pid, command, since when), or None when nobody does."""
-        ...
 
+    @abc.abstractmethod
     def inspect(self, *, quick: bool = False) -> IndexCheck:
         """Read-only health: never migrates (`quick` skips the expensive scan)."""
-        ...
 
+    @abc.abstractmethod
     def backup(self) -> Path:
         """A verified copy beside the index; QmdError when the copy is not sound."""
-        ...
 
+    @abc.abstractmethod
     def rebuild(self, build: Callable[[IndexBackend], int]) -> RebuildReport:
         """Fill a fresh index with `build(fresh)` (returns its documents), then swap it in.
 
@@ -447,4 +346,49 @@ class IndexBackend(Protocol):
         content hash and fingerprint) and the old copy is kept as a backup; a corrupted one
         is kept aside as broken and nothing is taken from it.
         """
-        ...
+
+
+def _guard_methods(cls: type[IndexBackend]) -> None:
+    """Wrap every public method of a backend class (its own and those it inherits) so that a
+    driver's error leaves it as the QmdError `_failure` says it means: no caller above the
+    seam needs to know apsw or psycopg. Methods returning a context manager (CONTEXTS) have
+    what runs inside the `with` translated too."""
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        for name, member in vars(klass).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            if name.startswith("_") or name in cls.UNGUARDED or not isinstance(member, FunctionType):
+                continue
+            if getattr(member, "__isabstractmethod__", False) or getattr(member, "guarded", False):
+                continue
+            setattr(cls, name, _guarded(member, name in cls.CONTEXTS))
+
+
+def _guarded(method: Callable[..., object], context: bool) -> Callable[..., object]:
+    @functools.wraps(method)
+    def guarded(self: IndexBackend, *args: object, **kwargs: object) -> object:
+        try:
+            result = method(self, *args, **kwargs)
+        except Exception as exc:
+            meaning = self._failure(exc)
+            if meaning is None:
+                raise
+            raise meaning from exc
+        return _translated(result, self) if context else result  # type: ignore[arg-type]
+
+    guarded.guarded = True  # type: ignore[attr-defined]
+    return guarded
+
+
+@contextmanager
+def _translated(manager: AbstractContextManager[object], backend: IndexBackend) -> Iterator[object]:
+    try:
+        with manager as value:
+            yield value
+    except Exception as exc:
+        meaning = backend._failure(exc)
+        if meaning is None:
+            raise
+        raise meaning from exc

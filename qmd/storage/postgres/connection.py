@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import logging
@@ -22,8 +20,8 @@ import psycopg
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
+from qmd.storage.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
-Connection = psycopg.Connection
 # psycopg logs "error ignored terminating <Pipeline>" when the server vanished mid-batch;
 # the error itself reaches the user as one line (backend.py): nothing more on stderr.
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
@@ -37,12 +35,8 @@ logging.getLogger("psycopg").propagate = False
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_core",
-        """
-        CREATE TABLE content (
-            hash TEXT PRIMARY KEY,
-            doc TEXT NOT NULL,
-            created_at TEXT NOT NULL
-        );
+        CONTENT_TABLE
+        + """
         CREATE TABLE documents (
             id BIGSERIAL PRIMARY KEY,
             collection TEXT NOT NULL,
@@ -78,22 +72,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             tokens BIGINT NOT NULL
         );
         INSERT INTO fts_stats VALUES (1, 0, 0);
-        CREATE TABLE collection_state (
-            name TEXT PRIMARY KEY,
-            updated_at TEXT NOT NULL
-        );
-        CREATE TABLE file_issues (
-            collection TEXT NOT NULL,
-            path TEXT NOT NULL,
-            severity TEXT NOT NULL CHECK (severity IN ('skipped', 'warning')),
-            reason TEXT NOT NULL,
-            PRIMARY KEY (collection, path)
-        );
-        CREATE TABLE meta (
-            key TEXT PRIMARY KEY,
-            value TEXT NOT NULL
-        );
-        """,
+        """
+        + STATE_TABLES,
     ),
     (
         "0002_vectors",
@@ -125,17 +105,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
-    (
-        "0003_llm_cache",
-        """
-        CREATE TABLE llm_cache (
-            key TEXT PRIMARY KEY,
-            kind TEXT NOT NULL,
-            value TEXT NOT NULL,
-            created_at TEXT NOT NULL
-        );
-        """,
-    ),
+    ("0003_llm_cache", LLM_CACHE_TABLE),
     (
         # Typed front-matter metadata, one row per value: strings in `s` (byte order, as
         # SQLite compares them), numbers and booleans (1/0) in `n`; the type column keeps
@@ -347,22 +317,6 @@ def ensure_vector_extension(conn: psycopg.Connection) -> None:
     except psycopg.Error as exc:
         raise QmdError(f"the database has no pgvector extension and it cannot be created: {str(exc).strip()}",
                        "install pgvector on the server, or have an administrator run: CREATE EXTENSION vector") from exc
-
-
-@contextmanager
-def transaction(conn: psycopg.Connection) -> Iterator[None]:
-    with conn.transaction():
-        yield
-
-
-def scalar(conn: psycopg.Connection, sql: str, params: Sequence[object] = ()) -> object:
-    row = conn.execute(sql, params).fetchone()
-    return None if row is None else row[0]
-
-
-def count(conn: psycopg.Connection, sql: str, params: Sequence[object] = ()) -> int:
-    value = scalar(conn, sql, params)
-    return int(value) if isinstance(value, (int, float)) or (isinstance(value, str) and value.isdigit()) else 0
 
 
 def marks(n: int) -> str:

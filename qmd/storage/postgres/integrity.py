@@ -5,9 +5,10 @@ from __future__ import annotations
 import psycopg
 
 from qmd.core.clock import now_iso
-from qmd.storage.backend import FieldsFor, IndexCheck
 from qmd.storage.postgres import fulltext
-from qmd.storage.postgres.connection import MIGRATIONS, applied_migrations, count, quote_ident
+from qmd.storage.postgres.connection import MIGRATIONS, applied_migrations, quote_ident
+from qmd.storage.rows import FieldsFor, IndexCheck
+from qmd.storage.sql import active_texts, count, survey
 
 
 def inspect(conn: psycopg.Connection, schema: str, location: str, *, quick: bool = False) -> IndexCheck:
@@ -17,34 +18,17 @@ def inspect(conn: psycopg.Connection, schema: str, location: str, *, quick: bool
     if not done:
         return check
     try:
-        known = [name for name, _ in MIGRATIONS]
-        check.pending_migrations = [n for n in known if n not in done]
-        check.unknown_migrations = sorted(done - set(known))
-        if "0001_core" not in done:
+        if not survey(conn, check, done, [name for name, _ in MIGRATIONS]):
             return check
-        check.documents = count(conn, "SELECT count(*) FROM documents WHERE active")
-        check.inactive = count(conn, "SELECT count(*) FROM documents WHERE NOT active")
         check.fts_rows = count(conn, "SELECT count(*) FROM fts_docs")
         check.fts_missing = count(conn, "SELECT count(*) FROM documents d WHERE d.active AND NOT EXISTS (SELECT 1 FROM fts_docs f WHERE f.doc_id = d.id)")
         check.fts_extra = count(conn, "SELECT count(*) FROM fts_docs f WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = f.doc_id AND d.active)")
-        check.content_rows = count(conn, "SELECT count(*) FROM content")
-        check.orphan_content = count(conn, "SELECT count(*) FROM content c WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.hash = c.hash)")
         if not quick:
             problems = []
             row = conn.execute("SELECT s.docs, s.tokens, (SELECT count(*) FROM fts_docs), (SELECT coalesce(sum(len), 0) FROM fts_docs) FROM fts_stats s WHERE id = 1").fetchone()
             if row is None or int(row[0]) != int(row[2]) or int(row[1]) != int(row[3]):
                 problems.append(f"full-text totals {row[:2] if row else None} disagree with the rows {row[2:] if row else None}")
             check.quick_check = problems or ["ok"]
-        if "0002_vectors" in done:
-            check.chunks = count(conn, "SELECT count(*) FROM chunks")
-            check.orphan_chunks = count(conn, "SELECT count(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.hash = c.hash)")
-            check.vector_models = [
-                (str(fp), str(model), int(n))
-                for fp, model, n in conn.execute(
-                    "SELECT m.fingerprint, m.model, (SELECT count(*) FROM embedded e WHERE e.model_id = m.id"
-                    " AND EXISTS (SELECT 1 FROM documents d WHERE d.hash = e.hash AND d.active)) FROM embed_models m ORDER BY m.id"
-                )
-            ]
     except psycopg.Error as exc:
         check.error = f"{type(exc).__name__}: {str(exc).strip()}"
     return check
@@ -53,11 +37,10 @@ def inspect(conn: psycopg.Connection, schema: str, location: str, *, quick: bool
 def repair_fts(conn: psycopg.Connection, fields: FieldsFor) -> int:
     """Rewrite every full-text row from the stored content (caller holds the lock and a transaction)."""
     fulltext.delete_all(conn)
-    rows = conn.execute("SELECT d.id, d.collection, d.path, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.active").fetchall()
     written = []
-    for doc_id, collection, rel, text in rows:
-        f = fields(str(collection), str(rel), str(text))
-        written.append((int(doc_id), f.filepath, f.title, f.body))
+    for doc_id, collection, rel, text in active_texts(conn):
+        f = fields(collection, rel, text)
+        written.append((doc_id, f.filepath, f.title, f.body))
     fulltext.write_rows(conn, written)
     return len(written)
 

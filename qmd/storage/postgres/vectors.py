@@ -13,15 +13,16 @@ never short when the documents exist.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import numpy as np
 import psycopg
 
 from qmd.core.clock import now_iso
-from qmd.storage.backend import ChunkVector, Nearest, VectorModel
-from qmd.storage.postgres.connection import count, ensure_vector_extension, marks
+from qmd.storage.postgres.connection import ensure_vector_extension, marks
+from qmd.storage.rows import ChunkVector, Nearest, VectorModel
+from qmd.storage.sql import count, model_row
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,11 +51,6 @@ def table(model_id: int) -> str:
 def literal(vector: Sequence[float]) -> str:
     """A vector as pgvector's text input; a NaN or infinite component becomes 0 (pgvector refuses them)."""
     return "[" + ",".join(repr(float(x)) if math.isfinite(x) else "0" for x in vector) + "]"
-
-
-def model_row(conn: psycopg.Connection, fingerprint: str) -> VectorModel | None:
-    row = conn.execute("SELECT id, fingerprint, model, dims FROM embed_models WHERE fingerprint = %s", (fingerprint,)).fetchone()
-    return None if row is None else VectorModel(int(row[0]), str(row[1]), str(row[2]), int(row[3]))
 
 
 def _create_hnsw(conn: psycopg.Connection, model_id: int) -> None:
@@ -177,8 +173,9 @@ def binary_copy(ids: Sequence[int], vectors: np.ndarray) -> bytes:
     return _COPY_HEADER + out.tobytes() + b"\xff\xff"
 
 
-def write_batch(conn: psycopg.Connection, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]]) -> int:
-    """Replace the chunks of every content hash in `batch` in one transaction; returns chunks written.
+def write_batch(conn: psycopg.Connection, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None) -> int:
+    """Replace the chunks of every content hash in `batch` in one transaction, recording how
+    each was cut (`chunkers`; `regex` when absent); returns chunks written.
 
     The chunk rows go in with one statement (unnest of arrays), the vectors by binary COPY
     built with numpy: text literals cost more than the database's own work."""
@@ -204,7 +201,19 @@ def write_batch(conn: psycopg.Connection, model: VectorModel, batch: Sequence[tu
             " ON CONFLICT (model_id, hash) DO UPDATE SET chunks = excluded.chunks, embedded_at = excluded.embedded_at",
             (model.id, now, [h for h, _ in batch], [len(cs) for _, cs in batch]),
         )
+        _record_chunkers(cur, model, {h: c for h, c in (chunkers or {}).items() if c != "regex"})
     return len(chunks)
+
+
+def set_chunkers(conn: psycopg.Connection, model: VectorModel, chunkers: Mapping[str, str]) -> None:
+    if chunkers:
+        with conn.transaction(), conn.cursor() as cur:
+            _record_chunkers(cur, model, chunkers)
+
+
+def _record_chunkers(cur: psycopg.Cursor, model: VectorModel, chunkers: Mapping[str, str]) -> None:
+    if chunkers:
+        cur.executemany("UPDATE embedded SET chunker = %s WHERE model_id = %s AND hash = %s", [(c, model.id, h) for h, c in chunkers.items()])
 
 
 def drop_all(conn: psycopg.Connection, model: VectorModel, hashes: Sequence[str] | None = None) -> None:
@@ -226,34 +235,6 @@ def drop_orphans(conn: psycopg.Connection) -> int:
         dropped += conn.execute(f"DELETE FROM chunks c WHERE c.model_id = %s AND {unused}", (model_id,)).rowcount
         conn.execute(f"DELETE FROM embedded c WHERE c.model_id = %s AND {unused}", (model_id,))
     return dropped
-
-
-def counts(conn: psycopg.Connection, model_id: int | None) -> tuple[int, int]:
-    if model_id is None:
-        return 0, 0
-    return (
-        count(conn, "SELECT count(*) FROM chunks WHERE model_id = %s", (model_id,)),
-        count(conn, "SELECT count(*) FROM embedded e WHERE e.model_id = %s AND EXISTS (SELECT 1 FROM documents d WHERE d.hash = e.hash AND d.active)", (model_id,)),
-    )
-
-
-def pending_hashes(conn: psycopg.Connection, model_id: int | None, collections: list[str]) -> list[tuple[str, str]]:
-    if not collections:
-        return []
-    sql = (
-        f"SELECT d.hash, min(d.title) FROM documents d WHERE d.active AND d.collection IN ({marks(len(collections))})"
-        " AND NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = %s AND e.hash = d.hash)"
-        " GROUP BY d.hash ORDER BY min(d.id)"
-    )
-    return [(str(h), str(t)) for h, t in conn.execute(sql, (*collections, -1 if model_id is None else model_id))]
-
-
-def embedded_per_collection(conn: psycopg.Connection, model_id: int) -> dict[str, int]:
-    sql = (
-        "SELECT d.collection, count(*) FROM documents d WHERE d.active"
-        " AND EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = %s AND e.hash = d.hash) GROUP BY d.collection"
-    )
-    return {str(c): int(n) for c, n in conn.execute(sql, (model_id,))}
 
 
 def chunk_spans(conn: psycopg.Connection, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:

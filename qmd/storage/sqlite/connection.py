@@ -13,20 +13,15 @@ import apsw
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import IndexDamagedError, QmdError
-
-Connection = apsw.Connection
+from qmd.storage.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
 # Each migration is applied once, in order, inside one transaction, and recorded by name
 # in schema_migrations; `pending_migrations` lets doctor say "schema behind" read-only.
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_core",
-        """
-        CREATE TABLE content (
-            hash TEXT PRIMARY KEY,
-            doc TEXT NOT NULL,
-            created_at TEXT NOT NULL
-        );
+        CONTENT_TABLE
+        + """
         CREATE TABLE documents (
             id INTEGER PRIMARY KEY,
             collection TEXT NOT NULL,
@@ -50,22 +45,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             contentless_delete = 1
         );
         INSERT INTO documents_fts (documents_fts, rank) VALUES ('rank', 'bm25(1.5, 4.0, 1.0)');
-        CREATE TABLE collection_state (
-            name TEXT PRIMARY KEY,
-            updated_at TEXT NOT NULL
-        );
-        CREATE TABLE file_issues (
-            collection TEXT NOT NULL,
-            path TEXT NOT NULL,
-            severity TEXT NOT NULL CHECK (severity IN ('skipped', 'warning')),
-            reason TEXT NOT NULL,
-            PRIMARY KEY (collection, path)
-        );
-        CREATE TABLE meta (
-            key TEXT PRIMARY KEY,
-            value TEXT NOT NULL
-        );
-        """,
+        """
+        + STATE_TABLES,
     ),
     (
         "0002_vectors",
@@ -97,17 +78,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
-    (
-        "0003_llm_cache",
-        """
-        CREATE TABLE llm_cache (
-            key TEXT PRIMARY KEY,
-            kind TEXT NOT NULL,
-            value TEXT NOT NULL,
-            created_at TEXT NOT NULL
-        );
-        """,
-    ),
+    ("0003_llm_cache", LLM_CACHE_TABLE),
     (
         # Typed front-matter metadata per document, one row per value (an array field has
         # several; `value` has no declared type, so 3, 3.5, 'x' keep their storage class),
@@ -307,24 +278,6 @@ def transaction(conn: apsw.Connection) -> Iterator[None]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-
-
-def scalar(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...] = ()) -> apsw.SQLiteValue:
-    """The first column of the first row, or None."""
-    for row in conn.execute(sql, params):
-        return row[0]
-    return None
-
-
-def as_int(value: apsw.SQLiteValue) -> int:
-    """An INTEGER column's value as an int (0 for NULL)."""
-    return int(value) if isinstance(value, (int, float, str)) else 0
-
-
-def count(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...] = ()) -> int:
-    """An integer result (a count); 0 when the query returns nothing or NULL."""
-    value = scalar(conn, sql, params)
-    return int(value) if isinstance(value, (int, float, str)) else 0
 
 
 def values_in(values: Sequence[object]) -> tuple[str, list[object]]:

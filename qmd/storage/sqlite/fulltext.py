@@ -66,7 +66,7 @@ def bm25(
         params += collections
     if where is not None:
         from qmd.core.filters import Condition
-        from qmd.storage.sqlite.connection import count
+        from qmd.storage.sql import count
         from qmd.storage.sqlite.filters import id_set, predicate
 
         ids, more = id_set(where)

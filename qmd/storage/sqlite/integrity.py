@@ -16,9 +16,10 @@ import apsw
 
 from qmd.core.errors import QmdError
 from qmd.core.fileio import replace_file
-from qmd.storage.backend import FieldsFor, IndexCheck, RebuildReport
+from qmd.storage.rows import FieldsFor, IndexCheck, RebuildReport
+from qmd.storage.sql import active_texts, count, survey
 from qmd.storage.sqlite import fulltext
-from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, as_int, count, file_problem, foreign_object
+from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, file_problem, foreign_object
 
 
 def _readonly(path: Path) -> apsw.Connection:
@@ -59,31 +60,13 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
         _touch_every_table(conn)
         if not quick:
             check.quick_check = [str(r[0]) for r in conn.execute("PRAGMA quick_check(20)")]
-        done = applied_migrations(conn)
-        known = [name for name, _ in MIGRATIONS]
-        check.pending_migrations = [n for n in known if n not in done]
-        check.unknown_migrations = sorted(done - set(known))
-        if "0001_core" not in done:
+        if not survey(conn, check, applied_migrations(conn), [name for name, _ in MIGRATIONS]):
             return check
-        check.documents = count(conn, "SELECT count(*) FROM documents WHERE active = 1")
-        check.inactive = count(conn, "SELECT count(*) FROM documents WHERE active = 0")
         check.fts_rows = count(conn, "SELECT count(*) FROM documents_fts")
         check.fts_missing = count(
             conn, "SELECT count(*) FROM documents d WHERE d.active = 1 AND NOT EXISTS (SELECT 1 FROM documents_fts f WHERE f.rowid = d.id)"
         )
         check.fts_extra = count(conn, "SELECT count(*) FROM documents_fts WHERE rowid NOT IN (SELECT id FROM documents WHERE active = 1)")
-        check.content_rows = count(conn, "SELECT count(*) FROM content")
-        check.orphan_content = count(conn, "SELECT count(*) FROM content WHERE hash NOT IN (SELECT hash FROM documents)")
-        if "0002_vectors" in done:
-            check.chunks = count(conn, "SELECT count(*) FROM chunks")
-            check.orphan_chunks = count(conn, "SELECT count(*) FROM chunks WHERE hash NOT IN (SELECT hash FROM documents)")
-            check.vector_models = [
-                (str(fp), str(model), int(n))
-                for fp, model, n in conn.execute(
-                    "SELECT m.fingerprint, m.model, (SELECT count(*) FROM embedded e WHERE e.model_id = m.id"
-                    " AND EXISTS (SELECT 1 FROM documents d WHERE d.hash = e.hash AND d.active = 1)) FROM embed_models m ORDER BY m.id"
-                )
-            ]
     except apsw.Error as exc:
         check.error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -97,12 +80,10 @@ def repair_fts(conn: apsw.Connection, fields: FieldsFor) -> int:
     The caller holds the writer lock and a transaction.
     """
     conn.execute("INSERT INTO documents_fts (documents_fts) VALUES ('delete-all')")
-    rows = conn.execute(
-        "SELECT d.id, d.collection, d.path, c.doc FROM documents d JOIN content c ON c.hash = d.hash WHERE d.active = 1"
-    ).fetchall()
+    rows = active_texts(conn)
     for doc_id, collection, rel, text in rows:
-        f = fields(str(collection), str(rel), str(text))
-        fulltext.write_row(conn, as_int(doc_id), f.filepath, f.title, f.body)
+        f = fields(collection, rel, text)
+        fulltext.write_row(conn, doc_id, f.filepath, f.title, f.body)
     return len(rows)
 
 

@@ -17,8 +17,9 @@ import apsw
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
-from qmd.storage.backend import ChunkVector, Nearest, VectorModel
-from qmd.storage.sqlite.connection import as_int, count, transaction, values_in
+from qmd.storage.rows import ChunkVector, Nearest, VectorModel
+from qmd.storage.sql import as_int, count, model_row
+from qmd.storage.sqlite.connection import transaction, values_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,12 +55,6 @@ def pack(vector: Sequence[float]) -> bytes:
 
 def table(model_id: int) -> str:
     return f"vec_{int(model_id)}"
-
-
-def model_row(conn: apsw.Connection, fingerprint: str) -> VectorModel | None:
-    for i, fp, model, dims in conn.execute("SELECT id, fingerprint, model, dims FROM embed_models WHERE fingerprint = ?", (fingerprint,)):
-        return VectorModel(int(i), str(fp), str(model), int(dims))
-    return None
 
 
 def ensure_model(conn: apsw.Connection, fingerprint: str, model: str, dims: int) -> VectorModel:
@@ -160,20 +155,6 @@ def chunk_rows(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[str
     return {r[0]: (r[1], r[2], r[3], r[4]) for r in conn.execute(f"SELECT id, hash, seq, start, end FROM chunks WHERE id IN ({sql})", params)}
 
 
-def counts(conn: apsw.Connection, model_id: int | None) -> tuple[int, int]:
-    """(chunks, embedded content of active documents) for one vector model (zeros when none)."""
-    if model_id is None:
-        return 0, 0
-    return (
-        count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model_id,)),
-        count(
-            conn,
-            "SELECT count(*) FROM embedded e WHERE e.model_id = ? AND EXISTS (SELECT 1 FROM documents d WHERE d.hash = e.hash AND d.active = 1)",
-            (model_id,),
-        ),
-    )
-
-
 def write_batch(
     conn: apsw.Connection, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None,
 ) -> int:
@@ -195,57 +176,10 @@ def drop_all(conn: apsw.Connection, model: VectorModel, hashes: Sequence[str] | 
                 drop_hash(conn, model, content_hash)
 
 
-def wanted_ast(ast: Mapping[str, Sequence[str]] | None, mark: str) -> tuple[str, list[object]]:
-    """SQL true for a document whose collection chunks its extension by syntax, and its parameters."""
-    terms: list[str] = []
-    params: list[object] = []
-    for collection, extensions in sorted((ast or {}).items()):
-        if extensions:
-            terms.append(f"(d.collection = {mark} AND (" + " OR ".join([f"lower(d.path) LIKE {mark}"] * len(extensions)) + "))")
-            params += [collection, *(f"%{e.lower()}" for e in extensions)]
-    return (" OR ".join(terms) or "1 = 0"), params
-
-
-def pending_hashes(conn: apsw.Connection, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
-    """(content hash, title) of active documents in `collections` without vectors for `model_id`,
-    or cut otherwise than wanted (see IndexBackend.pending_embeddings)."""
-    if not collections:
-        return []
-    marks = ",".join("?" * len(collections))
-    wanted, params = wanted_ast(ast, "?")
-    sql = (
-        f"SELECT h, t FROM (SELECT d.hash AS h, min(d.title) AS t, min(d.id) AS first, max(CASE WHEN {wanted} THEN 1 ELSE 0 END) AS ast"
-        f" FROM documents d WHERE d.active = 1 AND d.collection IN ({marks}) GROUP BY d.hash) p"
-        " WHERE NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = p.h"
-        " AND CASE WHEN p.ast = 1 THEN e.chunker IN ('ast', 'ast!') ELSE e.chunker IN ('regex', 'ast!') END)"
-        " ORDER BY first"
-    )
-    rows = conn.execute(sql, (*params, *collections, -1 if model_id is None else model_id))
-    return [(str(r[0]), str(r[1])) for r in rows]
-
-
 def set_chunkers(conn: apsw.Connection, model: VectorModel, chunkers: Mapping[str, str]) -> None:
     with transaction(conn):
         for content_hash, chunker in chunkers.items():
             conn.execute("UPDATE embedded SET chunker = ? WHERE model_id = ? AND hash = ?", (chunker, model.id, content_hash))
-
-
-def chunking_fallbacks(conn: apsw.Connection, model_id: int | None) -> list[tuple[str, str]]:
-    if model_id is None:
-        return []
-    sql = (
-        "SELECT d.collection, d.path FROM documents d JOIN embedded e ON e.hash = d.hash AND e.model_id = ?"
-        " WHERE d.active = 1 AND e.chunker = 'ast!' ORDER BY 1, 2"
-    )
-    return [(str(c), str(p)) for c, p in conn.execute(sql, (model_id,))]
-
-
-def embedded_per_collection(conn: apsw.Connection, model_id: int) -> dict[str, int]:
-    sql = (
-        "SELECT d.collection, count(*) FROM documents d WHERE d.active = 1"
-        " AND EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = d.hash) GROUP BY d.collection"
-    )
-    return {str(c): int(n) for c, n in conn.execute(sql, (model_id,))}
 
 
 def chunk_spans(conn: apsw.Connection, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
