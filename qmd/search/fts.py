@@ -17,11 +17,11 @@ from __future__ import annotations
 from qmd.core.records import record
 
 from qmd.search.syntax import ParsedQuery, text_query
-from qmd.storage.backend import IndexBackend
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.filters import Filter
+    from qmd.search.narrowed import Searchable
 
 
 @record(frozen=True)
@@ -38,7 +38,7 @@ def normalise(bm25: float) -> float:
 
 
 def bm25_search(
-    backend: IndexBackend,
+    backend: Searchable,
     parsed: ParsedQuery,
     limit: int | None,
     collections: list[str] | None = None,

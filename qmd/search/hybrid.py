@@ -34,11 +34,12 @@ from qmd.search.fusion import RankedList, blend, blend_weight, coverage, feedbac
 from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.core.query import SubQuery
 from qmd.search.typed import TypedQuery, parse_typed
-from qmd.storage.backend import DocRow, IndexBackend
+from qmd.storage.backend import DocRow
 from qmd.core.results import QueryResult, SearchHit, Stages
 
 if TYPE_CHECKING:
     from qmd.core.requests import QueryRequest
+    from qmd.search.narrowed import Searchable
     from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
     from qmd.search.vector import VectorModel
 
@@ -79,7 +80,7 @@ class HitMaker(Protocol):
 class QueryContext:
     """What one query runs against: the index, the collections in scope, the models."""
 
-    backend: IndexBackend
+    backend: Searchable  # the index, or its view through a filter (narrowed.py)
     scope: list[str] | None  # None: every collection
     models: QueryModels
     hit: HitMaker
@@ -208,7 +209,7 @@ def best_chunk(text: str, chunks: list[tuple[int, int]], words: set[str], intent
 class Documents:
     """The rows and texts of the documents one query has read, each read once."""
 
-    def __init__(self, backend: IndexBackend) -> None:
+    def __init__(self, backend: Searchable) -> None:
         self.backend = backend
         self.rows: dict[int, DocRow] = {}
         self.texts: dict[str, str] = {}  # content hash → text

@@ -1,8 +1,8 @@
-"""An index backend seen through a filter: every keyword and vector search it runs is narrowed.
+"""What the search code reads of an index (`Searchable`), and an index seen through a filter.
 
 The hybrid pipeline runs several BM25 and vector lists, then fuses and reranks them.
-Handing it this view instead of the backend applies a metadata/date filter inside each
-list (so before fusion and rerank, with an exact top-k) without the pipeline knowing.
+Handing it the `Narrowed` view instead of the backend applies a metadata/date filter inside
+each list (so before fusion and rerank, with an exact top-k) without the pipeline knowing.
 """
 
 from __future__ import annotations
@@ -10,23 +10,46 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Protocol
 
     from qmd.core.filters import Filter
-    from qmd.storage.backend import IndexBackend, Nearest, TextQuery, VectorModel
+    from qmd.storage.backend import DocRow, Nearest, TextQuery, VectorModel
+
+    class Searchable(Protocol):
+        """The reads of an index that keyword, vector and hybrid search make (an IndexBackend has them)."""
+
+        def bm25(self, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int], where: Filter | None = None) -> list[tuple[int, float]]: ...
+
+        def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None) -> list[Nearest]: ...
+
+        def documents(self, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]: ...
+
+        def docid_lengths(self, hashes: Sequence[str]) -> dict[str, int]: ...
+
+        def vector_model(self, fingerprint: str) -> VectorModel | None: ...
 
 
 class Narrowed:
-    """`backend` with `where` added to `bm25` and `nearest_documents`; all else passes through."""
+    """`index` with `where` added to `bm25` and `nearest_documents`; the other reads as they are."""
 
-    def __init__(self, backend: IndexBackend, where: Filter) -> None:
-        self._backend = backend
+    def __init__(self, index: Searchable, where: Filter) -> None:
+        self._index = index
         self.where = where
 
     def bm25(self, query: TextQuery, limit: int | None, collections: list[str] | None, exclude: set[int], where: Filter | None = None) -> list[tuple[int, float]]:
-        return self._backend.bm25(query, limit, collections, exclude, self._both(where))
+        return self._index.bm25(query, limit, collections, exclude, self._both(where))
 
     def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None) -> list[Nearest]:
-        return self._backend.nearest_documents(model, query, limit, scope, self._both(where))
+        return self._index.nearest_documents(model, query, limit, scope, self._both(where))
+
+    def documents(self, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
+        return self._index.documents(ids)
+
+    def docid_lengths(self, hashes: Sequence[str]) -> dict[str, int]:
+        return self._index.docid_lengths(hashes)
+
+    def vector_model(self, fingerprint: str) -> VectorModel | None:
+        return self._index.vector_model(fingerprint)
 
     def _both(self, where: Filter | None) -> Filter:
         if where is None:
@@ -35,10 +58,7 @@ class Narrowed:
 
         return Group("and", (self.where, where))
 
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._backend, name)
 
-
-def narrowed(backend: IndexBackend, where: Filter | None) -> IndexBackend:
-    """`backend` itself without a filter, else the narrowed view of it."""
-    return backend if where is None else Narrowed(backend, where)  # type: ignore[return-value]
+def narrowed(index: Searchable, where: Filter | None) -> Searchable:
+    """`index` itself without a filter, else the narrowed view of it."""
+    return index if where is None else Narrowed(index, where)

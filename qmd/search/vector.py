@@ -14,10 +14,11 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from qmd.llm.roles import EmbeddingModel
+    from qmd.search.narrowed import Searchable
     from qmd.storage.backend import IndexBackend, VectorModel
 
 
-def current_model(backend: IndexBackend, embedder: EmbeddingModel) -> VectorModel:
+def current_model(backend: Searchable, embedder: EmbeddingModel) -> VectorModel:
     """The vector space of `embedder`; a QmdError naming `qmd embed` when it has none yet."""
     from qmd.index.embedding import fingerprint  # with a model to read only (status without one skips it)
 
