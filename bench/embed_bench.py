@@ -98,7 +98,7 @@ def bare_inputs(conn: apsw.Connection, embedder, collection: str) -> tuple[list[
     Returns (the flushes, (content hash, chunk count) per document). Not timed.
     """
     from qmd.index.embedding import BATCH_CHUNKS, fingerprint, prepare
-    from qmd.storage.sql import content as read_content, model_row, pending_hashes
+    from qmd.backends.sql import content as read_content, model_row, pending_hashes
 
     model = model_row(conn, fingerprint(embedder))
     todo = pending_hashes(conn, model.id if model else None, [collection])
@@ -150,8 +150,8 @@ def embed_throughput(store: qmd.Store, index_path: Path, collection: str, report
     and each batch gives one paired ratio.
     """
     from qmd.index.embedding import fingerprint
-    from qmd.storage.sql import model_row
-    from qmd.storage.sqlite.vectors import ensure_vec
+    from qmd.backends.sql import model_row
+    from qmd.backends.sqlite.vectors import ensure_vec
 
     embedder = store.embedder()
     qmd_llm = embedder.llm
@@ -264,8 +264,8 @@ def vsearch_latency(store: qmd.Store, index_path: Path, queries: list[str], roun
     import sqlite_vec
 
     from qmd.index.embedding import fingerprint
-    from qmd.storage.sql import model_row
-    from qmd.storage.sqlite.vectors import pack
+    from qmd.backends.sql import model_row
+    from qmd.backends.sqlite.vectors import pack
 
     embedder = store.embedder()
     conn = apsw.Connection(str(index_path), flags=apsw.SQLITE_OPEN_READONLY)

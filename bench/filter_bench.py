@@ -30,7 +30,7 @@ import numpy as np
 
 import qmd
 from qmd.core.filters import parse_filter
-from qmd.storage.backend import ChunkVector
+from qmd.backends.base import ChunkVector
 
 from _common import BENCH, Report, Target, arg_parser, data_dir, isolated_home, ms, p50, percentile, timed
 

@@ -53,7 +53,7 @@ def unit(rows: np.ndarray) -> np.ndarray:
 
 
 def tldr_run(backend: str, url: str | None, tldr: Path, queries: list[str], rounds: int, clients: list[int], minilm: Path | None) -> dict[str, object]:
-    from qmd.storage.backend import ChunkVector
+    from qmd.backends.base import ChunkVector
 
     out: dict[str, object] = {}
     with isolated_home(f"pg-{backend}") as tmp, backend_env(backend, url, "bench_tldr"):
@@ -216,7 +216,7 @@ def recall_run(url: str, n: int, dims: int = DIMS, queries: int = 200, sweep: tu
             "WITH near AS MATERIALIZED (SELECT id, embedding <=> %(q)s::vector AS d FROM bench_recall.v ORDER BY embedding <=> %(q)s::vector LIMIT 40)"
             " SELECT id FROM near ORDER BY d LIMIT 10"
         )
-        from qmd.storage.postgres.vectors import ef_search
+        from qmd.backends.postgres.vectors import ef_search
 
         out["qmd_ef_search"] = ef_search(40, n)
         conn.execute(f"SET hnsw.ef_search = {ef_search(40, n)}")  # what qmd sets for a page of 10 (k = 40) on n rows

@@ -31,7 +31,7 @@ ignored: they neither count nor separate two project calls.
 
   files loaded       distinct project files whose module body ran (imported), all processes
   files entered      distinct project files with at least one call, all processes
-  rooms entered      distinct folders (relative to the tree: qmd/cli, qmd/storage/sqlite,
+  rooms entered      distinct folders (relative to the tree: qmd/cli, qmd/backends/sqlite,
                      updater, …; qmd/__init__.py is room "qmd") with at least one call
   room changes       per process and thread, the calls in the order they were entered,
                      consecutive calls in the same room collapsed into one run: runs - 1;

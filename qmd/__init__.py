@@ -58,8 +58,8 @@ _EXPORTS = {
     "ModelStatus": "core.results",
     "EmbedReport": "index.embedding",
     "RefreshReport": "store.refresh",
-    "IndexCheck": "storage.backend",
-    "RebuildReport": "storage.backend",
+    "IndexCheck": "backends.base",
+    "RebuildReport": "backends.base",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -91,6 +91,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     )
     from qmd.core.version import __version__
     from qmd.index.embedding import EmbedReport
-    from qmd.storage.backend import IndexCheck, RebuildReport
+    from qmd.backends.base import IndexCheck, RebuildReport
     from qmd.store.refresh import RefreshReport
     from qmd.store.store import Store, open_index

@@ -15,7 +15,7 @@ and strings with strings (ISO dates compare as dates).
 `--since` / `--until` become a `DateRange` on each document's date: its front matter's
 `date` or `updated` (the later of the two), else the file's modification time.
 
-The storage backend compiles the tree (qmd/storage/sqlite/filters.py); nothing here is SQL.
+The storage backend compiles the tree (qmd/backends/sqlite/filters.py); nothing here is SQL.
 """
 
 from __future__ import annotations

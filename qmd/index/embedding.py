@@ -17,7 +17,7 @@ from qmd.core.cancel import checkpoint
 from qmd.core.text import parse_front_matter
 from qmd.index.chunking import chunk_text
 from qmd.llm.roles import EmbeddingModel
-from qmd.storage.backend import ChunkVector, IndexBackend, VectorModel
+from qmd.backends.base import ChunkVector, IndexBackend, VectorModel
 
 CHUNKER_VERSION = 1
 TITLE_TOKENS = 32  # a title longer than this is cut, so it never crowds out the chunk

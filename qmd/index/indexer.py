@@ -20,7 +20,7 @@ from qmd.core.errors import QmdError
 from qmd.core.filters import document_date_ns
 from qmd.core.text import content_hash, extract_title, parse_front_matter, segment_cjk
 from qmd.index.scan import SkippedFile, scan
-from qmd.storage.backend import DocumentWrite, IndexBackend, SearchFields
+from qmd.backends.base import DocumentWrite, IndexBackend, SearchFields
 from qmd.core.config import CollectionConfig
 
 MAX_FILE_BYTES = 10 * 1024 * 1024

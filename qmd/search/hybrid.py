@@ -34,7 +34,7 @@ from qmd.search.fusion import RankedList, blend, blend_weight, coverage, feedbac
 from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.core.query import SubQuery
 from qmd.search.typed import TypedQuery, parse_typed
-from qmd.storage.backend import DocRow
+from qmd.backends.base import DocRow
 from qmd.core.results import QueryResult, SearchHit, Stages
 
 if TYPE_CHECKING:

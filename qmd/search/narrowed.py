@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from qmd.core.filters import Filter
-    from qmd.storage.backend import DocRow, Nearest, TextQuery, VectorModel
+    from qmd.backends.base import DocRow, Nearest, TextQuery, VectorModel
 
     class Searchable(Protocol):
         """The reads of an index that keyword, vector and hybrid search make (an IndexBackend has them)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from qmd.core.records import field, record
 
-from qmd.storage.backend import Term, TextQuery
+from qmd.backends.base import Term, TextQuery
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _WORDISH = re.compile(r"\w")

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from qmd.llm.roles import EmbeddingModel
     from qmd.search.narrowed import Searchable
-    from qmd.storage.backend import IndexBackend, VectorModel
+    from qmd.backends.base import IndexBackend, VectorModel
 
 
 def current_model(backend: Searchable, embedder: EmbeddingModel) -> VectorModel:

@@ -102,7 +102,7 @@ class Collections:
 
     def _drop(self, name: str) -> int:
         """Delete a collection's rows and its writer record (the caller holds the writer lock)."""
-        from qmd.storage.owner import WRITER_PREFIX
+        from qmd.backends.owner import WRITER_PREFIX
 
         db = self.state.db()
         dropped = db.drop_collection(name)
@@ -119,7 +119,7 @@ class Collections:
             with backend.writer_lock():
                 from qmd.index.indexer import search_fields  # the indexer loads only for what writes
 
-                from qmd.storage.owner import WRITER_PREFIX
+                from qmd.backends.owner import WRITER_PREFIX
 
                 db = self.state.db()
                 db.rename_collection(old, new, search_fields)
@@ -148,7 +148,7 @@ class Collections:
         config that indexed it). Another config's collection is kept (two team members'
         `team.yml` on one database, two config dirs over one index file): dropping it would
         lose that config's documents, so only `qmd collection remove NAME` does."""
-        from qmd.storage.owner import META_KEY, WRITER_PREFIX, shown, writer_for, writer_of
+        from qmd.backends.owner import META_KEY, WRITER_PREFIX, shown, writer_for, writer_of
 
         orphans = self.orphaned()
         if not orphans:
@@ -277,7 +277,7 @@ class Collections:
             backend = self.state.db(create=True)
             # The config says what may be served: rows of a collection removed from it go.
             report.dropped_collections, report.kept_collections = self.drop_orphaned()
-            from qmd.storage.owner import WRITER_PREFIX, writer_for
+            from qmd.backends.owner import WRITER_PREFIX, writer_for
 
             writer = writer_for(self.state.config_path)
             activity = Activity(activity_path(backend.location), "update")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qmd.core.errors import IndexDamagedError, QmdError
-from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport, VectorModel
+from qmd.backends.base import IndexBackend, IndexCheck, RebuildReport, VectorModel
 from qmd.store.activity import running
 from qmd.store.collections import Collections
 from qmd.store.models import Models

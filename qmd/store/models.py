@@ -12,7 +12,7 @@ from qmd.store.activity import Activity, activity_path
 from qmd.store.state import IndexState
 
 if TYPE_CHECKING:
-    from qmd.storage.backend import VectorModel
+    from qmd.backends.base import VectorModel
     from qmd.index.embedding import EmbedProgress, EmbedReport
     from qmd.llm.models import ModelRef
     from qmd.llm.remote.probe import ModelProbe

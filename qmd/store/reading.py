@@ -11,7 +11,7 @@ from qmd.search.fts import bm25_search
 from qmd.search.snippets import make_snippet
 from qmd.search.syntax import parse_query
 from qmd.store import refs
-from qmd.storage.backend import DocRow
+from qmd.backends.base import DocRow
 from qmd.core.contexts import normalise_subpath
 from qmd.core.records import replace
 from qmd.core.requests import MATCHES, Outcome, QueryRequest, SearchRequest

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from qmd.core.errors import NotFoundError, QmdError
-from qmd.storage.backend import MIN_DOCID, DocRow, IndexBackend
+from qmd.backends.base import MIN_DOCID, DocRow, IndexBackend
 from qmd.core.config import CollectionConfig
 
 _RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", re.DOTALL)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from qmd.core.errors import QmdError
 from qmd.store import refs
-from qmd.storage.backend import IndexBackend
+from qmd.backends.base import IndexBackend
 from qmd.core.config import CollectionConfig, Config
 from qmd.core.contexts import contexts_for
 

@@ -5,7 +5,7 @@
 `Reader` (reading.py: search, vsearch, query, get, multi-get, ls),
 `Models` (models.py: the three model roles, their caches, `embed`) and
 `Maintenance` (maintenance.py: status, cleanup, integrity, rebuild) —
-all sharing one `IndexState` (the config and the storage backend, qmd/storage/backend.py).
+all sharing one `IndexState` (the config and the storage backend, qmd/backends/base.py).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from qmd.store.state import IndexState
 MULTI_GET_MAX_BYTES = 64 * 1024
 
 if TYPE_CHECKING:
-    from qmd.storage.backend import IndexBackend, IndexCheck, RebuildReport
+    from qmd.backends.base import IndexBackend, IndexCheck, RebuildReport
     from qmd.store.collections import Collections
     from qmd.store.maintenance import Maintenance
     from qmd.store.models import Models
@@ -57,7 +57,7 @@ __all__ = ["MULTI_GET_MAX_BYTES", "Store", "open_index"]
 
 
 def backend_for(index_path: Path, config_path: Path, config: Config | None = None) -> IndexBackend:
-    """Where the index lives, and which config owns it (qmd/storage/owner.py).
+    """Where the index lives, and which config owns it (qmd/backends/owner.py).
 
     The PostgreSQL database named by `QMD_DATABASE_URL` or the config's own `database:`, in a
     schema of this index's own (`schema_for`: one per index name and per project-local
@@ -68,7 +68,7 @@ def backend_for(index_path: Path, config_path: Path, config: Config | None = Non
     own file (not a link or hard link to a file elsewhere, such as the user's own index).
     """
     from qmd.core.paths import DEFAULT_INDEX, is_local_config, project_identity
-    from qmd.storage.owner import owner_for
+    from qmd.backends.owner import owner_for
 
     local = is_local_config(config_path)
     config = config if config is not None else Config.load(config_path)
@@ -84,8 +84,8 @@ def backend_for(index_path: Path, config_path: Path, config: Config | None = Non
     url = env or own
     if url:
         try:
-            from qmd.storage.postgres.backend import PostgresBackend
-            from qmd.storage.postgres.connection import legacy_schema, schema_for, split_url
+            from qmd.backends.postgres.backend import PostgresBackend
+            from qmd.backends.postgres.connection import legacy_schema, schema_for, split_url
         except ImportError as exc:
             from qmd.core.errors import QmdError
 
@@ -102,7 +102,7 @@ def backend_for(index_path: Path, config_path: Path, config: Config | None = Non
             if not local and not named and old != schema and not (config_path.parent / f"{old[len('qmd_'):]}.yml").exists():
                 adopt = (old, frozenset(config.collections()))  # an older qmd's schema for this name (see adopt_schema)
         return PostgresBackend(libpq, schema, index_name=index, owner=owner_for(config_path), adopt=adopt)
-    from qmd.storage.sqlite.backend import SqliteBackend
+    from qmd.backends.sqlite.backend import SqliteBackend
 
     movable = False
     if decision is not None:

@@ -62,7 +62,7 @@ def test_orphans_are_cleaned_after_a_pg_dump_backup(indexed: Path, pg_url: str) 
     assert check["status"] == "ok" and "0 of 66 contents" in check["detail"], check
     assert "verified backup" in check["repaired"] and "pg_restore --list ok" in check["repaired"]
     [dump] = (Path(os.environ["XDG_CACHE_HOME"]) / "qmd").glob("index.pg-backup-*.dump")
-    from qmd.storage.postgres.backup import pick
+    from qmd.backends.postgres.backup import pick
 
     restore = pick(18).with_name("pg_restore")  # beside the pg_dump the backup used (Debian's 15 cannot read an 18 archive)
     listing = subprocess.run([str(restore), "--list", str(dump)], capture_output=True, text=True, check=True).stdout
@@ -70,7 +70,7 @@ def test_orphans_are_cleaned_after_a_pg_dump_backup(indexed: Path, pg_url: str) 
 
 
 def test_without_a_recent_pg_dump_doctor_says_so_and_cleans_nothing(indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from qmd.storage.postgres import backup
+    from qmd.backends.postgres import backup
 
     old = tmp_path / "pg_dump"
     old.write_text("#!/bin/sh\necho 'pg_dump (PostgreSQL) 15.18'\n")

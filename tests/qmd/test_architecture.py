@@ -59,12 +59,12 @@ def _docstring_lines(tree: ast.AST) -> set[int]:
     return lines
 
 
-SQL_HOMES = ("qmd/storage/sqlite/", "qmd/storage/postgres/", "qmd/storage/sql.py")  # each backend's own, and the SQL both speak
+SQL_HOMES = ("qmd/backends/sqlite/", "qmd/backends/postgres/", "qmd/backends/sql.py")  # each backend's own, and the SQL both speak
 
 
 def test_no_sql_above_the_storage_seam() -> None:
-    """Every SQL statement, PRAGMA, vec0 table, apsw and psycopg call lives under qmd/storage/<backend>/
-    or, where both backends say the same, in qmd/storage/sql.py."""
+    """Every SQL statement, PRAGMA, vec0 table, apsw and psycopg call lives under qmd/backends/<backend>/
+    or, where both backends say the same, in qmd/backends/sql.py."""
     offenders = []
     for path in _sources("qmd"):
         rel = path.relative_to(REPO).as_posix()
@@ -86,16 +86,16 @@ BACKENDS = ("sqlite", "postgres")
 
 
 def test_the_backends_never_import_each_other_and_the_seam_imports_neither() -> None:
-    """What both backends say is written once, in the shared base (qmd/storage/backend.py) or
-    in the SQL both speak (qmd/storage/sql.py): never borrowed from the other backend."""
+    """What both backends say is written once, in the shared base (qmd/backends/base.py) or
+    in the SQL both speak (qmd/backends/sql.py): never borrowed from the other backend."""
     offenders = []
-    for path in _sources("qmd/storage"):
+    for path in _sources("qmd/backends"):
         rel = path.relative_to(REPO).as_posix()
-        home = next((b for b in BACKENDS if rel.startswith(f"qmd/storage/{b}/")), None)
+        home = next((b for b in BACKENDS if rel.startswith(f"qmd/backends/{b}/")), None)
         for module, names in _imports(path):
             targets = [module] + [f"{module}.{n}" for n in names]
             for backend in BACKENDS:
-                if backend != home and any(t == f"qmd.storage.{backend}" or t.startswith(f"qmd.storage.{backend}.") for t in targets):
+                if backend != home and any(t == f"qmd.backends.{backend}" or t.startswith(f"qmd.backends.{backend}.") for t in targets):
                     offenders.append(f"{rel}: imports {module}")
     assert offenders == []
 
@@ -105,7 +105,7 @@ def test_index_backend_is_the_abstract_base_of_the_two_backends() -> None:
     (no abstract method left), and each public method of theirs reaches the error translation."""
     import abc
 
-    from qmd.storage.backend import IndexBackend
+    from qmd.backends.base import IndexBackend
 
     subclassing = sorted(
         f"{path.relative_to(REPO).as_posix()}:{node.name}"
@@ -113,11 +113,11 @@ def test_index_backend_is_the_abstract_base_of_the_two_backends() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id == "IndexBackend" for b in node.bases)
     )
-    assert subclassing == ["qmd/storage/postgres/backend.py:PostgresBackend", "qmd/storage/sqlite/backend.py:SqliteBackend"]
+    assert subclassing == ["qmd/backends/postgres/backend.py:PostgresBackend", "qmd/backends/sqlite/backend.py:SqliteBackend"]
     assert isinstance(IndexBackend, abc.ABCMeta) and IndexBackend.__abstractmethods__
     pytest.importorskip("psycopg")
-    from qmd.storage.postgres.backend import PostgresBackend
-    from qmd.storage.sqlite.backend import SqliteBackend
+    from qmd.backends.postgres.backend import PostgresBackend
+    from qmd.backends.sqlite.backend import SqliteBackend
 
     for cls in (SqliteBackend, PostgresBackend):
         assert not cls.__abstractmethods__, f"{cls.__name__} leaves {sorted(cls.__abstractmethods__)} unimplemented"

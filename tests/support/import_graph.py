@@ -125,7 +125,7 @@ def floors(graph: dict[str, set[str]]) -> dict[str, int]:
 
 
 def package_of(module: str) -> str:
-    """`qmd.storage.sqlite.vectors` → `qmd.storage.sqlite`; a top-level qmd module → `qmd`."""
+    """`qmd.backends.sqlite.vectors` → `qmd.backends.sqlite`; a top-level qmd module → `qmd`."""
     parts = module.split(".")
     return ".".join(parts[:-1]) if len(parts) > 1 else parts[0]
 

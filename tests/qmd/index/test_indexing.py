@@ -11,7 +11,7 @@ import pytest
 
 import qmd
 import qmd.index.indexer
-from qmd.storage.sql import scalar
+from qmd.backends.sql import scalar
 
 
 def _touch_later(path: Path, seconds: int = 10) -> None:

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 import qmd
-from qmd.storage.backend import ChunkVector, IndexBackend, VectorModel
+from qmd.backends.base import ChunkVector, IndexBackend, VectorModel
 
 DIMS = 16
 
 
 @pytest.fixture
 def pg(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    from qmd.storage.postgres import vectors
+    from qmd.backends.postgres import vectors
     from tests.support import postgres
 
     url, schema = postgres.fresh_schema_url(postgres_url)
@@ -62,7 +62,7 @@ def _hashes(backend: IndexBackend, found: list[tuple[int, float, tuple[int, int]
 
 
 def test_bulk_embed_builds_hnsw_once_after_and_searches_stay_exact(pg: qmd.Store) -> None:
-    from qmd.storage.postgres import vectors
+    from qmd.backends.postgres import vectors
 
     backend = pg.backend
     model, hashes, vecs = _vectors(backend)
@@ -80,7 +80,7 @@ def test_bulk_embed_builds_hnsw_once_after_and_searches_stay_exact(pg: qmd.Store
 
 
 def test_a_small_embed_writes_through_the_index(pg: qmd.Store) -> None:
-    from qmd.storage.postgres import vectors
+    from qmd.backends.postgres import vectors
 
     backend = pg.backend
     model, hashes, vecs = _vectors(backend)
@@ -91,7 +91,7 @@ def test_a_small_embed_writes_through_the_index(pg: qmd.Store) -> None:
 
 
 def test_an_interrupted_bulk_still_ends_with_an_index(pg: qmd.Store) -> None:
-    from qmd.storage.postgres import vectors
+    from qmd.backends.postgres import vectors
 
     backend = pg.backend
     model, hashes, vecs = _vectors(backend)
@@ -110,7 +110,7 @@ def test_an_interrupted_bulk_still_ends_with_an_index(pg: qmd.Store) -> None:
 
 @pytest.mark.parametrize("limit", [1, 10, 30])
 def test_scoped_hnsw_search_is_never_short(pg: qmd.Store, limit: int) -> None:
-    from qmd.storage.postgres import vectors
+    from qmd.backends.postgres import vectors
 
     backend = pg.backend
     model, hashes, vecs = _vectors(backend)
@@ -130,7 +130,7 @@ def test_scoped_hnsw_search_is_never_short(pg: qmd.Store, limit: int) -> None:
 def test_ef_search_grows_with_the_table() -> None:
     """A fixed ef_search loses recall as the HNSW graph grows (1M synthetic 384-d vectors:
     0.88-0.90 at 200, 0.968 at 600): qmd's grows with the table, within pgvector's limit."""
-    from qmd.storage.postgres.vectors import EF_SEARCH_MIN, ef_search
+    from qmd.backends.postgres.vectors import EF_SEARCH_MIN, ef_search
 
     assert ef_search(40, 10_000) == ef_search(40, 300_000) == EF_SEARCH_MIN
     assert ef_search(40, 1_000_000) == 600

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import qmd
-from qmd.storage.sqlite.vectors import ensure_vec
+from qmd.backends.sqlite.vectors import ensure_vec
 from tests.conftest import REPO, qmd_env
 
 pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from qmd.search.syntax import ParsedQuery, parse_query, text_query
-from qmd.storage.sqlite.fulltext import build_match as _match
+from qmd.backends.sqlite.fulltext import build_match as _match
 
 
 def build_match(parsed: ParsedQuery, mode: str) -> str | None:

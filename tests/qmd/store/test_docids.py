@@ -57,7 +57,7 @@ def test_a_shared_prefix_gets_more_digits_everywhere(cli: Cli, tmp_path: Path, c
 @pytest.mark.sqlite_only("calls the SQLite docid code directly")
 def test_the_bulk_path_agrees_with_the_seek_path(cli: Cli, tmp_path: Path, collision: tuple[str, str]) -> None:
     """`ls` of a big collection computes all docids from one sorted read: the same answers."""
-    from qmd.storage.sqlite.documents import docid_lengths
+    from qmd.backends.sqlite.documents import docid_lengths
 
     a, b = collision
     root = tmp_path / "many"

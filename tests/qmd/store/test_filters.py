@@ -15,8 +15,8 @@ import pytest
 
 import qmd
 from qmd.core.filters import Condition, DateRange, FilterError, Group, build, extract_metadata, parse_filter, parse_when
-from qmd.storage.backend import ChunkVector, DocRow, VectorModel
-from qmd.storage.sqlite.backend import SqliteBackend
+from qmd.backends.base import ChunkVector, DocRow, VectorModel
+from qmd.backends.sqlite.backend import SqliteBackend
 
 Cli = Callable[..., tuple[int, str, str]]
 DAY_NS = 86400 * 10**9
@@ -146,7 +146,7 @@ def test_an_index_from_before_metadata_gets_it_on_the_next_update(store: qmd.Sto
 ])
 def test_every_operator_typed(store: qmd.Store, spec: dict[str, object], expected: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert found(store, spec) == expected
-    monkeypatch.setattr("qmd.storage.sqlite.fulltext.SMALL_SET", 0)  # the broad-filter plan: a probe per match
+    monkeypatch.setattr("qmd.backends.sqlite.fulltext.SMALL_SET", 0)  # the broad-filter plan: a probe per match
     assert found(store, spec) == expected
     assert found(store, json.dumps(spec)) == expected  # JSON text, as --filter gives it
     tree = parse_filter(spec)
@@ -172,7 +172,7 @@ def test_every_operator_typed(store: qmd.Store, spec: dict[str, object], expecte
 ])
 def test_groups_combine(store: qmd.Store, spec: dict[str, object], expected: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert found(store, spec) == expected
-    monkeypatch.setattr("qmd.storage.sqlite.fulltext.SMALL_SET", 0)
+    monkeypatch.setattr("qmd.backends.sqlite.fulltext.SMALL_SET", 0)
     assert found(store, spec) == expected
     tree = parse_filter(spec)
     assert tree is not None and store.backend.count_matching(tree) == len(expected)
@@ -362,7 +362,7 @@ def test_vector_top_k_is_exact_under_a_one_percent_filter(tmp_path: Path) -> Non
     assert backend.nearest_documents(model, [1.0, 0.0, 0.0, 0.0], 5, ["other"], where) == []
     assert backend.count_matching(where) == 3
     # a broad filter takes the other plan (the unfiltered KNN, widened, each document tested): still exact
-    import qmd.storage.sqlite.vectors as vectors
+    import qmd.backends.sqlite.vectors as vectors
 
     core = parse_filter(cond("team", "eq", "core"))
     assert core is not None

@@ -15,7 +15,7 @@ import pytest
 
 import qmd
 from qmd.search.syntax import parse_query, text_query
-from qmd.storage.backend import IndexBackend, Term, TextQuery
+from qmd.backends.base import IndexBackend, Term, TextQuery
 
 WORDS = (
     "file files filesystem filter find finder fine git github gitlab commit commits committed amend branch branches "
@@ -119,7 +119,7 @@ def test_prefix_phrase_and_empty_terms(both: tuple[IndexBackend, IndexBackend]) 
 
 
 def test_keyword_search_reads_no_positions_without_a_phrase() -> None:
-    from qmd.storage.postgres.fulltext import build_sql
+    from qmd.backends.postgres.fulltext import build_sql
 
     built = build_sql(TextQuery((Term("git"), Term("commit"))), 10, None, set())
     assert built is not None and "fts_postings" not in built[0] and "fts_terms" in built[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import apsw
 
 from qmd.core.text import has_cjk, segment_cjk
-from qmd.storage.backend import Term, TextQuery
+from qmd.backends.base import Term, TextQuery
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,8 +66,8 @@ def bm25(
         params += collections
     if where is not None:
         from qmd.core.filters import Condition
-        from qmd.storage.sql import count
-        from qmd.storage.sqlite.filters import id_set, predicate
+        from qmd.backends.sql import count
+        from qmd.backends.sqlite.filters import id_set, predicate
 
         ids, more = id_set(where)
         # Only a single index range (one condition) is cheap enough to count and build per

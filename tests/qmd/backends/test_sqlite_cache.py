@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import apsw
 
-from qmd.storage.sqlite import cache
+from qmd.backends.sqlite import cache
 
 
 def table() -> apsw.Connection:

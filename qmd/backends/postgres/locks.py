@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import psycopg
 
 from qmd.core.errors import IndexBusyError
-from qmd.storage.postgres.connection import connect
+from qmd.backends.postgres.connection import connect
 
 LOCK_CLASS = 0x716D64  # "qmd": the first key of every qmd advisory lock
 POLL_S = 0.1

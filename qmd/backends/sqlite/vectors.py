@@ -17,9 +17,9 @@ import apsw
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
-from qmd.storage.rows import ChunkVector, Nearest, VectorModel
-from qmd.storage.sql import as_int, count, model_row
-from qmd.storage.sqlite.connection import transaction, values_in
+from qmd.backends.rows import ChunkVector, Nearest, VectorModel
+from qmd.backends.sql import as_int, count, model_row
+from qmd.backends.sqlite.connection import transaction, values_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -244,7 +244,7 @@ def _sampled_share(conn: apsw.Connection, where: Filter, scope: list[str] | None
     """The share of a random sample of active documents (in `scope`) that pass `where`."""
     import random
 
-    from qmd.storage.sqlite.filters import predicate
+    from qmd.backends.sqlite.filters import predicate
 
     bounds = conn.execute("SELECT min(id), max(id) FROM documents").fetchall()[0]
     if not isinstance(bounds[0], int) or not isinstance(bounds[1], int):
@@ -266,7 +266,7 @@ def _chunks_matching(model: VectorModel, scope: list[str] | None, where: Filter)
     in `scope` matching `where`: from the filter's id set to each document, then to its
     chunks (index lookups all the way). Handed to the KNN as `chunk_id IN (…)`, so SQLite
     builds the set once inside sqlite-vec's scan (no round trip of the ids through Python)."""
-    from qmd.storage.sqlite.filters import id_set
+    from qmd.backends.sqlite.filters import id_set
 
     ids, params = id_set(where)
     sql = (
@@ -295,7 +295,7 @@ def _best_per_document(conn: apsw.Connection, pairs: list[tuple[int, float]], wa
     marks, params = values_in(list(by_hash))
     sql = f"SELECT id, hash, collection FROM documents WHERE active = 1 AND hash IN ({marks})"
     if where is not None:  # documents sharing a matching one's content may differ in date or collection
-        from qmd.storage.sqlite.filters import predicate
+        from qmd.backends.sqlite.filters import predicate
 
         test, more = predicate(where, "documents.id")
         sql += f" AND {test}"

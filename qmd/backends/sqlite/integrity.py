@@ -16,10 +16,10 @@ import apsw
 
 from qmd.core.errors import QmdError
 from qmd.core.fileio import replace_file
-from qmd.storage.rows import FieldsFor, IndexCheck, RebuildReport
-from qmd.storage.sql import active_texts, count, survey
-from qmd.storage.sqlite import fulltext
-from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, file_problem, foreign_object
+from qmd.backends.rows import FieldsFor, IndexCheck, RebuildReport
+from qmd.backends.sql import active_texts, count, survey
+from qmd.backends.sqlite import fulltext
+from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, file_problem, foreign_object
 
 
 def _readonly(path: Path) -> apsw.Connection:

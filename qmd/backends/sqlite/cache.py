@@ -11,7 +11,7 @@ import json
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.storage.sqlite.connection import BUSY_TIMEOUT_MS, values_in
+from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, values_in
 
 
 def get_many(conn: apsw.Connection, keys: list[str]) -> dict[str, object]:

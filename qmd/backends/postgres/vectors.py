@@ -20,9 +20,9 @@ import numpy as np
 import psycopg
 
 from qmd.core.clock import now_iso
-from qmd.storage.postgres.connection import ensure_vector_extension, marks
-from qmd.storage.rows import ChunkVector, Nearest, VectorModel
-from qmd.storage.sql import count, model_row
+from qmd.backends.postgres.connection import ensure_vector_extension, marks
+from qmd.backends.rows import ChunkVector, Nearest, VectorModel
+from qmd.backends.sql import count, model_row
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -255,7 +255,7 @@ def _allowed_docs(scope: list[str] | None, where: Filter | None) -> tuple[str, l
         sql += f" AND d.collection IN ({marks(len(scope))})"
         params += scope
     if where is not None:
-        from qmd.storage.postgres.filters import id_set
+        from qmd.backends.postgres.filters import id_set
 
         ids, more = id_set(where)
         sql += f" AND d.id IN ({ids})"

@@ -17,15 +17,15 @@ from pathlib import Path
 import psycopg
 
 from qmd.core.errors import QmdError
-from qmd.storage.backend import FieldsFor, IndexBackend, IndexCheck, RebuildReport, VectorModel
-from qmd.storage.owner import Owner
-from qmd.storage.postgres import cache, documents, fulltext
-from qmd.storage.postgres.connection import adopt_schema, connect, migrate, quote_ident, redact, schema_exists, schema_for, split_url
-from qmd.storage.sql import count, drop_inactive
+from qmd.backends.base import FieldsFor, IndexBackend, IndexCheck, RebuildReport, VectorModel
+from qmd.backends.owner import Owner
+from qmd.backends.postgres import cache, documents, fulltext
+from qmd.backends.postgres.connection import adopt_schema, connect, migrate, quote_ident, redact, schema_exists, schema_for, split_url
+from qmd.backends.sql import count, drop_inactive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from qmd.storage.parts import VectorsSql
+    from qmd.backends.parts import VectorsSql
 
 
 def _meaning(exc: psycopg.Error, location: str) -> QmdError | None:
@@ -70,7 +70,7 @@ class PostgresBackend(IndexBackend):
         return meaning
 
     def _vectors(self) -> VectorsSql:
-        from qmd.storage.postgres import vectors  # numpy: only where vectors are read or written
+        from qmd.backends.postgres import vectors  # numpy: only where vectors are read or written
 
         return vectors
 
@@ -148,17 +148,17 @@ class PostgresBackend(IndexBackend):
         return count(self.connection(), "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
 
     def writer_lock(self, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
-        from qmd.storage.postgres.locks import writer_lock
+        from qmd.backends.postgres.locks import writer_lock
 
         return writer_lock(self.url, self.schema, self.location, timeout=timeout, on_wait=on_wait)
 
     def lock_holder(self) -> str | None:
-        from qmd.storage.postgres.locks import describe_holder
+        from qmd.backends.postgres.locks import describe_holder
 
         return describe_holder(self.url, self.schema)
 
     def cleanup(self) -> tuple[int, int]:
-        from qmd.storage.postgres import vectors
+        from qmd.backends.postgres import vectors
 
         conn = self.connection()
         with conn.transaction():
@@ -169,21 +169,21 @@ class PostgresBackend(IndexBackend):
         return dropped
 
     def repair_fulltext(self, fields: FieldsFor) -> int:
-        from qmd.storage.postgres import integrity
+        from qmd.backends.postgres import integrity
 
         conn = self.connection()
         with conn.transaction():
             return integrity.repair_fts(conn, fields)
 
     def bulk_vectors(self, model: VectorModel, documents: int) -> AbstractContextManager[None]:
-        from qmd.storage.postgres import vectors
+        from qmd.backends.postgres import vectors
 
         return vectors.bulk_writes(self.connection, model, documents)
 
     # --- schema and integrity ---------------------------------------------------------
 
     def inspect(self, *, quick: bool = False) -> IndexCheck:
-        from qmd.storage.postgres import integrity
+        from qmd.backends.postgres import integrity
 
         try:
             conn = self.connection()
@@ -195,7 +195,7 @@ class PostgresBackend(IndexBackend):
         """`pg_dump` of the schema into the cache dir (`<index>.pg-backup-<time>.dump`), verified
         by `pg_restore --list`; QmdError when no pg_dump recent enough is found (backup.py)."""
         from qmd.core.paths import cache_dir
-        from qmd.storage.postgres import backup
+        from qmd.backends.postgres import backup
 
         major = count(self.connection(), "SELECT current_setting('server_version_num')::int / 10000")
         return backup.dump(self.url, self.schema, major, cache_dir(), self.index_name, self.location)
@@ -204,7 +204,7 @@ class PostgresBackend(IndexBackend):
         """Fill a fresh schema, copy the vectors of unchanged content over, then rename the
         schemas in one transaction (readers see the old index or the new one, never neither);
         the old schema is kept as `<schema>_bak_<time>`."""
-        from qmd.storage.postgres import integrity
+        from qmd.backends.postgres import integrity
 
         started = time.perf_counter()
         sound = self.exists() and not self.inspect().corrupted

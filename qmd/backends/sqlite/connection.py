@@ -13,7 +13,7 @@ import apsw
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import IndexDamagedError, QmdError
-from qmd.storage.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
+from qmd.backends.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
 # Each migration is applied once, in order, inside one transaction, and recorded by name
 # in schema_migrations; `pending_migrations` lets doctor say "schema behind" read-only.

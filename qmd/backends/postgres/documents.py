@@ -7,9 +7,9 @@ from contextlib import contextmanager
 
 import psycopg
 
-from qmd.storage.postgres import fulltext
-from qmd.storage.rows import DocRow, DocumentWrite, FieldsFor
-from qmd.storage.sql import DOC_COLUMNS, SqlCollectionWriter, collection_ids, count_in, doc_row, docid_length, forget_collection, move_collection, write_values
+from qmd.backends.postgres import fulltext
+from qmd.backends.rows import DocRow, DocumentWrite, FieldsFor
+from qmd.backends.sql import DOC_COLUMNS, SqlCollectionWriter, collection_ids, count_in, doc_row, docid_length, forget_collection, move_collection, write_values
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def docid_lengths(conn: psycopg.Connection, hashes: Sequence[str]) -> dict[str, 
 
 def _meta_rows(doc_id: int, metadata: dict[str, object]) -> list[tuple[int, str, str, object, object]]:
     from qmd.core.filters import value_type
-    from qmd.storage.postgres.filters import stored
+    from qmd.backends.postgres.filters import stored
 
     out: dict[tuple[int, str, str, object, object], None] = {}
     for key, value in metadata.items():
@@ -149,6 +149,6 @@ def rename_collection(conn: psycopg.Connection, old: str, new: str, fields: Fiel
 
 def count_matching(conn: psycopg.Connection, where: Filter, collections: list[str] | None) -> int:
     """Active documents in `collections` (None: all) matching `where`."""
-    from qmd.storage.postgres.filters import id_set
+    from qmd.backends.postgres.filters import id_set
 
     return count_in(conn, *id_set(where), collections)

@@ -7,10 +7,10 @@ from contextlib import contextmanager
 
 import apsw
 
-from qmd.storage.rows import DocRow, DocumentWrite, FieldsFor
-from qmd.storage.sql import DOC_COLUMNS, SqlCollectionWriter, collection_ids, count_in, doc_row, docid_length, forget_collection, move_collection, scalar, write_values
-from qmd.storage.sqlite import fulltext
-from qmd.storage.sqlite.connection import transaction, values_in
+from qmd.backends.rows import DocRow, DocumentWrite, FieldsFor
+from qmd.backends.sql import DOC_COLUMNS, SqlCollectionWriter, collection_ids, count_in, doc_row, docid_length, forget_collection, move_collection, scalar, write_values
+from qmd.backends.sqlite import fulltext
+from qmd.backends.sqlite.connection import transaction, values_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -127,6 +127,6 @@ def write_metadata(conn: apsw.Connection, doc_id: int, metadata: dict[str, objec
 
 def count_matching(conn: apsw.Connection, where: Filter, collections: list[str] | None) -> int:
     """Active documents in `collections` (None: all) matching `where`."""
-    from qmd.storage.sqlite.filters import id_set
+    from qmd.backends.sqlite.filters import id_set
 
     return count_in(conn, *id_set(where), collections)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import psycopg
 
 from qmd.core.clock import now_iso
-from qmd.storage.postgres import fulltext
-from qmd.storage.postgres.connection import MIGRATIONS, applied_migrations, quote_ident
-from qmd.storage.rows import FieldsFor, IndexCheck
-from qmd.storage.sql import active_texts, count, survey
+from qmd.backends.postgres import fulltext
+from qmd.backends.postgres.connection import MIGRATIONS, applied_migrations, quote_ident
+from qmd.backends.rows import FieldsFor, IndexCheck
+from qmd.backends.sql import active_texts, count, survey
 
 
 def inspect(conn: psycopg.Connection, schema: str, location: str, *, quick: bool = False) -> IndexCheck:
@@ -51,7 +51,7 @@ def copy_vectors(conn: psycopg.Connection, old: str, new: str) -> int:
     Vectors are keyed by content hash and fingerprint, so those of unchanged documents are valid
     in the rebuilt index. Returns the content hashes whose vectors came over.
     """
-    from qmd.storage.postgres.vectors import create_table, table
+    from qmd.backends.postgres.vectors import create_table, table
 
     o, n = quote_ident(old), quote_ident(new)
     if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{o}.embed_models",)).fetchone()[0]:  # type: ignore[index]

@@ -20,10 +20,10 @@ import psycopg
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
-from qmd.storage.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
+from qmd.backends.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
 # psycopg logs "error ignored terminating <Pipeline>" when the server vanished mid-batch;
-# the error itself reaches the user as one line (backend.py): nothing more on stderr.
+# the error itself reaches the user as one line (base.py): nothing more on stderr.
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
 logging.getLogger("psycopg").propagate = False
 

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from qmd.storage.postgres.connection import legacy_schema, schema_for
+from qmd.backends.postgres.connection import legacy_schema, schema_for
 
 NAMES = [
     "index", "work", "work_notes", "work-notes", "Work_Notes", "WORK-NOTES", "work.notes", "work__notes",

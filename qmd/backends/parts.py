@@ -1,5 +1,5 @@
 """What each backend's own modules provide to the shared base: the protocols `IndexBackend`
-(backend.py) and the SQL both backends speak (sql.py) call them through.
+(base.py) and the SQL both backends speak (sql.py) call them through.
 
 For the type checker only (imported under TYPE_CHECKING, so no CLI call pays for `typing`):
 a backend hands its `documents`, `fulltext`, `vectors` and `cache` modules to the base, and
@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from qmd.core.filters import Filter
-from qmd.storage.rows import ChunkVector, CollectionWriter, DocRow, FieldsFor, Nearest, TextQuery, VectorModel
+from qmd.backends.rows import ChunkVector, CollectionWriter, DocRow, FieldsFor, Nearest, TextQuery, VectorModel
 
 
 class Connection(Protocol):

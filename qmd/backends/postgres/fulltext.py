@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import psycopg
 
 from qmd.core.text import has_cjk, segment_cjk
-from qmd.storage.backend import Term, TextQuery
+from qmd.backends.base import Term, TextQuery
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def build_sql(
         filters.append("s.doc_id <> ALL(%s)")
         params.append(sorted(exclude))
     if where is not None:
-        from qmd.storage.postgres.filters import id_set
+        from qmd.backends.postgres.filters import id_set
 
         ids, more = id_set(where)
         filters.append(f"s.doc_id IN ({ids})")

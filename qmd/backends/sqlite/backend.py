@@ -9,16 +9,16 @@ from pathlib import Path
 
 import apsw
 
-from qmd.storage.backend import FieldsFor, IndexBackend, IndexCheck, RebuildReport
-from qmd.storage.owner import Owner
-from qmd.storage.sql import count, drop_inactive, scalar
-from qmd.storage.sqlite import cache, documents, fulltext
-from qmd.storage.sqlite.connection import connect, transaction, translate
+from qmd.backends.base import FieldsFor, IndexBackend, IndexCheck, RebuildReport
+from qmd.backends.owner import Owner
+from qmd.backends.sql import count, drop_inactive, scalar
+from qmd.backends.sqlite import cache, documents, fulltext
+from qmd.backends.sqlite.connection import connect, transaction, translate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.errors import QmdError
-    from qmd.storage.parts import VectorsSql
+    from qmd.backends.parts import VectorsSql
 
 
 class SqliteBackend(IndexBackend):
@@ -43,7 +43,7 @@ class SqliteBackend(IndexBackend):
         return translate(self.path, exc) if isinstance(exc, apsw.Error) else None
 
     def _vectors(self) -> VectorsSql:
-        from qmd.storage.sqlite import vectors
+        from qmd.backends.sqlite import vectors
 
         return vectors
 
@@ -113,7 +113,7 @@ class SqliteBackend(IndexBackend):
         return describe_holder(self.path)
 
     def cleanup(self) -> tuple[int, int]:
-        from qmd.storage.sqlite import vectors
+        from qmd.backends.sqlite import vectors
 
         conn = self.connection()
         with transaction(conn):
@@ -126,7 +126,7 @@ class SqliteBackend(IndexBackend):
         return dropped
 
     def repair_fulltext(self, fields: FieldsFor) -> int:
-        from qmd.storage.sqlite import integrity
+        from qmd.backends.sqlite import integrity
 
         conn = self.connection()
         with transaction(conn):
@@ -135,17 +135,17 @@ class SqliteBackend(IndexBackend):
     # --- schema and integrity ---------------------------------------------------------
 
     def inspect(self, *, quick: bool = False) -> IndexCheck:
-        from qmd.storage.sqlite import integrity
+        from qmd.backends.sqlite import integrity
 
         return integrity.inspect(self.path, quick=quick)
 
     def backup(self) -> Path:
-        from qmd.storage.sqlite import integrity
+        from qmd.backends.sqlite import integrity
 
         return integrity.verified_backup(self.connection(), self.path)
 
     def rebuild(self, build: Callable[[IndexBackend], int]) -> RebuildReport:
-        from qmd.storage.sqlite import integrity, vectors
+        from qmd.backends.sqlite import integrity, vectors
 
         sound = self.exists() and not integrity.inspect(self.path).corrupted
 

@@ -3,7 +3,7 @@
 `Store`, the indexer, `embed` and the search pipeline call only what `IndexBackend`
 declares; no SQL, PRAGMA, FTS5 MATCH string or vec0 statement exists above it. It is an
 abstract base class with two subclasses: SQLite (apsw + FTS5 + sqlite-vec,
-`qmd/storage/sqlite/`) and PostgreSQL (psycopg + pgvector, `qmd/storage/postgres/`). What
+`qmd/backends/sqlite/`) and PostgreSQL (psycopg + pgvector, `qmd/backends/postgres/`). What
 both do alike lives here and in `sql.py`; neither backend's package imports the other's.
 
 What a backend stores:
@@ -31,9 +31,9 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import FunctionType
 
-from qmd.storage import sql
-from qmd.storage.owner import META_KEY, Owner, decide
-from qmd.storage.rows import (  # the records of the seam, imported by the rest of qmd from here
+from qmd.backends import sql
+from qmd.backends.owner import META_KEY, Owner, decide
+from qmd.backends.rows import (  # the records of the seam, imported by the rest of qmd from here
     METADATA_VERSION,
     MIN_DOCID,
     ChunkVector,
@@ -57,7 +57,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.errors import QmdError
     from qmd.core.filters import Filter
-    from qmd.storage.parts import CacheSql, Connection, DocumentsSql, FulltextSql, VectorsSql
+    from qmd.backends.parts import CacheSql, Connection, DocumentsSql, FulltextSql, VectorsSql
 
 
 class IndexBackend(abc.ABC):
@@ -65,10 +65,10 @@ class IndexBackend(abc.ABC):
 
     What the backends do the same way is written here once: every public method's driver
     errors become one QmdError (`_failure`; see `_guard_methods`), the owner check, the reads
-    and writes whose SQL both speak (qmd/storage/sql.py), and the calls that pass straight to
+    and writes whose SQL both speak (qmd/backends/sql.py), and the calls that pass straight to
     the backend's own modules (`DOCUMENTS`, `FULLTEXT`, `CACHE`, and `_vectors()`, which
     imports its module when first needed; mypy checks each against its protocol in
-    qmd/storage/parts.py). A backend implements the abstract methods: its connection and
+    qmd/backends/parts.py). A backend implements the abstract methods: its connection and
     lifecycle, the writer lock, cleanup and the repairs.
     """
 
@@ -81,7 +81,7 @@ class IndexBackend(abc.ABC):
     FULLTEXT: FulltextSql  # the backend's full-text module
     CACHE: CacheSql  # the backend's LLM-cache module
 
-    owner: Owner | None = None  # the config this index belongs to (qmd/storage/owner.py); None: unchecked
+    owner: Owner | None = None  # the config this index belongs to (qmd/backends/owner.py); None: unchecked
     _claim = False  # the owner record is to be written by the next write (open(create=True))
 
     def __init_subclass__(cls) -> None:

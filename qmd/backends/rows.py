@@ -2,8 +2,8 @@
 
 Rows read (`DocRow`, `FileRow`, `KnownFile`, `Totals`), writes prepared (`DocumentWrite`,
 `ChunkVector`), queries (`TextQuery`), vector spaces (`VectorModel`), reports (`IndexCheck`,
-`RebuildReport`) and `CollectionWriter`. `IndexBackend` (backend.py) and the SQL both
-backends speak (sql.py) are written in them; the rest of qmd imports them from backend.py.
+`RebuildReport`) and `CollectionWriter`. `IndexBackend` (base.py) and the SQL both
+backends speak (sql.py) are written in them; the rest of qmd imports them from base.py.
 """
 
 from __future__ import annotations

@@ -17,13 +17,13 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from qmd.storage.rows import METADATA_VERSION, MIN_DOCID, CollectionWriter, DocRow, DocumentWrite, FileRow, IndexCheck, KnownFile, Totals, VectorModel
+from qmd.backends.rows import METADATA_VERSION, MIN_DOCID, CollectionWriter, DocRow, DocumentWrite, FileRow, IndexCheck, KnownFile, Totals, VectorModel
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from qmd.storage.parts import Connection
+    from qmd.backends.parts import Connection
 
 DOC_COLUMNS = ("id", "collection", "path", "title", "hash", "body_line", "size", "mtime_ns", "metadata")
 

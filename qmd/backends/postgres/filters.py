@@ -1,6 +1,6 @@
 """A filter tree (qmd/core/filters.py) compiled to PostgreSQL: a SELECT of matching document ids.
 
-The same plan as the SQLite backend's (qmd/storage/sqlite/filters.py): each condition is an
+The same plan as the SQLite backend's (qmd/backends/sqlite/filters.py): each condition is an
 index range on `document_meta (key, type, s|n)`, groups are INTERSECT / UNION / EXCEPT, a
 date range is a range on `documents (when_ns)`. Strings live in `s` (byte order, like
 SQLite), numbers and booleans (1/0) in `n`; the type column keeps the matching typed.

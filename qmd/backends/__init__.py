@@ -1,0 +1,1 @@
+"""The storage seam (base.py: IndexBackend) and its two implementations (sqlite/, postgres/)."""

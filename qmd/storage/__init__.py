@@ -1,1 +1,0 @@
-"""The storage seam (backend.py) and its implementations (sqlite/)."""
