@@ -7,7 +7,6 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,8 @@ import pytest
 
 import qmd
 from qmd.storage.sqlite.vectors import ensure_vec
-from tests.conftest import REPO, qmd_env
+from tests.support.paths import REPO
+from tests.support.run import command, qmd_env, run_qmd
 
 pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
 
@@ -170,10 +170,10 @@ def test_kill_during_embed_then_rerun_equals_a_clean_run(tmp_path: Path, tiny_mo
     clean_index = tmp_path / "clean.sqlite"
 
     def qmd_cmd(index: Path, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "qmd", *args], env={**env, "INDEX_PATH": str(index)}, capture_output=True, text=True, timeout=300)
+        return run_qmd(*args, env={**env, "INDEX_PATH": str(index)})
 
     assert qmd_cmd(crash_index, "collection", "add", str(root), "--name", "notes").returncode == 0
-    proc = subprocess.Popen([sys.executable, "-m", "qmd", "embed"], env={**env, "INDEX_PATH": str(crash_index)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    proc = subprocess.Popen(command("embed"), env={**env, "INDEX_PATH": str(crash_index)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
     deadline = time.monotonic() + 120
     done = 0
     while time.monotonic() < deadline and proc.poll() is None:

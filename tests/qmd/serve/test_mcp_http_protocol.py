@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.qmd.serve.test_mcp_protocol import cpu_seconds
-from tests.support.mcp import free_port, make_env, qmd, request, setup_index, slow_rerank_env, spawn_http, stop_process, wait_health
+from tests.support.mcp import free_port, make_env, request, setup_index, slow_rerank_env, spawn_http, stop_process, wait_health
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 

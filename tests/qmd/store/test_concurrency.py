@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import qmd
-from tests.conftest import qmd_env
+from tests.support.run import command, qmd_env
 
 pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
 
@@ -26,7 +26,7 @@ def _tree(root: Path, n: int, word: str) -> None:
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "qmd", *args], env=qmd_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command(*args), env=qmd_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _read_until(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
