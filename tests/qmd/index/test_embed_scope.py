@@ -114,12 +114,16 @@ def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_pat
     import json
 
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
-    big = _notes(tmp_path / "big", 1500, "epsilon")
+    total = 600  # about 20 batches: held after the first, stopped with Ctrl-C, never run to the end
+    big = _notes(tmp_path / "big", total, "epsilon")
     small = _notes(tmp_path / "small", 3, "zeta")
     assert run_qmd("collection", "add", str(big), "--name", "big").returncode == 0
     assert run_qmd("collection", "add", str(small), "--name", "small").returncode == 0
     assert run_qmd("embed", "-c", "small").returncode == 0
-    proc = subprocess.Popen(command("embed", "-c", "big"), env=qmd_env({"QMD_PROGRESS_S": "0"}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command("embed", "-c", "big"), env=qmd_env({"QMD_PROGRESS_S": "0"}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C as a terminal sends it (see above)
+    )
     assert proc.stderr is not None
     try:
         seen, deadline = "", time.time() + 120
@@ -130,13 +134,19 @@ def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_pat
         os.kill(proc.pid, signal.SIGSTOP)  # hold it mid-run while status looks
         status = json.loads(run_qmd("status", "--json").stdout)
         text = run_qmd("status").stdout
-    finally:
+        os.kill(proc.pid, signal.SIGINT)  # then stop it: delivered when it runs again
         os.kill(proc.pid, signal.SIGCONT)
-        proc.communicate(timeout=120)
-    assert status["running"]["pid"] == proc.pid and status["running"]["operation"] == "embed" and status["running"]["total"] == 1500
-    assert f"Running:  qmd embed -c big (pid {proc.pid}" in text and "/1500 documents" in text
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, seen + rest
+    assert status["running"]["pid"] == proc.pid and status["running"]["operation"] == "embed" and status["running"]["total"] == total
+    assert f"Running:  qmd embed -c big (pid {proc.pid}" in text and f"/{total} documents" in text
     coverage = {c["name"]: c["embedded_documents"] for c in status["collections"]}
-    assert coverage["small"] == 3 and 0 <= coverage["big"] < 1500
+    assert coverage["small"] == 3 and 0 <= coverage["big"] < total
     after = json.loads(run_qmd("status", "--json").stdout)
-    assert after["running"] is None and {c["name"]: c["embedded_documents"] for c in after["collections"]} == {"big": 1500, "small": 3}
+    kept = {c["name"]: c["embedded_documents"] for c in after["collections"]}
+    assert after["running"] is None and kept["small"] == 3 and coverage["big"] <= kept["big"] < total
     assert "Vectors:  3 of 3 documents embedded" in run_qmd("status").stdout
