@@ -10,7 +10,7 @@ import pytest
 from tests.support.paths import REPO
 
 # Shared fixtures defined beside the helpers they use, registered here for every test folder.
-pytest_plugins = ["tests.support.models", "tests.support.harness"]
+pytest_plugins = ["tests.support.models", "tests.support.harness", "tests.support.timing"]
 
 _PATH_VARS = ("INDEX_PATH", "QMD_DATABASE_URL", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL")
 

@@ -182,6 +182,7 @@ def _set_doctor_config(text: str) -> None:
     config.write_text(config.read_text() + text)
 
 
+@pytest.mark.slow
 def test_requests_stuck_past_the_threshold(indexed: Path, state: Path) -> None:
     assert qmd_in("hooks", "install", str(indexed)).returncode == 0
     _set_doctor_config("doctor:\n  queue_warn_minutes: 0\n  queue_fail_hours: 0\n")  # any pending request is stuck
@@ -296,6 +297,7 @@ DAMAGE: dict[str, Callable[[bytes], bytes]] = {
 
 
 @pytest.mark.parametrize("kind", list(DAMAGE))
+@pytest.mark.slow
 def test_a_damaged_index_fails_quick_and_fix_rebuilds_it(indexed: Path, kind: str) -> None:
     path = index_file()
     assert qmd_in("cleanup").returncode == 0  # checkpoint: every page in the main file
@@ -333,6 +335,7 @@ def test_fts_rows_that_drifted_are_rewritten(indexed: Path) -> None:
     assert len(json.loads(qmd_in("search", "rollback", "--json", "-n", "20").stdout)) == 6
 
 
+@pytest.mark.slow
 def test_a_schema_behind_is_named_and_fix_migrates(indexed: Path) -> None:
     with _conn() as conn:
         conn.execute("DROP TABLE llm_cache; DELETE FROM schema_migrations WHERE name = '0003_llm_cache'")
@@ -364,6 +367,7 @@ def test_orphans_are_cleaned_after_a_verified_backup(indexed: Path) -> None:
         assert conn.execute("SELECT count(*) FROM content").fetchall()[0][0] == 126
 
 
+@pytest.mark.slow
 def test_new_guard_errors_warn_once_then_the_watermark_moves(indexed: Path, state: Path) -> None:
     log = state / "guard" / "errors.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -470,6 +474,7 @@ def test_teardown_restores_files_the_user_already_had(indexed: Path, state: Path
     assert codex.read_text().strip() == before[".codex/config.toml"].decode().strip()
 
 
+@pytest.mark.slow
 def test_models_a_switched_embed_model_and_a_file_that_is_not_gguf(indexed: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     assert qmd_in("embed", env={"QMD_EMBED_MODEL": str(tiny_models["embed"])}).returncode == 0
     code, report = doctor("--quick", env={"QMD_EMBED_MODEL": str(tiny_models["embed_b"])})

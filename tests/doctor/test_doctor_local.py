@@ -67,6 +67,7 @@ def test_index_given_as_the_config_path_checks_that_index(project: Path, tmp_pat
     assert "(chosen with --index)" in found["project-local index"].detail
 
 
+@pytest.mark.slow
 def test_an_empty_index_file_fails_loudly_and_doctor_exits_2(project: Path) -> None:
     (project / ".qmd" / "index.sqlite").write_bytes(b"")
     found = local_checks()
@@ -177,6 +178,7 @@ def test_a_missing_custom_model_in_a_local_config_still_fails(tmp_path: Path, is
     assert proc.returncode == 2, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_a_project_s_collection_folders_are_checked_from_the_project_not_the_working_directory(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`docs` in a project's config is the project's docs folder, wherever doctor runs."""
     config = str(project / ".qmd" / "index.yml")

@@ -42,6 +42,7 @@ def _orphans(repo: Path) -> None:
     assert qmd_in("update").returncode == 0
 
 
+@pytest.mark.slow
 def test_doctor_reads_a_postgres_index(indexed: Path, pg_url: str) -> None:
     code, report = doctor_cli("--quick")
     assert code in (0, 1), report

@@ -43,6 +43,7 @@ def test_teardown_lists_local_indexes_and_keeps_them_without_purge(home: Path, t
     assert "alpha" in qmd_at(a, "search", "alpha").stdout
 
 
+@pytest.mark.slow
 def test_purge_deletes_the_index_files_of_local_indexes_never_their_config(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.support.harness import GIT_ENV, git
 

@@ -17,6 +17,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 import qmd
 from tests.guards.test_guard_hook import GUARD, run_guard
 from tests.support.guard_world import write_tree
@@ -188,6 +190,7 @@ CASES: list[tuple[str, object, str, str]] = [
 ]
 
 
+@pytest.mark.slow
 def test_guard_decisions_through_the_hook(notes_world: Path) -> None:
     """One table, each row a real `qmd-guard` run; every wrong row is reported at once."""
     assert GUARD.exists()

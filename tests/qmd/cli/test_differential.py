@@ -27,7 +27,10 @@ from tests.support.paths import REFERENCE
 from tests.support.run import command
 
 CORPUS = REFERENCE / "corpus"
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"reference corpus not found at {CORPUS}")
+pytestmark = [
+    pytest.mark.skipif(not CORPUS.is_dir(), reason=f"reference corpus not found at {CORPUS}"),
+    pytest.mark.slow,  # two processes per command (node and python) and the original installed from npm
+]
 
 FRONT_MATTER_DOC = "ops/deploy.md"  # title: ours takes front matter's `title:`, the original the first heading
 DEPLOY = "---\ntitle: Deploy Checklist\nowner: platform-team\n---\n# Deploy steps\n\nRun the canary first, then flip the load balancer.\n"

@@ -114,6 +114,7 @@ def _pty_run(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
     return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_terminal_asks_approval_holds_until_the_command_changes(clone: tuple[Path, Path]) -> None:
     upstream, work = clone
     code, text = _pty_run(work, ["update"], "n")
@@ -252,6 +253,7 @@ def _gated_config(field: str, value: str) -> str:
 
 
 @pytest.mark.parametrize("field", ["update", "outside", "model"])
+@pytest.mark.slow
 def test_each_gated_field_by_terminal_approval_and_edit(tmp_path: Path, field: str) -> None:
     """The trust table: each gated field with no terminal (skipped), on a terminal (asked:
     no keeps it skipped, yes uses it), approved (used unattended) and edited by a `git pull`

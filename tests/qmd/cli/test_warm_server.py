@@ -78,6 +78,7 @@ SAME = [
 
 
 @pytest.mark.parametrize("argv", SAME, ids=repr)
+@pytest.mark.slow
 def test_the_server_prints_what_an_in_process_run_prints(world: dict[str, object], argv: list[str]) -> None:
     before = _cli_requests(world)
     served = _run(world, *argv, extra={"QMD_SERVER": "require"})
@@ -170,6 +171,7 @@ def test_a_server_that_never_answers_times_out_to_in_process(world: dict[str, ob
         silent.close()
 
 
+@pytest.mark.slow
 def test_a_token_protected_server_serves_its_own_user_s_cli_without_a_token(tmp_path: Path) -> None:
     """The CLI proves it read the server's 0600 PID file (qmd/serve/proof.py) instead of
     sending $QMD_TOKEN: a token never leaves the CLI, scoped or not, and the server needs none."""

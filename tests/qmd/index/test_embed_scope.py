@@ -37,6 +37,7 @@ def _chunk_ids(store: qmd.Store, collection: str) -> set[int]:
 
 
 @pytest.mark.sqlite_only("reads chunk rows with SQLite SQL")
+@pytest.mark.slow
 def test_force_with_a_collection_keeps_the_vectors_of_the_others(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
     big = _notes(tmp_path / "big", 30, "alpha")
@@ -66,6 +67,7 @@ def test_force_with_a_collection_keeps_the_vectors_of_the_others(tmp_path: Path,
     assert "Embedded 33 documents" in proc.stderr
 
 
+@pytest.mark.slow
 def test_embed_off_a_terminal_prints_progress_lines(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
     notes = _notes(tmp_path / "notes", 80, "gamma")

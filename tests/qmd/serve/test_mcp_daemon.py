@@ -69,6 +69,7 @@ def test_daemon_start_refuse_second_stop(env: dict[str, str], tmp_path: Path) ->
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_other_index_gets_its_own_daemon(env: dict[str, str], tmp_path: Path) -> None:
     notes = tmp_path / "work"
     notes.mkdir()
@@ -94,6 +95,7 @@ def test_other_index_gets_its_own_daemon(env: dict[str, str], tmp_path: Path) ->
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_stale_pid_files_are_cleaned_and_never_signalled(env: dict[str, str], tmp_path: Path) -> None:
     pid_file = _pid_file(tmp_path)
     pid_file.parent.mkdir(parents=True, exist_ok=True)

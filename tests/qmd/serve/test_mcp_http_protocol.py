@@ -86,6 +86,7 @@ def _post_and_hang_up(port: int, path: str, payload: Any, server_pid: int, basel
 
 
 @pytest.mark.parametrize("route", ["/mcp", "/query"])
+@pytest.mark.slow
 def test_a_client_that_hangs_up_cancels_its_query(tmp_path: Path, route: str) -> None:
     env = slow_rerank_env(tmp_path)
     port = free_port()

@@ -184,6 +184,7 @@ def test_a_client_that_leaves_at_once_still_lets_the_start_keep_its_text(env: di
     assert not [t for t in threading.enumerate() if t.name == "qmd-open-index"]
 
 
+@pytest.mark.slow
 def test_a_home_and_a_local_index_each_keep_their_own_copy(env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A project-local index is named `index` too: its copy is named as its server's PID file
     (`local-<hash>`), so a start of either server never overwrites the other's, and a second

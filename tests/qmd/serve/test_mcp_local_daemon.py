@@ -57,6 +57,7 @@ def _lex(port: int, text: str) -> list[str]:
     return [hit["file"] for hit in body["results"]]
 
 
+@pytest.mark.slow
 def test_a_local_index_gets_its_own_daemon_beside_the_home_one(project: tuple[dict[str, str], Path], tmp_path: Path) -> None:
     env, root = project
     state = tmp_path / "state"

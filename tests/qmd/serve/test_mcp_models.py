@@ -15,6 +15,7 @@ from tests.support.run import run_qmd
 pytest.importorskip("mcp")
 
 
+@pytest.mark.slow
 def test_models_are_released_when_idle_and_reloaded(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     env = make_env(tmp_path, {
         "QMD_EMBED_MODEL": str(tiny_models["embed"]),

@@ -94,6 +94,7 @@ def _inspect(target: list[str], call: list[str], env: dict[str, str]) -> tuple[i
     return proc.returncode, _normal("\n".join(lines))
 
 
+@pytest.mark.slow
 def test_inspector_cli_agrees_over_stdio_and_http(served: Served) -> None:
     stdio = command("mcp")
     http = [f"http://127.0.0.1:{served.port}/mcp"]

@@ -182,6 +182,7 @@ TAMPERED = {
 
 
 @pytest.mark.parametrize("kind", list(TAMPERED))
+@pytest.mark.slow
 def test_tables_that_are_not_qmd_s_are_a_damaged_index_not_a_bug(tmp_path: Path, kind: str) -> None:
     """A shipped or edited file whose tables qmd's migrations did not make (a cloned
     repository's `.qmd/index.sqlite`): one line naming it damaged (exit 1), and doctor fails

@@ -39,6 +39,7 @@ def one_line_error(run: subprocess.CompletedProcess[str], *words: str) -> None:
     assert all(w in run.stderr for w in words), run.stderr
 
 
+@pytest.mark.slow
 def test_a_nul_in_a_filter_value_is_a_bad_filter(tmp_path: Path, pg_env: tuple[dict[str, str], Path]) -> None:
     env, notes = pg_env
     (notes / "a.md").write_text("---\nteam: core\n---\n# A\n\nhello world\n")
@@ -79,6 +80,7 @@ def own_server() -> object:
     shutil.rmtree(parent, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_the_server_lost_in_the_middle_of_an_update(tmp_path: Path, own_server: object) -> None:
     import psycopg
 

@@ -87,6 +87,7 @@ def test_embed_with_nothing_to_do_never_waits(tmp_path: Path, tiny_models: dict[
     assert proc.returncode == 0 and "Embedded 0 documents" in err and "Waiting" not in err, err
 
 
+@pytest.mark.slow
 def test_embed_takes_the_writer_lock_per_batch_so_updates_get_in_between(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     from contextlib import contextmanager
 
@@ -134,6 +135,7 @@ def test_two_updates_at_once_both_succeed(tmp_path: Path) -> None:
     assert "605 unchanged" in totals
 
 
+@pytest.mark.slow
 def test_searches_during_an_update_never_fail(tmp_path: Path) -> None:
     root = tmp_path / "notes"
     _tree(root, 5, "alpha")

@@ -92,6 +92,7 @@ def test_a_schema_named_in_qmd_database_url_is_the_default_index_s_and_a_prefix_
     assert any(n.startswith("team_p_proj_") for n in names)
 
 
+@pytest.mark.slow
 def test_index_names_that_differ_in_punctuation_or_case_do_not_share_a_schema(tmp_path: Path, database: str) -> None:
     from tests.support import postgres
 
