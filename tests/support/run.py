@@ -2,7 +2,9 @@
 running the tests, so the checkout on PYTHONPATH is what runs).
 
 `run_qmd(*args)` runs it to the end and returns the CompletedProcess (text, unless text=False);
-`command(*args)` is the argv for a test that needs a Popen (a server, a process to signal).
+`qmd_at(cwd, *args)` runs it from a project folder in `local_env()` (no warm server, no trust
+granted by the environment); `command(*args)` is the argv for a test that needs a Popen (a
+server, a process to signal).
 `env` is the child's whole environment; by default the test's own, which the autouse
 `isolated_home` fixture has pointed inside tmp_path. The working directory is by default the
 child's HOME (the isolated home), never the checkout: a `.qmd/` there would be adopted, and
