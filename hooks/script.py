@@ -1,4 +1,5 @@
-"""The hook itself: POSIX sh that writes one request into the queue and returns.
+"""The hook itself: POSIX sh (the template files hook-tmpl and enqueue-tmpl beside this module)
+that writes one request into the queue and returns.
 
 What it does, in order, with its three file descriptors on /dev/null (an agent capturing
 `git commit` output never waits on it): take the work tree from the hook's cwd (git runs
@@ -12,7 +13,9 @@ costs freshness only until the next request (every update rescans whole collecti
 
 from __future__ import annotations
 
+import re
 import shlex
+from pathlib import Path
 
 HOOK_NAMES = ("post-commit", "post-merge", "post-rewrite")
 MARKER = "# qmd-hooks-v1"  # the line that tells our script from anyone else's
@@ -30,40 +33,21 @@ PRE_COMMIT_MARKERS = (
     "e358c9dae00eac5d06b38dfdb1e33a8c",
 )
 
-# Every line is POSIX sh (dash, bash --posix, macOS sh). Only `date` (which writes the request,
-# so it supplies the time) and `mv` are separate processes: the commit is read from the git dir
-# with builtins (`git rev-parse` only when HEAD is not a loose ref), and the work tree is the
-# hook's $PWD (git runs hooks at its top; the updater resolves symlinks).
-_ENQUEUE = r"""{ qmd_e=%(event)s qmd_s=%(state)s
-  qmd_repo=${PWD:-.} qmd_c= qmd_g=${GIT_DIR:-.git}
-  if [ -f "$qmd_g" ] && read -r qmd_l <"$qmd_g"; then qmd_g=${qmd_l#gitdir: }; fi
-  if read -r qmd_h <"$qmd_g/HEAD"; then
-    case $qmd_h in
-      "ref: "*) qmd_r=${qmd_h#ref: }
-        if [ -f "$qmd_g/$qmd_r" ]; then read -r qmd_c <"$qmd_g/$qmd_r"
-        elif read -r qmd_k <"$qmd_g/commondir"; then case $qmd_k in /*) ;; *) qmd_k=$qmd_g/$qmd_k ;; esac; [ -f "$qmd_k/$qmd_r" ] && read -r qmd_c <"$qmd_k/$qmd_r"; fi ;;
-      *) qmd_c=$qmd_h ;;
-    esac
-  fi
-  case $qmd_c in *[!0-9a-f]*|'') qmd_c=$(git rev-parse -q --verify HEAD) || qmd_c= ;; esac
-  case $qmd_c in *[!0-9a-f]*) qmd_c= ;; esac
-  qmd_r=$qmd_repo qmd_j=
-  while :; do
-    case $qmd_r in
-      *[\\\"%%]*) qmd_p=${qmd_r%%%%[\\\"%%]*}; qmd_r=${qmd_r#"$qmd_p"}; qmd_x=${qmd_r%%"${qmd_r#?}"}
-        case $qmd_x in %%) qmd_j=$qmd_j$qmd_p%%%% ;; *) qmd_j=$qmd_j$qmd_p\\$qmd_x ;; esac; qmd_r=${qmd_r#?} ;;
-      *) qmd_j=$qmd_j$qmd_r; break ;;
-    esac
-  done
-  qmd_n=$$.$qmd_e.${qmd_c:-0} qmd_q=$qmd_s/queue qmd_now=unknown
-  qmd_f="+{\"repo\":\"$qmd_j\",\"event\":\"$qmd_e\",\"commit\":\"$qmd_c\",\"time\":\"%%Y-%%m-%%dT%%H:%%M:%%SZ\"}"
-  if date -u "$qmd_f" >"$qmd_q/tmp/$qmd_n" || { mkdir -p "$qmd_q/tmp" "$qmd_q/new" && date -u "$qmd_f" >"$qmd_q/tmp/$qmd_n"; }; then
-    read -r qmd_b <"$qmd_q/tmp/$qmd_n"; qmd_now=${qmd_b##*\"time\":\"}; qmd_now=${qmd_now%%%%\"*}
-    if mv -f "$qmd_q/tmp/$qmd_n" "$qmd_q/new/$qmd_now.$qmd_n"; then qmd_m=queued; else rm -f "$qmd_q/tmp/$qmd_n"; qmd_m="NOT queued: cannot move it into $qmd_q/new"; fi
-  else qmd_m="NOT queued: cannot write $qmd_q/tmp"; fi
-  qmd_l="$qmd_now $qmd_e $qmd_repo ${qmd_c:--} $qmd_m"
-  { printf '%%s\n' "$qmd_l" >>"$qmd_s/logs/hooks.log"; } || { mkdir -p "$qmd_s/logs" && printf '%%s\n' "$qmd_l" >>"$qmd_s/logs/hooks.log"; }
-} </dev/null >/dev/null 2>&1"""
+# The hook's code lives in two sh files beside this module (package data), read by the
+# installer and filled by placeholder: enqueue-tmpl, the group that queues one request (@EVENT@,
+# @STATE@), and hook-tmpl, the hook file around it (@ENQUEUE@). Every line is POSIX sh (dash,
+# bash --posix, macOS sh), checked by shellcheck in the suite. Only `date` (which writes the
+# request, so it supplies the time) and `mv` are separate processes: the commit is read from the
+# git dir with builtins (`git rev-parse` only when HEAD is not a loose ref), and the work tree is
+# the hook's $PWD (git runs hooks at its top; the updater resolves symlinks).
+_HERE = Path(__file__).resolve().parent
+_PLACEHOLDER = re.compile(r"@(EVENT|STATE|ENQUEUE)@")
+
+
+def _render(template: str, values: dict[str, str]) -> str:
+    """The template file `template` with each @NAME@ replaced by values[NAME], in one pass."""
+    text = (_HERE / template).read_text(encoding="utf-8").removesuffix("\n")
+    return _PLACEHOLDER.sub(lambda found: values[found.group(1)], text)
 
 
 def enqueue_snippet(event: str, state_dir: str, isolate: bool = False) -> str:
@@ -72,23 +56,13 @@ def enqueue_snippet(event: str, state_dir: str, isolate: bool = False) -> str:
     `isolate` runs it in a subshell that cannot fail (for husky's `sh -e`); the hook file
     runs it as a plain group (no fork): nothing in it can stop the shell.
     """
-    code = _ENQUEUE % {"event": shlex.quote(event), "state": shlex.quote(state_dir)}
+    code = _render("enqueue-tmpl", {"EVENT": shlex.quote(event), "STATE": shlex.quote(state_dir)})
     return f"( {code} ) || :" if isolate else code
 
 
 def hook_script(event: str, state_dir: str) -> str:
     """A complete hook file: queue a request, then run the hook it replaced (`$0.legacy`)."""
-    return f"""#!/bin/sh
-{MARKER}: queue a reindex request for the qmd updater, then run the hook this one replaced.
-# Installed by `qmd hooks install`; `qmd hooks uninstall` removes it and puts back the previous
-# hook (kept beside this file as "$0.legacy", run with the same arguments and stdin).
-# No Python, no index, no model, no network here: one small file is written. QMD_HOOKS=0 skips it.
-if [ "${{QMD_HOOKS-}}" != 0 ]; then
-{enqueue_snippet(event, state_dir)}
-fi
-if [ -x "$0.legacy" ]; then "$0.legacy" "$@"; fi
-exit 0
-"""
+    return _render("hook-tmpl", {"ENQUEUE": enqueue_snippet(event, state_dir)}) + "\n"
 
 
 def husky_block(event: str, state_dir: str) -> str:
@@ -113,8 +87,6 @@ def is_pre_commit(text: str) -> bool:
 
 def baked_state(text: str) -> str | None:
     """The state dir a hook file (or husky block) was installed with."""
-    import re
-
     found = re.search(r"^\W*qmd_e=\S+ qmd_s=(.+)$", text, re.MULTILINE)
     if not found:
         return None

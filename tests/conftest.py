@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator, Callable
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-BENCH_DATA = Path(os.environ.get("QMD_BENCH_DATA", REPO.parent / "shared" / "benchmarks"))
-REFERENCE = BENCH_DATA.parent / "reference-outputs"
+from tests.support.paths import REPO
+
+# Shared fixtures defined beside the helpers they use, registered here for every test folder.
+pytest_plugins = ["tests.support.models", "tests.support.harness", "tests.support.timing"]
 
 _PATH_VARS = ("INDEX_PATH", "QMD_DATABASE_URL", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL")
 
@@ -104,25 +102,6 @@ def store(tmp_path: Path, index_backend: str):  # type: ignore[no-untyped-def]
     s.close()
 
 
-def qmd_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a qmd subprocess: the test's (isolated) environment."""
-    env = dict(os.environ)
-    env.update(extra or {})
-    return env
-
-
-@pytest.fixture
-def run_qmd() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run the real `qmd` console script (python -m qmd) as a subprocess."""
-
-    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "qmd", *args], cwd=cwd, env=qmd_env(env), capture_output=True, text=True, timeout=timeout, input=input,
-        )
-
-    return run
-
-
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
     """Run the CLI in-process through its real entry point; returns (code, stdout, stderr)."""
@@ -136,5 +115,3 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str
 
     return run
 
-
-from tests.support.models import minilm_gguf, tiny_models  # noqa: E402,F401 - shared session fixtures

@@ -15,7 +15,6 @@ import shutil
 import shlex
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -24,20 +23,15 @@ from typing import Any
 import apsw
 import pytest
 
-from tests.support.harness import commit, make_repo, state  # noqa: F401 - fixture
+from tests.support.harness import commit, make_repo
 from qmd.serve import process_alive, wait_gone
 from tests.support.mcp import free_port
+from tests.support.paths import REPO
+from tests.support.run import qmd_env, run_qmd
 
-REPO = Path(__file__).resolve().parents[2]
 STATUSES = {"ok", "warn", "fail"}
 GROUPS = {"native", "models", "index", "mcp", "queue", "hooks", "services"}
-
-
-def qmd(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    full = dict(os.environ)
-    full.update(env or {})
-    # cwd: the (isolated) home, not the checkout, so `python -m qmd` imports what PYTHONPATH says
-    return subprocess.run([sys.executable, "-m", "qmd", *args], capture_output=True, text=True, env=full, timeout=timeout, stdin=subprocess.DEVNULL, cwd=full["HOME"])
+pytestmark = pytest.mark.usefixtures("in_home")  # in-process runs see the cwd a subprocess gets
 
 
 def qmd_in(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,7 +46,7 @@ def qmd_in(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 def doctor_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     """The real `qmd doctor --json` in a subprocess: (exit code, report)."""
-    proc = qmd("doctor", "--json", *args, env=env)
+    proc = run_qmd("doctor", "--json", *args, env=qmd_env(env))
     assert proc.returncode in (0, 1, 2), proc.stdout + proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -95,28 +89,13 @@ def failing(report: dict[str, Any]) -> list[str]:
     return [c["name"] for c in report["checks"] if c["status"] == "fail"]
 
 
-@pytest.fixture(autouse=True)
-def _in_home(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In-process runs see the cwd a subprocess gets (the isolated home), not the checkout."""
-    monkeypatch.chdir(isolated_home)
-
-
-@pytest.fixture
-def indexed(state: Path, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]) -> Path:  # noqa: F811
-    """Notes in a git repository, indexed into the default index (by the CLI, in this process)."""
-    repo = make_repo(tmp_path / "notes", {f"note{i}.md": f"# Note {i}\n\nThe load balancer rollback step {i}.\n" for i in range(6)})
-    assert cli("collection", "add", str(repo), "--name", "notes")[0] == 0
-    assert cli("update")[0] == 0
-    return repo
-
-
 def index_file() -> Path:
     return Path(os.environ["XDG_CACHE_HOME"]) / "qmd" / "index.sqlite"
 
 
 def test_healthy_setup_exits_0_and_the_json_has_its_documented_shape(indexed: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
-    assert qmd("embed").returncode == 0
+    assert run_qmd("embed").returncode == 0
     code, report = doctor_cli("--strict")
     assert code == 0, [c for c in report["checks"] if c["status"] != "ok"]
     assert set(report) == {"version", "status", "exit_code", "build_id", "seconds", "checks"}
@@ -129,7 +108,7 @@ def test_healthy_setup_exits_0_and_the_json_has_its_documented_shape(indexed: Pa
     shake = find(report, "stdio handshake")
     assert "protocol 2025-11-25" in shake["detail"] and "get, multi_get, query, status" in shake["detail"]
     assert "6 documents embedded" in find(report, "vectors")["detail"]
-    text = qmd("doctor")
+    text = run_qmd("doctor")
     assert text.returncode == 0 and "✓ apsw" in text.stdout and "Next steps" not in text.stdout and "0 failed" in text.stdout
 
 
@@ -154,7 +133,7 @@ def test_llama_cpp_that_fails_to_import_in_a_fresh_process(indexed: Path, tmp_pa
 
 def _daemon(env: dict[str, str] | None = None) -> dict[str, Any]:
     port = free_port()
-    proc = qmd("mcp", "--http", "--daemon", "--port", str(port), env=env)
+    proc = run_qmd("mcp", "--http", "--daemon", "--port", str(port), env=qmd_env(env))
     assert proc.returncode == 0, proc.stderr
     info: dict[str, Any] = json.loads((Path(os.environ["QMD_STATE_DIR"]) / "mcp-index.json").read_text())
     return info
@@ -179,7 +158,7 @@ def test_a_server_running_older_code_is_stale_and_fix_restarts_it(indexed: Path,
         assert new["pid"] != old["pid"] and new["build_id"] != old["build_id"] and new["port"] == old["port"]
         assert not process_alive(old["pid"])
     finally:
-        qmd("mcp", "stop", env=env)
+        run_qmd("mcp", "stop", env=qmd_env(env))
 
 
 @pytest.mark.slow
@@ -195,7 +174,7 @@ def test_a_pid_file_whose_process_is_gone(indexed: Path) -> None:
         check = find(report, "HTTP server")
         assert code == 0 and check["status"] == "ok" and check["repaired"].startswith("restarted")
     finally:
-        qmd("mcp", "stop")
+        run_qmd("mcp", "stop")
 
 
 def _set_doctor_config(text: str) -> None:
@@ -203,7 +182,8 @@ def _set_doctor_config(text: str) -> None:
     config.write_text(config.read_text() + text)
 
 
-def test_requests_stuck_past_the_threshold(indexed: Path, state: Path) -> None:  # noqa: F811
+@pytest.mark.slow
+def test_requests_stuck_past_the_threshold(indexed: Path, state: Path) -> None:
     assert qmd_in("hooks", "install", str(indexed)).returncode == 0
     _set_doctor_config("doctor:\n  queue_warn_minutes: 0\n  queue_fail_hours: 0\n")  # any pending request is stuck
     commit(indexed, "new.md", "# New\n\nA fresh note about canary deploys.\n")
@@ -218,11 +198,11 @@ def test_requests_stuck_past_the_threshold(indexed: Path, state: Path) -> None: 
 
 
 @pytest.mark.slow
-def test_a_failed_updater_run_raises_the_flag_and_only_a_successful_run_clears_it(indexed: Path, state: Path, tmp_path: Path, tiny_models: dict[str, Path]) -> None:  # noqa: F811
+def test_a_failed_updater_run_raises_the_flag_and_only_a_successful_run_clears_it(indexed: Path, state: Path, tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     assert qmd_in("hooks", "install", str(indexed)).returncode == 0
     broken = {"QMD_EMBED_MODEL": str(tmp_path / "gone.gguf")}
     commit(indexed, "x.md", "# X\n\nSomething to embed.\n")
-    assert qmd("updater", "run", env=broken).returncode == 1
+    assert run_qmd("updater", "run", env=qmd_env(broken)).returncode == 1
     code, report = doctor("--quick", env=broken)
     flag = find(report, "health flag")
     assert code == 2 and flag["status"] == "fail" and "raised since" in flag["detail"] and "gone.gguf" in flag["detail"]
@@ -236,7 +216,7 @@ def test_a_failed_updater_run_raises_the_flag_and_only_a_successful_run_clears_i
     assert json.loads((state / "health.json").read_text())["raised"] is False
 
 
-def test_an_enrolled_repo_whose_hook_was_deleted_or_made_non_executable(indexed: Path, state: Path) -> None:  # noqa: F811
+def test_an_enrolled_repo_whose_hook_was_deleted_or_made_non_executable(indexed: Path, state: Path) -> None:
     assert qmd_in("hooks", "install", str(indexed)).returncode == 0
     hook = indexed / ".git" / "hooks" / "post-commit"
     hook.unlink()
@@ -317,6 +297,7 @@ DAMAGE: dict[str, Callable[[bytes], bytes]] = {
 
 
 @pytest.mark.parametrize("kind", list(DAMAGE))
+@pytest.mark.slow
 def test_a_damaged_index_fails_quick_and_fix_rebuilds_it(indexed: Path, kind: str) -> None:
     path = index_file()
     assert qmd_in("cleanup").returncode == 0  # checkpoint: every page in the main file
@@ -354,6 +335,7 @@ def test_fts_rows_that_drifted_are_rewritten(indexed: Path) -> None:
     assert len(json.loads(qmd_in("search", "rollback", "--json", "-n", "20").stdout)) == 6
 
 
+@pytest.mark.slow
 def test_a_schema_behind_is_named_and_fix_migrates(indexed: Path) -> None:
     with _conn() as conn:
         conn.execute("DROP TABLE llm_cache; DELETE FROM schema_migrations WHERE name = '0003_llm_cache'")
@@ -385,7 +367,8 @@ def test_orphans_are_cleaned_after_a_verified_backup(indexed: Path) -> None:
         assert conn.execute("SELECT count(*) FROM content").fetchall()[0][0] == 126
 
 
-def test_new_guard_errors_warn_once_then_the_watermark_moves(indexed: Path, state: Path) -> None:  # noqa: F811
+@pytest.mark.slow
+def test_new_guard_errors_warn_once_then_the_watermark_moves(indexed: Path, state: Path) -> None:
     log = state / "guard" / "errors.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("2026-11-30T00:00:00Z qmd-guard: KeyError: 'tool_input'\n")
@@ -398,7 +381,7 @@ def test_new_guard_errors_warn_once_then_the_watermark_moves(indexed: Path, stat
     assert "second" in find(doctor("--quick")[1], "guard errors")["detail"]
 
 
-def test_a_guard_hook_removed_from_the_settings_fails_loudly(indexed: Path, state: Path) -> None:  # noqa: F811
+def test_a_guard_hook_removed_from_the_settings_fails_loudly(indexed: Path, state: Path) -> None:
     assert qmd_in("guard", "install", "--claude").returncode == 0
     assert find(doctor("--quick")[1], "agent guard")["status"] == "ok"
     settings = Path(os.environ["HOME"]) / ".claude" / "settings.json"
@@ -411,7 +394,7 @@ def test_a_guard_hook_removed_from_the_settings_fails_loudly(indexed: Path, stat
 
 
 def test_doctor_that_cannot_run_exits_3(indexed: Path) -> None:
-    proc = qmd("doctor", "--index", "no/such name")
+    proc = run_qmd("doctor", "--index", "no/such name")
     assert proc.returncode == 3 and "doctor could not run" in proc.stderr and "invalid index name" in proc.stderr
 
 
@@ -428,26 +411,26 @@ def _tree(root: Path, skip: Path | None = None) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_teardown_round_trip_leaves_no_trace(indexed: Path, state: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_teardown_round_trip_leaves_no_trace(indexed: Path, state: Path, tmp_path: Path) -> None:
     home = Path(os.environ["HOME"])
     (indexed / ".git" / "hooks" / "post-merge").write_text("#!/bin/sh\necho mine\n")
     (indexed / ".git" / "hooks" / "post-merge").chmod(0o755)
     before_home, before_repo = _tree(home), _tree(indexed)
     before_state = set(_tree(state)) if state.exists() else set()
-    assert qmd("hooks", "install", str(indexed)).returncode == 0
-    assert qmd("guard", "install", "--claude", "--codex").returncode == 0
-    assert qmd("mcp", "install", "--claude").returncode == 0
-    assert qmd("mcp", "install", "--codex").returncode == 0
-    assert qmd("updater", "install-service", "--no-start").returncode == 0
+    assert run_qmd("hooks", "install", str(indexed)).returncode == 0
+    assert run_qmd("guard", "install", "--claude", "--codex").returncode == 0
+    assert run_qmd("mcp", "install", "--claude").returncode == 0
+    assert run_qmd("mcp", "install", "--codex").returncode == 0
+    assert run_qmd("updater", "install-service", "--no-start").returncode == 0
     _daemon()
     launcher = home / ".local" / "bin" / "qmd"
     launcher.parent.mkdir(parents=True)
     launcher.write_text(f"#!/bin/sh\n# qmd launcher written by {REPO}/install.sh\nexec qmd \"$@\"\n")
     assert _tree(home) != before_home and _tree(indexed) != before_repo
 
-    refused = qmd("teardown")
+    refused = run_qmd("teardown")
     assert refused.returncode == 1 and "--yes" in refused.stderr and "will:" in refused.stdout
-    proc = qmd("teardown", "--yes")
+    proc = run_qmd("teardown", "--yes")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for word in ("git hooks", "agent guard", "MCP registrations", "updater service", "launcher", "MCP HTTP server"):
         assert word in proc.stdout
@@ -459,16 +442,16 @@ def test_teardown_round_trip_leaves_no_trace(indexed: Path, state: Path, tmp_pat
     assert after_home == before_home, set(after_home) ^ set(before_home)
     assert _tree(indexed) == before_repo
     assert not list(state.glob("mcp-*.json")) and not (state / "guard" / "installed.json").exists()
-    assert qmd("search", "rollback").returncode == 0  # the index and config stay
+    assert run_qmd("search", "rollback").returncode == 0  # the index and config stay
     assert set(_tree(state)) - before_state <= {p for p in _tree(state) if p.startswith(("logs/", "queue/", "hooks/", "health", "stats", "doctor/"))}
 
-    again = qmd("teardown", "--yes", "--purge")
+    again = run_qmd("teardown", "--yes", "--purge")
     assert again.returncode == 0
     assert not (home / ".cache" / "qmd").exists() and not (home / ".config" / "qmd").exists() and not state.exists()
 
 
 @pytest.mark.slow
-def test_teardown_restores_files_the_user_already_had(indexed: Path, state: Path) -> None:  # noqa: F811
+def test_teardown_restores_files_the_user_already_had(indexed: Path, state: Path) -> None:
     home = Path(os.environ["HOME"])
     claude_json = home / ".claude.json"
     claude_json.write_text(json.dumps({"mcpServers": {"other": {"type": "stdio", "command": "other-server"}}, "theme": "dark"}, indent=2) + "\n")
@@ -480,9 +463,9 @@ def test_teardown_restores_files_the_user_already_had(indexed: Path, state: Path
     codex.write_text('model = "o3"\n\n[mcp_servers.other]\ncommand = "other"\n')
     before = _tree(home)
     for argv in (("guard", "install", "--claude", "--codex"), ("mcp", "install", "--claude"), ("mcp", "install", "--codex")):
-        assert qmd(*argv).returncode == 0
+        assert run_qmd(*argv).returncode == 0
     assert "qmd" in json.loads(claude_json.read_text())["mcpServers"] and "[mcp_servers.qmd]" in codex.read_text()
-    proc = qmd("teardown", "--yes")
+    proc = run_qmd("teardown", "--yes")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     after = _tree(home)
     assert set(after) == set(before), set(after) ^ set(before)
@@ -491,6 +474,7 @@ def test_teardown_restores_files_the_user_already_had(indexed: Path, state: Path
     assert codex.read_text().strip() == before[".codex/config.toml"].decode().strip()
 
 
+@pytest.mark.slow
 def test_models_a_switched_embed_model_and_a_file_that_is_not_gguf(indexed: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     assert qmd_in("embed", env={"QMD_EMBED_MODEL": str(tiny_models["embed"])}).returncode == 0
     code, report = doctor("--quick", env={"QMD_EMBED_MODEL": str(tiny_models["embed_b"])})
@@ -573,7 +557,7 @@ def test_a_model_file_that_is_not_gguf_names_the_file_and_not_qmd_pull(indexed: 
     assert str(fake) in check["fix"] and "qmd models import" in check["fix"], check
 
 
-def test_a_state_folder_that_became_a_file_names_the_whole_path_and_the_fix(indexed: Path, state: Path) -> None:  # noqa: F811
+def test_a_state_folder_that_became_a_file_names_the_whole_path_and_the_fix(indexed: Path, state: Path) -> None:
     queue_dir = state / "queue"
     shutil.rmtree(queue_dir, ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from doctor.mcp import _health
 
 
@@ -29,6 +31,7 @@ class Slow(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow  # waits out the first ask, then the 2.5 s answer: about 5 s by design
 def test_a_server_answering_after_2_5_s_is_alive_and_a_closed_port_is_not() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -7,18 +7,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.run import qmd_at
+
 LOCAL = ("project-local index", "project-local index file", "project-local trust")
-
-
-def qmd(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QMD_TRUST")}
-    return subprocess.run([sys.executable, "-m", "qmd", *args], cwd=cwd, env=dict(env, QMD_SERVER="off"), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture
@@ -28,7 +24,7 @@ def project(tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "a.md").write_text("# A\n\nalpha words\n")
     for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
-        done = qmd(root, *argv)
+        done = qmd_at(root, *argv)
         assert done.returncode == 0, done.stderr
     for var in ("QMD_TRUST_LOCAL_CONFIG", "QMD_TRUST_UPDATE_HOOKS"):
         monkeypatch.delenv(var, raising=False)
@@ -71,12 +67,13 @@ def test_index_given_as_the_config_path_checks_that_index(project: Path, tmp_pat
     assert "(chosen with --index)" in found["project-local index"].detail
 
 
+@pytest.mark.slow
 def test_an_empty_index_file_fails_loudly_and_doctor_exits_2(project: Path) -> None:
     (project / ".qmd" / "index.sqlite").write_bytes(b"")
     found = local_checks()
     check = found["project-local index file"]
     assert check.status.value == "fail" and "EMPTY (0 bytes)" in check.detail and "rebuild" in (check.fix or "")
-    proc = qmd(project / "docs", "doctor", "--json", "--quick")
+    proc = qmd_at(project / "docs", "doctor", "--json", "--quick")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
@@ -104,7 +101,7 @@ def test_gated_fields_pending_approval_warn_and_name_qmd_trust(project: Path, tm
     assert check.status.value == "warn", check.detail
     assert "pending approval" in check.detail and "1 update command(s)" in check.detail and "1 collection(s) outside the project (away:" in check.detail
     assert check.fix.startswith(f"qmd --index {config} trust")
-    assert qmd(project, "trust").returncode == 0
+    assert qmd_at(project, "trust").returncode == 0
     check = local_checks()["project-local trust"]
     assert check.status.value == "ok" and check.detail.startswith("approved (qmd trust)")
     assert not (tmp_path / "MARKER").exists()
@@ -116,7 +113,7 @@ def test_a_local_index_the_harness_does_not_know_is_a_warning(project: Path) -> 
     check = local_checks()["project-local index"]
     assert check.status.value == "warn" and "not known to the harness" in check.detail
     assert check.fix.startswith(f"qmd --index {project / '.qmd' / 'index.yml'} update")
-    assert qmd(project, "update").returncode == 0
+    assert qmd_at(project, "update").returncode == 0
     assert local_checks()["project-local index"].status.value == "ok"
 
 
@@ -133,10 +130,10 @@ def test_a_fresh_qmd_init_project_passes_the_models_check_as_the_home_index_does
 
     root = tmp_path / "fresh"
     root.mkdir()
-    assert qmd(root, "init").returncode == 0
+    assert qmd_at(root, "init").returncode == 0
     written = (root / ".qmd" / "index.yml").read_text()
     assert all(f"{role}: {uri}" in written for role, uri in harness.BUILTIN_MODELS.items()), written
-    proc = qmd(root, "doctor", "--quick", "--json")
+    proc = qmd_at(root, "doctor", "--quick", "--json")
     local = _models(proc)
     assert [c for c in local.values() if c["status"] == "fail"] == []
     assert local["embed model"]["fix"] == f"qmd --index {root / '.qmd' / 'index.yml'} pull"  # these rows are the local index's
@@ -150,8 +147,8 @@ def test_a_fresh_qmd_init_project_passes_the_models_check_as_the_home_index_does
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "notes").mkdir(parents=True)
     (elsewhere / "notes" / "a.md").write_text("# A\n\nalpha\n")
-    assert qmd(elsewhere, "collection", "add", "notes", "--name", "notes").returncode == 0
-    home = qmd(elsewhere, "doctor", "--quick", "--json")
+    assert qmd_at(elsewhere, "collection", "add", "notes", "--name", "notes").returncode == 0
+    home = qmd_at(elsewhere, "doctor", "--quick", "--json")
     assert home.returncode == 0, home.stdout + home.stderr
     unconfigured = _models(home)
     assert unconfigured["embed model"]["fix"] == "qmd pull"
@@ -170,24 +167,25 @@ def test_a_missing_custom_model_in_a_local_config_still_fails(tmp_path: Path, is
 
     root = tmp_path / "custom"
     root.mkdir()
-    assert qmd(root, "init").returncode == 0
+    assert qmd_at(root, "init").returncode == 0
     config = root / ".qmd" / "index.yml"
     config.write_text(config.read_text().replace(harness.BUILTIN_MODELS["rerank"], custom))
-    assert qmd(root, "trust").returncode == 0  # approved, so the custom model is the one used
-    proc = qmd(root, "doctor", "--quick", "--json")
+    assert qmd_at(root, "trust").returncode == 0  # approved, so the custom model is the one used
+    proc = qmd_at(root, "doctor", "--quick", "--json")
     rerank = _models(proc)["rerank model"]
     assert rerank["status"] == "fail" and f"{custom} (config) is configured but" in rerank["detail"], rerank
     assert rerank["fix"] == f"qmd --index {config} models list"
     assert proc.returncode == 2, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_a_project_s_collection_folders_are_checked_from_the_project_not_the_working_directory(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`docs` in a project's config is the project's docs folder, wherever doctor runs."""
     config = str(project / ".qmd" / "index.yml")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    proc = qmd(elsewhere, "doctor", "--json", "--quick", "--index", config)
+    proc = qmd_at(elsewhere, "doctor", "--json", "--quick", "--index", config)
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
     docs = checks[f"collection docs [{config}]"]
     assert docs["status"] == "ok" and str(project / "docs") in docs["detail"], docs
@@ -195,6 +193,6 @@ def test_a_project_s_collection_folders_are_checked_from_the_project_not_the_wor
     import shutil
 
     shutil.rmtree(project / "docs")
-    proc = qmd(elsewhere, "doctor", "--json", "--quick", "--index", config)
+    proc = qmd_at(elsewhere, "doctor", "--json", "--quick", "--index", config)
     docs = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}[f"collection docs [{config}]"]
     assert docs["status"] == "fail" and "is gone" in docs["detail"], docs

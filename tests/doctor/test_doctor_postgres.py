@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.doctor.test_doctor import doctor, doctor_cli, find, qmd_in
-from tests.support.harness import make_repo, state  # noqa: F401 - fixture
+from tests.support.harness import make_repo
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def pg_url(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 @pytest.fixture
-def indexed(pg_url: str, state: Path, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]) -> Path:  # noqa: F811
+def indexed(pg_url: str, state: Path, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]) -> Path:
     repo = make_repo(tmp_path / "notes", {f"note{i}.md": f"# Note {i}\n\nThe load balancer rollback step {i}.\n" for i in range(6)})
     assert cli("collection", "add", str(repo), "--name", "notes")[0] == 0
     return repo
@@ -42,6 +42,7 @@ def _orphans(repo: Path) -> None:
     assert qmd_in("update").returncode == 0
 
 
+@pytest.mark.slow
 def test_doctor_reads_a_postgres_index(indexed: Path, pg_url: str) -> None:
     code, report = doctor_cli("--quick")
     assert code in (0, 1), report

@@ -3,14 +3,18 @@ names (`--token-env`) or `$QMD_TOKEN`, says when it has none, and when it is ref
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.doctor.test_doctor import _daemon, _in_home, doctor, find, indexed, qmd, qmd_in  # noqa: F401 - fixtures
-from tests.support.harness import state  # noqa: F401 - fixture
+from tests.doctor.test_doctor import _daemon, doctor, find, qmd_in
+from tests.support.run import run_qmd
+
+pytestmark = pytest.mark.usefixtures("in_home")
 
 
 @pytest.mark.slow
-def test_doctor_sends_the_token(indexed, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_doctor_sends_the_token(indexed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("QMD_TOKEN", raising=False)
     token = qmd_in("token", "add", "doctor").stdout.strip()
     _daemon()
@@ -30,10 +34,10 @@ def test_doctor_sends_the_token(indexed, monkeypatch: pytest.MonkeyPatch) -> Non
         check = find(report, "HTTP server")
         assert check["status"] == "ok" and "(token from $TEAM_TOKEN)" in check["detail"], check
     finally:
-        qmd("mcp", "stop")
+        run_qmd("mcp", "stop")
 
 
-def test_doctor_sends_no_token_to_whatever_holds_a_stale_pid_file_s_port(indexed, state, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_doctor_sends_no_token_to_whatever_holds_a_stale_pid_file_s_port(indexed: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The PID file names a live process that looks like a server and its lock is held, but
     the recorded port belongs to another listener: doctor asks it to prove it holds the
     PID file's key before anything else, and sends it no token."""

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-
-def qmd(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qmd", *args], cwd=cwd, env=dict(os.environ, QMD_SERVER="off"), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+from tests.support.run import qmd_at
 
 
 def project(root: Path) -> Path:
@@ -22,7 +18,7 @@ def project(root: Path) -> Path:
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "a.md").write_text("# A\n\nalpha words\n")
     for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
-        done = qmd(root, *argv)
+        done = qmd_at(root, *argv)
         assert done.returncode == 0, done.stderr
     assert (root / ".qmd" / "index.sqlite").is_file()
     return root
@@ -39,14 +35,15 @@ def home(isolated_home: Path) -> Path:
 
 def test_teardown_lists_local_indexes_and_keeps_them_without_purge(home: Path, tmp_path: Path) -> None:
     a = project(tmp_path / "a")
-    done = qmd(home, "teardown", "--yes")
+    done = qmd_at(home, "teardown", "--yes")
     assert done.returncode == 0, done.stderr
     assert f"1 project-local ({a}/.qmd/index.sqlite)" in done.stdout, done.stdout
     assert "a project's .qmd/index.yml always stays" in done.stdout
     assert (a / ".qmd" / "index.sqlite").is_file()
-    assert "alpha" in qmd(a, "search", "alpha").stdout
+    assert "alpha" in qmd_at(a, "search", "alpha").stdout
 
 
+@pytest.mark.slow
 def test_purge_deletes_the_index_files_of_local_indexes_never_their_config(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.support.harness import GIT_ENV, git
 
@@ -54,7 +51,7 @@ def test_purge_deletes_the_index_files_of_local_indexes_never_their_config(home:
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
     assert git(b, "init", "-q", "-b", "main").returncode == 0
-    assert qmd(b, "hooks", "install", str(b)).returncode == 0
+    assert qmd_at(b, "hooks", "install", str(b)).returncode == 0
     before = {root: committed(root) for root in (a, b, c)}
     # Only a is still registered with the harness (the state lost b and c): b is found as an
     # enrolled repository, c from the working directory.
@@ -62,13 +59,13 @@ def test_purge_deletes_the_index_files_of_local_indexes_never_their_config(home:
     state.write_text(json.dumps({"configs": [str(a / ".qmd" / "index.yml")]}))
     (a / ".qmd" / "index.sqlite.broken-20240101T000000").write_bytes(b"old")  # a copy doctor --fix kept
 
-    plan = qmd(c / "docs", "teardown", "--purge")  # no terminal: shows the plan, then refuses
+    plan = qmd_at(c / "docs", "teardown", "--purge")  # no terminal: shows the plan, then refuses
     assert plan.returncode == 1 and "--yes" in plan.stderr
     for root in (a, b, c):
         assert f"delete the project-local index {root}/.qmd/index.sqlite (--purge; {root}/.qmd/index.yml stays" in plan.stdout, plan.stdout
         assert (root / ".qmd" / "index.sqlite").is_file()
 
-    done = qmd(c / "docs", "teardown", "--yes", "--purge")
+    done = qmd_at(c / "docs", "teardown", "--yes", "--purge")
     assert done.returncode == 0, done.stdout + done.stderr
     for root in (a, b, c):
         assert sorted(p.name for p in (root / ".qmd").iterdir()) == [".gitignore", "index.yml"]
@@ -83,7 +80,7 @@ def test_nothing_installed_still_names_the_local_indexes_it_keeps(home: Path, tm
     if shutil.which("claude") or shutil.which("codex"):
         pytest.skip("claude or codex is on PATH: teardown would have their registrations to remove")
     a = project(tmp_path / "a")
-    done = qmd(a, "teardown")
+    done = qmd_at(a, "teardown")
     assert done.returncode == 0 and "Nothing to remove" in done.stdout, done.stdout + done.stderr
     assert f"1 project-local ({a}/.qmd/index.sqlite)" in done.stdout
 
@@ -97,15 +94,15 @@ def test_purge_keeps_an_index_whose_qmd_folder_links_outside_the_project(home: P
     (linked / ".qmd").symlink_to(other / ".qmd")
     state = Path(os.environ["XDG_STATE_HOME"]) / "qmd" / "local-indexes.json"
     state.unlink()  # only the link is known (the other project's own registration is gone)
-    plan = qmd(linked, "teardown", "--purge")
+    plan = qmd_at(linked, "teardown", "--purge")
     assert plan.returncode == 1, plan.stdout + plan.stderr
     assert f"keep the index {linked}/.qmd/index.sqlite: {other}/.qmd lies outside the project {linked}" in plan.stdout, plan.stdout
     assert f"delete the project-local index {linked}/.qmd/index.sqlite" not in plan.stdout
-    done = qmd(linked, "teardown", "--yes", "--purge")
+    done = qmd_at(linked, "teardown", "--yes", "--purge")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"kept {linked}/.qmd/index.sqlite" in done.stdout
     assert (other / ".qmd" / "index.sqlite").is_file()
-    assert "alpha" in qmd(other, "search", "alpha").stdout
+    assert "alpha" in qmd_at(other, "search", "alpha").stdout
 
 
 def test_purge_deletes_the_owners_index_even_when_a_linking_project_is_listed_first(home: Path, tmp_path: Path) -> None:
@@ -119,7 +116,7 @@ def test_purge_deletes_the_owners_index_even_when_a_linking_project_is_listed_fi
     (linked / ".qmd").symlink_to(owner / ".qmd")
     state = Path(os.environ["XDG_STATE_HOME"]) / "qmd" / "local-indexes.json"
     state.write_text(json.dumps({"configs": [str(linked / ".qmd" / "index.yml"), str(owner / ".qmd" / "index.yml")]}))
-    done = qmd(home, "teardown", "--yes", "--purge")
+    done = qmd_at(home, "teardown", "--yes", "--purge")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"delete the project-local index {owner}/.qmd/index.sqlite" in done.stdout, done.stdout
     assert not (owner / ".qmd" / "index.sqlite").exists()
@@ -133,6 +130,6 @@ def test_purge_that_keeps_an_index_says_so_at_the_end(home: Path, tmp_path: Path
     linked.mkdir()
     (linked / ".qmd").symlink_to(other / ".qmd")
     (Path(os.environ["XDG_STATE_HOME"]) / "qmd" / "local-indexes.json").unlink()
-    done = qmd(linked, "teardown", "--yes", "--purge")
+    done = qmd_at(linked, "teardown", "--yes", "--purge")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "except the index(es) kept above" in done.stdout and "All its data is deleted." not in done.stdout

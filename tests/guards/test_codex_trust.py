@@ -166,6 +166,7 @@ def _agree(server: AppServer, ours: list[CodexHook]) -> dict[str, dict[str, Any]
     return listed
 
 
+@pytest.mark.slow
 def test_computation_agrees_with_codex_app_server(codex_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     codex = str(npm_bin("codex"))
     link = tmp_path / "codex-link"
@@ -203,6 +204,7 @@ def _trust_check(cli: Callable[..., tuple[int, str, str]]) -> dict[str, Any]:
     return check
 
 
+@pytest.mark.slow
 def test_doctor_warns_until_the_user_trusts_and_again_after_an_edit(codex_home: Path, cli: Callable[..., tuple[int, str, str]]) -> None:
     codex = str(npm_bin("codex"))
     code, out, err = cli("guard", "install", "--codex")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from guards import blocklog
-from tests.guards.test_guard_hook import blocks, errors, guard_dir, run_guard, world  # noqa: F401 - world is a fixture
+from tests.guards.test_guard_hook import blocks, errors, guard_dir, run_guard
 
 OUTSIDE_TEXT = "someone else's file\n"
 
@@ -45,7 +45,7 @@ def _still_denied(proc) -> None:  # type: ignore[no-untyped-def]
     assert json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
-def test_symlinked_block_log_is_not_written_through(world: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_symlinked_block_log_is_not_written_through(world: Path, tmp_path: Path) -> None:
     target = _outside(tmp_path)
     (guard_dir() / "blocks.jsonl").symlink_to(target)
     _still_denied(run_guard(_deny(world)))
@@ -55,7 +55,7 @@ def test_symlinked_block_log_is_not_written_through(world: Path, tmp_path: Path)
     assert "blocks.jsonl" in line and "link" in line, line
 
 
-def test_symlinked_error_log_gets_nothing(world: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_symlinked_error_log_gets_nothing(world: Path, tmp_path: Path) -> None:
     target = _outside(tmp_path)
     (guard_dir() / "errors.log").symlink_to(target)
     proc = run_guard(b"{not json")
@@ -64,7 +64,7 @@ def test_symlinked_error_log_gets_nothing(world: Path, tmp_path: Path) -> None: 
     assert (guard_dir() / "errors.log").is_symlink()
 
 
-def test_both_logs_symlinked_the_decision_stands_and_nothing_is_written(world: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_both_logs_symlinked_the_decision_stands_and_nothing_is_written(world: Path, tmp_path: Path) -> None:
     target = _outside(tmp_path)
     (guard_dir() / "blocks.jsonl").symlink_to(target)
     (guard_dir() / "errors.log").symlink_to(target)
@@ -73,7 +73,7 @@ def test_both_logs_symlinked_the_decision_stands_and_nothing_is_written(world: P
     assert sorted(p.name for p in guard_dir().iterdir()) == ["blocks.jsonl", "errors.log", "folders.json"]
 
 
-def test_hard_linked_block_log_is_not_written_through(world: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_hard_linked_block_log_is_not_written_through(world: Path, tmp_path: Path) -> None:
     target = _outside(tmp_path)
     os.link(target, guard_dir() / "blocks.jsonl")
     _still_denied(run_guard(_deny(world)))
@@ -82,7 +82,7 @@ def test_hard_linked_block_log_is_not_written_through(world: Path, tmp_path: Pat
     assert "blocks.jsonl" in line and "link" in line, line
 
 
-def test_dangling_symlink_is_not_created_through(world: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_dangling_symlink_is_not_created_through(world: Path, tmp_path: Path) -> None:
     target = tmp_path / "elsewhere" / "created.txt"
     target.parent.mkdir()
     (guard_dir() / "blocks.jsonl").symlink_to(target)
@@ -90,7 +90,7 @@ def test_dangling_symlink_is_not_created_through(world: Path, tmp_path: Path) ->
     assert not target.exists()
 
 
-def test_rotation_does_not_follow_a_symlinked_block_log(world: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_rotation_does_not_follow_a_symlinked_block_log(world: Path, tmp_path: Path) -> None:
     big = blocklog.MAX_BYTES
     target = _outside(tmp_path, size=big)
     (guard_dir() / "blocks.jsonl").symlink_to(target)
@@ -99,7 +99,7 @@ def test_rotation_does_not_follow_a_symlinked_block_log(world: Path, tmp_path: P
     assert (guard_dir() / "blocks.jsonl").is_symlink() and not (guard_dir() / "blocks.jsonl.1").exists()
 
 
-def test_rotation_does_not_replace_a_symlinked_old_log(world: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_rotation_does_not_replace_a_symlinked_old_log(world: Path, tmp_path: Path) -> None:
     target = _outside(tmp_path)
     current = guard_dir() / "blocks.jsonl"
     current.write_bytes(b'{"filler": true}\n' * (blocklog.MAX_BYTES // 17 + 1))
@@ -112,7 +112,7 @@ def test_rotation_does_not_replace_a_symlinked_old_log(world: Path, tmp_path: Pa
     assert any("blocks.jsonl.1" in e and "link" in e for e in errors()), errors()
 
 
-def test_a_regular_block_log_is_still_written_0600(world: Path) -> None:  # noqa: F811
+def test_a_regular_block_log_is_still_written_0600(world: Path) -> None:
     path = guard_dir() / "blocks.jsonl"
     path.write_text("")
     path.chmod(0o644)

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import qmd_env
 from tests.guards.test_guard_hook import GUARD
-from tests.guards.test_guard_sweeps import call, world  # noqa: F401  (the fixture)
+from tests.guards.test_guard_sweeps import call
+from tests.support.run import qmd_env
 
 REPO = "work/repo"  # holds notes/ (collection `notes`), src/ and tests/
 TIMEOUT_S = 10.0
@@ -106,8 +106,8 @@ def _run(data: bytes) -> tuple[bytes, bytes, str, float]:
 
 
 @pytest.mark.parametrize("name, command, expected", CASES, ids=[c[0] for c in CASES])
-def test_pathological_commands_are_decided_within_bounds(world: Path, name: str, command: str, expected: str) -> None:  # noqa: F811
-    out, err, code, rss_mb = _run(json.dumps(call(world, "Bash", command, REPO)).encode())
+def test_pathological_commands_are_decided_within_bounds(notes_world: Path, name: str, command: str, expected: str) -> None:
+    out, err, code, rss_mb = _run(json.dumps(call(notes_world, "Bash", command, REPO)).encode())
     assert code == "0", f"{name}: killed after {TIMEOUT_S} s or crashed ({code}): {err[-300:]!r}"
     assert err == b"", err[-300:]
     assert rss_mb < MAX_RSS_MB, f"{name}: peak memory {rss_mb:.0f} MB"
@@ -127,7 +127,7 @@ def qmd_state_errors() -> list[str]:
 
 
 @pytest.mark.parametrize("name, command, expected", CASES, ids=[c[0] for c in CASES])
-def test_the_deterministic_limits_decide_without_the_deadline(world: Path, name: str, command: str, expected: str,  # noqa: F811
+def test_the_deterministic_limits_decide_without_the_deadline(notes_world: Path, name: str, command: str, expected: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """In process, with no deadline to speak of: the value, list, glob and work bounds alone
     decide, so the table's answers do not depend on the machine's speed."""
@@ -148,7 +148,7 @@ def test_the_deterministic_limits_decide_without_the_deadline(world: Path, name:
 
     monkeypatch.setattr(budget, "begin", recording)
     kn = load(guard_file(FOLDERS))
-    decision = decide(kn, "Bash", {"command": command}, str(world / REPO))
+    decision = decide(kn, "Bash", {"command": command}, str(notes_world / REPO))
     work = works[0]
     assert decision.deny == (expected != "allow"), (name, decision, decision.detail)
     if expected == "budget":
@@ -158,10 +158,10 @@ def test_the_deterministic_limits_decide_without_the_deadline(world: Path, name:
         assert work.lexed <= budget.MAX_LEXED + len(command)
 
 
-def test_lone_surrogates_do_not_make_the_guard_fail_open(world: Path) -> None:  # noqa: F811
+def test_lone_surrogates_do_not_make_the_guard_fail_open(notes_world: Path) -> None:
     """A JSON `\\ud800` escape (no UTF-8 text holds it) raised in path calls and in the block log."""
     for command in (SWEEP + " # \ud800", "grep foo \udfffx; " + SWEEP, "rg foo ~\ud800; " + SWEEP):
-        payload = call(world, "Bash", command, REPO)
+        payload = call(notes_world, "Bash", command, REPO)
         payload["session_id"] = "s\udc80"
         out, err, code, _rss = _run(json.dumps(payload).encode())
         assert code == "0" and err == b"" and b'"deny"' in out, (command, err)
@@ -169,7 +169,7 @@ def test_lone_surrogates_do_not_make_the_guard_fail_open(world: Path) -> None:  
 
 
 # -- the fallback when time runs out ------------------------------------------------------------
-def _decide_with(world: Path, command: str, monkeypatch: pytest.MonkeyPatch, fail: str | None = None):  # type: ignore[no-untyped-def]  # noqa: F811
+def _decide_with(notes_world: Path, command: str, monkeypatch: pytest.MonkeyPatch, fail: str | None = None):  # type: ignore[no-untyped-def]
     from guards import budget, evaluate
     from guards.decide import decide
     from guards.knowledge import load
@@ -183,11 +183,11 @@ def _decide_with(world: Path, command: str, monkeypatch: pytest.MonkeyPatch, fai
 
         monkeypatch.setattr(evaluate, "_dir", late)
         monkeypatch.setattr(evaluate, "_glob", late)
-    return decide(load(guard_file(FOLDERS)), "Bash", {"command": command}, str(world / REPO))
+    return decide(load(guard_file(FOLDERS)), "Bash", {"command": command}, str(notes_world / REPO))
 
 
-def test_running_out_of_time_while_reading_denies(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    decision = _decide_with(world, "x=1; " + CODE, monkeypatch, fail="walk")
+def test_running_out_of_time_while_reading_denies(notes_world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    decision = _decide_with(notes_world, "x=1; " + CODE, monkeypatch, fail="walk")
     assert decision.deny and decision.rule == "too-complex", decision
 
 
@@ -199,20 +199,20 @@ def test_running_out_of_time_while_reading_denies(world: Path, monkeypatch: pyte
     ('grep -r foo "$UNSET" src', False, "quick-check"),  # a path nobody can know is skipped, as evaluate does
     (CODE + "; " + SWEEP, True, "shell-search"),
 ])
-def test_running_out_of_time_while_judging_falls_back_to_the_paths(world: Path, monkeypatch: pytest.MonkeyPatch, command: str,  # noqa: F811
+def test_running_out_of_time_while_judging_falls_back_to_the_paths(notes_world: Path, monkeypatch: pytest.MonkeyPatch, command: str,
                                                                     deny: bool, rule: str) -> None:
-    decision = _decide_with(world, command, monkeypatch, fail="evaluate")
+    decision = _decide_with(notes_world, command, monkeypatch, fail="evaluate")
     assert (decision.deny, decision.rule) == (deny, rule), decision
 
 
-def test_a_skipped_part_denies_when_the_rest_is_clear(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    decision = _decide_with(world, _nest(CODE, 8), monkeypatch)
+def test_a_skipped_part_denies_when_the_rest_is_clear(notes_world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    decision = _decide_with(notes_world, _nest(CODE, 8), monkeypatch)
     assert decision.deny and decision.rule == "too-complex" and decision.detail == "nesting depth exceeded", decision
-    assert not _decide_with(world, _nest(CODE, 5), monkeypatch).deny
+    assert not _decide_with(notes_world, _nest(CODE, 5), monkeypatch).deny
 
 
-def test_the_deny_reason_says_the_command_was_too_complex(world: Path) -> None:  # noqa: F811
-    out, _err, _code, _rss = _run(json.dumps(call(world, "Bash", _nest(CODE, 8), REPO)).encode())
+def test_the_deny_reason_says_the_command_was_too_complex(notes_world: Path) -> None:
+    out, _err, _code, _rss = _run(json.dumps(call(notes_world, "Bash", _nest(CODE, 8), REPO)).encode())
     reason = json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"]
     assert "is too large or too slow for the guard to check in full (nesting depth exceeded); it may search the notes" in reason, reason
 

@@ -6,21 +6,9 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 import qmd
 from qmd import harness
 from guards import blocklog
-from tests.guards.test_guard_decisions import build_tree
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Path:
-    data = build_tree(tmp_path)
-    folders = harness.StateLayout.current().guard_folders  # where qmd writes the folder cache
-    folders.parent.mkdir(parents=True, exist_ok=True)
-    folders.write_text(json.dumps(data))
-    return Path(os.path.realpath(tmp_path))
 
 
 def test_check_explains_a_deny(cli, world: Path) -> None:  # type: ignore[no-untyped-def]

@@ -1,6 +1,6 @@
 """The guard's decisions, table-driven and in-process: tool call + cwd + knowledge folders → allow/deny + rule.
 
-The tree (real folders under tmp_path):
+The tree (real folders under tmp_path, tests/support/guard_world.py::build_tree):
 
     repo/            a code repository (.git) holding a knowledge folder
       notes/         collection `notes` (index `index`)      a.md b.md sub/c.md
@@ -24,46 +24,7 @@ import pytest
 
 from guards.decide import decide
 from guards.knowledge import Knowledge, parse
-
-
-def build_tree(root: Path) -> dict[str, object]:
-    """Create the tree above under `root`; returns the folders.json content for it."""
-    files = {
-        "repo/.git/HEAD": "ref: refs/heads/main\n",
-        "repo/notes/a.md": "# A\nretry policy\n",
-        "repo/notes/b.md": "# B\n",
-        "repo/notes/sub/c.md": "# C\n",
-        "repo/docs/adr/0001.md": "# ADR\n",
-        "repo/docs/guide.md": "# Guide\n",
-        "repo/vendor/wiki/page.md": "# Wiki\n",
-        "repo/vendor/lib/x.py": "x = 1\n",
-        "repo/src/app.py": "print('retry')\n",
-        "repo/src/util.py": "",
-        "repo/tests/test_app.py": "",
-        "repo/README.md": "# Repo\n",
-        "kb/x.md": "# X\n",
-        "kb/y.md": "# Y\n",
-        "kb/public/p.md": "# P\n",
-        "other/code.py": "",
-        "home/notes/h.md": "# H\n",
-    }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    if not (root / "link").exists():
-        (root / "link").symlink_to(root / "repo" / "notes")
-    real = os.path.realpath(root)
-    return {
-        "version": 1,
-        "folders": [
-            {"path": f"{real}/repo/notes", "index": "index", "collection": "notes"},
-            {"path": f"{real}/kb", "index": "work", "collection": "kb"},
-            {"path": f"{real}/home/notes", "index": "index", "collection": "home"},
-        ],
-        "protect": [f"{real}/repo/docs/adr", "wiki/"],
-        "allow": [f"{real}/kb/public/**"],
-        "errors": [],
-    }
+from tests.support.guard_world import build_tree
 
 
 @pytest.fixture

@@ -21,8 +21,7 @@ import qmd
 from qmd import harness
 from guards import blocklog
 from guards import paths as guard_paths
-from tests.conftest import qmd_env
-from tests.guards.test_guard_decisions import build_tree
+from tests.support.run import qmd_env
 
 GUARD = Path(sys.executable).parent / "qmd-guard"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "guard"
@@ -47,15 +46,6 @@ def blocks() -> list[dict[str, object]]:
 def errors() -> list[str]:
     path = guard_dir() / "errors.log"
     return path.read_text().splitlines() if path.exists() else []
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Path:
-    """The decision-test tree, with its folders.json where qmd would write it."""
-    data = build_tree(tmp_path)
-    guard_dir().mkdir(parents=True, exist_ok=True)
-    (guard_dir() / "folders.json").write_text(json.dumps(data))
-    return Path(os.path.realpath(tmp_path))
 
 
 def payload(name: str, root: Path) -> bytes:

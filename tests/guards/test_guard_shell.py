@@ -142,7 +142,7 @@ def test_huge_commands_are_decided_with_bounded_lexing(name: str, tmp_path, monk
     import guards.shell as shell
     from guards.decide import MAX_COMMAND, decide
     from guards.knowledge import parse
-    from tests.guards.test_guard_decisions import build_tree
+    from tests.support.guard_world import build_tree
 
     kn = parse(build_tree(tmp_path))
     lexed: list[int] = []

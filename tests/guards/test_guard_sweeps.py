@@ -22,45 +22,11 @@ import pytest
 import qmd
 from qmd import harness
 from tests.guards.test_guard_hook import GUARD, run_guard
+from tests.support.guard_world import write_tree
 
-FILES = {
-    "work/repo/.git/HEAD": "ref: refs/heads/main\n",
-    "work/repo/notes/a.md": "# A\nretry policy\n",
-    "work/repo/notes/b.md": "# B\nretry\n",
-    "work/repo/notes/sub/c.md": "# C\n",
-    "work/repo/src/app.py": "print('retry')\n",
-    "work/repo/src/util.py": "",
-    "work/repo/tests/test_app.py": "",
-    "work/repo/README.md": "# Repo\n",
-    "work/code/.git/HEAD": "ref: refs/heads/main\n",
-    "work/code/main.py": "retry = 1\n",
-    "work/code/lib/x.py": "",
-    "work/code/README.md": "# Code\n",
-    "manual/intro.rst": "Intro\n=====\n",
-    "manual/guide.rst": "Guide\n=====\n",
-    "manual/api/ref.rst": "Ref\n===\n",
-}
-
-
-def write_tree(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-
-
-@pytest.fixture
-def world(tmp_path: Path, cli) -> Path:  # type: ignore[no-untyped-def]
-    root = Path(os.path.realpath(tmp_path))
-    write_tree(root, FILES)
-    for folder, name, extra in (("work/repo/notes", "notes", ()), ("manual", "manual", ("--pattern", "**/*.rst"))):
-        code, _out, err = cli("collection", "add", str(root / folder), "--name", name, "--no-index", *extra)
-        assert code == 0, err
-    return root
-
-
-def test_folder_cache_carries_the_collection_patterns(world: Path) -> None:
-    data = json.loads(harness.StateLayout.current().guard_folders.read_text())
-    assert data["patterns"] == {str(world / "work/repo/notes"): ["**/*.md"], str(world / "manual"): ["**/*.rst"]}
+def test_folder_cache_carries_the_collection_patterns(notes_world: Path) -> None:
+    data = json.loads(qmd.StateLayout.current().guard_folders.read_text())
+    assert data["patterns"] == {str(notes_world / "work/repo/notes"): ["**/*.md"], str(notes_world / "manual"): ["**/*.rst"]}
 
 
 def call(root: Path, tool: str, value: object, cwd: str) -> dict[str, object]:
@@ -225,12 +191,13 @@ CASES: list[tuple[str, object, str, str]] = [
 ]
 
 
-def test_guard_decisions_through_the_hook(world: Path) -> None:
+@pytest.mark.slow
+def test_guard_decisions_through_the_hook(notes_world: Path) -> None:
     """One table, each row a real `qmd-guard` run; every wrong row is reported at once."""
     assert GUARD.exists()
     wrong = []
     for tool, value, cwd, expected in CASES:
-        got, text = outcome(world, tool, value, cwd)
+        got, text = outcome(notes_world, tool, value, cwd)
         if got != expected:
             wrong.append(f"{expected} expected, got {got}: {tool} {value!r} in {cwd}")
         elif got == "deny":
@@ -239,16 +206,16 @@ def test_guard_decisions_through_the_hook(world: Path) -> None:
     assert not wrong, "\n" + "\n".join(wrong)
 
 
-def test_old_folders_json_without_patterns_keeps_the_sample_names(world: Path) -> None:
+def test_old_folders_json_without_patterns_keeps_the_sample_names(notes_world: Path) -> None:
     """A folders.json written before patterns were cached: .md/.markdown/.mdx/.txt are notes."""
     path = harness.StateLayout.current().guard_folders
     data = json.loads(path.read_text())
     data.pop("patterns", None)
     path.write_text(json.dumps(data))
-    assert outcome(world, B, "rg -t rst foo", "manual")[0] == "allow"  # as before: .rst is no sample name
-    assert outcome(world, B, "rg -g '!*.md' foo", REPO)[0] == "deny"  # .txt notes could still be read
-    assert outcome(world, B, "rg -T md -T txt foo", REPO)[0] == "allow"
-    assert outcome(world, B, "grep -r foo .", NOTES)[0] == "deny"
+    assert outcome(notes_world, B, "rg -t rst foo", "manual")[0] == "allow"  # as before: .rst is no sample name
+    assert outcome(notes_world, B, "rg -g '!*.md' foo", REPO)[0] == "deny"  # .txt notes could still be read
+    assert outcome(notes_world, B, "rg -T md -T txt foo", REPO)[0] == "allow"
+    assert outcome(notes_world, B, "grep -r foo .", NOTES)[0] == "deny"
 
 
 # -- 2. a project's guard.allow: only inside that project, only once it is trusted -------------

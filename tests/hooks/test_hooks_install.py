@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import commit, git, make_repo, queue_files, state  # noqa: F401 - fixture
+from tests.support.harness import commit, git, make_repo, queue_files
 
 HOOKS = ("post-commit", "post-merge", "post-rewrite")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -46,13 +45,6 @@ def commit(repo: Path, name: str, text: str, message: str | None = None) -> subp
     (repo / name).write_text(text)
     git(repo, "add", name)
     return git(repo, "commit", "-q", "-m", message or f"add {name}")
-
-
-def qmd_run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """The real `qmd` in a subprocess, with the test's (isolated) environment."""
-    full = dict(os.environ)
-    full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "qmd", *args], capture_output=True, text=True, env=full, timeout=timeout)
 
 
 def queue_files(state_dir: Path, sub: str) -> list[str]:

@@ -7,11 +7,12 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from tests.support.run import QMD, command, run_qmd
 
 NOTES = {
     "runbooks/deploy.md": "# Deploy Runbook\n\nHow to ship the api service.\n\n## Rollback\n\nFlip the load balancer back to blue.\n",
@@ -53,10 +54,6 @@ def write_notes(root: Path) -> Path:
     return notes
 
 
-def qmd(env: dict[str, str], *args: str, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qmd", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
-
-
 def slow_rerank_env(tmp_path: Path) -> dict[str, str]:
     """An isolated env whose query "rollback procedure" (candidateLimit 200) reranks for
     minutes: 200 long notes and a deliberately slow yes/no reranker (a wide tiny llama),
@@ -70,15 +67,15 @@ def slow_rerank_env(tmp_path: Path) -> dict[str, str]:
     filler = " ".join(f"step{i} of the rollback procedure restores service" for i in range(40))
     for i in range(200):
         (notes / f"n{i:03}.md").write_text(f"# Rollback note {i}\n\n{filler}\n")
-    assert qmd(env, "collection", "add", str(notes), "--name", "many").returncode == 0
+    assert run_qmd("collection", "add", str(notes), "--name", "many", env=env).returncode == 0
     return env
 
 
 def setup_index(root: Path, env: dict[str, str]) -> Path:
     notes = write_notes(root)
-    proc = qmd(env, "collection", "add", str(notes), "--name", "notes")
+    proc = run_qmd("collection", "add", str(notes), "--name", "notes", env=env)
     assert proc.returncode == 0, proc.stderr
-    proc = qmd(env, "context", "add", "qmd://notes/", "Team engineering notes")
+    proc = run_qmd("context", "add", "qmd://notes/", "Team engineering notes", env=env)
     assert proc.returncode == 0, proc.stderr
     return notes
 
@@ -133,7 +130,7 @@ def wait_health(port: int, proc: subprocess.Popen[Any] | None = None, timeout: f
 
 def spawn_http(env: dict[str, str], port: int, log: Path, *extra: str) -> subprocess.Popen[bytes]:
     out = open(log, "ab")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([sys.executable, "-m", "qmd", "mcp", "--http", "--port", str(port), *extra], env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(command("mcp", "--http", "--port", str(port), *extra), env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
     out.close()
     return proc
 
@@ -166,7 +163,7 @@ def run_session(connect: Callable[[], Any], body: Callable[[Any], Awaitable[Any]
 def stdio_connect(env: dict[str, str], errlog: Any, *args: str) -> Callable[[], Any]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "qmd", *args, "mcp"], env=env)
+    params = StdioServerParameters(command=QMD[0], args=[*QMD[1:], *args, "mcp"], env=env)
     return lambda: stdio_client(params, errlog=errlog)
 
 
@@ -186,7 +183,7 @@ class RawStdio:
 
         self.err = open(errlog, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "qmd", *args, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+            command(*args, "mcp"), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
         )
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.raw: list[bytes] = []

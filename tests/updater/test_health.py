@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from tests.support.run import run_qmd
 
-from tests.support.harness import qmd_run, state  # noqa: F401 - fixture
 
 HEALTH = shlex.quote(str(Path(sys.executable).parent / "qmd")) + " health --session-start"
 
@@ -26,22 +26,22 @@ def _raise_flag(state_dir: Path, repo: str = "/srv/notes") -> None:
 
 
 def test_healthy_prints_ok_and_nothing_at_session_start(state: Path) -> None:
-    proc = qmd_run("health")
+    proc = run_qmd("health")
     assert proc.returncode == 0 and proc.stdout.startswith("health: ok")
     assert "updater: not running" in proc.stdout
-    start = qmd_run("health", "--session-start")
+    start = run_qmd("health", "--session-start")
     assert start.returncode == 0 and start.stdout == "" and start.stderr == ""
 
 
 def test_raised_flag_exits_1_and_gives_the_agent_one_line(state: Path) -> None:
     _raise_flag(state)
-    proc = qmd_run("health")
+    proc = run_qmd("health")
     assert proc.returncode == 1
     assert "health: RAISED since" in proc.stdout and "/m/x.gguf" in proc.stdout and "attempt 1/5" in proc.stdout
     assert proc.stderr.startswith("Error: the health flag is raised: 1 index update failure") and "hint:" in proc.stderr
-    data = json.loads(qmd_run("health", "--json").stdout)
+    data = json.loads(run_qmd("health", "--json").stdout)
     assert data["health"]["raised"] is True and len(data["failures"]) == 1 and data["failures"][0]["step"] == "embed"
-    start = qmd_run("health", "--session-start")
+    start = run_qmd("health", "--session-start")
     assert start.returncode == 0
     [line] = start.stdout.splitlines()
     assert line.startswith("qmd: index updates have been failing since ") and "embed of /srv/notes into index index" in line
@@ -56,20 +56,20 @@ def test_session_start_mentions_a_stale_queue_with_no_updater(state: Path) -> No
     data = json.loads(path.read_text())
     data["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
     path.write_text(json.dumps(data))
-    start = qmd_run("health", "--session-start")
+    start = run_qmd("health", "--session-start")
     assert start.returncode == 0
     assert start.stdout.startswith("qmd: 1 index update request has waited 1h and no updater is running")
-    assert qmd_run("health").returncode == 0  # not a failure: the flag stays down
+    assert run_qmd("health").returncode == 0  # not a failure: the flag stays down
 
 
 def test_unreadable_state_never_breaks_a_session(state: Path) -> None:
     state.mkdir(parents=True)
     (state / "failures").write_text("not a folder")
     (state / "queue").write_text("not a folder")
-    start = qmd_run("health", "--session-start")
+    start = run_qmd("health", "--session-start")
     assert start.returncode == 0 and start.stderr == ""
     assert start.stdout.startswith("qmd: the index freshness harness is broken: ") and str(state / "queue") in start.stdout
-    shown = qmd_run("health")
+    shown = run_qmd("health")
     assert shown.returncode == 1 and "health: BROKEN" in shown.stdout and "hint: move it away" in shown.stderr
 
 

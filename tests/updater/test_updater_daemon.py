@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import qmd
-from tests.support.harness import commit, make_repo, queue_files, state  # noqa: F401 - fixture
+from tests.support.harness import commit, make_repo, queue_files
+from tests.support.run import command
 
 
 def _store() -> qmd.Store:
@@ -36,7 +36,7 @@ def daemon(state: Path) -> Iterator[subprocess.Popen[str]]:
     procs: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, "-m", "qmd", "updater", "daemon", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(command("updater", "daemon", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(proc)
         deadline = time.time() + 30
         log = state / "logs" / "updater.log"

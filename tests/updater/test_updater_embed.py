@@ -6,7 +6,6 @@ import json
 import logging
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,8 @@ import pytest
 
 import qmd
 from qmd import harness
-from tests.support.harness import commit, make_repo, qmd_run, queue_files, state  # noqa: F401 - fixture
+from tests.support.harness import commit, make_repo, queue_files
+from tests.support.run import command, run_qmd
 
 
 def _store() -> qmd.Store:
@@ -41,7 +41,7 @@ def test_a_failing_embed_raises_the_flag_and_fixing_it_clears_it(enrolled: Path,
     missing = tmp_path / "models" / "nowhere.gguf"
     monkeypatch.setenv("QMD_EMBED_MODEL", str(missing))
     commit(enrolled, "rollback.md", "# Rollback\n\nFlip the load balancer back to blue.\n")
-    proc = qmd_run("updater", "run")
+    proc = run_qmd("updater", "run")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "failed: embed of" in proc.stdout and str(missing) in proc.stdout and "hint:" in proc.stderr
     [record] = _records(state)
@@ -56,21 +56,21 @@ def test_a_failing_embed_raises_the_flag_and_fixing_it_clears_it(enrolled: Path,
     with _store() as store:
         assert [h.uri for h in store.search("balancer")] == ["qmd://notes/rollback.md"]  # the update step did succeed
 
-    shown = qmd_run("health")
+    shown = run_qmd("health")
     assert shown.returncode == 1 and "RAISED" in shown.stdout and str(missing) in shown.stdout and "hint:" in shown.stderr
-    line = qmd_run("health", "--session-start")
+    line = run_qmd("health", "--session-start")
     assert line.returncode == 0 and len(line.stdout.splitlines()) == 1
     assert line.stdout.startswith("qmd: index updates have been failing since") and str(missing) in line.stdout
 
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
-    proc = qmd_run("updater", "run", "--json")
+    proc = run_qmd("updater", "run", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["chunks_embedded"] > 0
     assert _records(state) == []
     health = json.loads((state / "health.json").read_text())
     assert health["raised"] is False and health["failures"] == [] and health["since"] is None
     assert queue_files(state, "cur") == queue_files(state, "new") == []
-    assert qmd_run("health").returncode == 0 and qmd_run("health", "--session-start").stdout == ""
+    assert run_qmd("health").returncode == 0 and run_qmd("health", "--session-start").stdout == ""
     with _store() as store:
         assert store.vector_status().pending_documents == 0
         assert store.vsearch("load balancer blue", limit=5).hits
@@ -105,7 +105,7 @@ def test_kill_9_mid_run_then_another_run_loses_nothing_and_embeds_nothing_twice(
         (enrolled / "bulk" / f"n{i:03d}.md").parent.mkdir(exist_ok=True)
         (enrolled / "bulk" / f"n{i:03d}.md").write_text(f"# Bulk {i}\n\nuniq{i}word {words}\n")
     commit(enrolled, "last.md", "# Last\n\nthe final note\n")
-    proc = subprocess.Popen([sys.executable, "-m", "qmd", "updater", "run"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(command("updater", "run"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         seen = _stop_between_batches(proc, time.time() + 120)
     finally:
@@ -117,7 +117,7 @@ def test_kill_9_mid_run_then_another_run_loses_nothing_and_embeds_nothing_twice(
         before = store.vector_status()
     assert before.chunks >= seen.chunks and before.pending_documents > 0, (seen, before)
 
-    again = qmd_run("updater", "run", "--json")
+    again = run_qmd("updater", "run", "--json")
     assert again.returncode == 0, again.stderr
     result = json.loads(again.stdout)
     with _store() as store:

@@ -6,12 +6,12 @@ import json
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import qmd
-from tests.support.harness import commit, make_repo, qmd_run, queue_files, state  # noqa: F401 - fixture
+from tests.support.harness import commit, make_repo, queue_files
+from tests.support.run import command, run_qmd
 
 
 def _store() -> qmd.Store:
@@ -32,7 +32,7 @@ def test_fifty_commits_from_ten_processes_are_all_searchable_after_one_run(cli, 
     log = (state / "logs" / "hooks.log").read_text().splitlines()
     assert len(log) == 50 and all(line.endswith(" queued") for line in log)
 
-    proc = qmd_run("updater", "run", "--json")
+    proc = run_qmd("updater", "run", "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["requests"] == 50 and sorted(result["succeeded_repos"]) == sorted(map(str, repos))
@@ -45,31 +45,31 @@ def test_fifty_commits_from_ten_processes_are_all_searchable_after_one_run(cli, 
                 assert [h.uri for h in hits] == [f"qmd://r{i}/note{n}.md"]
     health = json.loads((state / "health.json").read_text())
     assert health["raised"] is False and health["failures"] == [] and health["last_success"]
-    status = json.loads(qmd_run("updater", "status", "--json").stdout)
+    status = json.loads(run_qmd("updater", "status", "--json").stdout)
     assert status["stats"]["runs"] == 1 and status["stats"]["documents_updated"] == 50 and status["queue"]["pending"] == 0
 
 
 def test_a_second_updater_exits_at_once_naming_the_holder(state: Path, tmp_path: Path) -> None:
-    daemon = subprocess.Popen([sys.executable, "-m", "qmd", "updater", "daemon"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    daemon = subprocess.Popen(command("updater", "daemon"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 30
         while not (state / "updater.lock.json").exists():
             assert daemon.poll() is None and time.time() < deadline, daemon.communicate()
             time.sleep(0.05)
         started = time.time()
-        proc = qmd_run("updater", "run")
+        proc = run_qmd("updater", "run")
         assert time.time() - started < 5
         assert proc.returncode == 1
         assert f"pid {daemon.pid} (daemon, started" in proc.stderr and "hint:" in proc.stderr
-        assert qmd_run("updater", "run", "--if-idle").returncode == 0
-        status = json.loads(qmd_run("updater", "status", "--json").stdout)
+        assert run_qmd("updater", "run", "--if-idle").returncode == 0
+        status = json.loads(run_qmd("updater", "status", "--json").stdout)
         assert status["updater"]["pid"] == daemon.pid and status["updater"]["mode"] == "daemon"
     finally:
         daemon.send_signal(signal.SIGTERM)
         _, err = daemon.communicate(timeout=30)
     assert daemon.returncode == 0, err
     assert not (state / "updater.lock.json").exists()
-    assert qmd_run("updater", "run").returncode == 0  # the lock is free again
+    assert run_qmd("updater", "run").returncode == 0  # the lock is free again
 
 
 def test_a_repo_deleted_after_enrolment_is_dropped_and_does_not_pin_the_flag(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -80,16 +80,16 @@ def test_a_repo_deleted_after_enrolment_is_dropped_and_does_not_pin_the_flag(cli
     commit(repo, "a.md", "# A\n")
     commit(repo, "b.md", "# B\n")
     shutil.rmtree(repo)
-    proc = qmd_run("updater", "run")
+    proc = run_qmd("updater", "run")
     assert proc.returncode == 0, proc.stderr
     assert f"dropped: {repo} no longer exists" in proc.stdout
     assert len(queue_files(state, "failed")) == 2 and queue_files(state, "cur") == []
     [record] = [json.loads(p.read_text()) for p in (state / "failures").glob("*.json")]
     assert record["repo"] == str(repo) and record["dropped"] is True and "no longer exists" in record["error"]
     assert json.loads((state / "health.json").read_text())["raised"] is False
-    health = qmd_run("health")
+    health = run_qmd("health")
     assert health.returncode == 0 and "dropped" in health.stdout and str(repo) in health.stdout
-    assert qmd_run("health", "--session-start").stdout == ""
+    assert run_qmd("health", "--session-start").stdout == ""
     code, out, _ = cli("hooks", "uninstall", str(repo))
     assert code == 0 and "removed 1 dropped-request record" in out
     assert list((state / "failures").glob("*.json")) == []
@@ -100,7 +100,7 @@ def test_requests_for_a_repo_without_collections_are_deleted(cli, state: Path, t
     code, out, _ = cli("hooks", "install", str(repo))
     assert "warning: no collection of any index lies in" in out
     commit(repo, "a.md", "# A\n")
-    proc = qmd_run("updater", "run")
+    proc = run_qmd("updater", "run")
     assert proc.returncode == 0 and "nothing to do: no collection lies in" in proc.stdout
     assert queue_files(state, "new") == queue_files(state, "cur") == []
 
@@ -119,7 +119,7 @@ def test_routing_reaches_every_index_and_nested_collections(cli, state: Path, tm
     assert cli("hooks", "install", str(repo))[0] == 0
     commit(repo, "docs/new.md", "# New\n\nfreshword\n")
     (outside / "o2.md").write_text("# Outside two\n\nfreshword\n")
-    proc = qmd_run("updater", "run")
+    proc = run_qmd("updater", "run")
     assert proc.returncode == 0, proc.stderr
     with _store() as store:
         assert [h.uri for h in store.search("freshword")] == ["qmd://docs/new.md"]  # "outside" was not touched

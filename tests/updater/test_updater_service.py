@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import state  # noqa: F401 - fixture
 
 QMD = str(Path(sys.executable).absolute().parent / "qmd")
 

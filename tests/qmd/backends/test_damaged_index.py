@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ import apsw
 import pytest
 
 import qmd
+from tests.support.run import run_qmd
 
 PAGE = 4096
 
@@ -80,12 +80,6 @@ COMMANDS: list[tuple[str, ...]] = [
 ]
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "qmd", *args], capture_output=True, text=True, env=dict(os.environ), timeout=300, stdin=subprocess.DEVNULL, cwd=os.environ["HOME"]
-    )
-
-
 @pytest.fixture
 def built(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, bytes]:
     """A built and embedded default index, checkpointed into its one file: (path, its sound bytes)."""
@@ -95,7 +89,7 @@ def built(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.Monk
     for i in range(6):
         (notes / f"note{i}.md").write_text(f"# Note {i}\n\nThe load balancer rollback step {i}.\n")
     for args in (("collection", "add", str(notes), "--name", "notes"), ("embed",), ("cleanup",)):
-        proc = run(*args)
+        proc = run_qmd(*args)
         assert proc.returncode == 0, proc.stderr
     path = qmd.resolve_index(None).index_path
     for side in (Path(f"{path}-wal"), Path(f"{path}-shm")):
@@ -117,7 +111,7 @@ def test_every_command_says_the_index_is_damaged_and_names_doctor_fix(built: tup
     path, data = built
     for command in COMMANDS:
         damaged = _damage(path, data, kind)
-        proc = run(*command)
+        proc = run_qmd(*command)
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("Error:")]
         hints = [line for line in lines if line.startswith("hint:")]
@@ -167,14 +161,14 @@ def test_a_sound_index_is_not_flagged(built: tuple[Path, bytes]) -> None:
         assert not store.check(quick=True).corrupted
         assert not store.check().corrupted
         assert store.search("rollback")
-    assert run("search", "rollback").returncode == 0
+    assert run_qmd("search", "rollback").returncode == 0
 
 
 def test_a_folder_in_place_of_the_index_names_the_folder_not_a_rebuild(built: tuple[Path, bytes]) -> None:
     path, _ = built
     path.unlink()
     path.mkdir()
-    proc = run("search", "rollback")
+    proc = run_qmd("search", "rollback")
     assert proc.returncode == 1 and f"Error: the index path {path} is a folder" in proc.stderr and "move the folder aside" in proc.stderr, proc.stderr
 
 
@@ -188,6 +182,7 @@ TAMPERED = {
 
 
 @pytest.mark.parametrize("kind", list(TAMPERED))
+@pytest.mark.slow
 def test_tables_that_are_not_qmd_s_are_a_damaged_index_not_a_bug(tmp_path: Path, kind: str) -> None:
     """A shipped or edited file whose tables qmd's migrations did not make (a cloned
     repository's `.qmd/index.sqlite`): one line naming it damaged (exit 1), and doctor fails
@@ -195,17 +190,17 @@ def test_tables_that_are_not_qmd_s_are_a_damaged_index_not_a_bug(tmp_path: Path,
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "note1.md").write_text("# Note\n\nrollback words\n")
-    assert run("collection", "add", str(notes), "--name", "notes").returncode == 0
+    assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
     path = qmd.resolve_index(None).index_path
     conn = apsw.Connection(str(path))
     conn.execute(TAMPERED[kind])
     conn.close()
     for command in (("status",), ("update",), ("search", "rollback") if "documents" in TAMPERED[kind] else ("status", "--json")):
-        proc = run(*command)
+        proc = run_qmd(*command)
         assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and "damaged" in proc.stderr and "Traceback" not in proc.stderr, (command, proc.stderr)
     import json
 
-    proc = run("doctor", "--json", "--quick")
+    proc = run_qmd("doctor", "--json", "--quick")
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
     assert checks["index [index]"]["status"] == "fail" and ("damaged" in checks["index [index]"]["detail"] or "corrupted" in checks["index [index]"]["detail"]), checks["index [index]"]
     assert "check itself failed" not in proc.stdout and len(checks) > 5

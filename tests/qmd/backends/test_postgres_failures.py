@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -18,12 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.mcp import free_port, make_env, request, spawn_http, stop_process, wait_health
+from tests.support.run import command, run_qmd
 
 NUL_FILTER = '{"key": "team", "operator": "eq", "value": "co\\u0000re"}'
-
-
-def qmd(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qmd", *args], env=env, capture_output=True, text=True, timeout=300, cwd=cwd, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture
@@ -43,12 +39,13 @@ def one_line_error(run: subprocess.CompletedProcess[str], *words: str) -> None:
     assert all(w in run.stderr for w in words), run.stderr
 
 
+@pytest.mark.slow
 def test_a_nul_in_a_filter_value_is_a_bad_filter(tmp_path: Path, pg_env: tuple[dict[str, str], Path]) -> None:
     env, notes = pg_env
     (notes / "a.md").write_text("---\nteam: core\n---\n# A\n\nhello world\n")
-    assert qmd(env, "collection", "add", str(notes), "--name", "n").returncode == 0
+    assert run_qmd("collection", "add", str(notes), "--name", "n", env=env).returncode == 0
     for command in ("search", "vsearch", "query"):
-        one_line_error(qmd(env, command, "hello", "--filter", NUL_FILTER), "NUL")
+        one_line_error(run_qmd(command, "hello", "--filter", NUL_FILTER, env=env), "NUL")
     port = free_port()
     proc = spawn_http(env, port, tmp_path / "server.log")
     try:
@@ -83,6 +80,7 @@ def own_server() -> object:
     shutil.rmtree(parent, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_the_server_lost_in_the_middle_of_an_update(tmp_path: Path, own_server: object) -> None:
     import psycopg
 
@@ -92,8 +90,8 @@ def test_the_server_lost_in_the_middle_of_an_update(tmp_path: Path, own_server: 
     notes.mkdir()
     for i in range(4000):
         (notes / f"n{i}.md").write_text(f"# Note {i}\n\n" + "words to index here " * 150 + "\n")
-    assert qmd(env, "collection", "add", str(notes), "--name", "n", "--no-index").returncode == 0
-    update = subprocess.Popen([sys.executable, "-m", "qmd", "update"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    assert run_qmd("collection", "add", str(notes), "--name", "n", "--no-index", env=env).returncode == 0
+    update = subprocess.Popen(command("update"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     killed = 0
     with psycopg.connect(url, autocommit=True) as admin:
         deadline = time.monotonic() + 120
@@ -109,13 +107,13 @@ def test_the_server_lost_in_the_middle_of_an_update(tmp_path: Path, own_server: 
     # the server itself gone: doctor fails the index with "cannot connect"
     subprocess.run(["pkill", "-9", "-f", url.split("host=")[-1]], check=False)
     time.sleep(0.5)
-    doctor = qmd(env, "doctor", "--json", "--quick")
+    doctor = run_qmd("doctor", "--json", "--quick", env=env)
     checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
     index = checks["index [index]"]
     assert doctor.returncode == 2 and index["status"] == "fail" and "cannot connect" in index["detail"], index
     assert "not been built" not in json.dumps(checks)
-    one_line_error(qmd(env, "update"), "cannot connect to the database")
-    one_line_error(qmd(env, "search", "words"), "cannot connect to the database")
+    one_line_error(run_qmd("update", env=env), "cannot connect to the database")
+    one_line_error(run_qmd("search", "words", env=env), "cannot connect to the database")
     assert os.environ.get("QMD_DATABASE_URL") is None
 
 
@@ -125,13 +123,13 @@ def test_a_nul_escaped_in_front_matter_does_not_stop_its_collection(tmp_path: Pa
     env, notes = pg_env
     (notes / "a.md").write_text("# A\n\nalpha words\n")
     (notes / "evil.md").write_text('---\ntitle: "bad\\0title"\ntags: ["t\\0g"]\nowner: "x\\0y"\n"k\\0ey": 1\n---\nbravo words\n')
-    run = qmd(env, "collection", "add", str(notes), "--name", "n")
+    run = run_qmd("collection", "add", str(notes), "--name", "n", env=env)
     assert run.returncode == 0, run.stderr
-    found = json.loads(qmd(env, "search", "bravo", "--json").stdout)
+    found = json.loads(run_qmd("search", "bravo", "--json", env=env).stdout)
     assert [h["file"] for h in found] == ["qmd://n/evil.md"] and found[0]["title"] == "badtitle"
     assert found[0]["metadata"]["owner"] == "xy" and "key" in found[0]["metadata"]
-    assert json.loads(qmd(env, "search", "alpha", "--json").stdout)[0]["file"] == "qmd://n/a.md"
-    assert json.loads(qmd(env, "search", "bravo", "--json", "--filter", '{"key": "owner", "operator": "eq", "value": "xy"}').stdout)
+    assert json.loads(run_qmd("search", "alpha", "--json", env=env).stdout)[0]["file"] == "qmd://n/a.md"
+    assert json.loads(run_qmd("search", "bravo", "--json", "--filter", '{"key": "owner", "operator": "eq", "value": "xy"}', env=env).stdout)
 
 
 def test_a_schema_dropped_under_a_running_server(tmp_path: Path, pg_env: tuple[dict[str, str], Path]) -> None:
@@ -141,7 +139,7 @@ def test_a_schema_dropped_under_a_running_server(tmp_path: Path, pg_env: tuple[d
 
     env, notes = pg_env
     (notes / "a.md").write_text("# A\n\nhello kestrel\n")
-    assert qmd(env, "collection", "add", str(notes), "--name", "n").returncode == 0
+    assert run_qmd("collection", "add", str(notes), "--name", "n", env=env).returncode == 0
     port = free_port()
     proc = spawn_http(env, port, tmp_path / "server.log")
     try:
@@ -157,8 +155,8 @@ def test_a_schema_dropped_under_a_running_server(tmp_path: Path, pg_env: tuple[d
         assert status == 200 and body["result"]["isError"] and "internal" not in json.dumps(body), body
         health = wait_health(port, proc)
         assert health["status"] == "degraded" and "not been built" in health["error"], health
-        one_line_error(qmd(env, "search", "kestrel"), "not been built")
-        assert qmd(env, "update").returncode == 0
+        one_line_error(run_qmd("search", "kestrel", env=env), "not been built")
+        assert run_qmd("update", env=env).returncode == 0
         status, body = request(port, "POST", "/query", query)
         assert status == 200 and body["results"], body
     finally:
@@ -174,9 +172,9 @@ def test_a_stray_nul_in_text_the_binary_probe_does_not_see(tmp_path: Path, pg_en
     env, notes = pg_env
     (notes / "wide.md").write_bytes(codecs.BOM_UTF16_LE + ("# Wide\n" + "text " * 40 + "\x00 osprey\n").encode("utf-16-le"))
     (notes / "late.md").write_bytes(("# Late\n\n" + "word " * 2000 + "\x00 plover\n").encode())
-    run = qmd(env, "collection", "add", str(notes), "--name", "n")
+    run = run_qmd("collection", "add", str(notes), "--name", "n", env=env)
     assert run.returncode == 0, run.stderr
     for word, file in (("osprey", "qmd://n/wide.md"), ("plover", "qmd://n/late.md")):
-        assert [h["file"] for h in json.loads(qmd(env, "search", word, "--json").stdout)] == [file]
-    status = json.loads(qmd(env, "status", "--json").stdout)
+        assert [h["file"] for h in json.loads(run_qmd("search", word, "--json", env=env).stdout)] == [file]
+    status = json.loads(run_qmd("status", "--json", env=env).stdout)
     assert "NUL characters read as U+FFFD" in json.dumps(status)

@@ -23,10 +23,9 @@ import apsw
 import pytest
 
 import qmd
-from tests.conftest import qmd_env
+from tests.support.run import command, qmd_env, run_qmd
 
 Cli = Callable[..., tuple[int, str, str]]
-RunQmd = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def assert_error(code: int, out: str, err: str, *fragments: str, exit_code: int = 1) -> None:
@@ -238,7 +237,7 @@ def test_symlink_inside_root_is_indexed(messy: tuple[Path, int, str], cli: Cli) 
     assert files[0].split(",")[0] == files[1].split(",")[0]  # same content, same docid
 
 
-def test_symlink_loops_do_not_hang(tmp_path: Path, run_qmd: RunQmd) -> None:
+def test_symlink_loops_do_not_hang(tmp_path: Path) -> None:
     root = make_notes(tmp_path / "loops", {"a/b/c.md": "# C\n\ncyclic capybara\n"})
     os.symlink("..", root / "a" / "b" / "up")
     os.symlink(root, root / "a" / "root")
@@ -319,7 +318,7 @@ def test_five_thousand_character_query(indexed: Path, cli: Cli) -> None:
     assert cli("search", "blue " * 1000, "--files")[1].endswith(",qmd://small/runbooks/deploy.md\n")
 
 
-def test_dash_query_in_a_subprocess(indexed: Path, run_qmd: RunQmd) -> None:
+def test_dash_query_in_a_subprocess(indexed: Path) -> None:
     # `--` ends options, so a query may start with a dash (negation only: nothing positive).
     proc = run_qmd("search", "--", "-rollback")
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "No results found.\n", "")
@@ -376,7 +375,7 @@ def test_get_refuses_paths_outside_collections(indexed: Path, cli: Cli, monkeypa
     assert "outside every collection" in err or "leaves its collection" in err
 
 
-def test_get_refuses_sibling_folder_in_subprocess(indexed: Path, run_qmd: RunQmd) -> None:
+def test_get_refuses_sibling_folder_in_subprocess(indexed: Path) -> None:
     secret = make_notes(indexed.parent / "private", {"diary.md": "# Diary\n\nmy pangolin secret\n"})
     for ref in ("../private/diary.md", str(secret / "diary.md"), "/etc/passwd"):
         proc = run_qmd("get", ref, cwd=indexed)
@@ -471,7 +470,7 @@ def test_invalid_index_name(indexed: Path, cli: Cli, name: str) -> None:
     assert sorted(p.relative_to(home) for p in home.rglob("*")) == before  # nothing created
 
 
-def test_invalid_index_name_in_subprocess(indexed: Path, run_qmd: RunQmd) -> None:
+def test_invalid_index_name_in_subprocess(indexed: Path) -> None:
     proc = run_qmd("--index", "bad/name", "search", "blue")
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr == "Error: invalid index name 'bad/name'\nhint: use letters, digits, '.', '_' or '-' (at most 64 characters)\n"
@@ -494,11 +493,11 @@ def test_cache_dir_is_a_file_on_update(indexed: Path, cli: Cli, tmp_path: Path, 
     assert "XDG_CACHE_HOME" in hint_of(err) or "INDEX_PATH" in hint_of(err)
 
 
-def test_failed_collection_add_leaves_nothing_registered(tmp_path: Path, run_qmd: RunQmd) -> None:
+def test_failed_collection_add_leaves_nothing_registered(tmp_path: Path) -> None:
     root = make_notes(tmp_path / "notes", NOTES)
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
-    proc = run_qmd("collection", "add", str(root), "--name", "notes", env={"XDG_CACHE_HOME": str(blocker)})
+    proc = run_qmd("collection", "add", str(root), "--name", "notes", env=qmd_env({"XDG_CACHE_HOME": str(blocker)}))
     assert proc.returncode != 0  # the add failed (exit 3 today: see test_cache_dir_is_a_file_on_update)
     assert config_bytes() is None or b"notes" not in (config_bytes() or b"")
     proc = run_qmd("collection", "add", str(root), "--name", "notes")
@@ -531,7 +530,7 @@ def test_config_dir_is_a_file(indexed: Path, cli: Cli, tmp_path: Path, monkeypat
 
 
 @pytest.mark.parametrize("args", [("search",), ("search", "x", "--bogus"), ("nosuchcommand",), ("get",), ("search", "x", "-n", "many")])
-def test_usage_errors_exit_2_without_traceback(indexed: Path, run_qmd: RunQmd, args: tuple[str, ...]) -> None:
+def test_usage_errors_exit_2_without_traceback(indexed: Path, args: tuple[str, ...]) -> None:
     proc = run_qmd(*args)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.strip()
@@ -544,7 +543,7 @@ def _kill_update_while_indexing() -> int | None:
     first "Indexed N files" line. Returns the exit status, None if no progress was seen."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "qmd", "update"], env=qmd_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+        command("update"), env=qmd_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
     )
     os.close(slave)
     seen = b""

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from qmd.cli.main import hoist_index
+from tests.support.run import qmd_env, run_qmd
 
 Cli = Callable[..., tuple[int, str, str]]
-RunQmd = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.mark.parametrize(
@@ -31,7 +30,7 @@ def test_index_after_the_command_moves_in_front(args: list[str], expected: list[
     assert hoist_index(args) == expected
 
 
-def test_a_script_passing_index_after_the_command_reads_that_index(run_qmd: RunQmd, tmp_path: Path) -> None:
+def test_a_script_passing_index_after_the_command_reads_that_index(tmp_path: Path) -> None:
     notes = tmp_path / "work-notes"
     notes.mkdir()
     (notes / "pager.md").write_text("# Pager rotation\n\nThe pager moves every Monday.\n")
@@ -140,7 +139,7 @@ def test_query_full_and_line_numbers(cli: Cli, notes: Path) -> None:
     assert hits[0]["snippet"].split("\n")[1].startswith(f"{first}: ")
 
 
-def test_skill_install_for_codex_and_claude(run_qmd: RunQmd, tmp_path: Path) -> None:
+def test_skill_install_for_codex_and_claude(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
     done = run_qmd("skill", "install", cwd=project)
@@ -158,16 +157,16 @@ def test_skill_install_for_codex_and_claude(run_qmd: RunQmd, tmp_path: Path) -> 
     assert run_qmd("skill", "show").stdout == text
 
 
-def test_skill_install_global_writes_under_home(run_qmd: RunQmd, tmp_path: Path) -> None:
+def test_skill_install_global_writes_under_home(tmp_path: Path) -> None:
     home = tmp_path / "another-home"
     home.mkdir()
-    done = run_qmd("skill", "install", "--global", "--yes", env={"HOME": str(home)})
+    done = run_qmd("skill", "install", "--global", "--yes", env=qmd_env({"HOME": str(home)}))
     assert done.returncode == 0, done.stderr
     assert (home / ".agents" / "skills" / "qmd" / "SKILL.md").is_file()
     assert (home / ".claude" / "skills" / "qmd" / "SKILL.md").is_file()
 
 
-def test_version_names_the_commit(run_qmd: RunQmd) -> None:
+def test_version_names_the_commit() -> None:
     import re
 
     out = run_qmd("--version").stdout

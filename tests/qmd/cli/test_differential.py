@@ -18,16 +18,19 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REFERENCE
+from tests.support.paths import REFERENCE
+from tests.support.run import command
 
 CORPUS = REFERENCE / "corpus"
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"reference corpus not found at {CORPUS}")
+pytestmark = [
+    pytest.mark.skipif(not CORPUS.is_dir(), reason=f"reference corpus not found at {CORPUS}"),
+    pytest.mark.slow,  # two processes per command (node and python) and the original installed from npm
+]
 
 FRONT_MATTER_DOC = "ops/deploy.md"  # title: ours takes front matter's `title:`, the original the first heading
 DEPLOY = "---\ntitle: Deploy Checklist\nowner: platform-team\n---\n# Deploy steps\n\nRun the canary first, then flip the load balancer.\n"
@@ -50,7 +53,7 @@ class Tools:
         return env
 
     def run(self, who: str, *args: str, cwd: Path | None = None) -> tuple[int, str, str]:
-        cmd = self.original if who == "orig" else [sys.executable, "-m", "qmd"]
+        cmd = self.original if who == "orig" else command()
         where = cwd or self.work
         env = dict(self.env(who), PWD=str(where))  # the original reads $PWD, not the process's cwd
         proc = subprocess.run([*cmd, *args], cwd=where, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)

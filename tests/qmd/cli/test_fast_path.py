@@ -16,6 +16,7 @@ import pytest
 from qmd.cli import fast
 from qmd.cli.main import main as typer_main
 from qmd.core.errors import QmdError
+from tests.support.run import qmd_env, run_qmd
 
 Outcome = tuple[int, str, str]
 
@@ -239,11 +240,9 @@ def test_errors_inside_a_routed_command_map_to_the_same_exit_codes(
 
 
 def _subprocess(argv: list[str], *, fast_path: bool, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    from tests.conftest import qmd_env
-
     environ = qmd_env(env)
     environ["QMD_FAST"] = "1" if fast_path else "0"
-    return subprocess.run([sys.executable, "-m", "qmd", *argv], env=environ, capture_output=True, timeout=60)
+    return run_qmd(*argv, env=environ, timeout=60, text=False)
 
 
 def _timeless(out: bytes) -> bytes:
@@ -264,8 +263,6 @@ def test_the_console_script_with_and_without_the_fast_path(argv: list[str], inde
 
 
 def test_a_routed_search_never_imports_typer_or_yaml(indexed: Path) -> None:
-    from tests.conftest import qmd_env
-
     code = (
         "import sys\n"
         "import qmd.core.stamps\n"

@@ -20,22 +20,10 @@ import pytest
 
 from qmd.core import trust
 from qmd.core.paths import find_local_config, resolve_index
-
-QMD = [sys.executable, "-m", "qmd"]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QMD_TRUST")}
-    env.update(QMD_SERVER="off", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@e", **extra)
-    return env
-
-
-def qmd(cwd: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*QMD, *args], cwd=cwd, env=_env(**env), input=stdin, capture_output=True, text=True, timeout=120)
-
+from tests.support.run import command, local_env, qmd_at
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, env=_env(), check=True, capture_output=True, text=True).stdout
+    return subprocess.run(["git", *args], cwd=cwd, env=local_env(), check=True, capture_output=True, text=True).stdout
 
 
 @pytest.fixture
@@ -83,16 +71,16 @@ def test_resolution_walks_up_and_index_beats_it(clone: tuple[Path, Path]) -> Non
 
 def test_no_terminal_skips_gated_fields_and_still_indexes(clone: tuple[Path, Path]) -> None:
     _, work = clone
-    result = qmd(work / "docs", "update")
+    result = qmd_at(work / "docs", "update")
     assert result.returncode == 0, result.stderr
     assert not marker_of(work).exists()
     assert "not trusted" in result.stderr and "qmd trust" in result.stderr
-    assert "deploy" in qmd(work, "search", "canary", "--json").stdout
-    assert json.loads(qmd(work, "search", "zebrafish", "--json").stdout or "[]") == []  # the outside collection was not indexed
-    status = qmd(work, "status", "--json")
+    assert "deploy" in qmd_at(work, "search", "canary", "--json").stdout
+    assert json.loads(qmd_at(work, "search", "zebrafish", "--json").stdout or "[]") == []  # the outside collection was not indexed
+    status = qmd_at(work, "status", "--json")
     where = json.loads(status.stdout)["index"]
     assert where["source"] == "local" and where["trust"]["trusted"] is False
-    assert "In use: project-local" in qmd(work, "status").stdout
+    assert "In use: project-local" in qmd_at(work, "status").stdout
 
 
 def _pty_run(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
@@ -100,8 +88,8 @@ def _pty_run(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
     pid, fd = pty.fork()
     if pid == 0:  # the child: a terminal session
         os.chdir(cwd)
-        env = _env()
-        os.execve(sys.executable, [sys.executable, "-m", "qmd", *args], env)
+        env = local_env()
+        os.execve(sys.executable, command(*args), env)
     output = b""
     answered = False
     deadline = time.monotonic() + 60
@@ -126,6 +114,7 @@ def _pty_run(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
     return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_terminal_asks_approval_holds_until_the_command_changes(clone: tuple[Path, Path]) -> None:
     upstream, work = clone
     code, text = _pty_run(work, ["update"], "n")
@@ -140,8 +129,8 @@ def test_terminal_asks_approval_holds_until_the_command_changes(clone: tuple[Pat
 
     # approved: unattended runs (an agent, CI) use it without asking
     marker_of(work).unlink()
-    assert qmd(work, "update").returncode == 0 and marker_of(work).exists()
-    assert "zebrafish" in qmd(work, "search", "zebrafish").stdout
+    assert qmd_at(work, "update").returncode == 0 and marker_of(work).exists()
+    assert "zebrafish" in qmd_at(work, "search", "zebrafish").stdout
 
     # a `git pull` that rewrites the command asks again
     config = upstream / ".qmd" / "index.yml"
@@ -149,24 +138,24 @@ def test_terminal_asks_approval_holds_until_the_command_changes(clone: tuple[Pat
     git(upstream, "commit", "-q", "-am", "edit the hook")
     git(work, "pull", "-q")
     marker_of(work).unlink()
-    result = qmd(work, "update")
+    result = qmd_at(work, "update")
     assert result.returncode == 0 and "not trusted" in result.stderr
     assert not marker_of(work).exists()
 
     # qmd trust approves the new set; revoke drops it
-    assert "Trusted" in qmd(work, "trust").stdout
-    assert str(work / ".qmd" / "index.yml") in qmd(work, "trust", "list").stdout
-    assert qmd(work, "update").returncode == 0 and marker_of(work).exists()
-    assert "Revoked" in qmd(work, "trust", "revoke").stdout
+    assert "Trusted" in qmd_at(work, "trust").stdout
+    assert str(work / ".qmd" / "index.yml") in qmd_at(work, "trust", "list").stdout
+    assert qmd_at(work, "update").returncode == 0 and marker_of(work).exists()
+    assert "Revoked" in qmd_at(work, "trust", "revoke").stdout
     marker_of(work).unlink()
-    qmd(work, "update")
+    qmd_at(work, "update")
     assert not marker_of(work).exists()
 
 
 def test_opt_in_variables(clone: tuple[Path, Path]) -> None:
     _, work = clone
-    assert qmd(work, "update", QMD_TRUST_UPDATE_HOOKS="0").returncode == 0 and not marker_of(work).exists()
-    assert qmd(work, "update", QMD_TRUST_LOCAL_CONFIG="1").returncode == 0 and marker_of(work).exists()
+    assert qmd_at(work, "update", QMD_TRUST_UPDATE_HOOKS="0").returncode == 0 and not marker_of(work).exists()
+    assert qmd_at(work, "update", QMD_TRUST_LOCAL_CONFIG="1").returncode == 0 and marker_of(work).exists()
 
 
 def test_digest_ignores_defaults_and_order(tmp_path: Path) -> None:
@@ -184,13 +173,13 @@ def test_digest_ignores_defaults_and_order(tmp_path: Path) -> None:
 
 def test_mcp_from_the_folder_serves_it_and_runs_nothing(clone: tuple[Path, Path]) -> None:
     _, work = clone
-    qmd(work, "update")
+    qmd_at(work, "update")
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "canary"}]}}},
     ]
-    proc = subprocess.Popen([*QMD, "mcp"], cwd=work / "docs", env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command("mcp"), cwd=work / "docs", env=local_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
@@ -212,7 +201,7 @@ def test_mcp_from_the_folder_serves_it_and_runs_nothing(clone: tuple[Path, Path]
 
 def test_updater_routes_a_commit_to_the_local_index(clone: tuple[Path, Path]) -> None:
     _, work = clone
-    assert qmd(work, "update").returncode == 0  # registers the local index with the harness
+    assert qmd_at(work, "update").returncode == 0  # registers the local index with the harness
     (work / "docs" / "new.md").write_text("# Pager\n\nthe pager rota for quokka week\n")
     git(work, "add", ".")
     git(work, "commit", "-q", "-m", "pager")
@@ -222,10 +211,10 @@ def test_updater_routes_a_commit_to_the_local_index(clone: tuple[Path, Path]) ->
     layout = StateLayout.current()
     layout.ensure_queue()
     spool.enqueue(layout, str(work), "post-commit")
-    result = qmd(work, "updater", "run", "--json")
+    result = qmd_at(work, "updater", "run", "--json")
     assert result.returncode == 0, result.stderr
     assert not marker_of(work).exists()  # the updater has nobody to ask
-    assert "new.md" in qmd(work, "search", "quokka", "--json").stdout
+    assert "new.md" in qmd_at(work, "search", "quokka", "--json").stdout
     folders = json.loads(layout.guard_folders.read_text())["folders"]
     assert {"path": os.path.realpath(work / "docs"), "index": str(work / ".qmd" / "index.yml"), "collection": "docs"} in folders
     assert not any(f["collection"] == "home" for f in folders)  # untrusted outside folder: not indexed, not guarded
@@ -235,15 +224,15 @@ def test_init_writes_the_config_with_model_defaults(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     (project / "notes").mkdir(parents=True)
     (project / "notes" / "a.md").write_text("# A\n\nalpha words\n")
-    result = qmd(project, "init")
+    result = qmd_at(project, "init")
     assert result.returncode == 0 and "ready to go with new local index" in result.stdout
     text = (project / ".qmd" / "index.yml").read_text()
     assert "embeddinggemma" in text and (project / ".qmd" / "index.sqlite").exists()
-    assert qmd(project, "collection", "add", "notes", "--name", "notes").returncode == 0
+    assert qmd_at(project, "collection", "add", "notes", "--name", "notes").returncode == 0
     assert "path: notes" in (project / ".qmd" / "index.yml").read_text()  # relative: the same in every clone
-    assert "alpha" in qmd(project / "notes", "search", "alpha").stdout
+    assert "alpha" in qmd_at(project / "notes", "search", "alpha").stdout
     home = Path(os.environ["HOME"])
-    assert qmd(home, "init").returncode == 1
+    assert qmd_at(home, "init").returncode == 1
 
 
 def _gated_repo(tmp_path: Path, field: str, value: str) -> tuple[Path, Path]:
@@ -264,6 +253,7 @@ def _gated_config(field: str, value: str) -> str:
 
 
 @pytest.mark.parametrize("field", ["update", "outside", "model"])
+@pytest.mark.slow
 def test_each_gated_field_by_terminal_approval_and_edit(tmp_path: Path, field: str) -> None:
     """The trust table: each gated field with no terminal (skipped), on a terminal (asked:
     no keeps it skipped, yes uses it), approved (used unattended) and edited by a `git pull`
@@ -283,23 +273,23 @@ def test_each_gated_field_by_terminal_approval_and_edit(tmp_path: Path, field: s
         if field == "update":
             return (tmp_path / f"MARKER-{version}").exists()
         if field == "outside":
-            return json.loads(qmd(work, "search", ("zebrafish", "quokka")[version - 1], "--json").stdout or "[]") != []
-        models = json.loads(qmd(work, "status", "--json").stdout)["models"]
+            return json.loads(qmd_at(work, "search", ("zebrafish", "quokka")[version - 1], "--json").stdout or "[]") != []
+        models = json.loads(qmd_at(work, "status", "--json").stdout)["models"]
         return next(m for m in models if m["role"] == "embed")["spec"] == values[version - 1]
 
-    result = qmd(work, "update")  # no terminal
+    result = qmd_at(work, "update")  # no terminal
     assert result.returncode == 0 and "not trusted" in result.stderr and not used(1)
     code, text = _pty_run(work, ["update"], "n")  # a terminal, the answer no
     assert code == 0 and "[y/N]" in text and not used(1)
     code, text = _pty_run(work, ["update"], "y")  # a terminal, the answer yes
     assert code == 0 and "Trusted" in text and used(1), text
     (tmp_path / "MARKER-1").unlink(missing_ok=True)
-    assert qmd(work, "update").returncode == 0 and used(1)  # approved: used unattended
+    assert qmd_at(work, "update").returncode == 0 and used(1)  # approved: used unattended
     config = upstream / ".qmd" / "index.yml"
     config.write_text(_gated_config(field, values[1]))  # a pull that rewrites the field
     git(upstream, "commit", "-q", "-am", "edit")
     git(work, "pull", "-q")
-    result = qmd(work, "update")
+    result = qmd_at(work, "update")
     assert result.returncode == 0 and "not trusted" in result.stderr and not used(2)
 
 
@@ -332,13 +322,13 @@ def test_an_untrusted_database_is_never_connected_to(tmp_path: Path) -> None:
         _, work = _gated_repo(tmp_path, "update", "true")
         config = work / ".qmd" / "index.yml"
         config.write_text(f"database: {url}\ncollections:\n  docs:\n    path: docs\n")
-        result = qmd(work, "update")
+        result = qmd_at(work, "update")
         assert result.returncode == 0 and "database server" in result.stderr, result.stderr
-        assert "deploy.md" in qmd(work, "search", "canary", "--json").stdout
+        assert "deploy.md" in qmd_at(work, "search", "canary", "--json").stdout
         assert (work / ".qmd" / "index.sqlite").stat().st_size > 0
-        assert "A database server for this index:" in qmd(work, "trust", "list").stdout + qmd(work, "status", "--json").stdout
+        assert "A database server for this index:" in qmd_at(work, "trust", "list").stdout + qmd_at(work, "status", "--json").stdout
         assert connections == []
-        qmd(work, "search", "canary", QMD_TRUST_LOCAL_CONFIG="1")  # trusted: it goes where the config says
+        qmd_at(work, "search", "canary", QMD_TRUST_LOCAL_CONFIG="1")  # trusted: it goes where the config says
         assert connections
     finally:
         stop.set()
@@ -360,7 +350,7 @@ def test_init_over_a_folder_or_a_file_in_the_way_is_one_error(tmp_path: Path) ->
             target.write_text("")
         else:
             target.symlink_to(tmp_path / "nowhere")
-        result = qmd(project, "init")
+        result = qmd_at(project, "init")
         assert result.returncode == 1 and str(target) in result.stderr and "hint: move it aside" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr and "Unexpected" not in result.stderr
 
@@ -376,13 +366,13 @@ def test_init_with_custom_default_models_trusts_what_it_wrote(tmp_path: Path) ->
     project = tmp_path / "proj"
     project.mkdir()
     env = {"QMD_CONFIG_DIR": str(tmp_path / "home-config")}
-    assert qmd(project, "init", **env).returncode == 0
+    assert qmd_at(project, "init", **env).returncode == 0
     config = project / ".qmd" / "index.yml"
     assert str(custom) in config.read_text()
-    status = json.loads(qmd(project, "status", "--json", **env).stdout)
+    status = json.loads(qmd_at(project, "status", "--json", **env).stdout)
     assert status["index"]["trust"]["trusted"] is True, status["index"]["trust"]
     config.write_text(config.read_text().replace(str(custom), str(tmp_path / "other.gguf")))
-    assert json.loads(qmd(project, "status", "--json", **env).stdout)["index"]["trust"]["trusted"] is False
+    assert json.loads(qmd_at(project, "status", "--json", **env).stdout)["index"]["trust"]["trusted"] is False
 
 
 def test_a_collection_add_that_cannot_index_leaves_the_config_as_it_was(tmp_path: Path) -> None:
@@ -392,15 +382,15 @@ def test_a_collection_add_that_cannot_index_leaves_the_config_as_it_was(tmp_path
     project = tmp_path / "proj"
     (project / "docs").mkdir(parents=True)
     (project / "docs" / "a.md").write_text("# A\n\nalpha\n")
-    assert qmd(project, "init").returncode == 0
+    assert qmd_at(project, "init").returncode == 0
     config = project / ".qmd" / "index.yml"
     before = config.read_text()
     (project / ".qmd" / "index.sqlite").write_bytes(b"")
-    result = qmd(project, "collection", "add", "docs", "--name", "docs")
+    result = qmd_at(project, "collection", "add", "docs", "--name", "docs")
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert config.read_text() == before
     (project / ".qmd" / "index.sqlite").unlink()
-    result = qmd(project, "collection", "add", "docs", "--name", "docs", "--update", "true")  # a sound index: added, indexed, approved
+    result = qmd_at(project, "collection", "add", "docs", "--name", "docs", "--update", "true")  # a sound index: added, indexed, approved
     assert result.returncode == 0 and "docs" in config.read_text(), result.stderr
-    assert "a.md" in qmd(project, "search", "alpha", "--json").stdout
-    assert json.loads(qmd(project, "status", "--json").stdout)["index"]["trust"]["trusted"] is True
+    assert "a.md" in qmd_at(project, "search", "alpha", "--json").stdout
+    assert json.loads(qmd_at(project, "status", "--json").stdout)["index"]["trust"]["trusted"] is True

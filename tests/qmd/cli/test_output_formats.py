@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REFERENCE
+from tests.support.paths import REFERENCE
 
 CORPUS = REFERENCE / "corpus"
 pytestmark = pytest.mark.skipif(

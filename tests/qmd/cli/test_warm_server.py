@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mcp import free_port, make_env, qmd, setup_index, spawn_http, wait_health
+from tests.support.mcp import free_port, make_env, setup_index, spawn_http, wait_health
+from tests.support.run import run_qmd
 
 pytest.importorskip("uvicorn")
 
@@ -28,7 +29,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, minilm_gguf: Path) -> Iterat
     root = tmp_path_factory.mktemp("warm")
     env = make_env(root, {"QMD_EMBED_MODEL": str(minilm_gguf)})
     setup_index(root, env)
-    embedded = qmd(env, "embed", timeout=300)
+    embedded = run_qmd("embed", timeout=300, env=env)
     assert embedded.returncode == 0, embedded.stderr
     port = free_port()
     proc = spawn_http(env, port, root / "server.log")
@@ -53,7 +54,7 @@ def _cli_requests(world: dict[str, object]) -> int:
 def _run(world: dict[str, object], *args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(world["env"])  # type: ignore[call-overload]
     env.update(extra or {})
-    return qmd(env, *args, cwd=world["root"])  # type: ignore[arg-type]
+    return run_qmd(*args, cwd=world["root"], env=env)  # type: ignore[arg-type]
 
 
 SAME = [
@@ -77,6 +78,7 @@ SAME = [
 
 
 @pytest.mark.parametrize("argv", SAME, ids=repr)
+@pytest.mark.slow
 def test_the_server_prints_what_an_in_process_run_prints(world: dict[str, object], argv: list[str]) -> None:
     before = _cli_requests(world)
     served = _run(world, *argv, extra={"QMD_SERVER": "require"})
@@ -103,7 +105,7 @@ def test_off_and_require(world: dict[str, object], tmp_path: Path) -> None:
     assert _cli_requests(world) == before
     other = make_env(tmp_path)  # another state dir: no server
     (tmp_path / "notes").mkdir()
-    proc = qmd({**other, "QMD_SERVER": "require"}, "search", "rollback")
+    proc = run_qmd("search", "rollback", env={**other, "QMD_SERVER": "require"})
     assert proc.returncode == 1 and "QMD_SERVER=require: no HTTP server runs for index 'index'" in proc.stderr
 
 
@@ -126,10 +128,10 @@ def test_a_stale_build_or_a_dead_pid_runs_in_process(world: dict[str, object], t
         shutil.rmtree(tmp_path / "state", ignore_errors=True)
         env = _with_pid_file(world, tmp_path, change)
         before = _cli_requests(world)
-        proc = qmd(env, "vsearch", "undo a deploy", "--json")
+        proc = run_qmd("vsearch", "undo a deploy", "--json", env=env)
         assert proc.returncode == 0 and json.loads(proc.stdout), proc.stderr
         assert _cli_requests(world) == before
-        required = qmd({**env, "QMD_SERVER": "require"}, "vsearch", "undo a deploy")
+        required = run_qmd("vsearch", "undo a deploy", env={**env, "QMD_SERVER": "require"})
         assert required.returncode == 1 and why in required.stderr
 
 
@@ -138,16 +140,16 @@ def test_a_server_of_another_index_is_not_used(world: dict[str, object], tmp_pat
     env = _with_pid_file(world, tmp_path, {})
     env["INDEX_PATH"] = str(tmp_path / "other.sqlite")
     before = _cli_requests(world)
-    proc = qmd(env, "search", "rollback", "--json")
+    proc = run_qmd("search", "rollback", "--json", env=env)
     assert proc.returncode == 1 and "has not been built" in proc.stderr, proc.stderr  # the other (unbuilt) index, in-process
     assert _cli_requests(world) == before
-    required = qmd({**env, "QMD_SERVER": "require"}, "search", "rollback")
+    required = run_qmd("search", "rollback", env={**env, "QMD_SERVER": "require"})
     assert required.returncode == 1 and "409: the client reads another index" in required.stderr
     # another model setting is another identity too
     (tmp_path / "b").mkdir()
     env2 = _with_pid_file(world, tmp_path / "b", {})
     env2["QMD_EMBED_MODEL"] = str(tmp_path / "another.gguf")
-    required = qmd({**env2, "QMD_SERVER": "require"}, "search", "rollback")
+    required = run_qmd("search", "rollback", env={**env2, "QMD_SERVER": "require"})
     assert required.returncode == 1 and "another index" in required.stderr
 
 
@@ -159,9 +161,9 @@ def test_a_server_that_never_answers_times_out_to_in_process(world: dict[str, ob
     threading.Thread(target=lambda: accepted.append(silent.accept()[0]), daemon=True).start()
     try:
         env = _with_pid_file(world, tmp_path, {"port": silent.getsockname()[1], "pid": os.getpid()})
-        proc = qmd({**env, "QMD_SERVER_TIMEOUT_S": "1"}, "search", "rollback", "--json")
+        proc = run_qmd("search", "rollback", "--json", env={**env, "QMD_SERVER_TIMEOUT_S": "1"})
         assert proc.returncode == 0 and "qmd://notes/runbooks/deploy.md" in [h["file"] for h in json.loads(proc.stdout)]
-        required = qmd({**env, "QMD_SERVER_TIMEOUT_S": "1", "QMD_SERVER": "require"}, "search", "rollback")
+        required = run_qmd("search", "rollback", env={**env, "QMD_SERVER_TIMEOUT_S": "1", "QMD_SERVER": "require"})
         assert required.returncode == 1 and "no answer in time" in required.stderr
     finally:
         for s in accepted:
@@ -169,12 +171,13 @@ def test_a_server_that_never_answers_times_out_to_in_process(world: dict[str, ob
         silent.close()
 
 
+@pytest.mark.slow
 def test_a_token_protected_server_serves_its_own_user_s_cli_without_a_token(tmp_path: Path) -> None:
     """The CLI proves it read the server's 0600 PID file (qmd/serve/proof.py) instead of
     sending $QMD_TOKEN: a token never leaves the CLI, scoped or not, and the server needs none."""
     env = make_env(tmp_path)
     setup_index(tmp_path, env)
-    made = qmd(env, "token", "add", "me")
+    made = run_qmd("token", "add", "me", env=env)
     assert made.returncode == 0
     token = next(w for w in made.stdout.split() if w.startswith("qmd_"))
     port = free_port()
@@ -183,10 +186,10 @@ def test_a_token_protected_server_serves_its_own_user_s_cli_without_a_token(tmp_
     try:
         wait_health(port, proc)
         assert oct((tmp_path / "state" / "mcp-index.json").stat().st_mode & 0o777) == "0o600"
-        local = qmd(env, "search", "rollback", "--json", "--local")
-        served = qmd({**env, "QMD_SERVER": "require"}, "search", "rollback", "--json")
+        local = run_qmd("search", "rollback", "--json", "--local", env=env)
+        served = run_qmd("search", "rollback", "--json", env={**env, "QMD_SERVER": "require"})
         assert served.returncode == 0 and served.stdout == local.stdout, served.stderr
-        with_token = qmd({**env, "QMD_TOKEN": token, "QMD_SERVER": "require"}, "search", "rollback", "--json")
+        with_token = run_qmd("search", "rollback", "--json", env={**env, "QMD_TOKEN": token, "QMD_SERVER": "require"})
         assert with_token.returncode == 0 and with_token.stdout == local.stdout
         text = log.read_text()
         assert text.count("POST /hello 200") == 2 and text.count("POST /cli 200") == 2 and "proof of the PID file's key" in text
@@ -256,10 +259,10 @@ def test_a_stale_pid_file_s_port_held_by_another_process_gets_neither_the_query_
     try:
         env = _with_pid_file(world, tmp_path, {"port": impostor.port, "pid": os.getpid()})
         secret = "qmd_" + "s" * 43
-        proc = qmd({**env, "QMD_TOKEN": secret}, "search", "rollback", "--json")
+        proc = run_qmd("search", "rollback", "--json", env={**env, "QMD_TOKEN": secret})
         assert proc.returncode == 0, proc.stderr
         assert "FORGED" not in proc.stdout and "qmd://notes/runbooks/deploy.md" in [h["file"] for h in json.loads(proc.stdout)]
-        required = qmd({**env, "QMD_TOKEN": secret, "QMD_SERVER": "require"}, "vsearch", "rollback")
+        required = run_qmd("vsearch", "rollback", env={**env, "QMD_TOKEN": secret, "QMD_SERVER": "require"})
         assert required.returncode == 1 and "no proof from whatever listens" in required.stderr, required.stderr
         assert b"rollback" not in impostor.received and secret.encode() not in impostor.received
         assert b"Authorization" not in impostor.received and b"POST /cli" not in impostor.received

@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import qmd
-from tests.conftest import qmd_env
+from tests.support.run import command, qmd_env, run_qmd
 
 pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
 
@@ -38,7 +37,8 @@ def _chunk_ids(store: qmd.Store, collection: str) -> set[int]:
 
 
 @pytest.mark.sqlite_only("reads chunk rows with SQLite SQL")
-def test_force_with_a_collection_keeps_the_vectors_of_the_others(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.slow
+def test_force_with_a_collection_keeps_the_vectors_of_the_others(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
     big = _notes(tmp_path / "big", 30, "alpha")
     small = _notes(tmp_path / "small", 3, "beta")
@@ -67,11 +67,12 @@ def test_force_with_a_collection_keeps_the_vectors_of_the_others(tmp_path: Path,
     assert "Embedded 33 documents" in proc.stderr
 
 
-def test_embed_off_a_terminal_prints_progress_lines(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.slow
+def test_embed_off_a_terminal_prints_progress_lines(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
     notes = _notes(tmp_path / "notes", 80, "gamma")
     assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
-    proc = run_qmd("embed", env={"QMD_PROGRESS_S": "0"})  # stderr is a pipe, not a terminal
+    proc = run_qmd("embed", env=qmd_env({"QMD_PROGRESS_S": "0"}))  # stderr is a pipe, not a terminal
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("Embedding: ")]
     assert len(lines) >= 2, proc.stderr
@@ -85,11 +86,11 @@ def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path
     total = 2000  # about 60 batches: far more than run between the first progress line and the signal
     notes = _notes(tmp_path / "notes", total, "delta")
     env = qmd_env({"QMD_PROGRESS_S": "0"})
-    assert subprocess.run([sys.executable, "-m", "qmd", "collection", "add", str(notes), "--name", "notes"], env=env, capture_output=True).returncode == 0
+    assert run_qmd("collection", "add", str(notes), "--name", "notes", env=env).returncode == 0
     # SIGINT as a terminal's Ctrl-C sends it: a shell running this suite in the background may
     # have left SIGINT ignored, which the child would inherit (and rightly keep ignoring).
     proc = subprocess.Popen(
-        [sys.executable, "-m", "qmd", "embed"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        command("embed"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stderr is not None
@@ -111,16 +112,20 @@ def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path
 
 @pytest.mark.slow
 @pytest.mark.sqlite_only("reads chunk rows with SQLite SQL")
-def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
+def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
-    big = _notes(tmp_path / "big", 1500, "epsilon")
+    total = 600  # about 20 batches: held after the first, stopped with Ctrl-C, never run to the end
+    big = _notes(tmp_path / "big", total, "epsilon")
     small = _notes(tmp_path / "small", 3, "zeta")
     assert run_qmd("collection", "add", str(big), "--name", "big").returncode == 0
     assert run_qmd("collection", "add", str(small), "--name", "small").returncode == 0
     assert run_qmd("embed", "-c", "small").returncode == 0
-    proc = subprocess.Popen([sys.executable, "-m", "qmd", "embed", "-c", "big"], env=qmd_env({"QMD_PROGRESS_S": "0"}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command("embed", "-c", "big"), env=qmd_env({"QMD_PROGRESS_S": "0"}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C as a terminal sends it (see above)
+    )
     assert proc.stderr is not None
     try:
         seen, deadline = "", time.time() + 120
@@ -131,13 +136,19 @@ def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_pat
         os.kill(proc.pid, signal.SIGSTOP)  # hold it mid-run while status looks
         status = json.loads(run_qmd("status", "--json").stdout)
         text = run_qmd("status").stdout
-    finally:
+        os.kill(proc.pid, signal.SIGINT)  # then stop it: delivered when it runs again
         os.kill(proc.pid, signal.SIGCONT)
-        proc.communicate(timeout=120)
-    assert status["running"]["pid"] == proc.pid and status["running"]["operation"] == "embed" and status["running"]["total"] == 1500
-    assert f"Running:  qmd embed -c big (pid {proc.pid}" in text and "/1500 documents" in text
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, seen + rest
+    assert status["running"]["pid"] == proc.pid and status["running"]["operation"] == "embed" and status["running"]["total"] == total
+    assert f"Running:  qmd embed -c big (pid {proc.pid}" in text and f"/{total} documents" in text
     coverage = {c["name"]: c["embedded_documents"] for c in status["collections"]}
-    assert coverage["small"] == 3 and 0 <= coverage["big"] < 1500
+    assert coverage["small"] == 3 and 0 <= coverage["big"] < total
     after = json.loads(run_qmd("status", "--json").stdout)
-    assert after["running"] is None and {c["name"]: c["embedded_documents"] for c in after["collections"]} == {"big": 1500, "small": 3}
+    kept = {c["name"]: c["embedded_documents"] for c in after["collections"]}
+    assert after["running"] is None and kept["small"] == 3 and coverage["big"] <= kept["big"] < total
     assert "Vectors:  3 of 3 documents embedded" in run_qmd("status").stdout

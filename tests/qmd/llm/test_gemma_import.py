@@ -17,8 +17,9 @@ from qmd.llm.convert_gemma import gguf_name, import_gemma_embedding
 from qmd.llm.embedder import Embedder
 from qmd.llm.gguf_info import model_info, read_metadata
 from qmd.llm.importing import import_folder
-from tests.conftest import BENCH_DATA
+from tests.support.paths import BENCH_DATA
 from tests.support import tinygemma
+from tests.support.run import run_qmd
 
 TEXTS = ["the cat sat on the mat", "how do we undo a bad release? rollback the deploy, the cat sat on the mat", "a", "zz é 東"]
 
@@ -159,7 +160,7 @@ def test_importer_refuses_what_llama_cpp_would_compute_differently(tiny: Path, t
     assert not (tmp_path / "out.gguf").exists() and not (tmp_path / "out.gguf.part").exists()
 
 
-def test_import_command_sets_the_installed_default(tiny: Path, tmp_path: Path, run_qmd) -> None:  # type: ignore[no-untyped-def]
+def test_import_command_sets_the_installed_default(tiny: Path, tmp_path: Path) -> None:
     proc = run_qmd("models", "import", str(tiny), "--out", str(tmp_path / "g.gguf"), "--type", "q8_0", "--set-default")
     assert proc.returncode == 0, proc.stderr
     assert "embed model, 64 dims, mean pooling, q8_0" in proc.stderr

@@ -14,6 +14,7 @@ import qmd
 from qmd import harness
 from qmd.llm.convert import import_bert
 from tests.support.tinybert import write_tiny_bert
+from tests.support.run import run_qmd
 
 
 def _big_tiny_bert(folder: Path, out: Path) -> Path:
@@ -21,7 +22,7 @@ def _big_tiny_bert(folder: Path, out: Path) -> Path:
     return import_bert(write_tiny_bert(folder, hidden=192, layers=3, heads=4), out, "f32", name="tiny-wide").path
 
 
-def test_other_weights_with_the_same_name_size_and_first_mib_are_another_model(tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
+def test_other_weights_with_the_same_name_size_and_first_mib_are_another_model(tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = _big_tiny_bert(tmp_path / "src", tmp_path / "models" / "embed.gguf")
     size = model.stat().st_size
     assert size > (1 << 20) + 4096
@@ -58,7 +59,7 @@ def _nan_model(tmp_path: Path) -> Path:
     return import_bert(folder, tmp_path / "nan.gguf", "f32", name="tiny-nan").path
 
 
-def test_a_model_returning_nan_is_an_embed_error_and_stores_nothing(tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
+def test_a_model_returning_nan_is_an_embed_error_and_stores_nothing(tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(_nan_model(tmp_path)))
     assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
     proc = run_qmd("embed")

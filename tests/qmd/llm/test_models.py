@@ -20,8 +20,9 @@ from qmd.llm.generator import Generator
 from qmd.llm.reranker import CrossEncoder, YesNoReranker, sigmoid
 from qmd.llm.runtime import LlamaModel, threads
 from tests.support import tinybert
-from tests.conftest import BENCH_DATA
+from tests.support.paths import BENCH_DATA
 from tests.support.models import write_stub_gguf
+from tests.support.run import run_qmd
 
 TEXTS = ["how do we undo a bad release", "flip the load balancer back to blue", "zzz unknownword, rollback. 東京!", "a"]
 
@@ -141,7 +142,7 @@ def test_minilm_parity_with_sentence_transformers(minilm_gguf: Path) -> None:
     assert count == 68 and worst >= 0.999
 
 
-def test_import_command_sets_the_installed_default(tmp_path: Path, tiny_models: dict[str, Path], run_qmd) -> None:  # type: ignore[no-untyped-def]
+def test_import_command_sets_the_installed_default(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     proc = run_qmd("models", "import", str(tiny_models["embed_src"]), "--out", str(tmp_path / "t.gguf"), "--type", "f16", "--set-default")
     assert proc.returncode == 0, proc.stderr
     assert "embed model, 32 dims" in proc.stderr

@@ -24,6 +24,7 @@ from qmd.llm.remote.reranker import RemoteReranker
 from qmd.llm.remote.tokens import estimate_tokens
 from qmd.llm.reranker import sigmoid
 from tests.qmd.llm.remote_support import FakeServer, Reply, fake_server, free_port
+from tests.support.run import run_qmd
 
 
 def vectors(inputs: list[str], dims: int = 4) -> dict[str, Any]:
@@ -158,11 +159,8 @@ def test_nothing_is_asked_before_a_role_is_used(tmp_path: Path, notes: Path) -> 
             store.embedder(), store.reranker(), store.generator()
             assert store.search("rollback")
             assert fake.requests == []
-        import subprocess
-        import sys
-
         env = {**os.environ, "INDEX_PATH": str(tmp_path / "index.sqlite"), "QMD_CONFIG_DIR": str(tmp_path)}
-        done = subprocess.run([sys.executable, "-m", "qmd", "status"], env=env, capture_output=True, text=True, timeout=60)
+        done = run_qmd("status", env=env, timeout=60)
         assert done.returncode == 0, done.stderr
         assert fake.requests == []
         assert "openai:" in done.stdout

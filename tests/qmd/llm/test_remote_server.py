@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,9 +29,10 @@ from qmd.llm.models import parse_remote
 from qmd.llm.remote.embedder import RemoteEmbedder
 from qmd.llm.remote.generator import RemoteGenerator
 from qmd.llm.remote.http import EndpointError
-from tests.conftest import BENCH_DATA
+from tests.support.paths import BENCH_DATA
 from tests.qmd.llm.remote_support import LlamaServer, llama_server, server_available
 from tests.support import tinybert
+from tests.support.run import run_qmd
 
 pytestmark = pytest.mark.slow
 
@@ -157,7 +157,7 @@ def test_the_cli_embeds_and_searches_through_the_server(embed_server: LlamaServe
     write_config(paths.config_path, remote_embed(embed_server))
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "qmd", *args], capture_output=True, text=True, timeout=120, cwd=isolated_home, env=dict(os.environ))
+        done = run_qmd(*args)
         assert done.returncode == 0, (args, done.stdout, done.stderr)
         return done
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from qmd.search.metrics import mrr_at, ndcg_at, precision_at, recall_at
+from tests.support.run import qmd_env, run_qmd
 
 
 def test_metrics() -> None:
@@ -24,21 +25,21 @@ def test_metrics() -> None:
     assert ndcg_at(results, {}) == 0.0
 
 
-def test_bench_fixture_and_qrels_modes(tmp_path: Path, tiny_models: dict[str, Path], run_qmd) -> None:  # type: ignore[no-untyped-def]
+def test_bench_fixture_and_qrels_modes(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "api.md").write_text("# API\n\nREST endpoints and versioning.\n")
     (docs / "cap.md").write_text("# CAP\n\nConsistency and availability under partitions.\n")
     (docs / "money.md").write_text("# Fundraising\n\nSeries A and burn rate.\n")
     env = {"QMD_EMBED_MODEL": str(tiny_models["embed"]), "QMD_RERANK_MODEL": str(tiny_models["rerank"])}
-    assert run_qmd("collection", "add", str(docs), "--name", "eval", env=env).returncode == 0
-    assert run_qmd("embed", env=env).returncode == 0
+    assert run_qmd("collection", "add", str(docs), "--name", "eval", env=qmd_env(env)).returncode == 0
+    assert run_qmd("embed", env=qmd_env(env)).returncode == 0
     fixture = tmp_path / "fixture.json"
     fixture.write_text(json.dumps({"collection": "eval", "queries": [
         {"id": "a", "query": "versioning", "expected_files": ["api.md"], "expected_in_top_k": 1},
         {"id": "b", "query": "burn rate", "expected_files": ["money.md"], "expected_in_top_k": 1},
     ]}))
-    proc = run_qmd("bench", str(fixture), "--json", env=env)
+    proc = run_qmd("bench", str(fixture), "--json", env=qmd_env(env))
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)  # the original's shape
     assert set(result) == {"timestamp", "fixture", "results", "summary"} and result["fixture"] == str(fixture)
@@ -49,25 +50,25 @@ def test_bench_fixture_and_qrels_modes(tmp_path: Path, tiny_models: dict[str, Pa
     assert first["bm25"]["matched_files"] == ["api.md"] and first["bm25"]["latency_ms"] > 0
     summary = result["summary"]
     assert summary["bm25"]["avg_mrr"] == 1.0 and set(summary["bm25"]) == {"avg_precision", "avg_recall", "avg_recall_at_1", "avg_recall_at_3", "avg_recall_at_5", "avg_mrr", "avg_f1", "avg_latency_ms"}
-    table = run_qmd("bench", str(fixture), env=env)
+    table = run_qmd("bench", str(fixture), env=qmd_env(env))
     assert table.returncode == 0 and "Query" in table.stdout and "Summary:" in table.stdout and "MRR=" in table.stdout
     assert any(line.startswith("a ") and " bm25 " in line for line in table.stdout.splitlines())  # per query, per backend
 
     # no embeddings: vectors flagged unavailable, not a row of zeros
     no_vectors = {"QMD_EMBED_MODEL": str(tiny_models["embed_b"]), "QMD_RERANK_MODEL": str(tiny_models["rerank"])}
-    flagged = json.loads(run_qmd("bench", str(fixture), "--json", env=no_vectors).stdout)
+    flagged = json.loads(run_qmd("bench", str(fixture), "--json", env=qmd_env(no_vectors)).stdout)
     assert "unavailable" in flagged["summary"]["vector"] and "unavailable" in flagged["results"][0]["backends"]["vector"]
-    assert "unavailable" in run_qmd("bench", str(fixture), env=no_vectors).stdout
+    assert "unavailable" in run_qmd("bench", str(fixture), env=qmd_env(no_vectors)).stdout
 
     # an unknown fixture collection: exit 1, naming the ones that exist
     fixture.write_text(json.dumps({"collection": "nope", "queries": [{"id": "a", "query": "x", "expected_files": ["api.md"]}]}))
-    missing = run_qmd("bench", str(fixture), env=env)
+    missing = run_qmd("bench", str(fixture), env=qmd_env(env))
     assert missing.returncode == 1 and "collection not found: nope" in missing.stderr and "eval" in missing.stderr
     (tmp_path / "q.tsv").write_text("1\tversioning\n2\tpartitions availability\n3\tunjudged\n")
     (tmp_path / "qrels.tsv").write_text("1\tapi\t2\n2\tcap\t1\n")
-    proc = run_qmd("bench", "--queries", str(tmp_path / "q.tsv"), "--qrels", str(tmp_path / "qrels.tsv"), env=env)
+    proc = run_qmd("bench", "--queries", str(tmp_path / "q.tsv"), "--qrels", str(tmp_path / "qrels.tsv"), env=qmd_env(env))
     assert proc.returncode == 0, proc.stderr
     bm25 = next(line for line in proc.stdout.splitlines() if line.startswith("bm25"))
     assert bm25.split()[1:4] == ["1.000", "1.000", "1.000"]  # nDCG@10, Recall@10, MRR@10
-    bad = run_qmd("bench", env=env)
+    bad = run_qmd("bench", env=qmd_env(env))
     assert bad.returncode == 2

@@ -77,12 +77,14 @@ def scores(rows: list[tuple[str, str, list[str]]], kind: str | None = None) -> t
 
 
 @pytest.mark.parametrize("kind", [None, "paraphrase"])
+@pytest.mark.slow
 def test_query_is_at_least_its_best_signal(runs: dict[str, list[tuple[str, str, list[str]]]], kind: str | None) -> None:
     (h_q, m_q), (h_b, m_b), (h_v, m_v) = (scores(runs[m], kind) for m in ("query", "search", "vsearch"))
     assert h_q >= max(h_b, h_v), (h_q, h_b, h_v)
     assert m_q >= max(m_b, m_v), (m_q, m_b, m_v)
 
 
+@pytest.mark.slow
 def test_keyword_questions_all_first(runs: dict[str, list[tuple[str, str, list[str]]]]) -> None:
     assert scores(runs["query"], "keyword") == (1.0, 1.0)
     assert scores(runs["search"], "keyword") == (1.0, 1.0)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import qmd
-from tests.conftest import BENCH_DATA
+from tests.support.paths import BENCH_DATA
 
 CRANFIELD = BENCH_DATA / "cranfield"
 

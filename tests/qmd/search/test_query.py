@@ -13,7 +13,8 @@ from qmd.llm.generator import Generator, parse_expansion
 from qmd.llm.reranker import CrossEncoder, YesNoReranker
 from qmd.search.fusion import blend
 from qmd.search.typed import SubQuery
-from tests.conftest import BENCH_DATA
+from tests.support.paths import BENCH_DATA
+from tests.support.run import qmd_env, run_qmd
 
 NOTES = {
     "deploy.md": "# Deploy\n\nBlue green deploys. To roll back, flip the load balancer back to blue.\n",
@@ -162,16 +163,16 @@ def test_yes_no_reranker_plumbing(tiny_models: dict[str, Path]) -> None:
     assert ranker.scores("undo a release", docs[1:2]) == pytest.approx(scores[1:2])  # one at a time, order kept
 
 
-def test_query_cli_json_carries_stages(store: qmd.Store, models: dict[str, Path], run_qmd) -> None:  # type: ignore[no-untyped-def]
+def test_query_cli_json_carries_stages(store: qmd.Store, models: dict[str, Path]) -> None:
     store.embed()
     env = {"INDEX_PATH": str(store.index_path), "QMD_CONFIG_DIR": str(store.config_path.parent)}
-    proc = run_qmd("query", "rotate the certificate", "--json", "--explain", "--no-rerank", env=env)
+    proc = run_qmd("query", "rotate the certificate", "--json", "--explain", "--no-rerank", env=qmd_env(env))
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert rows[0]["file"] == "qmd://notes/tls.md" and rows[0]["match"] == "hybrid"
     assert rows[0]["stages"]["rerank"] == "off" and "explain" in rows[0]
     assert "Timings:" in proc.stderr
-    bad = run_qmd("query", "lex: a\nfoo: b", env=env)
+    bad = run_qmd("query", "lex: a\nfoo: b", env=qmd_env(env))
     assert bad.returncode == 1 and "line 2" in bad.stderr
 
 

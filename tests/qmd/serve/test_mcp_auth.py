@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp import free_port, make_env, qmd, request, setup_index, spawn_http, stop_process, wait_health
+from tests.support.mcp import free_port, make_env, request, setup_index, spawn_http, stop_process, wait_health
+from tests.support.run import run_qmd
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 HR_SECRET = "HR-SECRET-SALARY-BANDS"
@@ -54,7 +54,7 @@ class Team:
 
 def add_token(env: dict[str, str], name: str, *collections: str) -> str:
     args = [a for c in collections for a in ("--collection", c)]
-    proc = qmd(env, "token", "add", name, *args)
+    proc = run_qmd("token", "add", name, *args, env=env)
     assert proc.returncode == 0, proc.stderr
     token = proc.stdout.strip()
     assert token.startswith("qmd_") and len(token) == 47 and "\n" not in token
@@ -79,13 +79,13 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     for rel, text in HR_NOTES.items():
         (hr / rel).parent.mkdir(parents=True, exist_ok=True)
         (hr / rel).write_text(text)
-    assert qmd(env, "collection", "add", str(hr), "--name", "hr").returncode == 0
-    assert qmd(env, "context", "add", "qmd://hr/", "Human resources: salaries and reviews").returncode == 0
-    found = json.loads(qmd(env, "search", HR_SECRET, "-c", "hr", "--json", "-n", "10").stdout)
+    assert run_qmd("collection", "add", str(hr), "--name", "hr", env=env).returncode == 0
+    assert run_qmd("context", "add", "qmd://hr/", "Human resources: salaries and reviews", env=env).returncode == 0
+    found = json.loads(run_qmd("search", HR_SECRET, "-c", "hr", "--json", "-n", "10", env=env).stdout)
     hr_docids = sorted(h["docid"].lstrip("#") for h in found)
     assert len(hr_docids) == 3
     tokens = {"admin": add_token(env, "admin"), "alice": add_token(env, "alice", "notes"), "bob": add_token(env, "bob", "hr"), "revoked": add_token(env, "gone")}
-    assert qmd(env, "token", "revoke", "gone").returncode == 0
+    assert run_qmd("token", "revoke", "gone", env=env).returncode == 0
     port = free_port()
     log = root / "server.log"
     proc = spawn_http(env, port, log)
@@ -265,23 +265,23 @@ def test_token_file_holds_hashes_only_with_mode_0600(team: Team) -> None:
         assert token not in text and token[4:] not in text
     names = [t["name"] for t in json.loads(text)["tokens"]]
     assert names == ["admin", "alice", "bob"]
-    listing = qmd(team.env, "token", "list")
+    listing = run_qmd("token", "list", env=team.env)
     assert listing.returncode == 0 and "alice" in listing.stdout and "notes" in listing.stdout and "every collection" in listing.stdout
     assert all(t not in listing.stdout for t in team.tokens.values())
-    rows = json.loads(qmd(team.env, "token", "list", "--json").stdout)
+    rows = json.loads(run_qmd("token", "list", "--json", env=team.env).stdout)
     assert [(r["name"], r["collections"]) for r in rows] == [("admin", None), ("alice", ["notes"]), ("bob", ["hr"])]
-    again = qmd(team.env, "token", "add", "alice")
+    again = run_qmd("token", "add", "alice", env=team.env)
     assert again.returncode == 1 and "exists already" in again.stderr
-    bad = qmd(team.env, "token", "add", "carol", "--collection", "nope")
+    bad = run_qmd("token", "add", "carol", "--collection", "nope", env=team.env)
     assert bad.returncode == 1 and "unknown collection 'nope'" in bad.stderr
-    assert qmd(team.env, "token", "revoke", "nobody").returncode == 1
+    assert run_qmd("token", "revoke", "nobody", env=team.env).returncode == 1
 
 
 def test_token_changes_apply_without_a_restart(team: Team) -> None:
     carol = add_token(team.env, "carol", "hr")
     status, body = team.call("POST", "/query", QUERY, carol)
     assert status == 200 and all(r["file"].startswith("qmd://hr/") for r in body["results"])
-    assert qmd(team.env, "token", "revoke", "carol").returncode == 0
+    assert run_qmd("token", "revoke", "carol", env=team.env).returncode == 0
     assert team.call("POST", "/query", QUERY, carol)[0] == 401
     assert team.call("POST", "/query", QUERY, team.tokens["alice"])[0] == 200
 
@@ -320,7 +320,7 @@ def test_doctor_probe_sends_the_token(team: Team) -> None:
 
 
 def _serve(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qmd", "mcp", "--http", *args], env=env, capture_output=True, text=True, timeout=timeout)
+    return run_qmd("mcp", "--http", *args, env=env, timeout=timeout)
 
 
 def test_non_loopback_needs_a_token_or_no_auth(tmp_path: Path) -> None:
@@ -330,7 +330,7 @@ def test_non_loopback_needs_a_token_or_no_auth(tmp_path: Path) -> None:
     refused = _serve(env, "--host", "0.0.0.0", "--port", str(port))
     assert refused.returncode == 1
     assert "refusing to serve index 'index' on 0.0.0.0 without tokens" in refused.stderr and "--no-auth" in refused.stderr
-    daemon = subprocess.run([sys.executable, "-m", "qmd", "mcp", "--http", "--daemon", "--host", "0.0.0.0", "--port", str(port)], env=env, capture_output=True, text=True, timeout=30)
+    daemon = run_qmd("mcp", "--http", "--daemon", "--host", "0.0.0.0", "--port", str(port), env=env, timeout=30)
     assert daemon.returncode == 1 and "without tokens" in daemon.stderr
     assert not (tmp_path / "state" / "mcp-index.json").exists()
     # --no-auth: served, unauthenticated, with the warning
@@ -370,7 +370,7 @@ def test_loopback_asks_for_tokens_once_the_file_exists(tmp_path: Path) -> None:
         token = add_token(env, "me")
         assert request(port, "POST", "/query", QUERY)[0] == 401
         assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 200
-        assert qmd(env, "token", "revoke", "me").returncode == 0  # an empty file still asks: nobody gets in
+        assert run_qmd("token", "revoke", "me", env=env).returncode == 0  # an empty file still asks: nobody gets in
         assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 401
         path = Path(env["XDG_CONFIG_HOME"]) / "qmd" / "index.tokens.json"
         path.write_text("{broken")

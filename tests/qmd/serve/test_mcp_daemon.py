@@ -16,7 +16,8 @@ import pytest
 from qmd.serve import daemon as mcp_daemon
 from qmd.serve import process_alive, prune_lock, wait_gone
 from qmd.serve.process import looks_like_server
-from tests.support.mcp import free_port, make_env, qmd, request, setup_index
+from tests.support.mcp import free_port, make_env, request, setup_index
+from tests.support.run import run_qmd
 
 pytest.importorskip("mcp")
 
@@ -38,7 +39,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 def test_daemon_start_refuse_second_stop(env: dict[str, str], tmp_path: Path) -> None:
     port = free_port()
-    started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), timeout=90)
+    started = run_qmd("mcp", "--http", "--daemon", "--port", str(port), timeout=90, env=env)
     assert started.returncode == 0, started.stderr
     assert f"http://127.0.0.1:{port}/mcp" in started.stdout and "qmd mcp stop" in started.stdout
     info = json.loads(_pid_file(tmp_path).read_text())
@@ -52,30 +53,31 @@ def test_daemon_start_refuse_second_stop(env: dict[str, str], tmp_path: Path) ->
         assert "GET /health 200" in log.read_text()  # the daemon's stderr goes to its log
 
         # a second daemon, or a foreground server, for the same index is refused
-        second = qmd(env, "mcp", "--http", "--daemon", "--port", str(free_port()), timeout=60)
+        second = run_qmd("mcp", "--http", "--daemon", "--port", str(free_port()), timeout=60, env=env)
         assert second.returncode == 1 and "already running" in second.stderr and str(port) in second.stderr
-        fore = qmd(env, "mcp", "--http", "--port", str(free_port()), timeout=60)
+        fore = run_qmd("mcp", "--http", "--port", str(free_port()), timeout=60, env=env)
         assert fore.returncode == 1 and "already running" in fore.stderr
         assert json.loads(_pid_file(tmp_path).read_text())["pid"] == pid
 
-        stopped = qmd(env, "mcp", "stop", timeout=60)
+        stopped = run_qmd("mcp", "stop", timeout=60, env=env)
         assert stopped.returncode == 0 and f"stopped the MCP server for index 'index' (pid {pid}" in stopped.stdout
         assert _gone(pid) and not _pid_file(tmp_path).exists()
-        again = qmd(env, "mcp", "stop")
+        again = run_qmd("mcp", "stop", env=env)
         assert again.returncode == 0 and "no MCP server is running" in again.stdout
     finally:
         if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_other_index_gets_its_own_daemon(env: dict[str, str], tmp_path: Path) -> None:
     notes = tmp_path / "work"
     notes.mkdir()
     (notes / "w.md").write_text("# W\n\nwombat\n")
-    assert qmd(env, "--index", "work", "collection", "add", str(notes), "--name", "work").returncode == 0
+    assert run_qmd("--index", "work", "collection", "add", str(notes), "--name", "work", env=env).returncode == 0
     p1, p2 = free_port(), free_port()
-    a = qmd(env, "mcp", "--http", "--daemon", "--port", str(p1), timeout=90)
-    b = qmd(env, "--index", "work", "mcp", "--http", "--daemon", "--port", str(p2), timeout=90)
+    a = run_qmd("mcp", "--http", "--daemon", "--port", str(p1), timeout=90, env=env)
+    b = run_qmd("--index", "work", "mcp", "--http", "--daemon", "--port", str(p2), timeout=90, env=env)
     pids = [json.loads(_pid_file(tmp_path, i).read_text())["pid"] for i in ("index", "work") if _pid_file(tmp_path, i).exists()]
     try:
         assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
@@ -83,9 +85,9 @@ def test_other_index_gets_its_own_daemon(env: dict[str, str], tmp_path: Path) ->
         assert request(p2, "GET", "/health")[1]["index"] == "work"
         assert request(p2, "POST", "/query", {"searches": [{"type": "lex", "query": "wombat"}]})[1]["results"][0]["file"] == "qmd://work/w.md"
         # stop --index stops only that one
-        assert qmd(env, "mcp", "stop", "--index", "work").returncode == 0
+        assert run_qmd("mcp", "stop", "--index", "work", env=env).returncode == 0
         assert _gone(pids[1]) and process_alive(pids[0])
-        assert qmd(env, "mcp", "stop").returncode == 0
+        assert run_qmd("mcp", "stop", env=env).returncode == 0
         assert _gone(pids[0])
     finally:
         for pid in pids:
@@ -93,6 +95,7 @@ def test_other_index_gets_its_own_daemon(env: dict[str, str], tmp_path: Path) ->
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_stale_pid_files_are_cleaned_and_never_signalled(env: dict[str, str], tmp_path: Path) -> None:
     pid_file = _pid_file(tmp_path)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
@@ -102,27 +105,27 @@ def test_stale_pid_files_are_cleaned_and_never_signalled(env: dict[str, str], tm
 
     # a dead pid
     pid_file.write_text(json.dumps(record))
-    out = qmd(env, "mcp", "stop")
+    out = run_qmd("mcp", "stop", env=env)
     assert out.returncode == 0 and "removed a stale PID file" in out.stdout and not pid_file.exists()
 
     # a live pid that is not our server (a reused PID): cleaned, never signalled
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         pid_file.write_text(json.dumps({**record, "pid": bystander.pid}))
-        out = qmd(env, "mcp", "stop")
+        out = run_qmd("mcp", "stop", env=env)
         assert out.returncode == 0 and "stale" in out.stdout and not pid_file.exists()
         time.sleep(0.2)
         assert bystander.poll() is None
 
         # garbage in the PID file
         pid_file.write_text("not json")
-        out = qmd(env, "mcp", "stop")
+        out = run_qmd("mcp", "stop", env=env)
         assert out.returncode == 0 and "stale" in out.stdout and not pid_file.exists()
 
         # a daemon start over a stale PID file says so and starts
         pid_file.write_text(json.dumps({**record, "pid": bystander.pid}))
         port = free_port()
-        started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), timeout=90)
+        started = run_qmd("mcp", "--http", "--daemon", "--port", str(port), timeout=90, env=env)
         assert started.returncode == 0, started.stderr
         assert "removed a stale PID file" in started.stderr
         info = json.loads(pid_file.read_text())
@@ -130,10 +133,10 @@ def test_stale_pid_files_are_cleaned_and_never_signalled(env: dict[str, str], tm
 
         # the server holds the lock but the PID file names another process: refuse to signal
         pid_file.write_text(json.dumps({**info, "pid": bystander.pid}))
-        out = qmd(env, "mcp", "stop")
+        out = run_qmd("mcp", "stop", env=env)
         assert out.returncode == 1 and "not signalling" in out.stderr and bystander.poll() is None
         pid_file.write_text(json.dumps(info))
-        assert qmd(env, "mcp", "stop").returncode == 0 and _gone(info["pid"])
+        assert run_qmd("mcp", "stop", env=env).returncode == 0 and _gone(info["pid"])
     finally:
         bystander.kill()
         bystander.wait()
@@ -141,19 +144,19 @@ def test_stale_pid_files_are_cleaned_and_never_signalled(env: dict[str, str], tm
 
 def test_killed_daemon_leaves_a_stale_file_that_the_next_start_replaces(env: dict[str, str], tmp_path: Path) -> None:
     port = free_port()
-    assert qmd(env, "mcp", "--http", "--daemon", "--port", str(port), timeout=90).returncode == 0
+    assert run_qmd("mcp", "--http", "--daemon", "--port", str(port), timeout=90, env=env).returncode == 0
     pid = json.loads(_pid_file(tmp_path).read_text())["pid"]
     os.kill(pid, signal.SIGKILL)
     assert _gone(pid)
     assert _pid_file(tmp_path).exists()  # kill -9: no cleanup
     port2 = free_port()
-    restarted = qmd(env, "mcp", "--http", "--daemon", "--port", str(port2), timeout=90)
+    restarted = run_qmd("mcp", "--http", "--daemon", "--port", str(port2), timeout=90, env=env)
     new_pid = json.loads(_pid_file(tmp_path).read_text())["pid"]
     try:
         assert restarted.returncode == 0 and "removed a stale PID file" in restarted.stderr
         assert new_pid != pid and request(port2, "GET", "/health")[0] == 200
     finally:
-        qmd(env, "mcp", "stop")
+        run_qmd("mcp", "stop", env=env)
         _gone(new_pid)
 
 
@@ -164,7 +167,7 @@ def test_port_in_use_is_a_clear_error(env: dict[str, str], tmp_path: Path) -> No
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         port = s.getsockname()[1]
-        out = qmd(env, "mcp", "--http", "--port", str(port), timeout=60)
+        out = run_qmd("mcp", "--http", "--port", str(port), timeout=60, env=env)
     assert out.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in out.stderr and "--port" in out.stderr
     assert not _pid_file(tmp_path).exists()
 

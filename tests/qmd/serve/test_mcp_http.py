@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp import free_port, http_connect, make_env, qmd, request, run_session, setup_index, spawn_http, stop_process, wait_health
+from tests.support.mcp import free_port, http_connect, make_env, request, run_session, setup_index, spawn_http, stop_process, wait_health
+from tests.support.run import run_qmd
 
 pytest.importorskip("mcp")
 
@@ -84,7 +85,7 @@ def test_mcp_over_http_handshake_and_tools(server: Server) -> None:
     assert r["init"].protocol_version == "2025-11-25" and "markdown documents" in r["init"].instructions
     assert r["tools"] == ["query", "get", "multi_get", "status"]
     rows = r["query"].structured_content["results"]
-    cli = json.loads(qmd(server.env, "query", "lex: rollback\nvec: undo a release", "-n", "5", "--json").stdout)
+    cli = json.loads(run_qmd("query", "lex: rollback\nvec: undo a release", "-n", "5", "--json", env=server.env).stdout)
     assert [(x["docid"], x["file"], x["score"], x["snippet"]) for x in rows] == [(c["docid"], c["file"], c["score"], c["snippet"]) for c in cli]
     assert r["get"].is_error and "no document with docid" in r["get"].content[0].text
     docs = r["multi"].structured_content["documents"]
@@ -211,7 +212,7 @@ def test_one_log_line_per_request(server: Server) -> None:
 
 
 def test_second_server_for_the_index_is_refused(server: Server) -> None:
-    proc = qmd(server.env, "mcp", "--http", "--port", str(free_port()), timeout=60)
+    proc = run_qmd("mcp", "--http", "--port", str(free_port()), timeout=60, env=server.env)
     assert proc.returncode == 1
     assert "already running" in proc.stderr and f"127.0.0.1:{server.port}" in proc.stderr and "qmd mcp stop" in proc.stderr
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.qmd.serve.test_mcp_protocol import cpu_seconds
-from tests.support.mcp import free_port, make_env, qmd, request, setup_index, slow_rerank_env, spawn_http, stop_process, wait_health
+from tests.support.mcp import free_port, make_env, request, setup_index, slow_rerank_env, spawn_http, stop_process, wait_health
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 
@@ -86,6 +86,7 @@ def _post_and_hang_up(port: int, path: str, payload: Any, server_pid: int, basel
 
 
 @pytest.mark.parametrize("route", ["/mcp", "/query"])
+@pytest.mark.slow
 def test_a_client_that_hangs_up_cancels_its_query(tmp_path: Path, route: str) -> None:
     env = slow_rerank_env(tmp_path)
     port = free_port()

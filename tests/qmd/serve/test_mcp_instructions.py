@@ -15,14 +15,15 @@ import qmd.core.stamps as stamps
 from qmd.core.paths import resolve_index
 from qmd.serve import instructions
 from qmd.serve.answers import store_instructions
-from tests.support.mcp import RawStdio, make_env, qmd, setup_index
+from tests.support.mcp import RawStdio, make_env, setup_index
+from tests.support.run import run_qmd
 
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     env = make_env(tmp_path)
     setup_index(tmp_path, env)
-    assert qmd(env, "update").returncode == 0
+    assert run_qmd("update", env=env).returncode == 0
     for key in [k for k in os.environ if k.startswith(("QMD_", "XDG_"))]:
         monkeypatch.delenv(key)
     for key, value in env.items():
@@ -50,8 +51,8 @@ def test_kept_only_while_every_input_is_unchanged(env: dict[str, str], tmp_path:
     assert instructions.inputs(paths) == key
 
     changes = [
-        lambda: qmd(env, "context", "add", "qmd://notes/runbooks", "Runbooks for on-call"),  # the config
-        lambda: (tmp_path / "notes" / "new.md").write_text("# New\n\nfresh note\n") and qmd(env, "update"),  # the index
+        lambda: run_qmd("context", "add", "qmd://notes/runbooks", "Runbooks for on-call", env=env),  # the config
+        lambda: (tmp_path / "notes" / "new.md").write_text("# New\n\nfresh note\n") and run_qmd("update", env=env),  # the index
         lambda: (Path(env["XDG_CONFIG_HOME"]) / "qmd" / "models.yml").write_text("embed: /nowhere/model.gguf\n"),
         lambda: monkeypatch.setenv("QMD_EMBED_MODEL", str(tmp_path / "other.gguf")),
     ]
@@ -70,7 +71,7 @@ def test_never_kept_from_files_changed_too_recently_or_meanwhile(env: dict[str, 
     assert not instructions.cache_path("index").exists()
     monkeypatch.setattr(stamps, "RACY_SECONDS", 0.0)
     stale_key = instructions.inputs(paths)
-    assert qmd(env, "context", "add", "qmd://notes/", "Changed while computing").returncode == 0
+    assert run_qmd("context", "add", "qmd://notes/", "Changed while computing", env=env).returncode == 0
     instructions.keep(paths, stale_key, "text")  # the files changed after the key was taken
     assert not instructions.cache_path("index").exists()
 
@@ -183,6 +184,7 @@ def test_a_client_that_leaves_at_once_still_lets_the_start_keep_its_text(env: di
     assert not [t for t in threading.enumerate() if t.name == "qmd-open-index"]
 
 
+@pytest.mark.slow
 def test_a_home_and_a_local_index_each_keep_their_own_copy(env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A project-local index is named `index` too: its copy is named as its server's PID file
     (`local-<hash>`), so a start of either server never overwrites the other's, and a second
@@ -195,7 +197,7 @@ def test_a_home_and_a_local_index_each_keep_their_own_copy(env: dict[str, str], 
     (project / "docs").mkdir(parents=True)
     (project / "docs" / "guide.md").write_text("# Guide\n\nHow the project is laid out.\n")
     for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
-        done = qmd(env, *argv, cwd=project)
+        done = run_qmd(*argv, cwd=project, env=env)
         assert done.returncode == 0, done.stderr
     config = project / ".qmd" / "index.yml"
     home_copy, local_copy = instructions.cache_path("index"), instructions.cache_path(str(config))

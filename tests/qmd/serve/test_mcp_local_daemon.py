@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from qmd.serve import process_alive, wait_gone
-from tests.support.mcp import free_port, make_env, qmd, request, setup_index
+from tests.support.mcp import free_port, make_env, request, setup_index
+from tests.support.run import run_qmd
 
 pytest.importorskip("mcp")
 
@@ -24,12 +25,12 @@ def project(tmp_path: Path) -> tuple[dict[str, str], Path]:
     """(env, project): the home index holds the shared notes; the project's local index its own."""
     env = make_env(tmp_path)
     setup_index(tmp_path, env)
-    assert qmd(env, "update", cwd=tmp_path).returncode == 0
+    assert run_qmd("update", cwd=tmp_path, env=env).returncode == 0
     root = tmp_path / "proj"
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "pager.md").write_text("# Pager\n\nThe quokka rota for the pager week.\n")
     for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
-        done = qmd(env, *argv, cwd=root)
+        done = run_qmd(*argv, cwd=root, env=env)
         assert done.returncode == 0, done.stderr
     return env, root
 
@@ -41,7 +42,7 @@ def _name(config: Path) -> str:
 def _serve_project(env: dict[str, str], root: Path, state: Path) -> tuple[int, int]:
     """(port, pid) of `qmd mcp --http --daemon` started inside the project."""
     port = free_port()
-    started = qmd(env, "mcp", "--http", "--daemon", "--port", str(port), cwd=root, timeout=90)
+    started = run_qmd("mcp", "--http", "--daemon", "--port", str(port), cwd=root, timeout=90, env=env)
     assert started.returncode == 0, started.stderr
     return port, json.loads(next(state.glob("mcp-local-*.json")).read_text())["pid"]
 
@@ -56,6 +57,7 @@ def _lex(port: int, text: str) -> list[str]:
     return [hit["file"] for hit in body["results"]]
 
 
+@pytest.mark.slow
 def test_a_local_index_gets_its_own_daemon_beside_the_home_one(project: tuple[dict[str, str], Path], tmp_path: Path) -> None:
     env, root = project
     state = tmp_path / "state"
@@ -64,10 +66,10 @@ def test_a_local_index_gets_its_own_daemon_beside_the_home_one(project: tuple[di
     home_port, local_port = free_port(), free_port()
     pids: list[int] = []
     try:
-        home = qmd(env, "mcp", "--http", "--daemon", "--port", str(home_port), cwd=tmp_path, timeout=90)
+        home = run_qmd("mcp", "--http", "--daemon", "--port", str(home_port), cwd=tmp_path, timeout=90, env=env)
         assert home.returncode == 0, home.stderr
         pids.append(json.loads((state / "mcp-index.json").read_text())["pid"])
-        local = qmd(env, "mcp", "--http", "--daemon", "--port", str(local_port), cwd=root / "docs", timeout=90)
+        local = run_qmd("mcp", "--http", "--daemon", "--port", str(local_port), cwd=root / "docs", timeout=90, env=env)
         assert local.returncode == 0, local.stderr
         assert _files(state) == sorted(["mcp-index.json", f"mcp-{local_name}.json"])
         info = json.loads((state / f"mcp-{local_name}.json").read_text())
@@ -83,17 +85,17 @@ def test_a_local_index_gets_its_own_daemon_beside_the_home_one(project: tuple[di
         assert _lex(home_port, "kubernetes") and not _lex(local_port, "kubernetes")
 
         # a second server for the project is refused, naming the way to stop the first
-        again = qmd(env, "mcp", "--http", "--daemon", "--port", str(free_port()), cwd=root, timeout=60)
+        again = run_qmd("mcp", "--http", "--daemon", "--port", str(free_port()), cwd=root, timeout=60, env=env)
         assert again.returncode == 1 and "already running" in again.stderr and str(local_port) in again.stderr
         assert f"qmd mcp stop --index {config}" in again.stderr
 
         # `qmd mcp stop` in the project stops the project's server only
-        stopped = qmd(env, "mcp", "stop", cwd=root / "docs", timeout=60)
+        stopped = run_qmd("mcp", "stop", cwd=root / "docs", timeout=60, env=env)
         assert stopped.returncode == 0 and f"pid {pids[1]}" in stopped.stdout, stopped.stdout + stopped.stderr
         assert wait_gone(pids[1], 15) and process_alive(pids[0])
         assert _files(state) == ["mcp-index.json"]
         assert request(home_port, "GET", "/health")[0] == 200
-        stopped = qmd(env, "mcp", "stop", cwd=tmp_path, timeout=60)
+        stopped = run_qmd("mcp", "stop", cwd=tmp_path, timeout=60, env=env)
         assert stopped.returncode == 0 and f"pid {pids[0]}" in stopped.stdout
         assert wait_gone(pids[0], 15) and _files(state) == []
     finally:
@@ -108,13 +110,13 @@ def test_the_home_index_never_takes_the_local_server_for_its_own(project: tuple[
     env, root = project
     port, pid = _serve_project(env, root, tmp_path / "state")
     try:
-        outside = qmd(env, "mcp", "stop", cwd=tmp_path, timeout=60)
+        outside = run_qmd("mcp", "stop", cwd=tmp_path, timeout=60, env=env)
         assert outside.returncode == 0 and "no MCP server is running for index 'index'" in outside.stdout
         assert process_alive(pid)
-        required = qmd({**env, "QMD_SERVER": "require"}, "search", "quokka", cwd=tmp_path, timeout=60)
+        required = run_qmd("search", "quokka", cwd=tmp_path, timeout=60, env={**env, "QMD_SERVER": "require"})
         assert required.returncode == 1 and "no HTTP server runs for index 'index'" in required.stderr, required.stdout + required.stderr
         # from anywhere, by the config's path
-        stopped = qmd(env, "mcp", "stop", "--index", str(root / ".qmd" / "index.yml"), cwd=tmp_path, timeout=60)
+        stopped = run_qmd("mcp", "stop", "--index", str(root / ".qmd" / "index.yml"), cwd=tmp_path, timeout=60, env=env)
         assert stopped.returncode == 0 and f"pid {pid}" in stopped.stdout
         assert wait_gone(pid, 15)
     finally:
@@ -138,15 +140,15 @@ def test_the_cli_in_the_project_uses_the_projects_warm_server(project: tuple[dic
     _, pid = _serve_project(env, root, tmp_path / "state")
     log = tmp_path / "state" / "logs" / f"mcp-{_name(root / '.qmd' / 'index.yml')}.log"
     try:
-        plain = qmd({**env, "QMD_SERVER": "off"}, "search", "quokka", cwd=root / "docs", timeout=60)
-        warm = qmd({**env, "QMD_SERVER": "require"}, "search", "quokka", cwd=root / "docs", timeout=60)
+        plain = run_qmd("search", "quokka", cwd=root / "docs", timeout=60, env={**env, "QMD_SERVER": "off"})
+        warm = run_qmd("search", "quokka", cwd=root / "docs", timeout=60, env={**env, "QMD_SERVER": "require"})
         assert warm.returncode == 0, warm.stdout + warm.stderr
         assert warm.stdout == plain.stdout and "pager.md" in warm.stdout
         assert "POST /cli 200" in log.read_text()
-        stopped = qmd(env, "mcp", "stop", cwd=root, timeout=60)
+        stopped = run_qmd("mcp", "stop", cwd=root, timeout=60, env=env)
         assert stopped.returncode == 0
         assert wait_gone(pid, 15)
-        gone = qmd({**env, "QMD_SERVER": "require"}, "search", "quokka", cwd=root, timeout=60)
+        gone = run_qmd("search", "quokka", cwd=root, timeout=60, env={**env, "QMD_SERVER": "require"})
         assert gone.returncode == 1 and f"no HTTP server runs for index '{root / '.qmd' / 'index.yml'}'" in gone.stderr, gone.stderr
         assert "qmd mcp --http --daemon in the project" in gone.stderr
     finally:
@@ -169,15 +171,15 @@ def test_a_project_index_made_again_under_a_running_server_is_the_one_answered(p
         (root / "docs" / "wombat.md").write_text("# Wombat\n\nThe wombat checklist.\n")
         off = {**env, "QMD_SERVER": "off"}
         for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
-            done = qmd(off, *argv, cwd=root)
+            done = run_qmd(*argv, cwd=root, env=off)
             assert done.returncode == 0, done.stderr
-        warm = qmd({**env, "QMD_SERVER": "require"}, "search", "wombat", "--files", cwd=root, timeout=60)
+        warm = run_qmd("search", "wombat", "--files", cwd=root, timeout=60, env={**env, "QMD_SERVER": "require"})
         assert warm.returncode == 0 and "wombat.md" in warm.stdout, warm.stdout + warm.stderr
-        stale = qmd({**env, "QMD_SERVER": "require"}, "search", "quokka", "--files", cwd=root, timeout=60)
+        stale = run_qmd("search", "quokka", "--files", cwd=root, timeout=60, env={**env, "QMD_SERVER": "require"})
         assert "pager.md" not in stale.stdout, stale.stdout
         assert _lex(port, "wombat") == ["qmd://docs/wombat.md"] and _lex(port, "quokka") == []
     finally:
-        qmd(env, "mcp", "stop", cwd=root, timeout=60)
+        run_qmd("mcp", "stop", cwd=root, timeout=60, env=env)
         if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
@@ -186,7 +188,7 @@ def test_a_scoped_token_is_not_told_the_project_s_path(project: tuple[dict[str, 
     """A project-local index is keyed by its config's path on the server: a token scoped to a
     collection sees the index's name in /health, the instructions and status, never that path."""
     env, root = project
-    made = qmd(env, "token", "add", "ci", "--collection", "docs", cwd=root)
+    made = run_qmd("token", "add", "ci", "--collection", "docs", cwd=root, env=env)
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
     port, pid = _serve_project(env, root, tmp_path / "state")

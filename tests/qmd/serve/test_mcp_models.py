@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp import make_env, qmd, run_session, setup_index, stdio_connect
+from tests.support.mcp import make_env, run_session, setup_index, stdio_connect
+from tests.support.run import run_qmd
 
 pytest.importorskip("mcp")
 
 
+@pytest.mark.slow
 def test_models_are_released_when_idle_and_reloaded(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     env = make_env(tmp_path, {
         "QMD_EMBED_MODEL": str(tiny_models["embed"]),
@@ -21,7 +23,7 @@ def test_models_are_released_when_idle_and_reloaded(tmp_path: Path, tiny_models:
         "QMD_MODEL_IDLE_S": "1",
     })
     setup_index(tmp_path, env)
-    embedded = qmd(env, "embed", timeout=300)
+    embedded = run_qmd("embed", timeout=300, env=env)
     assert embedded.returncode == 0, embedded.stderr
     errlog = open(tmp_path / "stderr.log", "w+")  # noqa: SIM115
     question = {"query": "how do we roll back a deploy", "limit": 3}

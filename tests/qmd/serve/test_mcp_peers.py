@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.mcp import free_port, make_env, setup_index, spawn_http, stop_process, wait_health
 from tests.support.npm_clients import node22, npm_bin
+from tests.support.run import command
 
 # The scenarios that apply to a server offering tools and prompts: the others test the
 # suite's own reference tools (images, sampling, elicitation) or resources, which qmd has not.
@@ -93,10 +94,9 @@ def _inspect(target: list[str], call: list[str], env: dict[str, str]) -> tuple[i
     return proc.returncode, _normal("\n".join(lines))
 
 
+@pytest.mark.slow
 def test_inspector_cli_agrees_over_stdio_and_http(served: Served) -> None:
-    import sys
-
-    stdio = [sys.executable, "-m", "qmd", "mcp"]
+    stdio = command("mcp")
     http = [f"http://127.0.0.1:{served.port}/mcp"]
     answers: list[tuple[int, str]] = []
     for call in INSPECTOR_CALLS:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp import RawStdio, make_env, qmd, setup_index, slow_rerank_env
+from tests.support.mcp import RawStdio, make_env, setup_index, slow_rerank_env
+from tests.support.run import command, run_qmd
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def bare_server(env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Pope
     """`qmd mcp` with its pipes in the test's hands (no reader thread: the test closes stdout
     itself), stderr to stderr.log; killed at the end if still running."""
     with open(tmp_path / "stderr.log", "ab") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "qmd", "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        proc = subprocess.Popen(command("mcp"), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
         try:
             assert proc.stdin is not None and proc.stdout is not None
             yield proc
@@ -224,14 +224,14 @@ def test_calls_piped_in_before_stdin_closes_are_answered(env: dict[str, str], tm
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "rollback"}], "limit": 2}}},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "status", "arguments": {}}},
     ]
-    proc = subprocess.run([sys.executable, "-m", "qmd", "mcp"], env=env, input="".join(json.dumps(m) + "\n" for m in lines), capture_output=True, text=True, timeout=120)
+    proc = run_qmd("mcp", env=env, input="".join(json.dumps(m) + "\n" for m in lines), timeout=120)
     assert proc.returncode == 0, proc.stderr
     answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines())}
     assert set(answers) == {1, 2, 3}
     assert answers[2]["result"]["structuredContent"]["results"] and answers[3]["result"].get("isError") is not True
     # more calls than the queue holds (64): the reader waits for room instead of refusing them
     many = [lines[0], lines[1]] + [{**lines[2], "id": 100 + i} for i in range(150)]
-    proc = subprocess.run([sys.executable, "-m", "qmd", "mcp"], env=env, input="".join(json.dumps(m) + "\n" for m in many), capture_output=True, text=True, timeout=300)
+    proc = run_qmd("mcp", env=env, input="".join(json.dumps(m) + "\n" for m in many))
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
     assert proc.returncode == 0 and len(replies) == 151
     assert all("result" in r and not r["result"].get("isError") for r in replies), [r for r in replies if "error" in r][:2]

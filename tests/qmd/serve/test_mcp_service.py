@@ -18,6 +18,7 @@ from qmd.serve.arguments import ArgError, parse_query_args
 from qmd.serve.service import ToolService
 from qmd.serve.answers import INSTRUCTIONS_MAX_BYTES, build_instructions, read_health_flag
 from tests.support.mcp import SECRET, write_notes
+from tests.support.run import qmd_env
 
 Cli = Callable[..., tuple[int, str, str]]  # conftest's in-process CLI runner
 
@@ -246,8 +247,6 @@ def test_build_id_changes_with_the_sources(tmp_path: Path) -> None:
 def test_only_the_server_imports_the_sdk(tmp_path: Path) -> None:
     import subprocess
     import sys
-
-    from tests.conftest import qmd_env
 
     notes = write_notes(tmp_path)
     code = (

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp import SECRET, make_env, qmd, run_session, setup_index, stdio_connect
+from tests.support.mcp import SECRET, make_env, run_session, setup_index, stdio_connect
+from tests.support.run import run_qmd
 
 pytest.importorskip("mcp")
 
@@ -21,7 +22,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def cli_json(env: dict[str, str], *args: str) -> Any:
-    proc = qmd(env, *args, "--json")
+    proc = run_qmd(*args, "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -116,7 +117,7 @@ def test_stdio_other_index_and_empty_index(tmp_path: Path) -> None:
     notes = tmp_path / "work-notes"
     notes.mkdir()
     (notes / "a.md").write_text("# Alpha\n\nquokka facts\n")
-    assert qmd(env, "--index", "work", "collection", "add", str(notes), "--name", "work").returncode == 0
+    assert run_qmd("--index", "work", "collection", "add", str(notes), "--name", "work", env=env).returncode == 0
     errlog = open(tmp_path / "stderr.log", "w+")  # noqa: SIM115
 
     async def body(s: Any) -> Any:

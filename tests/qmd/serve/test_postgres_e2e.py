@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.harness import commit, make_repo, qmd_run, queue_files, state  # noqa: F401 - fixture
-from tests.support.mcp import free_port, http_connect, make_env, qmd, request, run_session, setup_index, spawn_http, stdio_connect, stop_process, wait_health
+from tests.support.harness import commit, make_repo, queue_files
+from tests.support.mcp import free_port, http_connect, make_env, request, run_session, setup_index, spawn_http, stdio_connect, stop_process, wait_health
+from tests.support.run import run_qmd
 
 pytest.importorskip("mcp")
 
@@ -82,27 +83,27 @@ def test_http_server_on_postgres_answers_as_on_sqlite(envs: dict[str, dict[str, 
     assert pg["documents"] == 4
 
 
-def test_updater_on_postgres_indexes_a_hooked_commit(state: Path, tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_updater_on_postgres_indexes_a_hooked_commit(state: Path, tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.support import postgres
 
     url, schema = postgres.fresh_schema_url(postgres_url)
     monkeypatch.setenv("QMD_DATABASE_URL", url)
     try:
         repo = make_repo(tmp_path / "notes", {"intro.md": "# Intro\n\nWelcome to the notes.\n"})
-        assert qmd_run("collection", "add", str(repo), "--name", "notes").returncode == 0
-        assert qmd_run("hooks", "install", str(repo)).returncode == 0
+        assert run_qmd("collection", "add", str(repo), "--name", "notes").returncode == 0
+        assert run_qmd("hooks", "install", str(repo)).returncode == 0
         commit(repo, "rollback.md", "# Rollback\n\nFlip the zyxwvut load balancer back to blue.\n")
         assert len(queue_files(state, "new")) == 1  # the hook only enqueued
-        proc = qmd_run("updater", "run", "--json")
+        proc = run_qmd("updater", "run", "--json")
         assert proc.returncode == 0, proc.stderr
         result = json.loads(proc.stdout)
         assert result["requests"] == 1 and result["documents_updated"] == 1 and result["succeeded_repos"] == [str(repo)]
-        hits = json.loads(qmd_run("search", "zyxwvut", "--json").stdout)
+        hits = json.loads(run_qmd("search", "zyxwvut", "--json").stdout)
         assert [h["file"] for h in hits] == ["qmd://notes/rollback.md"]
         health = json.loads((state / "health.json").read_text())
         assert health["raised"] is False and health["last_success"]
         assert not (Path(os.environ["XDG_CACHE_HOME"]) / "qmd" / "index.sqlite").exists()  # it all went to PostgreSQL
-        status = json.loads(qmd_run("status", "--json").stdout)
+        status = json.loads(run_qmd("status", "--json").stdout)
         assert status["documents"] == 2
     finally:
         postgres.drop_schema(postgres_url, schema)
@@ -111,7 +112,7 @@ def test_updater_on_postgres_indexes_a_hooked_commit(state: Path, tmp_path: Path
 def test_cli_search_on_postgres_equals_sqlite(envs: dict[str, dict[str, str]]) -> None:
     out = {}
     for name, env in envs.items():
-        proc = qmd(env, "search", "rollback balancer", "--json")
+        proc = run_qmd("search", "rollback balancer", "--json", env=env)
         assert proc.returncode == 0, proc.stderr
         out[name] = [(h["docid"], h["file"], h["score"], h.get("match")) for h in json.loads(proc.stdout)]
     assert out["postgres"] and out["postgres"] == out["sqlite"]

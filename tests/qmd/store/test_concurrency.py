@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import qmd
-from tests.conftest import qmd_env
+from tests.support.run import command, qmd_env
 
 pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
 
@@ -26,7 +26,7 @@ def _tree(root: Path, n: int, word: str) -> None:
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "qmd", *args], env=qmd_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command(*args), env=qmd_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _read_until(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
@@ -87,6 +87,7 @@ def test_embed_with_nothing_to_do_never_waits(tmp_path: Path, tiny_models: dict[
     assert proc.returncode == 0 and "Embedded 0 documents" in err and "Waiting" not in err, err
 
 
+@pytest.mark.slow
 def test_embed_takes_the_writer_lock_per_batch_so_updates_get_in_between(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     from contextlib import contextmanager
 
@@ -134,6 +135,7 @@ def test_two_updates_at_once_both_succeed(tmp_path: Path) -> None:
     assert "605 unchanged" in totals
 
 
+@pytest.mark.slow
 def test_searches_during_an_update_never_fail(tmp_path: Path) -> None:
     root = tmp_path / "notes"
     _tree(root, 5, "alpha")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ import qmd
 from qmd.core.filters import Condition, DateRange, FilterError, Group, build, extract_metadata, parse_filter, parse_when
 from qmd.backends.base import ChunkVector, DocRow, VectorModel
 from qmd.backends.sqlite.backend import SqliteBackend
+from tests.support.run import run_qmd
 
 Cli = Callable[..., tuple[int, str, str]]
 DAY_NS = 86400 * 10**9
@@ -208,7 +208,7 @@ def test_parse_when() -> None:
         build(None, "2024-02-01", "2024-01-01")
 
 
-def test_dates_beyond_what_the_index_stores_are_clamped_not_a_crash(tmp_path: Path, run_qmd: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+def test_dates_beyond_what_the_index_stores_are_clamped_not_a_crash(tmp_path: Path) -> None:
     """Epoch nanoseconds in 64 bits end at 1677 and 2262: a note dated 0001-01-01 stopped the
     whole update (OverflowError, exit 3), and so did --since 0001-01-01 / --until 9999-12-31 /
     --since 999999y on every search. They sort as the earliest and latest moments now."""
@@ -566,7 +566,7 @@ def test_front_matter_that_cannot_be_metadata_is_text_not_a_crash(tmp_path: Path
         s.close()
 
 
-def test_integers_past_64_bits_are_numbers_in_metadata_and_filters(tmp_path: Path, run_qmd: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+def test_integers_past_64_bits_are_numbers_in_metadata_and_filters(tmp_path: Path) -> None:
     """`v: 99999999999999999999999` once failed the update (OverflowError writing the row), and
     the same number in a filter failed the search; both exit 3."""
     root = tmp_path / "notes"

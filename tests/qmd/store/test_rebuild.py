@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import qmd
+from tests.support.run import run_qmd
 
 pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
 
@@ -22,7 +23,7 @@ def _leftovers(folder: Path) -> list[str]:
 
 
 @pytest.mark.sqlite_only("checks the .bak/.broken files beside the SQLite index")
-def test_rebuilding_a_sound_index_keeps_its_vectors(tmp_path: Path, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, run_qmd) -> None:  # type: ignore[no-untyped-def]
+def test_rebuilding_a_sound_index_keeps_its_vectors(tmp_path: Path, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
     assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
     assert run_qmd("embed").returncode == 0
@@ -45,7 +46,7 @@ def test_rebuilding_a_sound_index_keeps_its_vectors(tmp_path: Path, notes: Path,
 
 
 @pytest.mark.sqlite_only("checks the .bak/.broken files beside the SQLite index")
-def test_rebuilding_a_corrupted_index_keeps_it_aside_as_broken(tmp_path: Path, notes: Path, run_qmd) -> None:  # type: ignore[no-untyped-def]
+def test_rebuilding_a_corrupted_index_keeps_it_aside_as_broken(tmp_path: Path, notes: Path) -> None:
     assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
     index = qmd.resolve_index(None).index_path
     with qmd.open_index() as store:

@@ -1,0 +1,66 @@
+"""The one way a test runs the real `qmd` in a subprocess (`python -m qmd`, the interpreter
+running the tests, so the checkout on PYTHONPATH is what runs).
+
+`run_qmd(*args)` runs it to the end and returns the CompletedProcess (text, unless text=False);
+`qmd_at(cwd, *args)` runs it from a project folder in `local_env()` (no warm server, no trust
+granted by the environment); `command(*args)` is the argv for a test that needs a Popen (a
+server, a process to signal).
+`env` is the child's whole environment; by default the test's own, which the autouse
+`isolated_home` fixture has pointed inside tmp_path. The working directory is by default the
+child's HOME (the isolated home), never the checkout: a `.qmd/` there would be adopted, and
+`python -m qmd` would import the checkout's `qmd` ahead of a PYTHONPATH the test set.
+stdin is /dev/null unless `input` is given; `timeout` only catches a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal, overload
+
+QMD = (sys.executable, "-m", "qmd")
+
+
+def command(*args: str) -> list[str]:
+    """The argv that starts `qmd ARGS`."""
+    return [*QMD, *args]
+
+
+def qmd_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test's (isolated) environment, plus `extra`."""
+    env = dict(os.environ)
+    env.update(extra or {})
+    return env
+
+
+def local_env(**extra: str) -> dict[str, str]:
+    """The test's environment for project-local indexes: no warm server to hand the call to
+    (QMD_SERVER=off), no trust granted through QMD_TRUST*, a git identity for commits; plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QMD_TRUST")}
+    env.update(QMD_SERVER="off", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@e")
+    env.update(extra)
+    return env
+
+
+@overload
+def run_qmd(*args: str, env: Mapping[str, str] | None = ..., cwd: Path | str | None = ..., input: str | None = ...,
+        timeout: float = ..., text: Literal[True] = ...) -> subprocess.CompletedProcess[str]: ...
+@overload
+def run_qmd(*args: str, env: Mapping[str, str] | None = ..., cwd: Path | str | None = ..., input: str | None = ...,
+        timeout: float = ..., text: Literal[False]) -> subprocess.CompletedProcess[bytes]: ...
+def run_qmd(*args: str, env: Mapping[str, str] | None = None, cwd: Path | str | None = None, input: str | None = None,
+        timeout: float = 300, text: bool = True) -> subprocess.CompletedProcess[str] | subprocess.CompletedProcess[bytes]:
+    """Run `qmd ARGS` to the end; stdout and stderr captured."""
+    environ = qmd_env() if env is None else dict(env)
+    if cwd is None and os.path.isdir(environ.get("HOME", "")):
+        cwd = environ["HOME"]
+    stdin = None if input is not None else subprocess.DEVNULL
+    return subprocess.run(command(*args), env=environ, cwd=cwd, input=input, stdin=stdin, capture_output=True, text=text, timeout=timeout)
+
+
+def qmd_at(cwd: Path | str, *args: str, input: str | None = None, timeout: float = 300, **extra: str) -> subprocess.CompletedProcess[str]:
+    """`qmd ARGS` run from the project folder `cwd`, in `local_env(**extra)`."""
+    return run_qmd(*args, env=local_env(**extra), cwd=cwd, input=input, timeout=timeout)
