@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import qmd
+from qmd import harness
 
 from tests.support.guard_world import SWEEP_FILES, build_tree, write_tree
 
@@ -18,7 +18,7 @@ from tests.support.guard_world import SWEEP_FILES, build_tree, write_tree
 def world(tmp_path: Path) -> Path:
     """The decision-test tree, with its folders.json where qmd would write it."""
     data = build_tree(tmp_path)
-    folders = qmd.StateLayout.current().guard_folders
+    folders = harness.StateLayout.current().guard_folders
     folders.parent.mkdir(parents=True, exist_ok=True)
     folders.write_text(json.dumps(data))
     return Path(os.path.realpath(tmp_path))

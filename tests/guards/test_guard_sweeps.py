@@ -25,7 +25,7 @@ from tests.guards.test_guard_hook import GUARD, run_guard
 from tests.support.guard_world import write_tree
 
 def test_folder_cache_carries_the_collection_patterns(notes_world: Path) -> None:
-    data = json.loads(qmd.StateLayout.current().guard_folders.read_text())
+    data = json.loads(harness.StateLayout.current().guard_folders.read_text())
     assert data["patterns"] == {str(notes_world / "work/repo/notes"): ["**/*.md"], str(notes_world / "manual"): ["**/*.rst"]}
 
 
