@@ -81,12 +81,12 @@ def command_of(request: Request) -> str:
 def request_for(kind: type[SearchRequest] | type[QueryRequest], text: str | Request, changes: dict[str, Any]) -> Any:
     """A `kind` request from text and keyword settings, or a given request with `changes`
     (how Store's search methods take either); TypeError names a setting it does not have."""
-    from qmd.core.records import replace
-
-    if "collections" in changes and changes["collections"] is not None:
+    if changes.get("collections") is not None:
         changes = {**changes, "collections": tuple(changes["collections"])}
     if isinstance(text, str):
-        return replace(kind(text), **changes)
+        return kind(text, **changes)  # TypeError names a keyword that is not a field
+    from qmd.core.records import replace
+
     if not isinstance(text, kind):
         raise TypeError(f"expected a {kind.__name__} or the text to search for, not {type(text).__name__}")
     return replace(text, **changes) if changes else text

@@ -334,10 +334,12 @@ class Store:
         Both apply inside the search: the top `limit` is exact. A bad filter is a QmdError.
         `match="all"` keeps only the documents holding every term.
         """
-        from qmd.core.records import replace
-
         found = request_for(SearchRequest, request, settings)
-        return self._reader.search(replace(found, vector=False) if found.vector else found, self.where(found.filter, found.since, found.until))
+        if found.vector:
+            from qmd.core.records import replace
+
+            found = replace(found, vector=False)
+        return self._reader.search(found, self.where(found.filter, found.since, found.until))
 
     def vsearch(self, request: str | SearchRequest, /, **settings: Any) -> VectorSearch:
         """Nearest documents by meaning (cosine similarity of each document's best chunk);
