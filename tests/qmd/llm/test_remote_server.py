@@ -112,7 +112,7 @@ def test_server_token_counts_match_the_local_tokenizer(embed_server: LlamaServer
 @pytest.mark.skipif(not (BENCH_DATA / "minilm-reference" / "reference.json").exists(), reason="MiniLM reference vectors not found (set QMD_BENCH_DATA)")
 def test_minilm_served_remotely_matches_in_process_and_sentence_transformers(minilm_gguf: Path, tmp_path: Path) -> None:
     reference = json.loads((BENCH_DATA / "minilm-reference" / "reference.json").read_text())
-    local = Embedder(minilm_gguf, 2)
+    local = Embedder(minilm_gguf)  # QMD_THREADS, 1 in the suite, as the server below
     with llama_server(minilm_gguf, tmp_path / "minilm.log", "--model_alias", "all-minilm", *ctx_args(minilm_gguf)) as server:
         remote = RemoteEmbedder(parse_remote(server.uri("all-minilm")))
         vs_local, vs_st, count = 1.0, 1.0, 0
