@@ -38,6 +38,10 @@ ignored: they neither count nor separate two project calls.
                      summed over threads and processes
   changes w/o core   the same with the calls into qmd/core left out as if they were the
                      standard library's (the shared helpers every room calls)
+  concept changes    room changes counted between the README layout table's rooms (a
+                     concept folder with its sub-packages: qmd/backends/sqlite is in room
+                     qmd/backends, qmd/llm/remote in qmd/llm); the same collapsing
+  concept w/o core   the same with qmd/core left out
   functions          distinct functions called (file and qualified name)
   calls              function calls in all (informational: the MCP server's stdout watcher
                      polls, so its count depends on timing; the rest does not)
@@ -54,7 +58,7 @@ ignored: they neither count nor separate two project calls.
   failures reads     os.listdir/os.scandir of <state>/failures plus opens of a file in it for
                      reading (audit hook)
 
-With two or more trees, the last against the first: targets (files entered and room changes of
+With two or more trees, the last against the first: targets (files entered, room changes and concept changes of
 the last tree <= the first's, per walk), and "query makes one lengths query per page" (docid_lengths <= 1 in walks 1
 and 2 of the last tree). `--verbose` prints each process's room path (the collapsed sequence).
 """
@@ -352,6 +356,8 @@ def summarise(trace_dir: Path) -> dict[str, Any]:
         "rooms entered": len(rooms),
         "room changes": sum(len(t["path"]) - 1 for t in threads if t["path"]),
         "changes w/o core": sum(changes(t["path"], skip=CORE) for t in threads),
+        "concept changes": sum(changes([concept_of(r) for r in t["path"]], skip="") for t in threads),
+        "concept w/o core": sum(changes([concept_of(r) for r in t["path"]], skip=CORE) for t in threads),
         "functions": len(functions),
         **{k: counts[k] for k in ("calls", "docid_lengths", "Store opens", "backend opens", "Config.load", "config reads", "failures reads")},
         "_rooms": sorted(rooms),
@@ -373,6 +379,12 @@ def room_of(rel: str) -> str:
     return os.path.dirname(rel) or rel
 
 
+def concept_of(room: str) -> str:
+    """The layout table's room of a folder: qmd/<package> (its sub-packages within), else the top-level package."""
+    parts = room.split("/")
+    return "/".join(parts[:2]) if parts[0] == "qmd" else parts[0]
+
+
 def measure_tree(tree: Tree, notes: Path, model: str | None) -> dict[str, dict[str, Any]]:
     results = {}
     print(f"  {tree.path}: cli, mcp", flush=True)
@@ -387,7 +399,7 @@ def measure_tree(tree: Tree, notes: Path, model: str | None) -> dict[str, dict[s
     return results
 
 
-ROWS = ("processes", "files loaded", "files entered", "rooms entered", "room changes", "changes w/o core", "functions", "calls",
+ROWS = ("processes", "files loaded", "files entered", "rooms entered", "room changes", "changes w/o core", "concept changes", "concept w/o core", "functions", "calls",
         "docid_lengths", "Store opens", "backend opens", "Config.load", "config reads", "failures reads")
 
 
@@ -435,7 +447,7 @@ def main() -> int:
     if len(trees) >= 2:
         first, last = results[0], results[-1]
         for walk in WALKS:
-            for row in ("files entered", "room changes"):
+            for row in ("files entered", "room changes", "concept changes"):
                 report.target(Target(f"{walk}: {row}, last tree <= first", last[walk][row], first[walk][row]))
         for walk in ("cli", "mcp"):
             report.target(Target(f"{walk}: docid_lengths queries, last tree", last[walk]["docid_lengths"], 1))
