@@ -27,7 +27,8 @@ What decides (any doubt → None: the command runs in-process, never a wrong ans
    a timeout, a refused connection, an unreadable answer: in-process.
 
 `QMD_SERVER=require` turns every "in-process" of steps 2–5 into an error naming why (exit 1),
-for scripts that must not load models themselves. `QMD_SERVER_TIMEOUT_S` bounds the wait
+for scripts that must not load models themselves; a 400 (the search's own error) is raised
+as the server words it, message and hint, as the in-process run would. `QMD_SERVER_TIMEOUT_S` bounds the wait
 for an answer (default 60 s; connecting: 1 s).
 """
 
@@ -126,12 +127,29 @@ def _ask(index: str, raw: bytes, request: Request) -> tuple[Outcome | None, str]
     except ValueError:
         return None, "the request cannot be sent as JSON"
     status, payload = _post(host, port, "/cli", data, key)
+    if status == 400 and mode() == "require":
+        _raise_its_own(payload)  # the search's own error (a bad filter, an unknown collection), as in-process
     if status != 200:
         return None, f"the server of index '{index}' at {host}:{port} answered {_why(status, payload)}"
     try:
         return outcome_of(json.loads(payload)), ""
     except (ValueError, KeyError, TypeError) as exc:
         return None, f"the server's answer is unreadable ({type(exc).__name__})"
+
+
+def _raise_its_own(payload: bytes) -> None:
+    """Raise the QmdError a 400 answer carries (its message and hint), if it carries one."""
+    import json
+
+    from qmd.core.errors import QmdError
+
+    try:
+        answer = json.loads(payload)
+        error, hint = answer["error"], answer.get("hint") or ""
+    except (ValueError, KeyError, TypeError):
+        return
+    if isinstance(error, str) and isinstance(hint, str):
+        raise QmdError(error, hint)
 
 
 def _why(status: int, payload: bytes) -> str:

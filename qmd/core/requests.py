@@ -80,16 +80,63 @@ def command_of(request: Request) -> str:
 
 def request_for(kind: type[SearchRequest] | type[QueryRequest], text: str | Request, changes: dict[str, Any]) -> Any:
     """A `kind` request from text and keyword settings, or a given request with `changes`
-    (how Store's search methods take either); TypeError names a setting it does not have."""
-    if changes.get("collections") is not None:
+    (how Store's search methods take either), checked (`checked`); TypeError names a
+    setting it does not have."""
+    if isinstance(changes.get("collections"), list):
         changes = {**changes, "collections": tuple(changes["collections"])}
     if isinstance(text, str):
-        return kind(text, **changes)  # TypeError names a keyword that is not a field
+        return checked(kind(text, **changes))  # TypeError names a keyword that is not a field
     from qmd.core.records import replace
 
     if not isinstance(text, kind):
         raise TypeError(f"expected a {kind.__name__} or the text to search for, not {type(text).__name__}")
-    return replace(text, **changes) if changes else text
+    return checked(replace(text, **changes) if changes else text)
+
+
+_PY_KINDS: dict[str, tuple[type, ...]] = {
+    "str": (str,), "str | None": (str, type(None)), "int": (int,), "int | None": (int, type(None)),
+    "float": (int, float), "bool": (bool,), "bool | None": (bool, type(None)), "object": (object,),
+    "tuple[str, ...] | None": (tuple, list, type(None)),
+}
+_FIELDS: dict[type, list[tuple[str, tuple[type, ...]]]] = {}
+
+
+def checked(request: Request) -> Request:
+    """`request` when each field holds its type and no restriction is empty: TypeError for a
+    wrong type (`limit="5"`, `collections="notes"`, `limit=True`), QmdError for an empty
+    collection list or a blank filter, since or until, which would otherwise search the
+    whole index (the CLI refuses an empty --filter for the same reason)."""
+    fields = _FIELDS.get(type(request))
+    if fields is None:
+        annotations: dict[str, str] = type(request).__annotations__
+        fields = _FIELDS[type(request)] = [(name, _PY_KINDS[annotation]) for name, annotation in annotations.items()]
+    for name, kinds in fields:
+        value = getattr(request, name)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds and kinds != (object,)):
+            raise TypeError(f"{type(request).__name__}.{name} must be {_expected(kinds)}, not {type(value).__name__} {value!r:.60}")
+    names = request.collections
+    if names is not None and (not names or not all(isinstance(n, str) for n in names)):
+        raise _empty("collections", "name at least one collection, or give None for the collections searched by default") if not names else TypeError("collections must be names (strings)")
+    for name in ("filter", "since", "until"):
+        value = getattr(request, name)
+        if isinstance(value, str) and not value.strip():
+            raise _empty(name, f"give None for no {name}")
+    if request.snippet_chars < 1:
+        from qmd.core.errors import QmdError
+
+        raise QmdError(f"snippet_chars must be at least 1, not {request.snippet_chars}", "e.g. 300 (JSON) or 500 (terminal)")
+    return request
+
+
+def _expected(kinds: tuple[type, ...]) -> str:
+    names = {type(None): "None", tuple: "a list of names", list: ""}
+    return " or ".join(filter(None, (names.get(k, k.__name__) for k in kinds)))
+
+
+def _empty(name: str, hint: str) -> Exception:
+    from qmd.core.errors import QmdError
+
+    return QmdError(f"{name} is empty: that would search without it", hint)
 
 
 # The JSON form of each field type, for a request sent over HTTP (the /cli route).

@@ -17,7 +17,7 @@ from pathlib import Path
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every CLI call)
 
 from qmd.core.config import DEFAULT_PATTERN, Config
-from qmd.core.requests import Outcome, QueryRequest, SearchRequest, request_for
+from qmd.core.requests import Outcome, QueryRequest, SearchRequest, checked, request_for
 from qmd.core.results import (
     CleanupReport,
     CollectionInfo,
@@ -279,9 +279,7 @@ class Store:
         """
         found = request_for(SearchRequest, request, settings)
         if found.vector:
-            from qmd.core.records import replace
-
-            found = replace(found, vector=False)
+            raise TypeError("a request with vector=True is vsearch's: call Store.vsearch (or Store.answer)")
         return self._reader.search(found, self.where(found.filter, found.since, found.until))
 
     def vsearch(self, request: str | SearchRequest, /, **settings: Any) -> VectorSearch:
@@ -308,6 +306,9 @@ class Store:
     def answer(self, request: SearchRequest | QueryRequest, progress: Callable[[str], None] | None = None) -> Outcome:
         """What a search command prints for `request`: its hits and what goes beside them
         (the same record a warm server answers the CLI with, qmd/cli/remote.py)."""
+        if not isinstance(request, (SearchRequest, QueryRequest)):
+            raise TypeError(f"expected a SearchRequest or a QueryRequest, not {type(request).__name__}")
+        checked(request)
         return self._reader.answer(request, progress, self.where(request.filter, request.since, request.until))
 
     @staticmethod

@@ -97,6 +97,12 @@ def test_errors_are_the_in_process_ones(world: dict[str, object]) -> None:
     local = _run(world, "vsearch", "x", "-c", "nope", "--local")
     assert served.returncode == local.returncode == 1
     assert served.stderr == local.stderr and "nope" in served.stderr
+    # QMD_SERVER=require: the server's answer is the search's own error (message and hint), not "start the server"
+    for argv in (["vsearch", "x", "-c", "nope"], ["search", "x", "--filter", "{bad"]):
+        required = _run(world, *argv, extra={"QMD_SERVER": "require"})
+        local = _run(world, *argv, "--local")
+        assert required.returncode == local.returncode == 1
+        assert required.stderr == local.stderr and "QMD_SERVER" not in required.stderr, required.stderr
 
 
 def test_off_and_require(world: dict[str, object], tmp_path: Path) -> None:
