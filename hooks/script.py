@@ -87,11 +87,12 @@ def is_pre_commit(text: str) -> bool:
 
 def baked_state(text: str) -> str | None:
     """The state dir a hook file (or husky block) was installed with."""
-    found = re.search(r"^\W*qmd_e=\S+ qmd_s=(.+)$", text, re.MULTILINE)
+    found = re.search(r"^\W*qmd_e=\S+ qmd_s=", text, re.MULTILINE)
     if not found:
         return None
+    words = shlex.shlex(text[found.end() :], posix=True)  # its first word, whose quotes may span lines
+    words.whitespace_split, words.commenters = True, ""
     try:
-        words = shlex.split(found.group(1))
+        return next(iter(words), None)
     except ValueError:
         return None
-    return words[0] if words else None

@@ -25,6 +25,14 @@ def test_the_rendered_hook_fills_every_placeholder_once() -> None:
     assert script.baked_state(text) == STATE and script.baked_state(script.husky_block("post-merge", STATE)) == STATE
 
 
+def test_the_installed_state_dir_is_read_back_even_across_lines() -> None:
+    """A state dir whose name holds a newline (the shell quotes it across two lines): `qmd
+    hooks status` must still read it back, not call the hook stale."""
+    for state in ("/tmp/two\nlines/state", "/tmp/$(touch x) `y` %Y %%\n'q'"):
+        assert script.baked_state(script.hook_script("post-commit", state)) == state
+        assert script.baked_state(script.husky_block("post-merge", state)) == state
+
+
 def test_the_templates_ship_as_package_data() -> None:
     data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     templates = sorted(p.name for p in (REPO / "hooks").glob("*-tmpl"))
