@@ -164,7 +164,7 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
         return _file(it, names)
 
     def docid(it: MultiGetItem) -> str | None:  # the original drops it for a path found on disk
-        return None if names and name(it).startswith(("/", "./")) else f"#{it.docid}"
+        return None if not it.docid or (names and name(it).startswith(("/", "./"))) else f"#{it.docid}"
 
     if fmt == "json":
         rows = []

@@ -23,7 +23,7 @@ from qmd.cli.options import (
     NOpt,
     with_output_format,
 )
-from qmd.cli.shared import open_store, out
+from qmd.cli.shared import err, open_store, out
 
 
 @with_output_format
@@ -76,6 +76,11 @@ def multi_get(
     with open_store() as store:
         items = store.multi_get(pattern, lines, max_bytes)
         names = display_names(roots_of(store), items, full_path) or {}
+    if kind == "cli":  # a name that finds no document is said on stderr, as the original; structured formats list it as skipped
+        for it in items:
+            if not it.found:
+                err(f"skipped {it.path}: {it.skipped}")
+        items = [it for it in items if it.found]
     if not is_list_pattern(pattern):
         # A glob: the collection-relative path, as the original names its matches.
         names = {it.uri: it.path for it in items} | {k: v for k, v in names.items() if not v.startswith("qmd://")}

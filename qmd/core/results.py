@@ -99,7 +99,13 @@ class MultiGetItem:
 
     @property
     def uri(self) -> str:
-        return uri(self.collection, self.path)
+        """qmd://collection/path; for an item of a list that named no document, the name as given."""
+        return uri(self.collection, self.path) if self.collection else self.path
+
+    @property
+    def found(self) -> bool:
+        """False for an item of a comma list that names no document (`skipped` says why)."""
+        return bool(self.collection)
 
 
 @record

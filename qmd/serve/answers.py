@@ -177,6 +177,10 @@ def documents_answer(items: list[MultiGetItem], line_numbers: bool) -> tuple[str
     blocks: list[str] = []
     total = 0
     for it in items:
+        if not it.found:  # a name in the list that finds no document
+            docs.append({"file": it.uri, "skipped": it.skipped})
+            blocks.append(f"=== {it.uri}\n[skipped: {it.skipped}]")
+            continue
         row: dict[str, Any] = {"docid": f"#{it.docid}", "file": it.uri, "title": it.title, "context": it.context}
         skipped = it.skipped
         if it.text is not None and total + len(it.text.encode("utf-8")) > MULTI_GET_TOTAL_BYTES:

@@ -187,9 +187,24 @@ class Reader:
             if not rows:
                 raise NotFoundError(f"no documents match {pattern}", "patterns match collection/path, e.g. 'notes/**/*.md'")
         else:
-            for ref in (p.strip() for p in pattern.split(",")):
-                if ref:
+            missing: list[tuple[int, MultiGetItem]] = []  # the names that find no document, where they stood
+            names = [p.strip() for p in pattern.split(",") if p.strip()]
+            for ref in names:
+                try:
                     rows.append(refs.resolve(backend, colls, ref, cwd, blind=self.state.blind))
+                except NotFoundError as exc:
+                    if len(names) == 1:
+                        raise
+                    reason = exc.message + (f" ({exc.cli_hint})" if exc.cli_hint else "")
+                    missing.append((len(rows) + len(missing), MultiGetItem("", "", ref, "", None, skipped=reason)))
+            if not rows and missing:
+                raise NotFoundError(f"none of the {len(names)} documents was found: {', '.join(n[:80] for n in names[:5])}", "list documents with: qmd ls")
+            return self._items(rows, max_bytes, max_lines, missing)
+        return self._items(rows, max_bytes, max_lines, [])
+
+    def _items(self, rows: list[DocRow], max_bytes: int, max_lines: int | None, missing: list[tuple[int, MultiGetItem]]) -> list[MultiGetItem]:
+        """multi-get's items for `rows` (each once), with the `missing` names put back where they stood."""
+        backend = self.state.db()
         out: list[MultiGetItem] = []
         for row in {(r.collection, r.path): r for r in rows}.values():  # once each, in order (a row holding metadata is not hashable)
             ctx = self.state.context(row.collection, row.path)
@@ -201,6 +216,8 @@ class Reader:
             shown = lines if max_lines is None else lines[:max_lines]
             out.append(MultiGetItem(self.docid(row.hash), row.collection, row.path, row.title, "\n".join(shown),
                                     total_lines=len(lines), truncated_lines=len(lines) - len(shown), context=ctx))
+        for at, item in missing:
+            out.insert(min(at, len(out)), item)
         return out
 
     def ls(self, target: str | None) -> list[FileEntry]:

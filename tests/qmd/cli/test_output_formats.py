@@ -466,3 +466,17 @@ def test_sub_path_context_applies_only_below_it(tmp_path: Path, cli: Cli) -> Non
     cli_out = ok(cli, "search", "sharedword", "-c", "ctx")
     assert "Title: sub/deep.md\nContext: Test notes\n\nNotes in sub\nScore:  " in cli_out
     assert "Title: top.md\nContext: Test notes\nScore:  " in cli_out
+
+
+def test_multi_get_of_a_list_prints_what_it_finds_and_names_what_it_does_not(small: Path, cli: Cli) -> None:
+    """As the original: one missing name does not fail the list; the terminal hears of it on
+    stderr, structured formats carry it as a skipped entry with the reason."""
+    code, out, err = cli("multi-get", "small/nope.md,small/postgres-backup.md", "-l", "2")
+    assert code == 0 and "small/postgres-backup.md" in out and "nope.md" not in out
+    assert "skipped small/nope.md: document not found" in err
+    rows = json.loads(ok(cli, "multi-get", "small/nope.md,small/postgres-backup.md", "--json"))
+    assert [r["file"] for r in rows] == ["small/nope.md", "qmd://small/postgres-backup.md"]
+    assert rows[0]["skipped"] is True and "document not found" in rows[0]["reason"] and "docid" not in rows[0]
+    assert "body" in rows[1]
+    code, out, err = cli("multi-get", "small/nope.md,small/gone.md")
+    assert code == 1 and out == "" and "none of the 2 documents was found" in err

@@ -237,7 +237,7 @@ def test_scoped_multi_get_cannot_reach_the_other_collection(team: Team, pattern:
     out = team.tool("alice", "multi_get", {"pattern": pattern})
     _leak_free(out, pattern)
     docs = (out.get("structuredContent") or {}).get("documents", [])
-    assert all(d["file"].startswith("qmd://notes/") for d in docs)
+    assert all(d["file"].startswith("qmd://notes/") for d in docs if "docid" in d)  # a name it may not read: skipped, as if absent
 
 
 def test_scoped_multi_get_of_docids_and_wide_globs(team: Team) -> None:

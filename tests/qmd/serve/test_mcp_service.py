@@ -66,8 +66,18 @@ def test_get_refuses_paths_outside_the_collections(service: ToolService, tmp_pat
 def test_multi_get_refuses_globs_and_lists_that_leave_the_collections(service: ToolService, tmp_path: Path, pattern: str) -> None:
     out = service.call("multi_get", {"pattern": pattern.format(tmp=tmp_path)})
     assert SECRET not in out.text and SECRET not in json.dumps(out.structured or {})
-    if not out.is_error:  # a glob may match indexed documents, and only those
-        assert all(d["file"].startswith("qmd://notes/") for d in out.structured["documents"])
+    if not out.is_error:  # a glob may match indexed documents, and only those (a name that finds none is a skipped entry)
+        assert all(d["file"].startswith("qmd://notes/") for d in out.structured["documents"] if "docid" in d)
+
+
+def test_multi_get_of_a_list_returns_what_it_finds_and_names_what_it_does_not(service: ToolService) -> None:
+    out = service.call("multi_get", {"pattern": "notes/nope.md, notes/ideas.md"})
+    assert not out.is_error
+    missing, found = out.structured["documents"]
+    assert missing["file"] == "notes/nope.md" and "not found" in missing["skipped"] and "docid" not in missing
+    assert found["file"] == "qmd://notes/ideas.md" and found["text"].startswith("Some ideas")
+    assert "=== notes/nope.md\n[skipped: document not found" in out.text
+    assert service.call("multi_get", {"pattern": "notes/nope.md, notes/gone.md"}).is_error  # nothing found: an error, as before
 
 
 def test_multi_get_within_the_collections(service: ToolService) -> None:
