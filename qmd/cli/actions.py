@@ -10,7 +10,7 @@ that the warm server or the in-process Store gives for it.
 
 from __future__ import annotations
 
-from qmd.cli.shared import _usage_error, display_names, err, filter_arg, fs_paths, number_hits, open_store, out, result_limit, snippet_chars
+from qmd.cli.shared import _usage_error, display_names, err, filter_arg, fs_paths, named_index, number_hits, open_store, out, result_limit, snippet_chars
 from qmd.cli.formats import format_document, format_search
 from qmd.cli.remote import ask
 from qmd.core.records import record
@@ -189,8 +189,9 @@ def explain(found: Outcome, per_hit: bool) -> None:
 
 def get(p: Params) -> None:
     """`qmd get`: one document or a range of its lines."""
+    ref = named_index(p["ref"])  # a URI printed for a named index reads that index
     with open_store() as store:
-        doc = store.get(p["ref"], p["from_line"], p["lines"])
+        doc = store.get(ref, p["from_line"], p["lines"])
     if p["raw"]:
         out(doc.text + ("\n" if doc.text and not doc.text.endswith("\n") else ""))
         return

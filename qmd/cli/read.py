@@ -71,8 +71,9 @@ def multi_get(
     kind: str = "cli",
 ) -> None:
     """Print several documents at once."""
-    from qmd.cli.shared import display_names, roots_of
+    from qmd.cli.shared import display_names, named_index, roots_of
 
+    pattern = named_index(pattern)  # URIs printed for a named index read that index
     with open_store() as store:
         items = store.multi_get(pattern, lines, max_bytes)
         names = display_names(roots_of(store), items, full_path) or {}

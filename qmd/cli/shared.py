@@ -27,6 +27,25 @@ class State:
 STATE = State()
 
 
+def named_index(pattern: str) -> str:
+    """`pattern` (a reference or a comma list) without the `?index=NAME` qmd prints on the
+    URIs of a named index; that index is selected, unless --index already chose another
+    or the references name two (a QmdError)."""
+    from qmd.core.errors import QmdError
+    from qmd.store.refs import strip_indexes
+
+    stripped, names = strip_indexes(pattern)
+    if not names:
+        return pattern
+    if len(names) > 1:
+        raise QmdError(f"the references name {len(names)} indexes ({', '.join(sorted(names))})", "read each index's documents with its own command")
+    (name,) = names
+    if STATE.index_name is not None and STATE.index_name != name:
+        raise QmdError(f"the reference names index '{name}', --index says '{STATE.index_name}'", f"drop --index, or use the URI without ?index={name}")
+    STATE.index_name = name
+    return stripped
+
+
 def open_store() -> Store:
     """The Store of the index chosen with --index (default `index`)."""
     from qmd.store.store import open_index

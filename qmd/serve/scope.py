@@ -1,5 +1,5 @@
-"""Token scopes: a token confined to some collections is refused the others, saying nothing
-of whether they exist (HTTP 403)."""
+"""What a caller may name: a token confined to some collections is refused the others,
+saying nothing of whether they exist (HTTP 403); a reference to another index is refused."""
 
 from __future__ import annotations
 
@@ -37,3 +37,17 @@ def check_ref_scope(ref: str, scope: frozenset[str] | None) -> None:
             name = part[len("qmd://") :].partition("/")[0]
             if not any(ch in name for ch in "*?[") and name not in scope:
                 raise out_of_scope(name, scope)
+
+
+def own_references(pattern: str, index: str, shown: str) -> str:
+    """`pattern` (a reference or a comma list) without the `?index=NAME` qmd prints on a named
+    index's URIs, when NAME is this server's `index`; a QmdError naming both when it is another's
+    (`shown`: this index as the caller may see it)."""
+    from qmd.serve.pidfile import index_name
+    from qmd.store.refs import strip_indexes
+
+    stripped, names = strip_indexes(pattern)
+    others = names - {index, index_name(index)}
+    if others:
+        raise QmdError(f"the reference names index '{sorted(others)[0][:80]}'; this server reads index '{shown}'", "ask that index's server, or give the URI without ?index=")
+    return stripped

@@ -50,7 +50,7 @@ from qmd.serve.arguments import (
     str_arg,
 )
 from qmd.serve.logsafe import escape_lines, stderr_log
-from qmd.serve.scope import check_ref_scope, check_scope
+from qmd.serve.scope import check_ref_scope, check_scope, own_references
 from qmd.serve.answers import HealthFlag, build_instructions, documents_answer, freshness, hit_row, query_text, status_answer, store_instructions
 from qmd.core.results import QueryResult, StatusInfo, VectorStatus
 from qmd.core.requests import JSON_SNIPPET_CHARS
@@ -271,7 +271,7 @@ class ToolService:
         return ToolOutput(text, structured, False, f"{q.shown[:60]!r} → {len(rows)} results")
 
     def get(self, args: dict[str, Any], scope: frozenset[str] | None = None) -> ToolOutput:
-        ref = str_arg("file", args.get("file"))
+        ref = own_references(str_arg("file", args.get("file")), self.index, self.display_name(scope))
         check_ref_scope(ref, scope)
         from_line = int_arg("fromLine", args["fromLine"], 1, 10**9) if args.get("fromLine") is not None else None
         max_lines = int_arg("maxLines", args["maxLines"], 0, 10**9) if args.get("maxLines") is not None else None
@@ -289,7 +289,7 @@ class ToolService:
         return ToolOutput(text, structured, False, f"{doc.uri} {doc.lines_shown} lines")
 
     def multi_get(self, args: dict[str, Any], scope: frozenset[str] | None = None) -> ToolOutput:
-        pattern = str_arg("pattern", args.get("pattern"))
+        pattern = own_references(str_arg("pattern", args.get("pattern")), self.index, self.display_name(scope))
         check_ref_scope(pattern, scope)
         max_lines = int_arg("maxLines", args["maxLines"], 0, 10**9) if args.get("maxLines") is not None else None
         max_bytes = int_arg("maxBytes", args.get("maxBytes", MULTI_GET_MAX_BYTES), 1, 100 * 1024 * 1024)

@@ -16,6 +16,29 @@ _RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", r
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 
 
+_INDEXED = re.compile(r"^(?P<ref>qmd://[^?]*)\?index=(?P<index>[^:?,]+)(?P<range>(?::\d+){0,2})$", re.DOTALL)
+
+
+def split_index(ref: str) -> tuple[str, str | None]:
+    """A URI as qmd prints it for a named index, `qmd://c/p?index=NAME[:FROM[:COUNT]]` →
+    (`qmd://c/p[:FROM[:COUNT]]`, NAME); any other reference → (ref, None)."""
+    match = _INDEXED.match(ref.strip())
+    if not match:
+        return ref, None
+    return match["ref"] + match["range"], match["index"]
+
+
+def strip_indexes(pattern: str) -> tuple[str, set[str]]:
+    """`pattern` (one reference or a comma list) with each `?index=NAME` taken out, and the names."""
+    parts, names = [], set()
+    for part in pattern.split(","):
+        ref, index = split_index(part)
+        parts.append(ref.strip() if index is not None else part)
+        if index is not None:
+            names.add(index)
+    return ",".join(parts), names
+
+
 def split_range(ref: str) -> tuple[str, int | None, int | None]:
     """`path:from:count` → (path, from, count); either number may be absent."""
     match = _RANGE.match(ref.strip())
@@ -127,6 +150,8 @@ def _resolve(backend: IndexBackend, collections: Mapping[str, CollectionConfig],
     if ref.startswith("#"):
         return by_docid(backend, ref, collections)
     if ref.startswith("qmd://"):
+        if split_index(ref)[1] is not None:
+            raise QmdError(f"{ref[:200]} names index '{split_index(ref)[1]}'", f"read it from that index: qmd --index {split_index(ref)[1]} get …")
         name, _, rel = ref[len("qmd://") :].partition("/")
         if name not in collections:
             raise unknown_collection(name, collections)
