@@ -160,7 +160,13 @@ class Reader:
         max_lines = max_lines if max_lines is not None else count
         backend = self.state.db()
         colls = self.state.collections()
-        row = refs.resolve(backend, colls, target, cwd, blind=self.state.blind)
+        try:
+            row = refs.resolve(backend, colls, target, cwd, blind=self.state.blind)
+        except NotFoundError as exc:
+            typed = ref.strip()[len(target.strip()) :]  # the ":FROM[:COUNT]" the user typed, kept in the did-you-mean
+            if not typed or not exc.message.startswith("document not found: "):
+                raise
+            raise refs.not_found(backend, target.strip(), colls, typed) from None
         lines = refs.read_content(backend, row.hash).split("\n")
         first = max((from_line or 1), 1)
         if first > len(lines):

@@ -114,10 +114,12 @@ def suggestions(backend: IndexBackend, ref: str, collections: Mapping[str, Colle
     return out[:limit]
 
 
-def not_found(backend: IndexBackend, ref: str, collections: Mapping[str, CollectionConfig]) -> NotFoundError:
+def not_found(backend: IndexBackend, ref: str, collections: Mapping[str, CollectionConfig], suffix: str = "") -> NotFoundError:
+    """"document not found", with up to 5 similar documents as the hint (each with `suffix`,
+    the line range the user typed, so that the suggestion can be pasted back as it is)."""
     similar = suggestions(backend, ref, collections)
-    hint = ("did you mean: " + ", ".join(similar)) if similar else "list documents with: qmd ls"
-    return NotFoundError(f"document not found: {ref}", hint)
+    hint = ("did you mean: " + ", ".join(s + suffix for s in similar)) if similar else "list documents with: qmd ls"
+    return NotFoundError(f"document not found: {ref}{suffix}", hint)
 
 
 def unseen(ref: str) -> NotFoundError:

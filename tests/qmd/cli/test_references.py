@@ -57,3 +57,14 @@ def test_the_api_and_the_server_name_the_index_a_uri_is_of(demo: Path, tmp_path:
         assert not listed.is_error and len(listed.structured["documents"]) == 2  # type: ignore[index]
     finally:
         service.close()
+
+
+def test_a_did_you_mean_keeps_the_line_range_typed(tmp_path: Path, notes: Path) -> None:
+    store = qmd.Store(tmp_path / "index.sqlite", tmp_path / "index.yml")
+    store.add_collection(notes, name="notes")
+    store.update()
+    for typed, range_ in (("notes/runbooks/deplo.md", ":5:3"), ("qmd://notes/runbooks/deplo.md", ":7"), ("notes/runbooks/deplo.md", "")):
+        with pytest.raises(QmdError) as caught:
+            store.get(typed + range_)
+        assert caught.value.message == f"document not found: {typed}{range_}"
+        assert caught.value.cli_hint == f"did you mean: qmd://notes/runbooks/deploy.md{range_}"
