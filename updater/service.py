@@ -2,12 +2,15 @@
 
 Absolute paths everywhere (the `qmd` script of this venv, the state/config/cache dirs as
 resolved now), so the service sees exactly the indexes and queue this shell sees.
+Where no systemd user manager answers (a container, WSL without systemd, a `su` shell),
+nothing is written: `without_systemd` says what runs the updater there instead.
 """
 
 from __future__ import annotations
 
 import os
 import plistlib
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,6 +24,7 @@ UNIT = "qmd-updater"
 LABEL = "dev.qmd.updater"
 PASS_THROUGH = ("INDEX_PATH", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL", "QMD_HF_ENDPOINT", "QMD_UPDATER_THREADS", "QMD_SQLITE_VEC_PATH")
 LINGER_NOTE = "note: a user service stops when you log out; to keep it running: loginctl enable-linger $USER"
+CRON_MINUTES = 2  # as the timer's default interval
 
 
 @dataclass
@@ -151,16 +155,92 @@ def units(platform: str, timer: bool, watch: bool, interval_min: int) -> list[Un
     return systemd_units(timer, watch, interval_min) if platform == "linux" else [launchd_plist(timer, watch, interval_min)]
 
 
-def _run(argv: list[str]) -> tuple[bool, str]:
+def _run(argv: list[str], timeout: float = 60) -> tuple[bool, str]:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, str(exc)
-    return proc.returncode == 0, (proc.stderr or proc.stdout).strip()
+    return proc.returncode == 0, (proc.stderr or proc.stdout).strip() or f"exit {proc.returncode}"
+
+
+def systemd_missing() -> str | None:
+    """Why no systemd user manager answers here, or None when one does.
+
+    `systemctl --user show-environment` changes nothing and needs the user manager itself, so
+    it fails exactly where `enable` and `start` would: a container or WSL without systemd
+    ("Failed to connect to bus"), a `su`/`sudo` shell without a user session. A missing
+    $XDG_RUNTIME_DIR/bus proves nothing by itself (systemctl also reaches the manager through
+    its private socket), so only the manager's own answer counts.
+    """
+    systemctl = shutil.which("systemctl")
+    if systemctl is None:
+        return "systemctl is not on PATH"
+    ok, output = _run([systemctl, "--user", "show-environment"], timeout=15)
+    return None if ok else f"`systemctl --user show-environment` failed: {output.splitlines()[0]}"
+
+
+def _outside_env(with_path: bool) -> list[str]:
+    """`NAME=value` words that give a command started outside this shell (cron, a supervisor)
+    the state, configs and indexes this shell sees: the service's environment less what HOME
+    alone already gives; PATH only for cron (whose own is /usr/bin:/bin)."""
+    home = Path.home()
+    implied = {"QMD_STATE_DIR": home / ".local" / "state" / "qmd", "QMD_CONFIG_DIR": home / ".config" / "qmd", "XDG_CACHE_HOME": home / ".cache"}
+    words = []
+    for key, value in environment().items():
+        if (key == "PATH" and not with_path) or (key in implied and os.path.abspath(implied[key]) == value):
+            continue
+        words.append(f"{key}={shlex.quote(value)}")
+    return words
+
+
+def daemon_command() -> str:
+    """The updater daemon in the foreground, for a supervisor of the user's own."""
+    return " ".join([*_outside_env(False), shlex.join(_argv(False, False))])
+
+
+def cron_line(minutes: int = CRON_MINUTES) -> str:
+    """A crontab line that drains the queue every few minutes (what the timer runs); stdout
+    dropped (the run's summary; updater.log has it), errors left for cron to mail; every `%`
+    escaped (cron ends the command at one)."""
+    command = " ".join([*_outside_env(True), shlex.join(_argv(True, False)), ">/dev/null"])
+    return f"*/{minutes} * * * * " + command.replace("%", "\\%")
+
+
+def _wsl() -> bool:
+    try:
+        return "microsoft" in Path("/proc/sys/kernel/osrelease").read_text(encoding="utf-8").lower()
+    except OSError:
+        return False
+
+
+def without_systemd() -> str:
+    """What keeps the queue drained where no systemd user manager runs (several lines)."""
+    lines = [
+        "the updater does not need systemd; any one of these keeps the indexes fresh:",
+        "  - in the foreground, under a supervisor of your own (tmux, supervisord, runit, a container's entrypoint):",
+        f"      {daemon_command()}",
+        f"  - from cron, every {CRON_MINUTES} minutes (crontab -e; a cron daemon must be running):",
+        f"      {cron_line()}",
+        "  - by hand: the git hooks need neither; every commit still queues its request, and `qmd updater run` indexes what is queued",
+    ]
+    if _wsl():
+        lines.append("  - or turn systemd on in WSL: [boot] systemd=true in /etc/wsl.conf, `wsl --shutdown` from Windows, then run this again")
+    return "\n".join(lines)
 
 
 def install(platform: str, timer: bool, watch: bool, interval_min: int, start: bool) -> list[str]:
-    """Write the unit file(s), then enable and start them (unless `start` is False)."""
+    """Write the unit file(s), then enable and start them (unless `start` is False).
+
+    On Linux with no systemd user manager to start them in, nothing is written (a QmdError
+    saying what runs the updater there instead), unless `start` is False: then the files are
+    what was asked for, and the lines say where they take effect.
+    """
+    missing = systemd_missing() if platform == "linux" else None
+    if missing and start:
+        raise QmdError(
+            f"no systemd user manager here to run the updater service ({missing}); nothing was written",
+            without_systemd() + "\n(to write the unit files anyway, for a machine where systemd runs: --no-start)",
+        )
     files = units(platform, timer, watch, interval_min)
     lines: list[str] = []
     for unit in files:
@@ -189,6 +269,9 @@ def install(platform: str, timer: bool, watch: bool, interval_min: int, start: b
                 break
         else:
             lines.append(f"started: {' '.join(commands[-1])}")
+    elif missing:
+        lines.append(f"not started: no systemd user manager here ({missing}); where one runs: " + " && ".join(" ".join(c) for c in commands))
+        lines.append("here, run the updater without systemd: " + daemon_command())
     else:
         lines.append("to start it: " + " && ".join(" ".join(c) for c in commands if c[1] != "bootout"))
     lines.append(note)

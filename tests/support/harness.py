@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,32 @@ def commit(repo: Path, name: str, text: str, message: str | None = None) -> subp
 def queue_files(state_dir: Path, sub: str) -> list[str]:
     folder = state_dir / "queue" / sub
     return sorted(os.listdir(folder)) if folder.is_dir() else []
+
+
+BUS_ERROR = "Failed to connect to bus: No such file or directory"
+
+
+def fake_systemctl(tmp: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> Path:
+    """PATH for a test of the updater's service where systemd is (or is not) there; returns the
+    log the fake appends its arguments to, one call a line.
+
+    kind "container": a `systemctl` that fails like one in a container or WSL without systemd
+    (the bus error on stderr, exit 1); "absent": no systemctl on PATH at all; "running": one
+    whose user manager answers (is-active says `active`).
+    PATH keeps only the fake's folder and this interpreter's (where the `qmd` script is), so a
+    real systemctl in /usr/bin is never found.
+    """
+    folder = tmp / "fakebin"
+    folder.mkdir(exist_ok=True)
+    log = tmp / "systemctl.log"
+    if kind != "absent":
+        if kind == "container":
+            body = f'echo "{BUS_ERROR}" >&2\nexit 1\n'
+        else:
+            assert kind == "running", kind
+            body = 'case "$*" in *is-active*) echo active ;; *show-environment*) echo "HOME=$HOME" ;; esac\nexit 0\n'
+        script = folder / "systemctl"
+        script.write_text(f'#!/bin/sh\necho "$*" >>{shlex.quote(str(log))}\n{body}')
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(folder), str(Path(sys.executable).parent)]))
+    return log

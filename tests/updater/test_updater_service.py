@@ -1,4 +1,6 @@
-"""`qmd updater install-service`: the units it prints and writes (never a faked systemctl)."""
+"""`qmd updater install-service`: the units it prints and writes; where no systemd user manager
+answers (a container, WSL: a fake `systemctl` failing as there, or none on PATH) it writes
+nothing and says what works instead; a fake one that answers shows the calls it gets."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.harness import BUS_ERROR, fake_systemctl, queue_files
 
 
 QMD = str(Path(sys.executable).absolute().parent / "qmd")
@@ -97,7 +101,8 @@ def test_print_shows_a_launch_agent(cli, state: Path, isolated_home: Path) -> No
     assert timer["StartInterval"] == 120 and "KeepAlive" not in timer
 
 
-def test_install_writes_the_unit_and_uninstall_removes_it(cli, state: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_install_writes_the_unit_and_uninstall_removes_it(cli, state: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    fake_systemctl(tmp_path, monkeypatch, "running")
     code, out, err = cli("updater", "install-service", "--no-start", "--platform", "linux")
     assert code == 0, err
     unit = isolated_home / ".config" / "systemd" / "user" / "qmd-updater.service"
@@ -106,3 +111,68 @@ def test_install_writes_the_unit_and_uninstall_removes_it(cli, state: Path, isol
     code, out, err = cli("updater", "uninstall-service", "--platform", "linux")
     assert code == 0, err
     assert f"removed {unit}" in out and not unit.exists()
+
+
+def _cron_line(text: str) -> str:
+    [line] = [line.strip() for line in text.splitlines() if line.strip().startswith("*/2 * * * * ")]
+    return line
+
+
+@pytest.mark.parametrize("kind", ["container", "absent"])
+def test_without_a_systemd_user_manager_nothing_is_written_and_what_works_is_said(cli, state: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:  # type: ignore[no-untyped-def]
+    log = fake_systemctl(tmp_path, monkeypatch, kind)
+    for timer in ([], ["--timer"]):
+        code, out, err = cli("updater", "install-service", "--platform", "linux", *timer)
+        assert code == 1 and out == ""
+        first = err.splitlines()[0]
+        assert first.startswith("Error: no systemd user manager here") and "nothing was written" in first
+        assert (BUS_ERROR if kind == "container" else "systemctl is not on PATH") in first
+        assert f"\n      QMD_STATE_DIR={state} {QMD} updater daemon\n" in err  # the foreground command, on a line of its own
+        assert f" {QMD} updater run --respect-backoff --if-idle" in _cron_line(err)
+        assert "the git hooks" in err and "qmd updater run" in err
+        assert "systemctl --user enable" not in err
+        assert not (isolated_home / ".config" / "systemd").exists()  # nothing half-written
+    calls = log.read_text().splitlines() if log.exists() else []
+    assert calls == (["--user show-environment"] * 2 if kind == "container" else [])
+
+
+def test_the_cron_line_drains_this_queue_from_a_bare_environment(cli, state: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """cron gives a command HOME, a minimal PATH and /bin/sh; `%` in the line would end the command."""
+    from qmd import harness
+    from updater import spool
+
+    monkeypatch.setenv("QMD_STATE_DIR", str(tmp_path / "state 100%"))
+    fake_systemctl(tmp_path, monkeypatch, "container")
+    code, _, err = cli("updater", "install-service", "--platform", "linux")
+    assert code == 1
+    fields = _cron_line(err).split(None, 5)
+    assert fields[:5] == ["*/2", "*", "*", "*", "*"]
+    command = fields[5]
+    assert "%" not in command.replace("\\%", "")  # every % escaped for cron
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    spool.enqueue(harness.StateLayout(tmp_path / "state 100%"), str(repo), "post-commit")
+    bare = {"HOME": str(isolated_home), "PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # PYTHONPATH: this checkout
+    proc = subprocess.run(["/bin/sh", "-c", command.replace("\\%", "%")], env=bare, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert queue_files(tmp_path / "state 100%", "new") == [] and (tmp_path / "state 100%" / "health.json").exists()
+
+
+def test_with_a_systemd_user_manager_the_unit_is_enabled_and_started(cli, state: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    log = fake_systemctl(tmp_path, monkeypatch, "running")
+    code, out, err = cli("updater", "install-service", "--platform", "linux")
+    assert code == 0, err
+    assert (isolated_home / ".config" / "systemd" / "user" / "qmd-updater.service").exists()
+    assert "started: systemctl --user restart qmd-updater.service" in out and "enable-linger" in out
+    assert log.read_text().splitlines() == [
+        "--user show-environment", "--user daemon-reload", "--user enable qmd-updater.service", "--user restart qmd-updater.service",
+    ]
+
+
+def test_no_start_without_systemd_writes_the_files_asked_for_and_says_where_they_work(cli, state: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    fake_systemctl(tmp_path, monkeypatch, "container")
+    code, out, err = cli("updater", "install-service", "--no-start", "--platform", "linux")
+    assert code == 0, err
+    assert (isolated_home / ".config" / "systemd" / "user" / "qmd-updater.service").exists()
+    assert "no systemd user manager here" in out and f"{QMD} updater daemon" in out
+    assert "to start it: systemctl" not in out
