@@ -10,6 +10,9 @@ import time
 from qmd import harness
 from updater import health
 from updater import registry
+from updater import service
+
+from .services import systemd_missing
 
 from .context import Context, home_path
 from .results import CheckResult, Clock, fail, ok, warn
@@ -89,7 +92,8 @@ def check(ctx: Context) -> list[CheckResult]:
     if who:
         out.append(ok("updater", f"{who.get('mode')} running, pid {who['pid']}, since {who.get('started_at')} (lock {home_path(ctx.layout.lock)})"))
     elif enrolled:
-        out.append(warn("updater", f"no updater is running and {len(enrolled)} repositor{'y is' if len(enrolled) == 1 else 'ies are'} enrolled: requests wait until one runs", "qmd updater install-service"))
+        start = service.run_elsewhere() if systemd_missing(ctx) else "qmd updater install-service"
+        out.append(warn("updater", f"no updater is running and {len(enrolled)} repositor{'y is' if len(enrolled) == 1 else 'ies are'} enrolled: requests wait until one runs", start))
     else:
         out.append(ok("updater", "not running (no repository enrolled)"))
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -54,7 +55,12 @@ def install_cmd(repos: ReposArg = None) -> None:
         else:
             typer.echo(f"  warning: no collection of any index lies in {outcome.repo}; its requests will be dropped until you add one (qmd collection add DIR)")
     if not failed and holder(layout) is None:
-        typer.echo("note: nothing drains the queue yet: qmd updater install-service (or run qmd updater daemon / qmd updater run)")
+        from updater import service
+
+        if sys.platform.startswith("linux") and service.systemd_missing():  # install-service would refuse
+            typer.echo("note: nothing drains the queue yet, and no systemd user manager runs here: " + service.run_elsewhere())
+        else:
+            typer.echo("note: nothing drains the queue yet: qmd updater install-service (or run qmd updater daemon / qmd updater run)")
     if failed:
         raise QmdError("; ".join(failed))
 

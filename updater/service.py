@@ -228,6 +228,11 @@ def without_systemd() -> str:
     return "\n".join(lines)
 
 
+def run_elsewhere() -> str:
+    """One line naming what runs the updater where no systemd does (doctor's fix, hooks' note)."""
+    return f"{daemon_command()}  # under a supervisor of your own; or in crontab: {cron_line()}"
+
+
 def install(platform: str, timer: bool, watch: bool, interval_min: int, start: bool) -> list[str]:
     """Write the unit file(s), then enable and start them (unless `start` is False).
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.harness import commit, git, make_repo, queue_files
+from tests.support.harness import commit, fake_systemctl, git, make_repo, queue_files
 
 HOOKS = ("post-commit", "post-merge", "post-rewrite")
 
@@ -303,3 +304,19 @@ def test_husky_8_layout_gets_an_executable_hook_file(cli, state: Path, tmp_path:
     assert [r["event"] for r in requests(state)] == ["post-commit"]
     assert cli("hooks", "uninstall", str(repo))[0] == 0
     assert snapshot(husky) == before
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="systemd is Linux's")
+@pytest.mark.parametrize("kind", ["container", "running"])
+def test_install_names_what_drains_the_queue_here(cli, state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """Where no systemd user manager answers, install-service would fail: the note names the daemon and cron instead."""
+    repo = make_repo(tmp_path / "repo")
+    fake_systemctl(tmp_path, monkeypatch, kind, tools=("git",))
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0, err
+    [note] = [line for line in out.splitlines() if line.startswith("note: nothing drains the queue yet")]
+    qmd = str(Path(sys.executable).absolute().parent / "qmd")
+    if kind == "container":
+        assert "install-service" not in note and f"{qmd} updater daemon" in note and "*/2 * * * * " in note
+    else:
+        assert "qmd updater install-service" in note

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,15 +58,15 @@ def queue_files(state_dir: Path, sub: str) -> list[str]:
 BUS_ERROR = "Failed to connect to bus: No such file or directory"
 
 
-def fake_systemctl(tmp: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> Path:
+def fake_systemctl(tmp: Path, monkeypatch: pytest.MonkeyPatch, kind: str, tools: tuple[str, ...] = ()) -> Path:
     """PATH for a test of the updater's service where systemd is (or is not) there; returns the
     log the fake appends its arguments to, one call a line.
 
     kind "container": a `systemctl` that fails like one in a container or WSL without systemd
     (the bus error on stderr, exit 1); "absent": no systemctl on PATH at all; "running": one
     whose user manager answers (is-active says `active`).
-    PATH keeps only the fake's folder and this interpreter's (where the `qmd` script is), so a
-    real systemctl in /usr/bin is never found.
+    PATH keeps only the fake's folder, this interpreter's (where the `qmd` script is) and the
+    folders of `tools` after them, so a real systemctl is never found first.
     """
     folder = tmp / "fakebin"
     folder.mkdir(exist_ok=True)
@@ -79,5 +80,7 @@ def fake_systemctl(tmp: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> Pat
         script = folder / "systemctl"
         script.write_text(f'#!/bin/sh\necho "$*" >>{shlex.quote(str(log))}\n{body}')
         script.chmod(0o755)
-    monkeypatch.setenv("PATH", os.pathsep.join([str(folder), str(Path(sys.executable).parent)]))
+    extra = [os.path.dirname(found) for found in map(shutil.which, tools) if found]
+    assert kind != "absent" or not any(os.path.exists(os.path.join(d, "systemctl")) for d in extra), "a tool's folder holds a systemctl"
+    monkeypatch.setenv("PATH", os.pathsep.join([str(folder), str(Path(sys.executable).parent), *extra]))
     return log
