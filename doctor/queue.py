@@ -87,7 +87,7 @@ def check(ctx: Context) -> list[CheckResult]:
             )
         )
     else:
-        out.append(ok("health flag", f"down; {last_text}"))
+        out.append(ok("health flag", f"not raised; {last_text}"))
     enrolled = registry.load(ctx.layout)
     if who:
         out.append(ok("updater", f"{who.get('mode')} running, pid {who['pid']}, since {who.get('started_at')} (lock {home_path(ctx.layout.lock)})"))

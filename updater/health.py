@@ -1,6 +1,6 @@
 """`qmd health`: the flag, the failures behind it, the queue; `--session-start` for agent hooks.
 
-Exit codes: 0 when the flag is down, 1 when it is raised (a QmdError naming the fix, so
+Exit codes: 0 when the flag is not raised, 1 when it is raised (a QmdError naming the fix, so
 scripts can `qmd health || notify`). `--session-start` always exits 0 and prints one plain
 line for the agent's context only when something needs attention: the flag is raised, or
 requests have waited more than STALE_QUEUE_S with no updater running (silence is not
@@ -85,9 +85,10 @@ def render(snap: dict[str, Any]) -> str:
     flag = snap["health"]
     lines = []
     if flag["raised"]:
-        lines.append(f"health: RAISED since {flag['since']} ({len(flag['failures'])} failure{'s' if len(flag['failures']) != 1 else ''})")
+        n = len(flag["failures"])
+        lines.append(f"health flag: raised since {flag['since']} ({n} failing update{'s' if n != 1 else ''}, below)")
     else:
-        lines.append("health: ok" if not snap["problems"] else "health: BROKEN")
+        lines.append("health flag: not raised" if not snap["problems"] else "health flag: not raised, but the harness is broken (below)")
     lines += [f"problem: {p}" for p in snap["problems"]]
     for key, title in (("failures", "failing (retried with backoff)"), ("dead", "dead (no more automatic retries; `qmd updater retry` puts them back)"), ("dropped", "dropped (the repository no longer exists; does not raise the flag)")):
         if snap[key]:

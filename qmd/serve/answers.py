@@ -77,9 +77,9 @@ def freshness_line(f: dict[str, Any]) -> str:
     when = f"last updated {ago(f['updated_at'])} ({f['updated_at']})" if f["updated_at"] else "never updated"
     if f["health"] == "raised":
         n = f["failures"]
-        flag = f"health flag RAISED since {f['health_since']} ({n} failing update{'s' if n != 1 else ''}): results may be stale; `qmd health` says why"
+        flag = f"health flag: raised since {f['health_since']} ({n} failing update{'s' if n != 1 else ''}): results may be stale; `qmd health` says why"
     elif f["health"] == "ok":
-        flag = "health flag: ok"
+        flag = "health flag: not raised"
     else:
         flag = "health flag: unknown (no updater has reported)"
     return f"Index {when}; {flag}."

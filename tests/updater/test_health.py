@@ -27,7 +27,10 @@ def _raise_flag(state_dir: Path, repo: str = "/srv/notes") -> None:
 
 def test_healthy_prints_ok_and_nothing_at_session_start(state: Path) -> None:
     proc = run_qmd("health")
-    assert proc.returncode == 0 and proc.stdout.startswith("health: ok")
+    assert proc.returncode == 0 and proc.stdout.startswith("health flag: not raised\n")
+    assert " down" not in proc.stdout  # "down" reads as an outage
+    status = run_qmd("updater", "status")
+    assert status.returncode == 0 and status.stdout.startswith("health flag: not raised\n")
     assert "updater: not running" in proc.stdout
     start = run_qmd("health", "--session-start")
     assert start.returncode == 0 and start.stdout == "" and start.stderr == ""
@@ -37,7 +40,7 @@ def test_raised_flag_exits_1_and_gives_the_agent_one_line(state: Path) -> None:
     _raise_flag(state)
     proc = run_qmd("health")
     assert proc.returncode == 1
-    assert "health: RAISED since" in proc.stdout and "/m/x.gguf" in proc.stdout and "attempt 1/5" in proc.stdout
+    assert proc.stdout.startswith("health flag: raised since ") and "/m/x.gguf" in proc.stdout and "attempt 1/5" in proc.stdout
     assert proc.stderr.startswith("Error: the health flag is raised: 1 index update failure") and "hint:" in proc.stderr
     data = json.loads(run_qmd("health", "--json").stdout)
     assert data["health"]["raised"] is True and len(data["failures"]) == 1 and data["failures"][0]["step"] == "embed"
@@ -59,7 +62,7 @@ def test_session_start_mentions_a_stale_queue_with_no_updater(state: Path) -> No
     start = run_qmd("health", "--session-start")
     assert start.returncode == 0
     assert start.stdout.startswith("qmd: 1 index update request has waited 1h and no updater is running")
-    assert run_qmd("health").returncode == 0  # not a failure: the flag stays down
+    assert run_qmd("health").returncode == 0  # not a failure: the flag is not raised
 
 
 def test_unreadable_state_never_breaks_a_session(state: Path) -> None:
@@ -70,7 +73,7 @@ def test_unreadable_state_never_breaks_a_session(state: Path) -> None:
     assert start.returncode == 0 and start.stderr == ""
     assert start.stdout.startswith("qmd: the index freshness harness is broken: ") and str(state / "queue") in start.stdout
     shown = run_qmd("health")
-    assert shown.returncode == 1 and "health: BROKEN" in shown.stdout and "hint: move it away" in shown.stderr
+    assert shown.returncode == 1 and "health flag: not raised, but the harness is broken" in shown.stdout and "hint: move it away" in shown.stderr
 
 
 def test_guard_install_registers_the_session_start_hook(cli, state: Path, isolated_home: Path) -> None:  # type: ignore[no-untyped-def]

@@ -57,7 +57,7 @@ def test_a_failing_embed_raises_the_flag_and_fixing_it_clears_it(enrolled: Path,
         assert [h.uri for h in store.search("balancer")] == ["qmd://notes/rollback.md"]  # the update step did succeed
 
     shown = run_qmd("health")
-    assert shown.returncode == 1 and "RAISED" in shown.stdout and str(missing) in shown.stdout and "hint:" in shown.stderr
+    assert shown.returncode == 1 and "health flag: raised since" in shown.stdout and str(missing) in shown.stdout and "hint:" in shown.stderr
     line = run_qmd("health", "--session-start")
     assert line.returncode == 0 and len(line.stdout.splitlines()) == 1
     assert line.stdout.startswith("qmd: index updates have been failing since") and str(missing) in line.stdout

@@ -162,7 +162,7 @@ def test_structured_answers_stand_alone(env: dict[str, str], tmp_path: Path) -> 
     finally:
         s.close()
     fresh = first["freshness"]
-    assert fresh["health"] == "raised" and "RAISED" in fresh["summary"] and "may be stale" in fresh["warning"]
+    assert fresh["health"] == "raised" and "health flag: raised since" in fresh["summary"] and "may be stale" in fresh["warning"]
     assert first["notices"] and any(n.startswith("vector search skipped") for n in first["notices"])
     assert "notices" not in second and second["freshness"]["warning"] == fresh["warning"]
 

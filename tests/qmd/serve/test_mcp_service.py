@@ -156,10 +156,10 @@ def test_freshness_follows_the_health_flag(service: ToolService, tmp_path: Path)
     f = out.structured["freshness"]
     assert (f["health"], f["health_since"], f["failures"]) == ("raised", "2026-01-02T03:04:05Z", 2)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", f["updated_at"]) and f["age_s"] >= 0
-    assert "health flag RAISED since 2026-01-02T03:04:05Z (2 failing updates)" in out.text and "qmd health" in out.text
+    assert "health flag: raised since 2026-01-02T03:04:05Z (2 failing updates)" in out.text and "qmd health" in out.text
     flag.write_text(json.dumps({"raised": False, "since": None, "failures": [], "last_success": "x"}))
     assert service.call("status", {}).structured["freshness"]["health"] == "ok"
-    assert "health flag: ok" in service.call("status", {}).text
+    assert "health flag: not raised" in service.call("status", {}).text
     for junk in ("{", "[]", '{"raised": "yes"}', ""):
         flag.write_text(junk)
         assert read_health_flag(flag)["health"] == "unknown"

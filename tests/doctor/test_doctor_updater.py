@@ -1,5 +1,5 @@
-"""doctor's updater checks where no systemd user manager answers (a container, WSL): a fake
-`systemctl` failing as there, or none on PATH; and one that answers, as before."""
+"""doctor's updater checks: the health flag's words; where no systemd user manager answers (a
+container, WSL: a fake `systemctl` failing as there, or none on PATH) and where one does."""
 
 from __future__ import annotations
 
@@ -53,3 +53,17 @@ def test_with_systemd_doctor_checks_the_unit_as_before(cli: Cli, indexed: Path, 
     assert cli("updater", "install-service")[0] == 0
     assert _checks()["updater service"][:2] == ("ok", "qmd-updater.service active")
     assert "--user is-active qmd-updater.service" in log.read_text().splitlines()
+
+
+def test_the_health_flag_reads_not_raised_or_raised_with_its_cause(state: Path) -> None:
+    """"down" read as an outage: the flag is "not raised", or "raised" with the failure behind it."""
+    from qmd import harness
+    from updater import records
+
+    status, detail, _ = _checks()["health flag"]
+    assert status == "ok" and detail.startswith("not raised; ") and "down" not in detail
+    layout = harness.StateLayout(state)
+    records.Ledger(layout).record_failure("/srv/notes", "index", ["notes"], "embed", "the embed model file /m/x.gguf does not exist", "fix QMD_EMBED_MODEL")
+    records.write_health(layout)
+    status, detail, _ = _checks()["health flag"]
+    assert status == "fail" and detail.startswith("raised since ") and "/m/x.gguf does not exist" in detail
