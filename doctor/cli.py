@@ -29,7 +29,7 @@ def doctor(
     """
     from .context import Context
     from .results import exit_code
-    from .render import render
+    from .render import Style, render
     from .runner import run
 
     try:
@@ -38,5 +38,5 @@ def doctor(
     except qmd.QmdError as exc:
         sys.stderr.write(f"Error: doctor could not run: {exc.message}\n" + (f"hint: {exc.cli_hint}\n" if exc.cli_hint else ""))
         raise typer.Exit(3) from None
-    typer.echo(render(report, json_, strict))
+    typer.echo(render(report, json_, strict, Style.of(sys.stdout)))
     raise typer.Exit(exit_code(report.results, strict))

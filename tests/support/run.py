@@ -4,7 +4,8 @@ running the tests, so the checkout on PYTHONPATH is what runs).
 `run_qmd(*args)` runs it to the end and returns the CompletedProcess (text, unless text=False);
 `qmd_at(cwd, *args)` runs it from a project folder in `local_env()` (no warm server, no trust
 granted by the environment); `command(*args)` is the argv for a test that needs a Popen (a
-server, a process to signal).
+server, a process to signal); `qmd_on_pty(*args)` runs it with stdout on a terminal of a given
+width (colours, wrapping).
 `env` is the child's whole environment; by default the test's own, which the autouse
 `isolated_home` fixture has pointed inside tmp_path. The working directory is by default the
 child's HOME (the isolated home), never the checkout: a `.qmd/` there would be adopted, and
@@ -64,3 +65,45 @@ def run_qmd(*args: str, env: Mapping[str, str] | None = None, cwd: Path | str | 
 def qmd_at(cwd: Path | str, *args: str, input: str | None = None, timeout: float = 300, **extra: str) -> subprocess.CompletedProcess[str]:
     """`qmd ARGS` run from the project folder `cwd`, in `local_env(**extra)`."""
     return run_qmd(*args, env=local_env(**extra), cwd=cwd, input=input, timeout=timeout)
+
+
+def qmd_on_pty(*args: str, env: Mapping[str, str] | None = None, columns: int = 80, timeout: float = 300) -> tuple[int, str]:
+    """Run `qmd ARGS` with its stdout on a pseudo-terminal `columns` wide (what a person's
+    terminal gives it: isatty, a window size); returns (exit code, what it printed there,
+    with the terminal's \\r\\n read back as \\n). stderr is captured apart and dropped."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    environ = qmd_env() if env is None else dict(env)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    cwd = environ["HOME"] if os.path.isdir(environ.get("HOME", "")) else None
+    proc = subprocess.Popen(command(*args), env=environ, cwd=cwd, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.DEVNULL)
+    os.close(slave)
+    output = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its end
+                break
+            if not chunk:
+                break
+            output += chunk
+        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return code, output.decode("utf-8", "replace").replace("\r\n", "\n")
