@@ -193,17 +193,18 @@ def _outside_env(with_path: bool) -> list[str]:
     return words
 
 
-def daemon_command() -> str:
+def daemon_command(watch: bool = False) -> str:
     """The updater daemon in the foreground, for a supervisor of the user's own."""
-    return " ".join([*_outside_env(False), shlex.join(_argv(False, False))])
+    return " ".join([*_outside_env(False), shlex.join(_argv(False, watch))])
 
 
 def cron_line(minutes: int = CRON_MINUTES) -> str:
-    """A crontab line that drains the queue every few minutes (what the timer runs); stdout
-    dropped (the run's summary; updater.log has it), errors left for cron to mail; every `%`
-    escaped (cron ends the command at one)."""
+    """A crontab line that drains the queue every `minutes` (what the timer runs; from an hour
+    on, every whole hour it holds); stdout dropped (the run's summary; updater.log has it),
+    errors left for cron to mail; every `%` escaped (cron ends the command at one)."""
+    schedule = f"*/{minutes} * * * *" if minutes < 60 else f"0 */{min(minutes // 60, 23)} * * *"
     command = " ".join([*_outside_env(True), shlex.join(_argv(True, False)), ">/dev/null"])
-    return f"*/{minutes} * * * * " + command.replace("%", "\\%")
+    return f"{schedule} " + command.replace("%", "\\%")
 
 
 def _wsl() -> bool:
@@ -213,14 +214,14 @@ def _wsl() -> bool:
         return False
 
 
-def without_systemd() -> str:
+def without_systemd(watch: bool = False, minutes: int = CRON_MINUTES) -> str:
     """What keeps the queue drained where no systemd user manager runs (several lines)."""
     lines = [
         "the updater does not need systemd; any one of these keeps the indexes fresh:",
         "  - in the foreground, under a supervisor of your own (tmux, supervisord, runit, a container's entrypoint):",
-        f"      {daemon_command()}",
-        f"  - from cron, every {CRON_MINUTES} minutes (crontab -e; a cron daemon must be running):",
-        f"      {cron_line()}",
+        f"      {daemon_command(watch)}",
+        "  - from cron (crontab -e; a cron daemon must be running):",
+        f"      {cron_line(minutes)}",
         "  - by hand: the git hooks need neither; every commit still queues its request, and `qmd updater run` indexes what is queued",
     ]
     if _wsl():
@@ -244,7 +245,7 @@ def install(platform: str, timer: bool, watch: bool, interval_min: int, start: b
     if missing and start:
         raise QmdError(
             f"no systemd user manager here to run the updater service ({missing}); nothing was written",
-            without_systemd() + "\n(to write the unit files anyway, for a machine where systemd runs: --no-start)",
+            without_systemd(watch, interval_min) + "\n(to write the unit files anyway, for a machine where systemd runs: --no-start)",
         )
     files = units(platform, timer, watch, interval_min)
     lines: list[str] = []
@@ -276,7 +277,7 @@ def install(platform: str, timer: bool, watch: bool, interval_min: int, start: b
             lines.append(f"started: {' '.join(commands[-1])}")
     elif missing:
         lines.append(f"not started: no systemd user manager here ({missing}); where one runs: " + " && ".join(" ".join(c) for c in commands))
-        lines.append("here, run the updater without systemd: " + daemon_command())
+        lines.append("here, run the updater without systemd: " + daemon_command(watch))
     else:
         lines.append("to start it: " + " && ".join(" ".join(c) for c in commands if c[1] != "bootout"))
     lines.append(note)

@@ -113,8 +113,8 @@ def test_install_writes_the_unit_and_uninstall_removes_it(cli, state: Path, isol
     assert f"removed {unit}" in out and not unit.exists()
 
 
-def _cron_line(text: str) -> str:
-    [line] = [line.strip() for line in text.splitlines() if line.strip().startswith("*/2 * * * * ")]
+def _cron_line(text: str, minutes: int = 2) -> str:
+    [line] = [line.strip() for line in text.splitlines() if line.strip().startswith(f"*/{minutes} * * * * ")]
     return line
 
 
@@ -132,8 +132,10 @@ def test_without_a_systemd_user_manager_nothing_is_written_and_what_works_is_sai
         assert "the git hooks" in err and "qmd updater run" in err
         assert "systemctl --user enable" not in err
         assert not (isolated_home / ".config" / "systemd").exists()  # nothing half-written
+    code, _, err = cli("updater", "install-service", "--platform", "linux", "--watch", "--interval", "5")
+    assert code == 1 and f"QMD_STATE_DIR={state} {QMD} updater daemon --watch\n" in err and _cron_line(err, 5)
     calls = log.read_text().splitlines() if log.exists() else []
-    assert calls == (["--user show-environment"] * 2 if kind == "container" else [])
+    assert calls == (["--user show-environment"] * 3 if kind == "container" else [])
 
 
 def test_the_cron_line_drains_this_queue_from_a_bare_environment(cli, state: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
