@@ -14,7 +14,7 @@ SCHEMA_VERSION = 1
 
 
 def as_json(report: Report, strict: bool) -> dict[str, object]:
-    """The documented shape (README, "qmd doctor --json")."""
+    """The documented shape (docs/harness.md, "Doctor")."""
     return {
         "version": SCHEMA_VERSION,
         "status": worst(report.results).value,
