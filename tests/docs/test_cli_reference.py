@@ -1,5 +1,6 @@
 """docs/cli.md is what the CLI says about itself, and nothing `--help` shows is undocumented:
-every command, sub-command and option is in docs/cli.md."""
+every command, sub-command and option is in docs/cli.md, every top-level command in the
+README's command table."""
 
 from __future__ import annotations
 
@@ -49,3 +50,22 @@ def test_the_reference_check_sees_a_missing_option_and_command() -> None:
     assert undocumented(reference.replace("| `--min-score <float>` |", "| `--min-score` |", 1)) == ["qmd search --min-score <float>"]
     assert "qmd hooks status" in undocumented(reference.replace("## qmd hooks status\n", "## qmd hooks state\n"))
 
+
+def readme_commands(readme: str) -> set[str]:
+    """The first word of each row of the README's command table."""
+    table = readme.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1) for m in re.finditer(r"^\| `([\w-]+)", table, flags=re.M)} - {"command"}
+
+
+def test_every_top_level_command_is_in_the_readme_table() -> None:
+    root = docgen.root_command()
+    ctx = next(docgen.walk(root))[1]
+    shown = {name for name in docgen.subcommands(root, ctx) if not root.get_command(ctx, name).hidden}  # type: ignore[attr-defined]
+    listed = readme_commands((REPO / "README.md").read_text(encoding="utf-8"))
+    assert sorted(shown - listed) == [], "a command --help shows without a row in the README's command table"
+    assert sorted(listed - shown) == [], "a README command row for a command qmd does not have"
+
+
+def test_the_readme_check_reads_the_table() -> None:
+    readme = "# x\n\n## Commands\n\n| command | what |\n|---|---|\n| `search QUERY` | a |\n| `collection add\\|list` | b |\n\n## Next\n\n| `ls` | c |\n"
+    assert readme_commands(readme) == {"search", "collection"}
