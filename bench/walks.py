@@ -38,7 +38,7 @@ ignored: they neither count nor separate two project calls.
                      summed over threads and processes
   changes w/o core   the same with the calls into qmd/core left out as if they were the
                      standard library's (the shared helpers every room calls)
-  concept changes    room changes counted between the README layout table's rooms (a
+  concept changes    room changes counted between docs/development.md's layout rooms (a
                      concept folder with its sub-packages: qmd/backends/sqlite is in room
                      qmd/backends, qmd/llm/remote in qmd/llm); the same collapsing
   concept w/o core   the same with qmd/core left out

@@ -16,7 +16,7 @@ import qmd
 
 def doctor(
     ctx: typer.Context,
-    json_: Annotated[bool, typer.Option("--json", help="Print the results as JSON (shape in the README).")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="Print the results as JSON (shape in docs/harness.md).")] = False,
     fix: Annotated[bool, typer.Option("--fix", help="Repair what is safe (restart stale servers, rebuild drifted FTS rows or a corrupted index, reinstall hooks, re-run the updater), then check again.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Skip the slow parts: SQLite quick_check and the MCP handshakes.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when there are warnings.")] = False,

@@ -59,7 +59,7 @@ class Style:
 
 
 def as_json(report: Report, strict: bool) -> dict[str, object]:
-    """The documented shape (README, "qmd doctor --json")."""
+    """The documented shape (docs/harness.md, "Doctor")."""
     return {
         "version": SCHEMA_VERSION,
         "status": worst(report.results).value,

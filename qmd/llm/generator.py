@@ -65,8 +65,8 @@ class Generator(LlamaModel):
         """Trained for qmd's query expansion (the default model, or a GGUF marked `qmd.expansion`).
 
         A general-purpose small model writes plausible lines that pull unrelated documents
-        in: Gemma-3-270M lowered Cranfield nDCG@10 and the deep-research hit@1 (README,
-        Performance), so `query` expands with such a model only when asked (`--expand`).
+        in: Gemma-3-270M lowered Cranfield nDCG@10 and the deep-research hit@1 (docs/ranking.md,
+        Query expansion), so `query` expands with such a model only when asked (`--expand`).
         """
         mark = str(self.info.meta.get("qmd.expansion", "")).lower() in ("true", "1", "yes")
         return mark or "query-expansion" in f"{self.info.name} {self.info.path.name}".lower()

@@ -59,7 +59,7 @@ through a shared-word distractor moved the seed question (EmbeddingGemma) from 2
 0.404. The chosen point sits inside a plateau (offline grid): at weight 1, 4-8 seeds with
 10-15 words all lose nothing (Cranfield 0.410-0.415, hit@1 80-83); 5-8 words or weight
 1.5 mostly cost the seed question with EmbeddingGemma. Also measured and not kept (the
-README has the numbers): query likelihood from Gemma-3-270M over the top 8 (paraphrase +2
+numbers are in docs/ranking.md): query likelihood from Gemma-3-270M over the top 8 (paraphrase +2
 with EmbeddingGemma, a deep-research question lost with MiniLM, seconds a question), and
 heavier feedback for questions of 8+ content words (Cranfield 0.422, but +0.005 / +0.013
 when chosen on one half of Cranfield and measured on the other). `blend` keeps the fused

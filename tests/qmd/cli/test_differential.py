@@ -5,7 +5,7 @@ missing local files so nothing it runs can hang on a download, and only commands
 no model are compared (search, get, multi-get, ls, status, collection…, context…, cleanup).
 Compared: exit codes and the parsed structure of every output format (JSON keys and values,
 CSV columns, XML elements and attributes, the lines scripts pick out of md/cli/files), with
-the deliberate divergences of the README's compatibility table spelled out where they apply.
+the deliberate divergences of docs/compat.md's table spelled out where they apply.
 Skipped with the reason when npm (or the install) is not available.
 """
 
@@ -254,7 +254,7 @@ def test_skill_install(tools: Tools) -> None:
 
 def test_bench_json(tools: Tools) -> None:
     """The original's `bench --json` shape; bm25 scores equal; the backends without models
-    differ on purpose (zeros there, `unavailable` here: the README's table)."""
+    differ on purpose (zeros there, `unavailable` here: docs/compat.md's table)."""
     fixture = tools.root / "bench.json"
     fixture.write_text(json.dumps({"description": "t", "version": 1, "collection": "small", "queries": [
         {"id": "lb", "query": "load balancer", "type": "exact", "description": "", "expected_files": ["ops/deploy.md"], "expected_in_top_k": 3},

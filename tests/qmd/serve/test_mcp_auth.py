@@ -391,7 +391,7 @@ def test_loopback_asks_for_tokens_once_the_file_exists(tmp_path: Path) -> None:
 
 
 def test_allowed_hosts_beyond_loopback_need_a_token_or_no_auth(tmp_path: Path) -> None:
-    """The README's reverse-proxy setup: bound to 127.0.0.1, QMD_ALLOWED_HOSTS naming the
+    """The reverse-proxy setup of docs/team.md: bound to 127.0.0.1, QMD_ALLOWED_HOSTS naming the
     public name. The proxy brings the network: the server asks for tokens as if it listened there."""
     env = {**make_env(tmp_path), "QMD_ALLOWED_HOSTS": "notes.example.com"}
     setup_index(tmp_path, env)
