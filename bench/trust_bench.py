@@ -209,6 +209,8 @@ def print_model(label: str, result: dict[str, Any], reliability_table: bool) -> 
                 f"  {m:<8} {s['signal']:<10} {split:<9} {s['right']:>5} {s['unanswerable']:>5} {s['auroc']:6.3f} {sep['threshold']:7.4f} "
                 f"{s['caught']:7.0%} {s['lost']:6.0%} {s['ece']:6.3f}   {mt['right']:.3f} / {mt['wrong_first']:.3f} / {mt['unanswerable']:.3f}"
             )
+    lures = {m: [q["first"] == q["closest"] for q in result[m]["per_query"].values() if q["closest"]] for m in METHODS}
+    print("  unanswerable questions whose closest note (the set's guess) comes first: " + ", ".join(f"{m} {sum(v)}/{len(v)}" for m, v in lures.items()))
     if reliability_table:
         for m in METHODS:
             print(f"\n  reliability ({label}, {m}, held-out): bin, questions, mean confidence, share right")
@@ -245,7 +247,7 @@ def main() -> int:
                 result[m] = {
                     "ranking": {k: {s: ranking([o for o in g if s == "all" or o.row["split"] == s]) for s in (*SPLITS, "all")} for k, g in groups.items()},
                     "separation": separation({s: [o for o in outcomes if o.row["split"] == s] for s in SPLITS}, args.threshold),
-                    "per_query": {o.row["id"]: {"rank": o.rank, "top": o.top, "first": o.ranked[0] if o.ranked else None} for o in outcomes},
+                    "per_query": {o.row["id"]: {"rank": o.rank, "top": o.top, "first": o.ranked[0] if o.ranked else None, "closest": o.row.get("closest")} for o in outcomes},
                 }
             print(f"  {len(rows)} questions x {len(METHODS)} methods in {time.perf_counter() - t0:.0f} s", flush=True)
             store.close()
