@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[3]
 SET = REPO / "bench" / "data" / "paraphrase"
 
 
-def load_check():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("paraphrase_check", REPO / "bench" / "paraphrase_check.py")
+def load_check(name: str = "paraphrase_check"):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -37,6 +37,16 @@ def test_paraphrase_questions_share_no_keyword_with_their_answer() -> None:
     assert sum(r["kind"] == "paraphrase" for r in rows) >= 40 and sum(r["kind"] == "keyword" for r in rows) == 10
     assert len(list((SET / "notes").rglob("*.md"))) == 20
     assert check.problems() == []
+
+
+def test_trust_set_is_sound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/data/trust (issue 28): kinds and sizes as its README says, every row passes trust_check."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))  # trust_check imports its sibling paraphrase_check
+    check = load_check("trust_check")
+    rows = check.load()
+    kinds = [r["kind"] for r in rows]
+    assert kinds.count("unanswerable") >= 25 and len(rows) - kinds.count("unanswerable") >= 60
+    assert check.problems(rows) == []
     # the checker itself: a shared stem is found, stop-words are not terms
     assert check.shared("restoring backups", "notes/runbooks/postgres-backup-restore.md") == {"restor", "backup"}
     assert check.shared("how do we undo a bad release?", "notes/runbooks/blue-green-deploy.md") == set()
