@@ -28,7 +28,7 @@ def skill_text() -> str:
     return SKILL_FILE.read_text(encoding="utf-8")
 
 
-@skill_app.command("show")
+@skill_app.command("show", short_help="Print the qmd skill (SKILL.md).")
 def skill_show() -> None:
     """Print the skill (SKILL.md)."""
     out(skill_text())
@@ -51,7 +51,7 @@ def _exists(path: Path) -> None:
     raise QmdError(f"a different skill already exists at {path}", "replace it with: qmd skill install --force")
 
 
-@skill_app.command("install")
+@skill_app.command("install", short_help="Install the qmd skill for Codex and Claude Code.")
 def skill_install(
     global_: Annotated[bool, typer.Option("--global", help="Install for the user (~/.agents/skills, ~/.claude/skills) instead of this project.")] = False,
     force: Annotated[bool, typer.Option("-f", "--force", help="Replace an existing, different qmd skill.")] = False,

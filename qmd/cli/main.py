@@ -95,10 +95,13 @@ def _harness_commands() -> dict[str, object]:
 
 
 def _add(app: typer.Typer, name: str, target: object) -> None:
+    from qmd.cli.menu import SHORT_HELP
+
+    line = SHORT_HELP.get(name)  # `qmd --help`'s line for it (menu.py)
     if isinstance(target, typer.Typer):
-        app.add_typer(target, name=name)
+        app.add_typer(target, name=name, short_help=line)
     elif callable(target):
-        app.command(name)(target)
+        app.command(name, short_help=line)(target)
     else:
         raise TypeError(f"the '{name}' command is neither a function nor a typer app")
 
@@ -107,8 +110,11 @@ def build_app(argv: list[str]) -> typer.Typer:
     """The typer app holding the invoked command (every command for help or a typo)."""
     import importlib
 
+    from qmd.cli.menu import SectionedGroup
+
     app = typer.Typer(
         name="qmd",
+        cls=SectionedGroup,
         help="On-device search for your markdown notes: keyword (BM25) and vector search, documents, collections, contexts.",
         no_args_is_help=True,
         add_completion=False,
