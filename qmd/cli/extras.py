@@ -1,4 +1,4 @@
-"""`qmd skill`, `qmd completion`, `qmd init`, `--version`: what the original 2.8.3 offers beside search.
+"""`qmd skill`, `qmd init`, `--version`: what the original 2.8.3 offers beside search.
 
 `qmd skill install` writes an agent skill (skill.md beside this file, in the Agent Skills
 format both agents read) that teaches search-first and typed lex/vec/hyde sub-queries,
@@ -142,55 +142,6 @@ def init(directory: Annotated[str | None, typer.Argument(help="The project folde
     out("ready to go with new local index\n")
     out(f"  config: {config_path}\n  index:  {paths.index_path}\n")
     out("Add the project's notes with: qmd collection add . --name NAME (run inside the project)\n")
-
-
-COMPLETION_COMMANDS = (
-    "search vsearch query get multi-get ls update embed status cleanup rebuild collection context models pull bench mcp "
-    "skill completion init doctor teardown guard hooks updater"
-)
-COMMON_OPTIONS = "--index --json --csv --md --xml --files --format -n -c --collection --all --full --full-path --line-numbers --min-score --match --help --version"
-
-
-def completion_script(shell: str) -> str:
-    """A completion script for bash, zsh or fish: the commands, then the common options."""
-    if shell == "bash":
-        return f"""# qmd completion for bash: eval "$(qmd completion bash)"
-_qmd() {{
-    local cur="${{COMP_WORDS[COMP_CWORD]}}"
-    if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "{COMPLETION_COMMANDS} --index --version --help" -- "$cur"))
-    elif [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "{COMMON_OPTIONS}" -- "$cur"))
-    fi
-}}
-complete -o default -F _qmd qmd
-"""
-    if shell == "zsh":
-        return f"""#compdef qmd
-# qmd completion for zsh: eval "$(qmd completion zsh)"
-_qmd() {{
-    if (( CURRENT == 2 )); then
-        compadd -- {COMPLETION_COMMANDS} --index --version --help
-    elif [[ "$PREFIX" == -* ]]; then
-        compadd -- {COMMON_OPTIONS}
-    else
-        _files
-    fi
-}}
-if (( $+functions[compdef] )); then compdef _qmd qmd; fi
-"""
-    if shell == "fish":
-        lines = ["# qmd completion for fish: qmd completion fish | source", "complete -c qmd -f"]
-        lines.append(f"complete -c qmd -n '__fish_use_subcommand' -a '{COMPLETION_COMMANDS}'")
-        for opt in COMMON_OPTIONS.split():
-            lines.append(f"complete -c qmd -l {opt[2:]}" if opt.startswith("--") else f"complete -c qmd -s {opt[1:]}")
-        return "\n".join(lines) + "\n"
-    raise typer.BadParameter("choose bash, zsh or fish", param_hint="SHELL")
-
-
-def completion(shell: Annotated[str, typer.Argument(metavar="bash|zsh|fish", help="Your shell.")]) -> None:
-    """Print a shell completion script: eval "$(qmd completion bash)" (zsh alike); fish: qmd completion fish | source."""
-    out(completion_script(shell))
 
 
 def version_string() -> str:

@@ -171,7 +171,18 @@ def _mcp(args: list[str]) -> Command | None:
     return lambda: run(STATE.index_name)
 
 
-ROUTES: dict[str, Route] = {name: _routed(name) for name in ("search", "vsearch", "query", "get", "status")} | {"mcp": _mcp}
+def _completion(args: list[str]) -> Command | None:
+    """`qmd [--index NAME] completion --values collections|indexes`: what the completion
+    scripts ask for while a word is completed (candidates.py); the scripts themselves: typer."""
+    from qmd.cli.candidates import KINDS, print_values
+
+    kind = args[1] if len(args) == 2 and args[0] == "--values" else args[0].split("=", 1)[1] if len(args) == 1 and args[0].startswith("--values=") else None
+    if kind not in KINDS:
+        return None
+    return lambda: print_values(kind, STATE.index_name)
+
+
+ROUTES: dict[str, Route] = {name: _routed(name) for name in ("search", "vsearch", "query", "get", "status")} | {"mcp": _mcp, "completion": _completion}
 
 
 def route(argv: list[str]) -> Command | None:

@@ -48,7 +48,7 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "bench": ("qmd.cli.bench", "bench", False),
     "mcp": ("qmd.cli.mcp", "mcp_app", True),
     "skill": ("qmd.cli.extras", "skill_app", True),
-    "completion": ("qmd.cli.extras", "completion", False),
+    "completion": ("qmd.cli.completion", "completion", False),
     "init": ("qmd.cli.extras", "init", False),
     "token": ("qmd.cli.token", "token_app", True),
     "trust": ("qmd.cli.trust", "trust_app", True),

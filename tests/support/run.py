@@ -5,7 +5,8 @@ running the tests, so the checkout on PYTHONPATH is what runs).
 `qmd_at(cwd, *args)` runs it from a project folder in `local_env()` (no warm server, no trust
 granted by the environment); `command(*args)` is the argv for a test that needs a Popen (a
 server, a process to signal); `qmd_on_pty(*args)` runs it with stdout on a terminal of a given
-width (colours, wrapping).
+width (colours, wrapping); `qmd_on_path(folder)` writes a `qmd` executable there, for a
+shell that runs `qmd` itself (the completion scripts).
 `env` is the child's whole environment; by default the test's own, which the autouse
 `isolated_home` fixture has pointed inside tmp_path. The working directory is by default the
 child's HOME (the isolated home), never the checkout: a `.qmd/` there would be adopted, and
@@ -28,6 +29,17 @@ QMD = (sys.executable, "-m", "qmd")
 def command(*args: str) -> list[str]:
     """The argv that starts `qmd ARGS`."""
     return [*QMD, *args]
+
+
+def qmd_on_path(folder: Path) -> Path:
+    """A `qmd` executable in `folder` running this qmd (put `folder` first on PATH); returns `folder`."""
+    import shlex
+
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "qmd"
+    script.write_text("#!/bin/sh\nexec " + shlex.join(command()) + ' "$@"\n')
+    script.chmod(0o755)
+    return folder
 
 
 def qmd_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

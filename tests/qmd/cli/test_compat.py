@@ -87,7 +87,7 @@ def test_index_after_mcp_selects_the_index_but_mcp_stop_keeps_its_own() -> None:
         (["collection", "update-cmd", "notes"], "Cleared update command for 'notes'"),
         (["query", "lex: rollback", "--full", "--all", "--line-numbers", "--json"], None),
         (["search", "rollback", "--match", "all", "--files"], None),
-        (["completion", "bash"], "complete -o default -F _qmd qmd"),
+        (["completion", "bash"], "complete -F _qmd qmd"),
         (["completion", "zsh"], "compdef _qmd qmd"),
         (["completion", "fish"], "complete -c qmd"),
     ],

@@ -108,6 +108,11 @@ ROUTED = [
     ["search", "--match", "all", "rollback back", "--json"],
     ["query", "--chunk-strategy", "auto", "--no-rerank", "restore"],
     ["query", "--filter", "{}", "--no-expand", "restore", "--json"],
+    # what the completion scripts ask for while a word is completed
+    ["completion", "--values", "collections"],
+    ["completion", "--values=indexes"],
+    ["--index", "other", "completion", "--values", "collections"],
+    ["completion", "--values", "collections", "--index", "bad name!"],
 ]
 
 # Command lines the fast path leaves to typer (help, usage errors, other commands, unusual forms).
@@ -165,6 +170,10 @@ FALLBACK = [
     ["status", "extra"],
     ["status", "--json=1"],
     ["status", "--help"],
+    ["completion", "bash"],
+    ["completion"],
+    ["completion", "--values", "docs"],
+    ["completion", "--values", "collections", "bash"],
 ]
 
 
