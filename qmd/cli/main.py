@@ -19,11 +19,11 @@ import typer
 
 from qmd.core.version import __version__
 from qmd.core.errors import QmdError
-from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_index, not_text
+from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_globals, not_text
 from qmd.cli.boundary import guarded
-from qmd.cli.shared import STATE, err
+from qmd.cli.shared import NO_GPU_NOTE, STATE, err
 
-__all__ = ["CORE_COMMANDS", "OWN_INDEX_OPTION", "build_app", "hoist_index", "main", "run"]
+__all__ = ["CORE_COMMANDS", "OWN_INDEX_OPTION", "build_app", "hoist_globals", "main", "run"]
 
 ENTRY_POINT_GROUP = "qmd.commands"
 
@@ -74,11 +74,11 @@ def root(
     ctx: typer.Context,
     index: Annotated[str | None, typer.Option("--index", help="Use index NAME (default: index). Each has its own config and database.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
-    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Accepted for scripts written for the original qmd: this build runs models on the CPU.")] = False,
+    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Accepted anywhere on the line, for scripts written for the original qmd: this build runs models on the CPU.")] = False,
 ) -> None:
     """On-device search for your markdown notes."""
     if no_gpu:
-        err("note: --no-gpu: this qmd runs its models on the CPU (llama.cpp), so there is nothing to turn off")
+        err(NO_GPU_NOTE)
     STATE.index_name = index
     ctx.meta[INDEX_META_KEY] = index
     if ctx.invoked_subcommand in TRUST_ASKING and not ctx.resilient_parsing and not {"-h", "--help"} & set(sys.argv):
@@ -145,7 +145,7 @@ def build_app(argv: list[str]) -> typer.Typer:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI through the typer app and map every outcome to the documented exit code."""
-    args = hoist_index(list(sys.argv[1:] if argv is None else argv))
+    args = hoist_globals(list(sys.argv[1:] if argv is None else argv))
     if not_text(args):
         return 2
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qmd.cli.main import hoist_index
+from qmd.cli.main import hoist_globals
 from tests.support.run import qmd_env, run_qmd
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -24,10 +24,14 @@ Cli = Callable[..., tuple[int, str, str]]
         (["mcp", "stop", "--index", "w"], ["mcp", "stop", "--index", "w"]),  # mcp stop's own option
         (["search", "--", "--index", "w"], ["search", "--", "--index", "w"]),  # after `--` it is query text
         (["update", "--index"], ["update", "--index"]),  # no value: left for the usage error
+        (["search", "x", "--no-gpu"], ["--no-gpu", "search", "x"]),
+        (["search", "x", "--no-gpu", "--index", "w", "-n", "2"], ["--no-gpu", "--index", "w", "search", "x", "-n", "2"]),
+        (["doctor", "--index", "w", "--no-gpu"], ["--no-gpu", "doctor", "--index", "w"]),  # doctor keeps its --index
+        (["search", "--", "x", "--no-gpu"], ["search", "--", "x", "--no-gpu"]),  # query text
     ],
 )
 def test_index_after_the_command_moves_in_front(args: list[str], expected: list[str]) -> None:
-    assert hoist_index(args) == expected
+    assert hoist_globals(args) == expected
 
 
 def test_a_script_passing_index_after_the_command_reads_that_index(tmp_path: Path) -> None:
@@ -45,6 +49,9 @@ def test_a_script_passing_index_after_the_command_reads_that_index(tmp_path: Pat
     ("args", "note"),
     [
         (["--no-gpu", "status"], "runs its models on the CPU"),
+        (["status", "--no-gpu"], "runs its models on the CPU"),
+        (["search", "rollback", "--no-gpu"], "runs its models on the CPU"),
+        (["collection", "list", "--no-gpu"], "runs its models on the CPU"),
         (["update", "--pull"], None),
         (["collection", "add", "{notes}", "--name", "m", "--mask", "**/*.md"], None),
         (["collection", "add", "{notes}", "--name", "g", "--glob", "**/*.md"], None),
@@ -71,12 +78,12 @@ def test_the_originals_embed_flags_are_accepted_and_explained(cli: Cli, notes: P
 
 
 def test_index_after_mcp_selects_the_index_but_mcp_stop_keeps_its_own() -> None:
-    from qmd.cli.argv import hoist_index
+    from qmd.cli.argv import hoist_globals
 
-    assert hoist_index(["mcp", "--index", "work"]) == ["--index", "work", "mcp"]
-    assert hoist_index(["mcp", "--http", "--port", "9000", "--index", "work"]) == ["--index", "work", "mcp", "--http", "--port", "9000"]
-    assert hoist_index(["mcp", "stop", "--index", "work"]) == ["mcp", "stop", "--index", "work"]
-    assert hoist_index(["doctor", "--index", "work"]) == ["doctor", "--index", "work"]
+    assert hoist_globals(["mcp", "--index", "work"]) == ["--index", "work", "mcp"]
+    assert hoist_globals(["mcp", "--http", "--port", "9000", "--index", "work"]) == ["--index", "work", "mcp", "--http", "--port", "9000"]
+    assert hoist_globals(["mcp", "stop", "--index", "work"]) == ["mcp", "stop", "--index", "work"]
+    assert hoist_globals(["doctor", "--index", "work"]) == ["doctor", "--index", "work"]
 
 
 @pytest.mark.parametrize(
