@@ -47,7 +47,8 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "pull": ("qmd.cli.vectors", "pull", False),
     "bench": ("qmd.cli.bench", "bench", False),
     "mcp": ("qmd.cli.mcp", "mcp_app", True),
-    "skill": ("qmd.cli.extras", "skill_app", True),
+    "skill": ("qmd.cli.skills", "skill_app", True),
+    "skills": ("qmd.cli.skills", "skills_app", True),
     "completion": ("qmd.cli.completion", "completion", False),
     "init": ("qmd.cli.extras", "init", False),
     "token": ("qmd.cli.token", "token_app", True),
@@ -57,6 +58,14 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
 # Commands that may use a project-local config's gated fields (update commands, outside
 # collections, custom models): asked for on a terminal first (vsearch and query ask in actions.py).
 TRUST_ASKING = frozenset({"update", "embed", "pull"})
+
+
+def _skill(value: bool) -> None:
+    if value:
+        from qmd.cli.skills import skill_show
+
+        skill_show()
+        raise typer.Exit()
 
 
 def _version(value: bool) -> None:
@@ -74,6 +83,7 @@ def root(
     ctx: typer.Context,
     index: Annotated[str | None, typer.Option("--index", help="Use index NAME (default: index). Each has its own config and database.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    skill: Annotated[bool, typer.Option("--skill", callback=_skill, is_eager=True, help="Print the qmd skill for agents (as qmd skill show).")] = False,
     no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Accepted anywhere on the line, for scripts written for the original qmd: this build runs models on the CPU.")] = False,
 ) -> None:
     """On-device search for your markdown notes."""

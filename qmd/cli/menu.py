@@ -43,6 +43,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("mcp", "Serve the index to agents over MCP (stdio or HTTP)."),
         ("token", "Manage bearer tokens for the HTTP server."),
         ("skill", "Show or install the qmd skill for agents."),
+        ("skills", "List and print the agent skills qmd ships."),
         ("guard", "Steer agents from grep sweeps to qmd."),
         ("hooks", "Git hooks that queue a reindex after commits."),
         ("updater", "Drain the reindex queue that the git hooks fill."),

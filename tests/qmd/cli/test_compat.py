@@ -146,33 +146,6 @@ def test_query_full_and_line_numbers(cli: Cli, notes: Path) -> None:
     assert hits[0]["snippet"].split("\n")[1].startswith(f"{first}: ")
 
 
-def test_skill_install_for_codex_and_claude(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    done = run_qmd("skill", "install", cwd=project)
-    assert done.returncode == 0, done.stderr
-    skill = project / ".agents" / "skills" / "qmd" / "SKILL.md"
-    text = skill.read_text()
-    assert text.startswith("---\nname: qmd\ndescription: ") and "lex:" in text and "vec:" in text and "hyde:" in text
-    claude = project / ".claude" / "skills" / "qmd"
-    assert claude.is_symlink() and (claude / "SKILL.md").read_text() == text
-    assert run_qmd("skill", "install", cwd=project).returncode == 0  # again: same skill, fine
-    skill.write_text("---\nname: qmd\ndescription: someone else's\n---\n")
-    again = run_qmd("skill", "install", cwd=project)
-    assert again.returncode == 1 and "--force" in again.stderr
-    assert run_qmd("skill", "install", "--force", cwd=project).returncode == 0 and skill.read_text() == text
-    assert run_qmd("skill", "show").stdout == text
-
-
-def test_skill_install_global_writes_under_home(tmp_path: Path) -> None:
-    home = tmp_path / "another-home"
-    home.mkdir()
-    done = run_qmd("skill", "install", "--global", "--yes", env=qmd_env({"HOME": str(home)}))
-    assert done.returncode == 0, done.stderr
-    assert (home / ".agents" / "skills" / "qmd" / "SKILL.md").is_file()
-    assert (home / ".claude" / "skills" / "qmd" / "SKILL.md").is_file()
-
-
 def test_version_names_the_commit() -> None:
     import re
 

@@ -87,7 +87,7 @@ def test_bash_completes_commands_subcommands_options_and_names(world: dict[str, 
     top = _bash(script, world, isolated_home, "")
     for name in ("search", "query", "collection", "context", "health", "token", "trust", "guard", "hooks", "updater", "doctor", "completion"):
         assert name in top
-    assert _bash(script, world, isolated_home, "-") == ["--index", "--version", "--no-gpu", "-h", "--help"]
+    assert _bash(script, world, isolated_home, "-") == ["--index", "--version", "--skill", "--no-gpu", "-h", "--help"]
     wrong = {}
     for words, expected in BASH_CASES:
         got = _bash(script, world, isolated_home, *words)

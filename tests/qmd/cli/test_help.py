@@ -53,7 +53,7 @@ def test_the_commands_are_grouped_under_headings_each_on_one_whole_line() -> Non
     assert [name for name, _ in blocks["Search and read"]][:3] == ["search", "vsearch", "query"]
 
 
-@pytest.mark.parametrize("group", ["collection", "context", "models", "mcp", "skill", "token", "trust", "guard", "hooks", "updater"])
+@pytest.mark.parametrize("group", ["collection", "context", "models", "mcp", "skill", "skills", "token", "trust", "guard", "hooks", "updater"])
 def test_each_subcommand_is_one_whole_line(group: str) -> None:
     blocks = _sections(_help(group))
     rows = blocks.get("Commands", [])
