@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from qmd.cli.formats import format_collection, format_collection_list, to_json
+from qmd.cli.formats import collections_json, format_collection, format_collection_list, to_json
 from qmd.cli.shared import err, open_store, out
 from qmd.cli.update import print_report
 from qmd.core.text import line_safe
@@ -63,7 +63,7 @@ def collection_list(json_: Annotated[bool, typer.Option("--json")] = False) -> N
     """List collections with their file counts and last update."""
     with open_store() as store:
         colls = store.collections()
-    out(to_json([c.__dict__ for c in colls]) if json_ else format_collection_list(colls))
+    out(collections_json(colls) if json_ else format_collection_list(colls))
 
 
 @collection_app.command("show", short_help="Show one collection's settings and metadata keys.")

@@ -146,6 +146,31 @@ def test_query_full_and_line_numbers(cli: Cli, notes: Path) -> None:
     assert hits[0]["snippet"].split("\n")[1].startswith(f"{first}: ")
 
 
+def test_ls_json_lists_collections_and_files_that_get_reads_back(notes: Path) -> None:
+    """The original prints its text listing whatever the flags; `--json` here is JSON."""
+    import json
+
+    def qmd(*args: str) -> str:
+        done = run_qmd(*args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    qmd("collection", "add", str(notes), "--name", "notes")
+    listed = qmd("ls", "--json")
+    assert listed == qmd("collection", "list", "--json") and [c["name"] for c in json.loads(listed)] == ["notes"]
+    files = json.loads(qmd("ls", "notes/runbooks", "--json"))
+    assert [f["path"] for f in files] == ["runbooks/deploy.md", "runbooks/postgres.md"]
+    assert {"file", "collection", "docid", "title", "size", "modified"} <= set(files[0]) and files[0]["title"] == "Deploy Runbook"
+    for f in files:
+        assert json.loads(qmd("get", f["file"], "--json"))["docid"] == f["docid"]
+    qmd("--index", "work", "collection", "add", str(notes), "--name", "w")
+    named = json.loads(qmd("--index", "work", "ls", "w", "--json"))
+    assert named[0]["file"] == "qmd://w/ideas.md?index=work"  # the URI get takes back, as search prints it
+    assert json.loads(qmd("get", named[0]["file"], "--json"))["docid"] == named[0]["docid"]
+    missing = run_qmd("ls", "nope", "--json")
+    assert missing.returncode == 1 and missing.stderr.startswith("Error: unknown collection 'nope'")
+
+
 def test_version_names_the_commit() -> None:
     import re
 

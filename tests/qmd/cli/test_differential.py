@@ -252,6 +252,16 @@ def test_skill_install(tools: Tools) -> None:
         assert (project / ".claude" / "skills" / "qmd").is_symlink()
 
 
+def test_flags_the_originals_scripts_pass_anywhere(tools: Tools) -> None:
+    """`--no-gpu` after the command, `ls --json`: accepted by both (the original prints its
+    ls text whatever the flags; ours prints JSON, the README's table)."""
+    theirs, ours = tools.both("search", "load balancer", "--no-gpu", "--files")
+    assert ours.splitlines()[0].split(",")[:2] == theirs.splitlines()[0].split(",")[:2]
+    theirs, ours = tools.both("ls", "small", "--json")
+    assert [f["file"] for f in json.loads(ours)] == [line.split()[-1] for line in theirs.splitlines()]
+    tools.both("ls", "--json")
+
+
 def test_skill_install_without_yes_and_the_skills_commands(tools: Tools) -> None:
     """Off a terminal, without --yes, neither links Claude's folder (a tip instead); `skills`
     lists and prints in the same JSON shape (the original ships one more skill, `release`)."""
