@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from qmd.cli.skills import SKILLS_DIR
-from tests.support.run import qmd_env, qmd_on_path, run_qmd
+from tests.support.run import qmd_env, qmd_on_path, qmd_on_terminal, run_qmd
 
 SKILL = SKILLS_DIR / "qmd" / "SKILL.md"
 
@@ -122,3 +122,12 @@ def test_install_never_writes_through_a_link_where_the_skill_goes(tmp_path: Path
     clash = run_qmd("skill", "install", "--yes", cwd=project)
     assert clash.returncode == 1 and f"{claude}" in clash.stderr and "--force" in clash.stderr
     assert _tree(elsewhere) == before and os.readlink(claude) == str(elsewhere)
+
+
+def test_install_on_a_terminal_asks_before_linking_claude(tmp_path: Path) -> None:
+    for answer, linked in (("n", False), ("y", True)):
+        project = tmp_path / f"project-{answer}"
+        project.mkdir()
+        code, screen = qmd_on_terminal(project, "skill", "install", answer=answer)
+        assert code == 0 and "Create a symlink in" in screen, screen
+        assert (project / ".claude" / "skills" / "qmd").is_symlink() is linked
