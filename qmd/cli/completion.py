@@ -23,6 +23,7 @@ from qmd.cli.candidates import KINDS, print_values
 from qmd.cli.shared import FORMATS, STATE, out
 from qmd.core.config import CHUNK_STRATEGIES
 from qmd.core.requests import MATCHES
+from qmd.llm.convert import OUT_TYPES
 from qmd.llm.models import ROLES
 
 SHELLS = ("bash", "zsh", "fish")
@@ -55,7 +56,7 @@ OPTION_CHOICES = {
     "--platform": ("linux", "macos"),
     "--tool": ("Bash", "Grep", "Glob"),
     "--agent": ("claude", "codex"),
-    "--type": ("f16", "f32", "q8_0"),
+    "--type": OUT_TYPES,
 }
 
 TYPE_CHECKING = False
