@@ -70,7 +70,7 @@ def _describe_searches(command: str, cwd: str) -> list[str]:
     return lines
 
 
-@app.command()
+@app.command(short_help="Explain what the hook would decide for a command.")
 def check(
     command: Annotated[str, typer.Argument(help="The shell command; with --tool Grep or Glob, the pattern.")],
     cwd: Annotated[Path | None, typer.Option("--cwd", help="Directory the agent runs in (default: here).")] = None,
@@ -115,7 +115,7 @@ def check(
     _out(f"qmd MCP server registered: {server or 'no'} (checked {agent or 'claude and codex'})")
 
 
-@app.command()
+@app.command(short_help="Summarise the block log.")
 def stats(
     days: Annotated[int | None, typer.Option("--days", help="Only the last N days.")] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
@@ -130,7 +130,7 @@ def stats(
             _out(f"\nlast hook error ({errors}): {last[-1]}")
 
 
-@app.command()
+@app.command(short_help="Show the latest blocks.")
 def log(
     lines: Annotated[int, typer.Option("-n", "--lines", help="How many of the latest blocks.")] = 20,
     json_: Annotated[bool, typer.Option("--json", help="Raw JSON lines.")] = False,
@@ -152,7 +152,7 @@ def log(
         seen = len(items)
 
 
-@app.command()
+@app.command(short_help="Rebuild the folder cache the hook reads.")
 def refresh() -> None:
     """Rebuild folders.json (the knowledge folders the hook reads) from every index config."""
     path = harness.refresh_folder_cache()
@@ -170,7 +170,7 @@ def _agents(claude: bool, codex: bool) -> None:
         raise typer.BadParameter("choose --claude, --codex or both", param_hint="--claude/--codex")
 
 
-@app.command("install")
+@app.command("install", short_help="Register qmd-guard as a PreToolUse hook.")
 def install_cmd(
     claude: Annotated[bool, typer.Option("--claude", help="Claude Code: merge the hook into settings.json.")] = False,
     codex: Annotated[bool, typer.Option("--codex", help="Codex: write ~/.codex/hooks.json and enable hooks in config.toml.")] = False,
@@ -189,7 +189,7 @@ def install_cmd(
         _out(f"warning: could not write folders.json: {exc}")
 
 
-@app.command("uninstall")
+@app.command("uninstall", short_help="Remove exactly what install added.")
 def uninstall_cmd(
     claude: Annotated[bool, typer.Option("--claude", help="Claude Code settings.json.")] = False,
     codex: Annotated[bool, typer.Option("--codex", help="Codex hooks.json and the config.toml flag qmd added.")] = False,
@@ -201,7 +201,7 @@ def uninstall_cmd(
         _out(line)
 
 
-@app.command("trust")
+@app.command("trust", short_help="Trust qmd's Codex hooks as Codex's /hooks does.")
 def trust_cmd(
     codex: Annotated[bool, typer.Option("--codex", help="Trust qmd's hooks in Codex (PreToolUse guard, SessionStart health).")] = False,
     codex_bin: Annotated[str | None, typer.Option("--codex-bin", help="The codex executable (default: codex on PATH).")] = None,

@@ -34,7 +34,7 @@ def _routes(top: str) -> dict[str, list[str]]:
     return routing.load().route(top)
 
 
-@app.command("install")
+@app.command("install", short_help="Install the git hooks in repositories.")
 def install_cmd(repos: ReposArg = None) -> None:
     """Enrol repositories: install post-commit, post-merge and post-rewrite hooks (idempotent)."""
     from updater.lock import holder
@@ -65,7 +65,7 @@ def install_cmd(repos: ReposArg = None) -> None:
         raise QmdError("; ".join(failed))
 
 
-@app.command("uninstall")
+@app.command("uninstall", short_help="Remove the hooks and restore what was there.")
 def uninstall_cmd(
     repos: ReposArg = None,
     all_: Annotated[bool, typer.Option("--all", help="Every enrolled repository.")] = False,
@@ -84,7 +84,7 @@ def uninstall_cmd(
             typer.echo(f"  removed {forgotten} dropped-request record(s)")
 
 
-@app.command("status")
+@app.command("status", short_help="Show enrolled repositories and their hooks.")
 def status_cmd(
     repos: ReposArg = None,
     json_: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,

@@ -39,7 +39,7 @@ def _low_priority(threads: int | None) -> None:
     os.environ["QMD_THREADS"] = str(threads or os.environ.get("QMD_UPDATER_THREADS") or 1)
 
 
-@app.command()
+@app.command(short_help="Drain the queue once.")
 def run(
     respect_backoff: Annotated[bool, typer.Option("--respect-backoff", help="Leave failed repos alone until their backoff elapses (what the daemon and the timer do); by default a manual run retries them now.")] = False,
     if_idle: Annotated[bool, typer.Option("--if-idle", help="Exit 0 quietly when another updater holds the lock.")] = False,
@@ -82,7 +82,7 @@ def run(
         raise QmdError(f"{len(result.failures)} step(s) failed; requests kept for retry", f"qmd health shows why; details in {layout.updater_log}")
 
 
-@app.command()
+@app.command(short_help="Drain requests as they arrive.")
 def daemon(
     watch: Annotated[bool, typer.Option("--watch", help="Also reindex collection folders no enrolled repository covers when their files change.")] = False,
     window: Annotated[float, typer.Option("--window", help="Seconds of quiet that close a batch of requests.")] = 0.5,
@@ -105,7 +105,7 @@ def daemon(
         Daemon(layout, log, window=window, watch=watch).serve()
 
 
-@app.command()
+@app.command(short_help="Show pending requests, failures and counters.")
 def status(json_: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False) -> None:
     """Pending requests, failures, last success, counters of every run."""
     layout = harness.StateLayout.current()
@@ -132,7 +132,7 @@ def status(json_: Annotated[bool, typer.Option("--json", help="Print the state a
     typer.echo("\n".join(lines))
 
 
-@app.command()
+@app.command(short_help="Queue dead-lettered requests again.")
 def retry(repos: Annotated[list[str] | None, typer.Argument(help="Only these repositories (default: every one).")] = None) -> None:
     """Put dead-lettered requests (queue/failed/) back in the queue; their failures get fresh attempts."""
     layout = harness.StateLayout.current()
@@ -149,7 +149,7 @@ def retry(repos: Annotated[list[str] | None, typer.Argument(help="Only these rep
     typer.echo(f"{moved} request(s) queued again" + (": a running updater picks them up; or run: qmd updater run" if moved else ""))
 
 
-@app.command("install-service")
+@app.command("install-service", short_help="Install the updater as a user service.")
 def install_service(
     print_: Annotated[bool, typer.Option("--print", help="Show the unit file(s) without installing anything.")] = False,
     timer: Annotated[bool, typer.Option("--timer", help="Run `qmd updater run` every few minutes instead of a resident daemon.")] = False,
@@ -172,7 +172,7 @@ def install_service(
         typer.echo(line)
 
 
-@app.command("uninstall-service")
+@app.command("uninstall-service", short_help="Stop and remove the updater service.")
 def uninstall_service(platform: Annotated[str | None, typer.Option("--platform", hidden=True)] = None) -> None:
     """Stop and remove the service install-service wrote."""
     from . import service

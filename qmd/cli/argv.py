@@ -1,5 +1,6 @@
-"""The command line before any parser sees it: which command it names, and `--index` moved
-in front of it (shared by the typer app, main.py, and the lean entry path, fast.py)."""
+"""The command line before any parser sees it: which command it names, and the global options
+(`--index`, `--no-gpu`) moved in front of it (shared by the typer app, main.py, and the lean
+entry path, fast.py)."""
 
 from __future__ import annotations
 
@@ -30,15 +31,17 @@ def _owns_index(args: list[str], first: str) -> bool:
     return first in OWN_INDEX_OPTION
 
 
-def hoist_index(args: list[str]) -> list[str]:
-    """`qmd search x --index work` → `qmd --index work search x`: the original accepts
-    `--index` after the command, so scripts written for it pass it there.
+def hoist_globals(args: list[str]) -> list[str]:
+    """`qmd search x --index work --no-gpu` → `qmd --index work --no-gpu search x`: the
+    original reads its global options anywhere on the line, so scripts written for it pass
+    them after the command.
 
-    Left alone: commands with their own `--index`, and anything after a `--`.
+    Left alone: `--index` of the commands with their own, and anything after a `--`.
     """
     first = first_command(args)
-    if first is None or _owns_index(args, first):
+    if first is None:
         return args
+    own_index = _owns_index(args, first)
     start = args.index(first) + 1
     head, rest, moved = args[:start], [], []
     i = start
@@ -47,11 +50,15 @@ def hoist_index(args: list[str]) -> list[str]:
         if arg == "--":
             rest += args[i:]
             break
-        if arg == "--index" and i + 1 < len(args):
+        if arg == "--no-gpu":
+            moved.append(arg)
+        elif own_index:
+            rest.append(arg)
+        elif arg == "--index" and i + 1 < len(args):
             moved += [arg, args[i + 1]]
             i += 2
             continue
-        if arg.startswith("--index="):
+        elif arg.startswith("--index="):
             moved += ["--index", arg.split("=", 1)[1]]
         else:
             rest.append(arg)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from qmd.cli.formats import format_collection, format_collection_list, to_json
+from qmd.cli.formats import collections_json, format_collection, format_collection_list, to_json
 from qmd.cli.shared import err, open_store, out
 from qmd.cli.update import print_report
 from qmd.core.text import line_safe
@@ -17,7 +17,7 @@ collection_app = typer.Typer(help="Manage collections: folders of markdown that 
 context_app = typer.Typer(help="Describe the index, a collection or a folder; contexts come back with every hit.", no_args_is_help=True)
 
 
-@collection_app.command("add")
+@collection_app.command("add", short_help="Add a folder as a collection and index it.")
 def collection_add(
     path: Annotated[str, typer.Argument(help="Folder to index.")],
     name: Annotated[str | None, typer.Option("--name", help="Collection name (default: the folder's name).")] = None,
@@ -42,7 +42,7 @@ def collection_add(
             raise typer.Exit(code)
 
 
-@collection_app.command("update-cmd")
+@collection_app.command("update-cmd", short_help="Set or clear the command run before an update.")
 def collection_update_cmd(
     name: Annotated[str, typer.Argument(help="The collection.")],
     command: Annotated[list[str] | None, typer.Argument(help="Shell command run in its folder before each update (e.g. 'git pull'); none clears it.")] = None,
@@ -58,15 +58,15 @@ def collection_update_cmd(
     err(f"✓ Set update command for '{name}': {text}" if text else f"✓ Cleared update command for '{name}'")
 
 
-@collection_app.command("list")
+@collection_app.command("list", short_help="List collections with file counts and update times.")
 def collection_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List collections with their file counts and last update."""
     with open_store() as store:
         colls = store.collections()
-    out(to_json([c.__dict__ for c in colls]) if json_ else format_collection_list(colls))
+    out(collections_json(colls) if json_ else format_collection_list(colls))
 
 
-@collection_app.command("show")
+@collection_app.command("show", short_help="Show one collection's settings and metadata keys.")
 def collection_show(name: str, json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show one collection's settings, contexts, counts and metadata keys (for --filter)."""
     with open_store() as store:
@@ -91,7 +91,7 @@ def _metadata_lines(keys: list[tuple[str, str, int]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@collection_app.command("remove")
+@collection_app.command("remove", short_help="Forget a collection; its files stay on disk.")
 def collection_remove(name: str) -> None:
     """Forget a collection (its files on disk are not touched)."""
     with open_store() as store:
@@ -99,7 +99,7 @@ def collection_remove(name: str) -> None:
     err(f"Removed collection '{name}' ({dropped} documents dropped from the index)")
 
 
-@collection_app.command("rename")
+@collection_app.command("rename", short_help="Rename a collection and its qmd:// paths.")
 def collection_rename(old: str, new: str) -> None:
     """Rename a collection (its qmd:// paths change with it)."""
     with open_store() as store:
@@ -107,7 +107,7 @@ def collection_rename(old: str, new: str) -> None:
     err(f"Renamed collection '{old}' → '{new}'")
 
 
-@collection_app.command("include")
+@collection_app.command("include", short_help="Search this collection by default.")
 def collection_include(name: str) -> None:
     """Search this collection by default."""
     with open_store() as store:
@@ -115,7 +115,7 @@ def collection_include(name: str) -> None:
     err(f"Collection '{name}' is searched by default")
 
 
-@collection_app.command("exclude")
+@collection_app.command("exclude", short_help="Search this collection only when named with -c.")
 def collection_exclude(name: str) -> None:
     """Search this collection only when asked for with -c."""
     with open_store() as store:
@@ -123,7 +123,7 @@ def collection_exclude(name: str) -> None:
     err(f"Collection '{name}' is searched only with -c {name}")
 
 
-@context_app.command("add")
+@context_app.command("add", short_help="Describe the index, a collection or a folder.")
 def context_add(
     target_or_text: Annotated[str, typer.Argument(metavar="[TARGET]", help="'/' (global), qmd://name/sub-path, or a folder; default: the current folder.")],
     text: Annotated[str | None, typer.Argument(metavar="TEXT", show_default=False)] = None,
@@ -136,7 +136,7 @@ def context_add(
     err(f"Context set for {info.target}")
 
 
-@context_app.command("list")
+@context_app.command("list", short_help="List every context.")
 def context_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List every context."""
     with open_store() as store:
@@ -149,7 +149,7 @@ def context_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None
         out("".join(f"{line_safe(c.target)}\n  {line_safe(c.text, newlines=True)}\n" for c in items))  # a cloned config's text: inert on a terminal
 
 
-@context_app.command("rm")
+@context_app.command("rm", short_help="Remove a context.")
 def context_rm(target: Annotated[str, typer.Argument(help="'/' for the global context, or qmd://name/sub-path.")]) -> None:
     """Remove a context."""
     with open_store() as store:

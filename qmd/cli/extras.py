@@ -1,97 +1,14 @@
-"""`qmd skill`, `qmd completion`, `qmd init`, `--version`: what the original 2.8.3 offers beside search.
-
-`qmd skill install` writes an agent skill (skill.md beside this file, in the Agent Skills
-format both agents read) that teaches search-first and typed lex/vec/hyde sub-queries,
-where the original installs its own: `./.agents/skills/qmd/` (Codex reads `.agents/skills`
-from the working directory up to the repository root; `--global`: `~/.agents/skills/qmd/`,
-Codex's user scope) and `.claude/skills/qmd` for Claude Code (`~/.claude/skills/qmd` with
-`--global`): a symlink to the first, as the original makes, or a copy where no link can be made.
-"""
+"""`qmd init` and `--version`: what the original 2.8.3 offers beside search (the skill
+commands: skills.py; completion: completion.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from qmd.cli.shared import err, out
-
-SKILL_FILE = Path(__file__).with_name("skill.md")
-
-skill_app = typer.Typer(help="The agent skill that teaches Claude Code and Codex to search your notes with qmd.", no_args_is_help=True)
-
-
-def skill_text() -> str:
-    return SKILL_FILE.read_text(encoding="utf-8")
-
-
-@skill_app.command("show")
-def skill_show() -> None:
-    """Print the skill (SKILL.md)."""
-    out(skill_text())
-
-
-def skill_dirs(global_: bool, cwd: Path | None = None) -> tuple[Path, Path]:
-    """(the Agent Skills folder Codex reads, Claude Code's) for qmd, in a project or for the user."""
-    base = Path.home() if global_ else (cwd or Path.cwd())
-    return base / ".agents" / "skills" / "qmd", base / ".claude" / "skills" / "qmd"
-
-
-def _is_ours(folder: Path, text: str) -> bool:
-    skill = folder / "SKILL.md"
-    return skill.is_file() and skill.read_text(encoding="utf-8", errors="replace") == text
-
-
-def _exists(path: Path) -> None:
-    from qmd.core.errors import QmdError
-
-    raise QmdError(f"a different skill already exists at {path}", "replace it with: qmd skill install --force")
-
-
-@skill_app.command("install")
-def skill_install(
-    global_: Annotated[bool, typer.Option("--global", help="Install for the user (~/.agents/skills, ~/.claude/skills) instead of this project.")] = False,
-    force: Annotated[bool, typer.Option("-f", "--force", help="Replace an existing, different qmd skill.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as the original's (which asks before linking Claude's folder): this qmd links it unless --no-claude.")] = False,
-    claude: Annotated[bool, typer.Option("--claude/--no-claude", help="Also make it visible to Claude Code (.claude/skills/qmd).")] = True,
-) -> None:
-    """Install the qmd skill for Codex (.agents/skills/qmd) and Claude Code (.claude/skills/qmd)."""
-    from qmd.core.fileio import write_text
-
-    text = skill_text()
-    agents, claude_dir = skill_dirs(global_)
-    if agents.exists() and not force and not _is_ours(agents, text):
-        _exists(agents)
-    agents.mkdir(parents=True, exist_ok=True)
-    write_text(agents / "SKILL.md", text)
-    out(f"✓ Installed QMD skill to {agents}\n")
-    if not claude:
-        return
-    if claude_dir.parent.exists() and os.path.realpath(claude_dir.parent) == os.path.realpath(agents.parent):
-        out(f"✓ Claude already sees the skill via {claude_dir.parent}\n")
-        return
-    link = os.path.relpath(agents, claude_dir.parent)
-    if claude_dir.is_symlink() and os.readlink(claude_dir) == link:
-        out(f"✓ Linked Claude skill at {claude_dir}\n")
-        return
-    if claude_dir.exists() or claude_dir.is_symlink():
-        if not (force or _is_ours(claude_dir, text)):
-            _exists(claude_dir)
-        if claude_dir.is_dir() and not claude_dir.is_symlink():
-            shutil.rmtree(claude_dir)
-        else:
-            claude_dir.unlink()
-    claude_dir.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        claude_dir.symlink_to(link, target_is_directory=True)
-        out(f"✓ Linked Claude skill at {claude_dir}\n")
-    except OSError:
-        claude_dir.mkdir()
-        write_text(claude_dir / "SKILL.md", text)
-        out(f"✓ Installed a copy for Claude at {claude_dir}\n")
+from qmd.cli.shared import out
 
 
 def init(directory: Annotated[str | None, typer.Argument(help="The project folder (default: the working directory).")] = None) -> None:
@@ -142,55 +59,6 @@ def init(directory: Annotated[str | None, typer.Argument(help="The project folde
     out("ready to go with new local index\n")
     out(f"  config: {config_path}\n  index:  {paths.index_path}\n")
     out("Add the project's notes with: qmd collection add . --name NAME (run inside the project)\n")
-
-
-COMPLETION_COMMANDS = (
-    "search vsearch query get multi-get ls update embed status cleanup rebuild collection context models pull bench mcp "
-    "skill completion init doctor teardown guard hooks updater"
-)
-COMMON_OPTIONS = "--index --json --csv --md --xml --files --format -n -c --collection --all --full --full-path --line-numbers --min-score --match --help --version"
-
-
-def completion_script(shell: str) -> str:
-    """A completion script for bash, zsh or fish: the commands, then the common options."""
-    if shell == "bash":
-        return f"""# qmd completion for bash: eval "$(qmd completion bash)"
-_qmd() {{
-    local cur="${{COMP_WORDS[COMP_CWORD]}}"
-    if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "{COMPLETION_COMMANDS} --index --version --help" -- "$cur"))
-    elif [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "{COMMON_OPTIONS}" -- "$cur"))
-    fi
-}}
-complete -o default -F _qmd qmd
-"""
-    if shell == "zsh":
-        return f"""#compdef qmd
-# qmd completion for zsh: eval "$(qmd completion zsh)"
-_qmd() {{
-    if (( CURRENT == 2 )); then
-        compadd -- {COMPLETION_COMMANDS} --index --version --help
-    elif [[ "$PREFIX" == -* ]]; then
-        compadd -- {COMMON_OPTIONS}
-    else
-        _files
-    fi
-}}
-if (( $+functions[compdef] )); then compdef _qmd qmd; fi
-"""
-    if shell == "fish":
-        lines = ["# qmd completion for fish: qmd completion fish | source", "complete -c qmd -f"]
-        lines.append(f"complete -c qmd -n '__fish_use_subcommand' -a '{COMPLETION_COMMANDS}'")
-        for opt in COMMON_OPTIONS.split():
-            lines.append(f"complete -c qmd -l {opt[2:]}" if opt.startswith("--") else f"complete -c qmd -s {opt[1:]}")
-        return "\n".join(lines) + "\n"
-    raise typer.BadParameter("choose bash, zsh or fish", param_hint="SHELL")
-
-
-def completion(shell: Annotated[str, typer.Argument(metavar="bash|zsh|fish", help="Your shell.")]) -> None:
-    """Print a shell completion script: eval "$(qmd completion bash)" (zsh alike); fish: qmd completion fish | source."""
-    out(completion_script(shell))
 
 
 def version_string() -> str:

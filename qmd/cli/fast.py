@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 import sys
 
-from qmd.cli.argv import first_command, hoist_index, not_text
-from qmd.cli.shared import STATE, pick_format
+from qmd.cli.argv import first_command, hoist_globals, not_text
+from qmd.cli.shared import NO_GPU_NOTE, STATE, err, pick_format
 from qmd.cli.boundary import guarded, run_command, usage_error
 
 TYPE_CHECKING = False
@@ -171,18 +171,32 @@ def _mcp(args: list[str]) -> Command | None:
     return lambda: run(STATE.index_name)
 
 
-ROUTES: dict[str, Route] = {name: _routed(name) for name in ("search", "vsearch", "query", "get", "status")} | {"mcp": _mcp}
+def _completion(args: list[str]) -> Command | None:
+    """`qmd [--index NAME] completion --values collections|indexes`: what the completion
+    scripts ask for while a word is completed (candidates.py); the scripts themselves: typer."""
+    from qmd.cli.candidates import KINDS, print_values
+
+    kind = args[1] if len(args) == 2 and args[0] == "--values" else args[0].split("=", 1)[1] if len(args) == 1 and args[0].startswith("--values=") else None
+    if kind not in KINDS:
+        return None
+    return lambda: print_values(kind, STATE.index_name)
+
+
+ROUTES: dict[str, Route] = {name: _routed(name) for name in ("search", "vsearch", "query", "get", "status")} | {"mcp": _mcp, "completion": _completion}
 
 
 def route(argv: list[str]) -> Command | None:
     """The command to run for `argv` without typer, or None to let the typer app parse it."""
-    args = hoist_index(argv)
+    args = hoist_globals(argv)
     index: str | None = None
+    no_gpu = False
     i = 0
-    while i < len(args) and args[i][:1] == "-":  # the options before the command: --index only
-        if index is not None:
+    while i < len(args) and args[i][:1] == "-":  # the options before the command: --index, --no-gpu
+        if args[i] == "--no-gpu" and not no_gpu:
+            no_gpu = True
+        elif index is not None:
             return None
-        if args[i].startswith("--index="):
+        elif args[i].startswith("--index="):
             index = args[i].split("=", 1)[1]
         elif args[i] == "--index" and i + 1 < len(args) and args[i + 1][:1] != "-":
             index = args[i + 1]
@@ -200,7 +214,9 @@ def route(argv: list[str]) -> Command | None:
         return None
 
     def selected() -> object:
-        STATE.index_name = index  # what the typer app's root callback does with --index
+        if no_gpu:  # what the typer app's root callback does with --no-gpu and --index
+            err(NO_GPU_NOTE)
+        STATE.index_name = index
         return command()
 
     return selected

@@ -251,6 +251,23 @@ def format_ls(entries: Sequence[FileEntry]) -> str:
     )
 
 
+def collections_json(colls: Sequence[CollectionInfo]) -> str:
+    """`qmd collection list --json` and `qmd ls --json`: every field of each collection."""
+    return to_json([c.__dict__ for c in colls])
+
+
+def ls_json(entries: Sequence[FileEntry], uri: Callable[[str], str] = str) -> str:
+    """`qmd ls NAME --json`: one object per file (the original prints its listing as text
+    whatever the flags); `uri` adds the `?index=NAME` of a named index, as get reads it."""
+    from qmd.core.clock import now_iso
+
+    return to_json([
+        {"file": uri(e.uri), "collection": e.collection, "path": e.path, "docid": f"#{e.docid}", "title": e.title,
+         "size": e.size, "modified": now_iso(e.mtime_ns / 1e9)}
+        for e in entries
+    ])
+
+
 def format_ls_root(colls: Sequence[CollectionInfo]) -> str:
     if not colls:
         return "No collections. Add one with: qmd collection add DIR --name NAME\n"

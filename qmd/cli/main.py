@@ -19,11 +19,11 @@ import typer
 
 from qmd.core.version import __version__
 from qmd.core.errors import QmdError
-from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_index, not_text
+from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_globals, not_text
 from qmd.cli.boundary import guarded
-from qmd.cli.shared import STATE, err
+from qmd.cli.shared import NO_GPU_NOTE, STATE, err
 
-__all__ = ["CORE_COMMANDS", "OWN_INDEX_OPTION", "build_app", "hoist_index", "main", "run"]
+__all__ = ["CORE_COMMANDS", "OWN_INDEX_OPTION", "build_app", "hoist_globals", "main", "run"]
 
 ENTRY_POINT_GROUP = "qmd.commands"
 
@@ -47,8 +47,9 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "pull": ("qmd.cli.vectors", "pull", False),
     "bench": ("qmd.cli.bench", "bench", False),
     "mcp": ("qmd.cli.mcp", "mcp_app", True),
-    "skill": ("qmd.cli.extras", "skill_app", True),
-    "completion": ("qmd.cli.extras", "completion", False),
+    "skill": ("qmd.cli.skills", "skill_app", True),
+    "skills": ("qmd.cli.skills", "skills_app", True),
+    "completion": ("qmd.cli.completion", "completion", False),
     "init": ("qmd.cli.extras", "init", False),
     "token": ("qmd.cli.token", "token_app", True),
     "trust": ("qmd.cli.trust", "trust_app", True),
@@ -57,6 +58,14 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
 # Commands that may use a project-local config's gated fields (update commands, outside
 # collections, custom models): asked for on a terminal first (vsearch and query ask in actions.py).
 TRUST_ASKING = frozenset({"update", "embed", "pull"})
+
+
+def _skill(value: bool) -> None:
+    if value:
+        from qmd.cli.skills import skill_show
+
+        skill_show()
+        raise typer.Exit()
 
 
 def _version(value: bool) -> None:
@@ -74,11 +83,12 @@ def root(
     ctx: typer.Context,
     index: Annotated[str | None, typer.Option("--index", help="Use index NAME (default: index). Each has its own config and database.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
-    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Accepted for scripts written for the original qmd: this build runs models on the CPU.")] = False,
+    skill: Annotated[bool, typer.Option("--skill", callback=_skill, is_eager=True, help="Print the qmd skill for agents (as qmd skill show).")] = False,
+    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Accepted anywhere on the line, for scripts written for the original qmd: this build runs models on the CPU.")] = False,
 ) -> None:
     """On-device search for your markdown notes."""
     if no_gpu:
-        err("note: --no-gpu: this qmd runs its models on the CPU (llama.cpp), so there is nothing to turn off")
+        err(NO_GPU_NOTE)
     STATE.index_name = index
     ctx.meta[INDEX_META_KEY] = index
     if ctx.invoked_subcommand in TRUST_ASKING and not ctx.resilient_parsing and not {"-h", "--help"} & set(sys.argv):
@@ -95,10 +105,13 @@ def _harness_commands() -> dict[str, object]:
 
 
 def _add(app: typer.Typer, name: str, target: object) -> None:
+    from qmd.cli.menu import SHORT_HELP
+
+    line = SHORT_HELP.get(name)  # `qmd --help`'s line for it (menu.py)
     if isinstance(target, typer.Typer):
-        app.add_typer(target, name=name)
+        app.add_typer(target, name=name, short_help=line)
     elif callable(target):
-        app.command(name)(target)
+        app.command(name, short_help=line)(target)
     else:
         raise TypeError(f"the '{name}' command is neither a function nor a typer app")
 
@@ -107,8 +120,11 @@ def build_app(argv: list[str]) -> typer.Typer:
     """The typer app holding the invoked command (every command for help or a typo)."""
     import importlib
 
+    from qmd.cli.menu import SectionedGroup
+
     app = typer.Typer(
         name="qmd",
+        cls=SectionedGroup,
         help="On-device search for your markdown notes: keyword (BM25) and vector search, documents, collections, contexts.",
         no_args_is_help=True,
         add_completion=False,
@@ -139,7 +155,7 @@ def build_app(argv: list[str]) -> typer.Typer:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI through the typer app and map every outcome to the documented exit code."""
-    args = hoist_index(list(sys.argv[1:] if argv is None else argv))
+    args = hoist_globals(list(sys.argv[1:] if argv is None else argv))
     if not_text(args):
         return 2
 

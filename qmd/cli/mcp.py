@@ -90,7 +90,7 @@ def _start_daemon(index: str, host: str, port: int | None, no_auth: bool = False
     out(f"log: {log}\nstop: {stop_hint(index)}\n")
 
 
-@mcp_app.command("stop")
+@mcp_app.command("stop", short_help="Stop an index's HTTP server.")
 def stop(
     index: Annotated[str | None, typer.Option("--index", help="The index whose server to stop: a name, or the path of a project's .qmd/index.yml (default: the one chosen with qmd --index, else the project-local index found from here, else index).", show_default=False)] = None,
 ) -> None:
@@ -102,7 +102,7 @@ def stop(
     out(report.message + "\n")
 
 
-@mcp_app.command("install")
+@mcp_app.command("install", short_help="Register qmd's MCP server with Claude Code or Codex.")
 def install(
     claude: Annotated[bool, typer.Option("--claude", help="Register with Claude Code.")] = False,
     codex: Annotated[bool, typer.Option("--codex", help="Register with Codex.")] = False,

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from qmd.cli import actions
-from qmd.cli.formats import format_ls, format_ls_root, format_multi
+from qmd.cli.formats import format_ls, format_ls_root, format_multi, collections_json, ls_json
 from qmd.cli.options import (
     AllOpt,
     CollectionOpt,
@@ -23,7 +23,7 @@ from qmd.cli.options import (
     NOpt,
     with_output_format,
 )
-from qmd.cli.shared import err, open_store, out
+from qmd.cli.shared import err, index_uri, open_store, out
 
 
 @with_output_format
@@ -95,10 +95,15 @@ def is_list_pattern(pattern: str) -> bool:
     return ("," in pattern and not any(ch in pattern for ch in "*?{")) or re.fullmatch(r"#?[0-9a-fA-F]{6,}", pattern.strip()) is not None
 
 
-def ls(target: Annotated[str | None, typer.Argument(help="A collection, collection/sub-path or qmd:// path; none lists collections.")] = None) -> None:
+def ls(
+    target: Annotated[str | None, typer.Argument(help="A collection, collection/sub-path or qmd:// path; none lists collections.")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="JSON: the collections as collection list --json prints them, or one object per file.")] = False,
+) -> None:
     """List collections, or the files in one."""
     with open_store() as store:
         if not target:
-            out(format_ls_root(store.collections()))
+            colls = store.collections()
+            out(collections_json(colls) if json_ else format_ls_root(colls))
         else:
-            out(format_ls(store.ls(target)))
+            files = store.ls(target)
+            out(ls_json(files, index_uri) if json_ else format_ls(files))

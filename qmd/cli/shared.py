@@ -11,6 +11,7 @@ import os
 import sys
 
 FORMATS = ("cli", "json", "csv", "md", "xml", "files")  # the output formats (qmd/cli/formats.py renders them)
+NO_GPU_NOTE = "note: --no-gpu: this qmd runs its models on the CPU (llama.cpp), so there is nothing to turn off"
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

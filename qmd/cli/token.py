@@ -32,7 +32,7 @@ def _flag(index: str) -> str:
     return "" if index == DEFAULT_INDEX else f" --index {index}"
 
 
-@token_app.command("add")
+@token_app.command("add", short_help="Make a token; it is printed once.")
 def add(
     name: Annotated[str, typer.Argument(help="Who holds the token (a person or an agent): letters, digits, . _ @ -.")],
     collection: Annotated[list[str] | None, typer.Option("-c", "--collection", help="A collection the token may read (repeatable); default: every collection.")] = None,
@@ -57,7 +57,7 @@ def add(
     err("clients send it as: Authorization: Bearer <token>  (qmd mcp install --claude|--codex --http --token-env VAR reads it from $VAR)")
 
 
-@token_app.command("list")
+@token_app.command("list", short_help="List the tokens (never the tokens themselves).")
 def list_(
     json_: Annotated[bool, typer.Option("--json", help="JSON: [{name, collections, created_at, id}].")] = False,
 ) -> None:
@@ -84,7 +84,7 @@ def list_(
         out(f"{str(r['name']).ljust(width)}  {r['created_at']}  sha256:{r['id']}…  {scope}\n")
 
 
-@token_app.command("revoke")
+@token_app.command("revoke", short_help="Remove a token; requests carrying it get 401.")
 def revoke(
     name: Annotated[str, typer.Argument(help="The token's name (qmd token list).")],
 ) -> None:

@@ -39,7 +39,7 @@ def trust(ctx: typer.Context) -> None:
     out("Editing a hook, out-of-project path, or custom model will ask again. Revoke with 'qmd trust revoke'.\n")
 
 
-@trust_app.command("list")
+@trust_app.command("list", short_help="List the approved project configs.")
 def trust_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The approved project configs (from <config dir>/trusted.json)."""
     from qmd.core.trust import list_trusted
@@ -56,7 +56,7 @@ def trust_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
         out(f"{path} (trusted {when})\n")
 
 
-@trust_app.command("revoke")
+@trust_app.command("revoke", short_help="Withdraw the approval of this project's config.")
 def trust_revoke() -> None:
     """Drop the approval of the project-local config in scope: its gated fields are asked for again."""
     from qmd.core.trust import revoke_trust

@@ -180,7 +180,7 @@ def pull(
             raise QmdError(f"the {ref.role} model {ref.path} does not exist", "fix the path, or import one: qmd models import DIR")
 
 
-@models_app.command("list")
+@models_app.command("list", short_help="Show each role's model and where it comes from.")
 def models_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Each role's model, where the choice came from, and whether it is a local file."""
     with open_store() as store:
@@ -193,7 +193,7 @@ def models_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
         out(f"{r.role:9} {r.spec}\n          from {r.source}; {state}\n")
 
 
-@models_app.command("import")
+@models_app.command("import", short_help="Convert a local BERT-family model to GGUF.")
 def models_import(
     folder: Annotated[Path | None, typer.Argument(help="A sentence-transformers or BERT cross-encoder folder (safetensors + vocab.txt).")] = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="GGUF file to write (default: the models dir).")] = None,

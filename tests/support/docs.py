@@ -171,10 +171,10 @@ def parse_error(argv: list[str]) -> str | None:
     import typer
     from typer._click import exceptions
 
-    from qmd.cli.argv import hoist_index
+    from qmd.cli.argv import hoist_globals
     from qmd.cli.docgen import root_command
 
-    args = hoist_index(list(argv))
+    args = hoist_globals(list(argv))
     command = root_command()
     sink = io.StringIO()
     try:

@@ -5,7 +5,9 @@ running the tests, so the checkout on PYTHONPATH is what runs).
 `qmd_at(cwd, *args)` runs it from a project folder in `local_env()` (no warm server, no trust
 granted by the environment); `command(*args)` is the argv for a test that needs a Popen (a
 server, a process to signal); `qmd_on_pty(*args)` runs it with stdout on a terminal of a given
-width (colours, wrapping).
+width (colours, wrapping); `qmd_on_terminal(cwd, *args, answer=)` runs it on a terminal (stdin
+too) and answers its `[y/N]` question; `qmd_on_path(folder)` writes a `qmd` executable there,
+for a shell that runs `qmd` itself (the completion scripts).
 `env` is the child's whole environment; by default the test's own, which the autouse
 `isolated_home` fixture has pointed inside tmp_path. The working directory is by default the
 child's HOME (the isolated home), never the checkout: a `.qmd/` there would be adopted, and
@@ -28,6 +30,17 @@ QMD = (sys.executable, "-m", "qmd")
 def command(*args: str) -> list[str]:
     """The argv that starts `qmd ARGS`."""
     return [*QMD, *args]
+
+
+def qmd_on_path(folder: Path) -> Path:
+    """A `qmd` executable in `folder` running this qmd (put `folder` first on PATH); returns `folder`."""
+    import shlex
+
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "qmd"
+    script.write_text("#!/bin/sh\nexec " + shlex.join(command()) + ' "$@"\n')
+    script.chmod(0o755)
+    return folder
 
 
 def qmd_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -107,3 +120,37 @@ def qmd_on_pty(*args: str, env: Mapping[str, str] | None = None, columns: int = 
             proc.kill()
             proc.wait()
     return code, output.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def qmd_on_terminal(cwd: Path, *args: str, answer: str, env: Mapping[str, str] | None = None, timeout: float = 60) -> tuple[int, str]:
+    """Run `qmd ARGS` from `cwd` on a real pseudo-terminal, answer its `[y/N]` question with
+    `answer`; returns (exit code, everything it printed). `env`: as for run_qmd."""
+    import pty
+    import select
+    import time
+
+    environ = qmd_env() if env is None else dict(env)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a terminal session
+        os.chdir(cwd)
+        os.execve(sys.executable, command(*args), environ)
+    output, answered = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([fd], [], [], 0.5)[0]:
+                continue
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            output += chunk
+            if not answered and b"[y/N]" in output:
+                os.write(fd, answer.encode() + b"\n")
+                answered = True
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qmd.cli.main import hoist_index
+from qmd.cli.main import hoist_globals
 from tests.support.run import qmd_env, run_qmd
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -24,10 +24,14 @@ Cli = Callable[..., tuple[int, str, str]]
         (["mcp", "stop", "--index", "w"], ["mcp", "stop", "--index", "w"]),  # mcp stop's own option
         (["search", "--", "--index", "w"], ["search", "--", "--index", "w"]),  # after `--` it is query text
         (["update", "--index"], ["update", "--index"]),  # no value: left for the usage error
+        (["search", "x", "--no-gpu"], ["--no-gpu", "search", "x"]),
+        (["search", "x", "--no-gpu", "--index", "w", "-n", "2"], ["--no-gpu", "--index", "w", "search", "x", "-n", "2"]),
+        (["doctor", "--index", "w", "--no-gpu"], ["--no-gpu", "doctor", "--index", "w"]),  # doctor keeps its --index
+        (["search", "--", "x", "--no-gpu"], ["search", "--", "x", "--no-gpu"]),  # query text
     ],
 )
 def test_index_after_the_command_moves_in_front(args: list[str], expected: list[str]) -> None:
-    assert hoist_index(args) == expected
+    assert hoist_globals(args) == expected
 
 
 def test_a_script_passing_index_after_the_command_reads_that_index(tmp_path: Path) -> None:
@@ -45,6 +49,9 @@ def test_a_script_passing_index_after_the_command_reads_that_index(tmp_path: Pat
     ("args", "note"),
     [
         (["--no-gpu", "status"], "runs its models on the CPU"),
+        (["status", "--no-gpu"], "runs its models on the CPU"),
+        (["search", "rollback", "--no-gpu"], "runs its models on the CPU"),
+        (["collection", "list", "--no-gpu"], "runs its models on the CPU"),
         (["update", "--pull"], None),
         (["collection", "add", "{notes}", "--name", "m", "--mask", "**/*.md"], None),
         (["collection", "add", "{notes}", "--name", "g", "--glob", "**/*.md"], None),
@@ -71,12 +78,12 @@ def test_the_originals_embed_flags_are_accepted_and_explained(cli: Cli, notes: P
 
 
 def test_index_after_mcp_selects_the_index_but_mcp_stop_keeps_its_own() -> None:
-    from qmd.cli.argv import hoist_index
+    from qmd.cli.argv import hoist_globals
 
-    assert hoist_index(["mcp", "--index", "work"]) == ["--index", "work", "mcp"]
-    assert hoist_index(["mcp", "--http", "--port", "9000", "--index", "work"]) == ["--index", "work", "mcp", "--http", "--port", "9000"]
-    assert hoist_index(["mcp", "stop", "--index", "work"]) == ["mcp", "stop", "--index", "work"]
-    assert hoist_index(["doctor", "--index", "work"]) == ["doctor", "--index", "work"]
+    assert hoist_globals(["mcp", "--index", "work"]) == ["--index", "work", "mcp"]
+    assert hoist_globals(["mcp", "--http", "--port", "9000", "--index", "work"]) == ["--index", "work", "mcp", "--http", "--port", "9000"]
+    assert hoist_globals(["mcp", "stop", "--index", "work"]) == ["mcp", "stop", "--index", "work"]
+    assert hoist_globals(["doctor", "--index", "work"]) == ["doctor", "--index", "work"]
 
 
 @pytest.mark.parametrize(
@@ -87,7 +94,7 @@ def test_index_after_mcp_selects_the_index_but_mcp_stop_keeps_its_own() -> None:
         (["collection", "update-cmd", "notes"], "Cleared update command for 'notes'"),
         (["query", "lex: rollback", "--full", "--all", "--line-numbers", "--json"], None),
         (["search", "rollback", "--match", "all", "--files"], None),
-        (["completion", "bash"], "complete -o default -F _qmd qmd"),
+        (["completion", "bash"], "complete -F _qmd qmd"),
         (["completion", "zsh"], "compdef _qmd qmd"),
         (["completion", "fish"], "complete -c qmd"),
     ],
@@ -139,31 +146,29 @@ def test_query_full_and_line_numbers(cli: Cli, notes: Path) -> None:
     assert hits[0]["snippet"].split("\n")[1].startswith(f"{first}: ")
 
 
-def test_skill_install_for_codex_and_claude(tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    done = run_qmd("skill", "install", cwd=project)
-    assert done.returncode == 0, done.stderr
-    skill = project / ".agents" / "skills" / "qmd" / "SKILL.md"
-    text = skill.read_text()
-    assert text.startswith("---\nname: qmd\ndescription: ") and "lex:" in text and "vec:" in text and "hyde:" in text
-    claude = project / ".claude" / "skills" / "qmd"
-    assert claude.is_symlink() and (claude / "SKILL.md").read_text() == text
-    assert run_qmd("skill", "install", cwd=project).returncode == 0  # again: same skill, fine
-    skill.write_text("---\nname: qmd\ndescription: someone else's\n---\n")
-    again = run_qmd("skill", "install", cwd=project)
-    assert again.returncode == 1 and "--force" in again.stderr
-    assert run_qmd("skill", "install", "--force", cwd=project).returncode == 0 and skill.read_text() == text
-    assert run_qmd("skill", "show").stdout == text
+def test_ls_json_lists_collections_and_files_that_get_reads_back(notes: Path) -> None:
+    """The original prints its text listing whatever the flags; `--json` here is JSON."""
+    import json
 
+    def qmd(*args: str) -> str:
+        done = run_qmd(*args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
-def test_skill_install_global_writes_under_home(tmp_path: Path) -> None:
-    home = tmp_path / "another-home"
-    home.mkdir()
-    done = run_qmd("skill", "install", "--global", "--yes", env=qmd_env({"HOME": str(home)}))
-    assert done.returncode == 0, done.stderr
-    assert (home / ".agents" / "skills" / "qmd" / "SKILL.md").is_file()
-    assert (home / ".claude" / "skills" / "qmd" / "SKILL.md").is_file()
+    qmd("collection", "add", str(notes), "--name", "notes")
+    listed = qmd("ls", "--json")
+    assert listed == qmd("collection", "list", "--json") and [c["name"] for c in json.loads(listed)] == ["notes"]
+    files = json.loads(qmd("ls", "notes/runbooks", "--json"))
+    assert [f["path"] for f in files] == ["runbooks/deploy.md", "runbooks/postgres.md"]
+    assert {"file", "collection", "docid", "title", "size", "modified"} <= set(files[0]) and files[0]["title"] == "Deploy Runbook"
+    for f in files:
+        assert json.loads(qmd("get", f["file"], "--json"))["docid"] == f["docid"]
+    qmd("--index", "work", "collection", "add", str(notes), "--name", "w")
+    named = json.loads(qmd("--index", "work", "ls", "w", "--json"))
+    assert named[0]["file"] == "qmd://w/ideas.md?index=work"  # the URI get takes back, as search prints it
+    assert json.loads(qmd("get", named[0]["file"], "--json"))["docid"] == named[0]["docid"]
+    missing = run_qmd("ls", "nope", "--json")
+    assert missing.returncode == 1 and missing.stderr.startswith("Error: unknown collection 'nope'")
 
 
 def test_version_names_the_commit() -> None:

@@ -252,6 +252,40 @@ def test_skill_install(tools: Tools) -> None:
         assert (project / ".claude" / "skills" / "qmd").is_symlink()
 
 
+def test_flags_the_originals_scripts_pass_anywhere(tools: Tools) -> None:
+    """`--no-gpu` after the command, `ls --json`: accepted by both (the original prints its
+    ls text whatever the flags; ours prints JSON, the README's table)."""
+    theirs, ours = tools.both("search", "load balancer", "--no-gpu", "--files")
+    assert ours.splitlines()[0].split(",")[:2] == theirs.splitlines()[0].split(",")[:2]
+    theirs, ours = tools.both("ls", "small", "--json")
+    assert [f["file"] for f in json.loads(ours)] == [line.split()[-1] for line in theirs.splitlines()]
+    tools.both("ls", "--json")
+
+
+def test_skill_install_without_yes_and_the_skills_commands(tools: Tools) -> None:
+    """Off a terminal, without --yes, neither links Claude's folder (a tip instead); `skills`
+    lists and prints in the same JSON shape (the original ships one more skill, `release`)."""
+    for who in ("orig", "ours"):
+        project = tools.root / f"project-noyes-{who}"
+        project.mkdir()
+        code, out, err = tools.run(who, "skill", "install", cwd=project)
+        assert code == 0, err
+        assert (project / ".agents" / "skills" / "qmd" / "SKILL.md").is_file() and not (project / ".claude").exists()
+        assert "Tip:" in out
+    theirs, ours = (json.loads(text) for text in tools.both("skills", "list", "--json"))
+    assert theirs["success"] is ours["success"] is True
+    assert {tuple(entry) for entry in ours["data"]} == {tuple(entry) for entry in theirs["data"]} == {("name", "description")}
+    assert "qmd" in {entry["name"] for entry in ours["data"]} & {entry["name"] for entry in theirs["data"]}
+    theirs, ours = (json.loads(text) for text in tools.both("skills", "get", "qmd", "--json"))
+    assert [set(entry) for entry in ours["data"]] == [set(entry) for entry in theirs["data"]] == [{"name", "content"}]
+    theirs, ours = tools.both("skills", "get", "qmd")
+    assert theirs.startswith("---\nname: qmd\n") and ours.startswith("---\nname: qmd\n")
+    theirs, ours = (json.loads(text) for text in tools.both("skills", "get", "nope", "--json"))  # exit 1 on both
+    assert ours == theirs == {"success": False, "error": "Skill not found: nope"}
+    theirs, ours = tools.both("--skill")
+    assert theirs.startswith("QMD Skill\n\n---\nname: qmd\n") and ours.startswith("---\nname: qmd\n")  # ours: the file itself
+
+
 def test_bench_json(tools: Tools) -> None:
     """The original's `bench --json` shape; bm25 scores equal; the backends without models
     differ on purpose (zeros there, `unavailable` here: docs/compat.md's table)."""

@@ -108,6 +108,16 @@ ROUTED = [
     ["search", "--match", "all", "rollback back", "--json"],
     ["query", "--chunk-strategy", "auto", "--no-rerank", "restore"],
     ["query", "--filter", "{}", "--no-expand", "restore", "--json"],
+    # --no-gpu anywhere: the original's scripts pass it; a note on stderr, as typer prints it
+    ["--no-gpu", "search", "rollback"],
+    ["search", "rollback", "--no-gpu", "--json"],
+    ["status", "--no-gpu"],
+    ["get", "runbooks/deploy.md", "--no-gpu", "--index", "other"],
+    # what the completion scripts ask for while a word is completed
+    ["completion", "--values", "collections"],
+    ["completion", "--values=indexes"],
+    ["--index", "other", "completion", "--values", "collections"],
+    ["completion", "--values", "collections", "--index", "bad name!"],
 ]
 
 # Command lines the fast path leaves to typer (help, usage errors, other commands, unusual forms).
@@ -143,8 +153,9 @@ FALLBACK = [
     ["search", "rollback", "--index"],
     ["--index", "a", "--index", "b", "search", "rollback"],
     ["--index", "a", "search", "rollback", "--index", "b"],
-    ["--no-gpu", "search", "rollback"],
     ["--bogus", "search", "rollback"],
+    ["search", "-n", "0", "rollback", "--no-gpu"],  # the note, then typer's usage error
+    ["--no-gpu", "--no-gpu", "search", "rollback"],
     ["serach", "rollback"],
     ["vsearch"],
     ["vsearch", "--bogus", "rollback"],
@@ -165,6 +176,10 @@ FALLBACK = [
     ["status", "extra"],
     ["status", "--json=1"],
     ["status", "--help"],
+    ["completion", "bash"],
+    ["completion"],
+    ["completion", "--values", "docs"],
+    ["completion", "--values", "collections", "bash"],
 ]
 
 
@@ -254,7 +269,7 @@ def _timeless(out: bytes) -> bytes:
 
 @pytest.mark.parametrize(
     "argv",
-    [["search", "rollback", "--json"], ["search", "restore", "-n", "1", "--index", "other"], ["search", "-n", "0", "x"], ["search"], ["get", "runbooks/deploy.md"], ["status"], ["search", "--help"]],
+    [["search", "rollback", "--json"], ["search", "restore", "-n", "1", "--index", "other"], ["search", "rollback", "--no-gpu"], ["search", "-n", "0", "x"], ["search"], ["get", "runbooks/deploy.md"], ["status"], ["search", "--help"]],
     ids=repr,
 )
 def test_the_console_script_with_and_without_the_fast_path(argv: list[str], indexed: Path) -> None:

@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from qmd.core import trust
 from qmd.core.paths import find_local_config, resolve_index
-from tests.support.run import command, local_env, qmd_at
+from tests.support.run import command, local_env, qmd_at, qmd_on_terminal
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=local_env(), check=True, capture_output=True, text=True).stdout
@@ -83,45 +79,14 @@ def test_no_terminal_skips_gated_fields_and_still_indexes(clone: tuple[Path, Pat
     assert "In use: project-local" in qmd_at(work, "status").stdout
 
 
-def _pty_run(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
-    """Run qmd on a real pseudo-terminal, answer its question, return (exit code, output)."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: a terminal session
-        os.chdir(cwd)
-        env = local_env()
-        os.execve(sys.executable, command(*args), env)
-    output = b""
-    answered = False
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.5)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            output += chunk
-            if not answered and b"[y/N]" in output:
-                os.write(fd, answer.encode() + b"\n")
-                answered = True
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
-
-
 @pytest.mark.slow
 def test_terminal_asks_approval_holds_until_the_command_changes(clone: tuple[Path, Path]) -> None:
     upstream, work = clone
-    code, text = _pty_run(work, ["update"], "n")
+    code, text = qmd_on_terminal(work, "update", answer="n", env=local_env())
     assert code == 0 and "Trust this project's .qmd config? [y/N]" in text and "touch" in text
     assert not marker_of(work).exists()
 
-    code, text = _pty_run(work, ["update"], "y")
+    code, text = qmd_on_terminal(work, "update", answer="y", env=local_env())
     assert code == 0 and "Trusted" in text, text
     assert marker_of(work).exists()
     record = json.loads(trust.trust_file_path().read_text())
@@ -279,9 +244,9 @@ def test_each_gated_field_by_terminal_approval_and_edit(tmp_path: Path, field: s
 
     result = qmd_at(work, "update")  # no terminal
     assert result.returncode == 0 and "not trusted" in result.stderr and not used(1)
-    code, text = _pty_run(work, ["update"], "n")  # a terminal, the answer no
+    code, text = qmd_on_terminal(work, "update", answer="n", env=local_env())  # a terminal, the answer no
     assert code == 0 and "[y/N]" in text and not used(1)
-    code, text = _pty_run(work, ["update"], "y")  # a terminal, the answer yes
+    code, text = qmd_on_terminal(work, "update", answer="y", env=local_env())  # a terminal, the answer yes
     assert code == 0 and "Trusted" in text and used(1), text
     (tmp_path / "MARKER-1").unlink(missing_ok=True)
     assert qmd_at(work, "update").returncode == 0 and used(1)  # approved: used unattended
