@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 LAYOUT = REPO / "docs" / "development.md"
 _ROW = re.compile(r"^\| `([^`]+)` \| (.+) \|$")
-_NAME = re.compile(r"`([a-z_]+)(\.py|/)?`")
+_NAME = re.compile(r"`([a-z_]+|[a-z_][a-z_-]*(?=/`))(\.py|/)?`")  # a hyphen only in a folder name (`agent-skills/`)
 _UNLISTED_TOP = {"README.md"}  # the README is the front page, not a room
 
 
