@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +17,7 @@ import pytest
 from qmd.core import trust
 from qmd.core.paths import find_local_config, resolve_index
 from tests.support.run import command, local_env, qmd_at
+from tests.support.terminal import on_a_terminal
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=local_env(), check=True, capture_output=True, text=True).stdout
@@ -85,33 +82,7 @@ def test_no_terminal_skips_gated_fields_and_still_indexes(clone: tuple[Path, Pat
 
 def _pty_run(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
     """Run qmd on a real pseudo-terminal, answer its question, return (exit code, output)."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: a terminal session
-        os.chdir(cwd)
-        env = local_env()
-        os.execve(sys.executable, command(*args), env)
-    output = b""
-    answered = False
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.5)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            output += chunk
-            if not answered and b"[y/N]" in output:
-                os.write(fd, answer.encode() + b"\n")
-                answered = True
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
+    return on_a_terminal(command(*args), env=local_env(), cwd=cwd, answer=(b"[y/N]", answer.encode() + b"\n"), timeout=60)
 
 
 @pytest.mark.slow
