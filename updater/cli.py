@@ -46,13 +46,13 @@ def run(
     json_: Annotated[bool, typer.Option("--json", help="Print the run's result as JSON.")] = False,
     threads: ThreadsOpt = None,
 ) -> None:
-    """Drain the queue once: claim, coalesce per repo, update then embed, delete what succeeded."""
+    """Drain the queue once: claim, coalesce per repo, update then embed, delete what succeeded (what it does is said on stderr as it goes, and in the log)."""
     from .logs import setup
     from .run import drain
 
     layout = harness.StateLayout.current()
     _low_priority(threads)
-    log = setup(layout)
+    log = setup(layout, stderr=True, plain=True)  # what it does, as it goes, on stderr too (the result goes to stdout)
     try:
         with UpdaterLock(layout, "run"):
             result = drain(layout, log, respect_backoff=respect_backoff)
