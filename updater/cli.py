@@ -46,7 +46,7 @@ def run(
     json_: Annotated[bool, typer.Option("--json", help="Print the run's result as JSON.")] = False,
     threads: ThreadsOpt = None,
 ) -> None:
-    """Drain the queue once: claim, coalesce per repo, update then embed, delete what succeeded (what it does is said on stderr as it goes, and in the log)."""
+    """Drain the queue once: claim, coalesce per repo, update then embed, delete what succeeded."""
     from .logs import setup
     from .run import drain
 
