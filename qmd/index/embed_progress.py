@@ -129,7 +129,7 @@ class EmbedProgress:
         `embedding 1,204 chunks (512k tokens) of 249 documents`."""
         if self.phase == "loading":
             if self.model_bytes is None:
-                return f"embedding model {self.model}: served remotely…"
+                return f"embedding model {self.model} is served remotely: nothing to load…"
             return f"loading embedding model {self.model} ({human_size(self.model_bytes)})…"
         if self.phase == "chunking":
             return f"chunking {_n(self.documents, 'document')}…"
@@ -158,13 +158,13 @@ class EmbedProgress:
         return f"{self.phase}: {self.counts()}"
 
     def status(self) -> str:
-        """The short form `qmd status` shows: `embedding 480/1204 chunks (48%), ETA 5m 40s`."""
+        """The short form `qmd status` shows: `embedding 480/1204 chunks, 245k/512k tokens (48%), ETA 5m 40s`."""
         if self.phase == "chunking":
             return f"chunking {self.documents_done}/{self.documents} documents"
         if self.phase != "embedding":
             return self.headline().rstrip("…")
         eta = f", ETA {duration(self.eta_s)}" if self.eta_s is not None else ""
-        return f"embedding {self.chunks_done}/{self.chunks} chunks ({self._percent()}){eta}"
+        return f"embedding {self.chunks_done}/{self.chunks} chunks, {short_count(self.tokens_done, self.tokens)}/{short_count(self.tokens)} tokens ({self._percent()}){eta}"
 
 
 OnEmbedProgress = Callable[[EmbedProgress], None]

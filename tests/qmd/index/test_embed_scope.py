@@ -185,7 +185,7 @@ def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_pat
     running = status["running"]
     assert running["pid"] == proc.pid and running["operation"] == "embed" and running["phase"] == "embedding" and running["documents"] == total
     assert running["unit"] == "chunks" and running["total"] == running["chunks"] >= total and 0 <= running["done"] < running["total"]  # written at most once a second
-    assert f"Running:  qmd embed -c big (pid {proc.pid}" in text and f"): embedding {running['done']}/{running['total']} chunks (" in text
+    assert f"Running:  qmd embed -c big (pid {proc.pid}" in text and f"): embedding {running['done']}/{running['total']} chunks, " in text
     coverage = {c["name"]: c["embedded_documents"] for c in status["collections"]}
     assert coverage["small"] == 3 and 0 <= coverage["big"] < total
     after = json.loads(run_qmd("status", "--json").stdout)
