@@ -7,7 +7,8 @@
 #   ./install.sh --test     set up with the test tools, then type-check and run the whole test suite
 #                           (writes nothing outside the repo, temp dirs and pip's cache)
 #
-# Environment: QMD_VENV (default: <repo>/.venv), PYTHON (default: python3).
+# Environment: QMD_VENV (default: <repo>/.venv), PYTHON (default: python3),
+# QMD_INSTALL_PROGRESS_S (seconds between build progress updates: 5 on a terminal, 30 in a log).
 set -eu
 
 REPO=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +24,7 @@ for arg in "$@"; do
     --test) DEV=1; TEST=1; DEMO=0; LAUNCHER=0 ;;
     --no-demo) DEMO=0 ;;
     --no-launcher) LAUNCHER=0 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown option $arg (see ./install.sh --help)" >&2; exit 2 ;;
   esac
 done
@@ -42,25 +43,72 @@ fi
 PIP="$VENV/bin/python -m pip --disable-pip-version-check"
 $PIP install -q --upgrade pip >/dev/null 2>&1 || true
 
-# llama-cpp-python is an sdist: it compiles llama.cpp (about 4-5 minutes the first time,
-# seconds afterwards from pip's wheel cache).
-LLAMA_SPEC="llama-cpp-python==0.3.36"
+# llama-cpp-python is an sdist: the first install compiles llama.cpp (minutes, see build_minutes);
+# pip keeps the wheel it built in its cache, so a later install takes seconds.
+LLAMA_VERSION=0.3.36
+LLAMA_SPEC="llama-cpp-python==$LLAMA_VERSION"
+
+# The cores a build can use (nproc on Linux, getconf/sysctl on macOS), at least 1.
+cores() {
+  n=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 1)
+  case "$n" in ''|*[!0-9]*|0) n=1 ;; esac
+  printf '%s\n' "$n"
+}
+
+# How long compiling llama.cpp takes on N cores: 5-14 minutes on 2 (4.5 measured on an idle
+# 2-core machine, 14 beside other work); the build runs a compiler per core.
+build_minutes() {
+  low=$(( (10 + $1 - 1) / $1 ))
+  high=$(( (28 + $1 - 1) / $1 ))
+  if [ "$high" -le "$low" ]; then high=$(( low + 1 )); fi
+  printf '%s-%s minutes\n' "$low" "$high"
+}
+
+# `2m 05s`
+minutes_seconds() { printf '%dm %02ds' $(( $1 / 60 )) $(( $1 % 60 )); }
+
+# wait_for PID WHAT LOG: wait for PID, saying how long WHAT has run and LOG's last line
+# (what pip is doing). On a terminal: one line redrawn every 5 s. Elsewhere (a log file,
+# CI): a whole line every 30 s, never a carriage return. QMD_INSTALL_PROGRESS_S sets the
+# seconds for both. Returns PID's exit status.
+wait_for() {
+  start=$(date +%s)
+  last=$start
+  if [ -t 2 ]; then every=${QMD_INSTALL_PROGRESS_S:-5}; else every=${QMD_INSTALL_PROGRESS_S:-30}; fi
+  while kill -0 "$1" 2>/dev/null; do
+    sleep 1
+    now=$(date +%s)
+    if ! kill -0 "$1" 2>/dev/null || [ $(( now - last )) -lt "$every" ]; then continue; fi
+    last=$now
+    doing=$(tail -n 5 "$3" 2>/dev/null | tr -d '\r' | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c 1-90)
+    if [ -t 2 ]; then
+      printf '\r    %s… %s%s\033[K' "$2" "$(minutes_seconds $(( now - start )))" "${doing:+: $doing}" >&2
+    else
+      printf '    %s… %s%s\n' "$2" "$(minutes_seconds $(( now - start )))" "${doing:+: $doing}" >&2
+    fi
+  done
+  if [ -t 2 ] && [ "$last" != "$start" ]; then printf '\n' >&2; fi
+  wait "$1"
+}
+
 if ! "$VENV/bin/python" -c 'import llama_cpp' >/dev/null 2>&1; then
-  say "Building $LLAMA_SPEC (compiles llama.cpp: about 5 minutes the first time)"
+  if $PIP cache list --format=abspath "llama_cpp_python-$LLAMA_VERSION" 2>/dev/null | grep -q .; then
+    say "Installing $LLAMA_SPEC from pip's cache (the wheel built here before: a few seconds)"
+    what="installing $LLAMA_SPEC"
+  else
+    n=$(cores)
+    plural=s
+    if [ "$n" = 1 ]; then plural=; fi
+    say "Building $LLAMA_SPEC: pip downloads it and compiles llama.cpp (C/C++) from source, about $(build_minutes "$n") on this machine's $n core$plural (later installs take seconds, from pip's cache)"
+    what="compiling llama.cpp"
+  fi
   log=$(mktemp "${TMPDIR:-/tmp}/qmd-llama-build.XXXXXX")
   case "$(uname -s)" in
     Darwin) cmake_args=${CMAKE_ARGS:-"-DLLAVA_BUILD=OFF"} ;;
     *) cmake_args=${CMAKE_ARGS:-"-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF"} ;;
   esac
   CMAKE_ARGS="$cmake_args" $PIP install "$LLAMA_SPEC" >"$log" 2>&1 &
-  pid=$!
-  start=$(date +%s)
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 5
-    if kill -0 "$pid" 2>/dev/null; then printf '\r    still compiling… %ss' "$(( $(date +%s) - start ))" >&2; fi
-  done
-  printf '\n' >&2
-  if ! wait "$pid"; then
+  if ! wait_for $! "$what" "$log"; then
     tail -n 20 "$log" >&2
     die "building $LLAMA_SPEC failed (full log: $log); it needs a C/C++ compiler and cmake"
   fi

@@ -5,7 +5,7 @@
     flushes whenever >= BATCH_CHUNKS = 32 chunks are pending), in a second `Llama` built
     from the context parameters qmd's own Embedder loaded (n_ctx / n_batch / n_ubatch /
     threads, checked equal). The two sides alternate batch by batch: the bare loop's batch
-    k runs inside qmd's progress callback right after qmd's batch k, and is subtracted from
+    k runs inside qmd's progress callback right after qmd writes its batch k, and is subtracted from
     qmd's time, so every batch gives one paired ratio (this machine's speed swings 3-6x).
                                           target: median per-batch qmd/bare chunks/s >= 0.9
 (b) in-process `store.vsearch(q, limit=10)` (query embedding included) over
@@ -111,8 +111,8 @@ def bare_inputs(conn: apsw.Connection, embedder, collection: str) -> tuple[list[
         if text is None:
             continue
         doc = prepare(embedder, text, title, content_hash)
-        inputs.extend(embedder.family.normalise(text) for text in doc.inputs)
-        docs.append((content_hash, len(doc.inputs)))
+        inputs.extend(embedder.family.normalise(item) for item in doc.inputs(embedder.family, text))
+        docs.append((content_hash, len(doc.starts)))
         pending_docs += 1
         if len(inputs) >= BATCH_CHUNKS:
             flushes.append(Flush(inputs, len(docs), sum(n for _, n in docs)))
@@ -189,7 +189,13 @@ def embed_throughput(store: qmd.Store, index_path: Path, collection: str, report
     mark = [time.perf_counter(), time.process_time()]
     started = mark[0]
 
-    def on_batch(documents_done: int, _total: int, chunks_done: int) -> None:
+    written = [0]
+
+    def on_batch(step: qmd.EmbedProgress) -> None:
+        if step.phase != "embedding" or step.documents_done == written[0]:
+            return  # loading, chunking, or a slice of chunks through the model: not a batch written
+        documents_done, chunks_done = step.documents_done, step.chunks_done
+        written[0] = documents_done
         qmd_wall, qmd_cpu = time.perf_counter() - mark[0], time.process_time() - mark[1]
         k = len(pairs)
         flush = flushes[k]

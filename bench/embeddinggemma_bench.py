@@ -92,7 +92,7 @@ def embedder_throughput(gguf: Path, pages: Path, root: Path, n_chunks: int, grou
     for book in sorted(build_books(pages, root, max(2, n_chunks // 3 + 2), 14000).glob("*.md")):
         text = book.read_text(encoding="utf-8")
         doc = prepare(embedder, text, book.stem, hashlib.sha256(text.encode()).hexdigest())
-        inputs += [embedder.family.normalise(t) for t in doc.inputs]
+        inputs += [embedder.family.normalise(t) for t in doc.inputs(embedder.family, text)]
         if len(inputs) >= n_chunks:
             break
     inputs = inputs[:n_chunks]

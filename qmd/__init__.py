@@ -57,6 +57,10 @@ _EXPORTS = {
     "VectorStatus": "core.results",
     "ModelStatus": "core.results",
     "EmbedReport": "index.embedding",
+    # what a running embed tells its `progress` callback, and a callback that writes it as lines
+    "EmbedProgress": "index.embed_progress",
+    "CollectionPlan": "index.embed_progress",
+    "ProgressLines": "index.embed_progress",
     "RefreshReport": "store.refresh",
     "IndexCheck": "backends.base",
     "RebuildReport": "backends.base",
@@ -90,6 +94,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         VectorStatus,
     )
     from qmd.core.version import __version__
+    from qmd.index.embed_progress import CollectionPlan, EmbedProgress, ProgressLines
     from qmd.index.embedding import EmbedReport
     from qmd.backends.base import IndexCheck, RebuildReport
     from qmd.store.refresh import RefreshReport

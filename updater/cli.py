@@ -52,7 +52,7 @@ def run(
 
     layout = harness.StateLayout.current()
     _low_priority(threads)
-    log = setup(layout)
+    log = setup(layout, stderr=True, plain=True)  # what it does, as it goes, on stderr too (the result goes to stdout)
     try:
         with UpdaterLock(layout, "run"):
             result = drain(layout, log, respect_backoff=respect_backoff)

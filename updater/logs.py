@@ -13,8 +13,17 @@ MAX_BYTES = 1024 * 1024
 LOGGER = "qmd.updater"
 
 
-def setup(layout: harness.StateLayout, *, stderr: bool = False, verbose: bool = False) -> logging.Logger:
-    """The updater's logger: the rotating file, plus stderr for the daemon (journald, launchd)."""
+class _ForPeople(logging.Formatter):
+    """`message` for information, `warning: message` / `error: message` above it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return text if record.levelno <= logging.INFO else f"{record.levelname.lower()}: {text}"
+
+
+def setup(layout: harness.StateLayout, *, stderr: bool = False, verbose: bool = False, plain: bool = False) -> logging.Logger:
+    """The updater's logger: the rotating file, plus stderr for the daemon (journald, launchd)
+    or a run (`plain`: the lines without the log's level names, for a person or a timer's journal)."""
     log = logging.getLogger(LOGGER)
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
     log.propagate = False
@@ -32,7 +41,7 @@ def setup(layout: harness.StateLayout, *, stderr: bool = False, verbose: bool = 
         sys.stderr.write(f"warning: cannot write {layout.updater_log}: {exc}; logging to stderr\n")
     if stderr:
         console = logging.StreamHandler(sys.stderr)
-        console.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        console.setFormatter(_ForPeople("%(message)s") if plain else logging.Formatter("%(levelname)s %(message)s"))
         log.addHandler(console)
     return log
 

@@ -11,7 +11,8 @@ Steps (the caller holds the global lock):
    for its backoff unless a new request (a commit, `qmd updater retry`) arrived.
 4. Per index, one `Store.refresh(collections)` (qmd/store/refresh.py) over every collection
    the repos route to: the update, then the embed of those that are embeddable and updated
-   cleanly. The index's config is the one routing read (the Store does not read it again).
+   cleanly. The embed says in the log what it is about to do (`embedding 12 documents of
+   gitnotes that were never embedded`), then its phases and counts (`qmd.ProgressLines`). The index's config is the one routing read (the Store does not read it again).
    No embedding model at all (the built-in default, never downloaded) skips embedding
    without a failure and says so in the run's status; a configured model that is
    missing or broken is a failure of the embed step.
@@ -194,6 +195,10 @@ class _IndexRun:
     def waiting(self) -> None:
         self.log.info("index %s: waiting for its writer lock", self.index)
 
+    def say(self, line: str) -> None:
+        """One line of the embed's progress (qmd.ProgressLines): what it is about to do, then how far it is."""
+        self.log.info("index %s: %s", self.index, line)
+
     def updated(self, report: qmd.UpdateReport) -> None:
         self.result.documents_updated += sum(coll.new + coll.updated + coll.removed for coll in report.collections)
 
@@ -235,7 +240,7 @@ def _run_index(ledger: records.Ledger, log: logging.Logger, configured: harness.
     union = sorted({name for names in repos.values() for name in names})
     try:
         log.info("index %s: updating %s for %d repo(s)", run.index, ", ".join(union), len(repos))
-        report = store.refresh(union, run_commands=False, on_wait=run.waiting, on_updated=run.updated)
+        report = store.refresh(union, run_commands=False, on_wait=run.waiting, on_updated=run.updated, embed_progress=qmd.ProgressLines(run.say))
     except Exception as exc:
         run.fail_all(exc, f"index {run.index} update")
         return run.failed

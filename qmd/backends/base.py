@@ -270,6 +270,11 @@ class IndexBackend(abc.ABC):
         by syntax when any of them wants it."""
         return sql.pending_hashes(self.connection(), model_id, collections, ast)
 
+    def pending_per_collection(self, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> dict[str, int]:
+        """collection → its active documents whose content `pending_embeddings` lists (those
+        with none left out): what an embed of `collections` is about to do, per collection."""
+        return sql.pending_per_collection(self.connection(), model_id, collections, ast)
+
     def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None) -> int:
         """Replace the chunks of each content hash in `batch`, in one transaction; returns chunks
         written. `chunkers`: how each hash was cut (`regex` when absent)."""

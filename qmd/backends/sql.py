@@ -334,20 +334,39 @@ def wanted_ast(ast: Mapping[str, Sequence[str]] | None) -> tuple[str, list[objec
     return (" OR ".join(terms) or "1 = 0"), params
 
 
+def _pending(collections: list[str], ast: Mapping[str, Sequence[str]] | None, model_id: int | None) -> tuple[str, list[object]]:
+    """The content pending for `model_id` in `collections` (see IndexBackend.pending_embeddings):
+    a query of (h, t, first) rows — hash, a title, its first document's id — and its parameters."""
+    wanted, params = wanted_ast(ast)
+    sql = (
+        f"SELECT h, t, first FROM (SELECT d.hash AS h, min(d.title) AS t, min(d.id) AS first, max(CASE WHEN {wanted} THEN 1 ELSE 0 END) AS ast"
+        f" FROM documents d WHERE d.active AND d.collection IN ({marks(len(collections))}) GROUP BY d.hash) p"
+        " WHERE NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = p.h"
+        " AND CASE WHEN p.ast = 1 THEN e.chunker IN ('ast', 'ast!') ELSE e.chunker IN ('regex', 'ast!') END)"
+    )
+    return sql, [*params, *collections, -1 if model_id is None else model_id]
+
+
 def pending_hashes(conn: Connection, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
     """(content hash, title) of active documents in `collections` without vectors for `model_id`,
     or cut otherwise than wanted (see IndexBackend.pending_embeddings)."""
     if not collections:
         return []
-    wanted, params = wanted_ast(ast)
+    pending, params = _pending(collections, ast, model_id)
+    return [(str(h), str(t)) for h, t, _ in run(conn, pending + " ORDER BY first", params)]
+
+
+def pending_per_collection(conn: Connection, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> dict[str, int]:
+    """collection → its active documents whose content is pending (`pending_hashes`); a
+    collection with none is left out."""
+    if not collections:
+        return {}
+    pending, params = _pending(collections, ast, model_id)
     sql = (
-        f"SELECT h, t FROM (SELECT d.hash AS h, min(d.title) AS t, min(d.id) AS first, max(CASE WHEN {wanted} THEN 1 ELSE 0 END) AS ast"
-        f" FROM documents d WHERE d.active AND d.collection IN ({marks(len(collections))}) GROUP BY d.hash) p"
-        " WHERE NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = p.h"
-        " AND CASE WHEN p.ast = 1 THEN e.chunker IN ('ast', 'ast!') ELSE e.chunker IN ('regex', 'ast!') END)"
-        " ORDER BY first"
+        f"SELECT d.collection, count(*) FROM documents d WHERE d.active AND d.collection IN ({marks(len(collections))})"
+        f" AND d.hash IN (SELECT h FROM ({pending}) q) GROUP BY d.collection"
     )
-    return [(str(h), str(t)) for h, t in run(conn, sql, (*params, *collections, -1 if model_id is None else model_id))]
+    return {str(c): int(n) for c, n in run(conn, sql, (*collections, *params))}
 
 
 def chunking_fallbacks(conn: Connection, model_id: int | None) -> list[tuple[str, str]]:

@@ -10,6 +10,7 @@ from qmd.cli.shared import FORMATS
 from qmd.cli.terminal import BOLD, CYAN, DIM, PLAIN, Style
 from qmd.core.clock import ago
 from qmd.core.text import line_safe, numbered
+from qmd.core.units import human_size
 from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
 
 TYPE_CHECKING = False
@@ -233,16 +234,6 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
     return "".join(blocks)
 
 
-def human_size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KB", "MB", "GB"):
-        n /= 1024  # type: ignore[assignment]
-        if n < 1024 or unit == "GB":
-            return f"{n:.1f} {unit}"
-    return f"{n} B"  # pragma: no cover
-
-
 def format_ls(entries: Sequence[FileEntry]) -> str:
     sizes = [human_size(e.size) for e in entries]
     width = max((len(s) for s in sizes), default=0)
@@ -337,7 +328,8 @@ def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: 
     if info.running:
         r = info.running
         of = f"/{r['total']}" if r.get("total") else ""
-        lines.append(f"  Running:  {r.get('command')} (pid {r.get('pid')}, since {ago(str(r.get('started_at')))}): {r.get('done')}{of} {r.get('unit')}".rstrip())
+        doing = r.get("detail") or f"{r.get('done')}{of} {r.get('unit')}".rstrip()
+        lines.append(f"  Running:  {r.get('command')} (pid {r.get('pid')}, since {ago(str(r.get('started_at')))}): {doing}")
     if info.grammars:  # the original's section: tree-sitter grammars for chunk_strategy: auto
         have = [g.language for g in info.grammars if g.available]
         missing = [g for g in info.grammars if not g.available]

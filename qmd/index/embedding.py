@@ -1,7 +1,9 @@
 """`embed`: chunk every document that needs it, embed the chunks, store the vectors.
 
-Work is committed in batches, each a transaction holding whole documents, so a killed
-run leaves no half-embedded document: the next run embeds exactly what is missing.
+Every document is chunked first (the work ahead is then known in chunks and tokens, which
+the progress counts: qmd/index/embed_progress.py), then the chunks are embedded. Work is
+committed in batches, each a transaction holding whole documents, so a killed run leaves no
+half-embedded document: the next run embeds exactly what is missing.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from dataclasses import dataclass, field
 from qmd.core.cancel import checkpoint
 from qmd.core.text import parse_front_matter
 from qmd.index.chunking import chunk_text
+from qmd.index.embed_progress import CollectionPlan, OnEmbedProgress, Tracker
+from qmd.llm.families import Family
 from qmd.llm.roles import EmbeddingModel
 from qmd.backends.base import ChunkVector, IndexBackend, VectorModel
 
 CHUNKER_VERSION = 1
 TITLE_TOKENS = 32  # a title longer than this is cut, so it never crowds out the chunk
 BATCH_CHUNKS = 32
-
-EmbedProgress = Callable[[int, int, int], None]  # (documents done, documents total, chunks done)
+SPANS_AT_ONCE = 500  # documents whose earlier chunks are read in one query
 
 
 def fingerprint(embedder: EmbeddingModel) -> str:
@@ -81,12 +84,23 @@ class EmbedReport:
 class _Doc:
     hash: str
     starts: list[tuple[int, int, int, int]]  # (seq, start, end, tokens)
-    inputs: list[str]
+    title: str  # as the model sees it (cut to TITLE_TOKENS)
+    overhead: int  # tokens every chunk's input adds to the chunk: the title, the template, special tokens
     chunker: str = "regex"
+    recut: bool = False  # it had vectors, cut otherwise (its chunk strategy changed its cut)
+
+    def inputs(self, family: Family, text: str) -> list[str]:
+        """Every chunk of `text` (this document's content) formatted with the title for the model."""
+        return [family.document(self.title, text[start:end]) for _, start, end, _ in self.starts]
+
+    @property
+    def costs(self) -> list[int]:
+        """Tokens of each chunk's input: the work of embedding it."""
+        return [tokens + self.overhead for *_, tokens in self.starts]
 
 
 def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str, language: str | None = None) -> _Doc:
-    """Chunk one document's body and format every chunk with its title for the model.
+    """Chunk one document's body: where each chunk starts and ends in `text`, and its tokens.
 
     `language`: cut this source file at its syntax tree's definitions too (chunker `ast`);
     a file with syntax errors is cut by regex (chunker `ast!`).
@@ -107,75 +121,137 @@ def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str, 
     overhead = embedder.count_tokens(family.document(title, "")) + 4  # + special tokens
     budget = max(family.chunk_tokens - overhead, 16)
     chunks = chunk_text(body, embedder.count_tokens, max_tokens=budget, overlap_tokens=min(family.overlap_tokens, budget // 4), code=code)
-    return _Doc(
-        content_hash,
-        [(c.seq, c.start + offset, c.end + offset, c.tokens) for c in chunks],
-        [family.document(title, c.text) for c in chunks],
-        chunker,
-    )
+    return _Doc(content_hash, [(c.seq, c.start + offset, c.end + offset, c.tokens) for c in chunks], title, overhead, chunker)
+
+
+def chunk_documents(
+    backend: IndexBackend,
+    embedder: EmbeddingModel,
+    model: VectorModel,
+    todo: list[tuple[str, str]],
+    report: EmbedReport,
+    tracker: Tracker,
+    writing: Callable[[], AbstractContextManager[None]] = nullcontext,
+    languages: Mapping[str, tuple[str, str]] | None = None,
+) -> list[_Doc]:
+    """Cut every document of `todo` (hash, title) into chunks, before any is embedded: the work
+    ahead is then known in chunks and tokens.
+
+    `languages`: content hash → (language, path) of the source files to cut by syntax. A
+    document that has vectors already (its strategy changed) and is cut to the same chunks
+    keeps them: only its chunker is recorded (one short write), and it is not embedded again.
+    """
+    tracker.chunking()
+    docs: list[_Doc] = []
+    for n, (content_hash, title) in enumerate(todo, 1):
+        checkpoint()
+        text = backend.content(content_hash)
+        if text is not None:  # None: a cleanup dropped it meanwhile: nothing left to embed
+            language, path = (languages or {}).get(content_hash, (None, ""))
+            doc = prepare(embedder, text, title, content_hash, language)
+            if doc.chunker == "ast!":
+                report.not_parsed.append(path)
+            docs.append(doc)
+        tracker.chunked(n)
+    same: dict[str, str] = {}
+    for i in range(0, len(docs), SPANS_AT_ONCE):
+        part = docs[i : i + SPANS_AT_ONCE]
+        before = backend.chunk_spans(model, [doc.hash for doc in part])
+        for doc in part:
+            if doc.hash in before:
+                if before[doc.hash] == [(s, e) for _, s, e, _ in doc.starts]:
+                    same[doc.hash] = doc.chunker
+                else:
+                    doc.recut = True
+    if same:
+        with writing():
+            backend.set_chunkers(model, same)
+        report.relabeled += len(same)
+    return [doc for doc in docs if doc.hash not in same]
+
+
+def _through_model(embedder: EmbeddingModel, inputs: list[str], costs: list[int], tracker: Tracker) -> list[list[float]]:
+    """The vectors of `inputs`, asked of the model in slices of about `batch_tokens` tokens,
+    each slice's chunks and tokens told to `tracker` (a batch of one long document shows its
+    progress too)."""
+    vectors: list[list[float]] = []
+    limit = embedder.batch_tokens
+    start = 0
+    while start < len(inputs):
+        end, tokens = start, 0
+        while end < len(inputs) and (end == start or tokens + costs[end] <= limit):
+            tokens += costs[end]
+            end += 1
+        vectors += embedder.embed(inputs[start:end])
+        tracker.embedded(end - start, tokens)
+        start = end
+        checkpoint()  # a cancelled request, or a Ctrl-C the model's callbacks swallowed, stops here
+    return vectors
 
 
 def embed_documents(
     backend: IndexBackend,
     embedder: EmbeddingModel,
     model: VectorModel,
-    todo: list[tuple[str, str]],
+    docs: list[_Doc],
     report: EmbedReport,
-    progress: EmbedProgress | None = None,
+    tracker: Tracker,
     writing: Callable[[], AbstractContextManager[None]] = nullcontext,
-    languages: Mapping[str, tuple[str, str]] | None = None,
 ) -> None:
-    """Embed `todo` (hash, title) in batches of about BATCH_CHUNKS chunks.
-
-    `languages`: content hash → (language, path) of the source files to cut by syntax. A
-    document that has vectors already (its strategy changed) and is cut to the same chunks
-    keeps them: only its chunker is recorded.
+    """Embed the chunked `docs` in batches of whole documents, about BATCH_CHUNKS chunks each.
 
     Only each batch's write happens inside `writing()` (the writer lock): the model runs
-    outside it, so an `update` waiting for the lock gets in between two batches.
+    outside it, so an `update` waiting for the lock gets in between two batches. A Ctrl-C
+    (or a cancelled request) writes nothing of the batch under way.
     """
     batch: list[_Doc] = []
 
     def flush() -> None:
-        checkpoint()  # a cancelled request, or a Ctrl-C the model's callbacks swallowed, stops here
-        before = backend.chunk_spans(model, [doc.hash for doc in batch])
-        same = {doc.hash: doc.chunker for doc in batch if doc.hash in before and before[doc.hash] == [(s, e) for _, s, e, _ in doc.starts]}
-        todo_docs = [doc for doc in batch if doc.hash not in same]
-        inputs = [text for doc in todo_docs for text in doc.inputs]
-        vectors = iter(embedder.embed(inputs) if inputs else [])
-        checkpoint()  # the model ran for seconds: nothing of this batch is written after a Ctrl-C
+        checkpoint()
+        present: list[tuple[_Doc, str]] = []
+        for doc in batch:
+            text = backend.content(doc.hash)
+            if text is None:  # a cleanup between two batches dropped it: nothing left to embed
+                tracker.dropped(len(doc.starts), sum(doc.costs))
+            else:
+                present.append((doc, text))
+        inputs = [item for doc, text in present for item in doc.inputs(embedder.family, text)]
+        vectors = iter(_through_model(embedder, inputs, [c for doc, _ in present for c in doc.costs], tracker))
         rows = [
             (doc.hash, [ChunkVector(doc.hash, seq, start, end, tokens, next(vectors)) for seq, start, end, tokens in doc.starts])
-            for doc in todo_docs
+            for doc, _ in present
         ]
-        with writing():
-            if rows:
-                report.chunks += backend.write_vectors(model, rows, {doc.hash: doc.chunker for doc in todo_docs})
-            if same:
-                backend.set_chunkers(model, same)
-        report.documents += len(todo_docs)
-        report.recut += sum(1 for doc in todo_docs if doc.hash in before)
-        report.relabeled += len(same)
+        if rows:
+            with writing():
+                report.chunks += backend.write_vectors(model, rows, {doc.hash: doc.chunker for doc, _ in present})
+        report.documents += len(present)
+        report.recut += sum(1 for doc, _ in present if doc.recut)
+        tracker.written(len(present))
         batch.clear()
-        if progress is not None:
-            progress(report.documents, len(todo), report.chunks)
 
     pending_chunks = 0
-    for content_hash, title in todo:
-        text = backend.content(content_hash)
-        if text is None:  # a cleanup between two batches dropped it: nothing left to embed
-            continue
-        language, path = (languages or {}).get(content_hash, (None, ""))
-        doc = prepare(embedder, text, title, content_hash, language)
-        if doc.chunker == "ast!":
-            report.not_parsed.append(path)
+    for doc in docs:
         batch.append(doc)
-        pending_chunks += len(doc.inputs)
+        pending_chunks += len(doc.starts)
         if pending_chunks >= BATCH_CHUNKS:
             flush()
             pending_chunks = 0
     if batch:
         flush()
+
+
+def plan_for(
+    backend: IndexBackend, model_id: int, collections: list[str], ast: Mapping[str, Sequence[str]], embedded: Mapping[str, int],
+    changes: Mapping[str, tuple[int, int]] | None, forced: bool,
+) -> list[CollectionPlan]:
+    """What the run is about to do per collection (`embedded`: its documents with vectors
+    before the run; `changes`: collection → (new, changed) documents of the update just before)."""
+    pending = backend.pending_per_collection(model_id, collections, ast)
+    return [
+        CollectionPlan(name, pending[name], embedded.get(name, 0), *(changes or {}).get(name, (0, 0)), forced=forced)
+        for name in collections
+        if pending.get(name)
+    ]
 
 
 def run_embed(
@@ -186,17 +262,22 @@ def run_embed(
     *,
     force: bool = False,
     force_all: bool = True,
-    progress: EmbedProgress | None = None,
+    progress: OnEmbedProgress | None = None,
     writing: Callable[[], AbstractContextManager[None]] = nullcontext,
     strategies: Mapping[str, str] | None = None,
+    changes: Mapping[str, tuple[int, int]] | None = None,
+    model_bytes: int | None = None,
 ) -> EmbedReport:
     """Embed what `collections` lack for this embedder's fingerprint.
 
     `strategies`: collection → chunk strategy (`regex` when absent; `auto` cuts source files
-    of languages with a grammar by their syntax tree).
+    of languages with a grammar by their syntax tree). `progress` hears every phase and count
+    (qmd/index/embed_progress.py); `changes`: collection → (new, changed) documents of the
+    update just before, for the plan it is told first; `model_bytes`: the model file's size.
 
     `writing()` is entered around every write (the writer lock, taken per batch); with
-    nothing to embed and no `force`, no write happens and the lock is never taken.
+    nothing to embed and no `force`, no write happens, the lock is never taken and the
+    model never loads.
     """
     started = time.perf_counter()
     fp = fingerprint(embedder)
@@ -210,6 +291,7 @@ def run_embed(
         report.already = backend.vector_counts(model.id if model else None)[1]
         report.seconds = time.perf_counter() - started
         return report
+    embedded = backend.embedded_per_collection(model.id) if model else {}
     with writing():
         model = backend.ensure_vector_model(fp, embedder.info.name, embedder.dims)
         if force:
@@ -218,9 +300,15 @@ def run_embed(
     if force:
         todo = backend.pending_embeddings(model.id, collections, ast)
     report.already = backend.vector_counts(model.id)[1]
+    plan = plan_for(backend, model.id, collections, ast, embedded, changes, force)
+    tracker = Tracker(progress, embedder.info.name, model_bytes, plan, len(todo))
+    tracker.loading()
+    embedder.load()
     languages = source_languages(backend, ast, {h for h, _ in todo})
-    with backend.bulk_vectors(model, len(todo)):
-        embed_documents(backend, embedder, model, todo, report, progress, writing, languages)
+    docs = chunk_documents(backend, embedder, model, todo, report, tracker, writing, languages)
+    tracker.embedding(len(docs), sum(len(doc.starts) for doc in docs), sum(sum(doc.costs) for doc in docs))
+    with backend.bulk_vectors(model, len(docs)):
+        embed_documents(backend, embedder, model, docs, report, tracker, writing)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -36,6 +36,11 @@ class Embedder(LlamaModel):
         """Vector length (from the header, else from the loaded model)."""
         return int(self.info.embedding_length or self.llm.n_embd())
 
+    @property
+    def batch_tokens(self) -> int:
+        """Two contexts: llama.cpp evaluates a context's worth of inputs at a time."""
+        return 2 * self.n_ctx
+
     def tokens(self, text: str) -> list[int]:
         """Token ids of `text` as the model sees it (no special tokens)."""
         return self.tokenize(self.family.normalise(text))

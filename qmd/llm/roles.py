@@ -54,6 +54,16 @@ class EmbeddingModel(Model, Protocol):
         """Tokens one input may hold."""
         ...
 
+    @property
+    def batch_tokens(self) -> int:
+        """About how many tokens of inputs one `embed` call should carry: enough to run at
+        full speed, few enough that a long embed can tell its progress often."""
+        ...
+
+    def load(self) -> None:
+        """Make the model ready now (a local one loads on first use otherwise)."""
+        ...
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per already formatted input, in order (each must fit `n_ctx`)."""
         ...

@@ -99,6 +99,11 @@ class LlamaModel:
             self._running = self._threads
         return self._llm
 
+    def load(self) -> None:
+        """Load the model now rather than on its first use (a caller says so while it loads)."""
+        if self._llm is None:
+            _ = self.llm
+
     def run_on(self, n: int) -> None:
         """Evaluate on `n` threads from now on (at most the configured ones; 0: all of them).
 

@@ -1,8 +1,10 @@
 """What a long write is doing right now, for `qmd status`: `{index}.activity.json` beside it.
 
 The process running `update` or `embed` records its pid, command, start and progress
-(at most once a second); it removes the record when done. A record whose process is gone
-is a crash's leftover and is ignored.
+from its first moment: at once when the phase changes (an embed's `loading`, `chunking`,
+`embedding`), else at most once a second, with `detail`, what `qmd status` says of it
+(`embedding 480/1204 chunks (48%), ETA 5m 40s`). It removes the record when done. A record
+whose process is gone is a crash's leftover and is ignored.
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ class Activity:
         self.started = now_iso()
         self._last = 0.0
         self._total: int | None = None
+        self._phase: str | None = None
 
-    def progress(self, done: int, total: int | None = None, unit: str = "") -> None:
+    def progress(self, done: int, total: int | None = None, unit: str = "", *, phase: str | None = None, detail: str | None = None, extra: dict[str, object] | None = None) -> None:
+        """Record `done` of `total` `unit`s (`phase`, `detail`, `extra` fields: an embed's own)."""
         now = time.monotonic()
-        if self.path is None or (now - self._last < 1.0 and total == self._total):
+        if self.path is None or (now - self._last < 1.0 and total == self._total and phase == self._phase):
             return
-        self._last, self._total = now, total
+        self._last, self._total, self._phase = now, total, phase
         record = {
             "pid": os.getpid(), "operation": self.operation, "command": own_command(),
             "started_at": self.started, "updated_at": now_iso(), "done": done, "total": total, "unit": unit,
+            "phase": phase, "detail": detail, **(extra or {}),
         }
         try:
             write_json(self.path, record, fsync=False)
@@ -41,7 +46,7 @@ class Activity:
             pass  # status just won't show it
 
     def __enter__(self) -> Activity:
-        self.progress(0)
+        self.progress(0, phase="starting")
         return self
 
     def __exit__(self, *exc: object) -> None:

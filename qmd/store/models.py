@@ -7,13 +7,14 @@ from contextlib import AbstractContextManager
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 
 from qmd.core.errors import QmdError
-from qmd.core.results import ModelStatus, VectorStatus
+from qmd.core.results import ModelStatus, UpdateReport, VectorStatus
 from qmd.store.activity import Activity, activity_path
 from qmd.store.state import IndexState
 
 if TYPE_CHECKING:
     from qmd.backends.base import VectorModel
-    from qmd.index.embedding import EmbedProgress, EmbedReport
+    from qmd.index.embed_progress import EmbedProgress, OnEmbedProgress
+    from qmd.index.embedding import EmbedReport
     from qmd.llm.models import ModelRef
     from qmd.llm.remote.probe import ModelProbe
     from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
@@ -206,29 +207,37 @@ class Models:
         return {name: override or coll.chunk_strategy for name, coll in self.state.collections().items()}
 
     def embed(
-        self, force: bool, collections: list[str] | None, progress: EmbedProgress | None, on_wait: Callable[[], None] | None, wait: float | None,
-        chunk_strategy: str | None = None,
+        self, force: bool, collections: list[str] | None, progress: OnEmbedProgress | None, on_wait: Callable[[], None] | None, wait: float | None,
+        chunk_strategy: str | None = None, update: UpdateReport | None = None,
     ) -> EmbedReport:
-        from qmd.index.embedding import run_embed
-
-        embedder = self.embedder()
-        wanted, skipped = self.state.embeddable(collections)
-        strategies = self.chunk_strategies(chunk_strategy)
-        self.state.writes += 1
+        """Embed what `collections` lack (see qmd/index/embedding.py); `update`: the update just
+        before (`refresh`), whose new and changed documents the plan told to `progress` names.
+        `qmd status` shows the run from its first moment (the activity record)."""
         backend = self.state.db()
-
-        def writing() -> AbstractContextManager[None]:
-            return backend.writer_lock(timeout=wait, on_wait=on_wait)
-
         with Activity(activity_path(backend.location), "embed") as activity:
+            from qmd.index.embedding import run_embed
 
-            def tracked(done: int, total: int, chunks: int) -> None:
-                activity.progress(done, total, "documents")
+            embedder = self.embedder()
+            wanted, skipped = self.state.embeddable(collections)
+            strategies = self.chunk_strategies(chunk_strategy)
+            self.state.writes += 1
+
+            def writing() -> AbstractContextManager[None]:
+                return backend.writer_lock(timeout=wait, on_wait=on_wait)
+
+            def tracked(step: EmbedProgress) -> None:
+                done, total, unit = {"chunking": (step.documents_done, step.documents, "documents"), "embedding": (step.chunks_done, step.chunks, "chunks")}.get(step.phase, (0, None, ""))
+                extra: dict[str, object] = {"documents": step.documents, "chunks": step.chunks, "tokens": step.tokens, "tokens_done": step.tokens_done, "eta_s": step.eta_s}
+                activity.progress(done, total, unit, phase=step.phase, detail=step.status(), extra=extra)
                 if progress is not None:
-                    progress(done, total, chunks)
+                    progress(step)
 
+            ref = self.model("embed")
+            model_bytes = None if ref.is_remote or not ref.path.is_file() else ref.path.stat().st_size
+            changes = {c.name: (c.new, c.updated) for c in update.collections} if update is not None else None
             return run_embed(
                 backend, embedder, wanted, skipped, force=force, force_all=not collections, progress=tracked, writing=writing, strategies=strategies,
+                changes=changes, model_bytes=model_bytes,
             )
 
     def embed_probe(self) -> EmbeddingModel | None:

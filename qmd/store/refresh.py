@@ -18,7 +18,8 @@ from qmd.core.results import UpdateReport
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from qmd.index.embedding import EmbedProgress, EmbedReport
+    from qmd.index.embed_progress import OnEmbedProgress
+    from qmd.index.embedding import EmbedReport
     from qmd.store.models import Models
 
 
@@ -39,7 +40,7 @@ class RefreshReport:
 
 
 def embed_updated(
-    models: Models, collections: list[str] | None, update: UpdateReport, progress: EmbedProgress | None, on_wait: Callable[[], None] | None, wait: float | None,
+    models: Models, collections: list[str] | None, update: UpdateReport, progress: OnEmbedProgress | None, on_wait: Callable[[], None] | None, wait: float | None,
 ) -> RefreshReport:
     """The second half of `Store.refresh`: embed what `update` indexed cleanly of `collections` (all when None)."""
     report = RefreshReport(update)
@@ -53,7 +54,7 @@ def embed_updated(
         return report
     report.embedded = embeddable
     try:
-        report.embed = models.embed(False, embeddable, progress, on_wait, wait)
+        report.embed = models.embed(False, embeddable, progress, on_wait, wait, update=update)
     except Exception as exc:  # the caller says how: the CLI raises it, the updater records the embed step
         report.embed_error = exc
     return report

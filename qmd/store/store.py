@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from qmd.store.models import Models
     from qmd.store.reading import Reader
     from qmd.store.refresh import RefreshReport
-    from qmd.index.embedding import EmbedProgress, EmbedReport
+    from qmd.index.embed_progress import OnEmbedProgress
+    from qmd.index.embedding import EmbedReport
     from qmd.index.indexer import Progress
     from qmd.llm.models import ModelRef
     from qmd.llm.remote.probe import ModelProbe
@@ -250,11 +251,13 @@ class Store:
 
     def refresh(
         self, collections: list[str] | None = None, *, progress: Progress | None = None, run_commands: bool = True, on_command: Callable[[str, str], None] | None = None,
-        on_wait: Callable[[], None] | None = None, wait: float | None = None, on_updated: Callable[[UpdateReport], None] | None = None, embed_progress: EmbedProgress | None = None,
+        on_wait: Callable[[], None] | None = None, wait: float | None = None, on_updated: Callable[[UpdateReport], None] | None = None, embed_progress: OnEmbedProgress | None = None,
     ) -> RefreshReport:
         """`update`, then `embed` what updated cleanly; no embedding model at all skips the embed
         (`embed_skipped`), a failed embed is kept beside the update's report (qmd/store/refresh.py).
-        `on_updated` sees the update's report before the embed starts."""
+        `on_updated` sees the update's report before the embed starts; `embed_progress` hears
+        the embed as `embed`'s `progress` does, its plan naming the documents the update added
+        or changed."""
         from qmd.store.refresh import embed_updated
 
         update = self.update(collections, progress=progress, run_commands=run_commands, on_command=on_command, on_wait=on_wait, wait=wait)
@@ -397,12 +400,15 @@ class Store:
         return self._models.unconfigured_embedding()
 
     def embed(
-        self, *, force: bool = False, collections: list[str] | None = None, progress: EmbedProgress | None = None,
+        self, *, force: bool = False, collections: list[str] | None = None, progress: OnEmbedProgress | None = None,
         on_wait: Callable[[], None] | None = None, wait: float | None = None, chunk_strategy: str | None = None,
     ) -> EmbedReport:
         """Embed every document without vectors for the current embed model (writer lock held).
 
         `chunk_strategy` (regex, auto) overrides every collection's `chunk_strategy:` for this run.
+        `progress` is called with an `EmbedProgress` at every step: first the plan per
+        collection and the model loading, then the documents chunked, then the chunks and
+        tokens embedded with the time left (`ProgressLines` writes it as lines).
 
         `force` drops this model's vectors of `collections` first (of every collection when
         None) and embeds them again; `embed: false` collections are skipped. The writer lock

@@ -83,74 +83,19 @@ def qmd_at(cwd: Path | str, *args: str, input: str | None = None, timeout: float
 def qmd_on_pty(*args: str, env: Mapping[str, str] | None = None, columns: int = 80, timeout: float = 300) -> tuple[int, str]:
     """Run `qmd ARGS` with its stdout on a pseudo-terminal `columns` wide (what a person's
     terminal gives it: isatty, a window size); returns (exit code, what it printed there,
-    with the terminal's \\r\\n read back as \\n). stderr is captured apart and dropped."""
-    import fcntl
-    import pty
-    import select
-    import struct
-    import termios
-    import time
+    with the terminal's \\r\\n read back as \\n). stderr is dropped."""
+    from tests.support.terminal import on_a_terminal
 
     environ = qmd_env() if env is None else dict(env)
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     cwd = environ["HOME"] if os.path.isdir(environ.get("HOME", "")) else None
-    proc = subprocess.Popen(command(*args), env=environ, cwd=cwd, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.DEVNULL)
-    os.close(slave)
-    output = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed its end
-                break
-            if not chunk:
-                break
-            output += chunk
-        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return code, output.decode("utf-8", "replace").replace("\r\n", "\n")
+    code, output = on_a_terminal(command(*args), env=environ, cwd=cwd, only_stdout=True, columns=columns, timeout=timeout)
+    return code, output.replace("\r\n", "\n")
 
 
 def qmd_on_terminal(cwd: Path, *args: str, answer: str, env: Mapping[str, str] | None = None, timeout: float = 60) -> tuple[int, str]:
     """Run `qmd ARGS` from `cwd` on a real pseudo-terminal, answer its `[y/N]` question with
     `answer`; returns (exit code, everything it printed). `env`: as for run_qmd."""
-    import pty
-    import select
-    import time
+    from tests.support.terminal import on_a_terminal
 
     environ = qmd_env() if env is None else dict(env)
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: a terminal session
-        os.chdir(cwd)
-        os.execve(sys.executable, command(*args), environ)
-    output, answered = b"", False
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if not select.select([fd], [], [], 0.5)[0]:
-                continue
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            output += chunk
-            if not answered and b"[y/N]" in output:
-                os.write(fd, answer.encode() + b"\n")
-                answered = True
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
+    return on_a_terminal(command(*args), env=environ, cwd=cwd, answer=(b"[y/N]", answer.encode() + b"\n"), timeout=timeout)

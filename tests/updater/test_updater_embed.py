@@ -15,7 +15,8 @@ import pytest
 import qmd
 from qmd import harness
 from tests.support.harness import commit, make_repo, queue_files
-from tests.support.run import command, run_qmd
+from qmd.core.units import human_size
+from tests.support.run import command, qmd_env, run_qmd
 
 
 def _store() -> qmd.Store:
@@ -74,6 +75,32 @@ def test_a_failing_embed_raises_the_flag_and_fixing_it_clears_it(enrolled: Path,
     with _store() as store:
         assert store.vector_status().pending_documents == 0
         assert store.vsearch("load balancer blue", limit=5).hits
+
+
+def test_a_run_says_what_it_embeds_and_how_far_it_is_on_stderr_and_in_its_log(enrolled: Path, state: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    commit(enrolled, "rollback.md", "# Rollback\n\n" + "Flip the load balancer back to blue. " * 60 + "\n")
+    proc = run_qmd("updater", "run", env=qmd_env({"QMD_PROGRESS_S": "0"}))
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr and proc.stdout.startswith("1 request(s), 1 repo(s) updated")  # the result on stdout, as before
+    log = (state / "logs" / "updater.log").read_text()
+    assert "\r" not in log
+    for said in (proc.stderr.splitlines(), [line.split("] ", 1)[1] for line in log.splitlines() if "] index index: " in line]):
+        lines = [line.removeprefix("index index: ") for line in said if line.startswith("index index: ")]
+        assert lines[1:4] == [
+            "embedding 2 documents of notes that were never embedded",
+            f"loading embedding model tiny-embed ({human_size(tiny_models['embed'].stat().st_size)})…",
+            "chunking 2 documents…",
+        ], said
+        headline = next(line for line in lines if line.startswith("embedding ") and " chunks (" in line)
+        total = int(headline.split()[1])
+        counts = [int(line.split()[1].split("/")[0]) for line in lines if line.startswith("embedding: ")]
+        assert counts and counts == sorted(counts) and counts[-1] == total, lines
+        assert lines.index(headline) < lines.index(f"embedded notes: 2 documents, {total} chunks in " + lines[-1].rsplit(" in ", 1)[1])
+
+    commit(enrolled, "rollback.md", "# Rollback\n\nFlip the load balancer back to green.\n")
+    proc = run_qmd("updater", "run")
+    assert proc.returncode == 0 and "index index: re-embedding 1 changed document of notes" in proc.stderr.splitlines(), proc.stderr
 
 
 BULK = 240  # enough batches (32 chunks each) that a stopped run is always caught between two of them

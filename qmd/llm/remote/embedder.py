@@ -80,6 +80,14 @@ class RemoteEmbedder:
         assert self._dims is not None
         return self._dims
 
+    @property
+    def batch_tokens(self) -> int:
+        """One request's worth of full chunks (`batch` inputs per request)."""
+        return self.spec.batch * self.n_ctx
+
+    def load(self) -> None:
+        """Nothing to load here: the endpoint serves the model."""
+
     def count_tokens(self, text: str) -> int:
         """How many tokens `text` takes (the server's tokenizer, else an estimate)."""
         return self.tokenizer.count(self.family.normalise(text))

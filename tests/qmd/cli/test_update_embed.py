@@ -30,6 +30,26 @@ def test_update_embed_indexes_then_embeds(cli: Cli, notes: Path, tiny_models: di
     assert code == 0 and "Embedded 0 documents" in err and "5 were already embedded" in err
 
 
+def test_update_embed_says_which_documents_it_embeds_and_why(cli: Cli, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    monkeypatch.setenv("QMD_PROGRESS_S", "0")
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    code, _, err = cli("update", "--embed")
+    assert code == 0 and "Embedding 4 documents of notes that were never embedded" in err, err
+    (notes / "ideas.md").write_text("Some ideas about caching layers, rewritten.\n")
+    (notes / "pager.md").write_text("# Pager\n\nThe pager rotation moves every Monday.\n")
+    code, _, err = cli("update", "--embed")
+    assert code == 0, err
+    lines = err.splitlines()
+    plan = lines.index("Embedding 2 documents of notes: 1 new, 1 changed")
+    assert lines.index("Done: 1 new, 1 updated, 3 unchanged, 0 removed, 0 skipped") < plan < lines.index("Chunking 2 documents…")
+    counts = [line for line in lines if line.startswith("Embedding: ")]
+    assert counts and counts[-1].startswith("Embedding: ") and "\r" not in err
+    (notes / "ideas.md").write_text("Some ideas about caching layers, rewritten again.\n")
+    code, _, err = cli("update", "--embed")
+    assert code == 0 and "Re-embedding 1 changed document of notes" in err.splitlines(), err
+
+
 def test_update_embed_without_any_embedding_model_updates_and_says_it_skipped(cli: Cli, notes: Path) -> None:
     assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
     (notes / "pager.md").write_text("# Pager\n\nThe pager rotation moves every Monday.\n")

@@ -4,6 +4,7 @@ terminal; Ctrl-C says what was kept. Real llama.cpp on the tiny test model, real
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 
 import qmd
+from qmd.core.units import human_size
 from tests.support.run import command, qmd_env, run_qmd
+from tests.support.terminal import on_a_terminal
 
 pytestmark = pytest.mark.usefixtures("index_backend")  # each test on SQLite and on PostgreSQL
 
@@ -74,10 +77,54 @@ def test_embed_off_a_terminal_prints_progress_lines(tmp_path: Path, tiny_models:
     assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
     proc = run_qmd("embed", env=qmd_env({"QMD_PROGRESS_S": "0"}))  # stderr is a pipe, not a terminal
     assert proc.returncode == 0, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("Embedding: ")]
-    assert len(lines) >= 2, proc.stderr
-    assert "/80 documents (" in lines[0] and "chunks/s" in lines[0] and "ETA" in lines[0]
     assert "\r" not in proc.stderr and "\033[" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    size = human_size(tiny_models["embed"].stat().st_size)
+    said = [
+        "Embedding 80 documents of notes that were never embedded",
+        f"Loading embedding model tiny-embed ({size})…",
+        "Chunking 80 documents…",
+    ]
+    assert [line for line in lines if line in said] == said, proc.stderr
+    headline = next(line for line in lines if re.fullmatch(r"Embedding \d+ chunks \([\d,]+ tokens\) of 80 documents", line))
+    total = int(headline.split()[1])
+    counts = [line for line in lines if line.startswith("Embedding: ")]
+    assert len(counts) >= 2 and lines.index(headline) < lines.index(counts[0]), proc.stderr
+    done = [int(re.match(r"Embedding: (\d+)/(\d+) chunks, ", line).group(1)) for line in counts]  # type: ignore[union-attr]
+    assert done == sorted(done) and done[-1] == total and all(f"/{total} chunks, " in line for line in counts)
+    assert all("tokens (" in line and "chunks/s" in line and "elapsed" in line for line in counts)
+    assert f"Embedded 80 documents ({total} chunks" in lines[-1]
+
+
+@pytest.mark.slow
+def test_embed_on_a_terminal_draws_a_bar_and_says_each_phase_on_its_own_line(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    notes = _notes(tmp_path / "notes", 80, "gamma")
+    assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
+    code, seen = on_a_terminal(command("embed"))
+    assert code == 0, seen
+    lines = seen.split("\r\n")  # the terminal's own line ends
+    assert "Chunking 80 documents…" in lines and "Embedding 80 documents of notes that were never embedded" in lines
+    assert "\rEmbedding [" in seen and "\033[K" in seen  # the bar, redrawn in place
+    bar = [part for part in seen.split("\r") if part.startswith("Embedding [")]
+    assert bar[-1].startswith("Embedding [########################] ") and " 100%" not in bar[0]
+    assert "Embedded 80 documents" in lines[-2]
+
+
+def _until_a_batch_is_written(proc: subprocess.Popen[str], deadline: float) -> str:
+    """Read the embed's stderr (QMD_PROGRESS_S=0: a line per slice of chunks) until it has
+    embedded two batches' worth of chunks (BATCH_CHUNKS each): the first batch is written."""
+    from qmd.index.embedding import BATCH_CHUNKS
+
+    assert proc.stderr is not None
+    seen = ""
+    while True:
+        line = proc.stderr.readline()
+        assert line and time.time() < deadline, f"the embed ended before reporting progress:\n{seen}"
+        seen += line
+        counted = re.match(r"Embedding: (\d+)/", line)
+        if counted and int(counted.group(1)) >= 2 * BATCH_CHUNKS:
+            return seen
 
 
 @pytest.mark.slow
@@ -94,12 +141,7 @@ def test_ctrl_c_during_embed_says_what_was_kept_and_how_to_resume(tmp_path: Path
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stderr is not None
-    deadline = time.time() + 120
-    seen = ""
-    while "Embedding: " not in seen:  # the first committed batch
-        line = proc.stderr.readline()
-        assert line and time.time() < deadline, f"the embed ended before reporting progress:\n{seen}"
-        seen += line
+    seen = _until_a_batch_is_written(proc, time.time() + 120)
     os.kill(proc.pid, signal.SIGINT)
     _, rest = proc.communicate(timeout=60)
     assert proc.returncode == 130, seen + rest
@@ -128,11 +170,7 @@ def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_pat
     )
     assert proc.stderr is not None
     try:
-        seen, deadline = "", time.time() + 120
-        while "Embedding: " not in seen:
-            line = proc.stderr.readline()
-            assert line and time.time() < deadline, seen
-            seen += line
+        seen = _until_a_batch_is_written(proc, time.time() + 120)
         os.kill(proc.pid, signal.SIGSTOP)  # hold it mid-run while status looks
         status = json.loads(run_qmd("status", "--json").stdout)
         text = run_qmd("status").stdout
@@ -144,8 +182,10 @@ def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_pat
             proc.kill()
             proc.communicate()
     assert proc.returncode == 130, seen + rest
-    assert status["running"]["pid"] == proc.pid and status["running"]["operation"] == "embed" and status["running"]["total"] == total
-    assert f"Running:  qmd embed -c big (pid {proc.pid}" in text and f"/{total} documents" in text
+    running = status["running"]
+    assert running["pid"] == proc.pid and running["operation"] == "embed" and running["phase"] == "embedding" and running["documents"] == total
+    assert running["unit"] == "chunks" and running["total"] == running["chunks"] >= total and 0 <= running["done"] < running["total"]  # written at most once a second
+    assert f"Running:  qmd embed -c big (pid {proc.pid}" in text and f"): embedding {running['done']}/{running['total']} chunks, " in text
     coverage = {c["name"]: c["embedded_documents"] for c in status["collections"]}
     assert coverage["small"] == 3 and 0 <= coverage["big"] < total
     after = json.loads(run_qmd("status", "--json").stdout)

@@ -139,9 +139,10 @@ def test_index_embed_vsearch_and_query_through_the_server(embed_server: LlamaSer
         with qmd.Store(cfg.parent / "index.sqlite", cfg) as store:
             store.add_collection(str(notes), name="notes")
             store.update()
-            seen: list[tuple[int, int, int]] = []
-            report = store.embed(progress=lambda d, t, c: seen.append((d, t, c)))
-            assert report.documents == 4 and report.chunks >= 4 and seen and seen[-1][:2] == (4, 4)
+            seen: list[qmd.EmbedProgress] = []
+            report = store.embed(progress=seen.append)
+            assert report.documents == 4 and report.chunks >= 4 and seen and (seen[-1].documents_done, seen[-1].documents) == (4, 4)
+            assert seen[-1].chunks_done == seen[-1].chunks == report.chunks
             assert store.embed().documents == 0  # nothing left: no request, no write
             hits = store.vsearch("undo a bad release: flip the load balancer", limit=4).hits
             answer = store.query("undo a bad release", rerank=False, expand=False)
