@@ -16,6 +16,8 @@ import sys
 from typing import Annotated
 
 import typer
+import typer.core
+from typer import _click as click
 
 from qmd.core.version import __version__
 from qmd.core.errors import QmdError
@@ -137,6 +139,33 @@ def build_app(argv: list[str]) -> typer.Typer:
     return app
 
 
+class _PlainArgument(typer.core.TyperArgument):
+    """An argument named as click names one, `QUERY`, `REF`, `[TARGET]`, `[COMMAND]...`
+    (typer 0.27 writes a required one in braces, `{QUERY}`, and keeps the parameter's case)."""
+
+    def make_metavar(self, ctx: click.Context, *, usage: bool = False) -> str:
+        var = self.metavar or (self.name or "").upper()
+        if usage and not self.required and not var.startswith("["):
+            var = f"[{var}]"
+        return var + "..." if self.metavar is None and self.nargs != 1 else var
+
+
+def command_tree(argv: list[str]) -> click.Command:
+    """The click command of the typer app for `argv` (see build_app), as --help and usage
+    errors show it (docs/cli.md is written from the same tree)."""
+    return plain_usage(typer.main.get_command(build_app(argv)))
+
+
+def plain_usage(command: click.Command) -> click.Command:
+    """`command` (and every command under it) with its arguments named as in normal usage lines."""
+    for param in command.params:
+        if type(param) is typer.core.TyperArgument:
+            param.__class__ = _PlainArgument
+    for sub in getattr(command, "commands", {}).values():
+        plain_usage(sub)
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI through the typer app and map every outcome to the documented exit code."""
     args = hoist_index(list(sys.argv[1:] if argv is None else argv))
@@ -144,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def invoke() -> int:
-        command = typer.main.get_command(build_app(args))
+        command = command_tree(args)
         result = command.main(args=args, prog_name="qmd", standalone_mode=False)
         return result if isinstance(result, int) else 0
 

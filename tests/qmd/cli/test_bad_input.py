@@ -611,3 +611,23 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error(tmp_path: Path, argv: lis
     proc = subprocess.run([sys.executable.encode(), b"-m", b"qmd", *argv], capture_output=True, timeout=120, cwd=tmp_path, env=dict(os.environ))
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 2 and err.startswith("Error: argument") and "not valid UTF-8" in err and "Traceback" not in err, err
+
+
+# --- usage lines ---------------------------------------------------------------------------
+
+def test_usage_lines_name_arguments_as_usage_does(cli: Cli) -> None:
+    """`Usage: qmd search [OPTIONS] QUERY`, not typer 0.27's `{QUERY}` (nor `{ref}`)."""
+    code, _, err = cli("search")
+    assert code == 2 and err.splitlines()[0] == "Usage: qmd search [OPTIONS] QUERY", err
+    assert cli("get", "-h")[1].splitlines()[0] == "Usage: qmd get [OPTIONS] REF"
+    assert cli("ls", "-h")[1].splitlines()[0] == "Usage: qmd ls [OPTIONS] [TARGET]"
+    assert cli("collection", "update-cmd", "-h")[1].splitlines()[0] == "Usage: qmd collection update-cmd [OPTIONS] NAME [COMMAND]..."
+    from qmd.cli.docgen import root_command, walk
+
+    paths = [tuple(ctx.command_path.split()[1:]) for _, ctx in walk(root_command())][1:]  # every command, harness ones too
+    assert ("search",) in paths and ("doctor",) in paths and len(paths) > 40
+    for path in paths:
+        code, out, err = cli(*path, "-h")
+        usage = out.splitlines()[0] if out else err
+        assert code == 0 and usage.startswith(f"Usage: qmd {' '.join(path)}"), (path, out, err)
+        assert "{" not in usage and "}" not in usage, usage
