@@ -46,7 +46,7 @@ def search_request(p: Params) -> tuple[SearchRequest, Invocation]:
     if p["match"] not in MATCHES:
         raise _usage_error("choose all (every term, as the original) or any (all-terms hits, then the best partial ones)", "--match")
     request = SearchRequest(
-        " ".join(p["query"]), result_limit(kind, p["n"], p["all_"]), _names(p["collection"]), p["min_score"], p["full"], snippet_chars(kind),
+        _query_text(p["query"]), result_limit(kind, p["n"], p["all_"]), _names(p["collection"]), p["min_score"], p["full"], snippet_chars(kind),
         p["line_numbers"], filter_arg(p["filter_"]), p["since"], p["until"], p["match"],
     )
     return request, Invocation(kind, p["full_path"], local=p["local"])
@@ -57,7 +57,7 @@ def vsearch_request(p: Params) -> tuple[SearchRequest | QueryRequest, Invocation
     kind = p["kind"]
     limit = result_limit(kind, p["n"], p["all_"])
     how = Invocation(kind, p["full_path"], local=p["local"])
-    text, names, where = " ".join(p["query"]), _names(p["collection"]), filter_arg(p["filter_"])
+    text, names, where = _query_text(p["query"]), _names(p["collection"]), filter_arg(p["filter_"])
     if p["expand"]:
         return QueryRequest(
             text, limit or 10_000, min_score=p["min_score"], collections=names, rerank=False, expand=True, snippet_chars=snippet_chars(kind),
@@ -80,13 +80,22 @@ def query_request(p: Params) -> tuple[QueryRequest, Invocation]:
     if p["all_"]:  # every document the pipeline fuses (its lists are bounded, so this is bounded too)
         limit = ALL_FUSED
     request = QueryRequest(
-        "\n".join(p["text"]), limit, p["candidates"], p["min_score"], _names(p["collection"]), p["intent"], not p["no_rerank"], p["expand"],
+        _query_text(p["text"], "\n"), limit, p["candidates"], p["min_score"], _names(p["collection"]), p["intent"], not p["no_rerank"], p["expand"],
         p["explain"], snippet_chars(kind), filter=filter_arg(p["filter_"]), since=p["since"], until=p["until"], full=p["full"],
     )
     notes = () if strategy is None else (
         f"note: --chunk-strategy {strategy}: the reranker reads each document's chunks as embedded (set chunk_strategy: in the config and run qmd embed)",
     )
     return request, Invocation(kind, p["full_path"], p["line_numbers"], p["local"], notes)
+
+
+def _query_text(words: list[str], sep: str = " ") -> str:
+    """The query the words make; an empty or blank one is a usage error, as the original
+    prints its usage for `qmd search ""` (a script's unset "$Q" must not search for nothing)."""
+    text = sep.join(words)
+    if not text.strip():
+        raise _usage_error("the query is empty; give words to search for", "QUERY")
+    return text
 
 
 def _names(collections: list[str] | None) -> tuple[str, ...] | None:

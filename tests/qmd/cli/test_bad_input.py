@@ -261,8 +261,8 @@ def test_symlink_outside_root_cannot_be_read_through_get(messy: tuple[Path, int,
 
 # --- malformed query syntax -----------------------------------------------------------------
 
-MALFORMED = [
-    '"unclosed', "AND OR NOT", "*", "(((", "NEAR(", "col:thing", "-", '""', "^x", "", "   ",
+MALFORMED = [  # an empty or blank query is a usage error (test_an_empty_query_prints_the_usage)
+    '"unclosed', "AND OR NOT", "*", "(((", "NEAR(", "col:thing", "-", '""', "^x",
     "NEAR(blue green, 2)", "title:rollback", "blue AND", "OR blue", "NOT", "blue -", '"', "'", "\\", "{", "}",
     "blue*", "*blue", "+blue", "blue^2", "a:b:c", "\x00", "café ☕ 🚀", "日本語 検索", "🚀" * 50,
 ]
@@ -302,6 +302,17 @@ def test_odd_syntax_around_real_words_still_finds(indexed: Path, cli: Cli, query
 @pytest.mark.parametrize("query", ['"unclosed', "(((", "^x", "col:thing", "*", "café ☕ 🚀"])
 def test_queries_with_no_match_say_no_results(indexed: Path, cli: Cli, query: str) -> None:
     assert cli("search", query) == (0, "No results found.\n", "")
+
+
+@pytest.mark.parametrize("command", ["search", "vsearch", "query"])
+@pytest.mark.parametrize("query", ["", "   ", "\t\n"])
+def test_an_empty_query_prints_the_usage(indexed: Path, cli: Cli, command: str, query: str) -> None:
+    """As the original prints its usage for `qmd search ""`: a script's unset "$Q" is a
+    usage error (exit 2, the usage line first), not a search for nothing."""
+    code, out, err = cli(command, query, "--json")
+    assert (code, out) == (2, ""), err
+    assert err.splitlines()[0] == f"Usage: qmd {command} [OPTIONS] QUERY"
+    assert err.splitlines()[-1] == "Error: Invalid value for QUERY: the query is empty; give words to search for"
 
 
 def test_five_thousand_character_query(indexed: Path, cli: Cli) -> None:

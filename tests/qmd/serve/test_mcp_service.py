@@ -126,6 +126,12 @@ def test_query_arguments_are_lax_about_json_types() -> None:
     assert (q.text, q.limit, q.intent, q.candidates) == ("how do we roll back", 3, "deploys", 40)
 
 
+@pytest.mark.parametrize("query", ["", "  ", "\n"])
+def test_an_empty_query_is_a_clear_error(service: ToolService, query: str) -> None:
+    out = service.call("query", {"query": query})
+    assert out.is_error and out.text.startswith("Error: query is empty") and "internal error" not in out.text, out.text
+
+
 def test_unknown_names_are_refused_by_every_tool(service: ToolService) -> None:
     for tool, args, valid in (
         ("get", {"file": "notes/ideas.md", "path": "x"}, "file, fromLine, maxLines, lineNumbers"),
