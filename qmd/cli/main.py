@@ -18,10 +18,11 @@ from typing import Annotated
 import typer
 import typer.core
 from typer import _click as click
+from typer._click import exceptions as click_exc  # typer vendors click
 
 from qmd.core.version import __version__
 from qmd.core.errors import QmdError
-from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_index, not_text
+from qmd.cli.argv import OWN_INDEX_OPTION, dash_word, first_command, hoist_index, not_text
 from qmd.cli.boundary import guarded
 from qmd.cli.shared import STATE, err
 
@@ -166,6 +167,33 @@ def plain_usage(command: click.Command) -> click.Command:
     return command
 
 
+def _said_dash_word(args: list[str], exc: click_exc.UsageError) -> bool:
+    """For `qmd search -rollback` ("No such option: -r"): the usage error naming the word
+    as typed, and the hint to put `--` before the query; False (nothing said) for any other."""
+    ctx = exc.ctx
+    if isinstance(exc, click_exc.NoSuchOption):
+        rejected = [exc.option_name]
+    elif isinstance(exc, click_exc.BadParameter) and isinstance(exc.param, typer.core.TyperOption):
+        rejected = list(exc.param.opts)
+    else:
+        return False
+    if ctx is None:
+        return False
+    options = {name: not (p.is_flag or p.count) for p in ctx.command.params if isinstance(p, typer.core.TyperOption) for name in [*p.opts, *p.secondary_opts]}
+    options.update(dict.fromkeys(ctx.help_option_names, False))
+    found = dash_word(args, rejected, options)
+    if found is None:
+        return False
+    import shlex
+
+    typed, fixed = found
+    if isinstance(exc, click_exc.NoSuchOption):
+        exc.message = f"No such option: {typed}"
+    exc.show()
+    err(f"hint: a query word starting with '-' goes after --: qmd {shlex.join(fixed)}")
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI through the typer app and map every outcome to the documented exit code."""
     args = hoist_index(list(sys.argv[1:] if argv is None else argv))
@@ -174,7 +202,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def invoke() -> int:
         command = command_tree(args)
-        result = command.main(args=args, prog_name="qmd", standalone_mode=False)
+        try:
+            result = command.main(args=args, prog_name="qmd", standalone_mode=False)
+        except click_exc.UsageError as exc:
+            if not _said_dash_word(args, exc):
+                raise
+            return 2
         return result if isinstance(result, int) else 0
 
     return guarded(invoke)

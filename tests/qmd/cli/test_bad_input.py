@@ -329,12 +329,43 @@ def test_five_thousand_character_query(indexed: Path, cli: Cli) -> None:
     assert cli("search", "blue " * 1000, "--files")[1].endswith(",qmd://small/runbooks/deploy.md\n")
 
 
-def test_dash_query_in_a_subprocess(indexed: Path) -> None:
-    # `--` ends options, so a query may start with a dash (negation only: nothing positive).
-    proc = run_qmd("search", "--", "-rollback")
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_dash_query_in_a_subprocess(indexed: Path, fast: str) -> None:
+    # `--` ends options, so a query may start with a dash (negation only: nothing positive),
+    # through the lean path (QMD_FAST=1) and typer alike.
+    env = qmd_env({"QMD_FAST": fast})
+    proc = run_qmd("search", "--", "-rollback", env=env)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "No results found.\n", "")
-    proc = run_qmd("search", "--files", "--", "blue -postgres")
+    proc = run_qmd("search", "--files", "--", "blue -postgres", env=env)
     assert proc.returncode == 0 and proc.stdout.endswith(",qmd://small/runbooks/deploy.md\n")
+    proc = run_qmd("search", "--files", "--", "nightly", "-rollback", env=env)  # the hint's own form: words after --
+    assert (proc.returncode, proc.stdout.split(",")[2:]) == (0, ["qmd://small/postgres.md\n"]), proc.stderr
+    proc = run_qmd("search", "--files", "--", "nightly", "-pg_dump", env=env)
+    assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said", "hint"),
+    [
+        (["search", "-rollback"], "No such option: -rollback", "qmd search -- -rollback"),
+        (["search", "nightly", "-rollback", "--json", "-n", "3"], "No such option: -rollback", "qmd search --json -n 3 -- nightly -rollback"),
+        (["search", "-nginx"], "Invalid value for '-n': 'ginx'", "qmd search -- -nginx"),
+        (["vsearch", "-c", "small", "undo", "-rollback"], "No such option: -rollback", "qmd vsearch -c small -- undo -rollback"),
+        (["--index", "work", "query", "how do we", "-rollback"], "No such option: -rollback", "qmd --index work query -- 'how do we' -rollback"),
+    ],
+)
+def test_a_query_word_taken_for_an_option_hints_at_dashes(indexed: Path, cli: Cli, args: list[str], said: str, hint: str) -> None:
+    """`qmd search -rollback` was "No such option: -r" alone: the word as typed, and the fix."""
+    code, out, err = cli(*args)
+    assert (code, out) == (2, ""), err
+    assert f"Error: {said}" in err and "Traceback" not in err
+    assert hint_of(err) == f"hint: a query word starting with '-' goes after --: {hint}"
+
+
+@pytest.mark.parametrize("args", [["search", "--bogus", "x"], ["search", "-x", "x"], ["get", "-rollback"], ["search", "-n", "many", "x"]])
+def test_other_option_errors_get_no_dash_hint(indexed: Path, cli: Cli, args: list[str]) -> None:
+    code, _, err = cli(*args)
+    assert code == 2 and "Error: " in err and "hint:" not in err, err
 
 
 # --- unknown collections and documents -----------------------------------------------------
