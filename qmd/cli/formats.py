@@ -56,7 +56,7 @@ def _csv_field(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-ANY_MARK = "[any-term]"  # --files: a hit from the any-term fill (the original has none)
+ANY_MARK = "[any-term]"  # --files: a hit from the any-term fill (the original has none), in the field after the context
 
 
 def search_json_rows(hits: Sequence[SearchHit], paths: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -70,8 +70,9 @@ def format_search(
     """Search hits in `fmt`; the caller prints the result as is (no extra newline).
 
     Hits from the any-term fill (`match == "any"`) are marked in every format: `match` in
-    JSON and CSV, `match="any"` in XML, `**match:** any` in Markdown, a last `[any-term]`
-    field with --files, a `Match:` line after the cli score. All-terms hits print as the
+    JSON and CSV, `match="any"` in XML, `**match:** any` in Markdown, `[any-term]` in the
+    field after the context with --files (`#docid,score,file,"context",[any-term]`; the
+    context field empty when there is none), a `Match:` line after the cli score. All-terms hits print as the
     original prints them. `style` and `files` (file-system paths by URI, for the links)
     decorate the cli format on a terminal.
     """
@@ -82,8 +83,11 @@ def format_search(
         for h in hits:
             name = _file(h, paths)
             head = f"{h.score:.2f}," if paths and _on_disk(name) else f"#{h.docid},{h.score:.2f},"
-            ctx = f",{_csv_field(h.context)}" if h.context else ""
-            rows.append(f"{head}{line_safe(name)}{ctx}" + (f",{ANY_MARK}" if h.match == "any" else "") + "\n")
+            # The original's fields, then the mark, each always in its place: an empty context
+            # field before the mark when there is none. Empty last fields are left off, as the original does.
+            mark = f",{ANY_MARK}" if h.match == "any" else ""
+            ctx = f",{_csv_field(h.context)}" if h.context else ("," if mark else "")
+            rows.append(f"{head}{line_safe(name)}{ctx}{mark}\n")
         return "".join(rows)
     if fmt == "csv":
         buf, writer = _csv_writer()

@@ -296,7 +296,7 @@ def test_malformed_queries_never_error(indexed: Path, cli: Cli, query: str) -> N
 def test_odd_syntax_around_real_words_still_finds(indexed: Path, cli: Cli, query: str, expected: str) -> None:
     code, out, err = cli("search", query, "--files")
     assert code == 0, err
-    assert out.splitlines()[0].split(",")[2] == expected  # docid,score,path[,context][,[any-term]]
+    assert out.splitlines()[0].split(",")[2] == expected  # docid,score,path[,context[,[any-term]]]
 
 
 @pytest.mark.parametrize("query", ['"unclosed', "(((", "^x", "col:thing", "*", "café ☕ 🚀"])
