@@ -11,7 +11,7 @@ from qmd.search.fts import bm25_search
 from qmd.search.snippets import make_snippet
 from qmd.search.syntax import parse_query
 from qmd.store import refs
-from qmd.backends.base import DocRow
+from qmd.backends.base import DocRow, FileRow
 from qmd.core.contexts import normalise_subpath
 from qmd.core.records import replace
 from qmd.core.requests import MATCHES, Outcome, QueryRequest, SearchRequest
@@ -234,6 +234,29 @@ class Reader:
         self.state.collection(name)
         sub = normalise_subpath(sub).lstrip("/")
         files = self.state.db().files(name, sub)
+        if sub and not files:
+            files = self._by_prefix(name, sub)
         lengths = self.state.db().docid_lengths([f.hash for f in files])
         return [FileEntry(f.collection, f.path, f.size, f.mtime_ns, f.hash[: lengths[f.hash]], f.title) for f in files]
 
+    def _by_prefix(self, name: str, sub: str) -> list[FileRow]:
+        """A sub-path naming no folder or file: the files whose path starts with it (the
+        original's rule: `ls notes/blue` lists bluegreen.md), else a NotFoundError naming
+        the folders it is close to."""
+        every = self.state.db().files(name, "")
+        found = [f for f in every if f.path.startswith(sub)]
+        if found:
+            return found
+        import difflib
+
+        folders = sorted({f.path.rsplit("/", i)[0] for f in every for i in range(1, f.path.count("/") + 1)})
+        close = difflib.get_close_matches(sub.rstrip("/"), folders, n=3, cutoff=0.6)
+        by_name = [d for d in folders if d.rsplit("/", 1)[-1] == sub.rstrip("/").rsplit("/", 1)[-1] and d not in close]
+        near = (close + by_name)[:3]
+        if near:
+            hint = "did you mean: " + ", ".join(f"qmd ls {name}/{d}" for d in near)
+        elif every:
+            hint = f"list the collection's files with: qmd ls {name}"
+        else:
+            hint = f"collection '{name}' has no indexed files yet: run qmd update"
+        raise NotFoundError(f"no files under qmd://{name}/{sub}", hint)

@@ -344,7 +344,10 @@ class Store:
         return self._reader.multi_get(pattern, max_lines, max_bytes, cwd)
 
     def ls(self, target: str | None = None) -> list[FileEntry]:
-        """Files of a collection (optionally under a sub-path): `name`, `name/sub`, `qmd://name/sub`."""
+        """Files of a collection (optionally under a sub-path): `name`, `name/sub`, `qmd://name/sub`.
+
+        A sub-path that is no folder or file lists the files whose path starts with it (as the
+        original); one matching nothing is a NotFoundError naming close folders."""
         return self._reader.ls(target)
 
     # --- models and vectors (models.py) -----------------------------------------------

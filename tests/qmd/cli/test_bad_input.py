@@ -390,6 +390,34 @@ def test_unknown_collection_suggests_at_most_five(tmp_path: Path, cli: Cli) -> N
     assert len(names) == 5 and all(n.startswith("notes-") for n in names)
 
 
+def test_ls_of_an_unknown_collection_names_the_known_ones(indexed: Path, cli: Cli, tmp_path: Path) -> None:
+    assert cli("collection", "add", str(make_notes(tmp_path / "work", {"a.md": "# A\n"})), "--name", "work")[0] == 0
+    for target in ("nope", "qmd://nope/", "nope/runbooks"):
+        code, out, err = cli("ls", target)
+        assert_error(code, out, err, "unknown collection 'nope'")
+        assert hint_of(err) == "hint: collections: small, work"
+
+
+def test_ls_of_a_sub_path_without_files_says_so(indexed: Path, cli: Cli) -> None:
+    """`qmd ls small/nope` printed nothing and exited 0: one line saying there are no files
+    under it, a close folder when there is one, exit 1."""
+    code, out, err = cli("ls", "small/nope")
+    assert_error(code, out, err, "no files under qmd://small/nope")
+    assert hint_of(err) == "hint: list the collection's files with: qmd ls small"
+    code, out, err = cli("ls", "qmd://small/runbok/")  # a typo of a folder
+    assert_error(code, out, err, "no files under qmd://small/runbok")
+    assert hint_of(err) == "hint: did you mean: qmd ls small/runbooks"
+    code, out, err = cli("ls", "small/x/runbooks")  # the folder's name at another place
+    assert hint_of(err) == "hint: did you mean: qmd ls small/runbooks"
+
+
+def test_ls_of_a_path_prefix_lists_what_starts_with_it(indexed: Path, cli: Cli) -> None:
+    """As the original: `qmd ls small/run` lists runbooks/…, `small/post` postgres.md."""
+    assert cli("ls", "small/run")[1].endswith("qmd://small/runbooks/deploy.md\n")
+    assert cli("ls", "small/post")[1].endswith("qmd://small/postgres.md\n")
+    assert cli("ls", "small/runbooks")[1] == cli("ls", "small/runbooks/")[1] == cli("ls", "small/run")[1]
+
+
 def test_get_missing_document_suggests_similar(indexed: Path, cli: Cli) -> None:
     code, out, err = cli("get", "small/runbooks/deploy-guide.md")
     assert_error(code, out, err, "document not found: small/runbooks/deploy-guide.md")
