@@ -436,6 +436,31 @@ def test_get_missing_document_does_not_suggest_unrelated(indexed: Path, cli: Cli
     assert hint_of(err) == "hint: list documents with: qmd ls"
 
 
+def test_get_of_a_removed_document_says_it_was_removed(indexed: Path, cli: Cli) -> None:
+    """A file deleted before the last update: not "not found" with unrelated names, but
+    removed, and when (its row is kept, inactive, until cleanup)."""
+    old = indexed / "runbooks" / "deploy.md"
+    os.utime(old, (1_600_000_000, 1_600_000_000))  # its own time far from the update's
+    make_notes(indexed, {"runbooks/deploy-notes.md": "# Deploy notes\n\nUnrelated.\n"})
+    assert cli("update")[0] == 0
+    docid = json.loads(cli("get", "small/runbooks/deploy.md", "--json")[1])["docid"]
+    old.unlink()
+    before = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    assert cli("update")[0] == 0
+    for ref in ("small/runbooks/deploy.md", "qmd://small/runbooks/deploy.md", "runbooks/deploy.md", str(old), "small/runbooks/deploy.md:2:1"):
+        code, out, err = cli("get", ref)
+        assert_error(code, out, err, "qmd://small/runbooks/deploy.md was removed from the index at the update of ")
+        first = err.splitlines()[0]
+        assert before in first or time.strftime("%Y-%m-%d %H:%M", time.gmtime()) in first, first
+        assert "deploy-notes" not in err  # no unrelated suggestion
+        assert hint_of(err) == "hint: restore the file and run qmd update, or find where it went: qmd search deploy"
+    code, out, err = cli("get", docid)
+    assert_error(code, out, err, f"{docid} (qmd://small/runbooks/deploy.md) was removed from the index at the update of ")
+    assert cli("cleanup")[0] == 0  # the row is gone: not found again
+    code, out, err = cli("get", "small/runbooks/deploy.md")
+    assert_error(code, out, err, "document not found: small/runbooks/deploy.md")
+
+
 @pytest.mark.parametrize("ref", ["../../etc/passwd", "/etc/passwd", "qmd://small/../../etc/passwd", "small/../../etc/passwd", "~/../../etc/passwd", "qmd://small/../../../etc/passwd"])
 def test_get_refuses_paths_outside_collections(indexed: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, ref: str) -> None:
     monkeypatch.chdir(indexed / "runbooks")
