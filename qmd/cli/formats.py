@@ -10,7 +10,7 @@ from qmd.cli.shared import FORMATS
 from qmd.cli.terminal import BOLD, CYAN, DIM, PLAIN, Style
 from qmd.core.clock import ago
 from qmd.core.text import line_safe, numbered
-from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
+from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, Overlap, SearchHit, StatusInfo, VectorStatus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -300,6 +300,13 @@ def to_json(value: Any, default: Callable[[Any], Any] | None = None) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=default) + "\n"
 
 
+def overlap_line(o: Overlap) -> str:
+    """Two collections over the same files, and how to keep one."""
+    where = f"'{o.collection}' indexes the same folder as '{o.other}'" if o.same_folder else f"'{o.collection}' indexes a folder inside '{o.other}'"
+    both = "" if not o.files else (": 1 file is in both" if o.files == 1 else f": {o.files} files are in both")
+    return f"{where}{both}; keep one: qmd collection remove {o.collection}"
+
+
 def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: str | None, models: Sequence[ModelStatus]) -> str:
     """`qmd status` for people: documents, vectors, collections, files needing attention, models."""
     lines = [
@@ -341,6 +348,9 @@ def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: 
         lines.append("  none — add one with: qmd collection add DIR --name NAME")
     for c in info.collections:
         lines.append("  " + format_collection(c, compact=True).rstrip("\n").replace("\n", "\n  "))
+    if info.overlaps:
+        lines += ["", "Collections over the same files (a search shows each of them twice)"]
+        lines += [f"  {overlap_line(o)}" for o in info.overlaps]
     skipped = [i for i in info.issues if i[2] == "skipped"]
     warnings = [i for i in info.issues if i[2] == "warning"]
     if skipped or warnings:

@@ -140,6 +140,17 @@ class CollectionInfo:
 
 
 @record
+class Overlap:
+    """Two collections over the same files: the same folder, or one inside the other. Each
+    file indexed by both is a document in each, so a search shows it twice."""
+
+    collection: str  # the inner folder's collection (the later one for the same folder)
+    other: str  # the collection whose folder holds it
+    files: int  # files indexed in both (0 before either is indexed)
+    same_folder: bool
+
+
+@record
 class ContextInfo:
     target: str  # "/" for global, else qmd://collection/sub
     text: str
@@ -175,6 +186,7 @@ class StatusInfo:
     global_context: str | None = None
     running: dict[str, object] | None = None  # an update or embed writing now: pid, command, done, total
     grammars: list[GrammarInfo] = field(default_factory=list)  # tree-sitter grammars for chunk strategy auto
+    overlaps: list[Overlap] = field(default_factory=list)  # collections indexing the same files (every hit of them twice)
 
 
 @record

@@ -26,6 +26,7 @@ from qmd.core.results import (
     FileEntry,
     ModelStatus,
     MultiGetItem,
+    Overlap,
     QueryResult,
     SearchHit,
     StatusInfo,
@@ -209,6 +210,11 @@ class Store:
 
     def collections(self) -> list[CollectionInfo]:
         return self._collections.infos()
+
+    def overlapping_collections(self, name: str | None = None) -> list[Overlap]:
+        """Collections over the same files (the same folder, or one inside another), each with
+        the files indexed by both: a search shows each of those twice. `name`: its pairs only."""
+        return self._collections.overlaps(name)
 
     def collection_folders(self) -> dict[str, Path]:
         """Each collection's folder as `update` reads it (a project-local config's relative

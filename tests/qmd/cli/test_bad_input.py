@@ -122,6 +122,30 @@ def test_add_empty_name_is_consistent(tmp_path: Path, cli: Cli) -> None:
     assert (code == 1 and not registered) or (code == 0 and registered and "Added collection 'n'" in err)
 
 
+def test_add_the_same_folder_twice_warns_and_status_says_so(tmp_path: Path, cli: Cli, indexed: Path) -> None:
+    """Every hit twice, and nothing said: now `collection add` names the other collection and
+    how to keep one, and `status` (and --json) lists the pair."""
+    code, _, err = cli("collection", "add", str(indexed), "--name", "again")
+    assert code == 0, err
+    assert "warning: 'again' indexes the same folder as 'small': 2 files are in both; keep one: qmd collection remove again\n" in err
+    code, out, err = cli("status")
+    assert code == 0 and "Collections over the same files (a search shows each of them twice)\n  'again' indexes the same folder as 'small': 2 files are in both; keep one: qmd collection remove again\n" in out
+    overlaps = json.loads(cli("status", "--json")[1])["overlaps"]
+    assert overlaps == [{"collection": "again", "other": "small", "files": 2, "same_folder": True}]
+    code, _, err = cli("collection", "add", str(indexed / "runbooks"), "--name", "inner")
+    assert "warning: 'inner' indexes a folder inside 'small': 1 file is in both; keep one: qmd collection remove inner\n" in err
+    code, _, err = cli("collection", "add", str(indexed), "--name", "later", "--no-index")
+    assert "warning: 'later' indexes the same folder as 'small'; keep one: qmd collection remove later (once indexed" in err
+
+
+def test_the_same_folder_with_other_files_is_no_overlap(tmp_path: Path, cli: Cli, indexed: Path) -> None:
+    make_notes(indexed, {"notes.txt": "plain text\n"})
+    code, _, err = cli("collection", "add", str(indexed), "--name", "text", "--pattern", "**/*.txt")
+    assert code == 0 and "warning: 'text'" not in err, err
+    assert json.loads(cli("status", "--json")[1])["overlaps"] == []
+    assert "Collections over the same files" not in cli("status")[1]
+
+
 # --- update ---------------------------------------------------------------------------------
 
 def test_update_with_deleted_folder_names_collection_remove(tmp_path: Path, cli: Cli, indexed: Path) -> None:
