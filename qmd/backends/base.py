@@ -313,6 +313,10 @@ class IndexBackend(abc.ABC):
         """(chunks, embedded content of active documents) of one vector space (zeros for None)."""
         return sql.vector_counts(self.connection(), model_id)
 
+    def embedded_in(self, model_id: int | None, collections: Sequence[str]) -> int:
+        """Distinct content of the active documents of `collections` with vectors in this vector space."""
+        return sql.embedded_in(self.connection(), model_id, collections)
+
     def embedded_per_collection(self, model_id: int) -> dict[str, int]:
         """Active documents of each collection with vectors in this vector space."""
         return sql.embedded_per_collection(self.connection(), model_id)

@@ -391,6 +391,17 @@ def embedded_per_collection(conn: Connection, model_id: int) -> dict[str, int]:
 EMBEDDED_ACTIVE = "EXISTS (SELECT 1 FROM documents d WHERE d.hash = e.hash AND d.active)"  # over embedded e
 
 
+def embedded_in(conn: Connection, model_id: int | None, collections: Sequence[str]) -> int:
+    """Distinct content of the active documents of `collections` with vectors in one vector space."""
+    if model_id is None or not collections:
+        return 0
+    sql = (
+        f"SELECT count(DISTINCT d.hash) FROM documents d WHERE d.active AND d.collection IN ({marks(len(collections))})"
+        " AND EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = d.hash)"
+    )
+    return count(conn, sql, [*collections, model_id])
+
+
 def vector_counts(conn: Connection, model_id: int | None) -> tuple[int, int]:
     """(chunks, embedded content of active documents) of one vector space (zeros for None)."""
     if model_id is None:

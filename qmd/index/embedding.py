@@ -68,7 +68,7 @@ class EmbedReport:
     model: str
     documents: int = 0
     chunks: int = 0
-    already: int = 0
+    already: int = 0  # documents (distinct content) of the collections embedded that had their vectors already
     seconds: float = 0.0
     skipped_collections: list[str] = field(default_factory=list)
     recut: int = 0  # documents re-embedded because their chunk strategy changed their cut
@@ -207,7 +207,7 @@ def run_embed(
     report.notice = grammar_notice({c: strategies.get(c, "regex") for c in collections})
     todo = backend.pending_embeddings(model.id if model else None, collections, ast)
     if not force and not todo:
-        report.already = backend.vector_counts(model.id if model else None)[1]
+        report.already = backend.embedded_in(model.id if model else None, collections)
         report.seconds = time.perf_counter() - started
         return report
     with writing():
@@ -217,7 +217,7 @@ def run_embed(
             backend.drop_vectors(model, None if force_all else [h for h, _ in backend.pending_embeddings(None, collections)])
     if force:
         todo = backend.pending_embeddings(model.id, collections, ast)
-    report.already = backend.vector_counts(model.id)[1]
+    report.already = backend.embedded_in(model.id, collections)
     languages = source_languages(backend, ast, {h for h, _ in todo})
     with backend.bulk_vectors(model, len(todo)):
         embed_documents(backend, embedder, model, todo, report, progress, writing, languages)
