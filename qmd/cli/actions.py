@@ -11,7 +11,7 @@ that the warm server or the in-process Store gives for it.
 from __future__ import annotations
 
 from qmd.cli.shared import _usage_error, display_names, err, filter_arg, fs_paths, named_index, number_hits, open_store, out, result_limit, snippet_chars
-from qmd.cli.formats import format_document, format_search
+from qmd.cli.formats import explain_lines, format_document, format_search
 from qmd.cli.remote import ask
 from qmd.core.records import record
 from qmd.core.requests import MATCHES, Outcome, QueryRequest, Request, SearchRequest
@@ -178,22 +178,26 @@ def query(p: Params) -> None:
             if hit.explain is not None:
                 row["explain"] = hit.explain
         out(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+    elif request.explain and how.kind == "cli":  # each hit's explanation under it, as the original
+        lines = {h.uri: explain_lines(h.explain or {}, found.stages.get("rerank")) for h in found.hits}
+        out(format_search(found.hits, how.kind, paths, explain=lines))
     else:
         out(format_search(found.hits, how.kind, paths))
     if request.explain:
-        explain(found, how.kind != "json")
+        explain(found, how.kind not in ("json", "cli"))
 
 
 def explain(found: Outcome, per_hit: bool) -> None:
-    """`query --explain` on stderr: the searches, stages, timings and (per_hit) each hit's lists."""
+    """`query --explain` on stderr: the searches, stages, timings and (per_hit: formats that
+    cannot hold it) each hit's explanation under its URI."""
     err("Searches: " + "; ".join(f"{s['type']}: {s['query']}" for s in found.searches))
     err("Stages:   " + ", ".join(f"{k}={v}" for k, v in found.stages.items()))
     err("Timings:  " + ", ".join(f"{k} {v:.1f} ms" for k, v in found.timings_ms.items()))
     if per_hit:
         for hit in found.hits:
-            e = hit.explain or {}
-            lists = ", ".join(f"{x['list']}#{x['rank']} (+{x['rrf']:.4f})" for x in e.get("lists", []))
-            err(f"  {hit.uri}: rrf {e.get('rrf')} (rank {e.get('rrf_rank')}) [{lists}] rerank {e.get('rerank')} → {e.get('score')}")
+            err(hit.uri)
+            for line in explain_lines(hit.explain or {}, found.stages.get("rerank")):
+                err(f"  {line}")
 
 
 def get(p: Params) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from qmd.cli.shared import FORMATS
 from qmd.cli.terminal import BOLD, CYAN, DIM, PLAIN, Style
@@ -64,8 +64,43 @@ def search_json_rows(hits: Sequence[SearchHit], paths: dict[str, str] | None = N
     return [h.to_json(file=_file(h, paths)) for h in hits]
 
 
+def explain_lines(e: Mapping[str, Any], rerank_stage: object = None) -> list[str]:
+    """One hit's `--explain` for people: its fused rank and RRF, each list it came from (named
+    as a person would: "keywords (original query)"), the rerank score or why there is none,
+    and how the final score came out. `rerank_stage`: the query's rerank stage ("off", "skipped:
+    …", or how many candidates were reranked)."""
+    rank = int(e.get("rrf_rank") or 0)
+    bonus = float(e.get("bonus") or 0.0)
+    rrf = float(e.get("rrf") or 0.0)
+    head = f"Explain: fused rank {rank}, RRF {rrf:.4f}"
+    lines = [head + (f" (lists {rrf - bonus:.4f} + top-rank bonus {bonus:.4f})" if bonus else "")]
+    for x in e.get("lists", []):
+        label = x.get("label") or x.get("list")
+        lines.append(f"  {label}: rank {int(x.get('rank') or 0)}, +{float(x.get('rrf') or 0.0):.4f}")
+    score = float(e.get("score") or 0.0)
+    reranked = e.get("rerank")
+    if reranked is None:
+        if rerank_stage == "off":
+            why = "off (--no-rerank)"
+        elif isinstance(rerank_stage, str) and rerank_stage.startswith("skipped"):
+            why = "skipped (no reranker)"
+        elif isinstance(rerank_stage, int) and rerank_stage:
+            why = f"not reranked (outside the top {rerank_stage} candidates)"
+        else:
+            why = "skipped"
+        lines += [f"  rerank: {why}", f"  score: {round(score * 100)}% = 1 / fused rank {rank}"]
+    else:
+        w = float(e.get("blend_weight") or 0.0)
+        lines += [
+            f"  rerank: {float(reranked):.4f}",
+            f"  score: {round(score * 100)}% = {round(w * 100)}% × 1/{rank} + {round((1 - w) * 100)}% × rerank {float(reranked):.4f}",
+        ]
+    return lines
+
+
 def format_search(
     hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | None = None, style: Style = PLAIN, query: str = "", files: dict[str, str] | None = None,
+    explain: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """Search hits in `fmt`; the caller prints the result as is (no extra newline).
 
@@ -74,7 +109,8 @@ def format_search(
     field after the context with --files (`#docid,score,file,"context",[any-term]`; the
     context field empty when there is none), a `Match:` line after the cli score. All-terms hits print as the
     original prints them. `style` and `files` (file-system paths by URI, for the links)
-    decorate the cli format on a terminal.
+    decorate the cli format on a terminal; `explain` (lines by URI, `query --explain`) goes
+    under each hit's score in the cli format, as the original prints it.
     """
     if fmt == "json":
         return json.dumps(search_json_rows(hits, paths), indent=2, ensure_ascii=False) + "\n"
@@ -124,6 +160,7 @@ def format_search(
         head = style.paint(CYAN, style.link(f"{name}:{h.line}", (files or {}).get(h.uri), h.line))
         pct = f"{round(h.score * 100):>3}%"
         mark = style.paint(DIM, "Match:  some terms (not every word of the query)") + "\n" if h.match == "any" else ""
+        mark += "".join(style.paint(DIM, line) + "\n" for line in (explain or {}).get(h.uri, ()))
         blocks.append(
             f"{head} {style.paint(DIM, '#' + h.docid)}\n{style.paint(BOLD, 'Title: ' + line_safe(h.title))}\n{ctx}"
             f"Score: {style.score(h.score, pct)}\n{mark}\n{style.highlight(text, query)}\n"
