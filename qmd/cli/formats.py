@@ -192,10 +192,15 @@ def format_document(doc: Document, fmt: str, line_numbers: bool = True, name: st
 
 
 def _multi_body(item: MultiGetItem, line_numbers: bool) -> str:
-    body = numbered(item.text or "", 1) if line_numbers else (item.text or "")
+    body = numbered(item.text or "", item.from_line) if line_numbers else (item.text or "")
     if item.truncated_lines:
         body += f"\n\n[... truncated {item.truncated_lines} more lines]"
     return body
+
+
+def _span(item: MultiGetItem) -> str:
+    """`10-14 of 50`: the lines a ranged item shows."""
+    return f"{item.from_line}-{item.from_line + max(item.lines_shown, 1) - 1} of {item.total_lines}"
 
 
 def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = True, names: dict[str, str] | None = None) -> str:
@@ -219,6 +224,8 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
             if it.skipped:
                 row.update(skipped=True, reason=it.skipped)
             else:
+                if it.ranged:  # the line range the list asked for (get's keys)
+                    row.update(fromLine=it.from_line, lines=it.lines_shown, totalLines=it.total_lines)
                 row["body"] = _multi_body(it, line_numbers)
             rows.append(row)
         return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
@@ -238,6 +245,8 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
             if it.skipped:
                 parts.append(f"    <skipped>true</skipped>\n    <reason>{escape(it.skipped)}</reason>\n")
             else:
+                if it.ranged:
+                    parts.append(f'    <lines from="{it.from_line}" count="{it.lines_shown}" total="{it.total_lines}"/>\n')
                 parts.append(f"    <body>{escape(_multi_body(it, line_numbers))}</body>\n")
             parts.append("  </document>\n")
         return "".join(parts) + "</documents>\n"
@@ -250,6 +259,8 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
             block += f"**Title:** {line_safe(it.title)}\n\n"
             if it.context:
                 block += f"**Context:** {it.context}\n\n"
+            if it.ranged and not it.skipped:
+                block += f"**Lines:** {_span(it)}\n\n"
             block += f"> {it.skipped}\n\n" if it.skipped else f"```\n{_multi_body(it, line_numbers)}\n```\n\n"
             blocks.append(block)
         return "".join(blocks)
@@ -263,7 +274,8 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
     blocks = []
     for it in items:
         did = f"  {docid(it)}" if docid(it) else ""
-        block = f"\n{rule}\nFile: {line_safe(name(it))}{did}\n{rule}\n\n"
+        span = f"Lines: {_span(it)}\n" if it.ranged and not it.skipped else ""
+        block = f"\n{rule}\nFile: {line_safe(name(it))}{did}\n{span}{rule}\n\n"
         if it.skipped:
             block += f"[SKIPPED: {it.skipped}]\n"
         else:

@@ -96,6 +96,12 @@ class MultiGetItem:
     truncated_lines: int = 0
     skipped: str | None = None  # the reason, when skipped
     context: str | None = None
+    from_line: int = 1  # 1-based number of the first line of `text`
+    ranged: bool = False  # the list named a line range for it (`notes/a.md:10:5`)
+
+    @property
+    def lines_shown(self) -> int:
+        return self.text.count("\n") + 1 if self.text else 0
 
     @property
     def uri(self) -> str:
