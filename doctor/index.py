@@ -119,6 +119,22 @@ def _orphaned(ctx: Context, store: qmd.Store, index: str) -> CheckResult:
     )
 
 
+def _overlaps(store: qmd.Store, index: str) -> list[CheckResult]:
+    """Collections over the same files (the same folder, or one inside another): each file in
+    both is a document twice, so every search shows it twice. Nothing to say when there are none."""
+    out: list[CheckResult] = []
+    for o in store.overlapping_collections():
+        if not o.files:
+            continue
+        where = "the same folder as" if o.same_folder else "a folder inside"
+        out.append(warn(
+            f"collections {o.collection}, {o.other} [{index}]",
+            f"'{o.collection}' indexes {where} '{o.other}': {o.files} files are in both, and every search shows them twice",
+            qmd_command("collection", "remove", o.collection, index=index),
+        ))
+    return out
+
+
 def _chunking(store: qmd.Store, index: str) -> list[CheckResult]:
     """Each `chunk_strategy: auto` collection: the tree-sitter grammar of every source language
     it holds loads (else those files are cut by regex: a warning with the install command)."""
@@ -175,6 +191,7 @@ def _one(ctx: Context, index: str) -> list[CheckResult]:
         store = ctx.store(index)
         try:
             out.append(_orphaned(ctx, store, index))
+            out += _overlaps(store, index)
             out += _chunking(store, index)
         finally:
             store.close()

@@ -46,6 +46,7 @@ from qmd.backends.rows import (  # the records of the seam, imported by the rest
     KnownFile,
     Nearest,
     RebuildReport,
+    Removed,
     SearchFields,
     Term,
     TextQuery,
@@ -170,6 +171,11 @@ class IndexBackend(abc.ABC):
     def find(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
         """Active documents matching every given field, by collection then path."""
         return sql.find(self.connection(), self.BYTE_ORDER, collection=collection, path=path, hash_prefix=hash_prefix)
+
+    def removed(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[Removed]:
+        """Documents whose file was gone at an update (soft-deleted, until cleanup) matching
+        every given field, each with when that update ran when known."""
+        return sql.removed(self.connection(), self.BYTE_ORDER, collection=collection, path=path, hash_prefix=hash_prefix) if self.exists() else []
 
     def content(self, content_hash: str) -> str | None:
         return sql.content(self.connection(), content_hash)
@@ -311,6 +317,10 @@ class IndexBackend(abc.ABC):
     def vector_counts(self, model_id: int | None) -> tuple[int, int]:
         """(chunks, embedded content of active documents) of one vector space (zeros for None)."""
         return sql.vector_counts(self.connection(), model_id)
+
+    def embedded_in(self, model_id: int | None, collections: Sequence[str]) -> int:
+        """Distinct content of the active documents of `collections` with vectors in this vector space."""
+        return sql.embedded_in(self.connection(), model_id, collections)
 
     def embedded_per_collection(self, model_id: int) -> dict[str, int]:
         """Active documents of each collection with vectors in this vector space."""

@@ -1,6 +1,6 @@
 """The records that cross the storage seam, and the writer a collection's update gets.
 
-Rows read (`DocRow`, `FileRow`, `KnownFile`, `Totals`), writes prepared (`DocumentWrite`,
+Rows read (`DocRow`, `FileRow`, `KnownFile`, `Removed`, `Totals`), writes prepared (`DocumentWrite`,
 `ChunkVector`), queries (`TextQuery`), vector spaces (`VectorModel`), reports (`IndexCheck`,
 `RebuildReport`) and `CollectionWriter`. `IndexBackend` (base.py) and the SQL both
 backends speak (sql.py) are written in them; the rest of qmd imports them from base.py.
@@ -46,6 +46,16 @@ class FileRow:
     mtime_ns: int
     hash: str
     title: str
+
+
+@record(frozen=True)
+class Removed:
+    """A document whose file was gone at an update (kept, inactive, until `cleanup`)."""
+
+    collection: str
+    path: str
+    hash: str
+    removed_at: str | None  # when that update ran (ISO-8601 UTC); None for a row removed before qmd recorded it
 
 
 @record(frozen=True)

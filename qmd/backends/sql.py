@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from qmd.backends.rows import METADATA_VERSION, MIN_DOCID, CollectionWriter, DocRow, DocumentWrite, FileRow, IndexCheck, KnownFile, Totals, VectorModel
+from qmd.backends.rows import METADATA_VERSION, MIN_DOCID, CollectionWriter, DocRow, DocumentWrite, FileRow, IndexCheck, KnownFile, Removed, Totals, VectorModel
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -119,10 +119,9 @@ def docid_length(content_hash: str, before: object, after: object) -> int:
     return max(MIN_DOCID, max(_shared_digits(content_hash, before), _shared_digits(content_hash, after)) + 1)
 
 
-def find(conn: Connection, collate: str, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
-    """Active documents matching every given field, by collection then path (`collate`: the
-    backend's byte order, see IndexBackend.BYTE_ORDER)."""
-    where = ["active"]
+def _matching(collection: str | None, path: str | None, hash_prefix: str | None) -> tuple[list[str], list[object]]:
+    """The WHERE terms and parameters selecting documents by the given fields."""
+    where: list[str] = []
     params: list[object] = []
     if collection is not None:
         where.append("collection = ?")
@@ -133,8 +132,28 @@ def find(conn: Connection, collate: str, *, collection: str | None = None, path:
     if hash_prefix is not None:
         where.append("hash >= ? AND hash < ?")
         params += [hash_prefix, hash_prefix + "g"]  # hex digits sort before "g"
-    sql = f"SELECT {', '.join(DOC_COLUMNS)} FROM documents WHERE {' AND '.join(where)} ORDER BY collection{collate}, path{collate}"
+    return where, params
+
+
+def find(conn: Connection, collate: str, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:
+    """Active documents matching every given field, by collection then path (`collate`: the
+    backend's byte order, see IndexBackend.BYTE_ORDER)."""
+    where, params = _matching(collection, path, hash_prefix)
+    sql = f"SELECT {', '.join(DOC_COLUMNS)} FROM documents WHERE {' AND '.join(['active', *where])} ORDER BY collection{collate}, path{collate}"
     return [doc_row(r) for r in run(conn, sql, params)]
+
+
+def removed(conn: Connection, collate: str, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[Removed]:
+    """Soft-deleted documents (their file was gone at an update) matching every given field,
+    by collection then path, each with when that update ran: `modified_at` is stamped with it
+    on removal; a row removed before that stamp (its `modified_at` still the file's time) has none."""
+    where, params = _matching(collection, path, hash_prefix)
+    sql = f"SELECT collection, path, hash, modified_at, mtime_ns FROM documents WHERE {' AND '.join(['NOT active', *where])} ORDER BY collection{collate}, path{collate}"
+    out = []
+    for c, p, h, at, mtime in run(conn, sql, params):
+        stamped = at != time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(mtime) / 1e9))
+        out.append(Removed(str(c), str(p), str(h), str(at) if stamped else None))
+    return out
 
 
 def files(conn: Connection, collate: str, collection: str, under: str) -> list[FileRow]:
@@ -291,7 +310,8 @@ class SqlCollectionWriter(CollectionWriter):
         run(self.conn, "UPDATE documents SET size = ?, mtime_ns = ?, when_ns = coalesce(dated_ns, ?) WHERE id = ?", (size, mtime_ns, mtime_ns, row_id))
 
     def deactivate(self, row_id: int) -> None:
-        run(self.conn, "UPDATE documents SET active = FALSE WHERE id = ?", (row_id,))
+        # modified_at of a removed row: when it was removed (read back by `removed`)
+        run(self.conn, "UPDATE documents SET active = FALSE, modified_at = ? WHERE id = ?", (self.now, row_id))
         self._forget_text(row_id)
 
     def issues(self) -> dict[str, tuple[str, str]]:
@@ -388,6 +408,17 @@ def embedded_per_collection(conn: Connection, model_id: int) -> dict[str, int]:
 
 
 EMBEDDED_ACTIVE = "EXISTS (SELECT 1 FROM documents d WHERE d.hash = e.hash AND d.active)"  # over embedded e
+
+
+def embedded_in(conn: Connection, model_id: int | None, collections: Sequence[str]) -> int:
+    """Distinct content of the active documents of `collections` with vectors in one vector space."""
+    if model_id is None or not collections:
+        return 0
+    sql = (
+        f"SELECT count(DISTINCT d.hash) FROM documents d WHERE d.active AND d.collection IN ({marks(len(collections))})"
+        " AND EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = d.hash)"
+    )
+    return count(conn, sql, [*collections, model_id])
 
 
 def vector_counts(conn: Connection, model_id: int | None) -> tuple[int, int]:

@@ -11,7 +11,7 @@ that the warm server or the in-process Store gives for it.
 from __future__ import annotations
 
 from qmd.cli.shared import _usage_error, display_names, err, filter_arg, fs_paths, named_index, number_hits, open_store, out, result_limit, snippet_chars
-from qmd.cli.formats import format_document, format_search
+from qmd.cli.formats import explain_lines, format_document, format_search
 from qmd.cli.remote import ask
 from qmd.core.records import record
 from qmd.core.requests import MATCHES, Outcome, QueryRequest, Request, SearchRequest
@@ -46,7 +46,7 @@ def search_request(p: Params) -> tuple[SearchRequest, Invocation]:
     if p["match"] not in MATCHES:
         raise _usage_error("choose all (every term, as the original) or any (all-terms hits, then the best partial ones)", "--match")
     request = SearchRequest(
-        " ".join(p["query"]), result_limit(kind, p["n"], p["all_"]), _names(p["collection"]), p["min_score"], p["full"], snippet_chars(kind),
+        _query_text(p["query"]), result_limit(kind, p["n"], p["all_"]), _names(p["collection"]), p["min_score"], p["full"], snippet_chars(kind),
         p["line_numbers"], filter_arg(p["filter_"]), p["since"], p["until"], p["match"],
     )
     return request, Invocation(kind, p["full_path"], local=p["local"])
@@ -57,7 +57,7 @@ def vsearch_request(p: Params) -> tuple[SearchRequest | QueryRequest, Invocation
     kind = p["kind"]
     limit = result_limit(kind, p["n"], p["all_"])
     how = Invocation(kind, p["full_path"], local=p["local"])
-    text, names, where = " ".join(p["query"]), _names(p["collection"]), filter_arg(p["filter_"])
+    text, names, where = _query_text(p["query"]), _names(p["collection"]), filter_arg(p["filter_"])
     if p["expand"]:
         return QueryRequest(
             text, limit or 10_000, min_score=p["min_score"], collections=names, rerank=False, expand=True, snippet_chars=snippet_chars(kind),
@@ -80,13 +80,22 @@ def query_request(p: Params) -> tuple[QueryRequest, Invocation]:
     if p["all_"]:  # every document the pipeline fuses (its lists are bounded, so this is bounded too)
         limit = ALL_FUSED
     request = QueryRequest(
-        "\n".join(p["text"]), limit, p["candidates"], p["min_score"], _names(p["collection"]), p["intent"], not p["no_rerank"], p["expand"],
+        _query_text(p["text"], "\n"), limit, p["candidates"], p["min_score"], _names(p["collection"]), p["intent"], not p["no_rerank"], p["expand"],
         p["explain"], snippet_chars(kind), filter=filter_arg(p["filter_"]), since=p["since"], until=p["until"], full=p["full"],
     )
     notes = () if strategy is None else (
         f"note: --chunk-strategy {strategy}: the reranker reads each document's chunks as embedded (set chunk_strategy: in the config and run qmd embed)",
     )
     return request, Invocation(kind, p["full_path"], p["line_numbers"], p["local"], notes)
+
+
+def _query_text(words: list[str], sep: str = " ") -> str:
+    """The query the words make; an empty or blank one is a usage error, as the original
+    prints its usage for `qmd search ""` (a script's unset "$Q" must not search for nothing)."""
+    text = sep.join(words)
+    if not text.strip():
+        raise _usage_error("the query is empty; give words to search for", "QUERY")
+    return text
 
 
 def _names(collections: list[str] | None) -> tuple[str, ...] | None:
@@ -169,22 +178,26 @@ def query(p: Params) -> None:
             if hit.explain is not None:
                 row["explain"] = hit.explain
         out(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+    elif request.explain and how.kind == "cli":  # each hit's explanation under it, as the original
+        lines = {h.uri: explain_lines(h.explain or {}, found.stages.get("rerank")) for h in found.hits}
+        out(format_search(found.hits, how.kind, paths, explain=lines))
     else:
         out(format_search(found.hits, how.kind, paths))
     if request.explain:
-        explain(found, how.kind != "json")
+        explain(found, how.kind not in ("json", "cli"))
 
 
 def explain(found: Outcome, per_hit: bool) -> None:
-    """`query --explain` on stderr: the searches, stages, timings and (per_hit) each hit's lists."""
+    """`query --explain` on stderr: the searches, stages, timings and (per_hit: formats that
+    cannot hold it) each hit's explanation under its URI."""
     err("Searches: " + "; ".join(f"{s['type']}: {s['query']}" for s in found.searches))
     err("Stages:   " + ", ".join(f"{k}={v}" for k, v in found.stages.items()))
     err("Timings:  " + ", ".join(f"{k} {v:.1f} ms" for k, v in found.timings_ms.items()))
     if per_hit:
         for hit in found.hits:
-            e = hit.explain or {}
-            lists = ", ".join(f"{x['list']}#{x['rank']} (+{x['rrf']:.4f})" for x in e.get("lists", []))
-            err(f"  {hit.uri}: rrf {e.get('rrf')} (rank {e.get('rrf_rank')}) [{lists}] rerank {e.get('rerank')} → {e.get('score')}")
+            err(hit.uri)
+            for line in explain_lines(hit.explain or {}, found.stages.get("rerank")):
+                err(f"  {line}")
 
 
 def get(p: Params) -> None:

@@ -4,6 +4,10 @@ entry path, fast.py)."""
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
 
 def first_command(argv: list[str]) -> str | None:
     """The first argument that is not an option (nor the value of a leading `--index`)."""
@@ -67,6 +71,50 @@ def hoist_globals(args: list[str]) -> list[str]:
         return args
     position = head.index(first)
     return [*head[:position], *moved, *head[position:], *rest]
+
+
+QUERY_COMMANDS = frozenset({"search", "vsearch", "query"})  # their argument is query text, where `-word` excludes a word
+
+
+def dash_word(args: list[str], rejected: Sequence[str], options: Mapping[str, bool]) -> tuple[str, list[str]] | None:
+    """A query word the option parser took for an option: `qmd search -rollback` fails on
+    `-r`, `qmd search -nginx` on `-n`'s value. `args`: the command line (`--index` in
+    front), `rejected`: the option names the parser's error is about, `options`: the
+    command's option names → whether each takes a value.
+
+    Returns (the word as typed, the command line with `--` before the query words), or
+    None when the error is not about a `-word` of a search command's query."""
+    first = first_command(args)
+    if first not in QUERY_COMMANDS:
+        return None
+    start = args.index(first) + 1
+    rest = args[start:]
+    if "--" in rest:
+        rest = rest[: rest.index("--")]
+
+    def is_word(arg: str) -> bool:  # one dash, a letter or more after it, and no option of the command
+        return len(arg) > 2 and arg[0] == "-" and arg[1] != "-" and arg not in options and not options.get(arg[:2], False)
+
+    typed = next((a for a in rest if len(a) > 2 and a[0] == "-" and a[1] != "-" and a.startswith(tuple(rejected))), None)
+    if typed is None:
+        return None
+    head: list[str] = []
+    words: list[str] = []
+    i = start
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            words += args[i + 1 :]
+            break
+        if arg == typed or arg[:1] != "-" or arg == "-" or is_word(arg):
+            words.append(arg)
+        elif options.get(arg) and i + 1 < len(args):
+            head += [arg, args[i + 1]]
+            i += 1
+        else:
+            head.append(arg)
+        i += 1
+    return typed, [*args[:start], *head, "--", *words]
 
 
 def not_text(argv: list[str]) -> bool:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from qmd.cli.formats import collections_json, format_collection, format_collection_list, to_json
+from qmd.cli.formats import collections_json, format_collection, format_collection_list, overlap_line, to_json
 from qmd.cli.shared import err, open_store, out
 from qmd.cli.update import print_report
 from qmd.core.text import line_safe
@@ -35,8 +35,13 @@ def collection_add(
         report = store.add_collection(path, name, pattern, ignore or [], update_cmd, index=not no_index, on_saved=lambda: keep_trust_after(before))
         coll = store.collection(Path(path).expanduser().resolve().name if name is None else name)
         err(f"Added collection '{coll.name}' → {coll.path} ({coll.pattern})")
+        code = 0
         if report is not None:
             code = print_report(report)
+        for overlap in store.overlapping_collections(coll.name):  # each file in both is a hit twice
+            if overlap.files or report is None:  # once indexed: only when they share files (other patterns share none)
+                err(f"warning: {overlap_line(overlap)}" + ("" if overlap.files else " (once indexed, the files in both show twice in searches)"))
+        if report is not None:
             if report.totals["new"] + report.totals["updated"]:
                 err("Run 'qmd embed' to make the new documents searchable by meaning (qmd vsearch, qmd query); keyword search works now.")
             raise typer.Exit(code)

@@ -34,12 +34,10 @@ _SPECIAL = re.compile(r"([\\*_<>\[\]~#])")  # markdown would read these; pipes a
 
 
 def root_command() -> Command:
-    """The whole `qmd` command tree, every command loaded."""
-    import typer.main
+    """The whole `qmd` command tree, every command loaded, named as `--help` shows it."""
+    from qmd.cli.main import command_tree
 
-    from qmd.cli.main import build_app
-
-    return typer.main.get_command(build_app([]))
+    return command_tree([])
 
 
 def walk(command: Command, parent: Context | None = None, name: str = "qmd") -> Iterator[tuple[Command, Context]]:

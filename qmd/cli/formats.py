@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from qmd.cli.shared import FORMATS
 from qmd.cli.terminal import BOLD, CYAN, DIM, PLAIN, Style
 from qmd.core.clock import ago
 from qmd.core.text import line_safe, numbered
 from qmd.core.units import human_size
-from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, SearchHit, StatusInfo, VectorStatus
+from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, Overlap, SearchHit, StatusInfo, VectorStatus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def _csv_field(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-ANY_MARK = "[any-term]"  # --files: a hit from the any-term fill (the original has none)
+ANY_MARK = "[any-term]"  # --files: a hit from the any-term fill (the original has none), in the field after the context
 
 
 def search_json_rows(hits: Sequence[SearchHit], paths: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -65,16 +65,53 @@ def search_json_rows(hits: Sequence[SearchHit], paths: dict[str, str] | None = N
     return [h.to_json(file=_file(h, paths)) for h in hits]
 
 
+def explain_lines(e: Mapping[str, Any], rerank_stage: object = None) -> list[str]:
+    """One hit's `--explain` for people: its fused rank and RRF, each list it came from (named
+    as a person would: "keywords (original query)"), the rerank score or why there is none,
+    and how the final score came out. `rerank_stage`: the query's rerank stage ("off", "skipped:
+    …", or how many candidates were reranked)."""
+    rank = int(e.get("rrf_rank") or 0)
+    bonus = float(e.get("bonus") or 0.0)
+    rrf = float(e.get("rrf") or 0.0)
+    head = f"Explain: fused rank {rank}, RRF {rrf:.4f}"
+    lines = [head + (f" (lists {rrf - bonus:.4f} + top-rank bonus {bonus:.4f})" if bonus else "")]
+    for x in e.get("lists", []):
+        label = x.get("label") or x.get("list")
+        lines.append(f"  {label}: rank {int(x.get('rank') or 0)}, +{float(x.get('rrf') or 0.0):.4f}")
+    score = float(e.get("score") or 0.0)
+    reranked = e.get("rerank")
+    if reranked is None:
+        if rerank_stage == "off":
+            why = "off (--no-rerank)"
+        elif isinstance(rerank_stage, str) and rerank_stage.startswith("skipped"):
+            why = "skipped (no reranker)"
+        elif isinstance(rerank_stage, int) and rerank_stage:
+            why = f"not reranked (outside the top {rerank_stage} candidates)"
+        else:
+            why = "skipped"
+        lines += [f"  rerank: {why}", f"  score: {round(score * 100)}% = 1 / fused rank {rank}"]
+    else:
+        w = float(e.get("blend_weight") or 0.0)
+        lines += [
+            f"  rerank: {float(reranked):.4f}",
+            f"  score: {round(score * 100)}% = {round(w * 100)}% × 1/{rank} + {round((1 - w) * 100)}% × rerank {float(reranked):.4f}",
+        ]
+    return lines
+
+
 def format_search(
     hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | None = None, style: Style = PLAIN, query: str = "", files: dict[str, str] | None = None,
+    explain: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """Search hits in `fmt`; the caller prints the result as is (no extra newline).
 
     Hits from the any-term fill (`match == "any"`) are marked in every format: `match` in
-    JSON and CSV, `match="any"` in XML, `**match:** any` in Markdown, a last `[any-term]`
-    field with --files, a `Match:` line after the cli score. All-terms hits print as the
+    JSON and CSV, `match="any"` in XML, `**match:** any` in Markdown, `[any-term]` in the
+    field after the context with --files (`#docid,score,file,"context",[any-term]`; the
+    context field empty when there is none), a `Match:` line after the cli score. All-terms hits print as the
     original prints them. `style` and `files` (file-system paths by URI, for the links)
-    decorate the cli format on a terminal.
+    decorate the cli format on a terminal; `explain` (lines by URI, `query --explain`) goes
+    under each hit's score in the cli format, as the original prints it.
     """
     if fmt == "json":
         return json.dumps(search_json_rows(hits, paths), indent=2, ensure_ascii=False) + "\n"
@@ -83,8 +120,11 @@ def format_search(
         for h in hits:
             name = _file(h, paths)
             head = f"{h.score:.2f}," if paths and _on_disk(name) else f"#{h.docid},{h.score:.2f},"
-            ctx = f",{_csv_field(h.context)}" if h.context else ""
-            rows.append(f"{head}{line_safe(name)}{ctx}" + (f",{ANY_MARK}" if h.match == "any" else "") + "\n")
+            # The original's fields, then the mark, each always in its place: an empty context
+            # field before the mark when there is none. Empty last fields are left off, as the original does.
+            mark = f",{ANY_MARK}" if h.match == "any" else ""
+            ctx = f",{_csv_field(h.context)}" if h.context else ("," if mark else "")
+            rows.append(f"{head}{line_safe(name)}{ctx}{mark}\n")
         return "".join(rows)
     if fmt == "csv":
         buf, writer = _csv_writer()
@@ -121,6 +161,7 @@ def format_search(
         head = style.paint(CYAN, style.link(f"{name}:{h.line}", (files or {}).get(h.uri), h.line))
         pct = f"{round(h.score * 100):>3}%"
         mark = style.paint(DIM, "Match:  some terms (not every word of the query)") + "\n" if h.match == "any" else ""
+        mark += "".join(style.paint(DIM, line) + "\n" for line in (explain or {}).get(h.uri, ()))
         blocks.append(
             f"{head} {style.paint(DIM, '#' + h.docid)}\n{style.paint(BOLD, 'Title: ' + line_safe(h.title))}\n{ctx}"
             f"Score: {style.score(h.score, pct)}\n{mark}\n{style.highlight(text, query)}\n"
@@ -152,10 +193,15 @@ def format_document(doc: Document, fmt: str, line_numbers: bool = True, name: st
 
 
 def _multi_body(item: MultiGetItem, line_numbers: bool) -> str:
-    body = numbered(item.text or "", 1) if line_numbers else (item.text or "")
+    body = numbered(item.text or "", item.from_line) if line_numbers else (item.text or "")
     if item.truncated_lines:
         body += f"\n\n[... truncated {item.truncated_lines} more lines]"
     return body
+
+
+def _span(item: MultiGetItem) -> str:
+    """`10-14 of 50`: the lines a ranged item shows."""
+    return f"{item.from_line}-{item.from_line + max(item.lines_shown, 1) - 1} of {item.total_lines}"
 
 
 def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = True, names: dict[str, str] | None = None) -> str:
@@ -179,6 +225,8 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
             if it.skipped:
                 row.update(skipped=True, reason=it.skipped)
             else:
+                if it.ranged:  # the line range the list asked for (get's keys)
+                    row.update(fromLine=it.from_line, lines=it.lines_shown, totalLines=it.total_lines)
                 row["body"] = _multi_body(it, line_numbers)
             rows.append(row)
         return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
@@ -198,6 +246,8 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
             if it.skipped:
                 parts.append(f"    <skipped>true</skipped>\n    <reason>{escape(it.skipped)}</reason>\n")
             else:
+                if it.ranged:
+                    parts.append(f'    <lines from="{it.from_line}" count="{it.lines_shown}" total="{it.total_lines}"/>\n')
                 parts.append(f"    <body>{escape(_multi_body(it, line_numbers))}</body>\n")
             parts.append("  </document>\n")
         return "".join(parts) + "</documents>\n"
@@ -210,6 +260,8 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
             block += f"**Title:** {line_safe(it.title)}\n\n"
             if it.context:
                 block += f"**Context:** {it.context}\n\n"
+            if it.ranged and not it.skipped:
+                block += f"**Lines:** {_span(it)}\n\n"
             block += f"> {it.skipped}\n\n" if it.skipped else f"```\n{_multi_body(it, line_numbers)}\n```\n\n"
             blocks.append(block)
         return "".join(blocks)
@@ -223,7 +275,8 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
     blocks = []
     for it in items:
         did = f"  {docid(it)}" if docid(it) else ""
-        block = f"\n{rule}\nFile: {line_safe(name(it))}{did}\n{rule}\n\n"
+        span = f"Lines: {_span(it)}\n" if it.ranged and not it.skipped else ""
+        block = f"\n{rule}\nFile: {line_safe(name(it))}{did}\n{span}{rule}\n\n"
         if it.skipped:
             block += f"[SKIPPED: {it.skipped}]\n"
         else:
@@ -304,6 +357,13 @@ def to_json(value: Any, default: Callable[[Any], Any] | None = None) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=default) + "\n"
 
 
+def overlap_line(o: Overlap) -> str:
+    """Two collections over the same files, and how to keep one."""
+    where = f"'{o.collection}' indexes the same folder as '{o.other}'" if o.same_folder else f"'{o.collection}' indexes a folder inside '{o.other}'"
+    both = "" if not o.files else (": 1 file is in both" if o.files == 1 else f": {o.files} files are in both")
+    return f"{where}{both}; keep one: qmd collection remove {o.collection}"
+
+
 def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: str | None, models: Sequence[ModelStatus]) -> str:
     """`qmd status` for people: documents, vectors, collections, files needing attention, models."""
     lines = [
@@ -346,6 +406,9 @@ def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: 
         lines.append("  none — add one with: qmd collection add DIR --name NAME")
     for c in info.collections:
         lines.append("  " + format_collection(c, compact=True).rstrip("\n").replace("\n", "\n  "))
+    if info.overlaps:
+        lines += ["", "Collections over the same files (a search shows each of them twice)"]
+        lines += [f"  {overlap_line(o)}" for o in info.overlaps]
     skipped = [i for i in info.issues if i[2] == "skipped"]
     warnings = [i for i in info.issues if i[2] == "warning"]
     if skipped or warnings:

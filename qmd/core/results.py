@@ -96,6 +96,12 @@ class MultiGetItem:
     truncated_lines: int = 0
     skipped: str | None = None  # the reason, when skipped
     context: str | None = None
+    from_line: int = 1  # 1-based number of the first line of `text`
+    ranged: bool = False  # the list named a line range for it (`notes/a.md:10:5`)
+
+    @property
+    def lines_shown(self) -> int:
+        return self.text.count("\n") + 1 if self.text else 0
 
     @property
     def uri(self) -> str:
@@ -140,6 +146,17 @@ class CollectionInfo:
 
 
 @record
+class Overlap:
+    """Two collections over the same files: the same folder, or one inside the other. Each
+    file indexed by both is a document in each, so a search shows it twice."""
+
+    collection: str  # the inner folder's collection (the later one for the same folder)
+    other: str  # the collection whose folder holds it
+    files: int  # files indexed in both (0 before either is indexed)
+    same_folder: bool
+
+
+@record
 class ContextInfo:
     target: str  # "/" for global, else qmd://collection/sub
     text: str
@@ -175,6 +192,7 @@ class StatusInfo:
     global_context: str | None = None
     running: dict[str, object] | None = None  # an update or embed writing now: pid, command, done, total
     grammars: list[GrammarInfo] = field(default_factory=list)  # tree-sitter grammars for chunk strategy auto
+    overlaps: list[Overlap] = field(default_factory=list)  # collections indexing the same files (every hit of them twice)
 
 
 @record

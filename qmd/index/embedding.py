@@ -71,7 +71,7 @@ class EmbedReport:
     model: str
     documents: int = 0
     chunks: int = 0
-    already: int = 0
+    already: int = 0  # documents (distinct content) of the collections embedded that had their vectors already
     seconds: float = 0.0
     skipped_collections: list[str] = field(default_factory=list)
     recut: int = 0  # documents re-embedded because their chunk strategy changed their cut
@@ -288,7 +288,7 @@ def run_embed(
     report.notice = grammar_notice({c: strategies.get(c, "regex") for c in collections})
     todo = backend.pending_embeddings(model.id if model else None, collections, ast)
     if not force and not todo:
-        report.already = backend.vector_counts(model.id if model else None)[1]
+        report.already = backend.embedded_in(model.id if model else None, collections)
         report.seconds = time.perf_counter() - started
         return report
     embedded = backend.embedded_per_collection(model.id) if model else {}
@@ -299,7 +299,7 @@ def run_embed(
             backend.drop_vectors(model, None if force_all else [h for h, _ in backend.pending_embeddings(None, collections)])
     if force:
         todo = backend.pending_embeddings(model.id, collections, ast)
-    report.already = backend.vector_counts(model.id)[1]
+    report.already = backend.embedded_in(model.id, collections)
     plan = plan_for(backend, model.id, collections, ast, embedded, changes, force)
     tracker = Tracker(progress, embedder.info.name, model_bytes, plan, len(todo))
     tracker.loading()

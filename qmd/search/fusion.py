@@ -224,7 +224,7 @@ def fuse_lists(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
         entry = fused[winner]
         lift = out[0].score - entry.score + TOP1_BONUS
         entry.score += lift
-        entry.contributions.append(("vector-winner", 1, lift))
+        entry.contributions.append((WINNER_LIST, 1, lift))
         out = [entry] + [e for e in out if e.key != winner]
     return out
 
@@ -234,6 +234,7 @@ FEEDBACK_SEEDS = 5  # at most this many seeds, in fused order
 FEEDBACK_TERMS = 10  # expansion words drawn from the seeds
 FEEDBACK_WEIGHT = 1.0  # the feedback list's weight (the question's lists weigh 2), times the BM25 list's evidence
 FEEDBACK_LIST = "feedback:bm25"
+WINNER_LIST = "vector-winner"  # the lift a clear vector winner gets, shown as a list by --explain
 _WORD = re.compile(r"[a-z]+")
 
 

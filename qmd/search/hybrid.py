@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from qmd.core.cancel import checkpoint
 from qmd.core.errors import QmdError
 from qmd.search.fts import bm25_search
-from qmd.search.fusion import RankedList, blend, blend_weight, coverage, feedback_list, feedback_seeds, feedback_terms, fuse_lists
+from qmd.search.fusion import FEEDBACK_LIST, WINNER_LIST, RankedList, blend, blend_weight, coverage, feedback_list, feedback_seeds, feedback_terms, fuse_lists
 from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.core.query import SubQuery
 from qmd.search.typed import TypedQuery, parse_typed
@@ -270,7 +270,7 @@ def run_query(ctx: QueryContext, request: QueryRequest, progress: Progress | Non
     reranked = rerank(ctx, candidates, request, docs, plan, words, intent_words, timer, say)  # 5
     checkpoint()
     ranked = finish(candidates[: max(request.candidates, request.limit)] if reranked else candidates, reranked)  # 6
-    hits = make_hits(ctx, ranked, request, docs, sorted(words | intent_words))
+    hits = make_hits(ctx, ranked, request, docs, sorted(words | intent_words), typed=bool(typed.searches))
     plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
     return QueryResult(
         hits, plan.stages, [{"type": s.type, "query": s.text} for s in plan.searches], plan.notices,
@@ -425,9 +425,9 @@ def rerank(
     return True
 
 
-def make_hits(ctx: QueryContext, ranked: list[Candidate], request: QueryRequest, docs: Documents, words: list[str]) -> list[SearchHit]:
+def make_hits(ctx: QueryContext, ranked: list[Candidate], request: QueryRequest, docs: Documents, words: list[str], typed: bool = False) -> list[SearchHit]:
     """Stage 6's page: the best `limit` candidates scoring at least `min_score`, as hits
-    (their docid lengths read once for the page)."""
+    (their docid lengths read once for the page); `typed`: the lists are the user's own lines."""
     page = [c for c in ranked if c.score >= request.min_score][: request.limit]
     docs.load([c.doc_id for c in page])
     lengths = ctx.backend.docid_lengths([docs.rows[c.doc_id].hash for c in page])
@@ -436,15 +436,33 @@ def make_hits(ctx: QueryContext, ranked: list[Candidate], request: QueryRequest,
         row = docs.rows[c.doc_id]
         hit = ctx.hit(row, docs.texts[row.hash], c.score, "hybrid", words, request.snippet_chars, chunk=c.chunk, lengths=lengths)
         if request.explain:
-            hit.explain = explained(c)
+            hit.explain = explained(c, typed)
         hits.append(hit)
     return hits
 
 
-def explained(c: Candidate) -> dict[str, Any]:
-    """What --explain shows of one hit: its lists, ranks, fused and rerank scores, blend."""
+_KINDS = {"bm25": "keywords", "lex": "keywords", "vec": "vectors", "hyde": "vectors of a hypothetical answer"}
+
+
+def list_label(name: str, typed: bool = False) -> str:
+    """A fusion list's name for people: `bm25:query` → "keywords (original query)", `vec#2`
+    → "vectors (expansion 2)", or "(your line 2)" when the query was typed lines."""
+    if name == FEEDBACK_LIST:
+        return "keywords (feedback words from the top hits)"
+    if name == WINNER_LIST:
+        return "clear vector winner (moved first)"
+    kind, sep, which = name.partition(":") if ":" in name else name.partition("#")
+    what = _KINDS.get(kind, kind)
+    if sep == ":":
+        return f"{what} (original query)"
+    return f"{what} ({'your line' if typed else 'expansion'} {which})"
+
+
+def explained(c: Candidate, typed: bool = False) -> dict[str, Any]:
+    """What --explain shows of one hit: its lists (each with a readable `label`), ranks,
+    fused and rerank scores, blend."""
     return {
-        "lists": [{"list": n, "rank": r, "rrf": round(v, 6)} for n, r, v in c.contributions],
+        "lists": [{"list": n, "label": list_label(n, typed), "rank": r, "rrf": round(v, 6)} for n, r, v in c.contributions],
         "bonus": round(c.bonus, 6),
         "rrf": round(c.rrf_score, 6),
         "rrf_rank": c.rrf_rank,

@@ -190,11 +190,14 @@ def documents_answer(items: list[MultiGetItem], line_numbers: bool) -> tuple[str
             blocks.append(f"=== {it.uri} #{it.docid} — {it.title}\n[skipped: {skipped}]")
         else:
             total += len(it.text.encode("utf-8"))
-            body = numbered(it.text, 1) if line_numbers and it.text else it.text
+            body = numbered(it.text, it.from_line) if line_numbers and it.text else it.text
+            if it.ranged:  # the line range the list asked for (get's keys)
+                row.update({"fromLine": it.from_line, "lines": it.lines_shown})
             row.update({"totalLines": it.total_lines, "truncatedLines": it.truncated_lines, "text": body})
             more = f"\n[... truncated {it.truncated_lines} more lines]" if it.truncated_lines else ""
             ctx = f"Context: {it.context}\n" if it.context else ""
-            blocks.append(f"=== {it.uri} #{it.docid} — {it.title}\n{ctx}{body}{more}")
+            span = f" (lines {it.from_line}-{it.from_line + max(it.lines_shown, 1) - 1} of {it.total_lines})" if it.ranged else ""
+            blocks.append(f"=== {it.uri} #{it.docid} — {it.title}{span}\n{ctx}{body}{more}")
         docs.append(row)
     return "\n\n".join(blocks), docs
 

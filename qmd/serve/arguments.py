@@ -49,7 +49,7 @@ GET_PARAMS = {
     "lineNumbers": "Prefix each line with its number, 'N: ' (default false).",
 }
 MULTI_GET_PARAMS = {
-    "pattern": "A glob over collection/path (e.g. 'notes/runbooks/*.md'), or a comma-separated list of paths and docids.",
+    "pattern": "A glob over collection/path (e.g. 'notes/runbooks/*.md'), or a comma-separated list of paths and docids, each with an optional line range path:FROM[:COUNT] (e.g. 'notes/a.md:10:5,#abc123').",
     "maxLines": "At most this many lines per document.",
     "maxBytes": f"Skip documents larger than this many bytes (default {MULTI_GET_MAX_BYTES}).",
     "lineNumbers": "Prefix each line with its number, 'N: ' (default false).",

@@ -10,7 +10,7 @@ from pathlib import Path
 from qmd.core.errors import NotFoundError, QmdError
 from qmd.core.config import DEFAULT_PATTERN, CollectionConfig
 from qmd.core.contexts import normalise_subpath
-from qmd.core.results import CollectionInfo, ContextInfo, UpdateReport
+from qmd.core.results import CollectionInfo, ContextInfo, Overlap, UpdateReport
 from qmd.store.activity import Activity, activity_path
 from qmd.store.state import IndexState
 
@@ -195,6 +195,33 @@ class Collections:
             )
             for c in self.state.collections().values()
         ]
+
+    def overlaps(self, only: str | None = None) -> list[Overlap]:
+        """Pairs of collections whose folders are the same or one inside the other (`only`:
+        the pairs with that one), with how many files are indexed by both."""
+        colls = self.state.collections()
+        roots = {name: Path(coll.path).expanduser().resolve() for name, coll in colls.items()}
+        db = self.state.db() if self.state.backend.exists() else None
+        names = list(colls)
+        out: list[Overlap] = []
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                if only is not None and only not in (a, b):
+                    continue
+                if roots[b] == roots[a] or roots[a] in roots[b].parents:
+                    outer, inner = a, b
+                elif roots[b] in roots[a].parents:
+                    outer, inner = b, a
+                else:
+                    continue
+                shared = 0
+                if db is not None:
+                    under = roots[inner].relative_to(roots[outer]).as_posix()
+                    prefix = "" if under == "." else under + "/"
+                    held = {f.path for f in db.files(outer, under if prefix else "")}
+                    shared = sum(1 for f in db.files(inner) if prefix + f.path in held)
+                out.append(Overlap(inner, outer, shared, roots[a] == roots[b]))
+        return out
 
     # --- contexts -----------------------------------------------------------------
 

@@ -121,7 +121,7 @@ class Maintenance:
             updated_at=max(updated) if updated else None,
             collections=infos, issues=issues,
             global_context=self.state.config.global_context, running=running(backend.location),
-            grammars=grammars(),
+            grammars=grammars(), overlaps=[o for o in self.collections.overlaps() if o.files],
         )
 
     def _vector_space(self) -> VectorModel | None:

@@ -11,7 +11,7 @@ from qmd.search.fts import bm25_search
 from qmd.search.snippets import make_snippet
 from qmd.search.syntax import parse_query
 from qmd.store import refs
-from qmd.backends.base import DocRow
+from qmd.backends.base import DocRow, FileRow
 from qmd.core.contexts import normalise_subpath
 from qmd.core.records import replace
 from qmd.core.requests import MATCHES, Outcome, QueryRequest, SearchRequest
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from qmd.core.filters import Filter
     from qmd.store.models import Models
 
+Wanted = tuple[DocRow, "int | None", "int | None"]  # multi-get: a document and the line range asked for (from, count)
 MAX_LIMIT = 1_000_000  # more results than anyone reads; keeps a huge -n from overflowing SQL
 
 
@@ -181,7 +182,7 @@ class Reader:
     def multi_get(self, pattern: str, max_lines: int | None, max_bytes: int, cwd: str | None) -> list[MultiGetItem]:
         backend = self.state.db()
         colls = self.state.collections()
-        rows: list[DocRow] = []
+        wanted: list[Wanted] = []
         if any(ch in pattern for ch in "*?["):
             glob = pattern[len("qmd://") :] if pattern.startswith("qmd://") else pattern
             from qmd.index.scan import glob_regex
@@ -189,39 +190,56 @@ class Reader:
             regex = glob_regex(glob)  # `**/` is zero or more folders, `*` stops at `/`
             for row in backend.find():
                 if row.collection in colls and (regex.match(f"{row.collection}/{row.path}") or regex.match(row.path)):
-                    rows.append(row)
-            if not rows:
+                    wanted.append((row, None, None))
+            if not wanted:
                 raise NotFoundError(f"no documents match {pattern}", "patterns match collection/path, e.g. 'notes/**/*.md'")
-        else:
-            missing: list[tuple[int, MultiGetItem]] = []  # the names that find no document, where they stood
-            names = [p.strip() for p in pattern.split(",") if p.strip()]
-            for ref in names:
-                try:
-                    rows.append(refs.resolve(backend, colls, ref, cwd, blind=self.state.blind))
-                except NotFoundError as exc:
-                    if len(names) == 1:
-                        raise
-                    reason = exc.message + (f" ({exc.cli_hint})" if exc.cli_hint else "")
-                    missing.append((len(rows) + len(missing), MultiGetItem("", "", ref, "", None, skipped=reason)))
-            if not rows and missing:
-                raise NotFoundError(f"none of the {len(names)} documents was found: {', '.join(n[:80] for n in names[:5])}", "list documents with: qmd ls")
-            return self._items(rows, max_bytes, max_lines, missing)
-        return self._items(rows, max_bytes, max_lines, [])
+            return self._items(wanted, max_bytes, max_lines, [])
+        missing: list[tuple[int, MultiGetItem]] = []  # the names that find no document, where they stood
+        names = [p.strip() for p in pattern.split(",") if p.strip()]
+        for ref in names:
+            target, start, count = refs.split_range(ref)  # `path:FROM[:COUNT]`: that item's lines
+            try:
+                wanted.append((refs.resolve(backend, colls, target, cwd, blind=self.state.blind), start, count))
+            except NotFoundError as exc:
+                if len(names) == 1:
+                    raise
+                reason = exc.message + (f" ({exc.cli_hint})" if exc.cli_hint else "")
+                missing.append((len(wanted) + len(missing), MultiGetItem("", "", ref, "", None, skipped=reason)))
+        if not wanted and missing:
+            raise NotFoundError(f"none of the {len(names)} documents was found: {', '.join(n[:80] for n in names[:5])}", "list documents with: qmd ls")
+        return self._items(wanted, max_bytes, max_lines, missing)
 
-    def _items(self, rows: list[DocRow], max_bytes: int, max_lines: int | None, missing: list[tuple[int, MultiGetItem]]) -> list[MultiGetItem]:
-        """multi-get's items for `rows` (each once), with the `missing` names put back where they stood."""
+    def _items(self, wanted: list[Wanted], max_bytes: int, max_lines: int | None, missing: list[tuple[int, MultiGetItem]]) -> list[MultiGetItem]:
+        """multi-get's items for `wanted` (each document and range once), with the `missing`
+        names put back where they stood. A document over `max_bytes` is skipped, unless a
+        line range was asked for: then the lines shown are what must fit."""
         backend = self.state.db()
         out: list[MultiGetItem] = []
-        for row in {(r.collection, r.path): r for r in rows}.values():  # once each, in order (a row holding metadata is not hashable)
+        unique = {(r.collection, r.path, start, count): (r, start, count) for r, start, count in wanted}  # in order (a row holding metadata is not hashable)
+        for row, start, count in unique.values():
             ctx = self.state.context(row.collection, row.path)
-            if row.size > max_bytes:
-                out.append(MultiGetItem(self.docid(row.hash), row.collection, row.path, row.title, None,
-                                        skipped=f"{row.size} bytes is over the {max_bytes}-byte limit; use qmd get {row.collection}/{row.path}", context=ctx))
+            ranged = start is not None or count is not None
+            name = f"{row.collection}/{row.path}"
+
+            def skipped(reason: str) -> MultiGetItem:
+                return MultiGetItem(self.docid(row.hash), row.collection, row.path, row.title, None, skipped=reason, context=ctx)  # noqa: B023 - used at once
+
+            if row.size > max_bytes and not ranged:
+                out.append(skipped(f"{row.size} bytes is over the {max_bytes}-byte limit; use qmd get {name}, or a line range: {name}:1:100"))
                 continue
             lines = refs.read_content(backend, row.hash).split("\n")
-            shown = lines if max_lines is None else lines[:max_lines]
-            out.append(MultiGetItem(self.docid(row.hash), row.collection, row.path, row.title, "\n".join(shown),
-                                    total_lines=len(lines), truncated_lines=len(lines) - len(shown), context=ctx))
+            first = start or 1
+            if first > len(lines):
+                out.append(skipped(f"{name} has {len(lines)} lines; line {first} does not exist"))
+                continue
+            want = count if count is not None else max_lines
+            shown = lines[first - 1 :] if want is None else lines[first - 1 : first - 1 + max(want, 0)]
+            text = "\n".join(shown)
+            if ranged and len(text.encode("utf-8")) > max_bytes:
+                out.append(skipped(f"lines {first}-{first + len(shown) - 1} hold {len(text.encode('utf-8'))} bytes, over the {max_bytes}-byte limit; ask for fewer lines"))
+                continue
+            out.append(MultiGetItem(self.docid(row.hash), row.collection, row.path, row.title, text, total_lines=len(lines),
+                                    truncated_lines=len(lines) - (first - 1) - len(shown), context=ctx, from_line=first, ranged=ranged))
         for at, item in missing:
             out.insert(min(at, len(out)), item)
         return out
@@ -234,6 +252,29 @@ class Reader:
         self.state.collection(name)
         sub = normalise_subpath(sub).lstrip("/")
         files = self.state.db().files(name, sub)
+        if sub and not files:
+            files = self._by_prefix(name, sub)
         lengths = self.state.db().docid_lengths([f.hash for f in files])
         return [FileEntry(f.collection, f.path, f.size, f.mtime_ns, f.hash[: lengths[f.hash]], f.title) for f in files]
 
+    def _by_prefix(self, name: str, sub: str) -> list[FileRow]:
+        """A sub-path naming no folder or file: the files whose path starts with it (the
+        original's rule: `ls notes/blue` lists bluegreen.md), else a NotFoundError naming
+        the folders it is close to."""
+        every = self.state.db().files(name, "")
+        found = [f for f in every if f.path.startswith(sub)]
+        if found:
+            return found
+        import difflib
+
+        folders = sorted({f.path.rsplit("/", i)[0] for f in every for i in range(1, f.path.count("/") + 1)})
+        close = difflib.get_close_matches(sub.rstrip("/"), folders, n=3, cutoff=0.6)
+        by_name = [d for d in folders if d.rsplit("/", 1)[-1] == sub.rstrip("/").rsplit("/", 1)[-1] and d not in close]
+        near = (close + by_name)[:3]
+        if near:
+            hint = "did you mean: " + ", ".join(f"qmd ls {name}/{d}" for d in near)
+        elif every:
+            hint = f"list the collection's files with: qmd ls {name}"
+        else:
+            hint = f"collection '{name}' has no indexed files yet: run qmd update"
+        raise NotFoundError(f"no files under qmd://{name}/{sub}", hint)

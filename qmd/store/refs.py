@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 from qmd.core.errors import NotFoundError, QmdError
-from qmd.backends.base import MIN_DOCID, DocRow, IndexBackend
+from qmd.backends.base import MIN_DOCID, DocRow, IndexBackend, Removed
+from qmd.core.clock import ago
 from qmd.core.config import CollectionConfig
 
 _RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", re.DOTALL)
@@ -62,6 +64,9 @@ def by_docid(backend: IndexBackend, prefix: str, collections: Mapping[str, Colle
         raise QmdError(f"'#{prefix}' is not a docid", f"a docid is at least {MIN_DOCID} hex digits, as printed by qmd search")
     rows = served(backend, collections, hash_prefix=prefix)
     if not rows:
+        gone = [r for r in backend.removed(hash_prefix=prefix) if r.collection in collections]
+        if len({r.hash for r in gone}) == 1 and len(gone) == 1:
+            raise removed_error(gone[0], f"#{prefix} (qmd://{gone[0].collection}/{gone[0].path})")
         raise NotFoundError(f"no document with docid #{prefix}", "run qmd search to find current docids (a docid changes when the file changes)")
     hashes = sorted({r.hash for r in rows})
     if len(hashes) > 1:
@@ -116,10 +121,46 @@ def suggestions(backend: IndexBackend, ref: str, collections: Mapping[str, Colle
 
 def not_found(backend: IndexBackend, ref: str, collections: Mapping[str, CollectionConfig], suffix: str = "") -> NotFoundError:
     """"document not found", with up to 5 similar documents as the hint (each with `suffix`,
-    the line range the user typed, so that the suggestion can be pasted back as it is)."""
+    the line range the user typed, so that the suggestion can be pasted back as it is); a
+    document whose file was gone at an update is said to be removed instead."""
+    gone = _removed_at(backend, ref, collections)
+    if gone is not None:
+        return gone
     similar = suggestions(backend, ref, collections)
     hint = ("did you mean: " + ", ".join(s + suffix for s in similar)) if similar else "list documents with: qmd ls"
     return NotFoundError(f"document not found: {ref}{suffix}", hint)
+
+
+def _removed_at(backend: IndexBackend, ref: str, collections: Mapping[str, CollectionConfig]) -> NotFoundError | None:
+    """The error for a reference naming a document removed at an update (its file gone), or None."""
+    name, rel = "", ref.strip()
+    if rel.startswith("qmd://"):
+        name, _, rel = rel[len("qmd://") :].partition("/")
+    elif os.path.isabs(rel):
+        located = collection_of_path(collections, os.path.normpath(rel), real=False)
+        if located is None:
+            return None
+        name, rel = located
+    elif rel.partition("/")[0] in collections and rel.partition("/")[2]:
+        name, _, rel = rel.partition("/")
+    try:
+        path = _clean_rel(rel, ref)
+    except QmdError:
+        return None
+    rows = [r for r in backend.removed(collection=name or None, path=path) if r.collection in collections] if path else []
+    if len(rows) != 1:
+        return None
+    return removed_error(rows[0], f"qmd://{rows[0].collection}/{rows[0].path}")
+
+
+def removed_error(row: Removed, named: str) -> NotFoundError:
+    """"`named` was removed", with when, for a document whose file was gone at an update."""
+    when = f" at the update of {row.removed_at.replace('T', ' ').replace('Z', ' UTC')} ({ago(row.removed_at)})" if row.removed_at else " at an update"
+    return NotFoundError(
+        f"{named} was removed from the index{when}: its file was gone",
+        f"restore the file and run qmd update, or find where it went: qmd search {shlex.quote(re.sub(r'[-_.]+', ' ', Path(row.path).stem).strip())}",
+        api_hint="restore the file and update the collection (store.update()), or search for where it went",
+    )
 
 
 def unseen(ref: str) -> NotFoundError:

@@ -26,6 +26,7 @@ from qmd.core.results import (
     FileEntry,
     ModelStatus,
     MultiGetItem,
+    Overlap,
     QueryResult,
     SearchHit,
     StatusInfo,
@@ -211,6 +212,11 @@ class Store:
     def collections(self) -> list[CollectionInfo]:
         return self._collections.infos()
 
+    def overlapping_collections(self, name: str | None = None) -> list[Overlap]:
+        """Collections over the same files (the same folder, or one inside another), each with
+        the files indexed by both: a search shows each of those twice. `name`: its pairs only."""
+        return self._collections.overlaps(name)
+
     def collection_folders(self) -> dict[str, Path]:
         """Each collection's folder as `update` reads it (a project-local config's relative
         paths taken from the project root; what the trust gate skips left out); no index read."""
@@ -347,7 +353,10 @@ class Store:
         return self._reader.multi_get(pattern, max_lines, max_bytes, cwd)
 
     def ls(self, target: str | None = None) -> list[FileEntry]:
-        """Files of a collection (optionally under a sub-path): `name`, `name/sub`, `qmd://name/sub`."""
+        """Files of a collection (optionally under a sub-path): `name`, `name/sub`, `qmd://name/sub`.
+
+        A sub-path that is no folder or file lists the files whose path starts with it (as the
+        original); one matching nothing is a NotFoundError naming close folders."""
         return self._reader.ls(target)
 
     # --- models and vectors (models.py) -----------------------------------------------

@@ -548,6 +548,17 @@ def test_a_collection_removed_from_the_config_by_hand_is_reported_as_orphaned(in
         assert conn.execute("SELECT count(*) FROM documents WHERE collection = 'other'").fetchall() == [(0,)]
 
 
+def test_two_collections_over_the_same_folder_are_a_warning(indexed: Path, cli: Callable[..., tuple[int, str, str]]) -> None:
+    """The same folder added twice: every hit twice. Doctor names both and how to keep one."""
+    assert find(doctor("--quick")[1], "index [")["status"] == "ok"
+    assert not [c for c in doctor("--quick")[1]["checks"] if c["name"].startswith("collections ")]
+    assert cli("collection", "add", str(indexed), "--name", "twice")[0] == 0
+    code, report = doctor("--quick")
+    check = find(report, "collections twice, notes")
+    assert code == 0 and check["status"] == "warn", check
+    assert "'twice' indexes the same folder as 'notes': 6 files are in both" in check["detail"] and check["fix"] == "qmd collection remove twice", check
+
+
 def test_a_model_file_that_is_not_gguf_names_the_file_and_not_qmd_pull(indexed: Path, tmp_path: Path) -> None:
     fake = tmp_path / "reranker.gguf"
     fake.write_bytes(b"<html>not a model</html>")

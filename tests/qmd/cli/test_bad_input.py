@@ -122,6 +122,30 @@ def test_add_empty_name_is_consistent(tmp_path: Path, cli: Cli) -> None:
     assert (code == 1 and not registered) or (code == 0 and registered and "Added collection 'n'" in err)
 
 
+def test_add_the_same_folder_twice_warns_and_status_says_so(tmp_path: Path, cli: Cli, indexed: Path) -> None:
+    """Every hit twice, and nothing said: now `collection add` names the other collection and
+    how to keep one, and `status` (and --json) lists the pair."""
+    code, _, err = cli("collection", "add", str(indexed), "--name", "again")
+    assert code == 0, err
+    assert "warning: 'again' indexes the same folder as 'small': 2 files are in both; keep one: qmd collection remove again\n" in err
+    code, out, err = cli("status")
+    assert code == 0 and "Collections over the same files (a search shows each of them twice)\n  'again' indexes the same folder as 'small': 2 files are in both; keep one: qmd collection remove again\n" in out
+    overlaps = json.loads(cli("status", "--json")[1])["overlaps"]
+    assert overlaps == [{"collection": "again", "other": "small", "files": 2, "same_folder": True}]
+    code, _, err = cli("collection", "add", str(indexed / "runbooks"), "--name", "inner")
+    assert "warning: 'inner' indexes a folder inside 'small': 1 file is in both; keep one: qmd collection remove inner\n" in err
+    code, _, err = cli("collection", "add", str(indexed), "--name", "later", "--no-index")
+    assert "warning: 'later' indexes the same folder as 'small'; keep one: qmd collection remove later (once indexed" in err
+
+
+def test_the_same_folder_with_other_files_is_no_overlap(tmp_path: Path, cli: Cli, indexed: Path) -> None:
+    make_notes(indexed, {"notes.txt": "plain text\n"})
+    code, _, err = cli("collection", "add", str(indexed), "--name", "text", "--pattern", "**/*.txt")
+    assert code == 0 and "warning: 'text'" not in err, err
+    assert json.loads(cli("status", "--json")[1])["overlaps"] == []
+    assert "Collections over the same files" not in cli("status")[1]
+
+
 # --- update ---------------------------------------------------------------------------------
 
 def test_update_with_deleted_folder_names_collection_remove(tmp_path: Path, cli: Cli, indexed: Path) -> None:
@@ -261,8 +285,8 @@ def test_symlink_outside_root_cannot_be_read_through_get(messy: tuple[Path, int,
 
 # --- malformed query syntax -----------------------------------------------------------------
 
-MALFORMED = [
-    '"unclosed', "AND OR NOT", "*", "(((", "NEAR(", "col:thing", "-", '""', "^x", "", "   ",
+MALFORMED = [  # an empty or blank query is a usage error (test_an_empty_query_prints_the_usage)
+    '"unclosed', "AND OR NOT", "*", "(((", "NEAR(", "col:thing", "-", '""', "^x",
     "NEAR(blue green, 2)", "title:rollback", "blue AND", "OR blue", "NOT", "blue -", '"', "'", "\\", "{", "}",
     "blue*", "*blue", "+blue", "blue^2", "a:b:c", "\x00", "café ☕ 🚀", "日本語 検索", "🚀" * 50,
 ]
@@ -296,12 +320,23 @@ def test_malformed_queries_never_error(indexed: Path, cli: Cli, query: str) -> N
 def test_odd_syntax_around_real_words_still_finds(indexed: Path, cli: Cli, query: str, expected: str) -> None:
     code, out, err = cli("search", query, "--files")
     assert code == 0, err
-    assert out.splitlines()[0].split(",")[2] == expected  # docid,score,path[,context][,[any-term]]
+    assert out.splitlines()[0].split(",")[2] == expected  # docid,score,path[,context[,[any-term]]]
 
 
 @pytest.mark.parametrize("query", ['"unclosed', "(((", "^x", "col:thing", "*", "café ☕ 🚀"])
 def test_queries_with_no_match_say_no_results(indexed: Path, cli: Cli, query: str) -> None:
     assert cli("search", query) == (0, "No results found.\n", "")
+
+
+@pytest.mark.parametrize("command", ["search", "vsearch", "query"])
+@pytest.mark.parametrize("query", ["", "   ", "\t\n"])
+def test_an_empty_query_prints_the_usage(indexed: Path, cli: Cli, command: str, query: str) -> None:
+    """As the original prints its usage for `qmd search ""`: a script's unset "$Q" is a
+    usage error (exit 2, the usage line first), not a search for nothing."""
+    code, out, err = cli(command, query, "--json")
+    assert (code, out) == (2, ""), err
+    assert err.splitlines()[0] == f"Usage: qmd {command} [OPTIONS] QUERY"
+    assert err.splitlines()[-1] == "Error: Invalid value for QUERY: the query is empty; give words to search for"
 
 
 def test_five_thousand_character_query(indexed: Path, cli: Cli) -> None:
@@ -318,12 +353,43 @@ def test_five_thousand_character_query(indexed: Path, cli: Cli) -> None:
     assert cli("search", "blue " * 1000, "--files")[1].endswith(",qmd://small/runbooks/deploy.md\n")
 
 
-def test_dash_query_in_a_subprocess(indexed: Path) -> None:
-    # `--` ends options, so a query may start with a dash (negation only: nothing positive).
-    proc = run_qmd("search", "--", "-rollback")
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_dash_query_in_a_subprocess(indexed: Path, fast: str) -> None:
+    # `--` ends options, so a query may start with a dash (negation only: nothing positive),
+    # through the lean path (QMD_FAST=1) and typer alike.
+    env = qmd_env({"QMD_FAST": fast})
+    proc = run_qmd("search", "--", "-rollback", env=env)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "No results found.\n", "")
-    proc = run_qmd("search", "--files", "--", "blue -postgres")
+    proc = run_qmd("search", "--files", "--", "blue -postgres", env=env)
     assert proc.returncode == 0 and proc.stdout.endswith(",qmd://small/runbooks/deploy.md\n")
+    proc = run_qmd("search", "--files", "--", "nightly", "-rollback", env=env)  # the hint's own form: words after --
+    assert (proc.returncode, proc.stdout.split(",")[2:]) == (0, ["qmd://small/postgres.md\n"]), proc.stderr
+    proc = run_qmd("search", "--files", "--", "nightly", "-pg_dump", env=env)
+    assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said", "hint"),
+    [
+        (["search", "-rollback"], "No such option: -rollback", "qmd search -- -rollback"),
+        (["search", "nightly", "-rollback", "--json", "-n", "3"], "No such option: -rollback", "qmd search --json -n 3 -- nightly -rollback"),
+        (["search", "-nginx"], "Invalid value for '-n': 'ginx'", "qmd search -- -nginx"),
+        (["vsearch", "-c", "small", "undo", "-rollback"], "No such option: -rollback", "qmd vsearch -c small -- undo -rollback"),
+        (["--index", "work", "query", "how do we", "-rollback"], "No such option: -rollback", "qmd --index work query -- 'how do we' -rollback"),
+    ],
+)
+def test_a_query_word_taken_for_an_option_hints_at_dashes(indexed: Path, cli: Cli, args: list[str], said: str, hint: str) -> None:
+    """`qmd search -rollback` was "No such option: -r" alone: the word as typed, and the fix."""
+    code, out, err = cli(*args)
+    assert (code, out) == (2, ""), err
+    assert f"Error: {said}" in err and "Traceback" not in err
+    assert hint_of(err) == f"hint: a query word starting with '-' goes after --: {hint}"
+
+
+@pytest.mark.parametrize("args", [["search", "--bogus", "x"], ["search", "-x", "x"], ["get", "-rollback"], ["search", "-n", "many", "x"]])
+def test_other_option_errors_get_no_dash_hint(indexed: Path, cli: Cli, args: list[str]) -> None:
+    code, _, err = cli(*args)
+    assert code == 2 and "Error: " in err and "hint:" not in err, err
 
 
 # --- unknown collections and documents -----------------------------------------------------
@@ -348,6 +414,34 @@ def test_unknown_collection_suggests_at_most_five(tmp_path: Path, cli: Cli) -> N
     assert len(names) == 5 and all(n.startswith("notes-") for n in names)
 
 
+def test_ls_of_an_unknown_collection_names_the_known_ones(indexed: Path, cli: Cli, tmp_path: Path) -> None:
+    assert cli("collection", "add", str(make_notes(tmp_path / "work", {"a.md": "# A\n"})), "--name", "work")[0] == 0
+    for target in ("nope", "qmd://nope/", "nope/runbooks"):
+        code, out, err = cli("ls", target)
+        assert_error(code, out, err, "unknown collection 'nope'")
+        assert hint_of(err) == "hint: collections: small, work"
+
+
+def test_ls_of_a_sub_path_without_files_says_so(indexed: Path, cli: Cli) -> None:
+    """`qmd ls small/nope` printed nothing and exited 0: one line saying there are no files
+    under it, a close folder when there is one, exit 1."""
+    code, out, err = cli("ls", "small/nope")
+    assert_error(code, out, err, "no files under qmd://small/nope")
+    assert hint_of(err) == "hint: list the collection's files with: qmd ls small"
+    code, out, err = cli("ls", "qmd://small/runbok/")  # a typo of a folder
+    assert_error(code, out, err, "no files under qmd://small/runbok")
+    assert hint_of(err) == "hint: did you mean: qmd ls small/runbooks"
+    code, out, err = cli("ls", "small/x/runbooks")  # the folder's name at another place
+    assert hint_of(err) == "hint: did you mean: qmd ls small/runbooks"
+
+
+def test_ls_of_a_path_prefix_lists_what_starts_with_it(indexed: Path, cli: Cli) -> None:
+    """As the original: `qmd ls small/run` lists runbooks/…, `small/post` postgres.md."""
+    assert cli("ls", "small/run")[1].endswith("qmd://small/runbooks/deploy.md\n")
+    assert cli("ls", "small/post")[1].endswith("qmd://small/postgres.md\n")
+    assert cli("ls", "small/runbooks")[1] == cli("ls", "small/runbooks/")[1] == cli("ls", "small/run")[1]
+
+
 def test_get_missing_document_suggests_similar(indexed: Path, cli: Cli) -> None:
     code, out, err = cli("get", "small/runbooks/deploy-guide.md")
     assert_error(code, out, err, "document not found: small/runbooks/deploy-guide.md")
@@ -364,6 +458,31 @@ def test_get_missing_document_does_not_suggest_unrelated(indexed: Path, cli: Cli
     code, out, err = cli("get", "xyzzy.md")
     assert code == 1
     assert hint_of(err) == "hint: list documents with: qmd ls"
+
+
+def test_get_of_a_removed_document_says_it_was_removed(indexed: Path, cli: Cli) -> None:
+    """A file deleted before the last update: not "not found" with unrelated names, but
+    removed, and when (its row is kept, inactive, until cleanup)."""
+    old = indexed / "runbooks" / "deploy.md"
+    os.utime(old, (1_600_000_000, 1_600_000_000))  # its own time far from the update's
+    make_notes(indexed, {"runbooks/deploy-notes.md": "# Deploy notes\n\nUnrelated.\n"})
+    assert cli("update")[0] == 0
+    docid = json.loads(cli("get", "small/runbooks/deploy.md", "--json")[1])["docid"]
+    old.unlink()
+    before = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    assert cli("update")[0] == 0
+    for ref in ("small/runbooks/deploy.md", "qmd://small/runbooks/deploy.md", "runbooks/deploy.md", str(old), "small/runbooks/deploy.md:2:1"):
+        code, out, err = cli("get", ref)
+        assert_error(code, out, err, "qmd://small/runbooks/deploy.md was removed from the index at the update of ")
+        first = err.splitlines()[0]
+        assert before in first or time.strftime("%Y-%m-%d %H:%M", time.gmtime()) in first, first
+        assert "deploy-notes" not in err  # no unrelated suggestion
+        assert hint_of(err) == "hint: restore the file and run qmd update, or find where it went: qmd search deploy"
+    code, out, err = cli("get", docid)
+    assert_error(code, out, err, f"{docid} (qmd://small/runbooks/deploy.md) was removed from the index at the update of ")
+    assert cli("cleanup")[0] == 0  # the row is gone: not found again
+    code, out, err = cli("get", "small/runbooks/deploy.md")
+    assert_error(code, out, err, "document not found: small/runbooks/deploy.md")
 
 
 @pytest.mark.parametrize("ref", ["../../etc/passwd", "/etc/passwd", "qmd://small/../../etc/passwd", "small/../../etc/passwd", "~/../../etc/passwd", "qmd://small/../../../etc/passwd"])
@@ -611,3 +730,23 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error(tmp_path: Path, argv: lis
     proc = subprocess.run([sys.executable.encode(), b"-m", b"qmd", *argv], capture_output=True, timeout=120, cwd=tmp_path, env=dict(os.environ))
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 2 and err.startswith("Error: argument") and "not valid UTF-8" in err and "Traceback" not in err, err
+
+
+# --- usage lines ---------------------------------------------------------------------------
+
+def test_usage_lines_name_arguments_as_usage_does(cli: Cli) -> None:
+    """`Usage: qmd search [OPTIONS] QUERY`, not typer 0.27's `{QUERY}` (nor `{ref}`)."""
+    code, _, err = cli("search")
+    assert code == 2 and err.splitlines()[0] == "Usage: qmd search [OPTIONS] QUERY", err
+    assert cli("get", "-h")[1].splitlines()[0] == "Usage: qmd get [OPTIONS] REF"
+    assert cli("ls", "-h")[1].splitlines()[0] == "Usage: qmd ls [OPTIONS] [TARGET]"
+    assert cli("collection", "update-cmd", "-h")[1].splitlines()[0] == "Usage: qmd collection update-cmd [OPTIONS] NAME [COMMAND]..."
+    from qmd.cli.docgen import root_command, walk
+
+    paths = [tuple(ctx.command_path.split()[1:]) for _, ctx in walk(root_command())][1:]  # every command, harness ones too
+    assert ("search",) in paths and ("doctor",) in paths and len(paths) > 40
+    for path in paths:
+        code, out, err = cli(*path, "-h")
+        usage = out.splitlines()[0] if out else err
+        assert code == 0 and usage.startswith(f"Usage: qmd {' '.join(path)}"), (path, out, err)
+        assert "{" not in usage and "}" not in usage, usage

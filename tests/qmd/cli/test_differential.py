@@ -226,6 +226,15 @@ def test_ls_status_and_collections(tools: Tools) -> None:
     assert re.findall(r"qmd://\S+", ours) == re.findall(r"qmd://\S+", theirs)
     theirs, ours = tools.both("ls")
     assert ours == theirs
+    for prefix in ("small/blue", "small/op", "qmd://small/ops/"):  # a path prefix lists what starts with it, as the original
+        theirs, ours = tools.both("ls", prefix)
+        assert re.findall(r"qmd://\S+", ours) == re.findall(r"qmd://\S+", theirs) and theirs, prefix
+    tools.both("ls", "nope")  # exit 1 on both: no such collection
+    # On purpose: a sub-path with no files is an error here (stderr, exit 1), a line on stdout with exit 0 there.
+    code, out, _ = tools.run("orig", "ls", "small/nope")
+    assert (code, out) == (0, "No files found under qmd://small/nope\n")
+    code, out, err = tools.run("ours", "ls", "small/nope")
+    assert (code, out) == (1, "") and err.startswith("Error: no files under qmd://small/nope\n")
     theirs, ours = tools.both("collection", "list")
     lines = lambda text: [x for x in text.splitlines() if not x.strip().startswith("Updated:")]  # noqa: E731
     assert lines(ours)[:5] == lines(theirs)[:5]

@@ -59,7 +59,6 @@ ROUTED = [
     ["search", "roll\x00back"],
     ["search", "\udcff\udcfe"],  # undecodable bytes in argv (surrogateescape)
     ["search", "<&>\"'"],
-    ["search", "", "--json"],
     ["search", "-"],
     ["search", "x" * 5000, "--json"],
     ["search", "rollback", "--index", "other"],  # --index after the command: that index (empty)
@@ -163,6 +162,10 @@ FALLBACK = [
     ["search", "--match", "some", "rollback"],
     ["query", "--chunk-strategy", "ast", "rollback"],
     ["query"],
+    ["search", "", "--json"],  # an empty query: the command's usage error, reported by typer
+    ["search", " \t "],
+    ["vsearch", ""],
+    ["query", "\n"],
     ["query", "-C", "0", "rollback"],
     ["query", "--intent"],
     ["query", "--no-rerank=1", "rollback"],

@@ -146,6 +146,25 @@ def test_any_term_fill_comes_after_all_terms_hits(small: Path, cli: Cli) -> None
     assert cli_out.count("\nTitle: ") == min(len(hits), 5)  # cli shows 5 by default, json 20
 
 
+def test_files_columns_stay_in_place_with_and_without_a_context(small: Path, cli: Cli) -> None:
+    """--files: the original's fields (docid, score, file, context) in its order, then the
+    any-term mark, always the fifth field: the context field is left empty before the mark
+    when a hit has none (it moved between the 4th and the 5th field). A row without either
+    is the original's three fields."""
+    def rows() -> list[list[str]]:
+        return list(csv.reader(io.StringIO(ok(cli, "search", QUERY, "--files"))))
+
+    plain = rows()
+    assert plain[0] == ["#9d4971", plain[0][1], REF_HIT]  # the all-terms hit: the original's line
+    fill = plain[1:]
+    assert fill and all(len(r) == 5 and r[3] == "" and r[4] == "[any-term]" for r in fill), plain
+    assert cli("context", "add", "qmd://small/", 'Team "runbooks", and notes')[0] == 0
+    with_context = rows()
+    assert with_context[0] == [*plain[0], 'Team "runbooks", and notes']
+    assert all(len(r) == 5 and r[3] == 'Team "runbooks", and notes' and r[4] == "[any-term]" for r in with_context[1:]), with_context
+    assert [r[:3] for r in with_context] == [r[:3] for r in plain]
+
+
 def test_scores_agree_across_formats(small: Path, cli: Cli) -> None:
     """One score, rounded per format: 2 decimals JSON/files, 4 CSV, whole percent in cli."""
     rows = list(csv.DictReader(io.StringIO(ok(cli, "search", QUERY, "--csv"))))

@@ -3,6 +3,7 @@ index (`qmd://c/p?index=NAME`, with `:LINE` after it) reads that index."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 import qmd
 from qmd.core.errors import QmdError
 from tests.support.run import qmd_env, run_qmd
+
+Cli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
@@ -68,3 +71,72 @@ def test_a_did_you_mean_keeps_the_line_range_typed(tmp_path: Path, notes: Path) 
             store.get(typed + range_)
         assert caught.value.message == f"document not found: {typed}{range_}"
         assert caught.value.cli_hint == f"did you mean: qmd://notes/runbooks/deploy.md{range_}"
+
+
+# --- a line range per item of a multi-get list --------------------------------------------------
+
+def test_multi_get_takes_a_line_range_per_item_in_every_format(cli: Cli, notes: Path) -> None:
+    """`notes/a.md:10:5` in a comma list: from line 10, 5 lines (also `#docid:FROM`), each
+    format saying which lines; the items without a range are whole, as before."""
+    import csv
+    import io
+    import json
+    import xml.etree.ElementTree as ET
+
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    docid = json.loads(cli("get", "notes/runbooks/deploy.md", "--json")[1])["docid"]
+    pattern = "notes/runbooks/deploy.md:5:3,notes/ideas.md"
+    code, out, err = cli("multi-get", pattern)
+    assert code == 0, err
+    assert "File: qmd://notes/runbooks/deploy.md  " + docid + "\nLines: 5-7 of 8\n" in out
+    assert "\n5: ## Rollback\n6: \n7: Flip the load balancer back to blue.\n\n[... truncated 1 more lines]\n" in out
+    assert "File: qmd://notes/ideas.md" in out and "1: Some ideas" in out
+    deploy, ideas = json.loads(cli("multi-get", pattern, "--json")[1])
+    assert (deploy["fromLine"], deploy["lines"], deploy["totalLines"]) == (5, 3, 8) and deploy["body"].startswith("5: ## Rollback\n")
+    assert "fromLine" not in ideas and ideas["body"].startswith("1: Some ideas")
+    root = ET.fromstring(cli("multi-get", pattern, "--xml")[1])
+    assert root[0].find("lines").attrib == {"from": "5", "count": "3", "total": "8"} and root[1].find("lines") is None  # type: ignore[union-attr]
+    assert "**Lines:** 5-7 of 8\n" in cli("multi-get", pattern, "--md")[1]
+    rows = list(csv.DictReader(io.StringIO(cli("multi-get", pattern, "--csv")[1])))
+    assert rows[0]["body"].startswith("5: ## Rollback\n") and rows[1]["body"].startswith("1: Some ideas")
+    assert cli("multi-get", pattern, "--files")[1] == f"{docid},qmd://notes/runbooks/deploy.md\n" + cli("multi-get", "notes/ideas.md,notes/ideas.md", "--files")[1]
+    # a docid with a range, alone or in a list; the same document twice with two ranges
+    code, out, _ = cli("multi-get", f"{docid}:7", "--json")
+    assert code == 0 and json.loads(out)[0]["body"] == "7: Flip the load balancer back to blue.\n8: "
+    both = json.loads(cli("multi-get", f"notes/runbooks/deploy.md:1:1,{docid}:5:1", "--json")[1])
+    assert [d["body"] for d in both] == ["1: # Deploy Runbook\n\n[... truncated 7 more lines]", "5: ## Rollback\n\n[... truncated 3 more lines]"]
+
+
+def test_multi_get_ranges_that_find_nothing_are_skipped_with_the_reason(cli: Cli, notes: Path) -> None:
+    import json
+
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    missing, past, ideas = json.loads(cli("multi-get", "notes/nope.md:3,notes/runbooks/deploy.md:99,notes/ideas.md", "--json")[1])
+    assert missing["file"] == "notes/nope.md:3" and missing["skipped"] is True and "document not found" in missing["reason"]
+    assert past["skipped"] is True and past["reason"] == "notes/runbooks/deploy.md has 8 lines; line 99 does not exist"
+    assert ideas["body"].startswith("1: Some ideas")
+    big = notes / "big.md"
+    big.write_text("# Big\n\n" + "word " * 20000 + "\n")
+    assert cli("update")[0] == 0
+    whole, part = json.loads(cli("multi-get", "notes/big.md,notes/big.md:1:1", "--json")[1])
+    assert whole["skipped"] is True and "notes/big.md:1:100" in whole["reason"]  # too big whole: the hint names a range
+    assert part["body"] == "1: # Big\n\n[... truncated 3 more lines]"  # a range of it fits
+
+
+def test_mcp_multi_get_takes_line_ranges(tmp_path: Path, notes: Path) -> None:
+    from qmd.serve.service import ToolService
+
+    store = qmd.Store(tmp_path / "index.sqlite", tmp_path / "index.yml")
+    store.add_collection(notes, name="notes")
+    service = ToolService(store, "index", idle_s=0, log=lambda line: None)
+    try:
+        out = service.call("multi_get", {"pattern": "notes/runbooks/deploy.md:5:3, notes/ideas.md", "lineNumbers": True})
+        assert not out.is_error, out.text
+        deploy, ideas = out.structured["documents"]  # type: ignore[index]
+        assert (deploy["fromLine"], deploy["lines"], deploy["totalLines"]) == (5, 3, 8) and deploy["text"].startswith("5: ## Rollback\n")
+        assert "fromLine" not in ideas and ideas["text"].startswith("1: Some ideas")
+        assert "=== qmd://notes/runbooks/deploy.md #" in out.text and "— Deploy Runbook (lines 5-7 of 8)\n5: ## Rollback" in out.text
+        listed = service.call("multi_get", {"pattern": "notes/nope.md:2, notes/ideas.md"})
+        assert not listed.is_error and listed.structured["documents"][0]["file"] == "notes/nope.md:2"  # type: ignore[index]
+    finally:
+        service.close()

@@ -73,3 +73,22 @@ def test_update_embed_with_a_missing_model_says_the_update_then_fails(cli: Cli, 
 def test_update_help_names_embed(cli: Cli) -> None:
     code, out, _ = cli("update", "--help")
     assert code == 0 and "--embed" in out and "embedding model" in out
+
+
+def test_embed_of_named_collections_reports_only_them(cli: Cli, notes: Path, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`qmd embed -c notes` with nothing to do said how many of the whole index were embedded."""
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    other = tmp_path / "other"
+    other.mkdir()
+    for i in range(3):
+        (other / f"o{i}.md").write_text(f"# Other {i}\n\nKafka consumer lag {i}.\n")
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    assert cli("collection", "add", str(other), "--name", "other")[0] == 0
+    assert cli("embed")[0] == 0
+    code, _, err = cli("embed", "-c", "notes")
+    assert code == 0, err
+    assert "Embedded 0 documents in notes (" in err and "; 4 in notes were already embedded" in err, err
+    code, _, err = cli("embed", "-c", "other", "-c", "notes")
+    assert "; 7 in other, notes were already embedded" in err, err
+    code, _, err = cli("embed")
+    assert "Embedded 0 documents (" in err and "; 7 were already embedded" in err, err

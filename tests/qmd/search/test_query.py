@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import apsw
@@ -174,6 +175,70 @@ def test_query_cli_json_carries_stages(store: qmd.Store, models: dict[str, Path]
     assert "Timings:" in proc.stderr
     bad = run_qmd("query", "lex: a\nfoo: b", env=qmd_env(env))
     assert bad.returncode == 1 and "line 2" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "typed", "label"),
+    [
+        ("bm25:query", False, "keywords (original query)"),
+        ("vec:query", False, "vectors (original query)"),
+        ("lex#2", False, "keywords (expansion 2)"),
+        ("vec#1", False, "vectors (expansion 1)"),
+        ("hyde#3", False, "vectors of a hypothetical answer (expansion 3)"),
+        ("lex#1", True, "keywords (your line 1)"),
+        ("vec#2", True, "vectors (your line 2)"),
+        ("feedback:bm25", False, "keywords (feedback words from the top hits)"),
+        ("vector-winner", False, "clear vector winner (moved first)"),
+    ],
+)
+def test_fusion_lists_have_readable_names(name: str, typed: bool, label: str) -> None:
+    from qmd.search.hybrid import list_label
+
+    assert list_label(name, typed) == label
+
+
+def test_explain_lines_say_rerank_and_score_in_words() -> None:
+    from qmd.cli.formats import explain_lines
+
+    e = {"lists": [{"list": "bm25:query", "label": "keywords (original query)", "rank": 1, "rrf": 0.032787}], "bonus": 0.05,
+         "rrf": 0.082787, "rrf_rank": 1, "rerank": None, "blend_weight": None, "score": 1.0}
+    assert explain_lines(e, "skipped: no rerank model") == [
+        "Explain: fused rank 1, RRF 0.0828 (lists 0.0328 + top-rank bonus 0.0500)",
+        "  keywords (original query): rank 1, +0.0328",
+        "  rerank: skipped (no reranker)",
+        "  score: 100% = 1 / fused rank 1",
+    ]
+    assert explain_lines(e, "off")[2] == "  rerank: off (--no-rerank)"
+    assert explain_lines(dict(e, rrf_rank=41.0, score=1 / 41), 40)[2:] == ["  rerank: not reranked (outside the top 40 candidates)", "  score: 2% = 1 / fused rank 41"]
+    reranked = dict(e, rerank=0.5, blend_weight=0.75, score=0.875)
+    assert explain_lines(reranked, 5)[2:] == ["  rerank: 0.5000", "  score: 88% = 75% × 1/1 + 25% × rerank 0.5000"]
+
+
+def test_query_explain_prints_each_hit_explanation_under_it(store: qmd.Store, models: dict[str, Path]) -> None:
+    """`--explain` printed `rerank None → 1.0` and list names like `bm25:query` after all the
+    hits (on stderr); now under each hit's score, in words, as the original places it."""
+    store.embed()
+    env = qmd_env({"INDEX_PATH": str(store.index_path), "QMD_CONFIG_DIR": str(store.config_path.parent)})
+    proc = run_qmd("query", "restore the database dump", "--explain", "-n", "3", env=env)
+    assert proc.returncode == 0, proc.stderr
+    blocks = proc.stdout.split("\n\nqmd://")
+    assert len(blocks) == 3
+    for block in blocks:
+        lines = block.split("\n")
+        at = next(i for i, line in enumerate(lines) if line.startswith("Score:"))
+        assert lines[at + 1].startswith("Explain: fused rank "), block
+        explained = lines[at + 1 : lines.index("", at)]
+        assert any(line.startswith(("  keywords (", "  vectors (")) for line in explained), explained
+        assert re.fullmatch(r"  rerank: 0\.\d{4}", explained[-2]) and re.fullmatch(r"  score: \d+% = \d+% × 1/\d+ \+ \d+% × rerank 0\.\d{4}", explained[-1]), explained
+    assert "None" not in proc.stdout + proc.stderr and "bm25:query" not in proc.stdout + proc.stderr
+    assert "Timings:" in proc.stderr and "qmd://" not in proc.stderr  # the explanations are under the hits, not after them
+    plain = run_qmd("query", "restore the database dump", "-n", "3", env=env).stdout
+    assert re.sub(r"^(Explain: .*|  .*: rank \d+, \+\d\.\d{4}|  rerank: .*|  score: .*)\n", "", proc.stdout, flags=re.MULTILINE) == plain
+    off = run_qmd("query", "restore the database dump", "--explain", "--no-rerank", "-n", "1", env=env)
+    assert "  rerank: off (--no-rerank)\n  score: 100% = 1 / fused rank 1\n" in off.stdout
+    rows = json.loads(run_qmd("query", "restore the database dump", "--explain", "--json", "-n", "1", env=env).stdout)
+    assert set(rows[0]["explain"]) == {"lists", "bonus", "rrf", "rrf_rank", "rerank", "blend_weight", "score"}  # the keys kept
+    assert all(set(x) == {"list", "label", "rank", "rrf"} for x in rows[0]["explain"]["lists"])  # a readable label added
 
 
 def test_vsearch_expand_fuses_vector_lists_only(store: qmd.Store, models: dict[str, Path]) -> None:

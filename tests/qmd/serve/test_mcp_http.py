@@ -114,6 +114,8 @@ def test_rest_query_and_search_are_the_same(server: Server) -> None:
     assert status == 400 and "lex, vec or hyde" in err["error"]
     status, err = request(server.port, "POST", "/query", {"searches": [{"type": "lex", "query": "x"}] * 11})
     assert status == 400 and "at most 10" in err["error"]
+    status, err = request(server.port, "POST", "/query", {"query": " "})  # as `qmd search ""`: a clear error, not a 500
+    assert status == 400 and err["error"] == "query is empty"
     status, err = request(server.port, "POST", "/query", raw=b"{not json")
     assert status == 400 and "not valid JSON" in err["error"]
     status, err = request(server.port, "POST", "/query", {**QUERY, "collections": ["nope"]})

@@ -62,6 +62,17 @@ def test_get_refuses_paths_outside_the_collections(service: ToolService, tmp_pat
     assert SECRET not in out.text and "root:" not in out.text
 
 
+def test_get_of_a_removed_document_says_it_was_removed(service: ToolService, tmp_path: Path) -> None:
+    gone = tmp_path / "notes" / "ideas.md"
+    os.utime(gone, (1_600_000_000, 1_600_000_000))
+    service.store.update()
+    gone.unlink()
+    service.store.update()
+    out = service.call("get", {"file": "notes/ideas.md"})
+    assert out.is_error and out.text.startswith("Error: qmd://notes/ideas.md was removed from the index at the update of "), out.text
+    assert "restore the file" in out.text
+
+
 @pytest.mark.parametrize("pattern", ["../*", "../**", "*/../*", "/*", "/etc/*", "{tmp}/*", "**/secret.md", "*secret*", "notes/.hidden/*", "notes/link-out.md", "notes/**/../../*", "notes/runbooks/deploy.md,../secret.md", "notes/ideas.md,{tmp}/secret.md"])
 def test_multi_get_refuses_globs_and_lists_that_leave_the_collections(service: ToolService, tmp_path: Path, pattern: str) -> None:
     out = service.call("multi_get", {"pattern": pattern.format(tmp=tmp_path)})
@@ -124,6 +135,12 @@ def test_query_arguments_are_lax_about_json_types() -> None:
     assert (q.limit, q.min_score, q.rerank, q.collections) == (5, 0.5, False, ["notes"])
     q = parse_query_args({"query": "how do we roll back", "limit": 3.0, "intent": "deploys"})
     assert (q.text, q.limit, q.intent, q.candidates) == ("how do we roll back", 3, "deploys", 40)
+
+
+@pytest.mark.parametrize("query", ["", "  ", "\n"])
+def test_an_empty_query_is_a_clear_error(service: ToolService, query: str) -> None:
+    out = service.call("query", {"query": query})
+    assert out.is_error and out.text.startswith("Error: query is empty") and "internal error" not in out.text, out.text
 
 
 def test_unknown_names_are_refused_by_every_tool(service: ToolService) -> None:
