@@ -98,7 +98,7 @@ def render(snap: dict[str, Any]) -> str:
     oldest = f" (oldest {age(q['oldest_age_s'])} old)" if q["oldest_age_s"] is not None else ""
     lines.append(f"queue: {q['pending']} pending{oldest}, {q['failed_requests']} in queue/failed")
     who = snap["updater"]
-    lines.append(f"updater: running ({who.get('mode')}, pid {who['pid']}, since {who.get('started_at')})" if who else "updater: not running (start one: qmd updater install-service, or qmd updater daemon)")
+    lines.append(f"updater: running ({who.get('mode')}, pid {who['pid']}, since {who.get('started_at')})" if who else "updater: not running (start one: qmd updater daemon, under a supervisor or from cron, or qmd updater install-service where systemd runs)")
     lines.append(f"last success: {_when(flag.get('last_success'), now)}")
     return "\n".join(lines)
 
@@ -120,7 +120,7 @@ def session_line(snap: dict[str, Any]) -> str | None:
     if q["pending"] and not snap["updater"] and (q["oldest_age_s"] or 0) > STALE_QUEUE_S:
         return (
             f"qmd: {q['pending']} index update request{'s have' if q['pending'] != 1 else ' has'} waited {age(q['oldest_age_s'])} and no updater is running; "
-            "search results from qmd may be stale. Start one: qmd updater install-service (or run: qmd updater run)."
+            "search results from qmd may be stale. Run: qmd updater run (to keep one running: qmd updater daemon, or qmd updater install-service where systemd runs)."
         )
     return None
 

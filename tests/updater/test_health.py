@@ -31,7 +31,8 @@ def test_healthy_prints_ok_and_nothing_at_session_start(state: Path) -> None:
     assert " down" not in proc.stdout  # "down" reads as an outage
     status = run_qmd("updater", "status")
     assert status.returncode == 0 and status.stdout.startswith("health flag: not raised\n")
-    assert "updater: not running" in proc.stdout
+    assert "updater: not running (start one: qmd updater daemon" in proc.stdout  # what works without systemd comes first
+    assert "install-service where systemd runs" in proc.stdout
     start = run_qmd("health", "--session-start")
     assert start.returncode == 0 and start.stdout == "" and start.stderr == ""
 
@@ -62,6 +63,7 @@ def test_session_start_mentions_a_stale_queue_with_no_updater(state: Path) -> No
     start = run_qmd("health", "--session-start")
     assert start.returncode == 0
     assert start.stdout.startswith("qmd: 1 index update request has waited 1h and no updater is running")
+    assert "Run: qmd updater run" in start.stdout and "install-service where systemd runs" in start.stdout  # an agent's shell may have no systemd
     assert run_qmd("health").returncode == 0  # not a failure: the flag is not raised
 
 
