@@ -205,13 +205,14 @@ def test_a_killed_embeds_record_never_shows_as_running_even_when_its_pid_is_reus
     assert run_qmd("collection", "add", str(_notes(tmp_path / "big", 300, "theta")), "--name", "big").returncode == 0
     record = isolated_home / ".cache" / "qmd" / "index.sqlite.activity.json"
     proc = subprocess.Popen(command("embed"), env=qmd_env({"QMD_PROGRESS_S": "0"}), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    other = subprocess.Popen(["sleep", "120"])  # a live process whose pid the record will name
+    other = proc
     try:
         deadline = time.time() + 120
         while not record.exists() and proc.poll() is None and time.time() < deadline:
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
+        other = subprocess.Popen(["sleep", "120"])  # started later: a live process whose pid the record will name
         left = json.loads(record.read_text())
         assert left["pid"] == proc.pid and left["operation"] == "embed"  # the crash's leftover
         assert json.loads(run_qmd("status", "--json").stdout)["running"] is None
