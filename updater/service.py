@@ -59,6 +59,7 @@ def environment() -> dict[str, str]:
 def _systemd_quote(word: str, exec_line: bool = True) -> str:
     """One word for a unit file: C-style escapes, `%` specifiers doubled, `$` doubled on Exec lines."""
     escaped = word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    escaped = "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or c == "\x7f" else c for c in escaped)  # a line break would end the line: what follows would be a directive
     if exec_line:
         escaped = escaped.replace("$", "$$")
     return f'"{escaped}"' if any(c.isspace() for c in word) or escaped != word or not word else escaped
@@ -201,9 +202,13 @@ def daemon_command(watch: bool = False) -> str:
 def cron_line(minutes: int = CRON_MINUTES) -> str:
     """A crontab line that drains the queue every `minutes` (what the timer runs; from an hour
     on, every whole hour it holds); stdout dropped (the run's summary; updater.log has it),
-    errors left for cron to mail; every `%` escaped (cron ends the command at one)."""
+    errors left for cron to mail; every `%` escaped (cron ends the command at one). Where a
+    path or value holds a line break, which no crontab line can (the rest would be a crontab
+    line of its own), the reason instead of a line."""
     schedule = f"*/{minutes} * * * *" if minutes < 60 else f"0 */{min(minutes // 60, 23)} * * *"
     command = " ".join([*_outside_env(True), shlex.join(_argv(True, False)), ">/dev/null"])
+    if "\n" in command or "\r" in command:
+        return "(none: a path here holds a line break, which a crontab line cannot hold)"
     return f"{schedule} " + command.replace("%", "\\%")
 
 

@@ -51,4 +51,4 @@ def print_values(kind: str, index: str | None) -> None:
     from qmd.cli.shared import out
 
     names = collection_names(index) if kind == "collections" else index_names()
-    out("".join(f"{name}\n" for name in names))
+    out("".join(f"{name}\n" for name in names if name.isprintable()))  # a line break in a name would offer two wrong names

@@ -173,14 +173,22 @@ _qmd_values() {
     case "$kind" in
     collection) words="$(command qmd ${index:+--index=$index} completion --values collections 2>/dev/null)" ;;
     index) words="$(command qmd completion --values indexes 2>/dev/null)" ;;
-    choice:*) words="${kind#choice:}"; words="${words//,/ }" ;;
+    choice:*) words="${kind#choice:}"; words="${words//,/$'\n'}" ;;
     file|dir)
         if [ "$kind" = dir ]; then _qmd_reply < <(compgen -d -- "$cur"); else _qmd_reply < <(compgen -f -- "$cur"); fi
         compopt -o filenames 2>/dev/null
         return ;;
     *) COMPREPLY=(); return ;;
     esac
-    _qmd_reply < <(compgen -P "$pre" -W "$words" -- "$cur")
+    # a literal prefix match, never compgen -W (which expands $(...), `...`, $VAR, ~ and {a,b}
+    # in the words: a collection name in the config must not run); each reply quoted for the line
+    local w q
+    COMPREPLY=()
+    while IFS= read -r w; do
+        [ -n "$w" ] || continue
+        printf -v q '%q' "$w"
+        if [[ "$w" == "$cur"* || "$q" == "$cur"* ]]; then COMPREPLY+=("$pre$q"); fi
+    done <<< "$words"
 }
 
 _qmd() {

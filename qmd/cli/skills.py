@@ -255,7 +255,9 @@ def _link_claude(agents: Path, claude_dir: Path, text: str, force: bool) -> None
     if claude_dir.parent.exists() and os.path.realpath(claude_dir.parent) == os.path.realpath(agents.parent):
         out(f"✓ Claude already sees the skill via {claude_dir.parent}\n")
         return
-    link = os.path.relpath(agents, claude_dir.parent)
+    claude_dir.parent.mkdir(parents=True, exist_ok=True)
+    # relative from where the link really stands: a linked .claude or .claude/skills (dotfiles) puts it elsewhere
+    link = os.path.relpath(os.path.realpath(agents), os.path.realpath(claude_dir.parent))
     if claude_dir.is_symlink() and os.readlink(claude_dir) == link:
         out(f"✓ Linked Claude skill at {claude_dir}\n")
         return
@@ -263,10 +265,12 @@ def _link_claude(agents: Path, claude_dir: Path, text: str, force: bool) -> None
         if not (force or _is_ours(claude_dir, text)):
             raise QmdError(f"Claude skill path already exists: {claude_dir}", "replace it with: qmd skill install --yes --force")
         if claude_dir.is_dir() and not claude_dir.is_symlink():
+            if not force and any(p.name != "SKILL.md" for p in claude_dir.iterdir()):
+                out(f"✓ Claude has this skill at {claude_dir} (a folder holding files of its own too: left as it is)\n")
+                return
             shutil.rmtree(claude_dir)
         else:
             claude_dir.unlink()  # the link (or file) itself, never what it points to
-    claude_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
         claude_dir.symlink_to(link, target_is_directory=True)
         out(f"✓ Linked Claude skill at {claude_dir}\n")
@@ -289,11 +293,15 @@ def skill_install(
 
     text = skill_text()
     agents, claude_dir = skill_dirs(global_)
-    _clear(agents, text, force)
-    agents.mkdir(parents=True, exist_ok=True)
-    write_text(agents / "SKILL.md", text)  # replaces a link named SKILL.md, never writes through it
-    out(f"✓ Installed QMD skill to {agents}\n")
-    if claude is False:
-        return
-    if yes or claude or _ask_claude(claude_dir):
-        _link_claude(agents, claude_dir, text, force)
+    try:
+        _clear(agents, text, force)
+        agents.mkdir(parents=True, exist_ok=True)
+        write_text(agents / "SKILL.md", text)  # replaces a link named SKILL.md, never writes through it
+        out(f"✓ Installed QMD skill to {agents}\n")
+        if claude is False:
+            return
+        if yes or claude or _ask_claude(claude_dir):
+            _link_claude(agents, claude_dir, text, force)
+    except OSError as exc:  # a file or a broken link where a folder goes, a folder where SKILL.md goes, no permission
+        where = exc.filename2 or exc.filename or agents  # a rename's target, not its temporary file
+        raise QmdError(f"cannot install the skill: {exc.strerror or exc}: {where}", f"move {where} aside (or make it a folder qmd may write in), then run this again") from None

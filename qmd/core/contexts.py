@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from qmd.core.config import CollectionConfig
+from qmd.core.errors import QmdError
 
 
 def normalise_subpath(sub: str) -> str:
     """'/', '/meetings', '/a/b' — leading slash, no trailing slash, no '.' or '..' parts."""
     parts = [p for p in sub.replace("\\", "/").split("/") if p and p != "."]
     if ".." in parts:
-        raise ValueError("'..' is not allowed in a context path")
+        raise QmdError(f"'..' is not allowed in a path inside a collection: {sub[:200]}", "name a folder inside the collection: NAME/folder or qmd://NAME/folder")
     return "/" + "/".join(parts)
 
 

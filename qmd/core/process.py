@@ -40,6 +40,26 @@ def process_alive(pid: int) -> bool:
         return True
 
 
+def process_start(pid: int) -> str | None:
+    """When process `pid` started, as a token that differs for a later process given the same
+    pid (the boot and the start time in clock ticks, Linux's /proc); None where it is not known."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{stat[stat.rindex(')') + 2 :].split()[19]}"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def same_process(pid: int, started: object) -> bool:
+    """Whether `pid` is alive and still the process a record saw start at `started`
+    (process_start's token): a pid reused after a crash (a container restarted, a long
+    uptime) is another process. A record without the token trusts the pid alone."""
+    if not process_alive(pid):
+        return False
+    return not isinstance(started, str) or process_start(pid) in (started, None)
+
+
 def remove_own_record(path: str | os.PathLike[str]) -> bool:
     """Delete the JSON record at `path` if this process wrote it (its `pid` is ours), so a
     record another process has since written survives; True if removed. Never raises."""

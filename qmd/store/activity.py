@@ -4,7 +4,8 @@ The process running `update` or `embed` records its pid, command, start and prog
 from its first moment: at once when the phase changes (an embed's `loading`, `chunking`,
 `embedding`), else at most once a second, with `detail`, what `qmd status` says of it
 (`embedding 480/1204 chunks (48%), ETA 5m 40s`). It removes the record when done. A record
-whose process is gone is a crash's leftover and is ignored.
+whose process is gone, or whose pid now names another process (pid_start), is a crash's
+leftover and is ignored.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from qmd.core.clock import now_iso
 from qmd.core.fileio import read_json, write_json
-from qmd.core.process import own_command, process_alive, remove_own_record
+from qmd.core.process import own_command, process_start, remove_own_record, same_process
 
 
 class Activity:
@@ -28,6 +29,7 @@ class Activity:
         self._last = 0.0
         self._total: int | None = None
         self._phase: str | None = None
+        self._pid_start = process_start(os.getpid())
 
     def progress(self, done: int, total: int | None = None, unit: str = "", *, phase: str | None = None, detail: str | None = None, extra: dict[str, object] | None = None) -> None:
         """Record `done` of `total` `unit`s (`phase`, `detail`, `extra` fields: an embed's own)."""
@@ -36,7 +38,7 @@ class Activity:
             return
         self._last, self._total, self._phase = now, total, phase
         record = {
-            "pid": os.getpid(), "operation": self.operation, "command": own_command(),
+            "pid": os.getpid(), "pid_start": self._pid_start, "operation": self.operation, "command": own_command(),
             "started_at": self.started, "updated_at": now_iso(), "done": done, "total": total, "unit": unit,
             "phase": phase, "detail": detail, **(extra or {}),
         }
@@ -64,6 +66,6 @@ def running(location: str) -> dict[str, object] | None:
     """The live record of an update or embed writing the index now, or None."""
     path = activity_path(location)
     data = read_json(path) if path is not None else None
-    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not process_alive(int(data["pid"])):
-        return None
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not same_process(int(data["pid"]), data.get("pid_start")):
+        return None  # a crash's leftover, its pid gone or since given to another process
     return data

@@ -178,3 +178,22 @@ def test_no_start_without_systemd_writes_the_files_asked_for_and_says_where_they
     assert (isolated_home / ".config" / "systemd" / "user" / "qmd-updater.service").exists()
     assert "no systemd user manager here" in out and f"{QMD} updater daemon" in out
     assert "to start it: systemctl" not in out
+
+
+def test_a_line_break_in_a_path_never_becomes_a_unit_directive_or_a_crontab_line(cli, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A value holding a line break ended the unit's Environment= line (what followed was a
+    directive of its own: ExecStartPost=...) and split the printed crontab line in two (the
+    second a crontab entry of its own, run every minute once pasted)."""
+    monkeypatch.setenv("QMD_STATE_DIR", str(tmp_path / "a\nExecStartPost=/bin/touch /tmp/x\n* * * * * touch /tmp/y #"))
+    code, out, err = cli("updater", "install-service", "--print", "--platform", "linux")
+    assert code == 0, err
+    [(_, text)] = _units(out).items()
+    keys = [line.split("=", 1)[0] for line in text.splitlines() if line and not line.startswith("[")]
+    assert "ExecStartPost" not in keys and all(key.isalpha() for key in keys), text
+    assert '\\x0aExecStartPost=/bin/touch /tmp/x\\x0a* * * * * touch /tmp/y #"' in text  # systemd's C escape: the same value
+    fake_systemctl(tmp_path, monkeypatch, "container")
+    code, _, err = cli("updater", "install-service", "--platform", "linux")
+    assert code == 1
+    lines = err.splitlines()
+    cron = lines[next(i for i, line in enumerate(lines) if "- from cron" in line) + 1]
+    assert cron.strip() == "(none: a path here holds a line break, which a crontab line cannot hold)", err

@@ -435,6 +435,15 @@ def test_ls_of_a_sub_path_without_files_says_so(indexed: Path, cli: Cli) -> None
     assert hint_of(err) == "hint: did you mean: qmd ls small/runbooks"
 
 
+def test_a_dot_dot_path_inside_a_collection_is_one_line_not_a_crash(indexed: Path, cli: Cli) -> None:
+    """`qmd ls small/..` and `qmd context add small/.. TEXT` were 'Unexpected error: ValueError' (exit 3)."""
+    for args in (("ls", "small/.."), ("ls", "qmd://small/runbooks/../.."), ("context", "add", "small/..", "text")):
+        code, out, err = cli(*args)
+        assert_error(code, out, err, "'..' is not allowed in a path inside a collection")
+    code, out, _ = cli("ls", "small/%")  # LIKE's wildcards are plain characters in a prefix
+    assert code == 1 and out == ""
+
+
 def test_ls_of_a_path_prefix_lists_what_starts_with_it(indexed: Path, cli: Cli) -> None:
     """As the original: `qmd ls small/run` lists runbooks/…, `small/post` postgres.md."""
     assert cli("ls", "small/run")[1].endswith("qmd://small/runbooks/deploy.md\n")

@@ -6,6 +6,7 @@ typed on a pseudo-terminal with TAB and runs the line."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -104,6 +105,26 @@ def test_bash_completes_paths_where_a_command_takes_a_folder(world: dict[str, st
     assert _bash(script, world, isolated_home, "bench", str(isolated_home / "fix")) == [str(isolated_home / "fixture.json")]
     (isolated_home / "my notes").mkdir()
     assert _bash(script, world, isolated_home, "init", str(isolated_home / "my")) == [str(isolated_home / "my notes")]  # one word
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_never_runs_what_a_collection_name_in_the_config_holds(world: dict[str, str], isolated_home: Path, notes: Path, tmp_path: Path) -> None:
+    """A hand-edited config's names are offered literally, quoted for the line: compgen -W
+    would expand $(...), `...`, $VAR, ~ and {a,b} in them, running commands on TAB."""
+    ran = tmp_path / "ran"
+    names = [f"$(touch {ran}1)", f"`touch {ran}2`", "$HOME", "a'quote", "with space", "{a,b}~", "line\nbreak"]
+    body = "".join(f"  {json.dumps(name)}:\n    path: {notes}\n" for name in names)
+    (isolated_home / ".config" / "qmd" / "index.yml").write_text(f"collections:\n{body}")
+    script = _script("bash", world, isolated_home)
+    offered = _bash(script, world, isolated_home, "search", "-c", "")
+    assert not list(tmp_path.glob("ran*"))
+    assert sorted(offered) == sorted(_bash_q(n, world) for n in names if "\n" not in n), offered
+    assert _bash(script, world, isolated_home, "search", "-c", "with\\ s") == ["with\\ space"]
+
+
+def _bash_q(word: str, env: dict[str, str]) -> str:
+    """`word` as bash's printf %q writes it (what a reply must be to stand as one word)."""
+    return subprocess.run(["bash", "-c", 'printf %q "$1"', "_", word], env=env, capture_output=True, text=True, timeout=30).stdout
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck")

@@ -124,6 +124,52 @@ def test_install_never_writes_through_a_link_where_the_skill_goes(tmp_path: Path
     assert _tree(elsewhere) == before and os.readlink(claude) == str(elsewhere)
 
 
+def test_install_links_claude_through_a_linked_skills_folder_so_the_link_resolves(tmp_path: Path) -> None:
+    """~/.claude/skills kept in a dotfiles repository and linked: the skill's link stands in
+    the dotfiles folder, so its relative target counts from there (it dangled, said Linked)."""
+    home = tmp_path / "home"
+    (home / "dotfiles" / "claude" / "skills").mkdir(parents=True)
+    (home / ".claude").mkdir()
+    (home / ".claude" / "skills").symlink_to("../dotfiles/claude/skills", target_is_directory=True)
+    done = run_qmd("skill", "install", "--global", "--yes", env=qmd_env({"HOME": str(home)}))
+    assert done.returncode == 0 and "Linked Claude skill" in done.stdout, done.stderr
+    assert (home / ".claude" / "skills" / "qmd" / "SKILL.md").read_text() == SKILL.read_text()
+    again = run_qmd("skill", "install", "--global", "--yes", env=qmd_env({"HOME": str(home)}))
+    assert again.returncode == 0 and (home / ".claude" / "skills" / "qmd" / "SKILL.md").is_file(), again.stderr
+
+
+def test_install_keeps_the_users_files_in_a_copy_of_the_skill_for_claude(tmp_path: Path) -> None:
+    """A real .claude/skills/qmd holding this SKILL.md and files of the user's: without --force
+    it was removed whole (rmtree) to make room for the link; now it is left as it is."""
+    project = tmp_path / "project"
+    claude = project / ".claude" / "skills" / "qmd"
+    (claude / "references").mkdir(parents=True)
+    (claude / "SKILL.md").write_text(SKILL.read_text())
+    (claude / "references" / "mine.md").write_text("my own notes\n")
+    done = run_qmd("skill", "install", "--yes", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert (claude / "references" / "mine.md").read_text() == "my own notes\n" and not claude.is_symlink()
+    assert "left as it is" in done.stdout
+    (claude / "references" / "mine.md").unlink()
+    (claude / "references").rmdir()
+    relinked = run_qmd("skill", "install", "--yes", cwd=project)  # only the skill itself: the copy becomes the link
+    assert relinked.returncode == 0 and claude.is_symlink(), relinked.stderr
+
+
+def test_install_where_a_folder_cannot_be_made_says_so_in_one_line(tmp_path: Path) -> None:
+    """A broken link, a file, or a folder where qmd writes: exit 1 naming it, not a traceback (exit 3)."""
+    cases = {"dangling": lambda p: (p / ".agents").mkdir() or (p / ".agents" / "skills").symlink_to(p / "gone"),
+             "file": lambda p: (p / ".agents").write_text("x"),
+             "folder": lambda p: (p / ".agents" / "skills" / "qmd" / "SKILL.md").mkdir(parents=True)}
+    for name, make in cases.items():
+        project = tmp_path / name
+        project.mkdir()
+        make(project)
+        done = run_qmd("skill", "install", "--force", "--yes", cwd=project)
+        assert done.returncode == 1 and done.stderr.startswith("Error: cannot install the skill: "), (name, done.stderr)
+        assert str(project / ".agents") in done.stderr.splitlines()[0] and ".tmp" not in done.stderr, (name, done.stderr)
+
+
 def test_install_on_a_terminal_asks_before_linking_claude(tmp_path: Path) -> None:
     for answer, linked in (("n", False), ("y", True)):
         project = tmp_path / f"project-{answer}"

@@ -192,3 +192,35 @@ def test_status_shows_a_running_embed_and_vector_coverage_per_collection(tmp_pat
     kept = {c["name"]: c["embedded_documents"] for c in after["collections"]}
     assert after["running"] is None and kept["small"] == 3 and coverage["big"] <= kept["big"] < total
     assert "Vectors:  3 of 3 documents embedded" in run_qmd("status").stdout
+
+
+@pytest.mark.sqlite_only("the activity record is a file beside the SQLite index")
+def test_a_killed_embeds_record_never_shows_as_running_even_when_its_pid_is_reused(tmp_path: Path, tiny_models: dict[str, Path], isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kill -9 leaves the activity record behind; status ignores it once the pid is gone, and
+    also once the pid names another process (a restarted container's pid 1, a long uptime):
+    it showed 'Running: qmd embed … ETA' for as long as that process lived."""
+    import json
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    assert run_qmd("collection", "add", str(_notes(tmp_path / "big", 300, "theta")), "--name", "big").returncode == 0
+    record = isolated_home / ".cache" / "qmd" / "index.sqlite.activity.json"
+    proc = subprocess.Popen(command("embed"), env=qmd_env({"QMD_PROGRESS_S": "0"}), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    other = proc
+    try:
+        deadline = time.time() + 120
+        while not record.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        other = subprocess.Popen(["sleep", "120"])  # started later: a live process whose pid the record will name
+        left = json.loads(record.read_text())
+        assert left["pid"] == proc.pid and left["operation"] == "embed"  # the crash's leftover
+        assert json.loads(run_qmd("status", "--json").stdout)["running"] is None
+        record.write_text(json.dumps(left | {"pid": other.pid}))  # the pid given to another process
+        assert json.loads(run_qmd("status", "--json").stdout)["running"] is None
+        assert "Running:" not in run_qmd("status").stdout
+    finally:
+        for started in (proc, other):
+            if started.poll() is None:
+                started.kill()
+            started.wait()
