@@ -35,12 +35,13 @@ def _n(count: int, word: str) -> str:
 
 def short_count(n: int, scale: int | None = None) -> str:
     """`950`, `12,480`, `512k`, `1.2M`: a large count at a glance, in the unit `scale` calls for
-    (`short_count(7_000, 423_000)` is `7k`, as `423k` beside it)."""
+    (`short_count(7_000, 423_000)` is `7k`, as `423k` beside it); a count still under a million
+    beside millions keeps its own unit (`48k`/`7.6M`, not `0.0M`/`7.6M`, which stands still)."""
     scale = n if scale is None else scale
     if scale < 100_000:
         return f"{n:,}"
-    if scale < 1_000_000:
-        return f"{n // 1000}k"
+    if scale < 1_000_000 or n < 1_000_000:
+        return f"{n // 1000}k" if n >= 1000 else f"{n:,}"
     return f"{n / 1_000_000:.1f}M"
 
 

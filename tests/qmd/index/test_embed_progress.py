@@ -11,10 +11,19 @@ from pathlib import Path
 import pytest
 
 import qmd
-from qmd.index.embed_progress import CollectionPlan, EmbedProgress, ProgressLines
+from qmd.index.embed_progress import CollectionPlan, EmbedProgress, ProgressLines, short_count
 from tests.support.run import run_qmd
 
 PHASES = ["loading", "chunking", "embedding"]
+
+
+@pytest.mark.parametrize(
+    ("done", "total", "said"),
+    [(950, 950, "950"), (7_000, 423_000, "7k"), (48_213, 7_600_000, "48k"), (512, 7_600_000, "512"), (3_800_000, 7_600_000, "3.8M"), (7_600_000, None, "7.6M")],
+)
+def test_a_token_count_moves_from_its_first_thousand(done: int, total: int | None, said: str) -> None:
+    """A first-hour embed of 7.6M tokens showed `0.0M/7.6M tokens` for minutes: it must move."""
+    assert short_count(done, total) == said
 
 
 @pytest.mark.parametrize(
