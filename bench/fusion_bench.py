@@ -13,7 +13,10 @@ same captured lists, so the columns differ only by the rule. `search` and `vsear
 Store's own commands. "RRF (before)" is the rule qmd shipped before (fusion.rrf with the
 any-term-only BM25 list at weight 1); "no feedback" is evidence-weighted fusion of the
 question's lists without the pseudo-relevance feedback list (what `query` did before it);
-"qmd" is what `query` returns now, checked to equal the rule applied offline.
+"qmd" is what `query` returns now, checked to equal the rule applied offline. "stale: miss"
+and "stale: qmd" take each question's relevant notes out of the vector lists, as if edited
+since the last embed (the feedback list as captured): fused as a vector miss (the rule
+before issue 28) and as `query` fuses a document without vectors now (fusion.stand_ins).
 
 Embedded indexes are cached (one per model file) under $QMD_BENCH_CACHE (default
 ~/.cache/qmd-bench, outside the repo and the temp HOME): Cranfield with MiniLM takes a
@@ -147,9 +150,9 @@ def capture(store, bset: BenchSet) -> list[Run]:  # type: ignore[no-untyped-def]
     real_fuse = hybrid.fuse
     seen: list[list] = []
 
-    def spy(named):  # type: ignore[no-untyped-def]
+    def spy(named, *rest):  # type: ignore[no-untyped-def]
         seen.append(list(named))
-        return real_fuse(named)
+        return real_fuse(named, *rest)
 
     hybrid.fuse = spy
     runs: list[Run] = []
@@ -194,25 +197,37 @@ def mean(rows: list[dict[str, float]], key: str) -> float:
 
 
 
-def rule_rankings(lists: list) -> dict[str, list[str]]:  # type: ignore[type-arg,unused-ignore]
-    """Each fusion rule applied offline to one question's captured lists."""
+def rule_rankings(lists: list, relevant: set[str]) -> dict[str, list[str]]:  # type: ignore[type-arg,unused-ignore]
+    """Each fusion rule applied offline to one question's captured lists. "stale: miss" and
+    "stale: qmd": the relevant notes as if edited since the last embed (no vectors: out of the
+    vector lists), fused as a vector miss (the rule before) and as `query` fuses them now."""
     from qmd.search import fusion
 
     first = [x for x in lists if x.name != fusion.FEEDBACK_LIST]  # the question's own lists
+    stale = [_without(x, relevant) if x.kind == "vector" else x for x in lists]
     return {
         "RRF (before)": [str(f.key) for f in fusion.legacy_rrf(first)][:10],
         "no feedback": [str(f.key) for f in fusion.fuse_lists(first)][:10],
         "fusion (offline)": [str(f.key) for f in fusion.fuse_lists(lists)][:10],
+        "stale: miss": [str(f.key) for f in fusion.fuse_lists(stale)][:10],
+        "stale: qmd": [str(f.key) for f in fusion.fuse_lists(stale, without_vectors=frozenset(relevant))][:10],
     }
 
 
-METHODS = ("search", "vsearch", "RRF (before)", "no feedback", "qmd")
+def _without(lst, keys: set[str]):  # type: ignore[no-untyped-def]
+    from qmd.search.fusion import RankedList
+
+    kept = [i for i, k in enumerate(lst.keys) if k not in keys]
+    return RankedList(lst.name, lst.weight, [lst.keys[i] for i in kept], [lst.scores[i] for i in kept], lst.kind, lst.exact, list(lst.coverage))
+
+
+METHODS = ("search", "vsearch", "RRF (before)", "no feedback", "qmd", "stale: miss", "stale: qmd")
 
 
 def evaluate(runs: list[Run], bset: BenchSet) -> dict[str, dict[str, dict[str, float]]]:
     """{group: {method: {metric: mean}}}; group "all" plus each question group (paraphrase set)."""
     for r in runs:
-        r.ranked.update(rule_rankings(r.lists))
+        r.ranked.update(rule_rankings(r.lists, set(r.question.relevant)))
         if r.ranked["fusion (offline)"] != r.ranked["qmd"][:10]:
             raise SystemExit(f"{bset.name} {r.question.id}: query returned {r.ranked['qmd'][:3]}, the rule gives {r.ranked['fusion (offline)'][:3]}")
     groups = {"all": runs}
@@ -290,7 +305,7 @@ def main() -> int:
                 if args.per_query:
                     for r in runs:
                         ranks = {m: next((i for i, k in enumerate(r.ranked[m], 1) if k in r.question.relevant), None) for m in METHODS}
-                        print("    " + " ".join(f"{m.split()[0][:6]}={ranks[m] or '-'}" for m in METHODS) + f"  {r.question.id} {r.question.text[:70]}")
+                        print("    " + " ".join(f"{m.replace('stale: ', 'stale-').split()[0][:10]}={ranks[m] or '-'}" for m in METHODS) + f"  {r.question.id} {r.question.text[:70]}")
             store.close()
     if args.dump:
         Path(args.dump).write_text(json.dumps(dump))

@@ -281,6 +281,12 @@ class IndexBackend(abc.ABC):
         with none left out): what an embed of `collections` is about to do, per collection."""
         return sql.pending_per_collection(self.connection(), model_id, collections, ast)
 
+    def without_vectors(self, model: VectorModel, ids: Sequence[int]) -> set[int]:
+        """The documents among `ids` whose current content has no vectors for `model` (changed
+        or added since the last embed, or never embedded): a query counts their absence from
+        the vector lists as no evidence, not as a miss."""
+        return sql.without_vectors(self.connection(), model.id, ids)
+
     def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None) -> int:
         """Replace the chunks of each content hash in `batch`, in one transaction; returns chunks
         written. `chunkers`: how each hash was cut (`regex` when absent)."""

@@ -389,6 +389,17 @@ def pending_per_collection(conn: Connection, model_id: int | None, collections: 
     return {str(c): int(n) for c, n in run(conn, sql, (*collections, *params))}
 
 
+def without_vectors(conn: Connection, model_id: int, ids: Sequence[int]) -> set[int]:
+    """The documents among `ids` whose current content has no vectors for `model_id`."""
+    if not ids:
+        return set()
+    sql = (
+        f"SELECT d.id FROM documents d WHERE d.id IN ({marks(len(ids))})"
+        " AND NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = d.hash)"
+    )
+    return {int(i) for (i,) in run(conn, sql, (*ids, model_id))}
+
+
 def chunking_fallbacks(conn: Connection, model_id: int | None) -> list[tuple[str, str]]:
     if model_id is None:
         return []

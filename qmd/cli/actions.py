@@ -138,9 +138,16 @@ def vsearch(p: Params) -> None:
     found = outcome(request, how)
     for notice in found.notices:
         err(f"Note: {notice}")
-    if found.pending:
-        err(f"Note: {found.pending} documents have no vectors for {found.model} yet; run 'qmd embed'")
+    said_pending(found)
     out(format_search(found.hits, how.kind, display_names(found.roots, found.hits, how.full_path)))
+
+
+def said_pending(found: Outcome) -> None:
+    """vsearch and query: a note when documents in scope lack vectors for their current content."""
+    if found.pending:
+        from qmd.search.vector import embed_advice
+
+        err(f"Note: {embed_advice(found.pending)}")
 
 
 def query(p: Params) -> None:
@@ -167,6 +174,7 @@ def query(p: Params) -> None:
     paths = display_names(found.roots, found.hits, how.full_path)
     for notice in found.notices:
         err(f"Note: {notice}")
+    said_pending(found)
     if how.kind == "json":
         import json
 

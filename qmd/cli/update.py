@@ -9,7 +9,7 @@ import typer
 from qmd.cli import actions
 from qmd.cli.progress import Bar, EmbedBar
 from qmd.core.units import human_size
-from qmd.core.results import UpdateReport
+from qmd.core.results import UpdateReport, VectorStatus
 from qmd.cli.options import NoWaitOpt, WaitOpt, say_waiting, wait_seconds
 from qmd.cli.shared import err, open_store, out
 
@@ -72,6 +72,7 @@ def update(
             ))
         else:
             said.updated(store.update(collection or None, progress=said.indexed, run_commands=not no_commands, on_command=said.command, on_wait=on_wait, wait=seconds))
+            said.pending(store.vector_status(collection or None))
     raise typer.Exit(said.code)
 
 
@@ -95,6 +96,14 @@ class _Said:
         self.code = print_report(report)
         t = report.totals
         err(f"Done: {t['new']} new, {t['updated']} updated, {t['unchanged']} unchanged, {t['removed']} removed, {t['skipped']} skipped")
+
+    def pending(self, status: VectorStatus) -> None:
+        """The advice an update without --embed ends with when documents lack vectors (as the
+        original's update says to run embed); nothing without an embed model file."""
+        if status.model is not None and status.pending_documents:
+            from qmd.search.vector import embed_advice
+
+            err(embed_advice(status.pending_documents, status.embedded_documents > 0))
 
     def embedding(self, progress: EmbedProgress) -> None:
         self.embed_bar(progress)

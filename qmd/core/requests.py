@@ -206,4 +206,4 @@ class Outcome:
     searches: list[dict[str, Any]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     model: str = ""
-    pending: int = 0
+    pending: int = 0  # vsearch and query: documents whose current content has no vectors for `model`

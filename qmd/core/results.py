@@ -267,3 +267,5 @@ class QueryResult:
     searches: list[dict[str, Any]]
     notices: list[str]
     timings_ms: dict[str, float]
+    model: str = ""  # the embed model the vector lists searched ("" when none did)
+    pending: int = 0  # documents in the searched collections whose current content it has no vectors for

@@ -12,8 +12,13 @@ The hybrid pipeline (qmd/search/hybrid.py):
    - list evidence: 1 for a vector list whose best cosine reaches 0.2 (less in proportion
      below), 1 for a BM25 list with an all-terms hit; a BM25 list of fill only counts by its
      best coverage: 0 up to 0.5, rising to 1 at 0.7 (FILL_TRUST);
+   - a document without vectors for its current content (changed or added since the last
+     embed) is absent from the vector lists for lack of vectors, not for being far from the
+     question: it stands in each vector list at its best keyword rank, weighed by that
+     keyword list's evidence (`stand_ins`), so a note edited since the last embed and first
+     by keywords is not pushed down by notes the vector lists know;
    - a clear vector winner (no all-terms BM25 hit, its cosine ≥ 0.2 and 15% ahead of
-     the second) is put first.
+     the second) is put first among the documents the vector lists know.
    `rrf` is plain weighted RRF (every entry evidence 1, a flat bonus); `legacy_rrf` is
    the rule before: RRF with a fill-only BM25 list at weight 1.
    Feedback (pseudo-relevance, RM3-style, plain questions only): before fusing, the
@@ -70,7 +75,7 @@ as the original's does.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 
 RRF_K = 60
@@ -100,32 +105,42 @@ class Fused:
     bonus: float = 0.0  # the rank bonus inside `score`
 
 
-def _accumulate(lists: Sequence[RankedList], k: int, weigh: Callable[[RankedList, int], tuple[float, float]]) -> list[Fused]:
+Entry = tuple[str, Hashable, int, float, float]  # (list name, key, rank, weight, bonus scale)
+
+
+def _accumulate(
+    lists: Sequence[RankedList], k: int, weigh: Callable[[RankedList, int], tuple[float, float]], extra: Iterable[Entry] = (),
+) -> list[Fused]:
     """Reciprocal rank fusion with per-entry weights: `weigh(list, index)` gives the entry's
     weight w (it adds w / (k + rank)) and the scale of its rank bonus; a document keeps its
     largest scaled bonus. A list that repeats a key counts it once, at its best rank; ties
-    go to the better best rank, then to first appearance."""
+    go to the better best rank, then to first appearance. `extra`: entries standing in for
+    ones no list holds (`stand_ins`), counted the same way after the lists."""
     fused: dict[Hashable, Fused] = {}
     order: dict[Hashable, int] = {}
     bonus: dict[Hashable, float] = {}
+
+    def add(name: str, key: Hashable, rank: int, w: float, scale: float) -> None:
+        contribution = w / (k + rank)
+        entry = fused.get(key)
+        if entry is None:
+            entry = fused[key] = Fused(key, 0.0, rank)
+            order[key] = len(order)
+        entry.score += contribution
+        entry.best_rank = min(entry.best_rank, rank)
+        entry.contributions.append((name, rank, contribution))
+        b = (TOP1_BONUS if rank == 1 else TOP3_BONUS if rank <= 3 else 0.0) * scale
+        bonus[key] = max(bonus.get(key, 0.0), b)
+
     for ranked in lists:
         seen: set[Hashable] = set()
         for index, key in enumerate(ranked.keys):
             if key in seen:
                 continue
             seen.add(key)
-            rank = index + 1
-            w, scale = weigh(ranked, index)
-            contribution = w / (k + rank)
-            entry = fused.get(key)
-            if entry is None:
-                entry = fused[key] = Fused(key, 0.0, rank)
-                order[key] = len(order)
-            entry.score += contribution
-            entry.best_rank = min(entry.best_rank, rank)
-            entry.contributions.append((ranked.name, rank, contribution))
-            b = (TOP1_BONUS if rank == 1 else TOP3_BONUS if rank <= 3 else 0.0) * scale
-            bonus[key] = max(bonus.get(key, 0.0), b)
+            add(ranked.name, key, index + 1, *weigh(ranked, index))
+    for name, key, rank, w, scale in extra:
+        add(name, key, rank, w, scale)
     for key, entry in fused.items():
         entry.bonus = bonus[key]
         entry.score += entry.bonus
@@ -207,26 +222,76 @@ def vector_winner(lists: Sequence[RankedList]) -> Hashable | None:
     return vec.keys[0] if top >= VECTOR_CONFIDENT and top - second >= VECTOR_GAP * top else None
 
 
-def fuse_lists(lists: Sequence[RankedList], k: int = RRF_K) -> list[Fused]:
+NO_VECTORS = " (no vectors yet)"  # a vector list's name + this: the stand-in entry of a document without vectors
+
+
+def stand_ins(lists: Sequence[RankedList], without_vectors: AbstractSet[Hashable], list_weights: dict[int, float], k: int = RRF_K) -> list[Entry]:
+    """Entries for the documents of `without_vectors` (no vectors for their current content:
+    changed or added since the last embed, or in an `embed: false` collection) in each
+    vector list: such a document is absent from a vector list for lack of vectors, not for
+    being far from the question, so it stands in every vector list at its best keyword rank,
+    weighed by the vector list's weight and evidence times that keyword list's evidence (a
+    fill-only list of noise lends nothing). A fresh note first by keywords then counts as a
+    note first in both lists would.
+
+    Why the list's evidence and not the entry's (coverage², what the keyword entry itself
+    earns): a vector list ranks a document its keyword list ranks r at about the worth of an
+    entry at r (measured on the captured lists of bench/fusion_bench.py, MiniLM: 0.86 of it
+    at rank 1 on Cranfield, 0.99 on deep-research), and with the entry's coverage² a fresh
+    note kept too little (the relevant notes made stale: deep-research hit@1 6/25 against
+    10/25, Cranfield 16/225 against 51/225; docs/ranking.md)."""
+    if not without_vectors:
+        return []
+    best: dict[Hashable, tuple[int, float]] = {}  # key -> (rank, worth) of its best keyword entry
+    for ranked in lists:
+        worth = list_weights[id(ranked)]
+        if ranked.kind != "bm25" or worth <= 0.0:
+            continue
+        for index, key in enumerate(ranked.keys):
+            rank, prior = best.get(key, (0, 0.0))
+            if key in without_vectors and (not rank or worth / (k + index + 1) > prior / (k + rank)):
+                best[key] = (index + 1, worth)
+    out: list[Entry] = []
+    for ranked in lists:
+        if ranked.kind == "vector":
+            w = ranked.weight * list_weights[id(ranked)]
+            out += [(ranked.name + NO_VECTORS, key, rank, w * worth, w * worth / 2.0) for key, (rank, worth) in best.items()]
+    return out
+
+
+def fuse_lists(lists: Sequence[RankedList], k: int = RRF_K, without_vectors: AbstractSet[Hashable] = frozenset()) -> list[Fused]:
     """Evidence-weighted RRF (see the module docstring): each list's weight times the
     evidence of the document's entry, over k + rank; the rank bonus scaled the same way;
-    a clear vector winner first."""
+    the documents of `without_vectors` stand in the vector lists at their keyword rank
+    (`stand_ins`); a clear vector winner first among the documents the vector lists know."""
     list_weights = {id(ranked): list_evidence(ranked) for ranked in lists}
 
     def weigh(ranked: RankedList, index: int) -> tuple[float, float]:
         w = ranked.weight * list_weights[id(ranked)] * evidence(ranked, index)
         return w, w / 2.0
 
-    out = _accumulate(lists, k, weigh)
-    fused = {entry.key: entry for entry in out}
+    out = _accumulate(lists, k, weigh, stand_ins(lists, without_vectors, list_weights, k))
     winner = vector_winner(lists)
     if winner is not None and out and out[0].key != winner:
-        entry = fused[winner]
-        lift = out[0].score - entry.score + TOP1_BONUS
-        entry.score += lift
-        entry.contributions.append((WINNER_LIST, 1, lift))
-        out = [entry] + [e for e in out if e.key != winner]
+        out = _lift(out, winner, without_vectors)
     return out
+
+
+def _lift(out: list[Fused], winner: Hashable, without_vectors: AbstractSet[Hashable]) -> list[Fused]:
+    """`out` with the clear vector winner moved before every document the vector lists know
+    (those of `without_vectors` ahead of it keep their place: the vector lists cannot rank
+    the winner against them), scored TOP1_BONUS above the one it passes (less when a
+    document without vectors stands just ahead)."""
+    at = next(i for i, e in enumerate(out) if e.key == winner or e.key not in without_vectors)
+    entry = out[at] if out[at].key == winner else next(e for e in out if e.key == winner)
+    if entry is out[at]:
+        return out
+    lift = out[at].score - entry.score + TOP1_BONUS
+    if at:
+        lift = min(lift, (out[at - 1].score + out[at].score) / 2.0 - entry.score)
+    entry.score += lift
+    entry.contributions.append((WINNER_LIST, 1, lift))
+    return out[:at] + [entry] + [e for e in out[at:] if e.key != winner]
 
 
 FEEDBACK_DEPTH = 10  # seeds come from the documents in the top 10 of both the question's BM25 and vector lists

@@ -84,6 +84,7 @@ class QueryContext:
     scope: list[str] | None  # None: every collection
     models: QueryModels
     hit: HitMaker
+    pending: Callable[[VectorModel], int] | None = None  # documents in scope without vectors of the model (for the notice)
 
 
 @dataclass
@@ -170,8 +171,8 @@ def plan_searches(typed: TypedQuery, expansions: list[SubQuery] | None) -> tuple
     return question, lists
 
 
-def fuse(named: list[RankedList]) -> list[Candidate]:
-    fused = fuse_lists(named)
+def fuse(named: list[RankedList], without_vectors: frozenset[int] = frozenset()) -> list[Candidate]:
+    fused = fuse_lists(named, without_vectors=without_vectors)
     return [Candidate(doc_id(f.key), f.score, rank, f.contributions, bonus=f.bonus) for rank, f in enumerate(fused, start=1)]
 
 
@@ -263,19 +264,22 @@ def run_query(ctx: QueryContext, request: QueryRequest, progress: Progress | Non
     if not typed.searches and request.keyword:  # 4
         with timer("feedback"):
             plan.stages.feedback = feedback(ctx, question, named, docs)
+    fresh = unembedded(ctx, vectors, named)
     with timer("fusion"):
-        candidates = fuse(named)
+        candidates = fuse(named, fresh)
     words = set(parse_query(question).words)
     intent_words = set(parse_query(plan.intent).words) if plan.intent else set()
     reranked = rerank(ctx, candidates, request, docs, plan, words, intent_words, timer, say)  # 5
     checkpoint()
     ranked = finish(candidates[: max(request.candidates, request.limit)] if reranked else candidates, reranked)  # 6
     hits = make_hits(ctx, ranked, request, docs, sorted(words | intent_words), typed=bool(typed.searches))
+    result = QueryResult(hits, plan.stages, [{"type": s.type, "query": s.text} for s in plan.searches], plan.notices, {})
+    if vectors is not None and plan.stages.vector:
+        result.model = vectors.embedder.info.name
+        result.pending = ctx.pending(vectors.model) if ctx.pending is not None else 0
     plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
-    return QueryResult(
-        hits, plan.stages, [{"type": s.type, "query": s.text} for s in plan.searches], plan.notices,
-        {k: round(v, 2) for k, v in plan.timings_ms.items()},
-    )
+    result.timings_ms = {k: round(v, 2) for k, v in plan.timings_ms.items()}
+    return result
 
 
 def vector_side(ctx: QueryContext, typed: TypedQuery, plan: QueryPlan) -> VectorSide | None:
@@ -291,6 +295,15 @@ def vector_side(ctx: QueryContext, typed: TypedQuery, plan: QueryPlan) -> Vector
     except QmdError as exc:
         plan.notices.append(f"vector search skipped: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
         return None
+
+
+def unembedded(ctx: QueryContext, vectors: VectorSide | None, named: list[RankedList]) -> frozenset[int]:
+    """The documents of the keyword lists without vectors for their current content, when
+    vector lists ran: fusion counts them in the vector lists at their keyword rank."""
+    if vectors is None or not any(x.kind == "vector" for x in named):
+        return frozenset()
+    ids = sorted({doc_id(k) for x in named if x.kind == "bm25" for k in x.keys})
+    return frozenset(ctx.backend.without_vectors(vectors.model, ids)) if ids else frozenset()
 
 
 def expand(ctx: QueryContext, typed: TypedQuery, request: QueryRequest, plan: QueryPlan, timer: Timer, say: Progress) -> list[SubQuery] | None:

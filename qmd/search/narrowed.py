@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
         def vector_model(self, fingerprint: str) -> VectorModel | None: ...
 
+        def without_vectors(self, model: VectorModel, ids: Sequence[int]) -> set[int]: ...
+
 
 class Narrowed:
     """`index` with `where` added to `bm25` and `nearest_documents`; the other reads as they are."""
@@ -50,6 +52,9 @@ class Narrowed:
 
     def vector_model(self, fingerprint: str) -> VectorModel | None:
         return self._index.vector_model(fingerprint)
+
+    def without_vectors(self, model: VectorModel, ids: Sequence[int]) -> set[int]:
+        return self._index.without_vectors(model, ids)
 
     def _both(self, where: Filter | None) -> Filter:
         if where is None:

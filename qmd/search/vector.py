@@ -33,6 +33,13 @@ def pending_count(backend: IndexBackend, model: VectorModel, embeddable: list[st
     return len(backend.pending_embeddings(model.id, embeddable))
 
 
+def embed_advice(pending: int, embedded: bool = True) -> str:
+    """What `query`, `vsearch`, `update` and the MCP query answer say of documents without
+    vectors for the current embed model (`embedded`: the model has embedded something before)."""
+    docs = "1 document" if pending == 1 else f"{pending:,} documents"
+    return f"{docs} changed since the last embed (run qmd embed)" if embedded else f"{docs} not embedded yet (run qmd embed to search them by meaning)"
+
+
 def vector_status(
     backend: IndexBackend, probe: EmbeddingModel | None, embeddable: list[str], ast: Mapping[str, Sequence[str]] | None = None,
 ) -> VectorStatus:

@@ -163,6 +163,10 @@ def query_text(shown: str, result: QueryResult, fresh: dict[str, Any], notices: 
     lines.append("")
     for notice in result.notices if notices is None else notices:
         lines.append(f"Note: {notice}")
+    if result.pending:  # every answer while it holds: their new text is found by keywords only
+        from qmd.search.vector import embed_advice
+
+        lines.append(f"Note: {embed_advice(result.pending)}: their new text is found by keywords, not yet by meaning.")
     lines.append(freshness_line(fresh))
     return "\n".join(lines)
 

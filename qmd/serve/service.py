@@ -263,6 +263,7 @@ class ToolService:
         result, fresh = ran
         rows = [hit_row(h) for h in result.hits]
         structured: dict[str, Any] = {"results": rows, "freshness": fresh}
+        structured |= {"pending": result.pending} if result.pending else {}  # documents whose current content has no vectors yet
         fresh_notices = [n for n in result.notices if n not in self._said]
         self._said.update(fresh_notices)
         if fresh_notices:  # said once per server, in the text and the structured answer alike
@@ -370,7 +371,9 @@ class ToolService:
         except QmdError as exc:
             code = getattr(exc, "status", 400)
             return code, {"error": exc.message, "hint": exc.cli_hint}, f"{code} {exc.message[:80]}"
-        return 200, {"results": [hit_row(h) for h in result.hits], "freshness": fresh}, f"{q.searches or 'plain'} searches → {len(result.hits)} results"
+        answer: dict[str, Any] = {"results": [hit_row(h) for h in result.hits], "freshness": fresh}
+        answer |= {"pending": result.pending} if result.pending else {}
+        return 200, answer, f"{q.searches or 'plain'} searches → {len(result.hits)} results"
 
     def cli_query(self, body: Any, scope: frozenset[str] | None = None) -> tuple[int, dict[str, Any], str]:
         """POST /cli: (status, JSON body, log summary) of the hits `qmd search|vsearch|query`

@@ -19,6 +19,7 @@ from qmd.core.results import Document, FileEntry, MultiGetItem, QueryResult, Sea
 from qmd.store.state import IndexState
 
 if TYPE_CHECKING:
+    from qmd.backends.base import VectorModel
     from qmd.core.filters import Filter
     from qmd.store.models import Models
 
@@ -101,7 +102,7 @@ class Reader:
 
     def vsearch(self, request: SearchRequest, where: Filter | None = None) -> VectorSearch:
         limit = checked(request.limit, request.min_score)
-        from qmd.search.vector import current_model, pending_count
+        from qmd.search.vector import current_model
 
         backend = self.state.db()
         embedder = self._models().embedder()
@@ -109,12 +110,7 @@ class Reader:
         wanted, _ = self.state.embeddable(scope)
         model = current_model(backend, embedder)
         found = backend.nearest_documents(model, embedder.embed_query(request.text), limit, scope, where)
-        # Counting what still needs embedding costs ~5-9 ms on a large index: cache it until
-        # another connection commits (the backend's change token) or this Store writes.
-        key = (model.id, tuple(wanted), backend.change_token(), self.state.writes)
-        if self._pending is None or self._pending[0] != key:
-            self._pending = (key, pending_count(backend, model, wanted))
-        pending = self._pending[1]
+        pending = self.pending(model, wanted)
         words = parse_query(request.text).words
         rows = backend.documents([doc_id for doc_id, _, _ in found])
         lengths = backend.docid_lengths([row.hash for row, _ in rows.values()])
@@ -125,6 +121,18 @@ class Reader:
         ]
         return VectorSearch(out, embedder.info.name, pending)
 
+    def pending(self, model: VectorModel, wanted: list[str]) -> int:
+        """Documents of the `wanted` collections whose current content has no vectors for
+        `model` (vsearch and query say so). Counting costs ~5-9 ms on a large index: cached
+        until another connection commits (the backend's change token) or this Store writes."""
+        from qmd.search.vector import pending_count
+
+        backend = self.state.db()
+        key = (model.id, tuple(wanted), backend.change_token(), self.state.writes)
+        if self._pending is None or self._pending[0] != key:
+            self._pending = (key, pending_count(backend, model, wanted))
+        return self._pending[1]
+
     def query(self, request: QueryRequest, progress: Callable[[str], None] | None, where: Filter | None = None) -> QueryResult:
         check_min_score(request.min_score)
         if request.candidates < 1:
@@ -134,7 +142,9 @@ class Reader:
         from qmd.search.narrowed import narrowed
 
         # The filter narrows every list the pipeline runs, before fusion and rerank.
-        context = QueryContext(narrowed(self.state.db(), where), self.state.search_scope(request.collections), self._models(), self.hit)
+        scope = self.state.search_scope(request.collections)
+        wanted, _ = self.state.embeddable(scope)
+        context = QueryContext(narrowed(self.state.db(), where), scope, self._models(), self.hit, lambda model: self.pending(model, wanted))
         result = run_query(context, request, progress)
         if request.full:  # each hit's whole document
             for hit in result.hits:
@@ -145,7 +155,7 @@ class Reader:
         """What a search command prints for `request` (Store.answer)."""
         if isinstance(request, QueryRequest):
             result = self.query(request, progress, where)
-            outcome = Outcome(result.hits, {}, result.notices, result.stages.as_dict(), result.searches, result.timings_ms)
+            outcome = Outcome(result.hits, {}, result.notices, result.stages.as_dict(), result.searches, result.timings_ms, result.model, result.pending)
         elif request.vector:
             found = self.vsearch(request, where)
             outcome = Outcome(found.hits, model=found.model, pending=found.pending)

@@ -95,7 +95,7 @@ def test_parse_typed_errors(text: str, message: str) -> None:
 
 # --- evidence-weighted fusion (fuse_lists, what `query` uses) ---------------------------
 
-from qmd.search.fusion import coverage, evidence, fuse_lists, legacy_rrf, list_evidence, vector_winner  # noqa: E402
+from qmd.search.fusion import NO_VECTORS, coverage, evidence, fuse_lists, legacy_rrf, list_evidence, vector_winner  # noqa: E402
 
 
 def bm25(keys: list[str], exact: int, cover: list[float], weight: float = 2.0) -> RankedList:
@@ -194,3 +194,37 @@ def test_feedback_terms_are_shared_by_two_seeds_and_new_to_the_question() -> Non
     assert feedback_terms(["flutter"], texts) == ["wing", "panel"]
     assert feedback_terms(["flutter"], texts, limit=1) == ["wing"]
     assert feedback_terms(["flutter"], texts[:1]) == []  # one seed: nothing is shared
+
+
+def test_a_document_without_vectors_stands_in_the_vector_lists_at_its_keyword_rank() -> None:
+    """Edited since the last embed: first by keywords, absent from the vector list for lack of
+    vectors. It is not outranked by a document second in both lists."""
+    lists = [bm25(["fresh", "old"], 2, [1.0, 1.0]), vec(["unrelated", "old"], [0.30, 0.29])]
+    before = fuse_lists(lists)
+    assert before[0].key == "old"  # counted as a vector miss, the fresh note lost
+    fused = fuse_lists(lists, without_vectors={"fresh"})
+    assert fused[0].key == "fresh"
+    entry = fused[0]
+    assert [(n, r) for n, r, _ in entry.contributions] == [("bm25:query", 1), ("vec:query" + NO_VECTORS, 1)]
+    assert entry.score == pytest.approx(2 / 61 + 2 / 61 + 0.05)  # as a note first in both lists
+    assert {f.key: f.score for f in fused}["old"] == pytest.approx({f.key: f.score for f in before}["old"])  # the others as before
+
+
+def test_a_stand_in_carries_its_keyword_lists_evidence_and_the_vector_lists_weight() -> None:
+    weak = vec(["a"], [0.1])  # a vector list of half evidence
+    fill = bm25(["noise", "half"], 0, [0.3, 0.65])  # fill only: list evidence 0.75, entries coverage ** 2
+    fused = {f.key: f for f in fuse_lists([fill, weak], without_vectors={"noise", "half"})}
+    half = dict((n, v) for n, _, v in fused["half"].contributions)
+    assert half["vec:query" + NO_VECTORS] == pytest.approx(2 * 0.5 * 0.75 / 62)  # rank 2, as a vector entry of the list's evidence
+    assert half["bm25:query"] == pytest.approx(2 * 0.75 * 0.65**2 / 62)
+    noise = bm25(["junk"], 0, [0.4])  # a fill-only list of noise (best coverage < 0.5) lends nothing
+    assert [n for n, _, _ in fuse_lists([noise, weak], without_vectors={"junk"})[-1].contributions] == ["bm25:query"]
+    assert fuse_lists([weak], without_vectors={"x"})[0].key == "a"  # no keyword list: nothing stands in
+
+
+def test_a_clear_vector_winner_passes_only_documents_the_vector_lists_know() -> None:
+    lists = [bm25(["fresh", "a", "b"], 0, [0.9, 0.9, 0.9]), vec(["w", "a", "b"], [0.6, 0.4, 0.3])]
+    assert fuse_lists(lists)[0].key == "w"
+    fused = fuse_lists(lists, without_vectors={"fresh"})
+    assert [f.key for f in fused][:2] == ["fresh", "w"]  # first among the documents the vector lists can rank
+    assert fused[0].score > fused[1].score > fused[2].score
