@@ -190,7 +190,7 @@ def finish(candidates: list[Candidate], reranked: bool) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (-c.score, c.rrf_rank))
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WORDS = re.compile(r"\w+")
 
 
 def best_chunk(text: str, chunks: list[tuple[int, int]], words: set[str], intent_words: set[str], fallback_chars: int) -> tuple[int, int]:
@@ -342,46 +342,67 @@ def expand(ctx: QueryContext, typed: TypedQuery, request: QueryRequest, plan: Qu
     return kept if request.keyword else [e for e in kept if e.type != "lex"]
 
 
+def same_text(text: str) -> str:
+    """A sub-query's text as work is shared by: case, spacing and punctuation aside."""
+    return " ".join(_WORDS.findall(text.casefold())) or text
+
+
 def vector_lists(ctx: QueryContext, lists: list[tuple[str, str, float, str]], vectors: VectorSide | None, plan: QueryPlan, timer: Timer, say: Progress) -> list[RankedList]:
-    """Stage 3, vectors: each vec/hyde line (and the question) embedded, its nearest documents."""
+    """Stage 3, vectors: each distinct vec/hyde line (and the question) embedded and searched
+    once, its nearest documents a list under each name that asked for it."""
+    from qmd.search.vector import query_inputs
+
     wanted = [(n, w, t) for n, kind, w, t in lists if kind == "vector"]
     if not wanted or vectors is None:
         plan.stages.vector = 0
         return []
     embedder = vectors.embedder
-    say(f"embedding {len(wanted)} queries…")
+    slot: dict[tuple[bool, str], int] = {}  # a hyde line is embedded as a passage: never the same as a question
+    distinct: list[tuple[str, str]] = []
+    for n, _, t in wanted:
+        slot.setdefault((n.startswith("hyde"), same_text(t)), len(distinct))
+        if len(slot) > len(distinct):
+            distinct.append((n, t))
+    say(f"embedding {len(distinct)} queries…")
     with timer("embed"):
-        inputs = [embedder.family.document("", t) if n.startswith("hyde") else embedder.fit(embedder.family.query(t), embedder.n_ctx - 4) for n, _, t in wanted]
-        embedded = embedder.embed(inputs)
-    named: list[RankedList] = []
+        embedded = embedder.embed(query_inputs(embedder, distinct))
+    found: list[list[tuple[int, float]]] = []
     with timer("vector"):
-        for (name, weight, _), qvec in zip(wanted, embedded):
+        for qvec in embedded:
             checkpoint()
-            near = ctx.backend.nearest_documents(vectors.model, qvec, LIST_DEPTH, ctx.scope)
-            named.append(RankedList(name, weight, [d for d, _, _ in near], [s for _, s, _ in near], "vector"))
-    plan.stages.vector = len(wanted)
-    return named
+            found.append([(d, s) for d, s, _ in ctx.backend.nearest_documents(vectors.model, qvec, LIST_DEPTH, ctx.scope)])
+    plan.stages.vector = len(distinct)
+    return [
+        RankedList(name, weight, [d for d, _ in near], [s for _, s in near], "vector")
+        for name, weight, text in wanted
+        for near in [found[slot[(name.startswith("hyde"), same_text(text))]]]
+    ]
 
 
 def keyword_lists(ctx: QueryContext, lists: list[tuple[str, str, float, str]], request: QueryRequest, docs: Documents, plan: QueryPlan, timer: Timer) -> list[RankedList]:
-    """Stage 3, keywords: each lex line (and the question) searched with BM25, each hit with
-    its coverage of the line's terms (1 for an all-terms hit)."""
+    """Stage 3, keywords: each distinct lex line (and the question) searched once with BM25,
+    each hit with its coverage of the line's terms (1 for an all-terms hit)."""
     # One keyword list and no rerank: fusion keeps its order, so the top `limit` rows are the
     # answer and reading LIST_DEPTH (and maybe an any-term fill query) would be wasted work.
     depth = request.limit if len(lists) == 1 and not request.rerank else LIST_DEPTH
     named: list[RankedList] = []
+    done: dict[object, RankedList] = {}  # the same terms (case and punctuation aside) searched once
     with timer("bm25"):
         for name, kind, weight, text in lists:
             if kind != "bm25":
                 continue
-            checkpoint()
-            found = bm25_search(ctx.backend, parse_query(text), depth, ctx.scope)
-            exact = sum(1 for h in found if h.match == "all")
-            docs.load([h.doc_id for h in found if h.match != "all"])
-            terms = question_terms(text)
-            cover = [1.0 if h.match == "all" else docs.coverage(h.doc_id, terms) for h in found]
-            named.append(RankedList(name, weight, [h.doc_id for h in found], [h.score for h in found], "bm25", exact, cover))
-    plan.stages.bm25 = len(named)
+            parsed = parse_query(text)
+            key = tuple(tuple(sorted((t.phrase, same_text(t.text)) for t in terms)) for terms in (parsed.positive, parsed.negative))
+            if key not in done:
+                checkpoint()
+                found = bm25_search(ctx.backend, parsed, depth, ctx.scope)
+                docs.load([h.doc_id for h in found if h.match != "all"])
+                terms = question_terms(text)
+                cover = [1.0 if h.match == "all" else docs.coverage(h.doc_id, terms) for h in found]
+                done[key] = RankedList(name, weight, [h.doc_id for h in found], [h.score for h in found], "bm25", sum(1 for h in found if h.match == "all"), cover)
+            same = done[key]
+            named.append(RankedList(name, weight, same.keys, same.scores, "bm25", same.exact, same.coverage))
+    plan.stages.bm25 = len(done)
     return named
 
 

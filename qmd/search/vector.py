@@ -28,6 +28,13 @@ def current_model(backend: Searchable, embedder: EmbeddingModel) -> VectorModel:
     return model
 
 
+def query_inputs(embedder: EmbeddingModel, searches: Sequence[tuple[str, str]]) -> list[str]:
+    """The model's input for each (list name, text) of a query: a `hyde` line is embedded as
+    a passage (it is written like an answer), any other as a question cut to the context."""
+    family = embedder.family
+    return [family.document("", t) if n.startswith("hyde") else embedder.fit(family.query(t), embedder.n_ctx - 4) for n, t in searches]
+
+
 def pending_count(backend: IndexBackend, model: VectorModel, embeddable: list[str]) -> int:
     """Documents in `embeddable` collections without vectors for this model."""
     return len(backend.pending_embeddings(model.id, embeddable))

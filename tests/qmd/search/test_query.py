@@ -267,3 +267,42 @@ def test_hybrid_on_the_original_fixture_with_minilm(tmp_path: Path, minilm_gguf:
     for q in example:
         paths = [h.path for h in store.query(q["query"], limit=5).hits]
         assert any(f in paths[0] for f in q["expected_files"]), (q["query"], paths[:3])  # MRR = 1.0
+
+
+def test_repeated_sub_queries_are_embedded_and_searched_once(store: qmd.Store, models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same vec/hyde/lex text (case, spacing and punctuation aside) is embedded and searched
+    once; each line still counts as its own list in fusion."""
+    from qmd.llm.embedder import Embedder
+
+    store.embed()
+    calls = {"embedded": 0, "nearest": 0}
+    backend = type(store.backend)
+    real_embed, real_nearest = Embedder.embed, backend.nearest_documents
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        calls["embedded"] += len(texts)
+        return real_embed(self, texts)
+
+    def nearest(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["nearest"] += 1
+        return real_nearest(self, *args, **kwargs)
+
+    monkeypatch.setattr(Embedder, "embed", embed)
+    monkeypatch.setattr(backend, "nearest_documents", nearest)
+    lines = "vec: bring the database back\nvec: Bring the database  back!\nlex: pg_restore\nhyde: bring the database back\nlex: PG_RESTORE.\nvec: restore a dump"
+    result = store.query(lines, rerank=False, explain=True, limit=10)
+    assert calls == {"embedded": 3, "nearest": 3}  # 4 vector lines, 3 distinct inputs (a hyde line is a passage)
+    assert (result.stages.vector, result.stages.bm25) == (3, 1)
+    named = {x["list"] for h in result.hits for x in h.explain["lists"]}
+    assert {"vec#1", "vec#2", "lex#3", "hyde#4", "lex#5", "vec#6"} <= named
+    for h in result.hits:  # a repeated line ranks its documents where the first put them
+        ranks = {x["list"]: x["rank"] for x in h.explain["lists"]}
+        assert ranks.get("vec#1") == ranks.get("vec#2") and ranks.get("lex#3") == ranks.get("lex#5")
+
+    calls.update(embedded=0, nearest=0)
+    from qmd.store.models import Models
+
+    monkeypatch.setattr(Models, "expand", lambda self, q, g=None: [SubQuery("vec", q.upper() + "?"), SubQuery("lex", q), SubQuery("vec", "other words")])
+    plain = store.query("restore the database", rerank=False, expand=True)
+    assert calls == {"embedded": 2, "nearest": 2}  # the expansion repeating the question shares its list
+    assert (plain.stages.vector, plain.stages.bm25) == (2, 1)
