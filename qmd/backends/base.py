@@ -211,9 +211,9 @@ class IndexBackend(abc.ABC):
         """(key, type, active documents having it) of the metadata, by key then type."""
         return sql.metadata_keys(self.connection(), self.BYTE_ORDER, collection) if self.exists() else []
 
-    def count_matching(self, where: Filter, collections: list[str] | None = None) -> int:
-        """Active documents (in `collections`; None: all) that match a filter."""
-        return self.DOCUMENTS.count_matching(self.connection(), where, collections) if self.exists() else 0
+    def count_matching(self, where: Filter, collections: list[str] | None = None, only: Sequence[int] | None = None) -> int:
+        """Active documents (in `collections`; None: all; among the ids `only` when given) that match a filter."""
+        return self.DOCUMENTS.count_matching(self.connection(), where, collections, only) if self.exists() else 0
 
     def collection_writer(self, collection: str) -> AbstractContextManager[CollectionWriter]:
         """One collection's update as one transaction: a crash leaves the previous state."""
@@ -286,6 +286,11 @@ class IndexBackend(abc.ABC):
         or added since the last embed, or never embedded): a query counts their absence from
         the vector lists as no evidence, not as a miss."""
         return sql.without_vectors(self.connection(), model.id, ids)
+
+    def orphaned_hashes(self, model: VectorModel, limit: int = 500) -> list[str]:
+        """Content hashes holding chunks of `model` that no document uses any more (searched by
+        nobody; `cleanup` drops them), at most `limit`."""
+        return sql.orphaned_hashes(self.connection(), model.id, limit)
 
     def write_vectors(self, model: VectorModel, batch: Sequence[tuple[str, Sequence[ChunkVector]]], chunkers: Mapping[str, str] | None = None) -> int:
         """Replace the chunks of each content hash in `batch`, in one transaction; returns chunks

@@ -192,13 +192,15 @@ def metadata_keys(conn: Connection, collate: str, collection: str | None) -> lis
     return [(str(k), str(t), int(n)) for k, t, n in run(conn, sql, () if collection is None else (collection,))]
 
 
-def count_in(conn: Connection, ids: str, params: Sequence[object], collections: list[str] | None) -> int:
-    """Active documents (in `collections`; None: all) among the ids a backend's filter selects
-    (`ids`, its SELECT, written in the backend's own marks, and `params`)."""
+def count_in(conn: Connection, ids: str, params: Sequence[object], collections: list[str] | None, only: Sequence[int] | None = None) -> int:
+    """Active documents (in `collections`; None: all; among `only` when given) among the ids a
+    backend's filter selects (`ids`, its SELECT, written in the backend's own marks, and `params`)."""
     sql = f"SELECT count(*) FROM documents WHERE active AND id IN ({ids})"
     if collections is not None:
         sql += f" AND collection IN ({marks(len(collections))})"
-    return count(conn, sql, [*params, *(collections or [])])
+    if only is not None:
+        sql += f" AND id IN ({marks(len(only))})" if only else " AND 1 = 0"
+    return count(conn, sql, [*params, *(collections or []), *(only or [])])
 
 
 def content(conn: Connection, content_hash: str) -> str | None:
@@ -398,6 +400,13 @@ def without_vectors(conn: Connection, model_id: int, ids: Sequence[int]) -> set[
         " AND NOT EXISTS (SELECT 1 FROM embedded e WHERE e.model_id = ? AND e.hash = d.hash)"
     )
     return {int(i) for (i,) in run(conn, sql, (*ids, model_id))}
+
+
+def orphaned_hashes(conn: Connection, model_id: int, limit: int) -> list[str]:
+    """Content hashes with chunks of `model_id` that no document uses any more (an earlier
+    version of an edited file, until cleanup drops them), at most `limit`."""
+    sql = "SELECT DISTINCT c.hash FROM chunks c WHERE c.model_id = ? AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.hash = c.hash) ORDER BY c.hash LIMIT ?"
+    return [str(h) for (h,) in run(conn, sql, (model_id, limit))]
 
 
 def chunking_fallbacks(conn: Connection, model_id: int | None) -> list[tuple[str, str]]:

@@ -81,7 +81,7 @@ def query_request(p: Params) -> tuple[QueryRequest, Invocation]:
         limit = ALL_FUSED
     request = QueryRequest(
         _query_text(p["text"], "\n"), limit, p["candidates"], p["min_score"], _names(p["collection"]), p["intent"], not p["no_rerank"], p["expand"],
-        p["explain"], snippet_chars(kind), filter=filter_arg(p["filter_"]), since=p["since"], until=p["until"], full=p["full"],
+        p["explain"], snippet_chars(kind), filter=filter_arg(p["filter_"]), since=p["since"], until=p["until"], full=p["full"], why=_why_ref(p["why"]),
     )
     notes = () if strategy is None else (
         f"note: --chunk-strategy {strategy}: the reranker reads each document's chunks as embedded (set chunk_strategy: in the config and run qmd embed)",
@@ -96,6 +96,17 @@ def _query_text(words: list[str], sep: str = " ") -> str:
     if not text.strip():
         raise _usage_error("the query is empty; give words to search for", "QUERY")
     return text
+
+
+def _why_ref(ref: str | None) -> str | None:
+    """--why's reference; a file path made absolute (a warm server resolves it from elsewhere)."""
+    import os
+
+    if ref is None:
+        return None
+    if not ref.strip():
+        raise _usage_error("--why needs a document: a path, #docid or qmd:// URI", "--why")
+    return os.path.abspath(ref) if not ref.startswith(("qmd://", "#")) and os.path.exists(ref) else ref
 
 
 def _names(collections: list[str] | None) -> tuple[str, ...] | None:
@@ -193,6 +204,10 @@ def query(p: Params) -> None:
         out(format_search(found.hits, how.kind, paths))
     if request.explain:
         explain(found, how.kind not in ("json", "cli"))
+    if found.why is not None:  # under the hits on a terminal; on stderr beside a format a script reads
+        from qmd.search.why import why_lines
+
+        (out if how.kind == "cli" else err)("\n".join(why_lines(found.why)) + "\n")
 
 
 def explain(found: Outcome, per_hit: bool) -> None:

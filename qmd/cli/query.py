@@ -33,6 +33,7 @@ def query(
     no_rerank: Annotated[bool, typer.Option("--no-rerank", help="Skip reranking: rank by fusion only.")] = False,
     expand: Annotated[bool | None, typer.Option("--expand/--no-expand", help="Force query expansion even with a generate model not trained for it, or skip it (default: expand only with a model trained for expansion).")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Per hit: list ranks, RRF contributions, rerank score, blend; stage timings.")] = False,
+    why: Annotated[str | None, typer.Option("--why", metavar="REF", help="Say where this document (path, #docid or qmd:// URI) stood: its rank and score in each list, fused, reranked and final, whether its collection, the filter or the candidate limit cut it, and the state of its chunks' vectors.", show_default=False)] = None,
     collection: CollectionOpt = None,
     full_path: FullPathOpt = False,
     all_: AllOpt = False,

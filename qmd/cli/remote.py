@@ -52,9 +52,10 @@ def outcome_of(data: dict[str, Any]) -> Outcome:
     from qmd.core.requests import Outcome
     from qmd.core.results import SearchHit
 
+    why = data.get("why")
     return Outcome(
         [SearchHit(**h) for h in data["hits"]], dict(data["roots"]), list(data["notices"]), dict(data["stages"]), list(data["searches"]),
-        dict(data["timings_ms"]), str(data["model"]), int(data["pending"]),
+        dict(data["timings_ms"]), str(data["model"]), int(data["pending"]), None if why is None else dict(why),
     )
 
 

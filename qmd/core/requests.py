@@ -66,6 +66,7 @@ class QueryRequest:
     since: str | None = None
     until: str | None = None
     full: bool = False  # each hit's whole document as its body
+    why: str | None = None  # a document (path, #docid, qmd:// URI): where it stood in each stage
 
 
 Request = SearchRequest | QueryRequest
@@ -207,3 +208,4 @@ class Outcome:
     timings_ms: dict[str, float] = field(default_factory=dict)
     model: str = ""
     pending: int = 0  # vsearch and query: documents whose current content has no vectors for `model`
+    why: dict[str, Any] | None = None  # query --why: where the document stood (QueryResult.why)

@@ -269,3 +269,4 @@ class QueryResult:
     timings_ms: dict[str, float]
     model: str = ""  # the embed model the vector lists searched ("" when none did)
     pending: int = 0  # documents in the searched collections whose current content it has no vectors for
+    why: dict[str, Any] | None = None  # with `why`: where that document stood in each stage (qmd/search/why.py)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from qmd.search.narrowed import Searchable
     from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
     from qmd.search.vector import VectorModel
+    from qmd.search.why import WhyTarget
 
 LIST_DEPTH = 20
 STRONG_SCORE = 0.85
@@ -85,6 +86,7 @@ class QueryContext:
     models: QueryModels
     hit: HitMaker
     pending: Callable[[VectorModel], int] | None = None  # documents in scope without vectors of the model (for the notice)
+    why: WhyTarget | None = None  # the document `why` asks about (qmd/search/why.py)
 
 
 @dataclass
@@ -277,6 +279,11 @@ def run_query(ctx: QueryContext, request: QueryRequest, progress: Progress | Non
     if vectors is not None and plan.stages.vector:
         result.model = vectors.embedder.info.name
         result.pending = ctx.pending(vectors.model) if ctx.pending is not None else 0
+    if ctx.why is not None:
+        from qmd.search.why import Trace, explain_why
+
+        trace = Trace(lists, named, vectors, candidates, ranked, hits, fresh, plan.stages.rerank)
+        result.why = explain_why(ctx, request, ctx.why, trace)
     plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
     result.timings_ms = {k: round(v, 2) for k, v in plan.timings_ms.items()}
     return result

@@ -167,6 +167,10 @@ def query_text(shown: str, result: QueryResult, fresh: dict[str, Any], notices: 
         from qmd.search.vector import embed_advice
 
         lines.append(f"Note: {embed_advice(result.pending)}: their new text is found by keywords, not yet by meaning.")
+    if result.why is not None:
+        from qmd.search.why import why_lines
+
+        lines += why_lines(result.why)
     lines.append(freshness_line(fresh))
     return "\n".join(lines)
 

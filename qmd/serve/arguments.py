@@ -41,6 +41,10 @@ QUERY_PARAMS = {
     ),
     "since": "Only documents dated since: an ISO date (2024-05-01) or an age (7d, 2w); by front-matter date/updated, else the file's time.",
     "until": "Only documents dated until: an ISO date (that day included) or an age.",
+    "why": (
+        "A document you expected (path, qmd:// path or #docid): the answer also says where it stood — its rank and score in each keyword "
+        "and vector list, fused, reranked and final, whether its collection, the filter or candidateLimit cut it, and whether its vectors are current."
+    ),
 }
 GET_PARAMS = {
     "file": "A path or qmd:// path from search results, a docid (#abc123), or path:FROM[:COUNT] for a line range.",
@@ -227,6 +231,7 @@ class QueryArgs:
     searches: int = 0
     kinds: tuple[str, ...] = ()  # the sub-queries' types, in order
     where: Any = None  # the filter tree (qmd/core/filters.py) of filter / since / until
+    why: str | None = None  # a document to say where it stood
 
     @property
     def keyword_only(self) -> bool:
@@ -237,7 +242,7 @@ class QueryArgs:
         """The Store's request for these arguments."""
         return QueryRequest(
             self.text, self.limit, self.candidates, self.min_score, tuple(self.collections) or None, self.intent, self.rerank,
-            snippet_chars=snippet_chars, filter=self.where,
+            snippet_chars=snippet_chars, filter=self.where, why=self.why,
         )
 
 
@@ -266,6 +271,7 @@ def parse_query_args(args: dict[str, Any], tool: str = "query") -> QueryArgs:
         searches=searches,
         kinds=kinds,
         where=filter_arg(given.get("filter"), given.get("since"), given.get("until")),
+        why=str_arg("why", given["why"]) if "why" in given else None,
     )
 
 

@@ -57,6 +57,7 @@ INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         "filter": _p(QUERY_PARAMS["filter"], "object"),
         "since": _p(QUERY_PARAMS["since"], "string"),
         "until": _p(QUERY_PARAMS["until"], "string"),
+        "why": _p(QUERY_PARAMS["why"], "string"),
     }),
     "get": _schema({
         "file": _p(GET_PARAMS["file"], "string"),

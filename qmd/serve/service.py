@@ -263,7 +263,7 @@ class ToolService:
         result, fresh = ran
         rows = [hit_row(h) for h in result.hits]
         structured: dict[str, Any] = {"results": rows, "freshness": fresh}
-        structured |= {"pending": result.pending} if result.pending else {}  # documents whose current content has no vectors yet
+        structured |= {k: v for k, v in (("pending", result.pending), ("why", result.why)) if v}  # pending: documents whose current content has no vectors yet
         fresh_notices = [n for n in result.notices if n not in self._said]
         self._said.update(fresh_notices)
         if fresh_notices:  # said once per server, in the text and the structured answer alike
@@ -372,7 +372,7 @@ class ToolService:
             code = getattr(exc, "status", 400)
             return code, {"error": exc.message, "hint": exc.cli_hint}, f"{code} {exc.message[:80]}"
         answer: dict[str, Any] = {"results": [hit_row(h) for h in result.hits], "freshness": fresh}
-        answer |= {"pending": result.pending} if result.pending else {}
+        answer |= {k: v for k, v in (("pending", result.pending), ("why", result.why)) if v}
         return 200, answer, f"{q.searches or 'plain'} searches → {len(result.hits)} results"
 
     def cli_query(self, body: Any, scope: frozenset[str] | None = None) -> tuple[int, dict[str, Any], str]:

@@ -21,6 +21,8 @@ from qmd.store.state import IndexState
 if TYPE_CHECKING:
     from qmd.backends.base import VectorModel
     from qmd.core.filters import Filter
+    from qmd.llm.roles import EmbeddingModel
+    from qmd.search.why import WhyTarget
     from qmd.store.models import Models
 
 Wanted = tuple[DocRow, "int | None", "int | None"]  # multi-get: a document and the line range asked for (from, count)
@@ -144,18 +146,48 @@ class Reader:
         # The filter narrows every list the pipeline runs, before fusion and rerank.
         scope = self.state.search_scope(request.collections)
         wanted, _ = self.state.embeddable(scope)
-        context = QueryContext(narrowed(self.state.db(), where), scope, self._models(), self.hit, lambda model: self.pending(model, wanted))
+        context = QueryContext(
+            narrowed(self.state.db(), where), scope, self._models(), self.hit, lambda model: self.pending(model, wanted),
+            None if request.why is None else self._why_target(request.why, scope, where),
+        )
         result = run_query(context, request, progress)
         if request.full:  # each hit's whole document
             for hit in result.hits:
                 hit.body = self.get(hit.uri, None, None, None).text
         return result
 
+    def _why_target(self, ref: str, scope: list[str] | None, where: Filter | None) -> WhyTarget:
+        """The document `query --why` asks about: found, searched, matching the filter, its chunks."""
+        from qmd.search.vector import current_model
+        from qmd.search.why import WhyTarget, chunk_states, not_found
+
+        backend, colls = self.state.db(), self.state.collections()
+        try:
+            row = refs.resolve(backend, colls, refs.split_range(ref)[0], None, blind=self.state.blind)
+        except NotFoundError as exc:
+            return not_found(ref, exc)
+        outside = filtered = ""
+        if scope is not None and row.collection not in scope:
+            default = colls[row.collection].include_by_default if row.collection in colls else True
+            outside = (f"its collection '{row.collection}' is not among those searched ({', '.join(scope)})" if default else
+                       f"its collection '{row.collection}' is left out of searches by default (includeByDefault: false)") + f"; add -c {row.collection}"
+        if where is not None and not backend.count_matching(where, [row.collection], [row.id]):
+            filtered = "its metadata or date does not match --filter / --since / --until"
+        embedder: EmbeddingModel | None = None
+        model: VectorModel | None = None
+        try:
+            embedder = self._models().embedder()
+            model = current_model(backend, embedder)
+        except QmdError:
+            pass  # no embed model (chunk_states says so), or no vectors of it yet (every chunk pending)
+        text = refs.read_content(backend, row.hash)
+        return WhyTarget(ref, row, "", outside, filtered, backend, chunk_states(backend, embedder, model, row, text))
+
     def answer(self, request: SearchRequest | QueryRequest, progress: Callable[[str], None] | None, where: Filter | None = None) -> Outcome:
         """What a search command prints for `request` (Store.answer)."""
         if isinstance(request, QueryRequest):
             result = self.query(request, progress, where)
-            outcome = Outcome(result.hits, {}, result.notices, result.stages.as_dict(), result.searches, result.timings_ms, result.model, result.pending)
+            outcome = Outcome(result.hits, {}, result.notices, result.stages.as_dict(), result.searches, result.timings_ms, result.model, result.pending, result.why)
         elif request.vector:
             found = self.vsearch(request, where)
             outcome = Outcome(found.hits, model=found.model, pending=found.pending)

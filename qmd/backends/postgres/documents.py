@@ -147,8 +147,8 @@ def rename_collection(conn: psycopg.Connection, old: str, new: str, fields: Fiel
         fulltext.write_rows(conn, written)
 
 
-def count_matching(conn: psycopg.Connection, where: Filter, collections: list[str] | None) -> int:
-    """Active documents in `collections` (None: all) matching `where`."""
+def count_matching(conn: psycopg.Connection, where: Filter, collections: list[str] | None, only: Sequence[int] | None = None) -> int:
+    """Active documents in `collections` (None: all; among `only` when given) matching `where`."""
     from qmd.backends.postgres.filters import id_set
 
-    return count_in(conn, *id_set(where), collections)
+    return count_in(conn, *id_set(where), collections, only)

@@ -125,8 +125,8 @@ def write_metadata(conn: apsw.Connection, doc_id: int, metadata: dict[str, objec
                 conn.execute("INSERT OR IGNORE INTO document_meta (doc_id, key, type, value) VALUES (?, ?, ?, ?)", (doc_id, key, kind, stored))
 
 
-def count_matching(conn: apsw.Connection, where: Filter, collections: list[str] | None) -> int:
-    """Active documents in `collections` (None: all) matching `where`."""
+def count_matching(conn: apsw.Connection, where: Filter, collections: list[str] | None, only: Sequence[int] | None = None) -> int:
+    """Active documents in `collections` (None: all; among `only` when given) matching `where`."""
     from qmd.backends.sqlite.filters import id_set
 
-    return count_in(conn, *id_set(where), collections)
+    return count_in(conn, *id_set(where), collections, only)
