@@ -207,7 +207,7 @@ def query(p: Params) -> None:
     if found.why is not None:  # under the hits on a terminal; on stderr beside a format a script reads
         from qmd.search.why import why_lines
 
-        (out if how.kind == "cli" else err)("\n".join(why_lines(found.why)) + "\n")
+        (out if how.kind == "cli" else err)("\n" + "\n".join(why_lines(found.why)) + "\n")
 
 
 def explain(found: Outcome, per_hit: bool) -> None:

@@ -357,3 +357,22 @@ def coverage(terms: Iterable[str], text: str) -> float:
     low = text.lower()
     found = sum(1 for t in terms if re.search(r"(?<!\w)" + re.escape(t[:5]), low))
     return found / len(terms)
+
+
+_KINDS = {"bm25": "keywords", "lex": "keywords", "vec": "vectors", "hyde": "vectors of a hypothetical answer"}
+
+
+def list_label(name: str, typed: bool = False) -> str:
+    """A fusion list's name for people: `bm25:query` → "keywords (original query)", `vec#2`
+    → "vectors (expansion 2)", or "(your line 2)" when the query was typed lines."""
+    if name == FEEDBACK_LIST:
+        return "keywords (feedback words from the top hits)"
+    if name == WINNER_LIST:
+        return "clear vector winner (moved first)"
+    if name.endswith(NO_VECTORS):  # a stand-in (`stand_ins`)
+        return f"{list_label(name[: -len(NO_VECTORS)], typed)} — no vectors yet, at its keyword rank"
+    kind, sep, which = name.partition(":") if ":" in name else name.partition("#")
+    what = _KINDS.get(kind, kind)
+    if sep == ":":
+        return f"{what} (original query)"
+    return f"{what} ({'your line' if typed else 'expansion'} {which})"

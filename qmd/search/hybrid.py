@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from qmd.core.cancel import checkpoint
 from qmd.core.errors import QmdError
 from qmd.search.fts import bm25_search
-from qmd.search.fusion import FEEDBACK_LIST, WINNER_LIST, RankedList, blend, blend_weight, coverage, feedback_list, feedback_seeds, feedback_terms, fuse_lists
+from qmd.search.fusion import RankedList, blend, blend_weight, coverage, feedback_list, feedback_seeds, feedback_terms, fuse_lists, list_label
 from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.core.query import SubQuery
 from qmd.search.typed import TypedQuery, parse_typed
@@ -282,7 +282,7 @@ def run_query(ctx: QueryContext, request: QueryRequest, progress: Progress | Non
     if ctx.why is not None:
         from qmd.search.why import Trace, explain_why
 
-        trace = Trace(lists, named, vectors, candidates, ranked, hits, fresh, plan.stages.rerank)
+        trace = Trace(lists, named, vectors, candidates, ranked, hits, fresh, plan.stages.rerank, bool(typed.searches))
         result.why = explain_why(ctx, request, ctx.why, trace)
     plan.timings_ms["total"] = (time.perf_counter() - started) * 1000
     result.timings_ms = {k: round(v, 2) for k, v in plan.timings_ms.items()}
@@ -480,23 +480,6 @@ def make_hits(ctx: QueryContext, ranked: list[Candidate], request: QueryRequest,
             hit.explain = explained(c, typed)
         hits.append(hit)
     return hits
-
-
-_KINDS = {"bm25": "keywords", "lex": "keywords", "vec": "vectors", "hyde": "vectors of a hypothetical answer"}
-
-
-def list_label(name: str, typed: bool = False) -> str:
-    """A fusion list's name for people: `bm25:query` → "keywords (original query)", `vec#2`
-    → "vectors (expansion 2)", or "(your line 2)" when the query was typed lines."""
-    if name == FEEDBACK_LIST:
-        return "keywords (feedback words from the top hits)"
-    if name == WINNER_LIST:
-        return "clear vector winner (moved first)"
-    kind, sep, which = name.partition(":") if ":" in name else name.partition("#")
-    what = _KINDS.get(kind, kind)
-    if sep == ":":
-        return f"{what} (original query)"
-    return f"{what} ({'your line' if typed else 'expansion'} {which})"
 
 
 def explained(c: Candidate, typed: bool = False) -> dict[str, Any]:

@@ -25,9 +25,10 @@ Nothing here runs when `why` is not asked for. `why_lines` writes the answer for
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from qmd.core.errors import QmdError
+from qmd.search.fusion import list_label
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class Trace:
     hits: list[SearchHit]
     without_vectors: frozenset[int]
     rerank: object  # the rerank stage: a count, "off" or "skipped: why"
-    labels: dict[str, str] = field(default_factory=dict)  # list name -> words for people
+    typed: bool = False  # the lists are the user's own lines (their names for people: fusion.list_label)
 
 
 def chunk_states(backend: IndexBackend, embedder: EmbeddingModel | None, model: VectorModel | None, row: DocRow, text: str) -> dict[str, Any]:
@@ -147,7 +148,7 @@ def _stages(report: dict[str, Any], request: QueryRequest, trace: Trace, doc: in
     if fused is None:
         return "in none of the query's lists: " + ("no keyword match, and its vectors are not near enough" if trace.vectors else "no keyword match")
     report["fused"] = {"rank": fused.rrf_rank, "of": len(trace.candidates), "rrf": round(fused.rrf_score, 6),
-                       "lists": [{"list": n, "rank": r, "rrf": round(v, 6)} for n, r, v in fused.contributions]}
+                       "lists": [{"list": n, "label": list_label(n, trace.typed), "rank": r, "rrf": round(v, 6)} for n, r, v in fused.contributions]}
     if fused.rerank is not None:
         report["rerank"] = {"score": round(fused.rerank, 6)}
     elif isinstance(trace.rerank, int):
@@ -174,11 +175,11 @@ def _entry(name: str, trace: Trace, ranked: RankedList, doc: int) -> dict[str, A
         return None
     i = list(ranked.keys).index(doc)
     score = round(ranked.scores[i], 4) if i < len(ranked.scores) else None
-    return {"list": name, "label": trace.labels.get(name, name), "rank": i + 1, "score": score, "note": ""}
+    return {"list": name, "label": list_label(name, trace.typed), "rank": i + 1, "score": score, "note": ""}
 
 
 def _absent(name: str, trace: Trace, note: str, rank: int | None = None, score: float | None = None) -> dict[str, Any]:
-    return {"list": name, "label": trace.labels.get(name, name), "rank": rank, "score": score, "note": note}
+    return {"list": name, "label": list_label(name, trace.typed), "rank": rank, "score": score, "note": note}
 
 
 def _list_entry(index: Searchable, scope: list[str] | None, trace: Trace, name: str, kind: str, text: str, doc: int) -> dict[str, Any]:
