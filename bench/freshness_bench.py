@@ -8,6 +8,13 @@ note is findable: `Store.search(<its unique word>)` for `plain` (what `qmd searc
 `Store.vsearch(<its sentence>)` listing it for `embedded` (what `qmd vsearch` runs).
 Every round's note is also checked once with the `qmd search` CLI.
 
+An edited note through `query` (issue 28): each round rewrites one line of an existing note
+of `embedded` with a fact no note holds, commits, and polls `Store.query(<a question only
+that line answers>, rerank off)` until the note is first, then `Store.vsearch` until it lists
+it. The updater runs update then embed; `query` ranks the note first once the update is in
+(a document without vectors stands in the vector lists at its keyword rank), `vsearch` sees
+it once the embed is.
+
 Baseline, same run, before the daemon starts: the same commit followed at once by the
 manual path, `qmd update -c plain` (and `qmd embed -c embedded` for the embedded one), timed
 from the commit's return to findable. The difference is what the daemon adds (wake-up,
@@ -78,6 +85,32 @@ def wait_until(found: "callable[[], bool]", since: float, timeout: float = 120.0
     return time.perf_counter() - since
 
 
+FACTS = [
+    ("Badge readers at the Lisbon office are rebooted by facilities every Friday night.", "when are the office badge readers rebooted"),
+    ("The espresso machine on floor three is descaled by Marta every month.", "who descales the espresso machine"),
+    ("Parking permits for visitors are printed at the reception desk.", "where do visitors get a parking permit"),
+    ("The fire drill is announced by the building manager a week before.", "who announces the fire drill"),
+    ("Conference room Saturn has a broken projector remote; use the HDMI cable.", "which conference room has a broken projector remote"),
+    ("Expense reports above 500 euros need a second approval from finance.", "which expense reports need a second approval"),
+    ("The office plants are watered by the cleaning crew on Tuesdays.", "who waters the office plants"),
+    ("Lockers in the basement are reassigned every January by HR.", "when are the basement lockers reassigned"),
+    ("The rooftop terrace closes at sunset during the winter months.", "when does the rooftop terrace close in winter"),
+    ("Bicycle storage keys are kept in the security office cabinet.", "where are the bicycle storage keys kept"),
+]
+
+
+def edit_note(repo: Path, n: int, fact: str) -> tuple[str, float]:
+    """Rewrite the body line of an existing note with `fact` and commit; (its path in the repo,
+    the time `git commit` returned)."""
+    rel = f"notes/area{n % 6}/note{n:03d}.md"
+    path = repo / rel
+    title = path.read_text().split("\n", 1)[0]
+    path.write_text(f"{title}\n\n{fact}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", f"edit {rel}")
+    return rel, time.perf_counter()
+
+
 def note_text(word: str, n: int) -> str:
     return f"# Fresh note {word}\n\nThe {word} service needs its {TOPICS[n % len(TOPICS)]} checklist reviewed every quarter.\n"
 
@@ -86,6 +119,7 @@ def main() -> int:
     parser = arg_parser(__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="measured commits per collection with the daemon (default 20)")
     parser.add_argument("--baseline-rounds", type=int, default=10, help="measured commits per collection with the manual path (default 10)")
+    parser.add_argument("--query-rounds", type=int, default=10, help="edited notes polled with query and vsearch, daemon running (default 10)")
     args = parser.parse_args()
     report = Report("freshness_bench.py")
     with isolated_home("fresh") as root:
@@ -94,6 +128,7 @@ def main() -> int:
         os.environ.setdefault("QMD_THREADS", "1")
         print("converting all-MiniLM-L6-v2 …", flush=True)
         os.environ["QMD_EMBED_MODEL"] = str(import_minilm(root))
+        os.environ["QMD_RERANK_MODEL"] = os.environ["QMD_GENERATE_MODEL"] = str(root / "none.gguf")  # none here: query as --no-rerank
         plain, embedded = make_repo(root / "plain", 150), make_repo(root / "embedded", 150)
         paths = qmd.resolve_index(None)
         with qmd.Store(paths.index_path, paths.config_path) as store:
@@ -146,6 +181,14 @@ def main() -> int:
                 t0 = commit_note(embedded, f"{word}.md", text)
                 fresh_embedded.append(wait_until(lambda: vector("embedded", f"{word}.md", text), t0, every=0.05))
                 time.sleep(0.2)
+            edit_query, edit_vector = [], []
+            for n in range(args.query_rounds):
+                fact, question = FACTS[n % len(FACTS)]
+                rel, t0 = edit_note(embedded, 7 + n * 11, fact)
+                uri = f"qmd://embedded/{rel}"
+                edit_query.append(wait_until(lambda: [h.uri for h in store.query(question, rerank=False, expand=False, limit=3).hits][:1] == [uri], t0, every=0.05))
+                edit_vector.append(wait_until(lambda: uri in [h.uri for h in store.vsearch(question, limit=10).hits], t0, every=0.05))
+                time.sleep(0.2)
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=60)
@@ -157,9 +200,12 @@ def main() -> int:
         report.row("plain (embed: false), daemon → qmd search", f"{p50(fresh_plain):.2f} s / {percentile(fresh_plain, 90):.2f} s")
         report.row("embedded, manual qmd update + qmd embed (baseline)", f"{p50(base_embedded):.2f} s / {percentile(base_embedded, 90):.2f} s")
         report.row("embedded, daemon → qmd vsearch", f"{p50(fresh_embedded):.2f} s / {percentile(fresh_embedded, 90):.2f} s")
+        report.row("edited note, daemon → first in qmd query (before its embed)", f"{p50(edit_query):.2f} s / {percentile(edit_query, 90):.2f} s")
+        report.row("edited note, daemon → listed by qmd vsearch (after its embed)", f"{p50(edit_vector):.2f} s / {percentile(edit_vector, 90):.2f} s")
         report.row("updater runs / documents updated / chunks embedded", f"{status['stats']['runs']} / {status['stats']['documents_updated']} / {status['stats']['chunks_embedded']}")
         report.row("health flag raised", str(status["health"]["raised"]))
-        report.data = {"baseline_plain": base_plain, "daemon_plain": fresh_plain, "baseline_embedded": base_embedded, "daemon_embedded": fresh_embedded}
+        report.data = {"baseline_plain": base_plain, "daemon_plain": fresh_plain, "baseline_embedded": base_embedded, "daemon_embedded": fresh_embedded,
+                       "edited_query_first": edit_query, "edited_vsearch": edit_vector}
         report.target(Target("plain commit → qmd search p50", p50(fresh_plain), LIMIT_S, "s"))
     return report.finish(args.json)
 

@@ -195,7 +195,7 @@ def _list_entry(index: Searchable, scope: list[str] | None, trace: Trace, name: 
         hits = bm25_search(index, parse_query(text), WHY_DEPTH, scope)
         place = next(((i, h.score) for i, h in enumerate(hits, 1) if h.doc_id == doc), None)
         if place is None:
-            return _absent(name, trace, "matches none of its words" if len(hits) < WHY_DEPTH else f"not in its top {WHY_DEPTH}")
+            return _absent(name, trace, "the document has none of its words" if len(hits) < WHY_DEPTH else f"not in its top {WHY_DEPTH}")
         return _absent(name, trace, f"below the {len(ranked.keys) if ranked else 0} hits the list keeps", place[0], round(place[1], 4))
     if trace.vectors is None:
         return _absent(name, trace, "not searched: no vectors")
@@ -228,7 +228,7 @@ def why_lines(report: dict[str, Any]) -> list[str]:
             lines.append(f"    chunk {c['seq']}: lines {c['lines']}: {c['state']}{extra}")
     for x in report.get("lists", []):
         where = f"rank {x['rank']}" + (f" (score {x['score']})" if x.get("score") is not None else "") if x.get("rank") else "absent"
-        lines.append(f"  {x['label']}: {where}" + (f": {x['note']}" if x.get("note") else ""))
+        lines.append(f"  {x['label']}: {where}" + (f" — {x['note']}" if x.get("note") else ""))
     fused = report.get("fused")
     if fused:
         lines.append(f"  fused: rank {fused['rank']} of {fused['of']} (rrf {fused['rrf']})")

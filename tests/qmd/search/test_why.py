@@ -62,7 +62,7 @@ def test_what_cut_a_document(store: qmd.Store, notes: Path) -> None:
     missing = store.query(QUESTION, why="notes/nope.md").why
     assert missing is not None and missing["document"] is None and missing["verdict"].startswith("not in the index: document not found")
     words = store.query(QUESTION, why="notes/ideas.md", rerank=False).why
-    assert words is not None and {x["list"]: x["note"] for x in words["lists"]}["bm25:query"] == "matches none of its words"
+    assert words is not None and {x["list"]: x["note"] for x in words["lists"]}["bm25:query"] == "the document has none of its words"
 
 
 def test_an_edited_document_has_pending_and_orphaned_chunks(store: qmd.Store, notes: Path) -> None:
