@@ -16,7 +16,8 @@ QUESTION = "restore the database with pg_restore"
 
 
 @pytest.fixture
-def store(notes: Path, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[qmd.Store]:
+def store(notes: Path, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, index_backend: str) -> Iterator[qmd.Store]:
+    """Both collections embedded, on each backend (`index_backend`: --why's SQL runs on both)."""
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
     monkeypatch.setenv("QMD_RERANK_MODEL", str(tiny_models["rerank"]))
     monkeypatch.setenv("QMD_GENERATE_MODEL", str(tmp_path / "none.gguf"))
