@@ -166,7 +166,7 @@ def query_text(shown: str, result: QueryResult, fresh: dict[str, Any], notices: 
     if result.pending:  # every answer while it holds: their new text is found by keywords only
         from qmd.search.vector import embed_advice
 
-        lines.append(f"Note: {embed_advice(result.pending)}: their new text is found by keywords, not yet by meaning.")
+        lines.append(f"Note: {embed_advice(result.pending)}: {'its' if result.pending == 1 else 'their'} new text is found by keywords, not yet by meaning.")
     if result.why is not None:
         from qmd.search.why import why_lines
 

@@ -92,7 +92,7 @@ def test_cli_why_prints_under_the_hits_or_beside_a_format(cli: Cli, store: qmd.S
     assert code == 2 and "--why" in err
 
 
-def test_mcp_query_takes_why(store: qmd.Store) -> None:
+def test_mcp_query_takes_why_and_says_what_lacks_vectors(store: qmd.Store, notes: Path) -> None:
     svc = ToolService(store, "index", idle_s=0, log=lambda line: None).start()
     try:
         out = svc.call("query", {"query": QUESTION, "why": "notes/runbooks/postgres.md", "rerank": False})
@@ -100,5 +100,13 @@ def test_mcp_query_takes_why(store: qmd.Store) -> None:
         assert out.structured["why"]["document"]["uri"] == "qmd://notes/runbooks/postgres.md"
         assert "Why qmd://notes/runbooks/postgres.md: shown at rank" in out.text
         assert svc.call("query", {"query": QUESTION, "why": ""}).is_error
+        assert "pending" not in out.structured and "changed since the last embed" not in out.text
+        path = notes / "runbooks" / "postgres.md"
+        path.write_text(path.read_text() + "\nAsk the DBA on call before a restore.\n")
+        store.update()
+        for _ in range(2):  # said on every answer while it holds, not once per server as a notice
+            out = svc.call("query", {"query": QUESTION, "rerank": False})
+            assert out.structured is not None and out.structured["pending"] == 1
+            assert "Note: 1 document changed since the last embed (run qmd embed): its new text is found by keywords, not yet by meaning." in out.text
     finally:
         svc.close()
