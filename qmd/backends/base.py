@@ -341,6 +341,12 @@ class IndexBackend(abc.ABC):
         """(start, end) of each content hash's chunks, in order."""
         return self._vectors().chunk_spans(self.connection(), model, hashes)
 
+    def vector_sample(self, model: VectorModel, size: int) -> list[Sequence[float]]:
+        """Up to `size` chunk vectors of one vector space, the same ones on every call while
+        the index is unchanged (spread over the chunks by a hash of their ids): what a cosine
+        means in this index, for the confidence (qmd/search/confidence.py)."""
+        return self._vectors().vector_sample(self.connection(), model, size)
+
     # --- the LLM cache ----------------------------------------------------------------
 
     def cache_get(self, keys: Sequence[str]) -> dict[str, object]:

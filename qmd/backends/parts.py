@@ -66,6 +66,8 @@ class VectorsSql(Protocol):
 
     def chunk_spans(self, conn: Any, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]: ...
 
+    def vector_sample(self, conn: Any, model: VectorModel, size: int) -> list[Sequence[float]]: ...
+
 
 class CacheSql(Protocol):
     """A backend's `cache` module: the LLM cache, written best-effort."""

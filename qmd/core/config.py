@@ -45,7 +45,8 @@ class CollectionConfig:
 
 
 # Keys qmd reads; anything else is kept as it is and named in a did-you-mean warning.
-TOP_LEVEL_KEYS = ("global_context", "models", "collections", "guard", "updater", "doctor", "database")
+TOP_LEVEL_KEYS = ("global_context", "models", "collections", "guard", "updater", "doctor", "database", "search")
+SEARCH_KEYS = ("min_confidence",)
 COLLECTION_KEYS = ("path", "pattern", "ignore", "update", "includeByDefault", "embed", "context", "chunk_strategy")
 CHUNK_STRATEGIES = ("regex", "auto")
 MODEL_ROLES = ("embed", "rerank", "generate")
@@ -254,6 +255,22 @@ class Config:
             raise _bad(str(self.path), "database", "a PostgreSQL URL (postgresql://user@host/db[?schema=NAME])", value, self.path)
         return value
 
+    @property
+    def min_confidence(self) -> float | None:
+        """`search: {min_confidence: 0.4}`: below this confidence a hit is a best guess, not an
+        answer (None: qmd's measured default, qmd/search/confidence.py THRESHOLD)."""
+        section = self.raw.get("search")
+        if section is None:
+            return None
+        if not isinstance(section, dict):
+            raise _bad(str(self.path), "search", "a mapping such as {min_confidence: 0.4}", section, self.path)
+        value = section.get("min_confidence")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise _bad(f"{self.path} search", "min_confidence", "a number from 0 to 1", value, self.path)
+        return float(value)
+
     def _collections_raw(self) -> dict[str, Any]:
         section = self.raw.get("collections")
         if section is None:
@@ -304,6 +321,7 @@ class Config:
         if text is not None and not isinstance(text, str):
             raise _bad(str(self.path), "global_context", "text", text, self.path)
         self.database  # a `database:` that is not a PostgreSQL URL is refused here
+        self.min_confidence
         models = self.raw.get("models")
         if models is not None:
             if not isinstance(models, dict):
@@ -326,6 +344,10 @@ class Config:
             for key in body if isinstance(body, dict) else ():
                 if key not in COLLECTION_KEYS:
                     out.append(f"{self.path}: collection '{name}': unknown key '{key}'{_did_you_mean(str(key), COLLECTION_KEYS)}")
+        search = self.raw.get("search")
+        for key in search if isinstance(search, dict) else ():
+            if key not in SEARCH_KEYS:
+                out.append(f"{self.path}: search: unknown key '{key}'{_did_you_mean(str(key), SEARCH_KEYS)}")
         models = self.raw.get("models")
         for role in models if isinstance(models, dict) else ():
             if role not in MODEL_ROLES:

@@ -45,6 +45,7 @@ class SearchRequest:
     until: str | None = None
     match: str = "any"  # keyword search: "all" keeps only documents holding every term
     vector: bool = False  # vsearch
+    min_confidence: float | None = None  # hits below it are best guesses, not answers (None: the config's, else qmd's default)
 
 
 @record(frozen=True)
@@ -67,6 +68,7 @@ class QueryRequest:
     until: str | None = None
     full: bool = False  # each hit's whole document as its body
     why: str | None = None  # a document (path, #docid, qmd:// URI): where it stood in each stage
+    min_confidence: float | None = None  # hits below it are best guesses, not answers (None: the config's, else qmd's default)
 
 
 Request = SearchRequest | QueryRequest
@@ -96,7 +98,7 @@ def request_for(kind: type[SearchRequest] | type[QueryRequest], text: str | Requ
 
 _PY_KINDS: dict[str, tuple[type, ...]] = {
     "str": (str,), "str | None": (str, type(None)), "int": (int,), "int | None": (int, type(None)),
-    "float": (int, float), "bool": (bool,), "bool | None": (bool, type(None)), "object": (object,),
+    "float": (int, float), "float | None": (int, float, type(None)), "bool": (bool,), "bool | None": (bool, type(None)), "object": (object,),
     "tuple[str, ...] | None": (tuple, list, type(None)),
 }
 _FIELDS: dict[type, list[tuple[str, tuple[type, ...]]]] = {}
@@ -122,11 +124,21 @@ def checked(request: Request) -> Request:
         value = getattr(request, name)
         if isinstance(value, str) and not value.strip():
             raise _empty(name, f"give None for no {name}")
+    if request.min_confidence is not None:
+        check_min_confidence(request.min_confidence)
     if request.snippet_chars < 1:
         from qmd.core.errors import QmdError
 
         raise QmdError(f"snippet_chars must be at least 1, not {request.snippet_chars}", "e.g. 300 (JSON) or 500 (terminal)")
     return request
+
+
+def check_min_confidence(value: float) -> None:
+    """A QmdError for a confidence threshold that is not a number from 0 to 1 (NaN included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        from qmd.core.errors import QmdError
+
+        raise QmdError(f"the minimum confidence must be a number from 0 to 1, not {value!r}", "e.g. --min-confidence 0.5 (0 calls every hit an answer)")
 
 
 def _expected(kinds: tuple[type, ...]) -> str:
@@ -143,7 +155,7 @@ def _empty(name: str, hint: str) -> Exception:
 # The JSON form of each field type, for a request sent over HTTP (the /cli route).
 _JSON_KINDS: dict[str, tuple[type, ...]] = {
     "str": (str,), "str | None": (str, type(None)), "int": (int,), "int | None": (int, type(None)),
-    "float": (int, float), "bool": (bool,), "bool | None": (bool, type(None)), "object": (str, dict, type(None)),
+    "float": (int, float), "float | None": (int, float, type(None)), "bool": (bool,), "bool | None": (bool, type(None)), "object": (str, dict, type(None)),
     "tuple[str, ...] | None": (list, type(None)),
 }
 
@@ -209,3 +221,5 @@ class Outcome:
     model: str = ""
     pending: int = 0  # vsearch and query: documents whose current content has no vectors for `model`
     why: dict[str, Any] | None = None  # query --why: where the document stood (QueryResult.why)
+    threshold: float = 0.0  # hits whose confidence is below it are best guesses (below_threshold)
+    unmatched: list[str] = field(default_factory=list)  # words of the question no searched document holds

@@ -28,17 +28,25 @@ class SearchHit:
     body: str | None = None
     explain: dict[str, Any] | None = None  # hybrid query only, with --explain
     metadata: dict[str, Any] | None = None  # the document's typed front-matter metadata (None: none)
+    confidence: float | None = None  # how likely it answers the question, in [0, 1] (qmd/search/confidence.py)
+    evidence: dict[str, float] | None = None  # what the confidence was computed from (--explain)
 
     @property
     def uri(self) -> str:
         return uri(self.collection, self.path)
 
-    def to_json(self, *, file: str | None = None, mcp: bool = False) -> dict[str, Any]:
+    def below(self, threshold: float) -> bool:
+        """Whether the hit is a best guess rather than an answer at this confidence threshold."""
+        return self.confidence is not None and self.confidence < threshold
+
+    def to_json(self, *, file: str | None = None, mcp: bool = False, threshold: float | None = None, unmatched: list[str] | None = None) -> dict[str, Any]:
         """The hit as JSON, in the original's field order (`file` replaces the qmd:// URI).
 
         The CLI's `--json` shape (`mcp=False`): context only when set, `body` instead of
         the snippet for `--full`, and `match`. The MCP tools' and HTTP API's shape
-        (`mcp=True`): always a context and a snippet, no `match`.
+        (`mcp=True`): always a context and a snippet, no `match`. Both end with ours:
+        `confidence` and, given a `threshold`, `below_threshold`; `unmatched` (the CLI's:
+        words of the question no document holds) when there are any.
         """
         name = file or self.uri
         if mcp:
@@ -48,7 +56,7 @@ class SearchHit:
             }
             if self.metadata:
                 out["metadata"] = self.metadata
-            return out
+            return self._judged(out, threshold, None)
         row: dict[str, Any] = {"docid": f"#{self.docid}", "score": round(self.score, 2), "file": name, "line": self.line, "title": self.title}
         if self.context:
             row["context"] = self.context
@@ -59,6 +67,15 @@ class SearchHit:
         row["match"] = self.match
         if self.metadata:
             row["metadata"] = self.metadata
+        return self._judged(row, threshold, unmatched)
+
+    def _judged(self, row: dict[str, Any], threshold: float | None, unmatched: list[str] | None) -> dict[str, Any]:
+        if self.confidence is not None:
+            row["confidence"] = round(self.confidence, 2)
+            if threshold is not None:
+                row["below_threshold"] = self.below(threshold)
+        if unmatched:
+            row["unmatched"] = list(unmatched)
         return row
 
 
@@ -270,3 +287,5 @@ class QueryResult:
     model: str = ""  # the embed model the vector lists searched ("" when none did)
     pending: int = 0  # documents in the searched collections whose current content it has no vectors for
     why: dict[str, Any] | None = None  # with `why`: where that document stood in each stage (qmd/search/why.py)
+    unmatched: list[str] = field(default_factory=list)  # words of the question no searched document holds
+    threshold: float = 0.0  # hits whose confidence is below it are best guesses (below_threshold)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from qmd.core.cancel import checkpoint
 from qmd.core.errors import QmdError
+from qmd.search.confidence import QueryJudge, VectorScale, document_text, unmatched_words, vector_scale
 from qmd.search.fts import bm25_search
 from qmd.search.fusion import RankedList, blend, blend_weight, coverage, feedback_list, feedback_seeds, feedback_terms, fuse_lists, list_label
 from qmd.search.syntax import STOPWORDS, parse_query
@@ -113,6 +114,7 @@ class QueryPlan:
     stages: Stages = field(default_factory=Stages)
     notices: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    scale: VectorScale | None = None  # what a cosine means for the question's vector here (the confidence's)
 
 
 def question_terms(text: str) -> set[str]:
@@ -274,8 +276,10 @@ def run_query(ctx: QueryContext, request: QueryRequest, progress: Progress | Non
     reranked = rerank(ctx, candidates, request, docs, plan, words, intent_words, timer, say)  # 5
     checkpoint()
     ranked = finish(candidates[: max(request.candidates, request.limit)] if reranked else candidates, reranked)  # 6
-    hits = make_hits(ctx, ranked, request, docs, sorted(words | intent_words), typed=bool(typed.searches))
+    judge = QueryJudge(named, plan.scale, question, ranked[0].doc_id if ranked else None)
+    hits = make_hits(ctx, ranked, request, docs, sorted(words | intent_words), typed=bool(typed.searches), judge=judge)
     result = QueryResult(hits, plan.stages, [{"type": s.type, "query": s.text} for s in plan.searches], plan.notices, {})
+    result.unmatched = unmatched_words(ctx.backend, judge.words, ctx.scope)
     if vectors is not None and plan.stages.vector:
         result.model = vectors.embedder.info.name
         result.pending = ctx.pending(vectors.model) if ctx.pending is not None else 0
@@ -375,6 +379,7 @@ def vector_lists(ctx: QueryContext, lists: list[tuple[str, str, float, str]], ve
         embedded = embedder.embed(query_inputs(embedder, distinct))
     found: list[list[tuple[int, float]]] = []
     with timer("vector"):
+        plan.scale = vector_scale(ctx.backend, vectors.model, embedded[0]) if embedded else None  # the question's vector: the first asked
         for qvec in embedded:
             checkpoint()
             found.append([(d, s) for d, s, _ in ctx.backend.nearest_documents(vectors.model, qvec, LIST_DEPTH, ctx.scope)])
@@ -466,9 +471,12 @@ def rerank(
     return True
 
 
-def make_hits(ctx: QueryContext, ranked: list[Candidate], request: QueryRequest, docs: Documents, words: list[str], typed: bool = False) -> list[SearchHit]:
+def make_hits(
+    ctx: QueryContext, ranked: list[Candidate], request: QueryRequest, docs: Documents, words: list[str], typed: bool = False, judge: QueryJudge | None = None,
+) -> list[SearchHit]:
     """Stage 6's page: the best `limit` candidates scoring at least `min_score`, as hits
-    (their docid lengths read once for the page); `typed`: the lists are the user's own lines."""
+    (their docid lengths read once for the page), each with its confidence (`judge`);
+    `typed`: the lists are the user's own lines."""
     page = [c for c in ranked if c.score >= request.min_score][: request.limit]
     docs.load([c.doc_id for c in page])
     lengths = ctx.backend.docid_lengths([docs.rows[c.doc_id].hash for c in page])
@@ -476,6 +484,8 @@ def make_hits(ctx: QueryContext, ranked: list[Candidate], request: QueryRequest,
     for c in page:
         row = docs.rows[c.doc_id]
         hit = ctx.hit(row, docs.texts[row.hash], c.score, "hybrid", words, request.snippet_chars, chunk=c.chunk, lengths=lengths)
+        if judge is not None:
+            judge(hit, c.doc_id, document_text(row, docs.texts[row.hash]), c.rerank)
         if request.explain:
             hit.explain = explained(c, typed)
         hits.append(hit)

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
         def without_vectors(self, model: VectorModel, ids: Sequence[int]) -> set[int]: ...
 
+        def vector_sample(self, model: VectorModel, size: int) -> list[Sequence[float]]: ...
+
 
 class Narrowed:
     """`index` with `where` added to `bm25` and `nearest_documents`; the other reads as they are."""
@@ -55,6 +57,9 @@ class Narrowed:
 
     def without_vectors(self, model: VectorModel, ids: Sequence[int]) -> set[int]:
         return self._index.without_vectors(model, ids)
+
+    def vector_sample(self, model: VectorModel, size: int) -> list[Sequence[float]]:
+        return self._index.vector_sample(model, size)  # what a cosine means in the index, filter or not
 
     def _both(self, where: Filter | None) -> Filter:
         if where is None:

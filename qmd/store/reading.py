@@ -7,6 +7,7 @@ from collections.abc import Callable
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every CLI call)
 
 from qmd.core.errors import NotFoundError, QmdError
+from qmd.search.confidence import THRESHOLD, content_words, judge_keyword, judge_vector, unmatched_words, vector_scale
 from qmd.search.fts import bm25_search
 from qmd.search.snippets import make_snippet
 from qmd.search.syntax import parse_query
@@ -89,7 +90,9 @@ class Reader:
         limit = checked(request.limit, request.min_score)
         parsed = parse_query(request.text)
         backend = self.state.db()
-        hits = bm25_search(backend, parsed, limit, self.state.search_scope(request.collections), request.min_score, where)
+        # One hit more than the page: the last hit's lead over the next (its confidence) does not depend on -n.
+        listed = bm25_search(backend, parsed, None if limit is None else limit + 1, self.state.search_scope(request.collections), 0.0, where)
+        hits = [h for h in listed[:limit] if h.score >= request.min_score]
         if request.match == "all":  # the all-terms hits rank before any fill: dropping it leaves the exact top-k
             hits = [h for h in hits if h.match == "all"]
         elif request.match not in MATCHES:
@@ -97,10 +100,12 @@ class Reader:
         found = backend.documents([h.doc_id for h in hits])
         words = parsed.words
         lengths = backend.docid_lengths([row.hash for row, _ in found.values()])  # one round trip for the page
-        return [
+        out = [
             self.hit(*found[h.doc_id], h.score, h.match, words, request.snippet_chars, request.line_numbers, full=request.full, lengths=lengths)
             for h in hits
         ]
+        judge_keyword(out, [found[h.doc_id] for h in hits], hits, listed, request.text)
+        return out
 
     def vsearch(self, request: SearchRequest, where: Filter | None = None) -> VectorSearch:
         limit = checked(request.limit, request.min_score)
@@ -111,16 +116,19 @@ class Reader:
         scope = self.state.search_scope(request.collections)
         wanted, _ = self.state.embeddable(scope)
         model = current_model(backend, embedder)
-        found = backend.nearest_documents(model, embedder.embed_query(request.text), limit, scope, where)
+        query = embedder.embed_query(request.text)
+        # One more than the page: the last hit's lead over the next (its confidence) does not depend on -n.
+        listed = backend.nearest_documents(model, query, None if limit is None else limit + 1, scope, where)
         pending = self.pending(model, wanted)
         words = parse_query(request.text).words
+        found = [n for n in listed[:limit] if n[1] >= request.min_score]
         rows = backend.documents([doc_id for doc_id, _, _ in found])
         lengths = backend.docid_lengths([row.hash for row, _ in rows.values()])
         out = [
             self.hit(*rows[doc_id], similarity, "vector", words, request.snippet_chars, request.line_numbers, chunk, request.full, lengths)
             for doc_id, similarity, chunk in found
-            if similarity >= request.min_score
         ]
+        judge_vector(out, [rows[doc_id] for doc_id, _, _ in found], found, listed, request.text, vector_scale(backend, model, query))
         return VectorSearch(out, embedder.info.name, pending)
 
     def pending(self, model: VectorModel, wanted: list[str]) -> int:
@@ -151,6 +159,7 @@ class Reader:
             None if request.why is None else self._why_target(request.why, scope, where),
         )
         result = run_query(context, request, progress)
+        result.threshold = self.threshold(request)
         if request.full:  # each hit's whole document
             for hit in result.hits:
                 hit.body = self.get(hit.uri, None, None, None).text
@@ -187,15 +196,26 @@ class Reader:
         """What a search command prints for `request` (Store.answer)."""
         if isinstance(request, QueryRequest):
             result = self.query(request, progress, where)
-            outcome = Outcome(result.hits, {}, result.notices, result.stages.as_dict(), result.searches, result.timings_ms, result.model, result.pending, result.why)
-        elif request.vector:
-            found = self.vsearch(request, where)
-            outcome = Outcome(found.hits, model=found.model, pending=found.pending)
+            outcome = Outcome(result.hits, {}, result.notices, result.stages.as_dict(), result.searches, result.timings_ms, result.model, result.pending, result.why, unmatched=result.unmatched)
         else:
-            outcome = Outcome(self.search(request, where))
+            if request.vector:
+                found = self.vsearch(request, where)
+                outcome = Outcome(found.hits, model=found.model, pending=found.pending)
+            else:
+                outcome = Outcome(self.search(request, where))
+            outcome.unmatched = unmatched_words(self.state.db(), content_words(request.text), self.state.search_scope(request.collections), where)
+        outcome.threshold = self.threshold(request)
         wanted = {h.collection for h in outcome.hits}
         outcome.roots = {name: str(coll.path) for name, coll in self.state.collections().items() if name in wanted}
         return outcome
+
+    def threshold(self, request: SearchRequest | QueryRequest) -> float:
+        """The confidence below which a hit is a best guess: the request's, else the config's
+        `search: {min_confidence}`, else qmd's measured default."""
+        if request.min_confidence is not None:
+            return float(request.min_confidence)
+        configured = self.state.config.min_confidence
+        return THRESHOLD if configured is None else configured
 
     def get(self, ref: str, from_line: int | None, max_lines: int | None, cwd: str | None) -> Document:
         target, start, count = refs.split_range(ref)

@@ -247,6 +247,16 @@ def chunk_spans(conn: psycopg.Connection, model: VectorModel, hashes: Sequence[s
     return out
 
 
+def vector_sample(conn: psycopg.Connection, model: VectorModel, size: int) -> list[Sequence[float]]:
+    """Up to `size` vectors of the model, spread over its chunks by a multiplicative hash of
+    their ids (the same ones while the chunks are unchanged)."""
+    sql = (
+        f"SELECT v.embedding::text FROM {table(model.id)} v JOIN chunks c ON c.id = v.chunk_id WHERE c.model_id = %s"
+        " ORDER BY (c.id * 2654435761) % 4294967296 LIMIT %s"
+    )
+    return [[float(x) for x in str(text).strip("[]").split(",")] for (text,) in conn.execute(sql, (model.id, size))]
+
+
 def _allowed_docs(scope: list[str] | None, where: Filter | None) -> tuple[str, list[object]]:
     """The WHERE text (over documents d) of the documents a search may return, and its params."""
     sql = "d.active"

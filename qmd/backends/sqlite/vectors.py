@@ -182,6 +182,18 @@ def set_chunkers(conn: apsw.Connection, model: VectorModel, chunkers: Mapping[st
             conn.execute("UPDATE embedded SET chunker = ? WHERE model_id = ? AND hash = ?", (chunker, model.id, content_hash))
 
 
+def vector_sample(conn: apsw.Connection, model: VectorModel, size: int) -> list[Sequence[float]]:
+    """Up to `size` vectors of the model, spread over its chunks by a multiplicative hash of
+    their ids (the same ones while the chunks are unchanged); each read by its key."""
+    ensure_vec(conn)
+    ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE model_id = ? ORDER BY (id * 2654435761) % 4294967296 LIMIT ?", (model.id, size))]
+    out: list[Sequence[float]] = []
+    for chunk_id in ids:
+        for (blob,) in conn.execute(f"SELECT embedding FROM {table(model.id)} WHERE chunk_id = ?", (chunk_id,)):
+            out.append(memoryview(blob).cast("f"))
+    return out
+
+
 def chunk_spans(conn: apsw.Connection, model: VectorModel, hashes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
     """(start, end) of each content hash's chunks, in order."""
     if not hashes:
