@@ -11,7 +11,7 @@ that the warm server or the in-process Store gives for it.
 from __future__ import annotations
 
 from qmd.cli.shared import _usage_error, display_names, err, filter_arg, fs_paths, named_index, number_hits, open_store, out, result_limit, snippet_chars
-from qmd.cli.formats import explain_lines, format_document, format_search
+from qmd.cli.formats import Judged, confidence_lines, explain_lines, format_document, format_search, unmatched_line, verdict
 from qmd.cli.remote import ask
 from qmd.core.records import record
 from qmd.core.requests import MATCHES, Outcome, QueryRequest, Request, SearchRequest
@@ -47,7 +47,7 @@ def search_request(p: Params) -> tuple[SearchRequest, Invocation]:
         raise _usage_error("choose all (every term, as the original) or any (all-terms hits, then the best partial ones)", "--match")
     request = SearchRequest(
         _query_text(p["query"]), result_limit(kind, p["n"], p["all_"]), _names(p["collection"]), p["min_score"], p["full"], snippet_chars(kind),
-        p["line_numbers"], filter_arg(p["filter_"]), p["since"], p["until"], p["match"],
+        p["line_numbers"], filter_arg(p["filter_"]), p["since"], p["until"], p["match"], min_confidence=p["min_confidence"],
     )
     return request, Invocation(kind, p["full_path"], local=p["local"])
 
@@ -61,10 +61,11 @@ def vsearch_request(p: Params) -> tuple[SearchRequest | QueryRequest, Invocation
     if p["expand"]:
         return QueryRequest(
             text, limit or 10_000, min_score=p["min_score"], collections=names, rerank=False, expand=True, snippet_chars=snippet_chars(kind),
-            keyword=False, filter=where, since=p["since"], until=p["until"],
+            keyword=False, filter=where, since=p["since"], until=p["until"], min_confidence=p["min_confidence"],
         ), how
     request = SearchRequest(
         text, limit, names, p["min_score"], p["full"], snippet_chars(kind), p["line_numbers"], where, p["since"], p["until"], vector=True,
+        min_confidence=p["min_confidence"],
     )
     return request, how
 
@@ -82,6 +83,7 @@ def query_request(p: Params) -> tuple[QueryRequest, Invocation]:
     request = QueryRequest(
         _query_text(p["text"], "\n"), limit, p["candidates"], p["min_score"], _names(p["collection"]), p["intent"], not p["no_rerank"], p["expand"],
         p["explain"], snippet_chars(kind), filter=filter_arg(p["filter_"]), since=p["since"], until=p["until"], full=p["full"], why=_why_ref(p["why"]),
+        min_confidence=p["min_confidence"],
     )
     notes = () if strategy is None else (
         f"note: --chunk-strategy {strategy}: the reranker reads each document's chunks as embedded (set chunk_strategy: in the config and run qmd embed)",
@@ -133,11 +135,12 @@ def search(p: Params) -> None:
     found = outcome(request, how)
     style = style_for() if how.kind == "cli" else None
     names = display_names(found.roots, found.hits, how.full_path)
+    judgement(found, how.kind)
     if style is None:
-        out(format_search(found.hits, how.kind, names))
+        out(format_search(found.hits, how.kind, names, judged=judged(found)))
     else:
         files = fs_paths(found.roots, found.hits) if style.links else None
-        out(format_search(found.hits, how.kind, names, style, request.text, files))
+        out(format_search(found.hits, how.kind, names, style, request.text, files, judged=judged(found)))
 
 
 def vsearch(p: Params) -> None:
@@ -150,7 +153,8 @@ def vsearch(p: Params) -> None:
     for notice in found.notices:
         err(f"Note: {notice}")
     said_pending(found)
-    out(format_search(found.hits, how.kind, display_names(found.roots, found.hits, how.full_path)))
+    judgement(found, how.kind)
+    out(format_search(found.hits, how.kind, display_names(found.roots, found.hits, how.full_path), judged=judged(found)))
 
 
 def said_pending(found: Outcome) -> None:
@@ -186,28 +190,44 @@ def query(p: Params) -> None:
     for notice in found.notices:
         err(f"Note: {notice}")
     said_pending(found)
+    judgement(found, how.kind)
     if how.kind == "json":
         import json
 
         from qmd.cli.formats import search_json_rows
 
-        rows = search_json_rows(found.hits, paths)
+        rows = search_json_rows(found.hits, paths, judged(found))
         for row, hit in zip(rows, found.hits):
             row["stages"] = found.stages
             if hit.explain is not None:
-                row["explain"] = hit.explain
+                row["explain"] = {**hit.explain, "confidence": hit.evidence}
         out(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
     elif request.explain and how.kind == "cli":  # each hit's explanation under it, as the original
-        lines = {h.uri: explain_lines(h.explain or {}, found.stages.get("rerank")) for h in found.hits}
-        out(format_search(found.hits, how.kind, paths, explain=lines))
+        lines = {h.uri: explain_lines(h.explain or {}, found.stages.get("rerank")) + confidence_lines(h) for h in found.hits}
+        out(format_search(found.hits, how.kind, paths, explain=lines, judged=judged(found)))
     else:
-        out(format_search(found.hits, how.kind, paths))
+        out(format_search(found.hits, how.kind, paths, judged=judged(found)))
     if request.explain:
         explain(found, how.kind not in ("json", "cli"))
     if found.why is not None:  # under the hits on a terminal; on stderr beside a format a script reads
         from qmd.search.why import why_lines
 
         (out if how.kind == "cli" else err)("\n" + "\n".join(why_lines(found.why)) + "\n")
+
+
+def judged(found: Outcome) -> Judged:
+    """What the formats say of the hits' confidence: the threshold and the unmatched words."""
+    return Judged(found.threshold, tuple(found.unmatched))
+
+
+def judgement(found: Outcome, kind: str) -> None:
+    """On stderr: the words no searched note holds (every format), and, for the formats
+    other than the terminal's (which says it above its hits), that no hit reaches the threshold."""
+    if found.unmatched:
+        err(f"Note: {unmatched_line(found.unmatched)}")
+    line = verdict(found.hits, found.threshold)
+    if line is not None and kind != "cli":
+        err(f"Note: {line[0].lower()}{line[1:]}")
 
 
 def explain(found: Outcome, per_hit: bool) -> None:
@@ -219,7 +239,7 @@ def explain(found: Outcome, per_hit: bool) -> None:
     if per_hit:
         for hit in found.hits:
             err(hit.uri)
-            for line in explain_lines(hit.explain or {}, found.stages.get("rerank")):
+            for line in explain_lines(hit.explain or {}, found.stages.get("rerank")) + confidence_lines(hit):
                 err(f"  {line}")
 
 

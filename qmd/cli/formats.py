@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from qmd.cli.shared import FORMATS
 from qmd.cli.terminal import BOLD, CYAN, DIM, PLAIN, Style
 from qmd.core.clock import ago
+from qmd.core.records import record
 from qmd.core.text import line_safe, numbered
 from qmd.core.units import human_size
 from qmd.core.results import CollectionInfo, Document, FileEntry, ModelStatus, MultiGetItem, Overlap, SearchHit, StatusInfo, VectorStatus
@@ -58,11 +59,41 @@ def _csv_field(text: str) -> str:
 
 
 ANY_MARK = "[any-term]"  # --files: a hit from the any-term fill (the original has none), in the field after the context
+BELOW_MARK = "[below-threshold]"  # --files: a hit whose confidence is below the threshold (a best guess), after the confidence
 
 
-def search_json_rows(hits: Sequence[SearchHit], paths: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """`--json` rows of search results (`paths`: display names by URI)."""
-    return [h.to_json(file=_file(h, paths)) for h in hits]
+@record(frozen=True)
+class Judged:
+    """What the formats say beside the hits' confidence: the threshold under which a hit is
+    a best guess, and the words of the question no searched note holds."""
+
+    threshold: float = 0.0
+    unmatched: tuple[str, ...] = ()
+
+
+def percent(value: float) -> str:
+    return f"{round(value * 100)}%"
+
+
+def verdict(hits: Sequence[SearchHit], threshold: float) -> str | None:
+    """The line said before best guesses when no hit reaches the threshold (None: one does)."""
+    rated = [h.confidence for h in hits if h.confidence is not None]
+    if not rated or max(rated) >= threshold:
+        return None
+    return f"No note answers this with confidence (best {percent(max(rated))} < {percent(threshold)}); closest hits:"
+
+
+def unmatched_line(words: Sequence[str]) -> str:
+    """The words of the question that no searched note holds."""
+    named = ", ".join(f"'{w}'" for w in words)
+    return f"no note contains {named}" if len(words) == 1 else f"no note contains any of {named}"
+
+
+def search_json_rows(hits: Sequence[SearchHit], paths: dict[str, str] | None = None, judged: Judged | None = None) -> list[dict[str, Any]]:
+    """`--json` rows of search results (`paths`: display names by URI), each with its
+    confidence and (given `judged`) below_threshold and the unmatched words."""
+    threshold, unmatched = (judged.threshold, list(judged.unmatched)) if judged else (None, None)
+    return [h.to_json(file=_file(h, paths), threshold=threshold, unmatched=unmatched) for h in hits]
 
 
 def explain_lines(e: Mapping[str, Any], rerank_stage: object = None) -> list[str]:
@@ -99,9 +130,18 @@ def explain_lines(e: Mapping[str, Any], rerank_stage: object = None) -> list[str
     return lines
 
 
+def confidence_lines(hit: SearchHit) -> list[str]:
+    """`--explain`'s account of a hit's confidence: the evidence it was computed from."""
+    if hit.confidence is None or not hit.evidence:
+        return []
+    names = {"coverage": "words held", "first": "first", "bm25": "BM25", "bm25_lead": "BM25 lead", "z": "cosine z", "z_lead": "z lead", "rerank": "rerank"}
+    parts = ", ".join(f"{names.get(k, k)} {v:g}" for k, v in hit.evidence.items())
+    return [f"  confidence: {percent(hit.confidence)} from {parts}"]
+
+
 def format_search(
     hits: Sequence[SearchHit], fmt: str, paths: dict[str, str] | None = None, style: Style = PLAIN, query: str = "", files: dict[str, str] | None = None,
-    explain: Mapping[str, Sequence[str]] | None = None,
+    explain: Mapping[str, Sequence[str]] | None = None, judged: Judged | None = None,
 ) -> str:
     """Search hits in `fmt`; the caller prints the result as is (no extra newline).
 
@@ -112,32 +152,49 @@ def format_search(
     original prints them. `style` and `files` (file-system paths by URI, for the links)
     decorate the cli format on a terminal; `explain` (lines by URI, `query --explain`) goes
     under each hit's score in the cli format, as the original prints it.
+
+    Every format ends each hit with its confidence (issue 28), after the original's fields:
+    JSON `confidence` and `below_threshold` (and `unmatched` words), CSV columns
+    `confidence,below_threshold`, XML attributes `confidence` and `below_threshold="true"`,
+    Markdown `**confidence:**`, --files `...,confidence[,[below-threshold]]` (the context and
+    any-term fields then always in place, empty when there is none). The cli format shows
+    the confidence as a percentage instead of the score, and when no hit reaches the
+    threshold says so in one line above them (`verdict`).
     """
+    judged = judged or Judged()
     if fmt == "json":
-        return json.dumps(search_json_rows(hits, paths), indent=2, ensure_ascii=False) + "\n"
+        return json.dumps(search_json_rows(hits, paths, judged), indent=2, ensure_ascii=False) + "\n"
     if fmt == "files":
         rows = []
         for h in hits:
             name = _file(h, paths)
             head = f"{h.score:.2f}," if paths and _on_disk(name) else f"#{h.docid},{h.score:.2f},"
-            # The original's fields, then the mark, each always in its place: an empty context
-            # field before the mark when there is none. Empty last fields are left off, as the original does.
-            mark = f",{ANY_MARK}" if h.match == "any" else ""
-            ctx = f",{_csv_field(h.context)}" if h.context else ("," if mark else "")
-            rows.append(f"{head}{line_safe(name)}{ctx}{mark}\n")
+            # The original's fields, then ours, each in its place: empty context or mark fields
+            # before a field that follows; empty last fields are left off, as the original does.
+            extra = [
+                _csv_field(h.context) if h.context else "", ANY_MARK if h.match == "any" else "",
+                f"{h.confidence:.2f}" if h.confidence is not None else "", BELOW_MARK if h.below(judged.threshold) else "",
+            ]
+            while extra and not extra[-1]:
+                extra.pop()
+            rows.append(f"{head}{line_safe(name)}" + "".join(f",{field}" for field in extra) + "\n")
         return "".join(rows)
     if fmt == "csv":
         buf, writer = _csv_writer()
-        writer.writerow(["docid", "score", "file", "title", "context", "line", "snippet", "match"])
+        writer.writerow(["docid", "score", "file", "title", "context", "line", "snippet", "match", "confidence", "below_threshold"])
         for h in hits:
             text = h.body if h.body is not None else h.snippet
-            writer.writerow([f"#{h.docid}", f"{h.score:.4f}", _file(h, paths), h.title, h.context or "", h.line, text, h.match])
+            conf = f"{h.confidence:.4f}" if h.confidence is not None else ""
+            writer.writerow([f"#{h.docid}", f"{h.score:.4f}", _file(h, paths), h.title, h.context or "", h.line, text, h.match, conf, str(h.below(judged.threshold)).lower()])
         return buf.getvalue()
     if fmt == "md":
         blocks = []
         for h in hits:
             ctx = f"**context:** {h.context}\n" if h.context else ""
             mark = "**match:** any\n" if h.match == "any" else ""
+            if h.confidence is not None:
+                below = f" (below the {judged.threshold:.2f} threshold: a best guess)" if h.below(judged.threshold) else ""
+                mark += f"**confidence:** {h.confidence:.2f}{below}\n"
             text = h.body if h.body is not None else h.snippet
             blocks.append(f"---\n# {line_safe(h.title)}\n**file:** `{line_safe(_file(h, paths))}`\n**docid:** `#{h.docid}`\n{ctx}{mark}\n{text}\n\n")
         return "".join(blocks)
@@ -148,6 +205,8 @@ def format_search(
         for h in hits:
             ctx = f" context={quoteattr(h.context)}" if h.context else ""
             mark = ' match="any"' if h.match == "any" else ""
+            if h.confidence is not None:
+                mark += f' confidence="{h.confidence:.2f}"' + (' below_threshold="true"' if h.below(judged.threshold) else "")
             text = h.body if h.body is not None else h.snippet
             blocks.append(f"<file docid=\"#{h.docid}\" name={quoteattr(_file(h, paths))} title={quoteattr(h.title)}{ctx}{mark}>\n{escape(text)}\n</file>\n")
         return "\n".join(blocks) + "\n"
@@ -159,14 +218,18 @@ def format_search(
         text = h.body if h.body is not None else h.snippet
         name = line_safe(_file(h, paths))
         head = style.paint(CYAN, style.link(f"{name}:{h.line}", (files or {}).get(h.uri), h.line))
-        pct = f"{round(h.score * 100):>3}%"
+        rated = h.score if h.confidence is None else h.confidence
+        pct = f"{round(rated * 100):>3}%"
+        label = "Score:" if h.confidence is None else "Confidence:"
+        below = style.paint(DIM, f" (below {percent(judged.threshold)}: a best guess)") if h.below(judged.threshold) else ""
         mark = style.paint(DIM, "Match:  some terms (not every word of the query)") + "\n" if h.match == "any" else ""
         mark += "".join(style.paint(DIM, line) + "\n" for line in (explain or {}).get(h.uri, ()))
         blocks.append(
             f"{head} {style.paint(DIM, '#' + h.docid)}\n{style.paint(BOLD, 'Title: ' + line_safe(h.title))}\n{ctx}"
-            f"Score: {style.score(h.score, pct)}\n{mark}\n{style.highlight(text, query)}\n"
+            f"{label} {style.score(rated, pct)}{below}\n{mark}\n{style.highlight(text, query)}\n"
         )
-    return "\n".join(blocks)
+    line = verdict(hits, judged.threshold)
+    return (f"{style.paint(BOLD, line)}\n\n" if line else "") + "\n".join(blocks)
 
 
 def format_document(doc: Document, fmt: str, line_numbers: bool = True, name: str | None = None) -> str:

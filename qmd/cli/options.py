@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from qmd.search.confidence import THRESHOLD
 from qmd.store.store import Store
 from qmd.cli.shared import err, pick_format
 
@@ -58,6 +59,7 @@ CollectionOpt = Annotated[list[str] | None, typer.Option("-c", "--collection", h
 NOpt = Annotated[int | None, typer.Option("-n", help="Number of results (default 5; 20 for json/files).", show_default=False)]
 AllOpt = Annotated[bool, typer.Option("--all", help="Return every match.")]
 MinScoreOpt = Annotated[float, typer.Option("--min-score", help="Drop hits scoring below this (0-1).")]
+MinConfidenceOpt = Annotated[float | None, typer.Option("--min-confidence", metavar="0-1", help=f"Below this confidence a hit is a best guess, not an answer: flagged, and said first when no hit reaches it (default: the config's search: min_confidence, else {THRESHOLD}).", show_default=False)]
 FullOpt = Annotated[bool, typer.Option("--full", help="Whole documents instead of snippets.")]
 LineNumbersOpt = Annotated[bool, typer.Option("--line-numbers", help="Number the snippet lines.")]
 FullPathOpt = Annotated[bool, typer.Option("--full-path", help="Show file-system paths instead of qmd:// paths (./relative under the working directory).")]

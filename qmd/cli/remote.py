@@ -56,6 +56,7 @@ def outcome_of(data: dict[str, Any]) -> Outcome:
     return Outcome(
         [SearchHit(**h) for h in data["hits"]], dict(data["roots"]), list(data["notices"]), dict(data["stages"]), list(data["searches"]),
         dict(data["timings_ms"]), str(data["model"]), int(data["pending"]), None if why is None else dict(why),
+        float(data["threshold"]), [str(w) for w in data["unmatched"]],
     )
 
 

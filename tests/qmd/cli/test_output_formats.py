@@ -79,13 +79,40 @@ def _swap_score(text: str, pattern: str, replacement: str) -> str:
     return new
 
 
+# Ours ends each hit with its confidence (issue 28), after the original's fields: JSON keys
+# `confidence` and `below_threshold` (after ours, `match`), CSV columns, an XML attribute, a
+# Markdown line, --files fields (the context and any-term fields then kept in place, empty).
+# These take ours back to the original's fields, so the rest is still compared byte for byte.
+OURS_JSON = ("match", "confidence", "below_threshold", "unmatched")
+
+
+def _json_original(out: str) -> str:
+    hits = json.loads(out)
+    for hit in hits:
+        assert list(hit)[-3:] == ["match", "confidence", "below_threshold"] or "unmatched" in hit  # ours come last
+        assert 0.0 <= hit["confidence"] <= 1.0 and isinstance(hit["below_threshold"], bool)
+        for key in OURS_JSON:
+            hit.pop(key, None)
+    return json.dumps(hits, indent=2, ensure_ascii=False) + "\n"
+
+
+def _files_original(out: str) -> str:
+    """--files rows without our fields: `,[any-term]` and `,0.87[,[below-threshold]]` (and the
+    empty context field kept before them)."""
+    lines = []
+    for line in out.splitlines():
+        line, n = re.subn(r",(\[any-term\])?,[01]\.\d\d(,\[below-threshold\])?$", "", line)
+        assert n == 1, line  # every row carries its confidence
+        lines.append(line.removesuffix(","))
+    return "".join(f"{line}\n" for line in lines)
+
+
 def test_search_json_matches_reference(small: Path, cli: Cli) -> None:
     out = ok(cli, "search", QUERY, "--json", "-n", "1")
     hits = json.loads(out)
     assert [h["match"] for h in hits] == ["all"]  # design §7: every JSON hit says how it matched
-    # The reference has no "match" key (the original has no any-term fill): drop ours, swap the score.
-    ours = out.replace(',\n    "match": "all"\n', "\n")
-    ours = _swap_score(ours, r'"score": 0\.\d\d?,', '"score": 0.82,')
+    # The reference has no "match" key (the original has no any-term fill) nor a confidence: drop ours, swap the score.
+    ours = _swap_score(_json_original(out), r'"score": 0\.\d\d?,', '"score": 0.82,')
     assert ours == ref("search_json.txt")
 
 
@@ -93,44 +120,54 @@ def test_search_json_full_matches_reference(small: Path, cli: Cli) -> None:
     out = ok(cli, "search", QUERY, "--json", "--full", "-n", "1")
     body = json.loads(out)[0]["body"]
     assert body == (small / "bluegreen-rollout.md").read_text()
-    ours = _swap_score(out.replace(',\n    "match": "all"\n', "\n"), r'"score": 0\.\d\d?,', '"score": 0.82,')
+    ours = _swap_score(_json_original(out), r'"score": 0\.\d\d?,', '"score": 0.82,')
     assert ours == ref("search_json_full.txt")
 
 
 def test_search_csv_matches_reference(small: Path, cli: Cli) -> None:
     out = ok(cli, "search", QUERY, "--csv", "-n", "1")
     assert re.search(r"^#9d4971,0\.\d{4},", out, re.MULTILINE)  # CSV keeps 4 decimals
-    # Ours adds a last column, `match` (all / any: the any-term fill), after the original's.
-    assert out.startswith("docid,score,file,title,context,line,snippet,match\n") and out.endswith('",all\n')
-    out = out.replace(",match\n", "\n", 1)[: -len(",all\n")] + "\n"
+    # Ours adds last columns after the original's: `match` (all / any: the any-term fill), `confidence`, `below_threshold`.
+    assert out.startswith("docid,score,file,title,context,line,snippet,match,confidence,below_threshold\n")
+    assert re.search(r'",all,[01]\.\d{4},(true|false)\n$', out)
+    out = out.replace(",match,confidence,below_threshold\n", "\n", 1)
+    out = re.sub(r",all,[01]\.\d{4},(true|false)\n$", "\n", out)
     assert _swap_score(out, r"^#9d4971,0\.\d{4},", "#9d4971,0.8245,") == ref("search_csv.txt")
 
 
 def test_search_files_matches_reference(small: Path, cli: Cli) -> None:
     out = ok(cli, "search", QUERY, "--files", "-n", "1")
-    assert re.fullmatch(r"#9d4971,0\.\d\d,qmd://small/bluegreen-rollout\.md\n", out)  # files: 2 decimals
-    assert _swap_score(out, r"^#9d4971,0\.\d\d,", "#9d4971,0.82,") == ref("search_files.txt")
+    # files: 2 decimals; ours: the (empty) context and any-term fields, then the confidence
+    assert re.fullmatch(r"#9d4971,0\.\d\d,qmd://small/bluegreen-rollout\.md,,,[01]\.\d\d\n", out)
+    assert _swap_score(_files_original(out), r"^#9d4971,0\.\d\d,", "#9d4971,0.82,") == ref("search_files.txt")
 
 
 def test_search_md_matches_reference(small: Path, cli: Cli) -> None:
-    assert ok(cli, "search", QUERY, "--md", "-n", "1") == ref("search_md.txt")
+    out = ok(cli, "search", QUERY, "--md", "-n", "1")
+    assert re.search(r"^\*\*confidence:\*\* [01]\.\d\d\n", out, re.MULTILINE)
+    assert re.sub(r"^\*\*confidence:\*\* .*\n", "", out, flags=re.MULTILINE) == ref("search_md.txt")
 
 
 def test_search_xml_matches_reference(small: Path, cli: Cli) -> None:
-    assert ok(cli, "search", QUERY, "--xml", "-n", "1") == ref("search_xml.txt")
+    out = ok(cli, "search", QUERY, "--xml", "-n", "1")
+    assert re.search(r' confidence="[01]\.\d\d">', out)
+    assert re.sub(r' confidence="[01]\.\d\d"', "", out) == ref("search_xml.txt")
+
+
+CONFIDENCE_LINE = r"^Confidence: +\d{1,3}%$"  # where the original prints its score: ours shows the confidence
 
 
 def test_search_cli_layout_matches_reference(small: Path, cli: Cli) -> None:
     out = ok(cli, "search", QUERY, "-n", "1")
-    assert re.search(r"^Score:  \d{1,3}%$", out, re.MULTILINE)  # percent, two spaces, as the original
-    ours = _swap_score(out, r"^Score:  \d{1,3}%$", "Score:  82%")
+    assert re.search(CONFIDENCE_LINE, out, re.MULTILINE)  # a percent, as the original's score
+    ours = _swap_score(out, CONFIDENCE_LINE, "Score:  82%")
     # Header line with :line and #docid, Title, Score, blank line, @@ snippet header, snippet.
     assert ours.rstrip("\n") == ref("search_default.txt").rstrip("\n")
 
 
 def test_search_cli_trailing_newlines_match_reference(small: Path, cli: Cli) -> None:
     out = ok(cli, "search", QUERY, "-n", "1")
-    assert _swap_score(out, r"^Score:  \d{1,3}%$", "Score:  82%") == ref("search_default.txt")
+    assert _swap_score(out, CONFIDENCE_LINE, "Score:  82%") == ref("search_default.txt")
 
 
 def test_any_term_fill_comes_after_all_terms_hits(small: Path, cli: Cli) -> None:
@@ -140,7 +177,7 @@ def test_any_term_fill_comes_after_all_terms_hits(small: Path, cli: Cli) -> None
     assert hits[0]["file"] == REF_HIT and hits[0]["match"] == "all"
     assert len(hits) >= 2 and all(h["match"] == "any" for h in hits[1:])
     assert "qmd://small/postgres-backup.md" in [h["file"] for h in hits[1:]]  # shares "back(ups)"
-    assert list(hits[0]) == ["docid", "score", "file", "line", "title", "snippet", "match"]
+    assert list(hits[0]) == ["docid", "score", "file", "line", "title", "snippet", "match", "confidence", "below_threshold"]
     cli_out = ok(cli, "search", QUERY)
     assert cli_out.startswith("qmd://small/bluegreen-rollout.md:17 #9d4971\nTitle: Blue/Green Rollout Runbook\n")
     assert cli_out.count("\nTitle: ") == min(len(hits), 5)  # cli shows 5 by default, json 20
@@ -166,19 +203,22 @@ def test_files_columns_stay_in_place_with_and_without_a_context(small: Path, cli
 
 
 def test_scores_agree_across_formats(small: Path, cli: Cli) -> None:
-    """One score, rounded per format: 2 decimals JSON/files, 4 CSV, whole percent in cli."""
+    """One score, rounded per format: 2 decimals JSON/files, 4 CSV; one confidence: 2
+    decimals JSON/files, 4 CSV, whole percent in cli (where the original shows its score)."""
     rows = list(csv.DictReader(io.StringIO(ok(cli, "search", QUERY, "--csv"))))
     hits = json.loads(ok(cli, "search", QUERY, "--json"))
-    files = ok(cli, "search", QUERY, "--files").splitlines()
-    percents = re.findall(r"^Score:  (\d+)%$", ok(cli, "search", QUERY), re.MULTILINE)
+    files = list(csv.reader(io.StringIO(ok(cli, "search", QUERY, "--files"))))
+    percents = re.findall(r"^Confidence: +(\d+)%", ok(cli, "search", QUERY), re.MULTILINE)
     assert len(rows) == len(hits) == len(files) == len(percents) >= 2
     for row, hit, line, pct in zip(rows, hits, files, percents):
         exact = float(row["score"])
         assert re.fullmatch(r"0\.\d{4}", row["score"])
         assert hit["score"] == round(exact, 2)
-        assert line.split(",")[1] == f"{exact:.2f}"
-        assert abs(int(pct) - exact * 100) <= 0.51
-        assert row["docid"] == hit["docid"] == line.split(",")[0]
+        assert line[1] == f"{exact:.2f}"
+        assert row["docid"] == hit["docid"] == line[0]
+        sure = float(row["confidence"])
+        assert hit["confidence"] == round(sure, 2) and line[5] == f"{sure:.2f}" and abs(int(pct) - sure * 100) <= 0.51
+        assert row["below_threshold"] == str(hit["below_threshold"]).lower()
 
 
 # --- no results, query syntax ------------------------------------------------------------
@@ -193,9 +233,9 @@ def test_no_results_each_format(small: Path, cli: Cli, fmt: str) -> None:
     expected_out = re.sub(r"^rc=\d+\n", "", expected, flags=re.MULTILINE)
     args = ["search", "zzyzx quuxly"] + ([f"--{fmt}"] if fmt else [])
     code, out, _ = cli(*args)
-    if fmt == "csv":  # our extra last column: match (all / any)
-        assert out == "docid,score,file,title,context,line,snippet,match\n"
-        out = out.replace(",match\n", "\n")
+    if fmt == "csv":  # our extra last columns: match (all / any), confidence, below_threshold
+        assert out == "docid,score,file,title,context,line,snippet,match,confidence,below_threshold\n"
+        out = out.replace(",match,confidence,below_threshold\n", "\n")
     assert (code, out) == (rc, expected_out)
 
 
@@ -206,7 +246,7 @@ SYNTAX = ref_sections("search_syntax.txt", r"^== \[(.*)\]$") if CORPUS.is_dir() 
 def test_syntax_queries_match_reference(small: Path, cli: Cli, query: str) -> None:
     # Same documents, same order, same scores to 2 decimals (single-term and negation
     # queries: no any-term fill is involved, so our BM25 equals the original's).
-    assert ok(cli, "search", query, "--files") == SYNTAX[query]
+    assert _files_original(ok(cli, "search", query, "--files")) == SYNTAX[query]
 
 
 def test_search_syntax_examples_are_not_all_empty() -> None:
@@ -392,7 +432,7 @@ def test_full_path_prints_file_system_paths(small: Path, cli: Cli) -> None:
     files = ok(cli, "search", "rollback", "--files", "--full-path")
     # As the original: no docid field (the path is the identifier), the absolute real path
     # outside the working directory.
-    assert files == f"0.61,{real}/bluegreen-rollout.md\n"
+    assert _files_original(files) == f"0.61,{real}/bluegreen-rollout.md\n"
     out = ok(cli, "search", "rollback", "--full-path")
     # The cli and JSON keep the docid (the original drops it): it is how agents refer to hits.
     assert out.startswith(f"{real}/bluegreen-rollout.md:15 #9d4971\n")
@@ -405,7 +445,7 @@ def test_full_path_prints_file_system_paths(small: Path, cli: Cli) -> None:
 
 def test_full_path_is_relative_under_the_working_directory(small: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(small.parent)
-    assert ok(cli, "search", "rollback", "--files", "--full-path") == "0.61,./corpus/bluegreen-rollout.md\n"
+    assert _files_original(ok(cli, "search", "rollback", "--files", "--full-path")) == "0.61,./corpus/bluegreen-rollout.md\n"
     assert json.loads(ok(cli, "search", "rollback", "--json", "--full-path"))[0]["file"] == "./corpus/bluegreen-rollout.md"
     assert ok(cli, "get", "#5408da", "--full-path", "-l", "1").startswith("./corpus/travel-japan.md  #5408da\n")
     rows = json.loads(ok(cli, "multi-get", "small/travel*.md", "--json", "--full-path", "-l", "1"))
@@ -415,7 +455,8 @@ def test_full_path_is_relative_under_the_working_directory(small: Path, cli: Cli
 def test_repeated_collection_option(small: Path, cli: Cli) -> None:
     once = ok(cli, "search", "rollback", "--files", "-c", "small")
     twice = ok(cli, "search", "rollback", "--files", "-c", "small", "-c", "small")
-    assert twice == once == ok(cli, "search", "rollback", "--files") == "#9d4971,0.61,qmd://small/bluegreen-rollout.md\n"
+    assert twice == once == ok(cli, "search", "rollback", "--files")
+    assert _files_original(once) == "#9d4971,0.61,qmd://small/bluegreen-rollout.md\n"
 
 
 # --- contexts ------------------------------------------------------------------------------
@@ -430,16 +471,16 @@ def test_collection_context_shows_with_every_hit(small: Path, cli: Cli) -> None:
     assert len(blocks) >= 2
     for block in blocks:
         lines = block.split("\n")
-        # Title, then Context, then Score: the original's order.
-        assert lines[1].startswith("Title: ") and lines[2] == f"Context: {ctx}" and lines[3].startswith("Score:  ")
+        # Title, then Context, then the confidence where the original's Score is: the original's order.
+        assert lines[1].startswith("Title: ") and lines[2] == f"Context: {ctx}" and lines[3].startswith("Confidence: ")
         assert lines[4] in ("", "Match:  some terms (not every word of the query)")  # ours marks the any-term fill
 
     hits = json.loads(ok(cli, "search", QUERY, "--json"))
     assert len(hits) >= 2 and all(h["context"] == ctx for h in hits)
     assert list(hits[0])[:6] == ["docid", "score", "file", "line", "title", "context"]
 
-    for line in ok(cli, "search", QUERY, "--files").splitlines():
-        assert line.removesuffix(",[any-term]").endswith(f',"{ctx}"')
+    for line in _files_original(ok(cli, "search", QUERY, "--files")).splitlines():
+        assert line.endswith(f',"{ctx}"')
     rows = list(csv.DictReader(io.StringIO(ok(cli, "search", QUERY, "--csv"))))
     assert rows and all(r["context"] == ctx for r in rows)
     md = ok(cli, "search", QUERY, "--md")
@@ -483,8 +524,8 @@ def test_sub_path_context_applies_only_below_it(tmp_path: Path, cli: Cli) -> Non
     assert by_file["qmd://ctx/sub/deep.md"]["context"] == "Test notes\n\nNotes in sub"
     assert by_file["qmd://ctx/top.md"]["context"] == "Test notes"
     cli_out = ok(cli, "search", "sharedword", "-c", "ctx")
-    assert "Title: sub/deep.md\nContext: Test notes\n\nNotes in sub\nScore:  " in cli_out
-    assert "Title: top.md\nContext: Test notes\nScore:  " in cli_out
+    assert "Title: sub/deep.md\nContext: Test notes\n\nNotes in sub\nConfidence: " in cli_out
+    assert "Title: top.md\nContext: Test notes\nConfidence: " in cli_out
 
 
 def test_multi_get_of_a_list_prints_what_it_finds_and_names_what_it_does_not(small: Path, cli: Cli) -> None:
