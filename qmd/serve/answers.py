@@ -102,6 +102,7 @@ def build_instructions(status: StatusInfo | None, index: str, vectors: bool | No
         "- vec: a natural-language question. {\"type\":\"vec\",\"query\":\"why do database connections time out under load\"}",
         "- hyde: a short passage that looks like the answer. {\"type\":\"hyde\",\"query\":\"Pools run out when every connection is busy and new requests wait.\"}",
         "Add `intent` to disambiguate; narrow with `collections` (a list).",
+        "Each hit has a confidence (0-1: how likely it answers). An answer opening 'No note answers this with confidence' means the notes likely do not hold the answer: say so, or verify the closest hits before citing them.",
         "Every answer says when the index was last updated and whether its health flag is raised: if raised, tell the user results may be stale.",
     ]
     if vectors is False:
@@ -146,21 +147,45 @@ def store_instructions(store: Store, index: str) -> str:
 # --- results --------------------------------------------------------------------------
 
 
-def hit_row(hit: SearchHit) -> dict[str, Any]:
-    """One result as the original's MCP tool and HTTP API return it."""
-    return hit.to_json(mcp=True)
+def hit_row(hit: SearchHit, threshold: float | None = None) -> dict[str, Any]:
+    """One result as the original's MCP tool and HTTP API return it, with its confidence
+    (and, given the threshold, below_threshold) after the original's fields."""
+    return hit.to_json(mcp=True, threshold=threshold)
+
+
+NOTHING_RELEVANT = "No note answers this with confidence; the closest hits follow — verify before citing."
+
+
+def nothing_relevant(result: QueryResult) -> bool:
+    """Hits, none of which reaches the threshold: best guesses only."""
+    return bool(result.hits) and all(h.below(result.threshold) for h in result.hits)
+
+
+def judged(result: QueryResult) -> dict[str, Any]:
+    """What the structured answer and POST /query say beside the results: the threshold, the
+    question's words no note holds and, when no hit reaches the threshold, the verdict."""
+    out: dict[str, Any] = {"threshold": result.threshold, "unmatched": list(result.unmatched)}
+    if nothing_relevant(result):
+        out["verdict"] = NOTHING_RELEVANT
+    return out
 
 
 def query_text(shown: str, result: QueryResult, fresh: dict[str, Any], notices: list[str] | None = None) -> str:
+    """The query tool's text: the verdict first when no hit reaches the threshold (a sentence
+    no agent can take for a source), then each hit with its confidence."""
     hits = result.hits
-    lines = [f"No results for {shown!r}." if not hits else f"Found {len(hits)} result{'s' if len(hits) != 1 else ''} for {shown!r}:"]
+    lines = [NOTHING_RELEVANT] if nothing_relevant(result) else []
+    lines.append(f"No results for {shown!r}." if not hits else f"Found {len(hits)} result{'s' if len(hits) != 1 else ''} for {shown!r}:")
     for h in hits:
         lines.append("")
-        lines.append(f"#{h.docid} {round(h.score * 100)}% {h.uri}:{h.line} — {h.title}")
+        rated = f"confidence {round(h.confidence * 100)}%" + (" (a best guess)" if h.below(result.threshold) else "") if h.confidence is not None else f"{round(h.score * 100)}%"
+        lines.append(f"#{h.docid} {rated} {h.uri}:{h.line} — {h.title}")
         if h.context:
             lines.append(f"Context: {h.context}")
         lines.append(h.snippet)
     lines.append("")
+    if result.unmatched:
+        lines.append("No note contains: " + ", ".join(f"'{w}'" for w in result.unmatched) + ".")
     for notice in result.notices if notices is None else notices:
         lines.append(f"Note: {notice}")
     if result.pending:  # every answer while it holds: their new text is found by keywords only

@@ -30,6 +30,10 @@ QUERY_PARAMS = {
     "searches": "Typed sub-queries, 1 to 10: [{type: lex|vec|hyde, query}]. The first one weighs double.",
     "limit": "Maximum results (default 10).",
     "minScore": "Drop results scoring below this, 0-1 (default 0).",
+    "minConfidence": (
+        "Below this confidence (0-1: how likely a hit answers the question) a hit is a best guess, flagged below_threshold; "
+        "when no hit reaches it the answer opens by saying no note answers (default: the index's search: min_confidence, else qmd's measured 0.37)."
+    ),
     "candidateLimit": "How many fused candidates the reranker reads (default 40; fewer is faster).",
     "collections": "Search only these collections (a list; default: every collection included by default).",
     "intent": "What you are after, to disambiguate (e.g. query 'performance', intent 'web page load times'). Steers ranking and snippets; does not search on its own.",
@@ -68,7 +72,8 @@ TOOL_DESCRIPTIONS = {
         "vec = a natural-language question, e.g. {type:'vec', query:'why do database connections time out under load'}; "
         "hyde = a short passage that looks like the answer, e.g. {type:'hyde', query:'Connections run out when every pooled connection is busy...'}. "
         "Combine lex + vec for best recall; put the strongest first. Results: docid, file (qmd://collection/path), title, context, score, line, snippet, "
-        "plus the index's last update time and health flag."
+        "confidence (0-1, how likely the hit answers) and below_threshold, the question's words no note contains, "
+        "plus the index's last update time and health flag. When no hit reaches the threshold the answer says so first: the notes likely do not answer."
     ),
     "get": "Read one document (or a line range of it) by path, qmd:// path or docid from search results. Not found: up to 5 similar paths are suggested.",
     "multi_get": f"Read several documents by glob over collection/path or a comma-separated list. Documents over maxBytes are skipped with the reason; one answer holds at most {MULTI_GET_TOTAL_BYTES // 1024} KB.",
@@ -232,6 +237,7 @@ class QueryArgs:
     kinds: tuple[str, ...] = ()  # the sub-queries' types, in order
     where: Any = None  # the filter tree (qmd/core/filters.py) of filter / since / until
     why: str | None = None  # a document to say where it stood
+    min_confidence: float | None = None  # None: the index's config, else qmd's default
 
     @property
     def keyword_only(self) -> bool:
@@ -242,7 +248,7 @@ class QueryArgs:
         """The Store's request for these arguments."""
         return QueryRequest(
             self.text, self.limit, self.candidates, self.min_score, tuple(self.collections) or None, self.intent, self.rerank,
-            snippet_chars=snippet_chars, filter=self.where, why=self.why,
+            snippet_chars=snippet_chars, filter=self.where, why=self.why, min_confidence=self.min_confidence,
         )
 
 
@@ -272,6 +278,7 @@ def parse_query_args(args: dict[str, Any], tool: str = "query") -> QueryArgs:
         kinds=kinds,
         where=filter_arg(given.get("filter"), given.get("since"), given.get("until")),
         why=str_arg("why", given["why"]) if "why" in given else None,
+        min_confidence=num_arg("minConfidence", given["minConfidence"], 0.0, 1.0) if "minConfidence" in given else None,
     )
 
 

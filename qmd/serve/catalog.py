@@ -50,6 +50,7 @@ INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         "searches": _p(QUERY_PARAMS["searches"], "array", items=SUB_QUERY, minItems=1, maxItems=10),
         "limit": _p(QUERY_PARAMS["limit"], "integer", minimum=1, maximum=MAX_LIMIT, default=10),
         "minScore": _p(QUERY_PARAMS["minScore"], "number", minimum=0, maximum=1, default=0),
+        "minConfidence": _p(QUERY_PARAMS["minConfidence"], "number", minimum=0, maximum=1),
         "candidateLimit": _p(QUERY_PARAMS["candidateLimit"], "integer", minimum=1, maximum=MAX_CANDIDATES, default=40),
         "collections": _p(QUERY_PARAMS["collections"], "array", items={"type": "string"}),
         "intent": _p(QUERY_PARAMS["intent"], "string"),

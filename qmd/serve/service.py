@@ -51,7 +51,7 @@ from qmd.serve.arguments import (
 )
 from qmd.serve.logsafe import escape_lines, stderr_log
 from qmd.serve.scope import check_ref_scope, check_scope, own_references
-from qmd.serve.answers import HealthFlag, build_instructions, documents_answer, freshness, hit_row, query_text, status_answer, store_instructions
+from qmd.serve.answers import HealthFlag, build_instructions, documents_answer, freshness, hit_row, judged, query_text, status_answer, store_instructions
 from qmd.core.results import QueryResult, StatusInfo, VectorStatus
 from qmd.core.requests import JSON_SNIPPET_CHARS
 from qmd.store.store import MULTI_GET_MAX_BYTES, Store
@@ -261,8 +261,8 @@ class ToolService:
         ran = self.run_query(q, progress=progress, scope=scope)
         assert ran is not None  # waited for the lock
         result, fresh = ran
-        rows = [hit_row(h) for h in result.hits]
-        structured: dict[str, Any] = {"results": rows, "freshness": fresh}
+        rows = [hit_row(h, result.threshold) for h in result.hits]
+        structured: dict[str, Any] = {"results": rows, "freshness": fresh, **judged(result)}
         structured |= {k: v for k, v in (("pending", result.pending), ("why", result.why)) if v}  # pending: documents whose current content has no vectors yet
         fresh_notices = [n for n in result.notices if n not in self._said]
         self._said.update(fresh_notices)
@@ -371,7 +371,7 @@ class ToolService:
         except QmdError as exc:
             code = getattr(exc, "status", 400)
             return code, {"error": exc.message, "hint": exc.cli_hint}, f"{code} {exc.message[:80]}"
-        answer: dict[str, Any] = {"results": [hit_row(h) for h in result.hits], "freshness": fresh}
+        answer: dict[str, Any] = {"results": [hit_row(h, result.threshold) for h in result.hits], "freshness": fresh, **judged(result)}
         answer |= {k: v for k, v in (("pending", result.pending), ("why", result.why)) if v}
         return 200, answer, f"{q.searches or 'plain'} searches → {len(result.hits)} results"
 
