@@ -16,7 +16,11 @@ highest `query` top-hit confidence that keeps the right-first answers lost at mo
 fit (pooled models), midway between observed values; it also prints the caught - lost
 optimum for comparison. Paste both into qmd/search/confidence.py with the date.
 
-    .venv/bin/python bench/fit_confidence.py [--model minilm] [--model embeddinggemma] [--json out.json]
+`--cv` also prints, for each L2 penalty of L2_GRID, the leave-one-question-out AUROC and ECE
+of the top hit on fit (every row of a question, both models', held out together): how the
+penalty was chosen, on fit alone. `--rows PATH` keeps the rows (built once, read back after).
+
+    .venv/bin/python bench/fit_confidence.py [--model minilm] [--model embeddinggemma] [--cv] [--rows rows.json] [--json out.json]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from trust_check import load
 
 DEPTH = 5  # hits per question used as rows
 L2 = 1.0
+L2_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 MAX_LOST = 0.10  # the default threshold keeps at most this share of right-first answers below it (on fit)
 
 
@@ -82,6 +87,22 @@ def ece(conf: list[float], right: list[int], bins: int = 10) -> float:
     return sum(len(g) / len(conf) * abs(float(np.mean([c for c, _ in g])) - float(np.mean([r for _, r in g]))) for g in groups if g)
 
 
+def cross_validated(rows: list[tuple[str, str, int, list[float], int]], kinds: dict[str, str], l2: float) -> tuple[float, float]:
+    """Leave-one-question-out (AUROC, ECE) of the top hit: each question's rows (both models')
+    predicted by the model fitted on the other questions' rows."""
+    predicted: dict[int, float] = {}
+    for qid in sorted({r[1] for r in rows}):
+        train = [r for r in rows if r[1] != qid]
+        w = fit(np.array([r[3] for r in train], dtype=float), np.array([r[4] for r in train], dtype=float), l2)
+        for i, r in enumerate(rows):
+            if r[1] == qid and r[2] == 1:
+                predicted[i] = float(predict(w, np.array([r[3]], dtype=float))[0])
+    conf = list(predicted.values())
+    right = [rows[i][4] for i in predicted]
+    neg = [c for i, c in predicted.items() if kinds[rows[i][1]] == "unanswerable"]
+    return auroc([c for c, r in zip(conf, right) if r], neg), ece(conf, right)
+
+
 def threshold_for(pos: list[float], neg: list[float], max_lost: float = MAX_LOST) -> float:
     """The highest t (midway between observed values) losing at most `max_lost` of `pos`."""
     values = sorted(set(pos) | set(neg))
@@ -92,22 +113,43 @@ def threshold_for(pos: list[float], neg: list[float], max_lost: float = MAX_LOST
 def main() -> int:
     parser = arg_parser(__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", help="minilm, embeddinggemma, or an embedding GGUF; repeatable (default: both)")
+    parser.add_argument("--cv", action="store_true", help="leave-one-question-out AUROC and ECE on fit for each L2 penalty")
+    parser.add_argument("--l2", type=float, default=L2, help=f"the L2 penalty of the printed coefficients (default {L2})")
+    parser.add_argument("--rows", metavar="PATH", help="read the rows from PATH if it exists, else build them and write them there")
     args = parser.parse_args()
     questions = [r for r in load() if r["split"] == "fit"]
     kinds = {r["id"]: r["kind"] for r in questions}
     data: dict[str, list[tuple[str, str, int, list[float], int]]] = {m: [] for m in METHODS}
+    if args.rows and Path(args.rows).is_file():
+        data = {m: [tuple(r) for r in rows] for m, rows in json.loads(Path(args.rows).read_text(encoding="utf-8")).items()}  # type: ignore[misc]
+    else:
+        build_rows(args.model or ["minilm", "embeddinggemma"], questions, data)
+        if args.rows:
+            Path(args.rows).write_text(json.dumps(data), encoding="utf-8")
+    fitted(data, kinds, args)
+    return 0
+
+
+def build_rows(specs: list[str], questions: list[dict[str, Any]], data: dict[str, list[tuple[str, str, int, list[float], int]]]) -> None:
+    """Each method's rows over `questions`, for an index embedded with each model."""
     cache = cache_root()
     with isolated_home("fit-confidence") as tmp:
         os.environ["QMD_RERANK_MODEL"] = str(tmp / "no-reranker.gguf")
         os.environ["QMD_GENERATE_MODEL"] = str(tmp / "no-generator.gguf")
-        for spec in args.model or ["minilm", "embeddinggemma"]:
+        for spec in specs:
             model = resolve_model(spec, cache)
             print(f"{model.name}", flush=True)
             store = build(tmp, model)
             for m in METHODS:
                 data[m] += [(model.name, qid, rank, f, y) for qid, rank, f, y in rows_of(store, m, questions)]
             store.close()
+
+
+def fitted(data: dict[str, list[tuple[str, str, int, list[float], int]]], kinds: dict[str, str], args: Any) -> None:
+    """Fit, report and print the coefficients and the threshold."""
     from qmd.search.confidence import FEATURES
+
+    questions = sorted({r[1] for r in data["query"]})
 
     coefficients: dict[str, list[float]] = {}
     report: dict[str, Any] = {}
@@ -115,9 +157,13 @@ def main() -> int:
     print(f"\nfit split: {len(questions)} questions; rows = hits 1-{DEPTH} per question, method and model")
     for m in METHODS:
         rows = data[m]
+        if args.cv:
+            for l2 in L2_GRID:
+                a, e = cross_validated(rows, kinds, l2)
+                print(f"  {m:<8} L2 {l2:<5g} leave-one-question-out on fit: top hit AUROC {a:.3f}, ECE {e:.3f}")
         x = np.array([f for *_, f, _ in rows], dtype=float)
         y = np.array([label for *_, label in rows], dtype=float)
-        w = fit(x, y)
+        w = fit(x, y, args.l2)
         coefficients[m] = [round(float(v), 4) for v in w]
         p = predict(w, x)
         top = [(i, r) for i, r in enumerate(rows) if r[2] == 1]
@@ -153,7 +199,6 @@ def main() -> int:
     print(f"THRESHOLD = {round(t, 2)}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return 0
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ def percent(value: float) -> str:
 def verdict(hits: Sequence[SearchHit], threshold: float) -> str | None:
     """The line said before best guesses when no hit reaches the threshold (None: one does)."""
     rated = [h.confidence for h in hits if h.confidence is not None]
-    if not rated or max(rated) >= threshold:
+    if not rated or not all(h.below(threshold) for h in hits if h.confidence is not None):
         return None
     return f"No note answers this with confidence (best {percent(max(rated))} < {percent(threshold)}); closest hits:"
 

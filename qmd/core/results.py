@@ -36,8 +36,9 @@ class SearchHit:
         return uri(self.collection, self.path)
 
     def below(self, threshold: float) -> bool:
-        """Whether the hit is a best guess rather than an answer at this confidence threshold."""
-        return self.confidence is not None and self.confidence < threshold
+        """Whether the hit is a best guess rather than an answer at this confidence threshold
+        (the confidence as printed, to 2 decimals: a hit shown at 0.37 is not below 0.37)."""
+        return self.confidence is not None and round(self.confidence, 2) < threshold
 
     def to_json(self, *, file: str | None = None, mcp: bool = False, threshold: float | None = None, unmatched: list[str] | None = None) -> dict[str, Any]:
         """The hit as JSON, in the original's field order (`file` replaces the qmd:// URI).

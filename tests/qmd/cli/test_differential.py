@@ -114,8 +114,9 @@ def test_search_json(tools: Tools) -> None:
     theirs, ours = (json.loads(x) for x in tools.both("search", QUERY, "--json"))
     assert [h["docid"] for h in ours] == [h["docid"] for h in theirs] and theirs
     for t, o in zip(theirs, ours):
-        assert set(t) <= set(o) and set(o) - set(t) <= {"match", "metadata"}  # ours adds `match` (and front-matter `metadata`)
-        assert o["match"] == "all"
+        # ours adds `match` (and front-matter `metadata`), the confidence and its threshold flag (issue 28)
+        assert set(t) <= set(o) and set(o) - set(t) <= {"match", "metadata", "confidence", "below_threshold", "unmatched"}
+        assert o["match"] == "all" and 0.0 <= o["confidence"] <= 1.0 and isinstance(o["below_threshold"], bool)
         for key in ("file", "line", "context", "snippet"):
             assert o.get(key) == t.get(key), key
         if _rel(t["file"]) != FRONT_MATTER_DOC:
@@ -127,10 +128,12 @@ def test_search_files_and_csv(tools: Tools) -> None:
     theirs, ours = tools.both("search", QUERY, "--files")
     parse = lambda text: [row for row in csv.reader(io.StringIO(text))]  # noqa: E731 - the context is a quoted field
     t_rows, o_rows = parse(theirs), parse(ours)
-    assert [r[0] for r in o_rows] == [r[0] for r in t_rows] and [r[2:] for r in o_rows] == [r[2:] for r in t_rows]
+    # The original's fields first, in their places; ours after them: the (here empty) any-term field, the confidence.
+    assert [r[0] for r in o_rows] == [r[0] for r in t_rows] and [r[2 : len(t)] for r, t in zip(o_rows, t_rows)] == [t[2:] for t in t_rows]
+    assert all(len(r) in (6, 7) and r[4] == "" and 0.0 <= float(r[5]) <= 1.0 and r[6:] in ([], ["[below-threshold]"]) for r in o_rows)
     theirs, ours = tools.both("search", QUERY, "--csv")
     t_rows, o_rows = list(csv.DictReader(io.StringIO(theirs))), list(csv.DictReader(io.StringIO(ours)))
-    assert list(o_rows[0])[:-1] == list(t_rows[0]) and list(o_rows[0])[-1] == "match"  # ours adds a last column
+    assert list(o_rows[0])[: len(t_rows[0])] == list(t_rows[0]) and list(o_rows[0])[len(t_rows[0]) :] == ["match", "confidence", "below_threshold"]  # ours: last columns
     for t, o in zip(t_rows, o_rows, strict=True):
         for key in ("docid", "file", "context", "line", "snippet"):
             assert o[key] == t[key], key
@@ -154,7 +157,8 @@ def test_search_xml_md_and_cli(tools: Tools) -> None:
     theirs, ours = tools.both("search", QUERY)
     heads = lambda text: re.findall(r"^qmd://\S+ #[0-9a-f]{6}$", text, re.MULTILINE)  # noqa: E731
     assert heads(ours) == heads(theirs) and heads(theirs)
-    contexts = lambda text: re.findall(r"^Context: (?:.*\n)*?(?=Score:)", text, re.MULTILINE)  # noqa: E731
+    # where the original prints its score, ours prints the confidence (issue 28)
+    contexts = lambda text: re.findall(r"^Context: (?:.*\n)*?(?=Score:|Confidence:)", text, re.MULTILINE)  # noqa: E731
     assert contexts(ours) == contexts(theirs)
 
 
@@ -166,7 +170,8 @@ def test_search_options_scripts_use(tools: Tools) -> None:
     assert [h["body"] for h in json.loads(ours)] == [h["body"] for h in json.loads(theirs)]
     # --full-path: ./relative under the working directory, the docid dropped from --files.
     theirs, ours = tools.both("search", QUERY, "--files", "--full-path")
-    assert ours == theirs and "./notes/" in ours
+    o_rows, t_rows = (list(csv.reader(io.StringIO(text))) for text in (ours, theirs))
+    assert "./notes/" in ours and len(o_rows) == len(t_rows) and [r[: len(t)] for r, t in zip(o_rows, t_rows)] == t_rows  # ours: fields after the original's
     theirs, ours = tools.both("search", "zzyzx quuxly", "--json")
     assert json.loads(ours) == json.loads(theirs) == []
     tools.both("search", QUERY, "-c", "nope")  # exit 1 on both

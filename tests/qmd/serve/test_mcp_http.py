@@ -104,7 +104,10 @@ def test_rest_query_and_search_are_the_same(server: Server) -> None:
         return {**answer, "freshness": fresh}
 
     assert s1 == s2 == 200 and timeless(a) == timeless(b)
-    assert [set(r) for r in a["results"]] == [{"docid", "file", "title", "score", "context", "line", "snippet"}] * len(a["results"])
+    # the original's keys, then ours (issue 28): each hit's confidence and whether it is below the threshold
+    assert [list(r) for r in a["results"]] == [["docid", "file", "title", "score", "context", "line", "snippet", "confidence", "below_threshold"]] * len(a["results"])
+    assert all(0.0 <= r["confidence"] <= 1.0 and r["below_threshold"] == (r["confidence"] < a["threshold"]) for r in a["results"])
+    assert isinstance(a["unmatched"], list)
     assert {r["file"] for r in a["results"]} == {"qmd://notes/runbooks/deploy.md", "qmd://notes/meetings/2024-03-01.md"}
     assert a["freshness"]["updated_at"] and a["freshness"]["health"] == "unknown"
     # the same validation as the MCP tool
