@@ -13,6 +13,7 @@ collection's files, state and issues live in are the same tables in both.
 from __future__ import annotations
 
 import abc
+import functools
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +25,25 @@ if TYPE_CHECKING:
     from typing import Any
 
     from qmd.backends.parts import Connection
+
+@functools.lru_cache(maxsize=1)
+def _fts5_tokenizer():  # type: ignore[no-untyped-def]
+    import apsw  # SQLite's FTS5 tokenizer (apsw is installed with either backend)
+
+    conn = apsw.Connection(":memory:")
+    return conn, conn.fts5_tokenizer("porter", ["unicode61"])
+
+
+def fts5_tokens(text: str, *, query: bool = False, prefix: bool = False) -> list[str]:
+    """The tokens FTS5's `porter unicode61` makes of `text` (stemmed, folded, diacritics
+    removed): the terms of the SQLite backend's table, the PostgreSQL backend's too, and the
+    stems the confidence counts (qmd/search/confidence.py)."""
+    import apsw
+
+    _, tok = _fts5_tokenizer()
+    flags = apsw.FTS5_TOKENIZE_QUERY | (apsw.FTS5_TOKENIZE_PREFIX if prefix else 0) if query else apsw.FTS5_TOKENIZE_DOCUMENT
+    return [t if isinstance(t, str) else t[0] for t in tok(text.encode("utf-8", "replace"), flags, None, include_offsets=False, include_colocated=False)]
+
 
 DOC_COLUMNS = ("id", "collection", "path", "title", "hash", "body_line", "size", "mtime_ns", "metadata")
 

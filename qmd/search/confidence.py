@@ -43,17 +43,11 @@ if TYPE_CHECKING:
     from qmd.search.fusion import RankedList
     from qmd.search.narrowed import Searchable
 
-_TOKENIZER: Any = None
-
-
 def stems(text: str) -> list[str]:
     """`text` as FTS5's `porter unicode61` tokenizer stores it (the index's own stems)."""
-    global _TOKENIZER
-    import apsw
+    from qmd.backends.sql import fts5_tokens
 
-    if _TOKENIZER is None:
-        _TOKENIZER = apsw.Connection(":memory:").fts5_tokenizer("porter", ["unicode61"])
-    return [t[0] for t in _TOKENIZER(text.encode("utf-8", "replace"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False) if t]
+    return fts5_tokens(text)
 
 
 @record(frozen=True)

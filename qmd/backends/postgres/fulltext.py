@@ -21,13 +21,13 @@ statistics, as in FTS5). Returned negated, like FTS5's bm25(): lower is better.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import psycopg
 
 from qmd.core.text import has_cjk, segment_cjk
 from qmd.backends.base import Term, TextQuery
+from qmd.backends.sql import fts5_tokens
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,21 +51,9 @@ def prefix_end(token: str) -> str:
     return token[:-1] + chr(nxt)
 
 
-@functools.lru_cache(maxsize=1)
-def _tokenizer():  # type: ignore[no-untyped-def]
-    import apsw  # SQLite's FTS5 tokenizer: the same tokens as the SQLite backend
-
-    conn = apsw.Connection(":memory:")
-    return conn, conn.fts5_tokenizer("porter", ["unicode61"])
-
-
 def tokens(text: str, *, query: bool = False, prefix: bool = False) -> list[str]:
-    """The FTS5 tokens of `text` (stemmed, folded, diacritics removed)."""
-    import apsw
-
-    _, tok = _tokenizer()
-    flags = apsw.FTS5_TOKENIZE_QUERY | (apsw.FTS5_TOKENIZE_PREFIX if prefix else 0) if query else apsw.FTS5_TOKENIZE_DOCUMENT
-    return [t if isinstance(t, str) else t[0] for t in tok(text.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False)]
+    """The FTS5 tokens of `text` (stemmed, folded, diacritics removed), as the SQLite backend's table makes them."""
+    return fts5_tokens(text, query=query, prefix=prefix)
 
 
 def postings(filepath: str, title: str, body: str) -> tuple[list[tuple[str, int, int, list[int]]], int]:
