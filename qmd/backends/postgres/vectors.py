@@ -252,7 +252,7 @@ def vector_sample(conn: psycopg.Connection, model: VectorModel, size: int) -> li
     their ids (the same ones while the chunks are unchanged)."""
     sql = (
         f"SELECT v.embedding::text FROM {table(model.id)} v JOIN chunks c ON c.id = v.chunk_id WHERE c.model_id = %s"
-        " ORDER BY (c.id * 2654435761) % 4294967296 LIMIT %s"
+        " ORDER BY mod(c.id * 2654435761, 4294967296) LIMIT %s"
     )
     return [[float(x) for x in str(text).strip("[]").split(",")] for (text,) in conn.execute(sql, (model.id, size))]
 

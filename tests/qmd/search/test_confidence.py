@@ -222,3 +222,31 @@ def test_a_bad_min_confidence_is_one_line(on_cli: None, cli: Cli, command: str) 
     assert (code, out) == (1, "") and err.splitlines()[0] == "Error: the minimum confidence must be a number from 0 to 1, not 2.0"
     code, out, err = cli(command, "rollback", "--min-confidence", "lots")
     assert (code, out) == (2, "") and "--min-confidence" in err.splitlines()[-1]
+
+
+def test_the_sample_of_chunk_vectors_on_each_backend(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, index_backend: str) -> None:
+    """What a cosine means in an index is read from a fixed sample of its chunk vectors: the
+    same ones on every call, at most the size asked, each of the model's dimensions."""
+    from qmd.search.confidence import vector_scale
+    from qmd.search.vector import current_model
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for name, text in NOTES.items():
+        (notes / name).write_text(text)
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    try:
+        s.add_collection(notes, name="notes")
+        s.embed()
+        model = current_model(s.backend, s.embedder())
+        sample = [list(v) for v in s.backend.vector_sample(model, 256)]
+        assert len(sample) == s.vector_status().chunks and all(len(v) == model.dims for v in sample)
+        assert [list(v) for v in s.backend.vector_sample(model, 256)] == sample
+        assert len(s.backend.vector_sample(model, 3)) == 3
+        scale = vector_scale(s.backend, model, sample[0])
+        assert scale is not None and scale.z(1.0) > scale.z(scale.mean) == 0.0
+        hits = s.vsearch("rollback load balancer").hits
+        assert hits and all(h.confidence is not None and 0.0 <= h.confidence <= 1.0 for h in hits)
+    finally:
+        s.close()
