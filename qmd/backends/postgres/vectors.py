@@ -248,13 +248,15 @@ def chunk_spans(conn: psycopg.Connection, model: VectorModel, hashes: Sequence[s
 
 
 def vector_sample(conn: psycopg.Connection, model: VectorModel, size: int) -> list[Sequence[float]]:
-    """Up to `size` vectors of the model, spread over its chunks by a multiplicative hash of
-    their ids (the same ones while the chunks are unchanged)."""
+    """Up to `size` vectors of the model, spread evenly over its chunk ids (the same ones while
+    the chunks are unchanged): one seek into the chunk ids each, never a scan of the chunks."""
     sql = (
-        f"SELECT v.embedding::text FROM {table(model.id)} v JOIN chunks c ON c.id = v.chunk_id WHERE c.model_id = %s"
-        " ORDER BY mod(c.id * 2654435761, 4294967296) LIMIT %s"
+        "WITH b AS (SELECT min(id) AS low, max(id) - min(id) + 1 AS span FROM chunks),"
+        " picked AS (SELECT DISTINCT c.id FROM b, generate_series(0, least(%s, b.span) - 1) g(i)"
+        " CROSS JOIN LATERAL (SELECT id FROM chunks WHERE id >= b.low + (g.i * b.span) / least(%s, b.span) AND model_id = %s ORDER BY id LIMIT 1) c)"
+        f" SELECT v.embedding::text FROM picked JOIN {table(model.id)} v ON v.chunk_id = picked.id ORDER BY picked.id"
     )
-    return [[float(x) for x in str(text).strip("[]").split(",")] for (text,) in conn.execute(sql, (model.id, size))]
+    return [[float(x) for x in str(text).strip("[]").split(",")] for (text,) in conn.execute(sql, (size, size, model.id))]
 
 
 def _allowed_docs(scope: list[str] | None, where: Filter | None) -> tuple[str, list[object]]:

@@ -183,10 +183,18 @@ def set_chunkers(conn: apsw.Connection, model: VectorModel, chunkers: Mapping[st
 
 
 def vector_sample(conn: apsw.Connection, model: VectorModel, size: int) -> list[Sequence[float]]:
-    """Up to `size` vectors of the model, spread over its chunks by a multiplicative hash of
-    their ids (the same ones while the chunks are unchanged); each read by its key."""
+    """Up to `size` vectors of the model, spread evenly over its chunk ids (the same ones while
+    the chunks are unchanged): `size` seeks into the chunk ids and as many key lookups, never
+    a scan of the index's chunks."""
     ensure_vec(conn)
-    ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE model_id = ? ORDER BY (id * 2654435761) % 4294967296 LIMIT ?", (model.id, size))]
+    bounds = conn.execute("SELECT min(id), max(id) FROM chunks").fetchall()[0]
+    if not isinstance(bounds[0], int) or not isinstance(bounds[1], int) or size < 1:
+        return []
+    low, span = bounds[0], bounds[1] - bounds[0] + 1
+    ids: dict[int, None] = {}
+    for i in range(min(size, span)):
+        for (chunk_id,) in conn.execute("SELECT id FROM chunks WHERE id >= ? AND model_id = ? ORDER BY id LIMIT 1", (low + i * span // min(size, span), model.id)):
+            ids[chunk_id] = None
     out: list[Sequence[float]] = []
     for chunk_id in ids:
         for (blob,) in conn.execute(f"SELECT embedding FROM {table(model.id)} WHERE chunk_id = ?", (chunk_id,)):
