@@ -185,20 +185,23 @@ def test_any_term_fill_comes_after_all_terms_hits(small: Path, cli: Cli) -> None
 
 def test_files_columns_stay_in_place_with_and_without_a_context(small: Path, cli: Cli) -> None:
     """--files: the original's fields (docid, score, file, context) in its order, then the
-    any-term mark, always the fifth field: the context field is left empty before the mark
-    when a hit has none (it moved between the 4th and the 5th field). A row without either
-    is the original's three fields."""
+    any-term mark, always the fifth field, then the confidence, the sixth (issue 28), and
+    `[below-threshold]` for a best guess: the context and mark fields are left empty before
+    what follows when a hit has none (the mark moved between the 4th and the 5th field)."""
     def rows() -> list[list[str]]:
         return list(csv.reader(io.StringIO(ok(cli, "search", QUERY, "--files"))))
 
+    def ours_ok(r: list[str]) -> bool:
+        return re.fullmatch(r"[01]\.\d\d", r[5]) is not None and r[6:] in ([], ["[below-threshold]"])
+
     plain = rows()
-    assert plain[0] == ["#9d4971", plain[0][1], REF_HIT]  # the all-terms hit: the original's line
+    assert plain[0][:5] == ["#9d4971", plain[0][1], REF_HIT, "", ""] and ours_ok(plain[0])  # the all-terms hit: the original's line, then ours
     fill = plain[1:]
-    assert fill and all(len(r) == 5 and r[3] == "" and r[4] == "[any-term]" for r in fill), plain
+    assert fill and all(r[3] == "" and r[4] == "[any-term]" and ours_ok(r) for r in fill), plain
     assert cli("context", "add", "qmd://small/", 'Team "runbooks", and notes')[0] == 0
     with_context = rows()
-    assert with_context[0] == [*plain[0], 'Team "runbooks", and notes']
-    assert all(len(r) == 5 and r[3] == 'Team "runbooks", and notes' and r[4] == "[any-term]" for r in with_context[1:]), with_context
+    assert with_context[0][:5] == [*plain[0][:3], 'Team "runbooks", and notes', ""]
+    assert all(r[3] == 'Team "runbooks", and notes' and r[4] == "[any-term]" and ours_ok(r) for r in with_context[1:]), with_context
     assert [r[:3] for r in with_context] == [r[:3] for r in plain]
 
 

@@ -225,19 +225,21 @@ def test_query_explain_prints_each_hit_explanation_under_it(store: qmd.Store, mo
     assert len(blocks) == 3
     for block in blocks:
         lines = block.split("\n")
-        at = next(i for i, line in enumerate(lines) if line.startswith("Score:"))
+        at = next(i for i, line in enumerate(lines) if line.startswith("Confidence:"))  # where the original prints its score (issue 28)
         assert lines[at + 1].startswith("Explain: fused rank "), block
         explained = lines[at + 1 : lines.index("", at)]
         assert any(line.startswith(("  keywords (", "  vectors (")) for line in explained), explained
-        assert re.fullmatch(r"  rerank: 0\.\d{4}", explained[-2]) and re.fullmatch(r"  score: \d+% = \d+% × 1/\d+ \+ \d+% × rerank 0\.\d{4}", explained[-1]), explained
+        assert re.fullmatch(r"  rerank: 0\.\d{4}", explained[-3]) and re.fullmatch(r"  score: \d+% = \d+% × 1/\d+ \+ \d+% × rerank 0\.\d{4}", explained[-2]), explained
+        assert re.fullmatch(r"  confidence: \d+% from words held .*, rerank 0\.\d+", explained[-1]), explained  # and what the confidence read
     assert "None" not in proc.stdout + proc.stderr and "bm25:query" not in proc.stdout + proc.stderr
     assert "Timings:" in proc.stderr and "qmd://" not in proc.stderr  # the explanations are under the hits, not after them
     plain = run_qmd("query", "restore the database dump", "-n", "3", env=env).stdout
-    assert re.sub(r"^(Explain: .*|  .*: rank \d+, \+\d\.\d{4}|  rerank: .*|  score: .*)\n", "", proc.stdout, flags=re.MULTILINE) == plain
+    assert re.sub(r"^(Explain: .*|  .*: rank \d+, \+\d\.\d{4}|  rerank: .*|  score: .*|  confidence: .*)\n", "", proc.stdout, flags=re.MULTILINE) == plain
     off = run_qmd("query", "restore the database dump", "--explain", "--no-rerank", "-n", "1", env=env)
     assert "  rerank: off (--no-rerank)\n  score: 100% = 1 / fused rank 1\n" in off.stdout
     rows = json.loads(run_qmd("query", "restore the database dump", "--explain", "--json", "-n", "1", env=env).stdout)
-    assert set(rows[0]["explain"]) == {"lists", "bonus", "rrf", "rrf_rank", "rerank", "blend_weight", "score"}  # the keys kept
+    assert set(rows[0]["explain"]) == {"lists", "bonus", "rrf", "rrf_rank", "rerank", "blend_weight", "score", "confidence"}  # the keys kept, and the confidence's evidence
+    assert set(rows[0]["explain"]["confidence"]) >= {"coverage", "first", "rerank"}
     assert all(set(x) == {"list", "label", "rank", "rrf"} for x in rows[0]["explain"]["lists"])  # a readable label added
 
 

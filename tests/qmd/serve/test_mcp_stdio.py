@@ -54,7 +54,7 @@ def test_stdio_handshake_tools_and_cli_parity(env: dict[str, str], tmp_path: Pat
     assert len(init.instructions.encode()) < 2048
     tools = {t.name: t for t in r["tools"]}
     assert set(tools) == {"query", "get", "multi_get", "status"}
-    assert set(tools["query"].input_schema["properties"]) == {"query", "searches", "limit", "minScore", "candidateLimit", "collections", "intent", "rerank", "filter", "since", "until"}
+    assert set(tools["query"].input_schema["properties"]) == {"query", "searches", "limit", "minScore", "minConfidence", "candidateLimit", "collections", "intent", "rerank", "filter", "since", "until"}
     assert set(tools["get"].input_schema["properties"]) == {"file", "fromLine", "maxLines", "lineNumbers"}
     assert set(tools["multi_get"].input_schema["properties"]) == {"pattern", "maxLines", "maxBytes", "lineNumbers"}
     assert tools["multi_get"].input_schema["properties"]["maxBytes"]["default"] == 65536
@@ -68,10 +68,10 @@ def test_stdio_handshake_tools_and_cli_parity(env: dict[str, str], tmp_path: Pat
         cli_rows = cli_json(env, *cli_args)
         rows = res.structured_content["results"]
         assert rows, key
-        assert [(x["docid"], x["file"], x["title"], x["score"], x["line"], x["snippet"]) for x in rows] == [
-            (c["docid"], c["file"], c["title"], c["score"], c["line"], c["snippet"]) for c in cli_rows
+        assert [(x["docid"], x["file"], x["title"], x["score"], x["line"], x["snippet"], x["confidence"], x["below_threshold"]) for x in rows] == [
+            (c["docid"], c["file"], c["title"], c["score"], c["line"], c["snippet"], c["confidence"], c["below_threshold"]) for c in cli_rows
         ]
-        assert all(set(x) == {"docid", "file", "title", "score", "context", "line", "snippet"} for x in rows)
+        assert all(set(x) == {"docid", "file", "title", "score", "context", "line", "snippet", "confidence", "below_threshold"} for x in rows)
         assert rows[0]["context"] == "Team engineering notes"
         fresh = res.structured_content["freshness"]
         assert fresh["updated_at"] and fresh["health"] == "unknown"
