@@ -15,7 +15,7 @@ dict (`QueryResult.why`), says in order:
 5. its fused rank and score; whether the reranker read it (or the candidate limit, -C,
    left it out) and its score; its final rank and score, and what cut it: the candidate
    limit, --min-score or the number of results asked for (-n);
-6. `confidence` and `threshold`, filled when hits carry a confidence (None until then).
+6. `confidence` and `threshold`: a shown hit's confidence (None when the document is not shown) and the threshold in force.
 
 The Store resolves the reference and checks scope, filter and chunks (`WhyTarget`, before
 the query); the pipeline hands over what it ran (`Trace`), and `explain_why` adds the ranks.

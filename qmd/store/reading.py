@@ -160,6 +160,8 @@ class Reader:
         )
         result = run_query(context, request, progress)
         result.threshold = self.threshold(request)
+        if result.why is not None and result.why.get("threshold") is None:
+            result.why["threshold"] = result.threshold  # the threshold in force, not only one asked for
         if request.full:  # each hit's whole document
             for hit in result.hits:
                 hit.body = self.get(hit.uri, None, None, None).text

@@ -43,7 +43,8 @@ def test_a_shown_document_says_its_place_in_every_stage(store: qmd.Store) -> Non
     assert lists["vec:query"]["rank"] is not None and -1 <= lists["vec:query"]["score"] <= 1
     assert why["fused"]["rank"] >= 1 and why["final"]["rank"] == at and why["rerank"] == {"note": "off"}
     assert why["vectors"]["state"] == "embedded" and why["vectors"]["chunks"][0] == {"seq": 0, "lines": "1-7", "state": "embedded"}
-    assert why["confidence"] is None and why["threshold"] is None  # filled once hits carry a confidence
+    shown = next(h for h in result.hits if h.uri == "qmd://notes/runbooks/postgres.md")
+    assert why["confidence"] == shown.confidence and why["threshold"] == result.threshold  # the hit's confidence and the threshold in force (issue 28)
     assert store.query(QUESTION, rerank=False).why is None  # nothing asked, nothing done
 
 

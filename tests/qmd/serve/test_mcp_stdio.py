@@ -54,7 +54,7 @@ def test_stdio_handshake_tools_and_cli_parity(env: dict[str, str], tmp_path: Pat
     assert len(init.instructions.encode()) < 2048
     tools = {t.name: t for t in r["tools"]}
     assert set(tools) == {"query", "get", "multi_get", "status"}
-    assert set(tools["query"].input_schema["properties"]) == {"query", "searches", "limit", "minScore", "minConfidence", "candidateLimit", "collections", "intent", "rerank", "filter", "since", "until"}
+    assert set(tools["query"].input_schema["properties"]) == {"query", "searches", "limit", "minScore", "minConfidence", "candidateLimit", "collections", "intent", "rerank", "filter", "since", "until", "why"}
     assert set(tools["get"].input_schema["properties"]) == {"file", "fromLine", "maxLines", "lineNumbers"}
     assert set(tools["multi_get"].input_schema["properties"]) == {"pattern", "maxLines", "maxBytes", "lineNumbers"}
     assert tools["multi_get"].input_schema["properties"]["maxBytes"]["default"] == 65536
