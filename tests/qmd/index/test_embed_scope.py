@@ -56,7 +56,7 @@ def test_force_with_a_collection_keeps_the_vectors_of_the_others(tmp_path: Path,
     proc = run_qmd("embed", "-f", "-c", "small")
     assert proc.returncode == 0, proc.stderr
     assert "dropping the tiny-embed vectors of small" in proc.stderr and "other collections keep theirs" in proc.stderr
-    assert "Embedded 3 documents" in proc.stderr and "30 were already embedded" in proc.stderr
+    assert "Embedded 3 documents in small" in proc.stderr and "0 in small were already embedded" in proc.stderr  # -c: the counts are the named collection's (issue 27)
     with qmd.open_index() as store:
         assert _chunk_ids(store, "big") == big_chunks  # untouched: the same rows
         assert len(_embedded_hashes(store, "big")) == 30
