@@ -263,7 +263,7 @@ class Reader:
         return Document(
             docid=self.docid(row.hash), collection=row.collection, path=row.path, title=row.title,
             text="\n".join(lines[first - 1 : last]), from_line=first, total_lines=len(lines),
-            context=self.state.context(row.collection, row.path), abs_path=refs.abs_path(colls, row),
+            context=self.state.context(row.collection, row.path), abs_path=refs.abs_path(colls, row), shown=max(last - first + 1, 0),
         )
 
     def multi_get(self, pattern: str, max_lines: int | None, max_bytes: int, cwd: str | None) -> list[MultiGetItem]:
