@@ -114,12 +114,11 @@ def coverage(words: Sequence[Word], text: str) -> float:
 
 
 def read_document(words: Sequence[Word], row: DocRow, text: str) -> tuple[float, set[str]]:
-    """The coverage of `words` in the document (`coverage` of its path, title and text, as
-    FTS5 indexes them), and the plain
-    words it holds where the full-text index holds them as they are: its path, title and body
-    after the front matter (the index has the front matter's values, not its YAML), the whole
-    document only when it has no CJK (the index splits CJK runs into characters). A shown hit
-    holding such a word is a document a keyword search for the word finds (`unmatched_words`)."""
+    """The coverage of `words` in the document (`coverage` of its path, title and text), and
+    the plain words it holds where the full-text index holds them as they are: its path, title
+    and body after the front matter (the index has the front matter's values, not its YAML),
+    none when those hold CJK (the index splits CJK runs into characters). A shown hit holding
+    such a word is a document a keyword search for the word finds (`unmatched_words`)."""
     if not words:
         return 0.0, set()
     front, body = split_front(text, row.body_line)
