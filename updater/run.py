@@ -65,6 +65,13 @@ class RunResult:
         return dict(asdict(self), succeeded=self.succeeded)
 
 
+def index_name(key: str) -> str:
+    """How the log names an index: `index` for the default one (not "index index"), else `index KEY`."""
+    from qmd.core.paths import DEFAULT_INDEX
+
+    return "index" if key == DEFAULT_INDEX else f"index {key}"
+
+
 def _describe(exc: BaseException, log: logging.Logger, what: str) -> tuple[str, str | None]:
     """(message, hint) for a failed step; an unexpected exception's traceback goes to the log."""
     if isinstance(exc, QmdError):
@@ -102,7 +109,7 @@ def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = F
     ledger = records.Ledger(layout)
     for index, (message, hint) in indexes.errors.items():
         failure = ledger.record_failure(None, index, [], "update", f"config of index {index}: {message}", hint)
-        log.error("index %s: %s", index, message)
+        log.error("%s: %s", index_name(index), message)
         result.failures.append(_summary(failure))
     for index in set(indexes.keys) - set(indexes.errors):
         ledger.clear(None, index, ("update",))
@@ -185,7 +192,7 @@ class _IndexRun:
         failure = self.ledger.record_failure(repo, self.index, self.repos[repo], step, message, hint)
         self.failed[repo] = failure
         self.result.failures.append(_summary(failure))
-        self.log.error("%s → index %s: %s failed (attempt %d%s): %s", repo, self.index, step, failure.attempts, ", dead" if failure.dead else "", message)
+        self.log.error("%s → %s: %s failed (attempt %d%s): %s", repo, index_name(self.index), step, failure.attempts, ", dead" if failure.dead else "", message)
 
     def fail_all(self, exc: BaseException, what: str) -> None:
         message, hint = _describe(exc, self.log, what)
@@ -193,11 +200,11 @@ class _IndexRun:
             self.fail(repo, "update", message, hint)
 
     def waiting(self) -> None:
-        self.log.info("index %s: waiting for its writer lock", self.index)
+        self.log.info("%s: waiting for its writer lock", index_name(self.index))
 
     def say(self, line: str) -> None:
         """One line of the embed's progress (qmd.ProgressLines): what it is about to do, then how far it is."""
-        self.log.info("index %s: %s", self.index, line)
+        self.log.info("%s: %s", index_name(self.index), line)
 
     def updated(self, report: qmd.UpdateReport) -> None:
         self.result.documents_updated += sum(coll.new + coll.updated + coll.removed for coll in report.collections)
@@ -213,13 +220,13 @@ class _IndexRun:
                 self.ledger.clear(repo, self.index, ("update",))
         if report.embed_skipped is not None:
             self.result.embed_skipped[self.index] = report.embed_skipped
-            self.log.info("index %s: embedding skipped: %s", self.index, report.embed_skipped)
+            self.log.info("%s: embedding skipped: %s", index_name(self.index), report.embed_skipped)
         elif report.embed is not None:
             embedded = report.embed
             self.result.chunks_embedded += embedded.chunks
-            self.log.info("index %s: embedded %s: %d documents, %d chunks in %.1fs", self.index, ", ".join(report.embedded), embedded.documents, embedded.chunks, embedded.seconds)
+            self.log.info("%s: embedded %s: %d documents, %d chunks in %.1fs", index_name(self.index), ", ".join(report.embedded), embedded.documents, embedded.chunks, embedded.seconds)
         elif report.embed_error is not None:
-            message, hint = _describe(report.embed_error, self.log, f"index {self.index} embed")
+            message, hint = _describe(report.embed_error, self.log, f"{index_name(self.index)} embed")
             for repo, names in self.repos.items():
                 if repo not in self.failed and set(names) & set(report.embedded):
                     self.fail(repo, "embed", message, hint)
@@ -235,14 +242,14 @@ def _run_index(ledger: records.Ledger, log: logging.Logger, configured: harness.
         paths = configured.paths()
         store = qmd.Store(paths.index_path, paths.config_path, config=configured.config)  # the config routing read
     except Exception as exc:  # the config was readable a moment ago; anything can happen to files
-        run.fail_all(exc, f"index {run.index}")
+        run.fail_all(exc, index_name(run.index))
         return run.failed
     union = sorted({name for names in repos.values() for name in names})
     try:
-        log.info("index %s: updating %s for %d repo(s)", run.index, ", ".join(union), len(repos))
+        log.info("%s: updating %s for %d repo(s)", index_name(run.index), ", ".join(union), len(repos))
         report = store.refresh(union, run_commands=False, on_wait=run.waiting, on_updated=run.updated, embed_progress=qmd.ProgressLines(run.say))
     except Exception as exc:
-        run.fail_all(exc, f"index {run.index} update")
+        run.fail_all(exc, f"{index_name(run.index)} update")
         return run.failed
     finally:
         store.close()

@@ -92,10 +92,13 @@ def dash_word(args: list[str], rejected: Sequence[str], options: Mapping[str, bo
     if "--" in rest:
         rest = rest[: rest.index("--")]
 
-    def is_word(arg: str) -> bool:  # one dash, a letter or more after it, and no option of the command
-        return len(arg) > 2 and arg[0] == "-" and arg[1] != "-" and arg not in options and not options.get(arg[:2], False)
+    def dashed(arg: str) -> bool:  # `-word`, or `-1`: one dash and a character that is no short option's letter
+        return arg[:1] == "-" and arg[1:2] not in ("", "-") and (len(arg) > 2 or not arg[1].isalpha())
 
-    typed = next((a for a in rest if len(a) > 2 and a[0] == "-" and a[1] != "-" and a.startswith(tuple(rejected))), None)
+    def is_word(arg: str) -> bool:  # dashed, and no option of the command
+        return dashed(arg) and arg not in options and not options.get(arg[:2], False)
+
+    typed = next((a for a in rest if dashed(a) and a.startswith(tuple(rejected))), None)
     if typed is None:
         return None
     head: list[str] = []

@@ -236,7 +236,7 @@ def format_document(doc: Document, fmt: str, line_numbers: bool = True, name: st
     """One document from `get`: a header then its lines (numbered unless asked not to).
     `name`: what to show instead of the qmd:// URI (--full-path, or `?index=NAME`)."""
     name = name or doc.uri
-    body = numbered(doc.text, doc.from_line) if line_numbers else doc.text
+    body = numbered(doc.text, doc.from_line) if line_numbers and doc.lines_shown else doc.text  # `-l 0`: no "1: " line
     if fmt == "json":
         row: dict[str, Any] = {"file": name, "docid": f"#{doc.docid}", "title": doc.title}
         if doc.context:
@@ -252,7 +252,7 @@ def format_document(doc: Document, fmt: str, line_numbers: bool = True, name: st
     if fmt == "files":
         return f"#{doc.docid},{line_safe(name)}" + (f",{_csv_field(doc.context)}" if doc.context else "") + "\n"
     ctx = f"Folder Context: {line_safe(doc.context, newlines=True)}\n" if doc.context else ""
-    return f"{line_safe(name)}  #{doc.docid}\n{ctx}---\n\n{body}\n"
+    return f"{line_safe(name)}  #{doc.docid}\n{ctx}---\n" + (f"\n{body}\n" if doc.lines_shown else "")
 
 
 def _multi_body(item: MultiGetItem, line_numbers: bool) -> str:

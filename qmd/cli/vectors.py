@@ -54,6 +54,10 @@ def print_embed_report(report: EmbedReport, named: list[str] | None = None) -> N
         err(f"Chunk strategy: {report.recut} documents re-embedded (their cut changed), {report.relabeled} kept their vectors (same cut)")
     rate = report.chunks / report.seconds if report.seconds else 0.0
     scope = f" in {', '.join(dict.fromkeys(named))}" if named else ""
+    if not report.documents and report.already:  # a no-op: not "Embedded 0 documents"
+        held = "The 1 document" + scope + " already has" if report.already == 1 else f"All {report.already} documents{scope} already have"
+        err(f"{held} vectors for {report.model}; nothing to embed")
+        return
     err(f"Embedded {report.documents} documents{scope} ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already}{scope} were already embedded")
 
 

@@ -93,6 +93,7 @@ class Document:
     total_lines: int
     context: str | None = None
     abs_path: str | None = None
+    shown: int | None = None  # the lines selected (0 for `-l 0`; one empty line is 1); None: counted from `text`
 
     @property
     def uri(self) -> str:
@@ -100,6 +101,8 @@ class Document:
 
     @property
     def lines_shown(self) -> int:
+        if self.shown is not None:
+            return self.shown
         return self.text.count("\n") + 1 if self.text else 0
 
 

@@ -10,7 +10,8 @@ model over evidence the pipeline already has:
 - coverage: the share of the question's content words (qmd's stop-words out, stemmed by
   FTS5's own porter tokenizer) that the document holds, each matched as the index matches a
   plain term (a stored stem starting with the word's stem);
-- unmatched: the share of those words that match no document searched at all;
+- unmatched: the share of those words that match no document searched at all (a word a
+  shown hit holds where the index holds it too is matched without asking: `Judged.held`);
 - BM25: the hit's normalised score |s| / (1 + |s|), and whether it holds every term;
 - vectors: the hit's cosine as a z-score against what a cosine means for this model in this
   index: the question's cosines with a fixed sample of the index's chunks (VectorScale), and
@@ -28,12 +29,12 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 
-from qmd.core.records import record
+from qmd.core.records import field, record
 from qmd.search.syntax import STOPWORDS, parse_query
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Collection, Iterable, Sequence
     from typing import Any
 
     from qmd.backends.base import DocRow, Nearest, VectorModel
@@ -52,10 +53,13 @@ def stems(text: str) -> list[str]:
 
 @record(frozen=True)
 class Word:
-    """A content word of the question and its stems (a word like `r6g.8xlarge` has two)."""
+    """A content word of the question and its stems (a word like `foo_bar` has two)."""
 
     text: str
     stems: tuple[str, ...]
+    # One stem, no CJK, and the index's prefix query for it reads that stem: a keyword search
+    # for it matches exactly the documents holding a stem that starts with it (see `held`).
+    plain: bool = False
 
 
 # The word after "how" that asks for the kind of answer ("how many", "how long"): a note
@@ -76,15 +80,22 @@ def content_words(question: str) -> list[Word]:
         key = tuple(stems(word))
         if key and key not in seen:
             seen.add(key)
-            out.append(Word(word, key))
+            out.append(Word(word, key, _plain(word, key)))
     return out
+
+
+def _plain(word: str, key: tuple[str, ...]) -> bool:
+    from qmd.backends.sql import fts5_tokens
+    from qmd.core.text import has_cjk
+
+    return len(key) == 1 and not has_cjk(word) and tuple(fts5_tokens(word, query=True, prefix=True)) == key
 
 
 class StemSet:
     """A document's stems, sorted, to ask whether any starts with a word's stem."""
 
-    def __init__(self, text: str) -> None:
-        self.sorted = sorted(set(stems(text)))
+    def __init__(self, text: str, found: Iterable[str] = ()) -> None:
+        self.sorted = sorted(set(stems(text)).union(found))
 
     def has(self, stem: str) -> bool:
         i = bisect_left(self.sorted, stem)
@@ -102,15 +113,72 @@ def coverage(words: Sequence[Word], text: str) -> float:
     return sum(1 for w in words if found.holds(w)) / len(words)
 
 
-def unmatched_words(backend: Searchable, words: Sequence[Word], scope: list[str] | None, where: Filter | None = None) -> list[str]:
-    """The words no searched document holds (one one-row keyword search each)."""
+def read_document(words: Sequence[Word], row: DocRow, text: str) -> tuple[float, set[str]]:
+    """The coverage of `words` in the document (`coverage` of its path, title and text), and
+    the plain words it holds where the full-text index holds them as they are: its path, title
+    and body after the front matter (the index has the front matter's values, not its YAML),
+    none when those hold CJK (the index splits CJK runs into characters). A shown hit holding
+    such a word is a document a keyword search for the word finds (`unmatched_words`)."""
+    if not words:
+        return 0.0, set()
+    front, body = split_front(text, row.body_line)
+    indexed = f"{row.path}\n{row.title}\n{body}"
+    own = stems(indexed)  # the tokens of document_text are those of its lines: the two parts' union
+    found = StemSet(front, own)
+    held = sum(1 for w in words if found.holds(w)) / len(words)
+    plain = [w for w in words if w.plain and found.holds(w)]
+    if not plain:
+        return held, set()
+    from qmd.core.text import has_cjk
+
+    if has_cjk(indexed):
+        return held, set()
+    sure = found if not front else StemSet("", own)
+    return held, {w.text for w in plain if sure.holds(w)}
+
+
+def split_front(text: str, body_line: int) -> tuple[str, str]:
+    """(front matter, body) of a document's text, the body starting at line `body_line`."""
+    at = 0
+    for _ in range(body_line - 1):
+        at = text.find("\n", at) + 1
+        if not at:
+            return text, ""
+    return text[:at], text[at:]
+
+
+def held_by_all(words: Sequence[Word], question: str) -> set[str]:
+    """The plain words every document of a keyword search's all-terms list holds: a word whose
+    stem starts a token of one of the question's terms (that document holds the token, or for
+    a plain term's last token one starting with it)."""
+    from qmd.backends.sql import fts5_tokens
+    from qmd.core.text import has_cjk
+
+    tokens = [t for term in parse_query(question).positive if not has_cjk(term.text) for t in fts5_tokens(term.text, query=True, prefix=not term.phrase)]
+    return {w.text for w in words if w.plain and any(t.startswith(w.stems[0]) for t in tokens)}
+
+
+def unmatched_words(
+    backend: Searchable, words: Sequence[Word], scope: list[str] | None, where: Filter | None = None, held: Collection[str] = (),
+) -> list[str]:
+    """The words no searched document holds: one one-row keyword search each, but for the
+    words `held` by a shown hit (`Judged.held`: a searched document a keyword search finds)."""
     from qmd.backends.base import Term, TextQuery
 
     out = []
     for w in words:
-        if not backend.bm25(TextQuery((Term(w.text),), (), True), 1, scope, set(), where):
+        if w.text not in held and not backend.bm25(TextQuery((Term(w.text),), (), True), 1, scope, set(), where):
             out.append(w.text)
     return out
+
+
+@record
+class Judged:
+    """What judging a page of hits learnt of the question: its content words, and those a
+    shown hit holds as the index does (`unmatched_words` need not search for them)."""
+
+    words: list[Word]
+    held: set[str] = field(default_factory=set)
 
 
 # --- vectors ---------------------------------------------------------------------------
@@ -129,13 +197,21 @@ class VectorScale:
         return (cosine - self.mean) / self.std
 
 
-def vector_scale(backend: Searchable, model: VectorModel, query: Sequence[float]) -> VectorScale | None:
-    """How the question's vector meets a fixed sample of the index's chunks (None: fewer than
-    8 chunks). Read each time (a few ms): an index that changes changes its sample."""
+def vector_sample(backend: Searchable, model: VectorModel) -> Any:
+    """The index's fixed sample of the model's chunk vectors, as a float32 matrix (no rows:
+    shape (0, 0)). Read by `vector_scale`; a caller may keep it while the index is unchanged
+    (`Reader.scale`: the same rows while the chunks are the same)."""
     import numpy as np
 
     rows = backend.vector_sample(model, SAMPLE_CHUNKS)
-    sample = np.array(rows, dtype=np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
+    return np.array(rows, dtype=np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
+
+
+def vector_scale(sample: Any, query: Sequence[float]) -> VectorScale | None:
+    """How the question's vector meets the `sample` of the index's chunks (`vector_sample`;
+    None: fewer than 8 chunks)."""
+    import numpy as np
+
     if sample.ndim != 2 or sample.shape[0] < 8 or sample.shape[1] != len(query):
         return None
     q = np.asarray(query, dtype=np.float32)
@@ -230,39 +306,46 @@ def leads(scores: Sequence[float]) -> list[float]:
 THRESHOLD = 0.37
 
 
-def document_text(row: DocRow, text: str) -> str:
-    """What coverage reads of a document: its path, title and text (as FTS5 indexes them)."""
-    return f"{row.path}\n{row.title}\n{text}"
-
-
 def _judge(kind: str, hit: SearchHit, ev: Evidence) -> None:
     hit.confidence = round(confidence(kind, ev), 4)
     hit.evidence = ev.as_dict()
 
 
-def judge_keyword(hits: Sequence[SearchHit], docs: Sequence[tuple[DocRow, str]], page: Sequence[FtsHit], listed: Sequence[FtsHit], question: str) -> None:
+def judge_keyword(hits: Sequence[SearchHit], docs: Sequence[tuple[DocRow, str]], page: Sequence[FtsHit], listed: Sequence[FtsHit], question: str) -> Judged:
     """`search`'s confidence of each hit (`page`: their BM25 hits; `listed`: the list they
     were cut from, one longer than the page, for the leads)."""
-    words = content_words(question)
+    judged = Judged(content_words(question))
+    words = judged.words
     lead = dict(zip((h.doc_id for h in listed), leads([h.score for h in listed])))
     first = listed[0].doc_id if listed else None
+    every = False
     for hit, (row, text), fts in zip(hits, docs, page):
-        cover = 1.0 if fts.match == "all" and words else coverage(words, document_text(row, text))
+        if fts.match == "all" and words:
+            cover, every = 1.0, True
+        else:
+            cover, held = read_document(words, row, text)
+            judged.held |= held
         _judge("search", hit, Evidence(cover, fts.doc_id == first, fts.score, lead[fts.doc_id]))
+    if every:
+        judged.held |= held_by_all(words, question)
+    return judged
 
 
 def judge_vector(
     hits: Sequence[SearchHit], docs: Sequence[tuple[DocRow, str]], page: Sequence[Nearest], listed: Sequence[Nearest], question: str, scale: VectorScale | None,
-) -> None:
+) -> Judged:
     """`vsearch`'s confidence of each hit (`page`: their nearest rows; `listed`: the list they
     were cut from, one longer than the page, for the leads)."""
-    words = content_words(question)
+    judged = Judged(content_words(question))
     zs = [scale.z(s) if scale else 0.0 for _, s, _ in listed]
     lead = dict(zip((d for d, _, _ in listed), leads(zs)))
     z = dict(zip((d for d, _, _ in listed), zs))
     first = listed[0][0] if listed else None
     for hit, (row, text), (doc, _, _) in zip(hits, docs, page):
-        _judge("vsearch", hit, Evidence(coverage(words, document_text(row, text)), doc == first, z=z[doc], z_lead=lead[doc]))
+        cover, held = read_document(judged.words, row, text)
+        judged.held |= held
+        _judge("vsearch", hit, Evidence(cover, doc == first, z=z[doc], z_lead=lead[doc]))
+    return judged
 
 
 class QueryJudge:
@@ -271,7 +354,8 @@ class QueryJudge:
     vector list the keyword model (search's) judges, without a keyword list the vector one."""
 
     def __init__(self, lists: Sequence[RankedList], scale: VectorScale | None, question: str, first: int | None) -> None:
-        self.words = content_words(question)
+        self.judged = Judged(content_words(question))  # its held words grow with each hit judged
+        self.words = self.judged.words
         keyword = next((x for x in lists if x.kind == "bm25"), None)
         vector = next((x for x in lists if x.kind == "vector"), None)
         self.kind = "query" if keyword and vector else "vsearch" if vector else "search"
@@ -283,11 +367,15 @@ class QueryJudge:
         self.z_floor = min(zs) if zs else 0.0  # a document the vector list does not hold is at most this near
         self.first = first
 
-    def __call__(self, hit: SearchHit, doc: int, text: str, rerank: float | None) -> None:
+    def __call__(self, hit: SearchHit, row: DocRow, text: str, rerank: float | None) -> None:
+        """Judge `hit`, the document `row` whose text is `text`."""
+        doc = row.id
         bm25 = self.bm25.get(doc, 0.0)
         z = self.z.get(doc, self.z_floor)
+        cover, held = read_document(self.words, row, text)
+        self.judged.held |= held
         ev = Evidence(
-            coverage(self.words, text), doc == self.first, bm25, bm25 - _best_other(self.bm25_top, doc in self.bm25, bm25),
+            cover, doc == self.first, bm25, bm25 - _best_other(self.bm25_top, doc in self.bm25, bm25),
             z, z - _best_other(self.z_top, doc in self.z, z), rerank,
         )
         _judge(self.kind, hit, ev)

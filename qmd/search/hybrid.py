@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from qmd.core.cancel import checkpoint
 from qmd.core.errors import QmdError
-from qmd.search.confidence import QueryJudge, VectorScale, document_text, unmatched_words, vector_scale
+from qmd.search.confidence import QueryJudge, VectorScale, unmatched_words, vector_sample, vector_scale
 from qmd.search.fts import bm25_search
 from qmd.search.fusion import RankedList, blend, blend_weight, coverage, feedback_list, feedback_seeds, feedback_terms, fuse_lists, list_label
 from qmd.search.syntax import STOPWORDS, parse_query
@@ -88,6 +88,7 @@ class QueryContext:
     hit: HitMaker
     pending: Callable[[VectorModel], int] | None = None  # documents in scope without vectors of the model (for the notice)
     why: WhyTarget | None = None  # the document `why` asks about (qmd/search/why.py)
+    scale: Callable[[VectorModel, Sequence[float]], VectorScale | None] | None = None  # the question's VectorScale (cached by the Store); None: read here
 
 
 @dataclass
@@ -279,7 +280,7 @@ def run_query(ctx: QueryContext, request: QueryRequest, progress: Progress | Non
     judge = QueryJudge(named, plan.scale, question, ranked[0].doc_id if ranked else None)
     hits = make_hits(ctx, ranked, request, docs, sorted(words | intent_words), typed=bool(typed.searches), judge=judge)
     result = QueryResult(hits, plan.stages, [{"type": s.type, "query": s.text} for s in plan.searches], plan.notices, {})
-    result.unmatched = unmatched_words(ctx.backend, judge.words, ctx.scope)
+    result.unmatched = unmatched_words(ctx.backend, judge.words, ctx.scope, held=judge.judged.held)
     if vectors is not None and plan.stages.vector:
         result.model = vectors.embedder.info.name
         result.pending = ctx.pending(vectors.model) if ctx.pending is not None else 0
@@ -379,7 +380,7 @@ def vector_lists(ctx: QueryContext, lists: list[tuple[str, str, float, str]], ve
         embedded = embedder.embed(query_inputs(embedder, distinct))
     found: list[list[tuple[int, float]]] = []
     with timer("vector"):
-        plan.scale = vector_scale(ctx.backend, vectors.model, embedded[0]) if embedded else None  # the question's vector: the first asked
+        plan.scale = question_scale(ctx, vectors.model, embedded[0]) if embedded else None  # the question's vector: the first asked
         for qvec in embedded:
             checkpoint()
             found.append([(d, s) for d, s, _ in ctx.backend.nearest_documents(vectors.model, qvec, LIST_DEPTH, ctx.scope)])
@@ -471,6 +472,11 @@ def rerank(
     return True
 
 
+def question_scale(ctx: QueryContext, model: VectorModel, query: Sequence[float]) -> VectorScale | None:
+    """What a cosine means for the question's vector in this index (the Store's cached sample)."""
+    return ctx.scale(model, query) if ctx.scale is not None else vector_scale(vector_sample(ctx.backend, model), query)
+
+
 def make_hits(
     ctx: QueryContext, ranked: list[Candidate], request: QueryRequest, docs: Documents, words: list[str], typed: bool = False, judge: QueryJudge | None = None,
 ) -> list[SearchHit]:
@@ -485,7 +491,7 @@ def make_hits(
         row = docs.rows[c.doc_id]
         hit = ctx.hit(row, docs.texts[row.hash], c.score, "hybrid", words, request.snippet_chars, chunk=c.chunk, lengths=lengths)
         if judge is not None:
-            judge(hit, c.doc_id, document_text(row, docs.texts[row.hash]), c.rerank)
+            judge(hit, row, docs.texts[row.hash], c.rerank)
         if request.explain:
             hit.explain = explained(c, typed)
         hits.append(hit)

@@ -279,7 +279,7 @@ class ToolService:
         line_numbers = bool_arg("lineNumbers", args.get("lineNumbers", False))
         with self.using(scope) as store:
             doc = store.get(ref, from_line, max_lines)
-        body = numbered(doc.text, doc.from_line) if line_numbers and doc.text else doc.text
+        body = numbered(doc.text, doc.from_line) if line_numbers and doc.lines_shown else doc.text
         last = doc.from_line + max(doc.lines_shown, 1) - 1
         structured = {
             "docid": f"#{doc.docid}", "file": doc.uri, "title": doc.title, "context": doc.context,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every CLI call)
 
 from qmd.core.errors import NotFoundError, QmdError
-from qmd.search.confidence import THRESHOLD, content_words, judge_keyword, judge_vector, unmatched_words, vector_scale
+from qmd.search.confidence import THRESHOLD, Judged, VectorScale, judge_keyword, judge_vector, unmatched_words, vector_sample, vector_scale
 from qmd.search.fts import bm25_search
 from qmd.search.snippets import make_snippet
 from qmd.search.syntax import parse_query
@@ -20,6 +20,9 @@ from qmd.core.results import Document, FileEntry, MultiGetItem, QueryResult, Sea
 from qmd.store.state import IndexState
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
     from qmd.backends.base import VectorModel
     from qmd.core.filters import Filter
     from qmd.llm.roles import EmbeddingModel
@@ -56,6 +59,7 @@ class Reader:
         self.state = state
         self._models = models  # built on first use: a keyword search never loads the model code
         self._pending: tuple[tuple[object, ...], int] | None = None
+        self._sample: tuple[tuple[object, ...], Any] | None = None
 
     def hit(
         self,
@@ -87,6 +91,10 @@ class Reader:
         return content_hash[: self.state.db().docid_lengths([content_hash])[content_hash]]
 
     def search(self, request: SearchRequest, where: Filter | None = None) -> list[SearchHit]:
+        return self._search(request, where)[0]
+
+    def _search(self, request: SearchRequest, where: Filter | None = None) -> tuple[list[SearchHit], Judged]:
+        """`search`'s hits, and what judging them learnt of the question (for `unmatched_words`)."""
         limit = checked(request.limit, request.min_score)
         parsed = parse_query(request.text)
         backend = self.state.db()
@@ -104,10 +112,13 @@ class Reader:
             self.hit(*found[h.doc_id], h.score, h.match, words, request.snippet_chars, request.line_numbers, full=request.full, lengths=lengths)
             for h in hits
         ]
-        judge_keyword(out, [found[h.doc_id] for h in hits], hits, listed, request.text)
-        return out
+        return out, judge_keyword(out, [found[h.doc_id] for h in hits], hits, listed, request.text)
 
     def vsearch(self, request: SearchRequest, where: Filter | None = None) -> VectorSearch:
+        return self._vsearch(request, where)[0]
+
+    def _vsearch(self, request: SearchRequest, where: Filter | None = None) -> tuple[VectorSearch, Judged]:
+        """`vsearch`'s hits, and what judging them learnt of the question (for `unmatched_words`)."""
         limit = checked(request.limit, request.min_score)
         from qmd.search.vector import current_model
 
@@ -128,8 +139,8 @@ class Reader:
             self.hit(*rows[doc_id], similarity, "vector", words, request.snippet_chars, request.line_numbers, chunk, request.full, lengths)
             for doc_id, similarity, chunk in found
         ]
-        judge_vector(out, [rows[doc_id] for doc_id, _, _ in found], found, listed, request.text, vector_scale(backend, model, query))
-        return VectorSearch(out, embedder.info.name, pending)
+        judged = judge_vector(out, [rows[doc_id] for doc_id, _, _ in found], found, listed, request.text, self.scale(model, query))
+        return VectorSearch(out, embedder.info.name, pending), judged
 
     def pending(self, model: VectorModel, wanted: list[str]) -> int:
         """Documents of the `wanted` collections whose current content has no vectors for
@@ -142,6 +153,17 @@ class Reader:
         if self._pending is None or self._pending[0] != key:
             self._pending = (key, pending_count(backend, model, wanted))
         return self._pending[1]
+
+    def scale(self, model: VectorModel, query: Sequence[float]) -> VectorScale | None:
+        """What a cosine means for `query` in this index (the confidence's). The sample of
+        chunk vectors is read once (256 seeks and lookups) and kept until the index changes:
+        another connection commits (the backend's change token), this Store writes, or the
+        connection is another (a token is only comparable on one connection)."""
+        backend = self.state.db()
+        key = (backend.connection(), model.id, backend.change_token(), self.state.writes)
+        if self._sample is None or self._sample[0] != key:
+            self._sample = (key, vector_sample(backend, model))
+        return vector_scale(self._sample[1], query)
 
     def query(self, request: QueryRequest, progress: Callable[[str], None] | None, where: Filter | None = None) -> QueryResult:
         check_min_score(request.min_score)
@@ -156,7 +178,7 @@ class Reader:
         wanted, _ = self.state.embeddable(scope)
         context = QueryContext(
             narrowed(self.state.db(), where), scope, self._models(), self.hit, lambda model: self.pending(model, wanted),
-            None if request.why is None else self._why_target(request.why, scope, where),
+            None if request.why is None else self._why_target(request.why, scope, where), scale=self.scale,
         )
         result = run_query(context, request, progress)
         result.threshold = self.threshold(request)
@@ -201,11 +223,12 @@ class Reader:
             outcome = Outcome(result.hits, {}, result.notices, result.stages.as_dict(), result.searches, result.timings_ms, result.model, result.pending, result.why, unmatched=result.unmatched)
         else:
             if request.vector:
-                found = self.vsearch(request, where)
+                found, judged = self._vsearch(request, where)
                 outcome = Outcome(found.hits, model=found.model, pending=found.pending)
             else:
-                outcome = Outcome(self.search(request, where))
-            outcome.unmatched = unmatched_words(self.state.db(), content_words(request.text), self.state.search_scope(request.collections), where)
+                hits, judged = self._search(request, where)
+                outcome = Outcome(hits)
+            outcome.unmatched = unmatched_words(self.state.db(), judged.words, self.state.search_scope(request.collections), where, judged.held)
         outcome.threshold = self.threshold(request)
         wanted = {h.collection for h in outcome.hits}
         outcome.roots = {name: str(coll.path) for name, coll in self.state.collections().items() if name in wanted}
@@ -240,7 +263,7 @@ class Reader:
         return Document(
             docid=self.docid(row.hash), collection=row.collection, path=row.path, title=row.title,
             text="\n".join(lines[first - 1 : last]), from_line=first, total_lines=len(lines),
-            context=self.state.context(row.collection, row.path), abs_path=refs.abs_path(colls, row),
+            context=self.state.context(row.collection, row.path), abs_path=refs.abs_path(colls, row), shown=max(last - first + 1, 0),
         )
 
     def multi_get(self, pattern: str, max_lines: int | None, max_bytes: int, cwd: str | None) -> list[MultiGetItem]:

@@ -85,8 +85,8 @@ def test_a_run_says_what_it_embeds_and_how_far_it_is_on_stderr_and_in_its_log(en
     assert "\r" not in proc.stderr and proc.stdout.startswith("1 request(s), 1 repo(s) updated")  # the result on stdout, as before
     log = (state / "logs" / "updater.log").read_text()
     assert "\r" not in log
-    for said in (proc.stderr.splitlines(), [line.split("] ", 1)[1] for line in log.splitlines() if "] index index: " in line]):
-        lines = [line.removeprefix("index index: ") for line in said if line.startswith("index index: ")]
+    for said in (proc.stderr.splitlines(), [line.split("] ", 1)[1] for line in log.splitlines() if "] index: " in line]):
+        lines = [line.removeprefix("index: ") for line in said if line.startswith("index: ")]
         assert lines[1:4] == [
             "embedding 2 documents of notes that were never embedded",
             f"loading embedding model tiny-embed ({human_size(tiny_models['embed'].stat().st_size)})…",
@@ -100,7 +100,7 @@ def test_a_run_says_what_it_embeds_and_how_far_it_is_on_stderr_and_in_its_log(en
 
     commit(enrolled, "rollback.md", "# Rollback\n\nFlip the load balancer back to green.\n")
     proc = run_qmd("updater", "run")
-    assert proc.returncode == 0 and "index index: re-embedding 1 changed document of notes" in proc.stderr.splitlines(), proc.stderr
+    assert proc.returncode == 0 and "index: re-embedding 1 changed document of notes" in proc.stderr.splitlines(), proc.stderr
 
 
 BULK = 240  # enough batches (32 chunks each) that a stopped run is always caught between two of them

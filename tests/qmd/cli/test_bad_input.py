@@ -375,6 +375,8 @@ def test_dash_query_in_a_subprocess(indexed: Path, fast: str) -> None:
         (["search", "-rollback"], "No such option: -rollback", "qmd search -- -rollback"),
         (["search", "nightly", "-rollback", "--json", "-n", "3"], "No such option: -rollback", "qmd search --json -n 3 -- nightly -rollback"),
         (["search", "-nginx"], "Invalid value for '-n': 'ginx'", "qmd search -- -nginx"),
+        (["search", "-1"], "No such option: -1", "qmd search -- -1"),  # a number-like word (issue 27)
+        (["query", "rollback", "-2", "-n", "3"], "No such option: -2", "qmd query -n 3 -- rollback -2"),
         (["vsearch", "-c", "small", "undo", "-rollback"], "No such option: -rollback", "qmd vsearch -c small -- undo -rollback"),
         (["--index", "work", "query", "how do we", "-rollback"], "No such option: -rollback", "qmd --index work query -- 'how do we' -rollback"),
     ],

@@ -140,3 +140,18 @@ def test_mcp_multi_get_takes_line_ranges(tmp_path: Path, notes: Path) -> None:
         assert not listed.is_error and listed.structured["documents"][0]["file"] == "notes/nope.md:2"  # type: ignore[index]
     finally:
         service.close()
+
+
+def test_get_of_zero_lines_prints_no_body_line(demo: Path) -> None:
+    """`get FILE:1:0` and `get FILE -l 0` printed an empty "1: " line (issue 27): the header
+    only, and in JSON no lines; one empty line asked for is still numbered."""
+    for fast in ("1", "0"):
+        env = qmd_env({"QMD_FAST": fast})
+        for args in (["qmd://notes/runbooks/deploy.md?index=demo:1:0"], ["qmd://notes/runbooks/deploy.md?index=demo", "-l", "0"]):
+            got = run_qmd("get", *args, env=env)
+            assert got.returncode == 0, got.stderr
+            assert got.stdout.splitlines() == ["qmd://notes/runbooks/deploy.md?index=demo  #" + got.stdout.split("#")[1].split()[0], "---"], got.stdout
+            js = run_qmd("get", *args, "--json", env=env)
+            assert '"lines": 0' in js.stdout and '"body": ""' in js.stdout, js.stdout
+        blank = run_qmd("get", "qmd://notes/runbooks/deploy.md?index=demo:2:1", env=env)  # line 2 is empty
+        assert blank.returncode == 0 and blank.stdout.splitlines()[-1] == "2: ", blank.stdout

@@ -27,7 +27,7 @@ def test_update_embed_indexes_then_embeds(cli: Cli, notes: Path, tiny_models: di
     assert err.index("Done:") < err.index("Embedded 5 documents") and "tiny-embed" in err
     assert _pending() == 0
     code, _, err = cli("update", "--embed")
-    assert code == 0 and "Embedded 0 documents" in err and "5 were already embedded" in err
+    assert code == 0 and "All 5 documents already have vectors for tiny-embed; nothing to embed" in err and "Embedded" not in err  # a no-op says so
 
 
 def test_update_embed_says_which_documents_it_embeds_and_why(cli: Cli, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,8 +87,8 @@ def test_embed_of_named_collections_reports_only_them(cli: Cli, notes: Path, tmp
     assert cli("embed")[0] == 0
     code, _, err = cli("embed", "-c", "notes")
     assert code == 0, err
-    assert "Embedded 0 documents in notes (" in err and "; 4 in notes were already embedded" in err, err
+    assert "All 4 documents in notes already have vectors for " in err and "Embedded" not in err, err
     code, _, err = cli("embed", "-c", "other", "-c", "notes")
-    assert "; 7 in other, notes were already embedded" in err, err
+    assert "All 7 documents in other, notes already have vectors for " in err, err
     code, _, err = cli("embed")
-    assert "Embedded 0 documents (" in err and "; 7 were already embedded" in err, err
+    assert "All 7 documents already have vectors for " in err and "; nothing to embed" in err, err

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,6 +144,62 @@ def test_words_no_note_holds_are_named(store: qmd.Store) -> None:
     assert store.answer(QueryRequest("rollback the deploy", rerank=False)).unmatched == []
 
 
+def probes(monkeypatch: pytest.MonkeyPatch, store: qmd.Store) -> list[str]:
+    """The words `unmatched_words` asks the index for (its one-row, one-term keyword searches)."""
+    asked: list[str] = []
+    cls = type(store.backend)
+    real = cls.bm25
+
+    def counted(self: object, query: Any, limit: int | None, *args: Any, **kwargs: Any) -> Any:
+        if limit == 1 and len(query.terms) == 1 and not query.negated:
+            asked.append(query.terms[0].text)
+        return real(self, query, limit, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "bm25", counted)
+    return asked
+
+
+def test_only_the_words_no_shown_hit_holds_are_searched_for(store: qmd.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A word a shown hit holds (where the index holds it too) is matched without a search:
+    the hits name the same unmatched words with one search for each word they lack."""
+    from qmd.core.requests import QueryRequest, SearchRequest
+
+    asked = probes(monkeypatch, store)
+    assert store.answer(SearchRequest("zzzqqq quuxly rollback balancer")).unmatched == ["zzzqqq", "quuxly"]
+    assert asked == ["zzzqqq", "quuxly"]  # was one search per content word: rollback and balancer too
+    asked.clear()
+    assert store.answer(SearchRequest("Rollback the balancer?")).unmatched == []  # all-terms hits: no search at all
+    assert asked == []
+    assert store.answer(SearchRequest("zzzqqq rollback", vector=True)).unmatched == ["zzzqqq"]
+    assert asked == ["zzzqqq"]
+    asked.clear()
+    assert store.answer(QueryRequest("zzzqqq rollback balancer", rerank=False)).unmatched == ["zzzqqq"]
+    assert asked == ["zzzqqq"]
+
+
+def test_a_word_only_the_front_matter_yaml_holds_is_still_searched_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index holds the front matter's values, not its YAML: a word a hit's raw text holds
+    only there (`title:`) counts for its coverage, and is still searched for (none holds it)."""
+    from qmd.core.requests import SearchRequest
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "widgets.md").write_text("---\ntitle: Widget guide\n---\nWidgets spin clockwise.\n")
+    (notes / "cjk.md").write_text("# 東京の会議\n\nmeeting notes\n")
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    try:
+        s.add_collection(notes, name="notes")
+        asked = probes(monkeypatch, s)
+        found = s.answer(SearchRequest("title widgets"))
+        assert [h.path for h in found.hits] == ["widgets.md"] and found.unmatched == ["title"]
+        assert asked == ["title"]
+        asked.clear()
+        assert s.answer(SearchRequest("meeting zzzqqq")).unmatched == ["zzzqqq"]
+        assert asked == ["meeting", "zzzqqq"]  # a note with CJK: the index splits its runs, so its words are searched for
+    finally:
+        s.close()
+
+
 def test_the_threshold_comes_from_the_request_the_config_or_the_default(store: qmd.Store, world: dict[str, Path]) -> None:
     from qmd.core.requests import SearchRequest
 
@@ -227,7 +284,7 @@ def test_a_bad_min_confidence_is_one_line(on_cli: None, cli: Cli, command: str) 
 def test_the_sample_of_chunk_vectors_on_each_backend(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, index_backend: str) -> None:
     """What a cosine means in an index is read from a fixed sample of its chunk vectors: the
     same ones on every call, at most the size asked, each of the model's dimensions."""
-    from qmd.search.confidence import vector_scale
+    from qmd.search.confidence import vector_sample, vector_scale
     from qmd.search.vector import current_model
 
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
@@ -244,9 +301,67 @@ def test_the_sample_of_chunk_vectors_on_each_backend(tmp_path: Path, tiny_models
         assert len(sample) == s.vector_status().chunks and all(len(v) == model.dims for v in sample)
         assert [list(v) for v in s.backend.vector_sample(model, 256)] == sample
         assert len(s.backend.vector_sample(model, 3)) == 3
-        scale = vector_scale(s.backend, model, sample[0])
+        scale = vector_scale(vector_sample(s.backend, model), sample[0])
         assert scale is not None and scale.z(1.0) > scale.z(scale.mean) == 0.0
         hits = s.vsearch("rollback load balancer").hits
         assert hits and all(h.confidence is not None and 0.0 <= h.confidence <= 1.0 for h in hits)
+    finally:
+        s.close()
+
+
+def test_the_sample_is_read_once_until_the_index_changes(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, index_backend: str) -> None:
+    """A Store reads the sample of chunk vectors once, and again after the index changed
+    (its own write or another connection's): the scale is always the fresh sample's."""
+    from qmd.search.confidence import vector_sample, vector_scale
+    from qmd.search.vector import current_model
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for name, text in list(NOTES.items())[:8]:
+        (notes / name).write_text(text)
+    paths = (tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    s = qmd.Store(*paths)
+    try:
+        s.add_collection(notes, name="notes")
+        s.embed()
+        reads: list[int] = []
+        cls = type(s.backend)
+        real = cls.vector_sample
+
+        def counted(self: object, model: Any, size: int) -> Any:
+            rows = real(self, model, size)
+            reads.append(len(rows))
+            return rows
+
+        monkeypatch.setattr(cls, "vector_sample", counted)
+        model = current_model(s.backend, s.embedder())
+        q = list(s.embedder().embed_query("rollback"))
+
+        def fresh() -> object:
+            return vector_scale(vector_sample(s.backend, model), q)
+
+        first = s._reader.scale(model, q)
+        s.vsearch("rollback load balancer")
+        s.query("rollback load balancer", rerank=False, expand=False)
+        assert len(reads) == 1  # one read for the three
+        assert first == fresh() and first is not None
+        reads_before = reads[0]
+        reads.clear()
+        for name, text in list(NOTES.items())[8:]:  # this Store's own write
+            (notes / name).write_text(text)
+        s.update()
+        s.embed()
+        assert s._reader.scale(model, q) == fresh() != first and len(reads) == 2 and reads[0] > reads_before  # read again (and by fresh())
+        sizes = list(reads)
+        other = qmd.Store(*paths)  # another connection's write
+        try:
+            (notes / "offsite.md").unlink()
+            other.update()
+            other.cleanup()
+        finally:
+            other.close()
+        reads.clear()
+        assert s._reader.scale(model, q) == fresh() and len(reads) == 2 and reads[0] < sizes[-1]
     finally:
         s.close()
