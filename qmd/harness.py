@@ -26,6 +26,7 @@ _EXPORTS = {
     "config_dir": "core.paths",
     "cache_dir": "core.paths",
     "models_dir": "core.paths",
+    "DEFAULT_INDEX": "core.paths",
     # files, time, locks, processes
     "read_json": "core.fileio",
     "write_json": "core.fileio",
@@ -67,7 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.fileio import read_json, replace_file, write_json, write_text
     from qmd.core.indexes import ConfiguredIndex, index_keys, local_configs, read_index
     from qmd.core.locks import FileLockHandle, lock_file, try_lock
-    from qmd.core.paths import StateLayout, cache_dir, config_dir, models_dir, state_dir
+    from qmd.core.paths import DEFAULT_INDEX, StateLayout, cache_dir, config_dir, models_dir, state_dir
     from qmd.core.process import process_alive, remove_own_record
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
     from qmd.index.folder_cache import local_trust, refresh_folder_cache

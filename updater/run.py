@@ -67,9 +67,7 @@ class RunResult:
 
 def index_name(key: str) -> str:
     """How the log names an index: `index` for the default one (not "index index"), else `index KEY`."""
-    from qmd.core.paths import DEFAULT_INDEX
-
-    return "index" if key == DEFAULT_INDEX else f"index {key}"
+    return "index" if key == harness.DEFAULT_INDEX else f"index {key}"
 
 
 def _describe(exc: BaseException, log: logging.Logger, what: str) -> tuple[str, str | None]:
