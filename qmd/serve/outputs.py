@@ -42,7 +42,7 @@ def _optional(properties: dict[str, Schema], *optional: str) -> list[str]:
 
 STR, INT, NUM, BOOL = "string", "integer", "number", "boolean"
 STR_OR_NULL, INT_OR_NULL, NUM_OR_NULL = [STR, "null"], [INT, "null"], [NUM, "null"]
-DOCID = _t(STR, "The document's short id: '#' and 6 hex digits; `get` takes it.", pattern="^#[0-9a-f]{6}$")
+DOCID = _t(STR, "The document's short id: '#' and 6 hex digits (more when documents share them); `get` takes it.", pattern="^#[0-9a-f]{6,}$")
 FILE = _t(STR, "The document's qmd://collection/path; `get` takes it.")
 
 FRESHNESS = _obj({
