@@ -1,5 +1,11 @@
 """What the MCP server offers: the four tools with their JSON schemas, and one prompt (pure).
 
+Each tool describes itself as far as the client's protocol version can read: 2025-03-26
+added `annotations` (qmd's tools only read the index: readOnlyHint, idempotentHint, not
+destructive, no open world), 2025-06-18 the tool's `title` and an `outputSchema` its
+`structuredContent` conforms to (qmd/serve/outputs.py). `tools_for(version)` leaves out
+what a version does not define.
+
 The schemas are written out, not derived from function signatures: they are what the
 model reads, so each property is one plain type with a description (no `anyOf` with
 null), every schema is closed (`additionalProperties: false`: clients that check
@@ -22,9 +28,11 @@ from qmd.serve.arguments import (
     QUERY_PARAMS,
     TOOL_DESCRIPTIONS,
 )
+from qmd.serve.outputs import OUTPUT_SCHEMAS
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 TITLES = {"query": "Search notes", "get": "Get a document", "multi_get": "Get several documents", "status": "Index status"}
+ANNOTATIONS_SINCE, OUTPUT_SCHEMA_SINCE = "2025-03-26", "2025-06-18"  # protocol versions are dates: they compare as strings
 SEARCH_TYPE_HELP = 'lex = BM25 keywords (prefix match, "phrase", -exclude); vec = a natural-language question; hyde = a short passage that looks like the answer'
 
 
@@ -75,10 +83,19 @@ INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "status": _schema({}),
 }
 
+TOOL_NAMES = ("query", "get", "multi_get", "status")
+# The newest protocol's list: every field (annotations repeat the title, for 2025-03-26, whose tools have no `title`).
 TOOLS: list[dict[str, Any]] = [
-    {"name": name, "title": TITLES[name], "description": TOOL_DESCRIPTIONS[name], "inputSchema": INPUT_SCHEMAS[name], "annotations": READ_ONLY}
-    for name in ("query", "get", "multi_get", "status")
+    {"name": name, "title": TITLES[name], "description": TOOL_DESCRIPTIONS[name], "inputSchema": INPUT_SCHEMAS[name],
+     "outputSchema": OUTPUT_SCHEMAS[name], "annotations": {"title": TITLES[name], **READ_ONLY}}
+    for name in TOOL_NAMES
 ]
+_ADDED = {"annotations": ANNOTATIONS_SINCE, "title": OUTPUT_SCHEMA_SINCE, "outputSchema": OUTPUT_SCHEMA_SINCE}
+
+
+def tools_for(version: str) -> list[dict[str, Any]]:
+    """The tools as a client of protocol `version` reads them: without the fields added later."""
+    return [{k: v for k, v in t.items() if _ADDED.get(k, "") <= version} for t in TOOLS]
 
 # --- the prompt ------------------------------------------------------------------------------
 

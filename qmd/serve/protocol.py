@@ -1,6 +1,6 @@
 """MCP's JSON-RPC methods, without the MCP SDK: one handler for stdio and Streamable HTTP.
 
-`McpHandler.handle(message, cancel)` answers one parsed JSON-RPC message and returns the
+`McpHandler.handle(message, cancel, version)` answers one parsed JSON-RPC message and returns the
 response object (None for a notification or a client's response). Served:
 
     initialize, ping, tools/list, tools/call, prompts/list, prompts/get
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 # Newest first; a client asking for another version gets the newest (the spec's rule).
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+# Streamable HTTP without an MCP-Protocol-Version header: the spec says assume this one.
+HTTP_DEFAULT_VERSION = "2025-03-26"
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 SERVED = ("initialize", "ping", "tools/list", "tools/call", "prompts/list", "prompts/get")
 
@@ -113,6 +115,7 @@ class McpHandler:
         self.log = log
         self.notify = notify  # sends a notification to the client (stdio); None where it cannot (stateless HTTP)
         self.client: str = ""  # clientInfo name/version from initialize, for the log
+        self.version = PROTOCOL_VERSIONS[0]  # negotiated by initialize (stdio); HTTP passes each request's to handle()
 
     @property
     def service(self) -> ToolService:
@@ -121,8 +124,9 @@ class McpHandler:
     def instructions(self) -> str:
         return self._instructions() if self._instructions is not None else self.service.instructions()
 
-    def handle(self, message: Any, cancel: threading.Event | None = None) -> dict[str, Any] | None:
-        """The response to one message (None: nothing to send)."""
+    def handle(self, message: Any, cancel: threading.Event | None = None, version: str | None = None) -> dict[str, Any] | None:
+        """The response to one message (None: nothing to send); `version`: the protocol version
+        this request speaks (stateless HTTP: its header), else the one initialize negotiated."""
         if not isinstance(message, dict):
             return self._refuse(None, INVALID_REQUEST, "Invalid Request: a JSON-RPC message is an object")
         if "method" not in message:
@@ -142,7 +146,7 @@ class McpHandler:
         try:
             if not isinstance(params, dict):
                 raise RpcError(INVALID_PARAMS, f"Invalid params: {method} takes an object")
-            result = self._dispatch(method, params, cancel)
+            result = self._dispatch(method, params, cancel, version or self.version)
         except RpcError as exc:
             return self._refuse(msg_id, exc.code, exc.message, exc.data, method)
         except Cancelled:
@@ -164,15 +168,15 @@ class McpHandler:
         self.log(escape(f"rpc error {code} {method or '-'}: {message}"))
         return error_response(msg_id, code, message, data)
 
-    def _dispatch(self, method: str, params: dict[str, Any], cancel: threading.Event | None) -> dict[str, Any] | None:
+    def _dispatch(self, method: str, params: dict[str, Any], cancel: threading.Event | None, version: str) -> dict[str, Any] | None:
         if method == "initialize":
             return self.initialize(params)
         if method == "ping":
             return {}
         if method == "tools/list":
-            from qmd.serve.catalog import TOOLS
+            from qmd.serve.catalog import tools_for
 
-            return {"tools": TOOLS}
+            return {"tools": tools_for(version)}
         if method == "tools/call":
             return self.call_tool(params, cancel)
         if method == "prompts/list":
@@ -185,7 +189,7 @@ class McpHandler:
 
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocolVersion")
-        version = asked if isinstance(asked, str) and asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+        version = self.version = asked if isinstance(asked, str) and asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
         info = params.get("clientInfo")
         if isinstance(info, dict):
             self.client = f"{str(info.get('name', '?'))[:60]} {str(info.get('version', ''))[:30]}".strip()

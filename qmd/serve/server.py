@@ -47,7 +47,7 @@ from qmd.serve.logsafe import escape, escape_lines
 from qmd.serve.origin import Guard
 from qmd.serve.proof import HEADER as PROOF_HEADER
 from qmd.serve.proof import Nonces, valid_nonce
-from qmd.serve.protocol import PROTOCOL_VERSIONS, McpHandler, is_request, loads, parse_message
+from qmd.serve.protocol import HTTP_DEFAULT_VERSION, PROTOCOL_VERSIONS, McpHandler, is_request, loads, parse_message
 from qmd.serve.service import ScopedTools, ToolService
 
 MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
@@ -232,12 +232,12 @@ class HttpApp:
         elif isinstance(message, list):
             note.append(f"batch of {len(message)}")
         if isinstance(message, list) and message:
-            answer: Any = await self._watched(lambda event: [a for a in (self._handle(m, event, note, handler) for m in message) if a is not None], receive)
+            answer: Any = await self._watched(lambda event: [a for a in (self._handle(m, event, note, handler, version) for m in message) if a is not None], receive)
         elif isinstance(message, dict) and not is_request(message):
-            self._handle(message, None, note, handler)
+            self._handle(message, None, note, handler, version)
             answer = None
         else:
-            answer = await self._watched(lambda event: self._handle(message, event, note, handler), receive)
+            answer = await self._watched(lambda event: self._handle(message, event, note, handler, version), receive)
         if answer is None or answer == []:
             status[0] = 202
             await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
@@ -246,10 +246,10 @@ class HttpApp:
         status[0] = 200
         await _json(send, 200, answer)
 
-    def _handle(self, message: Any, event: threading.Event | None, note: list[str], handler: McpHandler | None = None) -> dict[str, Any] | None:
+    def _handle(self, message: Any, event: threading.Event | None, note: list[str], handler: McpHandler | None = None, version: str | None = None) -> dict[str, Any] | None:
         self._notes.current = note
         try:
-            return (handler or self.mcp).handle(message, event)
+            return (handler or self.mcp).handle(message, event, version or HTTP_DEFAULT_VERSION)
         finally:
             self._notes.current = None
 
