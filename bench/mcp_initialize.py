@@ -35,8 +35,12 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolV
 
 
 def env_for(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QMD_", "XDG_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QMD_", "XDG_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env["HOME"] = str(home)
+    # Installed packages ship .pyc files: cache bytecode in the temp home (as bench/_common.py
+    # does), or an editable checkout under PYTHONDONTWRITEBYTECODE=1 recompiles every module
+    # each start and the figures measure the compiler.
+    env["PYTHONPYCACHEPREFIX"] = str(home / "pycache")
     for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
         env[var] = str(home / sub)
     return env
