@@ -1,10 +1,14 @@
-"""How soon `qmd mcp` (stdio) answers `initialize`, against bare interpreter starts.
+"""How soon `qmd mcp` (stdio) answers `initialize` and the first tool call, against bare interpreter starts.
 
-Prints p50/p90 over N runs of: `python -I -c pass` (process start to exit), and `qmd mcp`
-(process start to the initialize response on stdout), and their ratio, all measured in
-the same run on an index with the bundled example notes (or --notes DIR).
+Prints p50/p90 over N runs of: `python -I -c pass` (process start to exit), `qmd mcp`
+(process start to the initialize response on stdout), and, each in a fresh process sent
+`initialize`, `notifications/initialized` and one `tools/call` at once (as an agent whose
+first turn calls a tool), process start to that call's answer: a keyword-only `query`
+(`searches: [{type: lex}]`), `get` of one note, `status`; and each one's ratio to
+`python -I -c pass`, all measured interleaved in the same run on an index with the
+bundled example notes (or --notes DIR; no embedding).
 
-    python bench/mcp_initialize.py [-n 30] [--notes DIR] [--cmd qmd]
+    python bench/mcp_initialize.py [-n 30] [--notes DIR] [--cmd qmd [--cmd other-qmd]]
 """
 
 from __future__ import annotations
@@ -21,12 +25,22 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+FIRST_CALLS: dict[str, dict[str, object]] = {  # the first tools/call of a session, by what it asks
+    "first query (lex only)": {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "rollback"}]}},
+    "first get": {"name": "get", "arguments": {"file": "notes/onboarding.md"}},
+    "first status": {"name": "status", "arguments": {}},
+}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
 
 
 def env_for(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QMD_", "XDG_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QMD_", "XDG_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env["HOME"] = str(home)
+    # Installed packages ship .pyc files: cache bytecode in the temp home (as bench/_common.py
+    # does), or an editable checkout under PYTHONDONTWRITEBYTECODE=1 recompiles every module
+    # each start and the figures measure the compiler.
+    env["PYTHONPYCACHEPREFIX"] = str(home / "pycache")
     for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
         env[var] = str(home / sub)
     return env
@@ -47,6 +61,26 @@ def time_initialize(cmd: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
+def time_first_call(cmd: list[str], env: dict[str, str], call: dict[str, object]) -> float:
+    """Process start to the answer of the first `tools/call`, sent right behind `initialize`."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    messages = [INIT, INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}]
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+    proc.stdin.flush()
+    while True:
+        reply = json.loads(proc.stdout.readline())
+        if reply.get("id") == 2:
+            break
+    elapsed = time.perf_counter() - started
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    result = reply.get("result", {})
+    assert not result.get("isError") and result.get("content"), reply
+    return elapsed
+
+
 def time_process(cmd: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -62,28 +96,42 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=30)
     ap.add_argument("--notes", type=Path, default=REPO / "examples" / "notes")
-    ap.add_argument("--cmd", default=shutil.which("qmd") or "qmd", help="the qmd launcher to time")
+    ap.add_argument("--cmd", action="append", help="the qmd launcher to time (default: qmd on PATH); given twice or more, each is timed, interleaved, on its own copy of the index (before/after a change)")
     args = ap.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="qmd-bench-init-"))
-    env = env_for(home)
+    cmds: list[str] = args.cmd or [shutil.which("qmd") or "qmd"]
+    homes = [Path(tempfile.mkdtemp(prefix="qmd-bench-init-")) for _ in cmds]  # each its own kept instructions
+    envs = [env_for(home) for home in homes]
+    labels = [f"[{i + 1}] " if len(cmds) > 1 else "" for i in range(len(cmds))]
     try:
-        subprocess.run([args.cmd, "collection", "add", str(args.notes), "--name", "notes"], env=env, check=True, capture_output=True)
+        for cmd, env in zip(cmds, envs):
+            subprocess.run([cmd, "collection", "add", str(args.notes), "--name", "notes"], env=env, check=True, capture_output=True)
         # A config is cached (parsed, as JSON) once it has settled for 2 s, as every real
         # one has; a first start after that writes the cache.
         time.sleep(2.2)
-        time_initialize([args.cmd, "mcp"], env)
         bare = [sys.executable, "-I", "-c", "pass"]
-        runs: dict[str, list[float]] = {"python -I -c pass": [], "qmd mcp initialize": []}
-        for _ in range(args.n):  # interleaved, so load drifts hit both alike
-            runs["python -I -c pass"].append(time_process(bare, env))
-            runs["qmd mcp initialize"].append(time_initialize([args.cmd, "mcp"], env))
+        for cmd, env in zip(cmds, envs):
+            time_initialize([cmd, "mcp"], env)
+            for call in FIRST_CALLS.values():  # warm-up: bytecode, the page cache
+                time_first_call([cmd, "mcp"], env, call)
+        runs: dict[str, list[float]] = {"python -I -c pass": []}
+        for label in labels:
+            runs.update({f"{label}qmd mcp initialize": [], **{f"{label}{name}": [] for name in FIRST_CALLS}})
+        for _ in range(args.n):  # interleaved, so load drifts hit all alike
+            runs["python -I -c pass"].append(time_process(bare, envs[0]))
+            for cmd, env, label in zip(cmds, envs, labels):
+                runs[f"{label}qmd mcp initialize"].append(time_initialize([cmd, "mcp"], env))
+                for name, call in FIRST_CALLS.items():
+                    runs[f"{label}{name}"].append(time_first_call([cmd, "mcp"], env, call))
+        for cmd, label in zip(cmds, labels):
+            if label:
+                print(f"{label}{cmd}")
         base = statistics.median(runs["python -I -c pass"])
         for name, values in runs.items():
-            print(f"{name:24} p50 {pct(values, 0.5):7.1f} ms  p90 {pct(values, 0.9):7.1f} ms  ratio {statistics.median(values) / base:5.2f}x")
+            print(f"{name:30} p50 {pct(values, 0.5):7.1f} ms  p90 {pct(values, 0.9):7.1f} ms  ratio {statistics.median(values) / base:5.2f}x")
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        for home in homes:
+            shutil.rmtree(home, ignore_errors=True)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -134,6 +134,12 @@ def server_name(index: str) -> str:
     return LOCAL_PREFIX + digest[:12]
 
 
+def index_name(index: str) -> str:
+    """The index name of a key (a project-local index is named `index`, as the original's):
+    what its token file is named after (`qmd token` run inside the project uses it)."""
+    return local_index(index).name if is_local_key(index) else index
+
+
 def find_local_config(start: str | os.PathLike[str] | None = None) -> Path | None:
     """`.qmd/index.yaml` or `.qmd/index.yml` in `start` (default: the working directory) or
     the nearest folder above it that has one; None when there is none."""

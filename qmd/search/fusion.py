@@ -76,14 +76,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Iterable, Sequence, Set as AbstractSet
-from dataclasses import dataclass, field
+
+from qmd.core.records import field, record
 
 RRF_K = 60
 TOP1_BONUS = 0.05
 TOP3_BONUS = 0.02
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RankedList:
     """One retrieval result: a name for --explain, a weight, and keys best first."""
 
@@ -96,7 +97,7 @@ class RankedList:
     coverage: Sequence[float] = ()  # BM25: share of the query's content terms each key contains (1 for all-terms hits)
 
 
-@dataclass
+@record
 class Fused:
     key: Hashable
     score: float

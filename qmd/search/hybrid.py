@@ -24,8 +24,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (nor dataclasses: records.py) on a query's path
 
 from qmd.core.cancel import checkpoint
 from qmd.core.errors import QmdError
@@ -36,14 +35,43 @@ from qmd.search.syntax import STOPWORDS, parse_query
 from qmd.core.query import SubQuery
 from qmd.search.typed import TypedQuery, parse_typed
 from qmd.backends.base import DocRow
+from qmd.core.records import field, record
 from qmd.core.results import QueryResult, SearchHit, Stages
 
 if TYPE_CHECKING:
+    from typing import Any, Protocol
+
     from qmd.core.requests import QueryRequest
     from qmd.search.narrowed import Searchable
     from qmd.llm.roles import EmbeddingModel, ExpansionModel, RerankModel
     from qmd.search.vector import VectorModel
     from qmd.search.why import WhyTarget
+
+    class QueryModels(Protocol):
+        """The model roles the pipeline uses; each raises QmdError when its model is absent."""
+
+        def embedder(self) -> EmbeddingModel: ...
+
+        def generator(self) -> ExpansionModel: ...
+
+        def reranker(self) -> RerankModel: ...
+
+        def expand(self, question: str, generator: ExpansionModel | None = None) -> list[SubQuery]: ...
+
+        def rerank(self, query: str, texts: list[str], reranker: RerankModel | None = None) -> list[float]: ...
+
+        def chunks_for(self, hashes: list[str]) -> dict[str, list[tuple[int, int]]]: ...
+
+
+    class HitMaker(Protocol):
+        """Turns a document row into a result: snippet at the best line, context; `lengths`: the
+        page's docid lengths, fetched once (else one query per hit)."""
+
+        def __call__(
+            self, row: DocRow, text: str, score: float, match: str, words: list[str], snippet_chars: int,
+            line_numbers: bool = False, chunk: tuple[int, int] | None = None, full: bool = False, lengths: dict[str, int] | None = None,
+        ) -> SearchHit: ...
+
 
 LIST_DEPTH = 20
 STRONG_SCORE = 0.85
@@ -52,33 +80,7 @@ STRONG_GAP = 0.15
 Progress = Callable[[str], None]
 
 
-class QueryModels(Protocol):
-    """The model roles the pipeline uses; each raises QmdError when its model is absent."""
-
-    def embedder(self) -> EmbeddingModel: ...
-
-    def generator(self) -> ExpansionModel: ...
-
-    def reranker(self) -> RerankModel: ...
-
-    def expand(self, question: str, generator: ExpansionModel | None = None) -> list[SubQuery]: ...
-
-    def rerank(self, query: str, texts: list[str], reranker: RerankModel | None = None) -> list[float]: ...
-
-    def chunks_for(self, hashes: list[str]) -> dict[str, list[tuple[int, int]]]: ...
-
-
-class HitMaker(Protocol):
-    """Turns a document row into a result: snippet at the best line, context; `lengths`: the
-    page's docid lengths, fetched once (else one query per hit)."""
-
-    def __call__(
-        self, row: DocRow, text: str, score: float, match: str, words: list[str], snippet_chars: int,
-        line_numbers: bool = False, chunk: tuple[int, int] | None = None, full: bool = False, lengths: dict[str, int] | None = None,
-    ) -> SearchHit: ...
-
-
-@dataclass(frozen=True)
+@record(frozen=True)
 class QueryContext:
     """What one query runs against: the index, the collections in scope, the models."""
 
@@ -91,7 +93,7 @@ class QueryContext:
     scale: Callable[[VectorModel, Sequence[float]], VectorScale | None] | None = None  # the question's VectorScale (cached by the Store); None: read here
 
 
-@dataclass
+@record
 class Candidate:
     """A fused document before and after reranking (everything --explain shows)."""
 
@@ -105,7 +107,7 @@ class Candidate:
     bonus: float = 0.0  # the fused score's rank bonus
 
 
-@dataclass
+@record
 class QueryPlan:
     """What ran: the sub-queries actually searched, the stages, notices and timings."""
 
@@ -236,7 +238,7 @@ class Documents:
         return 0.0 if row is None else coverage(terms, f"{row.path}\n{row.title}\n{self.texts[row.hash]}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VectorSide:
     """The embed model and the index's vectors of it: what the vector lists search."""
 

@@ -134,7 +134,7 @@ def store_instructions(store: Store, index: str) -> str:
     from qmd.core.errors import QmdError
 
     try:
-        info = store.status()
+        info = store.status(grammars=False)  # the text names no grammar: tree-sitter stays unloaded
     except QmdError:
         return build_instructions(None, index, None)
     try:

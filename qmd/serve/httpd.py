@@ -13,11 +13,11 @@ from collections.abc import Callable
 from qmd.core.buildinfo import build_id
 from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
-from qmd.core.paths import DEFAULT_INDEX
+from qmd.core.paths import DEFAULT_INDEX, index_name
 from qmd.serve.auth import Authenticator, load, tokens_path
 from qmd.serve.daemon import bind_socket, choose_port
 from qmd.serve.origin import Guard, is_loopback
-from qmd.serve.pidfile import InstanceLock, PidInfo, index_name, load_pid_file, pid_path, remove_pid_file, write_pid_file
+from qmd.serve.pidfile import InstanceLock, PidInfo, load_pid_file, pid_path, remove_pid_file, write_pid_file
 from qmd.serve.logsafe import stderr_log
 from qmd.serve.service import ToolService
 

@@ -25,16 +25,6 @@ from qmd.core.locks import FileLockHandle, is_locked, try_lock
 from qmd.core.paths import DEFAULT_INDEX, LOCAL_PREFIX, StateLayout, is_local_key, server_name  # the name in an index's files (the kept MCP instructions use it too)
 
 
-def index_name(index: str) -> str:
-    """The index name of a key (a project-local index is named `index`, as the original's):
-    what its token file is named after (`qmd token` run inside the project uses it)."""
-    if not is_local_key(index):
-        return index
-    from qmd.core.paths import local_index
-
-    return local_index(index).name
-
-
 def stop_hint(index: str) -> str:
     """The `qmd mcp stop` line for the server of `index`."""
     if index == DEFAULT_INDEX:

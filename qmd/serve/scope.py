@@ -43,7 +43,7 @@ def own_references(pattern: str, index: str, shown: str) -> str:
     """`pattern` (a reference or a comma list) without the `?index=NAME` qmd prints on a named
     index's URIs, when NAME is this server's `index`; a QmdError naming both when it is another's
     (`shown`: this index as the caller may see it)."""
-    from qmd.serve.pidfile import index_name
+    from qmd.core.paths import index_name
     from qmd.store.refs import strip_indexes
 
     stripped, names = strip_indexes(pattern)

@@ -314,10 +314,10 @@ class ToolService:
         text, structured = status_answer(info, vectors, fresh, self.display_name(scope), server, paths=scope is None)
         return ToolOutput(text, structured, False, f"{info.documents} documents")
 
-    def _status_info(self, scope: frozenset[str] | None) -> StatusInfo:
+    def _status_info(self, scope: frozenset[str] | None, grammars: bool = True) -> StatusInfo:
         """`Store.status()`, with a scope: of the visible collections only (their documents,
         last update and file issues; the index's own totals and path are not shown)."""
-        info = self._view(scope).status()
+        info = self._view(scope).status(grammars)
         if scope is None:
             return info
         names = {c.name for c in info.collections}
@@ -450,7 +450,7 @@ class ToolService:
         project-local index's key is a path on the server)."""
         if scope is None:
             return self.index
-        from qmd.serve.pidfile import index_name
+        from qmd.core.paths import index_name  # not pidfile's imports (dataclasses, locks) on a tool call's path
 
         return index_name(self.index)
 
@@ -470,7 +470,7 @@ class ToolService:
                 return store_instructions(self.store, self.index)
         with self.using(scope):
             try:
-                info: StatusInfo | None = self._status_info(scope)
+                info: StatusInfo | None = self._status_info(scope, grammars=False)
             except QmdError:
                 info = None
             try:

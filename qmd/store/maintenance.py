@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 NOT_PARSED = "not cut by syntax (chunk strategy auto: syntax errors, or over the syntax-tree budget): chunked by regex"  # the status warning of such a file
 
 
-def grammars() -> list[GrammarInfo]:
+def _grammars() -> list[GrammarInfo]:
     """The tree-sitter grammars of `--chunk-strategy auto`: which load, and the install command
     of those that do not."""
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status
@@ -96,7 +96,9 @@ class Maintenance:
             return 0
         return sum(self.state.db().collection_counts().values())
 
-    def status(self) -> StatusInfo:
+    def status(self, grammars: bool = True) -> StatusInfo:
+        """What `qmd status` shows; `grammars=False` leaves `grammars` empty (listing them loads
+        tree-sitter and every grammar, which the MCP instructions never show)."""
         backend = self.state.backend
         exists = backend.exists()
         db = self.state.db() if exists else None
@@ -121,7 +123,7 @@ class Maintenance:
             updated_at=max(updated) if updated else None,
             collections=infos, issues=issues,
             global_context=self.state.config.global_context, running=running(backend.location),
-            grammars=grammars(), overlaps=[o for o in self.collections.overlaps() if o.files],
+            grammars=_grammars() if grammars else [], overlaps=[o for o in self.collections.overlaps() if o.files],
         )
 
     def _vector_space(self) -> VectorModel | None:

@@ -465,8 +465,10 @@ class Store:
         """Active documents in the index (0 if it was never built)."""
         return self._maintenance.document_count()
 
-    def status(self) -> StatusInfo:
-        return self._maintenance.status()
+    def status(self, grammars: bool = True) -> StatusInfo:
+        """The index's status; `grammars=False`: without the tree-sitter grammars (`grammars`
+        left empty), which are the costly part of a small index's status."""
+        return self._maintenance.status(grammars)
 
 
 def open_index(name: str | None = None) -> Store:

@@ -125,7 +125,7 @@ def test_the_home_index_never_takes_the_local_server_for_its_own(project: tuple[
 
 
 def test_server_names() -> None:
-    from qmd.serve.pidfile import index_name, server_name
+    from qmd.core.paths import index_name, server_name
 
     assert server_name("index") == "index" and server_name("work") == "work"
     local = "/srv/proj/.qmd/index.yml"

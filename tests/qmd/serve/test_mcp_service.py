@@ -290,6 +290,49 @@ def test_only_the_server_imports_the_sdk(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+FIRST_CALLS = {
+    "lex query": ("query", {"searches": [{"type": "lex", "query": "rollback"}], "limit": 10}),
+    "get": ("get", {"file": "notes/runbooks/deploy.md"}),
+}
+
+
+@pytest.mark.parametrize("first", sorted(FIRST_CALLS))
+def test_first_stdio_call_loads_nothing_it_does_not_use(tmp_path: Path, first: str) -> None:
+    """A stdio session's first tool call, keyword-only or a get, waits for nothing it does not
+    use: not tree-sitter and its grammars (only `status` lists them: the instructions never
+    do), not llama.cpp, not numpy."""
+    import subprocess
+    import sys
+
+    from tests.support.mcp import make_env, setup_index
+
+    env = make_env(tmp_path)
+    setup_index(tmp_path, env)
+    tool, arguments = FIRST_CALLS[first]
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
+    ]
+    code = (
+        "import json, sys\n"
+        "from qmd.serve.stdio import run\n"
+        "code = run(None)\n"
+        "heavy = sorted(m for m in ('tree_sitter', 'llama_cpp', 'numpy') if m in sys.modules)\n"
+        "sys.stderr.write('HEAVY ' + json.dumps(heavy) + '\\n')\n"
+        "sys.exit(code)\n"
+    )
+    stdin = "".join(json.dumps(m) + "\n" for m in messages)
+    proc = subprocess.run([sys.executable, "-c", code], input=stdin, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert "documents" in answers[1]["result"]["instructions"]
+    result = answers[2]["result"]
+    assert not result["isError"] and ("deploy.md" in result["content"][0]["text"]), result
+    heavy = json.loads(proc.stderr.rsplit("HEAVY ", 1)[1])
+    assert heavy == [], heavy
+
+
 def test_rest_fast_path_never_waits_or_loads_a_model(service: ToolService) -> None:
     import threading
 
