@@ -154,6 +154,7 @@ def test_http_discover_and_a_call_with_headers(http: Http) -> None:
     ({"MCP-Protocol-Version": None}, "the MCP-Protocol-Version header is required"),
     ({"Mcp-Name": "=?base64?cm0=?="}, "Mcp-Name header value 'rm' does not match"),
     ({"Mcp-Name": "=?base64?!!?="}, "is not valid =?base64?"),
+    ({"Mcp-Name": "qu\xe9ry"}, "holds characters a header value may not"),
 ])
 def test_http_header_body_mismatch_is_400_header_mismatch(http: Http, headers: dict[str, str | None], why: str) -> None:
     status, body = http.post(modern(9, "tools/call", QUERY), headers)
