@@ -6,6 +6,17 @@ response object (None for a notification or a client's response). Served:
     initialize, ping, tools/list, tools/call, prompts/list, prompts/get
     notifications/initialized, notifications/cancelled (stdio: qmd/serve/stdio.py)
 
+Two eras (the spec's "dual-era" server). A request whose `params._meta` names
+`io.modelcontextprotocol/protocolVersion` (or any `server/discover`) is modern, 2026-07-28:
+stateless, it needs no `initialize` and changes nothing for the next request; it must also
+carry `io.modelcontextprotocol/clientCapabilities` (an object), else -32602; a version other
+than 2026-07-28 in `_meta` is -32022 UnsupportedProtocolVersion with `data.supported` and
+`data.requested`. Modern results carry `resultType: "complete"` and `_meta` with
+`io.modelcontextprotocol/serverInfo`; `server/discover`, `tools/list` and `prompts/list` carry
+the cache hints `ttlMs`/`cacheScope`. What 2026-07-28 removed (`initialize`, `ping`,
+`logging/setLevel`, `resources/subscribe`…) is -32601 there. A request without that `_meta` is
+legacy and answered exactly as before. `header_refusal` holds the HTTP header rules.
+
 Everything else is the spec's error: an unknown method -32601 (resources, logging and
 completions are not advertised, so they are unknown), an unknown tool or prompt or bad
 params -32602, a malformed message -32600, unparsable JSON -32700. Each protocol error is
@@ -34,12 +45,28 @@ if TYPE_CHECKING:
 
     from qmd.serve.service import ToolService
 
-# Newest first; a client asking for another version gets the newest (the spec's rule).
+# Legacy (initialize handshake), newest first; a client asking for another version gets the newest (the spec's rule).
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+# Modern: every request names its version in _meta; no handshake, no session.
+MODERN_VERSIONS = ("2026-07-28",)
+SUPPORTED_VERSIONS = MODERN_VERSIONS + PROTOCOL_VERSIONS
 # Streamable HTTP without an MCP-Protocol-Version header: the spec says assume this one.
 HTTP_DEFAULT_VERSION = "2025-03-26"
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
+HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION = -32020, -32021, -32022  # 2026-07-28
 SERVED = ("initialize", "ping", "tools/list", "tools/call", "prompts/list", "prompts/get")
+MODERN_SERVED = ("server/discover", "tools/list", "tools/call", "prompts/list", "prompts/get")
+# Gone in 2026-07-28 (its changelog): the handshake, ping, logging/setLevel, resource subscriptions.
+REMOVED = ("initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe")
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+SERVER_INFO = {"name": "qmd", "title": "qmd: search the user's notes", "version": __version__}
+CAPABILITIES = {"tools": {"listChanged": False}, "prompts": {"listChanged": False}}
+# Cache hints (2026-07-28 CacheableResult): the instructions count the caller's documents,
+# so "private", and a minute, as the original qmd 2.8.3.
+CACHE_HINTS = {"ttlMs": 60_000, "cacheScope": "private"}
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}  # what Mcp-Name mirrors
 
 Log = Callable[[str], None]
 ServiceSource = Callable[[], "ToolService"]
@@ -91,6 +118,92 @@ def encode(message: Any) -> bytes:
         return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def unsupported_version(requested: str) -> RpcError:
+    """The spec's UnsupportedProtocolVersionError (-32022) with the versions served."""
+    return RpcError(
+        UNSUPPORTED_VERSION,
+        f"Unsupported protocol version {requested[:40]!r}: per-request _meta speaks {', '.join(MODERN_VERSIONS)}; {', '.join(PROTOCOL_VERSIONS)} open with initialize",
+        {"supported": list(SUPPORTED_VERSIONS), "requested": requested[:100]},
+    )
+
+
+def modern_version(method: str, params: dict[str, Any]) -> str | None:
+    """The 2026-07-28 version a request speaks (its `_meta` names one; `server/discover` always
+    must), None for a legacy request; RpcError for a malformed or unsupported envelope."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or META_VERSION not in meta:
+        if method == "server/discover":
+            raise RpcError(INVALID_PARAMS, f"Invalid params: server/discover needs _meta[{META_VERSION!r}] (e.g. {MODERN_VERSIONS[0]!r}) and _meta[{META_CAPABILITIES!r}]")
+        return None
+    version = meta[META_VERSION]
+    if not isinstance(version, str):
+        raise RpcError(INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] must be a string such as {MODERN_VERSIONS[0]!r}")
+    if version not in MODERN_VERSIONS:
+        raise unsupported_version(version)
+    if not isinstance(meta.get(META_CAPABILITIES), dict):
+        raise RpcError(INVALID_PARAMS, f"Invalid params: a {version} request needs _meta[{META_CAPABILITIES!r}] (an object; {{}} declares none)")
+    return version
+
+
+def _header_value(raw: str | None) -> str | None:
+    """A mirrored header's value, the Base64 sentinel (`=?base64?…?=`) decoded; ValueError for
+    characters a header may not hold or a broken encoding."""
+    if raw is None:
+        return None
+    if any(not (" " <= c <= "~" or c == "\t") for c in raw):
+        raise ValueError("holds characters a header value may not (use the =?base64?…?= form)")
+    if raw.startswith("=?base64?") and raw.endswith("?=") and len(raw) >= 11:
+        import base64
+        import binascii
+
+        try:
+            return base64.b64decode(raw[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise ValueError("is not valid =?base64?…?= UTF-8") from None
+    return raw
+
+
+def header_refusal(message: Any, headers: dict[str, str]) -> RpcError | None:
+    """Why a Streamable HTTP POST of 2026-07-28 is refused with 400, None when it may go on.
+
+    `headers` are lower-cased names. The rules (transports/streamable-http, Server Validation):
+    a request speaks 2026-07-28 when its MCP-Protocol-Version header or its body `_meta` says
+    so; then the body is one request (no batch), its envelope is whole (else -32602 or -32022),
+    and MCP-Protocol-Version, Mcp-Method and (tools/call, prompts/get, resources/read) Mcp-Name
+    must be present, header-safe and equal to the body's version, `method` and `params.name`
+    (`params.uri`), Base64 sentinels decoded first: else -32020 HeaderMismatch."""
+    header_version = headers.get("mcp-protocol-version")
+    if isinstance(message, list):
+        if header_version in MODERN_VERSIONS:
+            return RpcError(INVALID_REQUEST, f"Invalid Request: a {header_version} POST carries one JSON-RPC message, not a batch")
+        return None
+    if not is_request(message) or not isinstance(message.get("method"), str) or not isinstance(message.get("params", {}), (dict, type(None))):
+        return None  # notifications and malformed messages: the handler answers as before
+    method, params = message["method"], message.get("params") or {}
+    try:
+        body_version = modern_version(method, params)
+    except RpcError as exc:
+        return exc
+    if body_version is None:
+        if header_version in MODERN_VERSIONS:
+            return RpcError(INVALID_PARAMS, f"Invalid params: a {header_version} request needs _meta[{META_VERSION!r}] and _meta[{META_CAPABILITIES!r}] in its params")
+        return None  # legacy: served as before
+    expected = {"mcp-protocol-version": ("MCP-Protocol-Version", body_version), "mcp-method": ("Mcp-Method", method)}
+    if method in NAMED:
+        name = params.get(NAMED[method])
+        expected["mcp-name"] = ("Mcp-Name", name if isinstance(name, str) else None)
+    for key, (title, body_value) in expected.items():
+        try:
+            value = _header_value(headers.get(key))
+        except ValueError as exc:
+            return RpcError(HEADER_MISMATCH, f"Header mismatch: the {title} header {exc}")
+        if value is None:
+            return RpcError(HEADER_MISMATCH, f"Header mismatch: the {title} header is required (it must equal the body's {'params.' + NAMED[method] if key == 'mcp-name' else key[4:]})")
+        if value != body_value:
+            return RpcError(HEADER_MISMATCH, f"Header mismatch: {title} header value {value[:80]!r} does not match body value {str(body_value)[:80]!r}")
+    return None
 
 
 def is_request(message: Any) -> bool:
@@ -146,7 +259,13 @@ class McpHandler:
         try:
             if not isinstance(params, dict):
                 raise RpcError(INVALID_PARAMS, f"Invalid params: {method} takes an object")
-            result = self._dispatch(method, params, cancel, version or self.version)
+            modern = modern_version(method, params)
+            if modern is None and version in MODERN_VERSIONS:
+                raise RpcError(INVALID_PARAMS, f"Invalid params: a {version} request needs _meta[{META_VERSION!r}] and _meta[{META_CAPABILITIES!r}] in its params")
+            if modern is not None:
+                result = self._modern(method, params, cancel, modern)
+            else:
+                result = self._dispatch(method, params, cancel, version or self.version)
         except RpcError as exc:
             return self._refuse(msg_id, exc.code, exc.message, exc.data, method)
         except Cancelled:
@@ -187,6 +306,28 @@ class McpHandler:
             return self.get_prompt(params)
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method[:100]} (this server offers {', '.join(SERVED)})")
 
+    def _modern(self, method: str, params: dict[str, Any], cancel: threading.Event | None, version: str) -> dict[str, Any] | None:
+        """One stateless 2026-07-28 request: nothing from initialize is read or written."""
+        result: dict[str, Any] | None
+        if method in REMOVED:
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method} was removed in {version} (this server offers {', '.join(MODERN_SERVED)}; {method} only after an initialize of {PROTOCOL_VERSIONS[0]} or older)")
+        if method == "server/discover":
+            result = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": CAPABILITIES, "instructions": self.instructions(), **CACHE_HINTS}
+        elif method in ("tools/list", "prompts/list"):
+            from qmd.serve.catalog import PROMPTS, tools_for
+
+            result = {"tools": tools_for(version)} if method == "tools/list" else {"prompts": PROMPTS}
+            result.update(CACHE_HINTS)
+        elif method == "tools/call":
+            result = self.call_tool(params, cancel)
+        elif method == "prompts/get":
+            result = self.get_prompt(params)
+        else:
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method[:100]} (this server offers {', '.join(MODERN_SERVED)})")
+        if result is None:
+            return None
+        return {**result, "resultType": "complete", "_meta": {META_SERVER_INFO: SERVER_INFO}}
+
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocolVersion")
         version = self.version = asked if isinstance(asked, str) and asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
@@ -195,8 +336,8 @@ class McpHandler:
             self.client = f"{str(info.get('name', '?'))[:60]} {str(info.get('version', ''))[:30]}".strip()
         return {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}, "prompts": {"listChanged": False}},
-            "serverInfo": {"name": "qmd", "title": "qmd: search the user's notes", "version": __version__},
+            "capabilities": CAPABILITIES,
+            "serverInfo": SERVER_INFO,
             "instructions": self.instructions(),
         }
 

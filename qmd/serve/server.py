@@ -5,7 +5,9 @@ same handler as stdio); this module is the HTTP face in front of them. uvicorn r
 (`serve_http`). Routes (one Origin/Host check, size limit, body timeout and log line for
 all of them):
 
-    POST /mcp      Streamable HTTP, stateless, JSON responses (202 for notifications)
+    POST /mcp      Streamable HTTP, stateless, JSON responses (202 for notifications); a
+                   2026-07-28 request must agree with its MCP-Protocol-Version, Mcp-Method and
+                   Mcp-Name headers (400 -32020 otherwise; protocol.header_refusal)
     GET|DELETE /mcp  405: a stateless server offers no SSE stream and no session to end
     POST /query    {searches | query, collections?, limit?, minScore?, candidateLimit?,
     POST /search    intent?, rerank?} → {results: [{docid, file, title, score, context,
@@ -47,7 +49,7 @@ from qmd.serve.logsafe import escape, escape_lines
 from qmd.serve.origin import Guard
 from qmd.serve.proof import HEADER as PROOF_HEADER
 from qmd.serve.proof import Nonces, valid_nonce
-from qmd.serve.protocol import HTTP_DEFAULT_VERSION, PROTOCOL_VERSIONS, McpHandler, is_request, loads, parse_message
+from qmd.serve.protocol import HTTP_DEFAULT_VERSION, META_VERSION, METHOD_NOT_FOUND, MODERN_VERSIONS, SUPPORTED_VERSIONS, McpHandler, error_response, header_refusal, is_request, loads, parse_message, unsupported_version
 from qmd.serve.service import ScopedTools, ToolService
 
 MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
@@ -216,10 +218,11 @@ class HttpApp:
             await _json(send, 406, {"error": f"this server answers in {JSON_TYPE}; the request accepts only {accept[:100]}", "hint": f"send Accept: {JSON_TYPE}, text/event-stream"})
             return
         version = headers.get("mcp-protocol-version")
-        if version is not None and version not in PROTOCOL_VERSIONS:
+        if version is not None and version not in SUPPORTED_VERSIONS:
             note.append(f"protocol {version[:30]!r}")
             status[0] = 400
-            await _json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Bad Request: unsupported MCP-Protocol-Version {version[:40]!r} (supported: {', '.join(PROTOCOL_VERSIONS)})"}})
+            refused = unsupported_version(version)
+            await _json(send, 400, error_response(None, refused.code, f"Bad Request: unsupported MCP-Protocol-Version {version[:40]!r} (supported: {', '.join(SUPPORTED_VERSIONS)})", refused.data))
             return
         message, error = parse_message(body)
         if error is not None:
@@ -227,6 +230,14 @@ class HttpApp:
             status[0] = 400
             await _json(send, 400, error)
             return
+        refusal = header_refusal(message, headers)
+        if refusal is not None:  # 2026-07-28: headers and body must agree, the envelope be whole
+            note.append(f"rpc error {refusal.code}")
+            self.log(escape(f"rpc error {refusal.code} {str(message.get('method') if isinstance(message, dict) else '-')[:60]}: {refusal.message}"))
+            status[0] = 400
+            await _json(send, 400, error_response(message.get("id") if isinstance(message, dict) else None, refusal.code, refusal.message, refusal.data))
+            return
+        modern = isinstance(message, dict) and is_request(message) and (version in MODERN_VERSIONS or _claims_modern(message))
         if isinstance(message, dict) and isinstance(message.get("method"), str) and message["method"] != "tools/call":
             note.append(message["method"][:60])
         elif isinstance(message, list):
@@ -243,8 +254,10 @@ class HttpApp:
             await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
             return
-        status[0] = 200
-        await _json(send, 200, answer)
+        # 2026-07-28: an unknown (or removed) method is a 404 with its -32601 body
+        code = 404 if modern and isinstance(answer, dict) and answer.get("error", {}).get("code") == METHOD_NOT_FOUND else 200
+        status[0] = code
+        await _json(send, code, answer)
 
     def _handle(self, message: Any, event: threading.Event | None, note: list[str], handler: McpHandler | None = None, version: str | None = None) -> dict[str, Any] | None:
         self._notes.current = note
@@ -353,6 +366,13 @@ class HttpApp:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _claims_modern(message: dict[str, Any]) -> bool:
+    """The request names a protocol version in its `_meta` (2026-07-28 style)."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and META_VERSION in meta
 
 
 def _is_json(content_type: str | None) -> bool:

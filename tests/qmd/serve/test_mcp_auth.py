@@ -191,6 +191,20 @@ def test_scoped_instructions_and_status_show_only_their_collections(team: Team) 
     assert [c["name"] for c in bob["collections"]] == ["hr"] and bob["documents"] == len(HR_NOTES)
 
 
+def test_scoped_tokens_hold_on_the_2026_07_28_path(team: Team) -> None:
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    v2026 = {"MCP-Protocol-Version": "2026-07-28"}
+    status, body = team.call("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}, team.tokens["alice"], {**v2026, "Mcp-Method": "server/discover"})
+    assert status == 200 and "- notes (4 docs)" in body["result"]["instructions"]
+    _leak_free(body)
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "salary"}], "collections": ["hr"]}, "_meta": meta}}
+    status, body = team.call("POST", "/mcp", call, team.tokens["alice"], {**v2026, "Mcp-Method": "tools/call", "Mcp-Name": "query"})
+    assert status == 200 and body["result"]["isError"] is True and body["result"]["resultType"] == "complete"
+    _leak_free(body, "hr")
+    status, body = team.call("POST", "/mcp", call, team.tokens["revoked"], {**v2026, "Mcp-Method": "tools/call", "Mcp-Name": "query"})
+    assert status == 401
+
+
 def test_scoped_query_reads_only_its_collections(team: Team) -> None:
     for who, prefix in (("alice", "qmd://notes/"), ("bob", "qmd://hr/")):
         for args in ({"query": "rollback load balancer kubernetes"}, {"searches": [{"type": "lex", "query": "rollback"}], "limit": 20}):
