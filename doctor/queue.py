@@ -11,6 +11,7 @@ from qmd import harness
 from updater import health
 from updater import registry
 from updater import service
+from updater.records import index_phrase
 
 from .services import systemd_missing
 
@@ -76,7 +77,7 @@ def check(ctx: Context) -> list[CheckResult]:
     live = snap["failures"] + snap["dead"]
     if flag["raised"]:
         latest = max(live, key=lambda f: f["last_at"]) if live else None
-        cause = f"; latest: {latest['step']} of {latest['repo'] or 'every repo'} into index {latest['index']}: {latest['error']}" if latest else ""
+        cause = f"; latest: {latest['step']} of {latest['repo'] or 'every repo'} into {index_phrase(latest['index'])}: {latest['error']}" if latest else ""
         dead = f", {len(snap['dead'])} dead (no more automatic retries)" if snap["dead"] else ""
         out.append(
             fail(

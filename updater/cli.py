@@ -14,6 +14,7 @@ from qmd import QmdError
 
 from . import spool
 from .health import render, snapshot
+from .records import index_phrase
 from .lock import UpdaterBusy, UpdaterLock
 
 app = typer.Typer(
@@ -74,10 +75,10 @@ def run(
         for repo in result.deferred:
             typer.echo(f"waiting for its retry backoff: {repo}")
         for index, why in result.embed_skipped.items():
-            typer.echo(f"embedding skipped for index {index}: {why}")
+            typer.echo(f"embedding skipped for {index_phrase(index)}: {why}")
         for f in result.failures:
             state = ", dead: no more automatic retries" if f["dead"] else ""
-            typer.echo(f"failed: {f['step']} of {f['repo'] or 'every repo'} into index {f['index']} (attempt {f['attempts']}{state}): {f['error']}")
+            typer.echo(f"failed: {f['step']} of {f['repo'] or 'every repo'} into {index_phrase(f['index'])} (attempt {f['attempts']}{state}): {f['error']}")
     if result.failures:
         raise QmdError(f"{len(result.failures)} step(s) failed; requests kept for retry", f"qmd health shows why; details in {layout.updater_log}")
 
@@ -125,7 +126,7 @@ def status(json_: Annotated[bool, typer.Option("--json", help="Print the state a
             f"{len(last.get('succeeded_repos') or [])} repo(s) updated, {len(last.get('failures') or [])} failure(s), {last.get('seconds', 0)}s"
         )
         for index, why in (last.get("embed_skipped") or {}).items():
-            lines.append(f"  embedding skipped for index {index}: {why}")
+            lines.append(f"  embedding skipped for {index_phrase(index)}: {why}")
     for repo, n in sorted(snap["queue"]["by_repo"].items()):
         lines.append(f"  pending: {n} for {repo}")
     lines.append(f"logs: {layout.logs}")

@@ -20,6 +20,7 @@ from qmd import QmdError
 from qmd.harness import age, parse_iso
 
 from . import records, spool, stats
+from .records import index_phrase
 from .lock import holder
 
 STALE_QUEUE_S = 15 * 60  # doctor's queue_warn_minutes default
@@ -69,7 +70,7 @@ def _when(stamp: str | None, now: float) -> str:
 
 
 def failure_line(f: dict[str, Any], now: float) -> str:
-    where = f"{f['repo'] or '(every repo)'} → index {f['index']}" + (f" [{', '.join(f['collections'])}]" if f.get("collections") else "")
+    where = f"{f['repo'] or '(every repo)'} → {index_phrase(f['index'])}" + (f" [{', '.join(f['collections'])}]" if f.get("collections") else "")
     if f.get("dropped"):
         state = "dropped"
     elif f.get("dead"):
@@ -109,7 +110,7 @@ def session_line(snap: dict[str, Any]) -> str | None:
     live = snap["failures"] + snap["dead"]
     if flag["raised"] and live:
         latest = max(live, key=lambda f: f["last_at"])
-        where = f"{latest['step']} of {latest['repo'] or 'every repo'} into index {latest['index']}"
+        where = f"{latest['step']} of {latest['repo'] or 'every repo'} into {index_phrase(latest['index'])}"
         return (
             f"qmd: index updates have been failing since {flag['since']} ({len(live)} failure{'s' if len(live) != 1 else ''}; latest: {where}: {latest['error']}). "
             "Search results from qmd may be stale. Details: qmd health."

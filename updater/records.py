@@ -23,6 +23,17 @@ from typing import Any
 from qmd import harness
 from qmd.harness import StateLayout, now_iso, parse_iso, read_json
 
+
+def index_name(key: str) -> str:
+    """How the log names an index: `index` for the default one (not "index index"), else `index KEY`."""
+    return "index" if key == harness.DEFAULT_INDEX else f"index {key}"
+
+
+def index_phrase(key: str) -> str:
+    """How a sentence names an index: `the default index`, else `index KEY`."""
+    return "the default index" if key == harness.DEFAULT_INDEX else f"index {key}"
+
+
 MAX_ATTEMPTS = 5
 BACKOFF_S = (30, 120, 480, 1920)
 DROPPED_TTL_S = 7 * 86400

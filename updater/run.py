@@ -37,6 +37,7 @@ from qmd import QmdError
 from qmd.harness import StateLayout, now_iso
 
 from . import records, routing, spool, stats
+from .records import index_name, index_phrase
 from .logs import rotate_hooks_log
 
 
@@ -65,11 +66,6 @@ class RunResult:
         return dict(asdict(self), succeeded=self.succeeded)
 
 
-def index_name(key: str) -> str:
-    """How the log names an index: `index` for the default one (not "index index"), else `index KEY`."""
-    return "index" if key == harness.DEFAULT_INDEX else f"index {key}"
-
-
 def _describe(exc: BaseException, log: logging.Logger, what: str) -> tuple[str, str | None]:
     """(message, hint) for a failed step; an unexpected exception's traceback goes to the log."""
     if isinstance(exc, QmdError):
@@ -90,7 +86,7 @@ def _revalidate(ledger: records.Ledger, indexes: routing.Indexes, log: logging.L
             ledger.remove(failure.id)
             ledger.record_dropped(failure.repo, 0)
         elif failure.index not in indexes.route(failure.repo) and failure.index not in indexes.errors:
-            log.info("%s no longer routes to index %s: record %s removed", failure.repo, failure.index, failure.id)
+            log.info("%s no longer routes to %s: record %s removed", failure.repo, index_phrase(failure.index), failure.id)
             ledger.remove(failure.id)
 
 
@@ -106,7 +102,7 @@ def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = F
     indexes = routing.load()
     ledger = records.Ledger(layout)
     for index, (message, hint) in indexes.errors.items():
-        failure = ledger.record_failure(None, index, [], "update", f"config of index {index}: {message}", hint)
+        failure = ledger.record_failure(None, index, [], "update", f"config of {index_phrase(index)}: {message}", hint)
         log.error("%s: %s", index_name(index), message)
         result.failures.append(_summary(failure))
     for index in set(indexes.keys) - set(indexes.errors):

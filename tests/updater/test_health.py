@@ -48,7 +48,7 @@ def test_raised_flag_exits_1_and_gives_the_agent_one_line(state: Path) -> None:
     start = run_qmd("health", "--session-start")
     assert start.returncode == 0
     [line] = start.stdout.splitlines()
-    assert line.startswith("qmd: index updates have been failing since ") and "embed of /srv/notes into index index" in line
+    assert line.startswith("qmd: index updates have been failing since ") and "embed of /srv/notes into the default index" in line
     assert "qmd health" in line
 
 
