@@ -227,21 +227,29 @@ def nearest_documents(
     sqlite-vec's KNN may return (KNN_MAX): vec0 returns a column ~10 µs a row, 100+ ms on
     9k chunks, against ~15 ms for its own KNN over all.
 
-    With a filter, two exact plans, chosen by the share of a sample of documents that pass
-    it. A selective filter (under a fifth) restricts the KNN itself to the chunks of the
-    matching documents (`chunk_id IN (SELECT …)`, applied by sqlite-vec during its scan, so
-    about as cheap as the unfiltered KNN): a filter matching 1% of the documents still returns
-    `limit` of them, the nearest, never a short page. A broad one asks the unfiltered KNN
-    for about three times the chunks its share needs and tests each document found (the loop
-    above), so it costs one KNN instead of following the thousands of ids it matches.
+    A collection scope and a filter narrow the search alike, by one of two exact plans chosen
+    by the share of a sample of documents that are in scope and pass the filter. A narrow one
+    (under a fifth) restricts the KNN itself to the chunks of those documents (`chunk_id IN
+    (SELECT …)`, applied by sqlite-vec during its scan, so about as cheap as the unrestricted
+    KNN): a collection of 1% of the documents still returns `limit` of them, the nearest,
+    never a short page, in one pass. A broad one asks the unrestricted KNN for about three
+    times the chunks its share needs and tests each document found, so it costs one KNN
+    instead of following the thousands of ids it matches; the loop above is then only the
+    guard for an unlucky draw. Vectors are shared by content across collections, so the
+    collection cannot live in the vector table itself (a partition key would copy them).
     """
     total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
     allowed: tuple[str, list[object]] | None = None
     widen = 4
-    if where is not None:
-        share = _sampled_share(conn, where, scope) if total >= BROAD_FILTER_MIN else 0.0
+    if scope is not None or where is not None:
+        if total < BROAD_FILTER_MIN:
+            share, scope_first = 0.0, where is None
+        elif where is None:
+            share, scope_first = _scope_share(conn, scope or []), True
+        else:
+            share, scope_first = _sampled_share(conn, where, scope)
         if share < BROAD_SHARE:
-            allowed = _chunks_matching(model, scope, where)
+            allowed = _chunks_matching(model, scope, where, scope_first)
         else:
             widen = max(4, math.ceil(3 / share))  # chunks enough for ~3x the documents needed
     want = total if limit is None else limit
@@ -254,46 +262,77 @@ def nearest_documents(
         k = min(total, k * 4)
 
 
-BROAD_FILTER_MIN = 2000  # chunks: below this a filter always restricts the KNN (the sample would cost more)
-BROAD_SHARE = 1 / 5  # a filter passing this share of documents or more takes the widened unfiltered KNN (the
+BROAD_FILTER_MIN = 2000  # chunks: below this a scope or filter always restricts the KNN (the sample would cost more)
+BROAD_SHARE = 1 / 5  # a scope/filter passing this share of documents or more takes the widened unrestricted KNN (the
 # crossover measured on tldr's 38k pages: restricting costs 0.99-1.24x the unfiltered KNN up to 19%, 1.4x at 25%)
 SAMPLE = 512  # documents drawn (by id, evenly at random) to estimate a filter's share
 
 
-def _sampled_share(conn: apsw.Connection, where: Filter, scope: list[str] | None) -> float:
-    """The share of a random sample of active documents (in `scope`) that pass `where`."""
-    import random
+def _scope_share(conn: apsw.Connection, scope: list[str]) -> float:
+    """The collections' share of the documents, counted on the (collection, path) index up to
+    BROAD_SHARE of the id span (so a broad scope costs no more to count than a narrow one);
+    the span over-counts documents removed for good, which only errs toward restricting."""
+    low, high = conn.execute("SELECT min(id), max(id) FROM documents").fetchall()[0]
+    if not isinstance(low, int) or not isinstance(high, int):
+        return 0.0
+    span = high - low + 1
+    cap = math.ceil(span * BROAD_SHARE) + 1
+    marks = ",".join("?" * len(scope))
+    found = count(conn, f"SELECT count(*) FROM (SELECT 1 FROM documents WHERE collection IN ({marks}) LIMIT ?)", (*scope, cap))
+    return found / span
 
-    from qmd.backends.sqlite.filters import predicate
+
+def _sampled_share(conn: apsw.Connection, where: Filter | None, scope: list[str] | None) -> tuple[float, bool]:
+    """(share of a random sample of active documents that are in `scope` and pass `where`,
+    whether the scope is the narrower of the two: the side the restricted KNN's id set starts from)."""
+    import random
 
     bounds = conn.execute("SELECT min(id), max(id) FROM documents").fetchall()[0]
     if not isinstance(bounds[0], int) or not isinstance(bounds[1], int):
-        return 0.0
+        return 0.0, where is None
     low, high = bounds[0], bounds[1]
     ids = sorted(random.Random(0).sample(range(low, high + 1), min(SAMPLE, high - low + 1)))
-    test, params = predicate(where, "d.id")
-    sql = f"SELECT count(*), coalesce(sum(CASE WHEN {test} THEN 1 ELSE 0 END), 0) FROM documents d WHERE d.active = 1 AND d.id IN ({','.join('?' * len(ids))})"
-    args: list[object] = [*params, *ids]
-    if scope is not None:
-        sql += f" AND d.collection IN ({','.join('?' * len(scope))})"
+    in_scope, passes, args = "1", "1", list[object]()
+    if scope is not None:  # the parameters in the order of the SELECT list: scope, filter, sample
+        in_scope = f"d.collection IN ({','.join('?' * len(scope))})"
         args += scope
-    seen, passed = conn.execute(sql, args).fetchall()[0]
-    return as_int(passed) / as_int(seen) if seen else 0.0
+    if where is not None:
+        from qmd.backends.sqlite.filters import predicate
 
-
-def _chunks_matching(model: VectorModel, scope: list[str] | None, where: Filter) -> tuple[str, list[object]]:
-    """A SELECT (SQL, parameters) of the chunk ids (this vector space) of the active documents
-    in `scope` matching `where`: from the filter's id set to each document, then to its
-    chunks (index lookups all the way). Handed to the KNN as `chunk_id IN (…)`, so SQLite
-    builds the set once inside sqlite-vec's scan (no round trip of the ids through Python)."""
-    from qmd.backends.sqlite.filters import id_set
-
-    ids, params = id_set(where)
+        passes, params = predicate(where, "d.id")
+        args += params
     sql = (
-        f"SELECT c.id FROM ({ids}) s CROSS JOIN documents d ON d.id = s.doc_id"
-        " CROSS JOIN chunks c ON c.model_id = ? AND c.hash = d.hash WHERE d.active = 1"
+        "SELECT count(*), coalesce(sum(CASE WHEN s THEN 1 ELSE 0 END), 0), coalesce(sum(CASE WHEN w THEN 1 ELSE 0 END), 0),"
+        " coalesce(sum(CASE WHEN s AND w THEN 1 ELSE 0 END), 0)"
+        f" FROM (SELECT ({in_scope}) AS s, ({passes}) AS w FROM documents d WHERE d.active = 1 AND d.id IN ({','.join('?' * len(ids))}))"
     )
-    args: list[object] = [*params, model.id]
+    seen, in_s, in_w, both = conn.execute(sql, [*args, *ids]).fetchall()[0]
+    if not seen:
+        return 0.0, where is None
+    return as_int(both) / as_int(seen), where is None or (scope is not None and as_int(in_s) <= as_int(in_w))
+
+
+def _chunks_matching(model: VectorModel, scope: list[str] | None, where: Filter | None, scope_first: bool) -> tuple[str, list[object]]:
+    """A SELECT (SQL, parameters) of the chunk ids (this vector space) of the active documents
+    in `scope` matching `where`: from the narrower side's documents (the collections' through
+    the (collection, path) index, or the filter's id set), each tested for the other, then to
+    their chunks (index lookups all the way). Handed to the KNN as `chunk_id IN (…)`, so SQLite
+    builds the set once inside sqlite-vec's scan (no round trip of the ids through Python)."""
+    from qmd.backends.sqlite.filters import id_set, predicate
+
+    join = " CROSS JOIN chunks c ON c.model_id = ? AND c.hash = d.hash WHERE d.active = 1"
+    if scope is not None and scope_first:
+        sql = f"SELECT c.id FROM documents d{join} AND d.collection IN ({','.join('?' * len(scope))})"
+        args: list[object] = [model.id, *scope]
+        if where is not None:
+            test, params = predicate(where, "d.id")
+            sql += f" AND {test}"
+            args += params
+        return sql, args
+    assert where is not None
+    ids, params = id_set(where)
+    sql = f"SELECT c.id FROM ({ids}) s CROSS JOIN documents d ON d.id = s.doc_id{join}"
+    args = [*params, model.id]
     if scope is not None:
         sql += f" AND d.collection IN ({','.join('?' * len(scope))})"
         args += scope
