@@ -119,11 +119,11 @@ EMBED_SECONDS: dict[str, float] = {}  # index folder -> seconds its embed took i
 
 def open_store(model: Path, cache: Path, bench: Path, needed: set[str]):  # type: ignore[no-untyped-def]
     """The cached index for this model file, with `needed` collections indexed and embedded
-    (one folder per heading-path setting: QMD_CHUNK_HEADINGS=0 embeds each chunk without
-    its headings, as before issue 29: qmd.index.embedding.heading_paths)."""
+    (one folder per heading-path setting: QMD_CHUNK_HEADINGS=1 embeds each chunk with its
+    headings, qmd.index.embedding.heading_paths)."""
     import qmd
 
-    folder = cache / "index" / (model_key(model) + ("" if os.environ.get("QMD_CHUNK_HEADINGS") == "0" else "-headings"))
+    folder = cache / "index" / (model_key(model) + ("-headings" if os.environ.get("QMD_CHUNK_HEADINGS") == "1" else "") + ("-sections" if os.environ.get("QMD_CHUNK_SECTIONS") == "1" else ""))
     folder.mkdir(parents=True, exist_ok=True)
     store = qmd.Store(folder / "index.sqlite", folder / "index.yml")
     have = {c.name for c in store.collections()}
@@ -284,8 +284,9 @@ def main() -> int:
     parser.add_argument("--model", action="append", help="minilm (default), embeddinggemma or an embedding GGUF; repeatable")
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--per-query", action="store_true")
-    parser.add_argument("--headings", choices=("off", "on", "both"), default="on",
-                        help="each chunk embedded with its heading path (issue 29; on: qmd's default); both: off then on, each its own cached index, compared")
+    parser.add_argument("--sections", action="store_true", help="also embed each heading-bounded section beside the windows (QMD_CHUNK_SECTIONS=1, issue 29)")
+    parser.add_argument("--headings", choices=("off", "on", "both"), default="off",
+                        help="each chunk embedded with its heading path (issue 29; off: qmd's default); both: off then on, each its own cached index, compared")
     parser.add_argument("--dump", metavar="PATH", help="write the captured lists as JSON (for trying rules offline)")
     parser.add_argument("--json", dest="json_path")
     args = parser.parse_args()
@@ -295,6 +296,8 @@ def main() -> int:
     dump: dict[str, object] = {}
     with isolated_home("fusion"):
         os.environ["QMD_RERANK_MODEL"] = os.environ["QMD_GENERATE_MODEL"] = str(cache / "none.gguf")
+        if args.sections:
+            os.environ["QMD_CHUNK_SECTIONS"] = "1"
         variants = {"off": ["0"], "on": ["1"], "both": ["0", "1"]}[args.headings]
         for spec, headings in [(s, h) for s in args.model or ["minilm"] for h in variants]:
             model = resolve_model(spec, cache)
@@ -303,7 +306,7 @@ def main() -> int:
             sets = load_sets(bench, names)
             store = open_store(model, cache, bench, {c for b in sets for c in b.collections})
             label = store.embedder().info.name + (" +headings" if headings == "1" else "")
-            seconds = next((v for k, v in EMBED_SECONDS.items() if k.endswith(model_key(model) + ("-headings" if headings == "1" else ""))), None)
+            seconds = next((v for k, v in EMBED_SECONDS.items() if k.endswith(model_key(model) + ("-headings" if headings == "1" else "") + ("-sections" if os.environ.get("QMD_CHUNK_SECTIONS") == "1" else ""))), None)
             report.data[f"{label}/embed seconds"] = seconds
             if seconds is not None:
                 report.row(f"{label} embed (s)", f"{seconds:.1f}")

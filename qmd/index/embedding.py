@@ -32,13 +32,39 @@ SPANS_AT_ONCE = 500  # documents whose earlier chunks are read in one query
 
 
 def heading_paths() -> bool:
-    """Whether each chunk's input carries its heading path (`Title › Section › Subsection`): on.
+    """Whether each chunk's input carries its heading path (`Title › Section › Subsection`).
 
-    QMD_CHUNK_HEADINGS=0 embeds as before it (an internal switch: bench/fusion_bench.py
-    --headings compares both). It is part of the fingerprint: an index never mixes vectors
-    embedded with and without it, and one embedded before it needs `qmd embed` again.
+    Off: measured (issue 29, docs/ranking.md's research section) it did not win on the
+    held-out half. QMD_CHUNK_HEADINGS=1 turns it on, an internal switch for the bench
+    (bench/fusion_bench.py --headings both). It is part of the fingerprint, so an index
+    never mixes vectors embedded with and without it.
     """
-    return os.environ.get("QMD_CHUNK_HEADINGS", "1") != "0"
+    return os.environ.get("QMD_CHUNK_HEADINGS", "") == "1"
+
+
+def section_units() -> bool:
+    """Whether each heading-bounded section that fits a chunk is embedded too, beside the
+    windows (a document scores by its best unit): QMD_CHUNK_SECTIONS=1, an internal switch
+    for the bench (issue 29, measured in docs/ranking.md); part of the fingerprint."""
+    return os.environ.get("QMD_CHUNK_SECTIONS", "") == "1"
+
+
+def sections(body: str, offset: int, count_tokens: Callable[[str], int], budget: int, windows: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """(seq, start, end, tokens) of each section of `body` (a heading to the next heading of
+    its level or above) of 8 to `budget` tokens that is not already one of `windows`; seqs
+    follow the windows'."""
+    trail = heading_trail(body)
+    seen = {(start, end) for _, start, end, _ in windows}
+    out: list[tuple[int, int, int, int]] = []
+    for i, (pos, path) in enumerate(zip(trail.positions, trail.paths)):
+        level = path[-1][1]
+        end = next((p for p, q in zip(trail.positions[i + 1 :], trail.paths[i + 1 :]) if q[-1][1] <= level), len(body))
+        end = pos + len(body[pos:end].rstrip())
+        tokens = count_tokens(body[pos:end])
+        if 8 <= tokens <= budget and (pos + offset, end + offset) not in seen:
+            seen.add((pos + offset, end + offset))
+            out.append((len(windows) + len(out), pos + offset, end + offset, tokens))
+    return out
 
 
 def fingerprint(embedder: EmbeddingModel) -> str:
@@ -51,7 +77,9 @@ def fingerprint(embedder: EmbeddingModel) -> str:
     """
     parts: list[object] = [embedder.info.identity, embedder.family.spec, CHUNKER_VERSION]
     if heading_paths():
-        parts.append("heading-paths")  # only when on: the vectors embedded before keep their fingerprint
+        parts.append("heading-paths")
+    if section_units():
+        parts.append("sections")  # only when on: the vectors embedded before keep their fingerprint
     spec = json.dumps(parts)
     return hashlib.sha256(spec.encode()).hexdigest()[:16]
 
@@ -133,8 +161,9 @@ def chunk_titles(embedder: EmbeddingModel, text: str, offset: int, title: str, d
     trail = heading_trail(text[offset:])
     titles: list[str] = []
     extra: list[int] = []
-    for _, start, _, tokens in doc.starts:
-        path = [h for pos, _, h in trail.path_at(start - offset)]
+    for _, start, end, tokens in doc.starts:
+        lead = len(text[start:end]) - len(text[start:end].lstrip())  # a chunk may start with the blank line before its heading
+        path = [h for pos, _, h in trail.path_at(start + lead - offset)]
         if path and _same_words(path[0], title):
             path = path[1:]
         if not path:
@@ -171,6 +200,8 @@ def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str, 
     budget = max(family.chunk_tokens - overhead, 16)
     chunks = chunk_text(body, embedder.count_tokens, max_tokens=budget, overlap_tokens=min(family.overlap_tokens, budget // 4), code=code)
     doc = _Doc(content_hash, [(c.seq, c.start + offset, c.end + offset, c.tokens) for c in chunks], title, overhead, chunker)
+    if language is None and section_units():
+        doc.starts += sections(body, offset, embedder.count_tokens, budget, doc.starts)
     if language is None and heading_paths():  # a source file's `#` lines are comments
         doc.titles, doc.extra = chunk_titles(embedder, text, offset, title, doc)
     return doc

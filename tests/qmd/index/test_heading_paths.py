@@ -1,6 +1,7 @@
 """Each chunk embedded with its heading path (`Title › Section`), as contextual retrieval
-prepends a chunk's context (issue 29): the chunks' spans stay as they were, only the model's
-input changes, and the fingerprint with it."""
+prepends a chunk's context (issue 29; off by default, QMD_CHUNK_HEADINGS=1, measured in
+docs/ranking.md): the chunks' spans stay as they were, only the model's input changes, and
+the fingerprint with it."""
 
 from __future__ import annotations
 
@@ -76,11 +77,11 @@ def test_the_path_never_overflows_the_context(monkeypatch: pytest.MonkeyPatch) -
         assert tight.count_tokens(text) + 4 <= cost  # what the model reads (+ its special tokens) is counted
 
 
-def test_an_index_embedded_before_heading_paths_embeds_again(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vectors_with_and_without_heading_paths_never_mix(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     import qmd
 
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
-    monkeypatch.setenv("QMD_CHUNK_HEADINGS", "0")  # the vectors as embedded before issue 29
+    monkeypatch.delenv("QMD_CHUNK_HEADINGS", raising=False)  # the default: off
     root = tmp_path / "notes"
     root.mkdir()
     (root / "runbook.md").write_text(DOC)
@@ -88,7 +89,7 @@ def test_an_index_embedded_before_heading_paths_embeds_again(tmp_path: Path, tin
     store = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
     store.add_collection(root, name="notes")
     assert store.embed().documents == 2
-    monkeypatch.delenv("QMD_CHUNK_HEADINGS")  # the default: heading paths
+    monkeypatch.setenv("QMD_CHUNK_HEADINGS", "1")
     now = qmd.Store(store.index_path, store.config_path)
     assert now.vector_status().pending_documents == 2
     with pytest.raises(qmd.QmdError, match="qmd embed"):
@@ -96,3 +97,23 @@ def test_an_index_embedded_before_heading_paths_embeds_again(tmp_path: Path, tin
     again = now.embed()
     assert (again.documents, now.vector_status().pending_documents) == (2, 0)
     assert now.vsearch("rollback check").hits
+
+
+def test_a_chunk_starting_on_the_blank_line_before_its_heading_is_not_under_the_sibling_above() -> None:
+    text = "# Guide\n\n## Install\n\nsteps\n\n## Upgrade\n\nmore steps\n"
+    cut = text.index("\n## Upgrade")  # the blank line's position: the chunk's text starts "\n## Upgrade"
+    doc = embedding._Doc("h", [(0, 0, cut, 5), (1, cut, len(text), 5)], "Guide", 3)
+    titles, _ = embedding.chunk_titles(WordEmbedder(), text, 0, "Guide", doc)  # type: ignore[arg-type]
+    assert titles == ["Guide", "Guide"]  # not "Guide › Install": the chunk's own heading is in its text
+
+
+def test_sections_are_embedded_beside_the_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("QMD_CHUNK_SECTIONS", raising=False)
+    windows = embedding.prepare(WordEmbedder(), DOC, "Blue/Green runbook", "h")  # type: ignore[arg-type]
+    monkeypatch.setenv("QMD_CHUNK_SECTIONS", "1")
+    both = embedding.prepare(WordEmbedder(), DOC, "Blue/Green runbook", "h")  # type: ignore[arg-type]
+    assert both.starts[: len(windows.starts)] == windows.starts
+    extra = both.starts[len(windows.starts) :]
+    assert [seq for seq, *_ in both.starts] == list(range(len(both.starts)))
+    assert [DOC[s:e].split("\n", 1)[0] for _, s, e, _ in extra] == ["### Check", "### Check"]  # "## Rollout" with its Check is over the budget
+    assert all(DOC[s:e] == DOC[s:e].rstrip() and t <= 48 for _, s, e, t in extra)
