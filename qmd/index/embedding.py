@@ -53,17 +53,21 @@ def sections(body: str, offset: int, count_tokens: Callable[[str], int], budget:
     """(seq, start, end, tokens) of each section of `body` (a heading to the next heading of
     its level or above) of 8 to `budget` tokens that is not already one of `windows`; seqs
     follow the windows'."""
+    def stripped(start: int, end: int) -> tuple[int, int]:  # a window's text without the blank lines around it
+        text = body[start:end]
+        return start + len(text) - len(text.lstrip()), start + len(text.rstrip())
+
     trail = heading_trail(body)
-    seen = {(start, end) for _, start, end, _ in windows}
+    seen = {stripped(start - offset, end - offset) for _, start, end, _ in windows}
     out: list[tuple[int, int, int, int]] = []
     for i, (pos, path) in enumerate(zip(trail.positions, trail.paths)):
         level = path[-1][1]
         end = next((p for p, q in zip(trail.positions[i + 1 :], trail.paths[i + 1 :]) if q[-1][1] <= level), len(body))
-        end = pos + len(body[pos:end].rstrip())
-        tokens = count_tokens(body[pos:end])
-        if 8 <= tokens <= budget and (pos + offset, end + offset) not in seen:
-            seen.add((pos + offset, end + offset))
-            out.append((len(windows) + len(out), pos + offset, end + offset, tokens))
+        span = stripped(pos, end)
+        tokens = count_tokens(body[span[0] : span[1]])
+        if 8 <= tokens <= budget and span not in seen:  # a note that is one window is not embedded twice
+            seen.add(span)
+            out.append((len(windows) + len(out), span[0] + offset, span[1] + offset, tokens))
     return out
 
 

@@ -115,5 +115,13 @@ def test_sections_are_embedded_beside_the_windows(monkeypatch: pytest.MonkeyPatc
     assert both.starts[: len(windows.starts)] == windows.starts
     extra = both.starts[len(windows.starts) :]
     assert [seq for seq, *_ in both.starts] == list(range(len(both.starts)))
-    assert [DOC[s:e].split("\n", 1)[0] for _, s, e, _ in extra] == ["### Check", "### Check"]  # "## Rollout" with its Check is over the budget
+    # "## Rollout" with its Check is over the budget; the second Check is a window already
+    assert [DOC[s:e].split("\n", 1)[0] for _, s, e, _ in extra] == ["### Check"]
     assert all(DOC[s:e] == DOC[s:e].rstrip() and t <= 48 for _, s, e, t in extra)
+
+
+def test_a_note_that_is_one_window_gets_no_section_copy_of_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_CHUNK_SECTIONS", "1")
+    note = "\n# Short note\n\n" + "word " * 20 + "\n\n"
+    doc = embedding.prepare(WordEmbedder(), note, "Short note", "h")  # type: ignore[arg-type]
+    assert len(doc.starts) == 1
