@@ -114,11 +114,16 @@ COLLECTIONS = {
 }
 
 
+EMBED_SECONDS: dict[str, float] = {}  # index folder -> seconds its embed took in this run
+
+
 def open_store(model: Path, cache: Path, bench: Path, needed: set[str]):  # type: ignore[no-untyped-def]
-    """The cached index for this model file, with `needed` collections indexed and embedded."""
+    """The cached index for this model file, with `needed` collections indexed and embedded
+    (one folder per heading-path setting: QMD_CHUNK_HEADINGS=1 embeds each chunk with its
+    headings, qmd.index.embedding.heading_paths)."""
     import qmd
 
-    folder = cache / "index" / model_key(model)
+    folder = cache / "index" / (model_key(model) + ("-headings" if os.environ.get("QMD_CHUNK_HEADINGS") == "1" else "") + ("-sections" if os.environ.get("QMD_CHUNK_SECTIONS") == "1" else ""))
     folder.mkdir(parents=True, exist_ok=True)
     store = qmd.Store(folder / "index.sqlite", folder / "index.yml")
     have = {c.name for c in store.collections()}
@@ -128,6 +133,7 @@ def open_store(model: Path, cache: Path, bench: Path, needed: set[str]):  # type
     t0 = time.perf_counter()
     done = store.embed(collections=sorted(needed))
     if done.documents:
+        EMBED_SECONDS[str(folder)] = time.perf_counter() - t0
         print(f"  embedded {done.documents} documents / {done.chunks} chunks in {time.perf_counter() - t0:.0f} s ({folder})", flush=True)
     return store
 
@@ -255,11 +261,32 @@ def build_only(models: list[str], names: list[str]) -> None:
             open_store(model, cache, bench, needed).close()
 
 
+def compare_headings(data: dict[str, object]) -> None:
+    """Before (no heading paths) → after, per model, set and group: query and vsearch."""
+    print("\nHeading paths: before -> after (hit@1, MRR@10; nDCG@10 where graded)")
+    for key, after in data.items():
+        label, _, name = key.rpartition("/")
+        if not label.endswith(" +headings") or not isinstance(after, dict) or name == "embed seconds":
+            continue
+        before = data.get(f"{label.removesuffix(' +headings')}/{name}")
+        if not isinstance(before, dict):
+            continue
+        for g in after:
+            for m in ("qmd", "vsearch"):
+                b, a = before[g][m], after[g][m]
+                nd = f"  nDCG {b['ndcg@10']:.3f} -> {a['ndcg@10']:.3f}" if "ndcg@10" in a else ""
+                print(f"  {label.removesuffix(' +headings')[:18]:<18} {name + ('' if g == 'all' else '/' + g):<22} {m:<8} "
+                      f"hit@1 {b['hit@1']:.2f} -> {a['hit@1']:.2f}  MRR {b['mrr']:.3f} -> {a['mrr']:.3f}{nd}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", help="minilm (default), embeddinggemma or an embedding GGUF; repeatable")
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--per-query", action="store_true")
+    parser.add_argument("--sections", action="store_true", help="also embed each heading-bounded section beside the windows (QMD_CHUNK_SECTIONS=1, issue 29)")
+    parser.add_argument("--headings", choices=("off", "on", "both"), default="off",
+                        help="each chunk embedded with its heading path (issue 29; off: qmd's default); both: off then on, each its own cached index, compared")
     parser.add_argument("--dump", metavar="PATH", help="write the captured lists as JSON (for trying rules offline)")
     parser.add_argument("--json", dest="json_path")
     args = parser.parse_args()
@@ -269,12 +296,20 @@ def main() -> int:
     dump: dict[str, object] = {}
     with isolated_home("fusion"):
         os.environ["QMD_RERANK_MODEL"] = os.environ["QMD_GENERATE_MODEL"] = str(cache / "none.gguf")
-        for spec in args.model or ["minilm"]:
+        if args.sections:
+            os.environ["QMD_CHUNK_SECTIONS"] = "1"
+        variants = {"off": ["0"], "on": ["1"], "both": ["0", "1"]}[args.headings]
+        for spec, headings in [(s, h) for s in args.model or ["minilm"] for h in variants]:
             model = resolve_model(spec, cache)
             os.environ["QMD_EMBED_MODEL"] = str(model)
+            os.environ["QMD_CHUNK_HEADINGS"] = headings
             sets = load_sets(bench, names)
             store = open_store(model, cache, bench, {c for b in sets for c in b.collections})
-            label = store.embedder().info.name
+            label = store.embedder().info.name + (" +headings" if headings == "1" else "")
+            seconds = next((v for k, v in EMBED_SECONDS.items() if k.endswith(model_key(model) + ("-headings" if headings == "1" else "") + ("-sections" if os.environ.get("QMD_CHUNK_SECTIONS") == "1" else ""))), None)
+            report.data[f"{label}/embed seconds"] = seconds
+            if seconds is not None:
+                report.row(f"{label} embed (s)", f"{seconds:.1f}")
             print(f"\n{label} ({model})", flush=True)
             print(f"  {'set':<22} {'method':<14} {'hit@1':>11} {'MRR@10':>7} {'nDCG@10':>8}")
             for bset in sets:
@@ -307,6 +342,8 @@ def main() -> int:
                         ranks = {m: next((i for i, k in enumerate(r.ranked[m], 1) if k in r.question.relevant), None) for m in METHODS}
                         print("    " + " ".join(f"{m.replace('stale: ', 'stale-').split()[0][:10]}={ranks[m] or '-'}" for m in METHODS) + f"  {r.question.id} {r.question.text[:70]}")
             store.close()
+    if args.headings == "both":
+        compare_headings(report.data)
     if args.dump:
         Path(args.dump).write_text(json.dumps(dump))
     return report.finish(args.json_path)

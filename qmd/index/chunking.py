@@ -195,3 +195,42 @@ def chunk_text(
             nxt = back  # inside one long line: overlap from the exact offset
         start = nxt if start < nxt < end else end
     return chunks
+
+
+@dataclass(frozen=True)
+class HeadingTrail:
+    """The Markdown headings of a text (outside code fences), each with the path of headings
+    it sits under: what a chunk starting anywhere in the text is about."""
+
+    positions: list[int]  # line start of each heading
+    paths: list[tuple[tuple[int, int, str], ...]]  # (pos, level, text) from the top down to that heading
+
+    def path_at(self, pos: int) -> tuple[tuple[int, int, str], ...]:
+        """The headings above `pos`, top first (a heading at `pos` is the chunk's own text)."""
+        i = bisect_left(self.positions, pos)
+        if i < len(self.positions) and self.positions[i] == pos:
+            return self.paths[i][:-1]
+        return self.paths[i - 1] if i else ()
+
+
+def heading_trail(text: str) -> HeadingTrail:
+    """Every heading of `text` and its path (a heading closes those of its level and deeper)."""
+    positions: list[int] = []
+    paths: list[tuple[tuple[int, int, str], ...]] = []
+    stack: list[tuple[int, int, str]] = []
+    in_fence = False
+    pos = 0
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (m := _HEADING.match(line)):
+            level = len(m.group(1))
+            words = line[m.end() :].strip().rstrip("#").strip()
+            while stack and stack[-1][1] >= level:
+                stack.pop()
+            if words:
+                stack.append((pos, level, words))
+                positions.append(pos)
+                paths.append(tuple(stack))
+        pos += len(line) + 1
+    return HeadingTrail(positions, paths)

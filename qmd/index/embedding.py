@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 
 from qmd.core.cancel import checkpoint
 from qmd.core.text import parse_front_matter
-from qmd.index.chunking import chunk_text
+from qmd.index.chunking import chunk_text, heading_trail
 from qmd.index.embed_progress import CollectionPlan, OnEmbedProgress, Tracker
 from qmd.llm.families import Family
 from qmd.llm.roles import EmbeddingModel
@@ -29,6 +31,46 @@ BATCH_CHUNKS = 32
 SPANS_AT_ONCE = 500  # documents whose earlier chunks are read in one query
 
 
+def heading_paths() -> bool:
+    """Whether each chunk's input carries its heading path (`Title › Section › Subsection`).
+
+    Off: measured (issue 29, docs/ranking.md's research section) it did not win on the
+    held-out half. QMD_CHUNK_HEADINGS=1 turns it on, an internal switch for the bench
+    (bench/fusion_bench.py --headings both). It is part of the fingerprint, so an index
+    never mixes vectors embedded with and without it.
+    """
+    return os.environ.get("QMD_CHUNK_HEADINGS", "") == "1"
+
+
+def section_units() -> bool:
+    """Whether each heading-bounded section that fits a chunk is embedded too, beside the
+    windows (a document scores by its best unit): QMD_CHUNK_SECTIONS=1, an internal switch
+    for the bench (issue 29, measured in docs/ranking.md); part of the fingerprint."""
+    return os.environ.get("QMD_CHUNK_SECTIONS", "") == "1"
+
+
+def sections(body: str, offset: int, count_tokens: Callable[[str], int], budget: int, windows: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """(seq, start, end, tokens) of each section of `body` (a heading to the next heading of
+    its level or above) of 8 to `budget` tokens that is not already one of `windows`; seqs
+    follow the windows'."""
+    def stripped(start: int, end: int) -> tuple[int, int]:  # a window's text without the blank lines around it
+        text = body[start:end]
+        return start + len(text) - len(text.lstrip()), start + len(text.rstrip())
+
+    trail = heading_trail(body)
+    seen = {stripped(start - offset, end - offset) for _, start, end, _ in windows}
+    out: list[tuple[int, int, int, int]] = []
+    for i, (pos, path) in enumerate(zip(trail.positions, trail.paths)):
+        level = path[-1][1]
+        end = next((p for p, q in zip(trail.positions[i + 1 :], trail.paths[i + 1 :]) if q[-1][1] <= level), len(body))
+        span = stripped(pos, end)
+        tokens = count_tokens(body[span[0] : span[1]])
+        if 8 <= tokens <= budget and span not in seen:  # a note that is one window is not embedded twice
+            seen.add(span)
+            out.append((len(windows) + len(out), span[0] + offset, span[1] + offset, tokens))
+    return out
+
+
 def fingerprint(embedder: EmbeddingModel) -> str:
     """Model identity + input format + chunk settings: what makes two vectors comparable.
 
@@ -37,7 +79,12 @@ def fingerprint(embedder: EmbeddingModel) -> str:
     per-document part of the fingerprint, so switching a collection's strategy re-cuts only
     its source files of languages with a grammar, and re-embeds only those whose cut changed.
     """
-    spec = json.dumps([embedder.info.identity, embedder.family.spec, CHUNKER_VERSION])
+    parts: list[object] = [embedder.info.identity, embedder.family.spec, CHUNKER_VERSION]
+    if heading_paths():
+        parts.append("heading-paths")
+    if section_units():
+        parts.append("sections")  # only when on: the vectors embedded before keep their fingerprint
+    spec = json.dumps(parts)
     return hashlib.sha256(spec.encode()).hexdigest()[:16]
 
 
@@ -88,15 +135,50 @@ class _Doc:
     overhead: int  # tokens every chunk's input adds to the chunk: the title, the template, special tokens
     chunker: str = "regex"
     recut: bool = False  # it had vectors, cut otherwise (its chunk strategy changed its cut)
+    titles: list[str] | None = None  # per chunk: the title with the chunk's heading path (heading_paths())
+    extra: list[int] | None = None  # per chunk: the tokens its heading path adds
 
     def inputs(self, family: Family, text: str) -> list[str]:
         """Every chunk of `text` (this document's content) formatted with the title for the model."""
-        return [family.document(self.title, text[start:end]) for _, start, end, _ in self.starts]
+        titles = self.titles or [self.title] * len(self.starts)
+        return [family.document(title, text[start:end]) for title, (_, start, end, _) in zip(titles, self.starts)]
 
     @property
     def costs(self) -> list[int]:
         """Tokens of each chunk's input: the work of embedding it."""
-        return [tokens + self.overhead for *_, tokens in self.starts]
+        extra = self.extra or [0] * len(self.starts)
+        return [tokens + self.overhead + more for (*_, tokens), more in zip(self.starts, extra)]
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def _same_words(a: str, b: str) -> bool:
+    return _SPACES.sub(" ", a).strip().casefold() == _SPACES.sub(" ", b).strip().casefold()
+
+
+def chunk_titles(embedder: EmbeddingModel, text: str, offset: int, title: str, doc: _Doc) -> tuple[list[str], list[int]]:
+    """Each chunk's title with the headings it sits under (`Title › Rollback › Steps`), as
+    contextual retrieval prepends a chunk's context: a chunk deep in a long note then carries
+    what it is about. The headings above the chunk's start only (one it starts with is in its
+    text); a top heading that repeats the title is left out. Cut so the input fits the model."""
+    trail = heading_trail(text[offset:])
+    titles: list[str] = []
+    extra: list[int] = []
+    for _, start, end, tokens in doc.starts:
+        lead = len(text[start:end]) - len(text[start:end].lstrip())  # a chunk may start with the blank line before its heading
+        path = [h for pos, _, h in trail.path_at(start + lead - offset)]
+        if path and _same_words(path[0], title):
+            path = path[1:]
+        if not path:
+            titles.append(title)
+            extra.append(0)
+            continue
+        room = min(TITLE_TOKENS, embedder.n_ctx - doc.overhead - tokens - 2)  # 2: the " › " and a margin
+        line = embedder.fit(" › ".join(path), room) if room > 0 else ""
+        titles.append(f"{title} › {line}" if title and line else title or line)
+        extra.append(embedder.count_tokens(line) + 1 if line else 0)
+    return titles, extra
 
 
 def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str, language: str | None = None) -> _Doc:
@@ -121,7 +203,12 @@ def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str, 
     overhead = embedder.count_tokens(family.document(title, "")) + 4  # + special tokens
     budget = max(family.chunk_tokens - overhead, 16)
     chunks = chunk_text(body, embedder.count_tokens, max_tokens=budget, overlap_tokens=min(family.overlap_tokens, budget // 4), code=code)
-    return _Doc(content_hash, [(c.seq, c.start + offset, c.end + offset, c.tokens) for c in chunks], title, overhead, chunker)
+    doc = _Doc(content_hash, [(c.seq, c.start + offset, c.end + offset, c.tokens) for c in chunks], title, overhead, chunker)
+    if language is None and section_units():
+        doc.starts += sections(body, offset, embedder.count_tokens, budget, doc.starts)
+    if language is None and heading_paths():  # a source file's `#` lines are comments
+        doc.titles, doc.extra = chunk_titles(embedder, text, offset, title, doc)
+    return doc
 
 
 def chunk_documents(
