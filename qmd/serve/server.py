@@ -49,7 +49,7 @@ from qmd.serve.logsafe import escape, escape_lines
 from qmd.serve.origin import Guard
 from qmd.serve.proof import HEADER as PROOF_HEADER
 from qmd.serve.proof import Nonces, valid_nonce
-from qmd.serve.protocol import HTTP_DEFAULT_VERSION, META_VERSION, METHOD_NOT_FOUND, MODERN_VERSIONS, SUPPORTED_VERSIONS, McpHandler, error_response, header_refusal, is_request, loads, parse_message, unsupported_version
+from qmd.serve.protocol import HTTP_DEFAULT_VERSION, METHOD_NOT_FOUND, MODERN_VERSIONS, SUPPORTED_VERSIONS, McpHandler, claims_modern, error_response, header_refusal, is_request, loads, parse_message, unsupported_version
 from qmd.serve.service import ScopedTools, ToolService
 
 MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
@@ -237,7 +237,7 @@ class HttpApp:
             status[0] = 400
             await _json(send, 400, error_response(message.get("id") if isinstance(message, dict) else None, refusal.code, refusal.message, refusal.data))
             return
-        modern = isinstance(message, dict) and is_request(message) and (version in MODERN_VERSIONS or _claims_modern(message))
+        modern = isinstance(message, dict) and is_request(message) and (version in MODERN_VERSIONS or claims_modern(message))
         if isinstance(message, dict) and isinstance(message.get("method"), str) and message["method"] != "tools/call":
             note.append(message["method"][:60])
         elif isinstance(message, list):
@@ -366,13 +366,6 @@ class HttpApp:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
-
-
-def _claims_modern(message: dict[str, Any]) -> bool:
-    """The request names a protocol version in its `_meta` (2026-07-28 style)."""
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and META_VERSION in meta
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -204,3 +204,15 @@ def test_http_legacy_is_unchanged(http: Http) -> None:
     assert status == 200 and body["error"]["code"] == -32601
     status, body = http.post({"jsonrpc": "2.0", "id": 5, "method": "ping"}, {"MCP-Protocol-Version": "1999-01-01"}, auto=False)
     assert status == 400 and "MCP-Protocol-Version" in body["error"]["message"] and body["error"]["code"] == -32022
+
+
+@pytest.mark.parametrize("header", [None, "2025-11-25"])
+def test_http_a_batch_holding_a_2026_request_is_refused_without_the_header_too(http: Http, header: str | None) -> None:
+    """The body's _meta makes a request 2026-07-28 as much as the header does: in a batch it
+    would skip the Mcp-Method/Mcp-Name checks a gateway relies on, so the batch is refused."""
+    legacy = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    status, body = http.post([legacy, modern(3, "tools/call", QUERY)], {"MCP-Protocol-Version": header}, auto=False)
+    assert status == 400 and body["error"]["code"] == -32600 and "batch" in body["error"]["message"], body
+    assert "results" not in str(body)
+    status, body = http.post([legacy], {"MCP-Protocol-Version": header}, auto=False)
+    assert status == 200 and body[0]["result"]["tools"]  # a legacy batch is served as before
