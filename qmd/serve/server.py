@@ -92,7 +92,7 @@ class HttpApp:
         if scope["type"] != "http":
             return
         started = time.perf_counter()
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = _header_map(scope["headers"])
         status = [0]
 
         async def reply(code: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -366,6 +366,17 @@ class HttpApp:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Lower-cased names to values; a header sent twice keeps both values joined by ", "
+    (RFC 9110 5.3), so a repeated Mcp-Name/Origin/Authorization matches no single value
+    instead of the last copy winning where a gateway read the first."""
+    headers: dict[str, str] = {}
+    for k, v in raw:
+        name, value = k.decode("latin-1").lower(), v.decode("latin-1")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return headers
 
 
 def _is_json(content_type: str | None) -> bool:

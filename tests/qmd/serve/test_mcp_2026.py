@@ -216,3 +216,34 @@ def test_http_a_batch_holding_a_2026_request_is_refused_without_the_header_too(h
     assert "results" not in str(body)
     status, body = http.post([legacy], {"MCP-Protocol-Version": header}, auto=False)
     assert status == 200 and body[0]["result"]["tools"]  # a legacy batch is served as before
+
+
+def _post_raw_headers(http: Http, body: dict[str, Any], headers: list[tuple[str, str]]) -> tuple[int, Any]:
+    """POST /mcp sending `headers` as given, repeats included (http.client keeps each putheader)."""
+    import json
+    from http.client import HTTPConnection
+
+    conn = HTTPConnection("127.0.0.1", http.port, timeout=30)
+    try:
+        data = json.dumps(body).encode()
+        conn.putrequest("POST", "/mcp")
+        for name, value in [("Content-Type", "application/json"), ("Accept", "application/json"), ("Content-Length", str(len(data))), ("Authorization", f"Bearer {http.token}"), *headers]:
+            conn.putheader(name, value)
+        conn.endheaders(data)
+        answer = conn.getresponse()
+        return answer.status, json.loads(answer.read() or b"null")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("twice", [("Mcp-Name", "get", "query"), ("Mcp-Method", "tools/list", "tools/call"), ("MCP-Protocol-Version", "2025-11-25", V)])
+def test_http_a_mirrored_header_sent_twice_is_a_mismatch(http: Http, twice: tuple[str, str, str]) -> None:
+    """Two values for one header (a gateway reads the first, a server the last) are not the
+    body's value: refused, never served by whichever copy happens to match."""
+    name, first, last = twice
+    base = {"MCP-Protocol-Version": V, "Mcp-Method": "tools/call", "Mcp-Name": "query"}
+    headers = [(k, v) for k, v in base.items() if k != name] + [(name, first), (name, last)]
+    status, body = _post_raw_headers(http, modern(9, "tools/call", QUERY), headers)
+    assert status == 400 and "results" not in str(body) and body["error"]["code"] in (-32020, -32022), body
+    status, body = _post_raw_headers(http, modern(9, "tools/call", QUERY), list(base.items()))
+    assert status == 200 and body["result"]["structuredContent"]["results"]
