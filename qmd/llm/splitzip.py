@@ -12,6 +12,7 @@ renamed into place only when every check passes.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import struct
 import zlib
@@ -154,9 +155,16 @@ def find_member(span: Span, name: str) -> tuple[Member, int]:
     raise _fail(f"the archive has no member {name}")
 
 
-def _inflate(inflate: zlib._Decompress, block: bytes | None, label: str) -> bytes:
+def _inflated(inflate: zlib._Decompress, block: bytes | None, label: str) -> Iterator[bytes]:
+    """`block` inflated (None: the rest), a block of output at a time: a zip bomb's 1000-fold
+    block is never held whole, and the caller stops it at the declared size."""
     try:
-        return inflate.decompress(block) if block is not None else inflate.flush()
+        data = inflate.decompress(block, _BLOCK) if block is not None else inflate.flush(_BLOCK)
+        while data:
+            yield data
+            if not inflate.unconsumed_tail:
+                return
+            data = inflate.decompress(inflate.unconsumed_tail, _BLOCK)
     except zlib.error as exc:
         raise _fail(f"{label} does not inflate ({exc}): the volumes are damaged; nothing written") from None
 
@@ -187,20 +195,17 @@ def extract_member(
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as fh:
-            for block in span.stream(start + 30 + nlen + xlen, member.compressed_size):
-                data = _inflate(inflate, block, label) if inflate else block
-                digest.update(data)
-                crc = zlib.crc32(data, crc)
-                written += len(data)
-                fh.write(data)
-                if progress:
-                    progress(written, size)
-            if inflate:
-                data = _inflate(inflate, None, label)
-                digest.update(data)
-                crc = zlib.crc32(data, crc)
-                written += len(data)
-                fh.write(data)
+            blocks: Iterator[bytes | None] = span.stream(start + 30 + nlen + xlen, member.compressed_size)
+            for block in itertools.chain(blocks, (None,)) if inflate else blocks:  # None: flush the inflater
+                for data in _inflated(inflate, block, label) if inflate else (block or b"",):
+                    if written + len(data) > size:
+                        raise _fail(f"{label} holds more than its {size:,} bytes: the volumes are damaged; nothing written")
+                    digest.update(data)
+                    crc = zlib.crc32(data, crc)
+                    written += len(data)
+                    fh.write(data)
+                    if progress and data:
+                        progress(written, size)
             fh.flush()
             os.fsync(fh.fileno())
         if written != size or crc != member.crc:

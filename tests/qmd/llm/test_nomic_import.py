@@ -8,7 +8,9 @@ import hashlib
 import io
 import os
 import random
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -214,3 +216,35 @@ def test_nomic_vectors_equal_bare_llama_cpp_on_prefixed_texts() -> None:
         assert float(np.dot(mine, ref)) > 0.9999
     # the prefixes matter: a query without one is a different vector
     assert float(np.dot(ours[0], bare.embed(queries[0], normalize=True))) < 0.99
+
+
+def _hand_zip(member_data: bytes, *, size: int, crc: int, method: int = 8, flags: int = 0, name: bytes = MEMBER.encode(), extra: bytes = b"") -> bytes:
+    """One-member zip built field by field, so the central directory can say what the data is not."""
+    local = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, flags, method, 0, 0, crc, len(member_data), size, len(name), 0) + name
+    csize = 0xFFFFFFFF if extra else len(member_data)
+    central = struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, flags, method, 0, 0, crc, csize, size, len(name), len(extra), 0, 0, 0, 0, 0) + name + extra
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 1, 1, len(central), len(local) + len(member_data), 0)
+    return local + member_data + central + end
+
+
+def test_a_zip_bomb_stops_at_the_declared_size_in_bounded_memory(tmp_path: Path) -> None:
+    """A member whose deflated data inflates far past the size the central directory declares
+    is refused once it passes that size: no more written, no block inflated whole in memory."""
+    import tracemalloc
+
+    data = payload()
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, -15)
+    bomb = squeeze.compress(b"\0" * 100_000_000) + squeeze.flush()  # about 100 KB: one block
+    archive = _hand_zip(bomb, size=len(data), crc=zlib.crc32(data))
+    out = tmp_path / "out" / "m.gguf"
+    most = [0]
+    tracemalloc.start()
+    try:
+        with pytest.raises(QmdError, match="holds more than its 20,000 bytes: the volumes are damaged; nothing written"):
+            extract_member(volumes_in(tmp_path, [archive]), MEMBER, out, size=len(data), sha256=hashlib.sha256(data).hexdigest(), progress=lambda done, total: most.__setitem__(0, max(most[0], done)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16_000_000, peak
+    assert most[0] <= len(data)
+    assert list(out.parent.iterdir()) == []
