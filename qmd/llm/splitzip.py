@@ -96,7 +96,7 @@ def _end_record(span: Span) -> tuple[int, int, int]:
     tail_at = max(0, span.size - _TAIL)
     tail = span.read(tail_at, span.size - tail_at)
     pos = tail.rfind(_EOCD)
-    while pos >= 0 and pos + 22 + struct.unpack_from("<H", tail, pos + 20)[0] != len(tail):
+    while pos >= 0 and (pos + 22 > len(tail) or pos + 22 + struct.unpack_from("<H", tail, pos + 20)[0] != len(tail)):
         pos = tail.rfind(_EOCD, 0, pos)
     if pos < 0:
         raise _fail("the last volume holds no zip end record: are these the archive's last volumes, in order?")
@@ -107,7 +107,7 @@ def _end_record(span: Span) -> tuple[int, int, int]:
         if loc < 0 or tail[loc:loc + 4] != _ZIP64_LOCATOR:
             raise _fail("the zip end record says zip64 but no zip64 locator precedes it")
         rec = tail.rfind(_ZIP64_EOCD, 0, loc)
-        if rec < 0:
+        if rec < 0 or rec + 56 > loc:
             raise _fail("the zip64 end record is missing")
         cd_size, cd_offset = struct.unpack_from("<QQ", tail, rec + 40)
         follows = rec
@@ -123,6 +123,8 @@ def _zip64_fields(extra: bytes, wanted: list[bool]) -> list[int]:
     while at + 4 <= len(extra):
         tag, size = struct.unpack_from("<HH", extra, at)
         if tag == 1:
+            if size < 8 * sum(wanted) or at + 4 + size > len(extra):
+                raise _fail("a zip64 member's zip64 extra field is too short for its sizes and offset: the volumes are damaged")
             values = [struct.unpack_from("<Q", extra, at + 4 + 8 * i)[0] for i in range(sum(wanted))]
             return values
         at += 4 + size
@@ -138,7 +140,7 @@ def find_member(span: Span, name: str) -> tuple[Member, int]:
     at = 0
     while at + 46 <= len(cd) and cd[at:at + 4] == _CENTRAL:
         (flags, method, crc, csize, usize, nlen, xlen, clen, hoff) = struct.unpack_from("<8xHH4xIIIHHH8xI", cd, at)
-        entry = cd[at + 46:at + 46 + nlen].decode("utf-8" if flags & 0x800 else "cp437")
+        entry = cd[at + 46:at + 46 + nlen].decode("utf-8" if flags & 0x800 else "cp437", "replace")  # a bad name is just not ours
         extra = cd[at + 46 + nlen:at + 46 + nlen + xlen]
         at += 46 + nlen + xlen + clen
         if entry != name:

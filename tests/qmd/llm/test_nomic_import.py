@@ -248,3 +248,45 @@ def test_a_zip_bomb_stops_at_the_declared_size_in_bounded_memory(tmp_path: Path)
     assert peak < 16_000_000, peak
     assert most[0] <= len(data)
     assert list(out.parent.iterdir()) == []
+
+
+def _eocd_in_the_last_bytes(s: list[bytes]) -> list[bytes]:
+    return [*s[:-1], s[-1] + b"PK\x05\x06\0\0"]  # a signature too close to the end to hold a record
+
+
+def _utf8_flag_on_a_bad_name(s: list[bytes]) -> list[bytes]:
+    data = bytearray(b"".join(s))
+    at = data.find(b"PK\x01\x02")  # the first central entry (app/before.bin's), flagged UTF-8 with a byte that is not
+    struct.pack_into("<H", data, at + 8, struct.unpack_from("<H", data, at + 8)[0] | 0x800)
+    data[at + 46] = 0xFF
+    return [bytes(data)]
+
+
+def _zip64_extra_too_short(s: list[bytes]) -> list[bytes]:
+    data = bytearray(b"".join(s))
+    name = MEMBER.encode()
+    at = data.find(b"PK\x01\x02")
+    while data[at + 46:at + 46 + len(name)] != name:
+        at = data.find(b"PK\x01\x02", at + 4)
+    nlen, xlen = struct.unpack_from("<HH", data, at + 28)
+    struct.pack_into("<I", data, at + 24, 0xFFFFFFFF)  # the size overflowed: read it from the zip64 field…
+    struct.pack_into("<H", data, at + 30, xlen + 4)  # …which is there but holds no value
+    end = data.rfind(b"PK\x05\x06")
+    struct.pack_into("<I", data, end + 12, struct.unpack_from("<I", data, end + 12)[0] + 4)  # the directory grew by 4 bytes
+    return [bytes(data[:at + 46 + nlen] + struct.pack("<HH", 1, 0) + data[at + 46 + nlen:])]
+
+
+@pytest.mark.parametrize(("mangle", "message"), [
+    (_eocd_in_the_last_bytes, "no zip end record"),
+    (_utf8_flag_on_a_bad_name, "has sha256|no member"),
+    (_zip64_extra_too_short, "zip64 extra field"),
+])
+def test_malformed_records_are_one_clear_error(tmp_path: Path, mangle, message: str) -> None:  # type: ignore[no-untyped-def]
+    """Records that lie or stop short: a QmdError naming the problem, never struct.error or UnicodeDecodeError."""
+    data = payload()
+    whole, dropped = split_zip(data, volume=1 << 20)
+    assert dropped == 0
+    out = tmp_path / "out" / "m.gguf"
+    with pytest.raises(QmdError, match=message):
+        extract_member(volumes_in(tmp_path, mangle(whole)), MEMBER, out, size=len(data), sha256="0" * 64)
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
