@@ -155,3 +155,18 @@ def test_get_of_zero_lines_prints_no_body_line(demo: Path) -> None:
             assert '"lines": 0' in js.stdout and '"body": ""' in js.stdout, js.stdout
         blank = run_qmd("get", "qmd://notes/runbooks/deploy.md?index=demo:2:1", env=env)  # line 2 is empty
         assert blank.returncode == 0 and blank.stdout.splitlines()[-1] == "2: ", blank.stdout
+
+
+def test_multi_get_of_zero_lines_prints_no_body_line(demo: Path) -> None:
+    """`multi-get FILE:1:0` and `multi-get FILE -l 0` printed the same phantom empty "1: "
+    line `get` no longer prints (issue 27): no line is numbered, the truncation note stays."""
+    env = qmd_env()
+    for args in (["qmd://notes/runbooks/deploy.md?index=demo:1:0"], ["qmd://notes/runbooks/deploy.md?index=demo", "-l", "0"]):
+        got = run_qmd("multi-get", *args, env=env)
+        assert got.returncode == 0, got.stderr
+        assert "1: " not in got.stdout.splitlines() and "1:" not in got.stdout.splitlines(), got.stdout
+        assert "more lines]" in got.stdout
+        js = run_qmd("multi-get", *args, "--json", env=env)
+        assert '"body": "[... truncated 8 more lines]"' in js.stdout, js.stdout
+    one = run_qmd("multi-get", "qmd://notes/runbooks/deploy.md?index=demo:1:1", env=env)
+    assert any(line.startswith("1: #") for line in one.stdout.splitlines()), one.stdout  # one line asked: numbered
