@@ -170,3 +170,18 @@ def test_multi_get_of_zero_lines_prints_no_body_line(demo: Path) -> None:
         assert '"body": "[... truncated 8 more lines]"' in js.stdout, js.stdout
     one = run_qmd("multi-get", "qmd://notes/runbooks/deploy.md?index=demo:1:1", env=env)
     assert any(line.startswith("1: #") for line in one.stdout.splitlines()), one.stdout  # one line asked: numbered
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+@pytest.mark.parametrize(("args", "flag"), [
+    (["get", "qmd://notes/runbooks/deploy.md?index=demo", "-l", "-1"], "-l"),
+    (["get", "qmd://notes/runbooks/deploy.md?index=demo", "--from", "-5"], "--from"),
+    (["multi-get", "qmd://notes/runbooks/deploy.md?index=demo", "-l", "-1"], "-l"),
+    (["multi-get", "qmd://notes/runbooks/deploy.md?index=demo", "--max-bytes", "-1"], "--max-bytes"),
+])
+def test_a_negative_count_is_a_usage_error(demo: Path, fast: str, args: list[str], flag: str) -> None:
+    """`get -l -1` printed no line, `--from -5` line 1 and `--max-bytes -1` skipped every
+    document 'over the -1-byte limit', all with exit 0: a negative count is refused, naming it."""
+    got = run_qmd(*args, env=qmd_env({"QMD_FAST": fast}))
+    assert got.returncode == 2 and got.stdout == "", got.stdout
+    assert f"Invalid value for {flag}: must be 0 or more" in got.stderr and "Traceback" not in got.stderr, got.stderr
