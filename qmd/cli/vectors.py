@@ -58,6 +58,9 @@ def print_embed_report(report: EmbedReport, named: list[str] | None = None) -> N
         held = "The 1 document" + scope + " already has" if report.already == 1 else f"All {report.already} documents{scope} already have"
         err(f"{held} vectors for {report.model}; nothing to embed")
         return
+    if not report.documents and not report.chunks:  # empty collections: a no-op as well
+        err(f"No documents{scope} to embed; nothing to do")
+        return
     err(f"Embedded {report.documents} documents{scope} ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already}{scope} were already embedded")
 
 

@@ -92,3 +92,15 @@ def test_embed_of_named_collections_reports_only_them(cli: Cli, notes: Path, tmp
     assert "All 7 documents in other, notes already have vectors for " in err, err
     code, _, err = cli("embed")
     assert "All 7 documents already have vectors for " in err and "; nothing to embed" in err, err
+
+
+def test_embed_of_collections_holding_no_documents_says_so(cli: Cli, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty collection is a no-op too: not 'Embedded 0 documents (0 chunks, 0.0 chunks/s)…;
+    0 were already embedded' (the line issue 27 retired for a no-op)."""
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    (tmp_path / "empty").mkdir()
+    assert cli("collection", "add", str(tmp_path / "empty"), "--name", "empty")[0] == 0
+    for args, said in ((["embed"], "No documents to embed; nothing to do"), (["embed", "-c", "empty"], "No documents in empty to embed; nothing to do")):
+        code, out, err = cli(*args)
+        assert code == 0 and out == "", err
+        assert said in err and "Embedded 0" not in err and "0.0 chunks/s" not in err, err
