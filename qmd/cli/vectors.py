@@ -90,7 +90,7 @@ def embed(
         ref = store.model("embed")
         if not ref.available and ref.is_hf:
             _download(ref)
-        if force:
+        if force and ref.available:  # a missing model file is refused below, before anything is dropped
             before = store.vector_status(collection)
             if collection:
                 err(f"-f: dropping the {before.model} vectors of {', '.join(collection)} and embedding them again (other collections keep theirs)")
