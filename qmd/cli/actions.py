@@ -243,8 +243,17 @@ def explain(found: Outcome, per_hit: bool) -> None:
                 err(f"  {line}")
 
 
+def get_request(p: Params) -> None:
+    """`qmd get`'s usage checks (the fast path runs them too)."""
+    from qmd.cli.shared import non_negative
+
+    non_negative(p["from_line"], "--from")
+    non_negative(p["lines"], "-l")
+
+
 def get(p: Params) -> None:
     """`qmd get`: one document or a range of its lines."""
+    get_request(p)
     ref = named_index(p["ref"])  # a URI printed for a named index reads that index
     with open_store() as store:
         doc = store.get(ref, p["from_line"], p["lines"])

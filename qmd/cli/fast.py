@@ -158,7 +158,7 @@ def spec(name: str) -> Spec:
     return argument, many, flags, options, defaults
 
 
-CHECKS = {"search": "search_request", "vsearch": "vsearch_request", "query": "query_request"}  # actions' request builders
+CHECKS = {"search": "search_request", "vsearch": "vsearch_request", "query": "query_request", "get": "get_request"}  # actions' request builders
 
 
 def _mcp(args: list[str]) -> Command | None:

@@ -256,9 +256,9 @@ def format_document(doc: Document, fmt: str, line_numbers: bool = True, name: st
 
 
 def _multi_body(item: MultiGetItem, line_numbers: bool) -> str:
-    body = numbered(item.text or "", item.from_line) if line_numbers else (item.text or "")
+    body = numbered(item.text, item.from_line) if line_numbers and item.text else (item.text or "")  # `:1:0`, `-l 0`: no "1: " line
     if item.truncated_lines:
-        body += f"\n\n[... truncated {item.truncated_lines} more lines]"
+        body += ("\n\n" if body else "") + f"[... truncated {item.truncated_lines} more lines]"
     return body
 
 

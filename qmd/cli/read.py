@@ -73,8 +73,10 @@ def multi_get(
     kind: str = "cli",
 ) -> None:
     """Print several documents at once."""
-    from qmd.cli.shared import display_names, named_index, roots_of
+    from qmd.cli.shared import display_names, named_index, non_negative, roots_of
 
+    non_negative(lines, "-l")
+    non_negative(max_bytes, "--max-bytes")
     pattern = named_index(pattern)  # URIs printed for a named index read that index
     with open_store() as store:
         items = store.multi_get(pattern, lines, max_bytes)

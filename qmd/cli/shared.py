@@ -94,6 +94,12 @@ def pick_format(fmt: str | None, json_: bool, csv_: bool, md: bool, xml: bool, f
     return chosen.pop() if chosen else "cli"
 
 
+def non_negative(value: int | None, flag: str) -> None:
+    """A count, size or line number below 0 is a usage error (it silently meant 0 or line 1)."""
+    if value is not None and value < 0:
+        raise _usage_error("must be 0 or more", flag)
+
+
 def result_limit(kind: str, n: int | None, all_: bool = False) -> int | None:
     """-n, else 5 (20 for json/files); None with --all. A non-positive -n is a usage error."""
     if n is not None and n < 1:

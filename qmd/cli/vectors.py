@@ -58,6 +58,9 @@ def print_embed_report(report: EmbedReport, named: list[str] | None = None) -> N
         held = "The 1 document" + scope + " already has" if report.already == 1 else f"All {report.already} documents{scope} already have"
         err(f"{held} vectors for {report.model}; nothing to embed")
         return
+    if not report.documents and not report.chunks:  # empty collections: a no-op as well
+        err(f"No documents{scope} to embed; nothing to do")
+        return
     err(f"Embedded {report.documents} documents{scope} ({report.chunks} chunks, {rate:.1f} chunks/s) with {report.model}; {report.already}{scope} were already embedded")
 
 
@@ -87,7 +90,7 @@ def embed(
         ref = store.model("embed")
         if not ref.available and ref.is_hf:
             _download(ref)
-        if force:
+        if force and ref.available:  # a missing model file is refused below, before anything is dropped
             before = store.vector_status(collection)
             if collection:
                 err(f"-f: dropping the {before.model} vectors of {', '.join(collection)} and embedding them again (other collections keep theirs)")

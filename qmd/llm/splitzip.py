@@ -12,6 +12,7 @@ renamed into place only when every check passes.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import struct
 import zlib
@@ -95,7 +96,7 @@ def _end_record(span: Span) -> tuple[int, int, int]:
     tail_at = max(0, span.size - _TAIL)
     tail = span.read(tail_at, span.size - tail_at)
     pos = tail.rfind(_EOCD)
-    while pos >= 0 and pos + 22 + struct.unpack_from("<H", tail, pos + 20)[0] != len(tail):
+    while pos >= 0 and (pos + 22 > len(tail) or pos + 22 + struct.unpack_from("<H", tail, pos + 20)[0] != len(tail)):
         pos = tail.rfind(_EOCD, 0, pos)
     if pos < 0:
         raise _fail("the last volume holds no zip end record: are these the archive's last volumes, in order?")
@@ -106,7 +107,7 @@ def _end_record(span: Span) -> tuple[int, int, int]:
         if loc < 0 or tail[loc:loc + 4] != _ZIP64_LOCATOR:
             raise _fail("the zip end record says zip64 but no zip64 locator precedes it")
         rec = tail.rfind(_ZIP64_EOCD, 0, loc)
-        if rec < 0:
+        if rec < 0 or rec + 56 > loc:
             raise _fail("the zip64 end record is missing")
         cd_size, cd_offset = struct.unpack_from("<QQ", tail, rec + 40)
         follows = rec
@@ -122,6 +123,8 @@ def _zip64_fields(extra: bytes, wanted: list[bool]) -> list[int]:
     while at + 4 <= len(extra):
         tag, size = struct.unpack_from("<HH", extra, at)
         if tag == 1:
+            if size < 8 * sum(wanted) or at + 4 + size > len(extra):
+                raise _fail("a zip64 member's zip64 extra field is too short for its sizes and offset: the volumes are damaged")
             values = [struct.unpack_from("<Q", extra, at + 4 + 8 * i)[0] for i in range(sum(wanted))]
             return values
         at += 4 + size
@@ -137,7 +140,7 @@ def find_member(span: Span, name: str) -> tuple[Member, int]:
     at = 0
     while at + 46 <= len(cd) and cd[at:at + 4] == _CENTRAL:
         (flags, method, crc, csize, usize, nlen, xlen, clen, hoff) = struct.unpack_from("<8xHH4xIIIHHH8xI", cd, at)
-        entry = cd[at + 46:at + 46 + nlen].decode("utf-8" if flags & 0x800 else "cp437")
+        entry = cd[at + 46:at + 46 + nlen].decode("utf-8" if flags & 0x800 else "cp437", "replace")  # a bad name is just not ours
         extra = cd[at + 46 + nlen:at + 46 + nlen + xlen]
         at += 46 + nlen + xlen + clen
         if entry != name:
@@ -154,9 +157,16 @@ def find_member(span: Span, name: str) -> tuple[Member, int]:
     raise _fail(f"the archive has no member {name}")
 
 
-def _inflate(inflate: zlib._Decompress, block: bytes | None, label: str) -> bytes:
+def _inflated(inflate: zlib._Decompress, block: bytes | None, label: str) -> Iterator[bytes]:
+    """`block` inflated (None: the rest), a block of output at a time: a zip bomb's 1000-fold
+    block is never held whole, and the caller stops it at the declared size."""
     try:
-        return inflate.decompress(block) if block is not None else inflate.flush()
+        data = inflate.decompress(block, _BLOCK) if block is not None else inflate.flush(_BLOCK)
+        while data:
+            yield data
+            if not inflate.unconsumed_tail:
+                return
+            data = inflate.decompress(inflate.unconsumed_tail, _BLOCK)
     except zlib.error as exc:
         raise _fail(f"{label} does not inflate ({exc}): the volumes are damaged; nothing written") from None
 
@@ -187,20 +197,17 @@ def extract_member(
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as fh:
-            for block in span.stream(start + 30 + nlen + xlen, member.compressed_size):
-                data = _inflate(inflate, block, label) if inflate else block
-                digest.update(data)
-                crc = zlib.crc32(data, crc)
-                written += len(data)
-                fh.write(data)
-                if progress:
-                    progress(written, size)
-            if inflate:
-                data = _inflate(inflate, None, label)
-                digest.update(data)
-                crc = zlib.crc32(data, crc)
-                written += len(data)
-                fh.write(data)
+            blocks: Iterator[bytes | None] = span.stream(start + 30 + nlen + xlen, member.compressed_size)
+            for block in itertools.chain(blocks, (None,)) if inflate else blocks:  # None: flush the inflater
+                for data in _inflated(inflate, block, label) if inflate else (block or b"",):
+                    if written + len(data) > size:
+                        raise _fail(f"{label} holds more than its {size:,} bytes: the volumes are damaged; nothing written")
+                    digest.update(data)
+                    crc = zlib.crc32(data, crc)
+                    written += len(data)
+                    fh.write(data)
+                    if progress and data:
+                        progress(written, size)
             fh.flush()
             os.fsync(fh.fileno())
         if written != size or crc != member.crc:

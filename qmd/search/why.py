@@ -146,6 +146,9 @@ def _stages(report: dict[str, Any], request: QueryRequest, trace: Trace, doc: in
     """Fused, rerank and final stages of `doc` into `report`; returns the verdict."""
     fused = next((c for c in trace.candidates if c.doc_id == doc), None)
     if fused is None:
+        below = [f"{x['label']} rank {x['rank']}, {x['note']}" for x in report["lists"] if x.get("rank") is not None]
+        if below:  # it matched, further down than any list keeps: not "no keyword match"
+            return "in none of the query's lists as kept: " + "; ".join(below)
         return "in none of the query's lists: " + ("no keyword match, and its vectors are not near enough" if trace.vectors else "no keyword match")
     report["fused"] = {"rank": fused.rrf_rank, "of": len(trace.candidates), "rrf": round(fused.rrf_score, 6),
                        "lists": [{"list": n, "label": list_label(n, trace.typed), "rank": r, "rrf": round(v, 6)} for n, r, v in fused.contributions]}

@@ -176,8 +176,8 @@ def header_refusal(message: Any, headers: dict[str, str]) -> RpcError | None:
     (`params.uri`), Base64 sentinels decoded first: else -32020 HeaderMismatch."""
     header_version = headers.get("mcp-protocol-version")
     if isinstance(message, list):
-        if header_version in MODERN_VERSIONS:
-            return RpcError(INVALID_REQUEST, f"Invalid Request: a {header_version} POST carries one JSON-RPC message, not a batch")
+        if header_version in MODERN_VERSIONS or any(claims_modern(m) for m in message):
+            return RpcError(INVALID_REQUEST, f"Invalid Request: a {MODERN_VERSIONS[0]} POST carries one JSON-RPC message, not a batch")
         return None
     if not is_request(message) or not isinstance(message.get("method"), str) or not isinstance(message.get("params", {}), (dict, type(None))):
         return None  # notifications and malformed messages: the handler answers as before
@@ -204,6 +204,15 @@ def header_refusal(message: Any, headers: dict[str, str]) -> RpcError | None:
         if value != body_value:
             return RpcError(HEADER_MISMATCH, f"Header mismatch: {title} header value {value[:80]!r} does not match body value {str(body_value)[:80]!r}")
     return None
+
+
+def claims_modern(message: Any) -> bool:
+    """The message names a protocol version in its `_meta` (2026-07-28 style), or is server/discover."""
+    if not isinstance(message, dict):
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return message.get("method") == "server/discover" or (isinstance(meta, dict) and META_VERSION in meta)
 
 
 def is_request(message: Any) -> bool:

@@ -49,7 +49,7 @@ from qmd.serve.logsafe import escape, escape_lines
 from qmd.serve.origin import Guard
 from qmd.serve.proof import HEADER as PROOF_HEADER
 from qmd.serve.proof import Nonces, valid_nonce
-from qmd.serve.protocol import HTTP_DEFAULT_VERSION, META_VERSION, METHOD_NOT_FOUND, MODERN_VERSIONS, SUPPORTED_VERSIONS, McpHandler, error_response, header_refusal, is_request, loads, parse_message, unsupported_version
+from qmd.serve.protocol import HTTP_DEFAULT_VERSION, METHOD_NOT_FOUND, MODERN_VERSIONS, SUPPORTED_VERSIONS, McpHandler, claims_modern, error_response, header_refusal, is_request, loads, parse_message, unsupported_version
 from qmd.serve.service import ScopedTools, ToolService
 
 MAX_BODY_BYTES = 1024 * 1024  # every route; tool arguments and REST bodies are small
@@ -92,7 +92,7 @@ class HttpApp:
         if scope["type"] != "http":
             return
         started = time.perf_counter()
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = _header_map(scope["headers"])
         status = [0]
 
         async def reply(code: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -237,7 +237,7 @@ class HttpApp:
             status[0] = 400
             await _json(send, 400, error_response(message.get("id") if isinstance(message, dict) else None, refusal.code, refusal.message, refusal.data))
             return
-        modern = isinstance(message, dict) and is_request(message) and (version in MODERN_VERSIONS or _claims_modern(message))
+        modern = isinstance(message, dict) and is_request(message) and (version in MODERN_VERSIONS or claims_modern(message))
         if isinstance(message, dict) and isinstance(message.get("method"), str) and message["method"] != "tools/call":
             note.append(message["method"][:60])
         elif isinstance(message, list):
@@ -368,11 +368,15 @@ class HttpApp:
         return b"".join(chunks)
 
 
-def _claims_modern(message: dict[str, Any]) -> bool:
-    """The request names a protocol version in its `_meta` (2026-07-28 style)."""
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and META_VERSION in meta
+def _header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Lower-cased names to values; a header sent twice keeps both values joined by ", "
+    (RFC 9110 5.3), so a repeated Mcp-Name/Origin/Authorization matches no single value
+    instead of the last copy winning where a gateway read the first."""
+    headers: dict[str, str] = {}
+    for k, v in raw:
+        name, value = k.decode("latin-1").lower(), v.decode("latin-1")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return headers
 
 
 def _is_json(content_type: str | None) -> bool:

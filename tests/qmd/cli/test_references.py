@@ -155,3 +155,33 @@ def test_get_of_zero_lines_prints_no_body_line(demo: Path) -> None:
             assert '"lines": 0' in js.stdout and '"body": ""' in js.stdout, js.stdout
         blank = run_qmd("get", "qmd://notes/runbooks/deploy.md?index=demo:2:1", env=env)  # line 2 is empty
         assert blank.returncode == 0 and blank.stdout.splitlines()[-1] == "2: ", blank.stdout
+
+
+def test_multi_get_of_zero_lines_prints_no_body_line(demo: Path) -> None:
+    """`multi-get FILE:1:0` and `multi-get FILE -l 0` printed the same phantom empty "1: "
+    line `get` no longer prints (issue 27): no line is numbered, the truncation note stays."""
+    env = qmd_env()
+    for args in (["qmd://notes/runbooks/deploy.md?index=demo:1:0"], ["qmd://notes/runbooks/deploy.md?index=demo", "-l", "0"]):
+        got = run_qmd("multi-get", *args, env=env)
+        assert got.returncode == 0, got.stderr
+        assert "1: " not in got.stdout.splitlines() and "1:" not in got.stdout.splitlines(), got.stdout
+        assert "more lines]" in got.stdout
+        js = run_qmd("multi-get", *args, "--json", env=env)
+        assert '"body": "[... truncated 8 more lines]"' in js.stdout, js.stdout
+    one = run_qmd("multi-get", "qmd://notes/runbooks/deploy.md?index=demo:1:1", env=env)
+    assert any(line.startswith("1: #") for line in one.stdout.splitlines()), one.stdout  # one line asked: numbered
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+@pytest.mark.parametrize(("args", "flag"), [
+    (["get", "qmd://notes/runbooks/deploy.md?index=demo", "-l", "-1"], "-l"),
+    (["get", "qmd://notes/runbooks/deploy.md?index=demo", "--from", "-5"], "--from"),
+    (["multi-get", "qmd://notes/runbooks/deploy.md?index=demo", "-l", "-1"], "-l"),
+    (["multi-get", "qmd://notes/runbooks/deploy.md?index=demo", "--max-bytes", "-1"], "--max-bytes"),
+])
+def test_a_negative_count_is_a_usage_error(demo: Path, fast: str, args: list[str], flag: str) -> None:
+    """`get -l -1` printed no line, `--from -5` line 1 and `--max-bytes -1` skipped every
+    document 'over the -1-byte limit', all with exit 0: a negative count is refused, naming it."""
+    got = run_qmd(*args, env=qmd_env({"QMD_FAST": fast}))
+    assert got.returncode == 2 and got.stdout == "", got.stdout
+    assert f"Invalid value for {flag}: must be 0 or more" in got.stderr and "Traceback" not in got.stderr, got.stderr

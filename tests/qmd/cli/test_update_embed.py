@@ -92,3 +92,38 @@ def test_embed_of_named_collections_reports_only_them(cli: Cli, notes: Path, tmp
     assert "All 7 documents in other, notes already have vectors for " in err, err
     code, _, err = cli("embed")
     assert "All 7 documents already have vectors for " in err and "; nothing to embed" in err, err
+
+
+def test_embed_of_collections_holding_no_documents_says_so(cli: Cli, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty collection is a no-op too: not 'Embedded 0 documents (0 chunks, 0.0 chunks/s)…;
+    0 were already embedded' (the line issue 27 retired for a no-op)."""
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    (tmp_path / "empty").mkdir()
+    assert cli("collection", "add", str(tmp_path / "empty"), "--name", "empty")[0] == 0
+    for args, said in ((["embed"], "No documents to embed; nothing to do"), (["embed", "-c", "empty"], "No documents in empty to embed; nothing to do")):
+        code, out, err = cli(*args)
+        assert code == 0 and out == "", err
+        assert said in err and "Embedded 0" not in err and "0.0 chunks/s" not in err, err
+
+
+
+def test_force_embed_with_the_model_file_gone_keeps_the_vectors(cli: Cli, notes: Path, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`embed -f` whose model file went missing must fail before dropping anything (and name no 'None' model)."""
+    import shutil
+
+    model = tmp_path / "models" / "embed.gguf"
+    model.parent.mkdir()
+    shutil.copy(tiny_models["embed"], model)
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(model))
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    assert cli("embed")[0] == 0
+    with qmd.open_index() as store:
+        before = store.vector_status()
+    assert before.embedded_documents > 0
+    model.unlink()
+    code, out, err = cli("embed", "-f")
+    assert code == 1 and "does not exist" in err and "None" not in err, err
+    shutil.copy(tiny_models["embed"], model)  # the file is back: its vectors are all there
+    with qmd.open_index() as store:
+        after = store.vector_status()
+    assert (after.chunks, after.embedded_documents) == (before.chunks, before.embedded_documents)

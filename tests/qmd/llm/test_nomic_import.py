@@ -8,7 +8,9 @@ import hashlib
 import io
 import os
 import random
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -214,3 +216,77 @@ def test_nomic_vectors_equal_bare_llama_cpp_on_prefixed_texts() -> None:
         assert float(np.dot(mine, ref)) > 0.9999
     # the prefixes matter: a query without one is a different vector
     assert float(np.dot(ours[0], bare.embed(queries[0], normalize=True))) < 0.99
+
+
+def _hand_zip(member_data: bytes, *, size: int, crc: int, method: int = 8, flags: int = 0, name: bytes = MEMBER.encode(), extra: bytes = b"") -> bytes:
+    """One-member zip built field by field, so the central directory can say what the data is not."""
+    local = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, flags, method, 0, 0, crc, len(member_data), size, len(name), 0) + name
+    csize = 0xFFFFFFFF if extra else len(member_data)
+    central = struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, flags, method, 0, 0, crc, csize, size, len(name), len(extra), 0, 0, 0, 0, 0) + name + extra
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 1, 1, len(central), len(local) + len(member_data), 0)
+    return local + member_data + central + end
+
+
+def test_a_zip_bomb_stops_at_the_declared_size_in_bounded_memory(tmp_path: Path) -> None:
+    """A member whose deflated data inflates far past the size the central directory declares
+    is refused once it passes that size: no more written, no block inflated whole in memory."""
+    import tracemalloc
+
+    data = payload()
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, -15)
+    bomb = squeeze.compress(b"\0" * 100_000_000) + squeeze.flush()  # about 100 KB: one block
+    archive = _hand_zip(bomb, size=len(data), crc=zlib.crc32(data))
+    out = tmp_path / "out" / "m.gguf"
+    most = [0]
+    tracemalloc.start()
+    try:
+        with pytest.raises(QmdError, match="holds more than its 20,000 bytes: the volumes are damaged; nothing written"):
+            extract_member(volumes_in(tmp_path, [archive]), MEMBER, out, size=len(data), sha256=hashlib.sha256(data).hexdigest(), progress=lambda done, total: most.__setitem__(0, max(most[0], done)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16_000_000, peak
+    assert most[0] <= len(data)
+    assert list(out.parent.iterdir()) == []
+
+
+def _eocd_in_the_last_bytes(s: list[bytes]) -> list[bytes]:
+    return [*s[:-1], s[-1] + b"PK\x05\x06\0\0"]  # a signature too close to the end to hold a record
+
+
+def _utf8_flag_on_a_bad_name(s: list[bytes]) -> list[bytes]:
+    data = bytearray(b"".join(s))
+    at = data.find(b"PK\x01\x02")  # the first central entry (app/before.bin's), flagged UTF-8 with a byte that is not
+    struct.pack_into("<H", data, at + 8, struct.unpack_from("<H", data, at + 8)[0] | 0x800)
+    data[at + 46] = 0xFF
+    return [bytes(data)]
+
+
+def _zip64_extra_too_short(s: list[bytes]) -> list[bytes]:
+    data = bytearray(b"".join(s))
+    name = MEMBER.encode()
+    at = data.find(b"PK\x01\x02")
+    while data[at + 46:at + 46 + len(name)] != name:
+        at = data.find(b"PK\x01\x02", at + 4)
+    nlen, xlen = struct.unpack_from("<HH", data, at + 28)
+    struct.pack_into("<I", data, at + 24, 0xFFFFFFFF)  # the size overflowed: read it from the zip64 field…
+    struct.pack_into("<H", data, at + 30, xlen + 4)  # …which is there but holds no value
+    end = data.rfind(b"PK\x05\x06")
+    struct.pack_into("<I", data, end + 12, struct.unpack_from("<I", data, end + 12)[0] + 4)  # the directory grew by 4 bytes
+    return [bytes(data[:at + 46 + nlen] + struct.pack("<HH", 1, 0) + data[at + 46 + nlen:])]
+
+
+@pytest.mark.parametrize(("mangle", "message"), [
+    (_eocd_in_the_last_bytes, "no zip end record"),
+    (_utf8_flag_on_a_bad_name, "has sha256|no member"),
+    (_zip64_extra_too_short, "zip64 extra field"),
+])
+def test_malformed_records_are_one_clear_error(tmp_path: Path, mangle, message: str) -> None:  # type: ignore[no-untyped-def]
+    """Records that lie or stop short: a QmdError naming the problem, never struct.error or UnicodeDecodeError."""
+    data = payload()
+    whole, dropped = split_zip(data, volume=1 << 20)
+    assert dropped == 0
+    out = tmp_path / "out" / "m.gguf"
+    with pytest.raises(QmdError, match=message):
+        extract_member(volumes_in(tmp_path, mangle(whole)), MEMBER, out, size=len(data), sha256="0" * 64)
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []

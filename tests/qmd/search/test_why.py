@@ -111,3 +111,21 @@ def test_mcp_query_takes_why_and_says_what_lacks_vectors(store: qmd.Store, notes
             assert "Note: 1 document changed since the last embed (run qmd embed): its new text is found by keywords, not yet by meaning." in out.text
     finally:
         svc.close()
+
+
+def test_a_keyword_match_below_the_lists_cut_is_not_called_no_match(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document every list ranked, but below the hits it keeps, was told 'in none of the
+    query's lists: no keyword match' while its own list entry gave its rank: the verdict says the cut."""
+    for role in ("EMBED", "RERANK", "GENERATE"):
+        monkeypatch.setenv(f"QMD_{role}_MODEL", str(tmp_path / "none.gguf"))
+    notes = tmp_path / "many"
+    notes.mkdir()
+    for i in range(30):
+        (notes / f"n{i:02d}.md").write_text(f"# Note {i}\n\n" + "rollback " * (40 - i) + "filler " * (20 * i) + "\n")
+    with qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml") as s:
+        s.add_collection(notes, name="many")
+        why = s.query("rollback", why="many/n29.md", rerank=False).why
+    assert why is not None and not why["shown"]
+    ranks = [x["rank"] for x in why["lists"] if x["rank"] is not None]
+    assert ranks and "no keyword match" not in why["verdict"], why
+    assert why["verdict"].startswith("in none of the query's lists as kept: ") and f"rank {ranks[0]}" in why["verdict"], why["verdict"]

@@ -204,3 +204,46 @@ def test_http_legacy_is_unchanged(http: Http) -> None:
     assert status == 200 and body["error"]["code"] == -32601
     status, body = http.post({"jsonrpc": "2.0", "id": 5, "method": "ping"}, {"MCP-Protocol-Version": "1999-01-01"}, auto=False)
     assert status == 400 and "MCP-Protocol-Version" in body["error"]["message"] and body["error"]["code"] == -32022
+
+
+@pytest.mark.parametrize("header", [None, "2025-11-25"])
+def test_http_a_batch_holding_a_2026_request_is_refused_without_the_header_too(http: Http, header: str | None) -> None:
+    """The body's _meta makes a request 2026-07-28 as much as the header does: in a batch it
+    would skip the Mcp-Method/Mcp-Name checks a gateway relies on, so the batch is refused."""
+    legacy = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    status, body = http.post([legacy, modern(3, "tools/call", QUERY)], {"MCP-Protocol-Version": header}, auto=False)
+    assert status == 400 and body["error"]["code"] == -32600 and "batch" in body["error"]["message"], body
+    assert "results" not in str(body)
+    status, body = http.post([legacy], {"MCP-Protocol-Version": header}, auto=False)
+    assert status == 200 and body[0]["result"]["tools"]  # a legacy batch is served as before
+
+
+def _post_raw_headers(http: Http, body: dict[str, Any], headers: list[tuple[str, str]]) -> tuple[int, Any]:
+    """POST /mcp sending `headers` as given, repeats included (http.client keeps each putheader)."""
+    import json
+    from http.client import HTTPConnection
+
+    conn = HTTPConnection("127.0.0.1", http.port, timeout=30)
+    try:
+        data = json.dumps(body).encode()
+        conn.putrequest("POST", "/mcp")
+        for name, value in [("Content-Type", "application/json"), ("Accept", "application/json"), ("Content-Length", str(len(data))), ("Authorization", f"Bearer {http.token}"), *headers]:
+            conn.putheader(name, value)
+        conn.endheaders(data)
+        answer = conn.getresponse()
+        return answer.status, json.loads(answer.read() or b"null")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("twice", [("Mcp-Name", "get", "query"), ("Mcp-Method", "tools/list", "tools/call"), ("MCP-Protocol-Version", "2025-11-25", V)])
+def test_http_a_mirrored_header_sent_twice_is_a_mismatch(http: Http, twice: tuple[str, str, str]) -> None:
+    """Two values for one header (a gateway reads the first, a server the last) are not the
+    body's value: refused, never served by whichever copy happens to match."""
+    name, first, last = twice
+    base = {"MCP-Protocol-Version": V, "Mcp-Method": "tools/call", "Mcp-Name": "query"}
+    headers = [(k, v) for k, v in base.items() if k != name] + [(name, first), (name, last)]
+    status, body = _post_raw_headers(http, modern(9, "tools/call", QUERY), headers)
+    assert status == 400 and "results" not in str(body) and body["error"]["code"] in (-32020, -32022), body
+    status, body = _post_raw_headers(http, modern(9, "tools/call", QUERY), list(base.items()))
+    assert status == 200 and body["result"]["structuredContent"]["results"]
