@@ -262,11 +262,6 @@ def _multi_body(item: MultiGetItem, line_numbers: bool) -> str:
     return body
 
 
-def _span(item: MultiGetItem) -> str:
-    """`10-14 of 50`: the lines a ranged item shows."""
-    return f"{item.from_line}-{item.from_line + max(item.lines_shown, 1) - 1} of {item.total_lines}"
-
-
 def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = True, names: dict[str, str] | None = None) -> str:
     """multi-get's documents in `fmt`, laid out as the original's (`names`: what to show for
     each URI: the collection-relative path for a glob, as the original, or --full-path)."""
@@ -324,7 +319,7 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
             if it.context:
                 block += f"**Context:** {it.context}\n\n"
             if it.ranged and not it.skipped:
-                block += f"**Lines:** {_span(it)}\n\n"
+                block += f"**Lines:** {it.line_span}\n\n"
             block += f"> {it.skipped}\n\n" if it.skipped else f"```\n{_multi_body(it, line_numbers)}\n```\n\n"
             blocks.append(block)
         return "".join(blocks)
@@ -338,7 +333,7 @@ def format_multi(items: Sequence[MultiGetItem], fmt: str, line_numbers: bool = T
     blocks = []
     for it in items:
         did = f"  {docid(it)}" if docid(it) else ""
-        span = f"Lines: {_span(it)}\n" if it.ranged and not it.skipped else ""
+        span = f"Lines: {it.line_span}\n" if it.ranged and not it.skipped else ""
         block = f"\n{rule}\nFile: {line_safe(name(it))}{did}\n{span}{rule}\n\n"
         if it.skipped:
             block += f"[SKIPPED: {it.skipped}]\n"

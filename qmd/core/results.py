@@ -80,6 +80,13 @@ class SearchHit:
         return row
 
 
+def line_span(from_line: int, shown: int, total: int) -> str:
+    """`10-14 of 50`: the lines shown; `0 of 50, from line 10` for a range of no lines (`-l 0`)."""
+    if shown <= 0:
+        return f"0 of {total}, from line {from_line}"
+    return f"{from_line}-{from_line + shown - 1} of {total}"
+
+
 @record
 class Document:
     """A document, or a line range of one, as returned by get."""
@@ -105,6 +112,10 @@ class Document:
             return self.shown
         return self.text.count("\n") + 1 if self.text else 0
 
+    @property
+    def line_span(self) -> str:
+        return line_span(self.from_line, self.lines_shown, self.total_lines)
+
 
 @record
 class MultiGetItem:
@@ -119,10 +130,17 @@ class MultiGetItem:
     context: str | None = None
     from_line: int = 1  # 1-based number of the first line of `text`
     ranged: bool = False  # the list named a line range for it (`notes/a.md:10:5`)
+    shown: int | None = None  # the lines selected (one empty line is 1); None: counted from `text`
 
     @property
     def lines_shown(self) -> int:
+        if self.shown is not None:
+            return self.shown
         return self.text.count("\n") + 1 if self.text else 0
+
+    @property
+    def line_span(self) -> str:
+        return line_span(self.from_line, self.lines_shown, self.total_lines)
 
     @property
     def uri(self) -> str:

@@ -229,7 +229,7 @@ def documents_answer(items: list[MultiGetItem], line_numbers: bool) -> tuple[str
             row.update({"totalLines": it.total_lines, "truncatedLines": it.truncated_lines, "text": body})
             more = f"\n[... truncated {it.truncated_lines} more lines]" if it.truncated_lines else ""
             ctx = f"Context: {it.context}\n" if it.context else ""
-            span = f" (lines {it.from_line}-{it.from_line + max(it.lines_shown, 1) - 1} of {it.total_lines})" if it.ranged else ""
+            span = f" (lines {it.line_span})" if it.ranged else ""
             blocks.append(f"=== {it.uri} #{it.docid} — {it.title}{span}\n{ctx}{body}{more}")
         docs.append(row)
     return "\n\n".join(blocks), docs

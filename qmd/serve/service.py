@@ -280,12 +280,11 @@ class ToolService:
         with self.using(scope) as store:
             doc = store.get(ref, from_line, max_lines)
         body = numbered(doc.text, doc.from_line) if line_numbers and doc.lines_shown else doc.text
-        last = doc.from_line + max(doc.lines_shown, 1) - 1
         structured = {
             "docid": f"#{doc.docid}", "file": doc.uri, "title": doc.title, "context": doc.context,
             "fromLine": doc.from_line, "lines": doc.lines_shown, "totalLines": doc.total_lines, "text": body,
         }
-        header = f"{doc.uri} #{doc.docid} — {doc.title} (lines {doc.from_line}-{last} of {doc.total_lines})"
+        header = f"{doc.uri} #{doc.docid} — {doc.title} (lines {doc.line_span})"
         text = header + (f"\nContext: {doc.context}" if doc.context else "") + "\n\n" + body
         return ToolOutput(text, structured, False, f"{doc.uri} {doc.lines_shown} lines")
 

@@ -326,7 +326,7 @@ class Reader:
                 out.append(skipped(f"lines {first}-{first + len(shown) - 1} hold {len(text.encode('utf-8'))} bytes, over the {max_bytes}-byte limit; ask for fewer lines"))
                 continue
             out.append(MultiGetItem(self.docid(row.hash), row.collection, row.path, row.title, text, total_lines=len(lines),
-                                    truncated_lines=len(lines) - (first - 1) - len(shown), context=ctx, from_line=first, ranged=ranged))
+                                    truncated_lines=len(lines) - (first - 1) - len(shown), context=ctx, from_line=first, ranged=ranged, shown=len(shown)))
         for at, item in missing:
             out.insert(min(at, len(out)), item)
         return out

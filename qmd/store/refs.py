@@ -16,9 +16,10 @@ from qmd.core.config import CollectionConfig
 
 _RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", re.DOTALL)
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
+_NEGATIVE_RANGE = re.compile(r":(?:-\d+(?::-?\d+)?|\d+:-\d+)$")  # `a.md:-1`, `a.md:3:-2`
 
 
-_INDEXED = re.compile(r"^(?P<ref>qmd://[^?]*)\?index=(?P<index>[^:?,]+)(?P<range>(?::\d+){0,2})$", re.DOTALL)
+_INDEXED = re.compile(r"^(?P<ref>qmd://[^?]*)\?index=(?P<index>[^:?,]+)(?P<range>(?::-?\d+){0,2})$", re.DOTALL)
 
 
 def split_index(ref: str) -> tuple[str, str | None]:
@@ -46,6 +47,9 @@ def split_range(ref: str) -> tuple[str, int | None, int | None]:
     match = _RANGE.match(ref.strip())
     if not match:
         return ref, None, None
+    if match["start"] is None and (negative := _NEGATIVE_RANGE.search(match["ref"])):
+        raise QmdError(f"line numbers start at 1, and a count is 0 or more: '{negative.group()}' in {ref.strip()[:200]}",
+                       "write FILE:FROM or FILE:FROM:COUNT, e.g. notes/a.md:1:20 (the first 20 lines)")
     start = int(match["start"]) if match["start"] else None
     count = int(match["count"]) if match["count"] else None
     return match["ref"], start, count

@@ -185,3 +185,38 @@ def test_a_negative_count_is_a_usage_error(demo: Path, fast: str, args: list[str
     got = run_qmd(*args, env=qmd_env({"QMD_FAST": fast}))
     assert got.returncode == 2 and got.stdout == "", got.stdout
     assert f"Invalid value for {flag}: must be 0 or more" in got.stderr and "Traceback" not in got.stderr, got.stderr
+
+
+def test_a_ranged_item_of_no_lines_says_none_is_shown(demo: Path, tmp_path: Path) -> None:
+    """multi-get's `Lines:` header said `1-1 of 9` for `FILE:1:0` (issue 27), one line shown
+    where none was; an empty line asked for is still `2-2`. The MCP tools say the same."""
+    env = qmd_env()
+    zero = run_qmd("multi-get", "qmd://notes/runbooks/deploy.md?index=demo:3:0", env=env)
+    assert zero.returncode == 0, zero.stderr
+    assert "Lines: 0 of 8, from line 3" in zero.stdout.splitlines(), zero.stdout
+    blank = run_qmd("multi-get", "qmd://notes/runbooks/deploy.md?index=demo:2:1", "--md", env=env)
+    assert "**Lines:** 2-2 of 8" in blank.stdout, blank.stdout  # line 2 is empty: still one line
+    from qmd.serve.service import ToolService  # the MCP side of the same items
+
+    store = qmd.Store(tmp_path / "index.sqlite", tmp_path / "index.yml")
+    store.add_collection(demo, name="notes")
+    service = ToolService(store, "index", idle_s=0, log=lambda line: None)
+    try:
+        got = service.call("get", {"file": "notes/runbooks/deploy.md", "fromLine": 3, "maxLines": 0})
+        assert "(lines 0 of 8, from line 3)" in got.text, got.text
+        listed = service.call("multi_get", {"pattern": "notes/runbooks/deploy.md:2:1"})
+        assert "(lines 2-2 of 8)" in listed.text, listed.text
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+@pytest.mark.parametrize("ref", ["qmd://notes/runbooks/deploy.md?index=demo:-1", "qmd://notes/runbooks/deploy.md?index=demo:3:-2"])
+def test_a_negative_line_in_a_reference_is_named(demo: Path, fast: str, ref: str) -> None:
+    """`get FILE:-1` said "document not found" with a did-you-mean of the same file (issue 27):
+    the negative line or count is named, with the form to use."""
+    for command in ("get", "multi-get"):
+        got = run_qmd(command, ref, env=qmd_env({"QMD_FAST": fast}))
+        assert got.returncode == 1, (got.returncode, got.stdout, got.stderr)
+        assert "line numbers start at 1" in got.stderr and "not found" not in got.stderr, got.stderr
+        assert "FILE:FROM:COUNT" in got.stderr
