@@ -197,7 +197,7 @@ def stdio_first_answer(cmd: list[str], env: dict[str, str], messages: list[dict[
         if not line:
             proc.kill()
             proc.wait()
-            sys.exit(f"{' '.join(cmd)[:120]} closed stdout before answering id {want_id!r}")
+            sys.exit(f"{' '.join(cmd)[:120]} exited (status {proc.returncode}) before answering id {want_id!r}; run it by hand to see its error")
         reply = json.loads(line)
         if isinstance(reply, dict) and reply.get("id") == want_id and "method" not in reply:
             break
