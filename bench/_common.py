@@ -183,6 +183,34 @@ def run_child(argv: list[str], *, env: dict[str, str] | None = None, check: bool
     return ChildResult(seconds, hwm[-1] if hwm else 0, proc.stdout)
 
 
+def stdio_first_answer(cmd: list[str], env: dict[str, str], messages: list[dict[str, Any]], want_id: object) -> tuple[float, dict[str, Any]]:
+    """Seconds from starting `cmd` to the JSON-RPC answer whose id is `want_id` on its stdout,
+    all `messages` written to its stdin at once (as an agent whose first turn calls a tool),
+    and that answer. The process is then closed (stdin EOF) and reaped."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+    proc.stdin.flush()
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            proc.kill()
+            proc.wait()
+            sys.exit(f"{' '.join(cmd)[:120]} exited (status {proc.returncode}) before answering id {want_id!r}; run it by hand to see its error")
+        reply = json.loads(line)
+        if isinstance(reply, dict) and reply.get("id") == want_id and "method" not in reply:
+            break
+    elapsed = time.perf_counter() - started
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    return elapsed, reply
+
+
 @dataclass
 class Target:
     """One measured figure against its limit: passes when value <= limit (or >= for 'min')."""

@@ -14,7 +14,6 @@ bundled example notes (or --notes DIR; no embedding).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -23,6 +22,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import stdio_first_answer
 
 REPO = Path(__file__).resolve().parents[1]
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -47,35 +48,14 @@ def env_for(home: Path) -> dict[str, str]:
 
 
 def time_initialize(cmd: list[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(json.dumps(INIT).encode() + b"\n")
-    proc.stdin.flush()
-    line = proc.stdout.readline()
-    elapsed = time.perf_counter() - started
-    proc.stdin.close()
-    proc.wait(timeout=30)
-    reply = json.loads(line)
+    elapsed, reply = stdio_first_answer(cmd, env, [INIT], 1)
     assert reply.get("result", {}).get("serverInfo", {}).get("name") == "qmd", reply
     return elapsed
 
 
 def time_first_call(cmd: list[str], env: dict[str, str], call: dict[str, object]) -> float:
     """Process start to the answer of the first `tools/call`, sent right behind `initialize`."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdin is not None and proc.stdout is not None
-    messages = [INIT, INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}]
-    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
-    proc.stdin.flush()
-    while True:
-        reply = json.loads(proc.stdout.readline())
-        if reply.get("id") == 2:
-            break
-    elapsed = time.perf_counter() - started
-    proc.stdin.close()
-    proc.wait(timeout=30)
+    elapsed, reply = stdio_first_answer(cmd, env, [INIT, INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}], 2)
     result = reply.get("result", {})
     assert not result.get("isError") and result.get("content"), reply
     return elapsed

@@ -160,6 +160,20 @@ def run_session(connect: Callable[[], Any], body: Callable[[Any], Awaitable[Any]
     return anyio.run(main)
 
 
+def run_client(connect: Callable[[], Any], body: Callable[[Any], Awaitable[Any]], mode: str = "auto") -> Any:
+    """Run `body(client)` with the SDK's high-level `mcp.Client` on the transport `connect()`
+    opens: `mode` "legacy" (initialize, 2025-11-25), "auto" (server/discover, falling back to
+    initialize) or a stateless revision it adopts without asking ("2026-07-28")."""
+    import anyio
+    from mcp import Client
+
+    async def main() -> Any:
+        async with Client(connect(), mode=mode) as client:
+            return await body(client)
+
+    return anyio.run(main)
+
+
 def stdio_connect(env: dict[str, str], errlog: Any, *args: str) -> Callable[[], Any]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -167,10 +181,25 @@ def stdio_connect(env: dict[str, str], errlog: Any, *args: str) -> Callable[[], 
     return lambda: stdio_client(params, errlog=errlog)
 
 
-def http_connect(port: int) -> Callable[[], Any]:
+def http_connect(port: int, token: str | None = None) -> Callable[[], Any]:
+    """The SDK's Streamable HTTP transport to 127.0.0.1:port/mcp, sending `token` as a bearer
+    token on every request when given."""
+    from contextlib import asynccontextmanager
+
+    import httpx2  # the SDK's HTTP client; its transport takes a configured one for headers
     from mcp.client.streamable_http import streamable_http_client
 
-    return lambda: streamable_http_client(f"http://127.0.0.1:{port}/mcp")
+    url = f"http://127.0.0.1:{port}/mcp"
+    if token is None:
+        return lambda: streamable_http_client(url)
+
+    @asynccontextmanager
+    async def with_token() -> Any:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)) as client:
+            async with streamable_http_client(url, http_client=client) as streams:
+                yield streams
+
+    return with_token
 
 
 class RawStdio:
