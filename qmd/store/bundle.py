@@ -32,12 +32,14 @@ from typing import IO, Any
 import numpy as np
 
 from qmd.core.errors import QmdError
+from qmd.core.fileio import replace_file
 from qmd.core.text import content_hash
 from qmd.backends.base import ChunkVector
 
 FORMAT = "qmd-export"
 FORMAT_VERSION = 1
 MAX_LINE = 64 * 1024 * 1024  # a 10 MB note with every character escaped fits
+MAX_TOTAL = 4 * 1024 * 1024 * 1024  # decompressed bytes of a whole file (a gzip bomb stops here; 38k notes are ~0.2 GB)
 MAX_TEXT = 10 * 1024 * 1024  # characters of one document (update skips files over 10 MB)
 MAX_SHORT = 4096  # a path, a pattern, a name, a model name
 MAX_CONTEXT = 64 * 1024
@@ -130,7 +132,7 @@ class BundleWriter:
         self._raw.flush()
         os.fsync(self._raw.fileno())
         self._raw.close()
-        os.replace(self.tmp, self.path)
+        replace_file(self.tmp, self.path)
 
     def abort(self) -> None:
         try:
@@ -147,12 +149,15 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of every line; one QmdError for a damaged, truncated or hostile stream."""
     try:
         with gzip.open(path, "rb") as fh:
-            number = 0
+            number = total = 0
             while True:
                 line = fh.readline(MAX_LINE + 1)
                 if not line:
                     return
                 number += 1
+                total += len(line)
+                if total > MAX_TOTAL:
+                    raise bad(path, f"it holds over {MAX_TOTAL:,} bytes uncompressed")
                 if len(line) > MAX_LINE:
                     raise bad(path, f"line {number} is over {MAX_LINE // (1024 * 1024)} MB")
                 if not line.endswith(b"\n"):

@@ -322,9 +322,14 @@ def test_truncated_huge_and_garbage_files_are_refused(exported: Path, tmp_path: 
     monkeypatch.setattr(bundle, "MAX_TEXT", 20)
     code, _, err = cli("import", str(exported), "--root", str(tmp_path))
     assert code == 1 and "over 20 characters" in err
+    monkeypatch.setattr(bundle, "MAX_TEXT", 10_000_000)
     monkeypatch.setattr(bundle, "MAX_LINE", 100)
     code, _, err = cli("import", str(exported), "--root", str(tmp_path))
-    assert code == 1 and "over 0 MB" in err or "is over" in err
+    assert code == 1 and "line 1 is over" in err, err
+    monkeypatch.setattr(bundle, "MAX_LINE", 10_000_000)
+    monkeypatch.setattr(bundle, "MAX_TOTAL", 1000)  # a gzip bomb
+    code, _, err = cli("import", str(exported), "--root", str(tmp_path))
+    assert code == 1 and "over 1,000 bytes uncompressed" in err, err
     assert cli("collection", "list")[1].count("notes") == 0
 
 
