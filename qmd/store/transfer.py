@@ -234,20 +234,21 @@ def import_index(
                     if row.active:
                         writer.deactivate(row.id)
                 writer.set_issues([])
+        for entry, place, _ in writes:
+            state.config.set_collection(
+                CollectionConfig(
+                    entry.name, place, entry.pattern, list(entry.ignore), None, entry.include_by_default, entry.embed, dict(entry.context), entry.chunk_strategy,
+                )
+            )
+        state.save_config()
     except BaseException:
         for name in added:
+            state.config.remove_collection(name)
             try:
                 backend.drop_collection(name)
             except Exception:  # noqa: BLE001 - the first error is the one to report
                 pass
         raise
-    for entry, place, _ in writes:
-        state.config.set_collection(
-            CollectionConfig(
-                entry.name, place, entry.pattern, list(entry.ignore), None, entry.include_by_default, entry.embed, dict(entry.context), entry.chunk_strategy,
-            )
-        )
-    state.save_config()
     report.seconds = time.perf_counter() - started
     return report
 

@@ -196,6 +196,8 @@ def test_a_collection_already_here_is_refused_unless_replace(exported: Path, tmp
 
 @pytest.mark.slow
 def test_a_failed_write_leaves_the_index_as_it_was(exported: Path, tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from qmd.store.state import IndexState
+
     with _target(tmp_path) as store:
         store.add_collection(notes, name="mine")
         before = store.backend.collection_counts()
@@ -211,8 +213,15 @@ def test_a_failed_write_leaves_the_index_as_it_was(exported: Path, tmp_path: Pat
         with pytest.raises(QmdError, match="injected"):
             store.import_file(exported, root=tmp_path)
         monkeypatch.setattr(backend, "collection_writer", real)
+        # the documents written, then the config cannot be saved: the documents go again
+        saving = IndexState.save_config
+        monkeypatch.setattr(IndexState, "save_config", lambda self: (_ for _ in ()).throw(QmdError("config not writable (injected)")))
+        with pytest.raises(QmdError, match="injected"):
+            store.import_file(exported, root=tmp_path)
+        monkeypatch.setattr(IndexState, "save_config", saving)
         assert [c.name for c in store.collections()] == ["mine"]
         assert store.backend.collection_counts() == before
+        assert [c.name for c in qmd.Store(tmp_path / "b" / "index.sqlite", tmp_path / "b" / "index.yml").collections()] == ["mine"]
 
 
 # --- hostile files ------------------------------------------------------------------------
