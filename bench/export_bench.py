@@ -101,7 +101,7 @@ def main() -> int:
         per_page = fresh / len(chosen), moved / len(chosen)
         report.row(f"extrapolated to {ALL_PAGES:,} pages (linear)", f"build {per_page[0] * ALL_PAGES / 3600:.1f} h vs export+import {per_page[1] * ALL_PAGES / 60:.1f} min")
         report.data.update(pages=len(chosen), update_s=t_update, embed_s=t_embed, export_s=t_export, import_s=t_import, ratio=ratio, identical=same, bytes=exported.bytes)
-        report.target(Target("(export + import) / fresh build", ratio, 0.05, "x"))
+        report.target(Target("(export + import) / fresh build", ratio, 0.05))
         report.target(Target("questions identical", same, len(qs), kind="min"))
         report.target(Target("documents embedded after import", float(again.documents), 0))
     return report.finish(args.json)
