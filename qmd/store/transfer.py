@@ -101,7 +101,10 @@ def export_index(
     path = path.expanduser()
     if path.is_dir():
         raise QmdError(f"{path} is a folder", "give a file name, e.g. notes.qmd.gz")
-    writer = BundleWriter(path, manifest)
+    try:
+        writer = BundleWriter(path, manifest)
+    except OSError as exc:
+        raise QmdError(f"cannot write {path}: {exc.strerror or exc}", "give a file in a folder that exists and that you can write") from None
     try:
         written: set[str] = set()
         total = sum(indexed[n] for n in chosen)
@@ -125,8 +128,10 @@ def export_index(
                 for digest, (chunker, chunks) in sorted(backend.chunk_vectors(vector_model, hashes[start : start + BATCH]).items()):
                     writer.vectors(digest, chunker, chunks)
         writer.finish()
-    except BaseException:
+    except BaseException as exc:
         writer.abort()
+        if isinstance(exc, OSError):
+            raise QmdError(f"cannot write {path}: {exc.strerror or exc}", "free some space or pick another folder; nothing was written") from None
         raise
     counts = writer.counts
     return ExportReport(

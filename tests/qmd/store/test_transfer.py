@@ -343,6 +343,17 @@ def test_truncated_huge_and_garbage_files_are_refused(exported: Path, tmp_path: 
 
 
 @pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_export_to_a_place_that_cannot_be_written_is_one_line(exported: Path, tmp_path: Path, notes: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for target in (tmp_path / "missing" / "x.qmd.gz", blocker / "x.qmd.gz", tmp_path):
+        code, _, err = cli("export", str(target))
+        assert code == 1 and err.startswith("Error: "), (target, code, err)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
 def test_an_update_command_in_a_file_is_never_taken(exported: Path, tmp_path: Path, notes: Path) -> None:
     records = _records(exported)
     _update_command(records)
