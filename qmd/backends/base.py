@@ -341,6 +341,11 @@ class IndexBackend(abc.ABC):
         """(start, end) of each content hash's chunks, in order."""
         return self._vectors().chunk_spans(self.connection(), model, hashes)
 
+    def chunk_vectors(self, model: VectorModel, hashes: Sequence[str]) -> dict[str, tuple[str, list[ChunkVector]]]:
+        """Each embedded content hash among `hashes`: how it was cut (its chunker) and its chunks
+        with their vectors, in order (what `qmd export` carries to another index)."""
+        return self._vectors().chunk_vectors(self.connection(), model, hashes)
+
     def vector_sample(self, model: VectorModel, size: int) -> list[Sequence[float]]:
         """Up to `size` chunk vectors of one vector space, the same ones on every call while
         the index is unchanged (spread over the chunks by a hash of their ids): what a cosine

@@ -68,6 +68,8 @@ class VectorsSql(Protocol):
 
     def vector_sample(self, conn: Any, model: VectorModel, size: int) -> list[Sequence[float]]: ...
 
+    def chunk_vectors(self, conn: Any, model: VectorModel, hashes: Sequence[str]) -> dict[str, tuple[str, list[ChunkVector]]]: ...
+
 
 class CacheSql(Protocol):
     """A backend's `cache` module: the LLM cache, written best-effort."""

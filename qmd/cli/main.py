@@ -44,6 +44,8 @@ CORE_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "status": ("qmd.cli.update", "status", False),
     "cleanup": ("qmd.cli.update", "cleanup", False),
     "rebuild": ("qmd.cli.update", "rebuild", False),
+    "export": ("qmd.cli.transfer", "export", False),
+    "import": ("qmd.cli.transfer", "import_", False),
     "collection": ("qmd.cli.collections", "collection_app", True),
     "context": ("qmd.cli.collections", "context_app", True),
     "models": ("qmd.cli.vectors", "models_app", True),

@@ -54,6 +54,8 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("status", "Show the index, its collections and models."),
         ("cleanup", "Drop deleted documents and compact the index."),
         ("rebuild", "Rebuild the index into a new file."),
+        ("export", "Write the built index to one portable file."),
+        ("import", "Import an exported index, vectors and all."),
         ("doctor", "Check the install, the indexes and the harness."),
         ("teardown", "Remove what qmd's installers added."),
         ("completion", "Print a shell completion script."),

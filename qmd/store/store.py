@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from qmd.store.models import Models
     from qmd.store.reading import Reader
     from qmd.store.refresh import RefreshReport
+    from qmd.store.transfer import ExportReport, ImportReport
     from qmd.index.embed_progress import OnEmbedProgress
     from qmd.index.embedding import EmbedReport
     from qmd.index.indexer import Progress
@@ -456,6 +457,34 @@ class Store:
         """Build the index anew from the config's collections into a new file and swap it in
         atomically; the old (broken) file is kept beside it. Vectors need `embed` again."""
         return self._maintenance.rebuild(progress)
+
+    def export(self, path: str | os.PathLike[str], collections: list[str] | None = None, progress: Callable[[int, int], None] | None = None) -> ExportReport:
+        """Write the collections (None: all indexed) with their documents and the current embed
+        model's vectors to one portable file (qmd/store/bundle.py), atomically."""
+        from qmd.store.transfer import export_index
+
+        return export_index(self._state, self._models.current_vector_space(), Path(path), collections, progress)
+
+    def import_file(
+        self, path: str | os.PathLike[str], *, places: dict[str, str | os.PathLike[str]] | None = None, root: str | os.PathLike[str] | None = None,
+        force_model: bool = False, replace: bool = False, wait: float | None = None, on_wait: Callable[[], None] | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> ImportReport:
+        """Import a file of `export` (writer lock held): each collection placed at `places[name]`,
+        else `root`/its folder's name (root: the current folder). Refuses another embed model
+        (unless `force_model`: the vectors are kept under their own fingerprint, unused) and a
+        collection name already here (unless `replace`). See qmd/store/transfer.py."""
+        from qmd.index.embedding import fingerprint
+        from qmd.store.transfer import import_index
+
+        probe = self._models.embed_probe()
+        here = None if probe is None else (fingerprint(probe), probe.info.name)
+        self._state.writes += 1
+        with self.backend.writer_lock(timeout=wait, on_wait=on_wait):
+            return import_index(
+                self._state, Path(path), places={k: Path(v).expanduser() for k, v in (places or {}).items()}, root=Path(root or os.getcwd()).expanduser(),
+                here=here, force_model=force_model, replace=replace, progress=progress,
+            )
 
     def last_updated(self) -> str | None:
         """When a collection was last indexed (ISO-8601 UTC), or None if never: one cheap query."""

@@ -344,3 +344,20 @@ def nearest_documents(
         if k >= total or k >= 4 * EXACT_CHUNKS:
             return _exact(conn, model, q, limit, allowed, params)  # a selective filter: the exact pre-filtered scan
         k = min(total, k * 4)
+
+
+def chunk_vectors(conn: psycopg.Connection, model: VectorModel, hashes: Sequence[str]) -> dict[str, tuple[str, list[ChunkVector]]]:
+    """Each embedded content hash's chunker and chunks with their vectors, in order (for `qmd export`)."""
+    if not hashes:
+        return {}
+    out: dict[str, tuple[str, list[ChunkVector]]] = {
+        str(h): (str(c or "regex"), []) for h, c in conn.execute("SELECT hash, chunker FROM embedded WHERE model_id = %s AND hash = ANY(%s)", (model.id, list(hashes)))
+    }
+    sql = (
+        f'SELECT c.hash, c.seq, c.start, c."end", c.tokens, v.embedding::real[] FROM chunks c JOIN {table(model.id)} v ON v.chunk_id = c.id'
+        " WHERE c.model_id = %s AND c.hash = ANY(%s) ORDER BY c.hash, c.seq"
+    )
+    for h, seq, start, end, tokens, vector in conn.execute(sql, (model.id, list(hashes))):
+        if str(h) in out:
+            out[str(h)][1].append(ChunkVector(str(h), int(seq), int(start), int(end), int(tokens), [float(x) for x in vector]))
+    return out

@@ -400,3 +400,22 @@ def copy_from(conn: apsw.Connection, old_index: Path) -> int:
         return count(conn, "SELECT count(DISTINCT hash) FROM main.embedded")
     finally:
         conn.execute("DETACH DATABASE old")
+
+
+def chunk_vectors(conn: apsw.Connection, model: VectorModel, hashes: Sequence[str]) -> dict[str, tuple[str, list[ChunkVector]]]:
+    """Each embedded content hash's chunker and chunks with their vectors, in order (for `qmd export`)."""
+    ensure_vec(conn)
+    if not hashes:
+        return {}
+    marks, params = values_in(hashes)
+    out: dict[str, tuple[str, list[ChunkVector]]] = {
+        str(h): (str(c or "regex"), []) for h, c in conn.execute(f"SELECT hash, chunker FROM embedded WHERE model_id = ? AND hash IN ({marks})", (model.id, *params))
+    }
+    sql = (
+        f"SELECT c.hash, c.seq, c.start, c.end, c.tokens, v.embedding FROM chunks c JOIN {table(model.id)} v ON v.chunk_id = c.id"
+        f" WHERE c.model_id = ? AND c.hash IN ({marks}) ORDER BY c.hash, c.seq"
+    )
+    for h, seq, start, end, tokens, blob in conn.execute(sql, (model.id, *params)):
+        if str(h) in out:
+            out[str(h)][1].append(ChunkVector(str(h), int(seq), int(start), int(end), int(tokens), memoryview(blob).cast("f").tolist()))
+    return out

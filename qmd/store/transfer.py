@@ -1,0 +1,309 @@
+"""`qmd export` / `qmd import`: carry a built index (documents, vectors, collections) to
+another machine or HOME without embedding anything again.
+
+Everything goes through the storage seam (`IndexBackend`), so any backend exports to any
+other (SQLite ↔ PostgreSQL). The file format is qmd/store/bundle.py.
+
+Import, in order: read and check the whole file (nothing written before); refuse a
+different embed model, a collection name already here (unless `replace`); place each
+collection (`places`, else `<root>/<its folder's name>`); compare every document with the
+file at its place (match: its stat is taken, so the next `update` skips it; differs: kept as
+exported but marked to be read again, so the next `update` and `embed` bring it in line;
+missing: kept until the next `update` removes it); then write vectors, documents (one
+transaction per collection) and last the config. A failure after the first write drops the
+collections it added and leaves the config as it was.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qmd.core.errors import QmdError
+from qmd.core.version import __version__
+from qmd.backends.base import ChunkVector, DocumentWrite, IndexBackend, VectorModel
+from qmd.core.config import CollectionConfig
+from qmd.store.bundle import FORMAT, FORMAT_VERSION, Bundle, BundleWriter, CollectionEntry, read_bundle
+from qmd.store.state import IndexState
+
+BATCH = 256  # content hashes per read or write of vectors
+
+
+@dataclass
+class ExportReport:
+    path: str
+    collections: list[str]
+    documents: int
+    contents: int
+    embedded: int  # contents with vectors
+    chunks: int
+    model: str | None
+    fingerprint: str | None
+    bytes: int
+    seconds: float
+
+
+@dataclass
+class ImportedCollection:
+    name: str
+    path: str
+    documents: int
+    match: int = 0  # the local file has the exported content
+    differ: int = 0  # it has other content: left for the next update/embed
+    missing: int = 0  # no file there (the next update removes the document)
+    folder_missing: bool = False
+    replaced: bool = False
+
+
+@dataclass
+class ImportReport:
+    path: str
+    collections: list[ImportedCollection] = field(default_factory=list)
+    documents: int = 0
+    embedded: int = 0  # contents whose vectors came over
+    chunks: int = 0
+    model: str | None = None
+    fingerprint: str | None = None
+    model_forced: bool = False  # vectors of another model kept under their own fingerprint
+    seconds: float = 0.0
+
+
+# --- export ----------------------------------------------------------------------------
+
+
+def export_index(
+    state: IndexState, vector_model: VectorModel | None, path: Path, names: Sequence[str] | None, progress: Callable[[int, int], None] | None = None,
+) -> ExportReport:
+    """Write the collections `names` (None: all) with the vectors of `vector_model` (the
+    configured embed model's space; None: documents only) to `path`, atomically."""
+    import time
+
+    started = time.perf_counter()
+    colls = state.collections()
+    chosen = [state.collection(n).name for n in dict.fromkeys(names)] if names else list(colls)
+    backend = state.db()
+    indexed = backend.collection_counts()
+    missing = [n for n in chosen if n not in indexed]
+    if missing and names:
+        raise QmdError(f"collection '{missing[0]}' has no documents in the index", f"run: qmd update {missing[0]}, then export again")
+    chosen = [n for n in chosen if n in indexed]
+    if not chosen:
+        raise QmdError("nothing to export: no collection has documents in the index", "run: qmd update")
+    manifest = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "qmd": __version__,
+        "model": None if vector_model is None else {"fingerprint": vector_model.fingerprint, "name": vector_model.model, "dims": vector_model.dims},
+        "collections": [_entry(colls[n], indexed.get(n, 0)) for n in chosen],
+    }
+    path = path.expanduser()
+    if path.is_dir():
+        raise QmdError(f"{path} is a folder", "give a file name, e.g. notes.qmd.gz")
+    try:
+        writer = BundleWriter(path, manifest)
+    except OSError as exc:
+        raise QmdError(f"cannot write {path}: {exc.strerror or exc}", "give a file in a folder that exists and that you can write") from None
+    try:
+        written: set[str] = set()
+        total = sum(indexed[n] for n in chosen)
+        done = 0
+        for name in chosen:
+            rows = backend.find(collection=name)
+            for start in range(0, len(rows), BATCH):
+                part = rows[start : start + BATCH]
+                texts = backend.documents([r.id for r in part])
+                for row in part:
+                    if row.hash not in written:
+                        writer.content(row.hash, texts[row.id][1])
+                        written.add(row.hash)
+                    writer.document(name, row.path, row.hash)
+                done += len(part)
+                if progress is not None:
+                    progress(done, total)
+        if vector_model is not None:
+            hashes = sorted(written)
+            for start in range(0, len(hashes), BATCH):
+                for digest, (chunker, chunks) in sorted(backend.chunk_vectors(vector_model, hashes[start : start + BATCH]).items()):
+                    writer.vectors(digest, chunker, chunks)
+        writer.finish()
+    except BaseException as exc:
+        writer.abort()
+        if isinstance(exc, OSError):
+            raise QmdError(f"cannot write {path}: {exc.strerror or exc}", "free some space or pick another folder; nothing was written") from None
+        raise
+    counts = writer.counts
+    return ExportReport(
+        str(path), chosen, counts["documents"], counts["contents"], counts["vectors"], counts["chunks"],
+        None if vector_model is None else vector_model.model, None if vector_model is None else vector_model.fingerprint,
+        path.stat().st_size, time.perf_counter() - started,
+    )
+
+
+def _entry(coll: CollectionConfig, documents: int) -> dict[str, object]:
+    """A collection's manifest entry: no absolute path, no `update:` command (a command from a
+    file someone sent must never run here)."""
+    return {
+        "name": coll.name, "folder": Path(coll.path).name or coll.name, "pattern": coll.pattern, "ignore": list(coll.ignore),
+        "include_by_default": coll.include_by_default, "embed": coll.embed, "context": dict(coll.context), "chunk_strategy": coll.chunk_strategy,
+        "documents": documents,
+    }
+
+
+# --- import ----------------------------------------------------------------------------
+
+
+def parse_places(items: Sequence[str]) -> dict[str, Path]:
+    """`NAME=PATH` pairs of `--collection` (a usage error names the form)."""
+    out: dict[str, Path] = {}
+    for item in items:
+        name, sep, place = item.partition("=")
+        if not sep or not name or not place:
+            raise QmdError(f"--collection {item!r} is not NAME=PATH", "name the collection and its folder here: --collection notes=~/notes")
+        out[name] = Path(place).expanduser()
+    return out
+
+
+def check_model(bundle: Bundle, here: tuple[str, str] | None, force: bool, source: Path) -> bool:
+    """Refuse vectors of another embed model than this index's (`here`: (fingerprint, name) of
+    the configured one; None: none configured); True when `force` keeps them anyway."""
+    if bundle.model is None or not bundle.vectors:
+        return False
+    if here is not None and here[0] == bundle.model.fingerprint:
+        return False
+    if force:
+        return True
+    theirs = f"{bundle.model.name} (fingerprint {bundle.model.fingerprint})"
+    if here is None:
+        raise QmdError(
+            f"{source} holds vectors of the embed model {theirs}; this index has no embed model file here",
+            "configure the same model (qmd models import … --set-default), or pass --force-model to import them unused and embed with yours later",
+        )
+    raise QmdError(
+        f"{source} was embedded with {theirs}; this index embeds with {here[1]} (fingerprint {here[0]})",
+        "configure the same embed model here, or pass --force-model to import the documents and embed them with yours (qmd embed)",
+    )
+
+
+def import_index(
+    state: IndexState, source: Path, *, places: Mapping[str, Path], root: Path, here: tuple[str, str] | None, force_model: bool, replace: bool,
+    progress: Callable[[str], None] | None = None,
+) -> ImportReport:
+    """Import `source` into this index (see the module's docstring); the caller holds the writer lock."""
+    import time
+
+    started = time.perf_counter()
+    bundle = read_bundle(source.expanduser())
+    names = [c.name for c in bundle.collections]
+    unknown = [n for n in places if n not in names]
+    if unknown:
+        raise QmdError(f"--collection {unknown[0]}: the file holds no such collection", f"its collections: {', '.join(names) or 'none'}")
+    forced = check_model(bundle, here, force_model, source)
+    existing_config = state.config.collections()
+    backend = state.backend
+    indexed = backend.indexed_collections() if backend.exists() else set()
+    clashes = [n for n in names if n in existing_config or n in indexed]
+    if clashes and not replace:
+        raise QmdError(
+            f"this index already has a collection '{clashes[0]}'",
+            f"pass --replace to replace it with the file's, or remove it first: qmd collection remove {clashes[0]}",
+        )
+    report = ImportReport(str(source))
+    report.model_forced = forced
+    if bundle.model is not None and bundle.vectors:
+        report.model, report.fingerprint = bundle.model.name, bundle.model.fingerprint
+    writes: list[tuple[CollectionEntry, Path, list[DocumentWrite]]] = []
+    for entry in bundle.collections:
+        place = Path(os.path.abspath(places.get(entry.name) or root / entry.folder))
+        info = ImportedCollection(entry.name, str(place), entry.documents, folder_missing=not place.is_dir(), replaced=entry.name in clashes)
+        if progress is not None:
+            progress(f"checking {entry.name} against {place}")
+        writes.append((entry, place, _documents(bundle, entry.name, place, info)))
+        report.collections.append(info)
+        report.documents += entry.documents
+    added = [c.name for c in report.collections if not c.replaced]
+    try:
+        backend.open(create=True)
+        if bundle.model is not None and bundle.vectors:
+            report.embedded, report.chunks = _write_vectors(backend, bundle)
+        for entry, place, docs in writes:
+            if progress is not None:
+                progress(f"writing {entry.name}")
+            with backend.collection_writer(entry.name) as writer:
+                known = writer.known()
+                for doc in docs:
+                    row = known.pop(doc.path, None)
+                    writer.put(doc, row.id if row is not None else None)
+                for row in known.values():
+                    if row.active:
+                        writer.deactivate(row.id)
+                writer.set_issues([])
+        for entry, place, _ in writes:
+            state.config.set_collection(
+                CollectionConfig(
+                    entry.name, place, entry.pattern, list(entry.ignore), None, entry.include_by_default, entry.embed, dict(entry.context), entry.chunk_strategy,
+                )
+            )
+        state.save_config()
+    except BaseException:
+        for name in added:
+            state.config.remove_collection(name)
+            try:
+                backend.drop_collection(name)
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                pass
+        raise
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _documents(bundle: Bundle, name: str, place: Path, info: ImportedCollection) -> list[DocumentWrite]:
+    """The document writes of one collection, each compared with the file at `place`."""
+    from qmd.core.filters import document_date_ns
+    from qmd.core.text import content_hash
+    from qmd.index.indexer import fts_values, prepare, read_text
+
+    root = os.path.realpath(place) if not info.folder_missing else None
+    out = []
+    for rel, digest in bundle.documents[name]:
+        text = bundle.texts[digest]
+        doc = prepare(text, rel)
+        size, mtime_ns = len(text.encode("utf-8", "surrogatepass")), 0  # mtime 0: the next update reads the file
+        if root is None:
+            info.missing += 1
+        else:
+            local = os.path.join(place, rel)
+            try:
+                st = os.stat(local)
+            except OSError:
+                info.missing += 1
+            else:
+                found, _, _ = read_text(local, st.st_size, root)
+                if found is not None and content_hash(found) == digest:
+                    info.match += 1
+                    size, mtime_ns = st.st_size, st.st_mtime_ns
+                else:
+                    info.differ += 1
+        out.append(
+            DocumentWrite(rel, text, digest, doc.title, doc.tags, doc.body_line, size, mtime_ns, fts_values(name, rel, doc), doc.metadata, document_date_ns(doc.metadata))
+        )
+    return out
+
+
+def _write_vectors(backend: IndexBackend, bundle: Bundle) -> tuple[int, int]:
+    """Store the file's vectors under its fingerprint; (contents, chunks) written."""
+    assert bundle.model is not None
+    model = backend.ensure_vector_model(bundle.model.fingerprint, bundle.model.name, bundle.model.dims)
+    if model.dims != bundle.model.dims:
+        raise QmdError(
+            f"this index holds vectors of {bundle.model.name} with {model.dims} dims; the file's have {bundle.model.dims}", "export it again with qmd export",
+        )
+    items = sorted(bundle.vectors.items())
+    chunks = 0
+    with backend.bulk_vectors(model, len(items)):
+        for start in range(0, len(items), BATCH):
+            part = items[start : start + BATCH]
+            batch: list[tuple[str, Sequence[ChunkVector]]] = [(h, cs) for h, (_, cs) in part]
+            chunks += backend.write_vectors(model, batch, {h: c for h, (c, _) in part})
+    return len(items), chunks

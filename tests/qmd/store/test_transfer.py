@@ -1,0 +1,363 @@
+"""`qmd export` / `qmd import` (issue 31): a built index carried to another HOME answers the
+same without embedding again, on SQLite and PostgreSQL alike; another embed model, a name
+already here and a crafted file are refused in one line with nothing written; collections
+are placed where the importer's folders are, and files that differ are left to `update`."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import qmd
+from qmd.core.errors import QmdError
+from tests.support.paths import REPO
+from tests.support.run import qmd_env, run_qmd
+
+NOTES = REPO / "examples" / "notes"
+QUESTIONS = ("capacity planning growth", "who joined the team offsite in Tokyo", "database storage", "hiring SRE candidates", "incident postmortem")
+
+
+def _home(root: Path, **extra: str) -> dict[str, str]:
+    """An environment whose HOME and every qmd path lie under `root` (another machine)."""
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in qmd_env().items() if k not in ("INDEX_PATH", "QMD_DATABASE_URL", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR")}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".state"))
+    env.update(XDG_DATA_HOME=str(home / ".share"), QMD_THREADS="1", QMD_SERVER="off")
+    env.update(extra)
+    return env
+
+
+def _ok(env: dict[str, str], *args: str, cwd: Path | None = None) -> str:
+    done = run_qmd(*args, env=env, cwd=cwd)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout + done.stderr
+
+
+def _answers(env: dict[str, str]) -> list[object]:
+    """vsearch and query results (JSON) of every question."""
+    out: list[object] = []
+    for q in QUESTIONS:
+        for cmd in ("vsearch", "query"):
+            out.append([(h["file"], h["score"], h["docid"]) for h in json.loads(run_qmd(cmd, q, "--json", "-n", "5", env=env).stdout)])
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, minilm_gguf: Path) -> Iterator[tuple[Path, dict[str, object], list[object]]]:
+    """examples/notes indexed and embedded with MiniLM in one HOME, exported: (file, models env, answers)."""
+    root = tmp_path_factory.mktemp("exporter")
+    models = {"QMD_EMBED_MODEL": str(minilm_gguf), "QMD_RERANK_MODEL": str(root / "none.gguf"), "QMD_GENERATE_MODEL": str(root / "none.gguf")}
+    env = _home(root, **models)
+    shutil.copytree(NOTES, root / "notes")
+    _ok(env, "collection", "add", str(root / "notes"), "--name", "notes")
+    _ok(env, "context", "add", "qmd://notes/meetings", "Weekly meeting minutes")
+    _ok(env, "embed")
+    answers = _answers(env)
+    file = root / "notes.qmd.gz"
+    said = _ok(env, "export", str(file))
+    assert "14 documents" in said and "all-MiniLM-L6-v2" in said
+    yield file, dict(models), answers
+
+
+def _importer(tmp_path: Path, models: dict[str, object], **extra: str) -> tuple[dict[str, str], Path]:
+    env = _home(tmp_path / "importer", **{k: str(v) for k, v in models.items()}, **extra)
+    place = tmp_path / "importer" / "work"
+    shutil.copytree(NOTES, place / "notes")
+    return env, place
+
+
+def _no_embedding_and_same_answers(env: dict[str, str], answers: list[object]) -> None:
+    said = _ok(env, "embed")
+    assert "nothing to embed" in said and "Embedded" not in said, said
+    assert _answers(env) == answers
+
+
+@pytest.mark.slow
+def test_round_trip_into_another_home_needs_no_embedding_and_answers_the_same(built: tuple[Path, dict[str, object], list[object]], tmp_path: Path) -> None:
+    file, models, answers = built
+    env, place = _importer(tmp_path, models)
+    said = _ok(env, "import", str(file), cwd=place)  # placed at ./notes by default
+    assert "14 match the files here, 0 differ, 0 missing" in said, said
+    assert "nothing to embed for them" in said
+    status = _ok(env, "collection", "show", "notes")
+    assert str(place / "notes") in status
+    assert "Weekly meeting minutes" in _ok(env, "context", "list")
+    _no_embedding_and_same_answers(env, answers)
+    update = _ok(env, "update")
+    assert "0 new, 0 updated, 14 unchanged" in update  # the local files' stats were taken
+
+
+@pytest.mark.slow
+def test_sqlite_to_postgres_and_back(built: tuple[Path, dict[str, object], list[object]], tmp_path: Path, postgres_url: str) -> None:
+    from tests.support import postgres
+
+    file, models, answers = built
+    url, schema = postgres.fresh_schema_url(postgres_url)
+    try:
+        env, place = _importer(tmp_path / "pg", models, QMD_DATABASE_URL=url)
+        assert "14 match" in _ok(env, "import", str(file), "--root", str(place))
+        _no_embedding_and_same_answers(env, answers)
+        again = tmp_path / "from-pg.qmd.gz"
+        _ok(env, "export", str(again))
+    finally:
+        postgres.drop_schema(postgres_url, schema)
+    env, place = _importer(tmp_path / "back", models)
+    assert "14 match" in _ok(env, "import", str(again), "--collection", f"notes={place / 'notes'}")
+    _no_embedding_and_same_answers(env, answers)
+
+
+# --- the rest with tiny random models (fast) ---------------------------------------------
+
+
+@pytest.fixture
+def exported(tmp_path: Path, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, index_backend: str) -> Path:
+    """The `notes` fixture indexed in SQLite and embedded with the tiny model, exported; the
+    tests import it into each backend (`index_backend`: the PostgreSQL schema is the importer's)."""
+    import os
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    url = os.environ.pop("QMD_DATABASE_URL", None)
+    try:
+        with qmd.Store(tmp_path / "a" / "index.sqlite", tmp_path / "a" / "index.yml") as store:
+            store.add_collection(notes, name="notes")
+            store.embed()
+            report = store.export(tmp_path / "notes.qmd.gz")
+    finally:
+        if url is not None:
+            os.environ["QMD_DATABASE_URL"] = url
+    assert report.documents == 4 and report.embedded == 4
+    return tmp_path / "notes.qmd.gz"
+
+
+def _target(tmp_path: Path) -> qmd.Store:
+    return qmd.Store(tmp_path / "b" / "index.sqlite", tmp_path / "b" / "index.yml")
+
+
+@pytest.mark.slow
+def test_another_embed_model_is_refused_naming_both(exported: Path, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed_b"]))
+    with _target(tmp_path) as store:
+        with pytest.raises(QmdError) as caught:
+            store.import_file(exported, root=tmp_path)
+        assert "tiny-embed " in caught.value.message and "tiny-embed_b" in caught.value.message
+        assert store.collections() == [] and store.backend.collection_counts() == {}
+        report = store.import_file(exported, root=tmp_path, force_model=True)  # documents in, vectors kept unused
+        assert report.model_forced and store.document_count() == 4
+        assert store.vector_status().pending_documents == 4  # embedded with the importer's model by the next embed
+
+
+def test_relocation_and_a_changed_file_left_for_update(exported: Path, tmp_path: Path, notes: Path) -> None:
+    elsewhere = tmp_path / "moved" / "my-notes"
+    shutil.copytree(notes, elsewhere)
+    (elsewhere / "ideas.md").write_text("Some ideas, rewritten since the export.\n")
+    (elsewhere / "runbooks" / "deploy.md").unlink()
+    with _target(tmp_path) as store:
+        report = store.import_file(exported, places={"notes": elsewhere})
+        (c,) = report.collections
+        assert (c.path, c.match, c.differ, c.missing, c.folder_missing) == (str(elsewhere), 2, 1, 1, False)
+        assert store.collection("notes").path == str(elsewhere)
+        assert store.vector_status().pending_documents == 0  # the exported content is embedded
+        assert [h.path for h in store.search("caching layers")] == ["ideas.md"]  # as exported until update
+        upd = store.update()
+        (r,) = upd.collections
+        assert (r.new, r.updated, r.unchanged, r.removed) == (0, 1, 2, 1)
+        assert store.vector_status().pending_documents == 1  # the changed file, for the next embed
+
+
+def test_a_missing_folder_is_imported_and_flagged(exported: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = cli("import", str(exported), "--root", str(tmp_path / "nowhere"))
+    assert code == 0, err
+    assert "0 match the files here, 0 differ, 4 missing" in err
+    assert "does not exist: its documents are searchable" in err
+    code, out, _ = cli("search", "rollback", "--json")
+    assert code == 0 and "deploy.md" in out
+
+
+def test_a_collection_already_here_is_refused_unless_replace(exported: Path, tmp_path: Path, notes: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.md").write_text("# Other\n\nsomething else entirely\n")
+    assert cli("collection", "add", str(other), "--name", "notes")[0] == 0
+    code, _, err = cli("import", str(exported), "--collection", f"notes={notes}")
+    assert code == 1 and "already has a collection 'notes'" in err and "--replace" in err
+    assert cli("search", "rollback", "--json")[1].strip() in ("[]", "")
+    code, _, err = cli("import", str(exported), "--collection", f"notes={notes}", "--replace")
+    assert code == 0 and "replaced 4 documents" in err
+    assert "deploy.md" in cli("search", "rollback", "--json")[1]
+    assert "x.md" not in cli("ls", "notes")[1]
+
+
+@pytest.mark.slow
+def test_a_failed_write_leaves_the_index_as_it_was(exported: Path, tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from qmd.store.state import IndexState
+
+    with _target(tmp_path) as store:
+        store.add_collection(notes, name="mine")
+        before = store.backend.collection_counts()
+        backend = type(store.backend)
+        real = backend.collection_writer
+
+        def broken(self, collection):  # type: ignore[no-untyped-def]
+            if collection == "notes":
+                raise QmdError("disk full (injected)")
+            return real(self, collection)
+
+        monkeypatch.setattr(backend, "collection_writer", broken)
+        with pytest.raises(QmdError, match="injected"):
+            store.import_file(exported, root=tmp_path)
+        monkeypatch.setattr(backend, "collection_writer", real)
+        # the documents written, then the config cannot be saved: the documents go again
+        saving = IndexState.save_config
+        monkeypatch.setattr(IndexState, "save_config", lambda self: (_ for _ in ()).throw(QmdError("config not writable (injected)")))
+        with pytest.raises(QmdError, match="injected"):
+            store.import_file(exported, root=tmp_path)
+        monkeypatch.setattr(IndexState, "save_config", saving)
+        assert [c.name for c in store.collections()] == ["mine"]
+        assert store.backend.collection_counts() == before
+        assert [c.name for c in qmd.Store(tmp_path / "b" / "index.sqlite", tmp_path / "b" / "index.yml").collections()] == ["mine"]
+
+
+# --- hostile files ------------------------------------------------------------------------
+
+
+def _records(file: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in gzip.decompress(file.read_bytes()).splitlines()]
+
+
+def _write(file: Path, records: list[dict[str, object]]) -> None:
+    file.write_bytes(gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in records)))
+
+
+def _doc_index(records: list[dict[str, object]]) -> int:
+    return next(i for i, r in enumerate(records) if "d" in r)
+
+
+def _path_traversal(records: list[dict[str, object]]) -> None:
+    records[_doc_index(records)]["d"][1] = "../../etc/passwd"  # type: ignore[index]
+
+
+def _absolute(records: list[dict[str, object]]) -> None:
+    records[_doc_index(records)]["d"][1] = "/etc/passwd"  # type: ignore[index]
+
+
+def _nul(records: list[dict[str, object]]) -> None:
+    from qmd.core.text import content_hash
+
+    i = next(i for i, r in enumerate(records) if "c" in r)
+    text = "# evil\x00\n"
+    old = records[i]["c"]
+    records[i] = {"c": content_hash(text), "text": text}
+    for r in records:
+        if "d" in r and r["d"][2] == old:  # type: ignore[index]
+            r["d"][2] = content_hash(text)  # type: ignore[index]
+        if r.get("v") == old:
+            r["v"] = content_hash(text)
+
+
+def _tampered(records: list[dict[str, object]]) -> None:
+    next(r for r in records if "c" in r)["text"] += "injected"  # type: ignore[operator]
+
+
+def _wrong_dims(records: list[dict[str, object]]) -> None:
+    v = next(r for r in records if "v" in r)
+    v["data"] = base64.b64encode(base64.b64decode(str(v["data"]))[:-4]).decode()
+
+
+def _nan(records: list[dict[str, object]]) -> None:
+    v = next(r for r in records if "v" in r)
+    data = bytearray(base64.b64decode(str(v["data"])))
+    data[0:4] = b"\x00\x00\xc0\x7f"
+    v["data"] = base64.b64encode(bytes(data)).decode()
+
+
+def _newer(records: list[dict[str, object]]) -> None:
+    records[0]["version"] = 99
+
+
+def _no_end(records: list[dict[str, object]]) -> None:
+    records.pop()
+
+
+def _bad_name(records: list[dict[str, object]]) -> None:
+    records[0]["collections"][0]["name"] = "../x"  # type: ignore[index]
+
+
+def _update_command(records: list[dict[str, object]]) -> None:
+    records[0]["collections"][0]["update"] = "touch /tmp/pwned"  # type: ignore[index]
+
+
+HOSTILE = {
+    "path traversal": (_path_traversal, "is not inside its collection"),
+    "absolute path": (_absolute, "is not inside its collection"),
+    "NUL bytes": (_nul, "NUL"),
+    "text not its hash": (_tampered, "does not match its hash"),
+    "wrong dims": (_wrong_dims, "wrong dims"),
+    "NaN vector": (_nan, "NaN"),
+    "newer format": (_newer, "newer qmd"),
+    "no end record": (_no_end, "truncated"),
+    "bad collection name": (_bad_name, "invalid collection name"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_a_crafted_file_is_one_line_and_nothing_is_written(case: str, exported: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    mutate, said = HOSTILE[case]
+    records = _records(exported)
+    mutate(records)
+    _write(exported, records)
+    code, out, err = cli("import", str(exported), "--root", str(tmp_path))
+    assert code == 1, (code, err)
+    assert said in err and err.startswith("Error: ") and len([x for x in err.splitlines() if x.startswith("Error")]) == 1, err
+    assert cli("collection", "list")[1].count("notes") == 0
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_truncated_huge_and_garbage_files_are_refused(exported: Path, tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from qmd.store import bundle
+
+    data = exported.read_bytes()
+    for name, content in (("cut.gz", data[: len(data) // 2]), ("garbage.gz", b"not gzip at all"), ("empty.gz", b""), ("json.gz", gzip.compress(b"[1,2]\n"))):
+        (tmp_path / name).write_bytes(content)
+        code, _, err = cli("import", str(tmp_path / name), "--root", str(tmp_path))
+        assert code == 1 and "not a usable qmd export file" in err, (name, err)
+    monkeypatch.setattr(bundle, "MAX_TEXT", 20)
+    code, _, err = cli("import", str(exported), "--root", str(tmp_path))
+    assert code == 1 and "over 20 characters" in err
+    monkeypatch.setattr(bundle, "MAX_TEXT", 10_000_000)
+    monkeypatch.setattr(bundle, "MAX_LINE", 100)
+    code, _, err = cli("import", str(exported), "--root", str(tmp_path))
+    assert code == 1 and "line 1 is over" in err, err
+    monkeypatch.setattr(bundle, "MAX_LINE", 10_000_000)
+    monkeypatch.setattr(bundle, "MAX_TOTAL", 1000)  # a gzip bomb
+    code, _, err = cli("import", str(exported), "--root", str(tmp_path))
+    assert code == 1 and "over 1,000 bytes uncompressed" in err, err
+    assert cli("collection", "list")[1].count("notes") == 0
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_export_to_a_place_that_cannot_be_written_is_one_line(exported: Path, tmp_path: Path, notes: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for target in (tmp_path / "missing" / "x.qmd.gz", blocker / "x.qmd.gz", tmp_path):
+        code, _, err = cli("export", str(target))
+        assert code == 1 and err.startswith("Error: "), (target, code, err)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_an_update_command_in_a_file_is_never_taken(exported: Path, tmp_path: Path, notes: Path) -> None:
+    records = _records(exported)
+    _update_command(records)
+    _write(exported, records)
+    with _target(tmp_path) as store:
+        store.import_file(exported, places={"notes": notes})
+        assert store.collection("notes").update_command is None
