@@ -1,4 +1,4 @@
-"""Is qmd's Claude Code plugin (plugins/qmd in this repository) installed and enabled?
+"""Is qmd's plugin (plugins/qmd in this repository) installed and enabled in Claude Code or Codex?
 
 The plugin brings qmd's MCP server (named `plugin:qmd:qmd` by Claude Code, so its tools are
 `mcp__plugin_qmd_qmd__*`), the skill and the two hooks. `qmd mcp install --claude` and
@@ -10,7 +10,8 @@ Claude Code (checked with 2.1.197 and 2.1.332) records an installed plugin in
 [{scope, installPath, ...}]}}`) and enables it in a settings file's `enabledPlugins`
 (`{"qmd@MARKET": true}`): the user's `<config dir>/settings.json`, a project's
 `.claude/settings.json` or `.claude/settings.local.json`. The config dir is
-`$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+`$CLAUDE_CONFIG_DIR`, else `~/.claude`. Codex 0.171.0 installs the same plugin from the same
+marketplace and records it in its config.toml (`codex_plugin`).
 
 Only `os`, `json` and `pathlib`: the guard reads this on its deny path.
 """
