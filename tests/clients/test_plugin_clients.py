@@ -100,3 +100,37 @@ def test_codex_installs_the_same_plugin_from_the_same_marketplace(tmp_path: Path
     servers = _run(env, work, "codex", "mcp", "list").stdout
     assert [line.split()[0] for line in servers.splitlines()[1:] if line.strip()] == ["qmd"], servers
     assert not (Path.home() / ".codex" / "hooks.json").exists()
+
+
+def test_claude_code_runs_the_plugins_server_skill_and_hooks(tmp_path: Path) -> None:
+    """One `claude -p` run against the fake model API, qmd set up only through the plugin: the
+    first request offers the plugin's query tool and the skill, the SessionStart notice of a
+    raised health flag reaches the model, the query answers and the grep sweep is denied."""
+    from tests.clients.fakeapi import FakeAnthropic, Step
+    from tests.clients.test_real_clients import GUARD_REASON, NOTICE, QUESTION, make_box, raise_health_flag, run_client
+
+    box = make_box(tmp_path / "box", "claude")
+    market = tmp_path / "market"
+    shutil.copytree(REPO / ".claude-plugin", market / ".claude-plugin")
+    shutil.copytree(REPO / "plugins", market / "plugins")
+    box.env.update(DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    _run(box.env, box.work, "claude", "plugin", "marketplace", "add", str(market))
+    _run(box.env, box.work, "claude", "plugin", "install", "qmd@qmd")
+    box.qmd("collection", "add", str(box.notes), "--name", "notes")
+    box.qmd("update")
+    box.qmd("hooks", "install", str(box.notes))
+    raise_health_flag(box)
+    query = Step("mcp__plugin_qmd_qmd__query", {"query": QUESTION})
+    grep = Step("Bash", {"command": f"grep -rn rollback {box.notes}"})
+    fake = FakeAnthropic([query, grep]).start()
+    try:
+        run = run_client(box, fake, skip_permissions=True)
+    finally:
+        fake.stop()
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert query.tool in run.first_tools("claude"), sorted(run.first_tools("claude"))
+    assert run.mentions("qmd:qmd") and run.mentions("Search the user's local markdown notes")  # the plugin's skill, listed for the model
+    assert "deploy.md" in (run.result_of("claude", query) or ""), run.result_of("claude", query)
+    denied = run.result_of("claude", grep) or ""
+    assert all(part in denied for part in GUARD_REASON) and "mcp__plugin_qmd_qmd__query" in denied, denied
+    assert run.mentions(NOTICE)
