@@ -5,7 +5,9 @@ is missing), each in an isolated HOME, install the plugin from a local marketpla
 this repository's `.claude-plugin/marketplace.json` and `plugins/qmd/`. Asserted through the
 clients' own commands: the plugin is installed and enabled, with qmd's MCP server (which
 connects, `qmd` on PATH), the skill and the two hooks; then `qmd mcp install` and `qmd guard
-install` see it and add no second copy. No model request is made: nothing needs the fake API.
+install` see it and add no second copy. Then one real `claude -p` session against the fake
+model API (tests/clients/fakeapi.py), qmd set up only through the plugin: its server, skill and
+both hooks at work.
 """
 
 from __future__ import annotations
