@@ -212,3 +212,12 @@ def test_doctor_warns_when_the_plugin_and_a_registration_by_hand_both_serve_qmd(
     (home / ".claude.json").write_text(json.dumps({"mcpServers": {"qmd": {"type": "stdio", "command": "/venv/bin/qmd", "args": ["mcp"]}}}))
     [check] = _claude_plugin()
     assert check.status.value == "warn" and "runs them twice" in check.detail and check.fix == "claude mcp remove --scope user qmd"
+
+
+def test_skill_install_links_no_second_copy_for_claude_code(cli: Cli) -> None:
+    home = Path.home()
+    _install_claude_plugin(home)
+    code, out, _ = cli("skill", "install", "--global", "--yes")
+    assert code == 0 and "from qmd's plugin (qmd@qmd): not linking a second copy" in out
+    assert (home / ".agents" / "skills" / "qmd" / "SKILL.md").is_file()  # Codex's copy, as before
+    assert not (home / ".claude" / "skills" / "qmd").exists()
