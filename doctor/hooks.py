@@ -6,8 +6,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from qmd import harness
-from qmd.agents import codex_config
+from qmd import QmdError, harness
+from qmd.agents import claude_json, claude_plugin, claude_settings, codex_config, read_json_object
 from guards import codex_trust
 from guards import install as guard_install
 from hooks import install as hook_install
@@ -118,5 +118,26 @@ def _guard_errors(ctx: Context) -> CheckResult:
     return warn("guard errors", f"{len(lines)} new line(s) since the last doctor run; latest: {lines[-1][:300]}", f"less {log}")
 
 
+def _claude_plugin() -> list[CheckResult]:
+    """qmd's Claude Code plugin beside a registration by hand: every tool and hook twice."""
+    plugin_id = claude_plugin(Path.cwd())
+    if plugin_id is None:
+        return []
+    name = f"claude plugin [{plugin_id}]"
+    twice = []
+    try:
+        servers = read_json_object(claude_json())[0].get("mcpServers")
+    except QmdError:  # an unreadable ~/.claude.json is the MCP checks' to report
+        servers = None
+    if isinstance(servers, dict) and "qmd" in servers:
+        twice.append(("the 'qmd' MCP server is also in ~/.claude.json", "claude mcp remove --scope user qmd"))
+    settings = str(claude_settings("user"))
+    if any(str(path) == settings and registered for path, registered, _ in guard_install.status()):
+        twice.append((f"the guard hooks are also in {home_path(settings)}", "qmd guard uninstall --claude"))
+    if not twice:
+        return [ok(name, "installed and enabled: qmd's MCP server, skill and hooks come from it")]
+    return [warn(name, "installed and enabled, and " + "; ".join(w for w, _ in twice) + ": Claude Code runs them twice", " && ".join(f for _, f in twice))]
+
+
 def check(ctx: Context) -> list[CheckResult]:
-    return [*_repos(ctx), *_guard(), _guard_errors(ctx)]
+    return [*_repos(ctx), *_guard(), *_claude_plugin(), _guard_errors(ctx)]

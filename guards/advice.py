@@ -81,8 +81,12 @@ def _read_json(path: str) -> object:
 
 
 def claude_mcp(cwd: str | None) -> str | None:
-    """Name of the qmd MCP server registered for Claude Code in `cwd`, or None."""
-    from qmd.agents import claude_json, project_mcp_json
+    """Name of the qmd MCP server registered for Claude Code in `cwd` (`plugin_qmd_qmd` when
+    qmd's plugin provides it), or None."""
+    from qmd.agents import PLUGIN_SERVER, claude_json, claude_plugin, project_mcp_json
+
+    if claude_plugin(Path(cwd) if cwd else None):
+        return PLUGIN_SERVER
 
     data = _read_json(str(claude_json()))
     if isinstance(data, dict):
@@ -103,8 +107,12 @@ def claude_mcp(cwd: str | None) -> str | None:
 
 
 def codex_mcp(cwd: str | None) -> str | None:
-    """`qmd` when Codex has `[mcp_servers.qmd]` in its user or project config.toml, else None."""
-    from qmd.agents import codex_config
+    """`qmd` when Codex has `[mcp_servers.qmd]` in its user or project config.toml, or qmd's
+    plugin (whose server is named `qmd` too), else None."""
+    from qmd.agents import codex_config, codex_plugin
+
+    if codex_plugin():
+        return "qmd"
 
     for path in [codex_config()] + [codex_config(Path(d)) for d in _ancestors(cwd)]:
         try:

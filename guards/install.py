@@ -20,12 +20,15 @@ from qmd import harness
 from qmd import QmdError
 from qmd.agents import (
     HOOKS_FEATURE_LINE,
+    claude_plugin,
     claude_settings,
+    codex_plugin,
     codex_config,
     codex_hooks_json,
     disable_hooks_feature,
     dump_json,
     enable_hooks_feature,
+    plugin_notice,
     read_json_object,
     remove_hook_states,
     write_with_backup,
@@ -181,8 +184,15 @@ def install(claude: bool, codex: bool, scope: str = "user", dry_run: bool = Fals
     command = hook_command()
     lines: list[str] = []
     if claude:
-        _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines, dry_run)
-    if codex:
+        plugin_id = claude_plugin(Path.cwd())
+        if plugin_id:  # the plugin's hooks/hooks.json runs the same two commands: never twice
+            lines.append(plugin_notice(plugin_id, "the PreToolUse guard and the SessionStart notice"))
+        else:
+            _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines, dry_run)
+    codex_plugin_id = codex_plugin() if codex else None
+    if codex_plugin_id:
+        lines.append(plugin_notice(codex_plugin_id, "the PreToolUse guard and the SessionStart notice", "codex"))
+    elif codex:
         changed = _install_json(codex_hooks_json(), CODEX_MATCHER, command, lines, dry_run)
         _install_feature(codex_config(), lines, dry_run)
         if changed:

@@ -13,6 +13,10 @@ Where the files are (`locations`):
 - `claude_json()`, `project_mcp_json()`: Claude Code's MCP servers (user, project scope).
 - `codex_home()`, `codex_hooks_json()`, `codex_config()`: Codex's folder, hooks.json, config.toml.
 
+qmd's Claude Code plugin (`plugin`):
+- `claude_plugin(cwd)`, `codex_plugin()`: the plugin's id when Claude Code / Codex has it installed
+  and enabled (so nothing registers qmd twice); `PLUGIN_SERVER`: its server's name in tool names.
+- `plugin_notice(id, what)`: the line printed instead of a second registration.
 Editing them (`files`, `codex`):
 - `read_json_object`, `dump_json`: read a JSON object file, write JSON in its style.
 - `backup`, `write_file`, `write_with_backup`, `write_or_remove`: `*.qmd-backup-<time>`
@@ -52,6 +56,10 @@ _EXPORTS = {
     "disable_hooks_feature": "codex",
     "remove_hook_states": "codex",
     "HOOKS_FEATURE_LINE": "codex",
+    "claude_plugin": "plugin",
+    "codex_plugin": "plugin",
+    "PLUGIN_SERVER": "plugin",
+    "plugin_notice": "plugin",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -63,5 +71,6 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.agents.codex import HOOKS_FEATURE_LINE, disable_hooks_feature, enable_hooks_feature, remove_hook_states
     from qmd.agents.files import backup, dump_json, read_json_object, write_file, write_or_remove, write_with_backup
+    from qmd.agents.plugin import PLUGIN_SERVER, claude_plugin, codex_plugin, plugin_notice
     from qmd.agents.locations import claude_json, claude_settings, codex_config, codex_home, codex_hooks_json, project_mcp_json
     from qmd.agents.registration import apply, plan_claude, plan_codex, registered_token_env, registrations, unregister_all

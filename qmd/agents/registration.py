@@ -47,6 +47,7 @@ from typing import Any
 import qmd.agents.codex as codex
 from qmd.agents.files import dump_json, read_json_object, write_or_remove, write_with_backup
 from qmd.agents.locations import claude_json, codex_config, codex_home, project_mcp_json
+from qmd.agents.plugin import claude_plugin, codex_plugin, plugin_notice
 from qmd.core.errors import QmdError
 from qmd.core.paths import DEFAULT_INDEX
 
@@ -194,6 +195,8 @@ class Plan:
 
         if self.commands:
             return "\n".join(shlex.join(c) for c in self.commands)
+        if self.path is None:  # nothing to run or write (e.g. the plugin already provides it)
+            return self.summary
         if not self.changed:
             return f"{self.path}: already up to date"
         return f"# {self.path}\n{self.new_text}"
@@ -220,6 +223,9 @@ def plan_claude(
     if scope not in ("user", "project"):
         raise QmdError(f"unknown scope {scope!r}", "use --scope user or --scope project")
     name = server_name(index)
+    plugin_id = claude_plugin(cwd or Path.cwd()) if name == server_name(DEFAULT_INDEX) else None
+    if plugin_id:  # the plugin's server is this one: a second `qmd` would double every tool
+        return Plan("claude", plugin_notice(plugin_id, f"the '{name}' MCP server"))
     where = "~/.claude.json" if scope == "user" else "./.mcp.json"
     entry = claude_entry(index, http, port, environ, check_token_env(token_env), url)
     exe = which("claude")
@@ -258,6 +264,9 @@ def plan_codex(
     index: str, http: bool, port: int, *, which: Which = shutil.which, environ: Mapping[str, str] | None = None, token_env: str | None = None, url: str | None = None,
 ) -> Plan:
     name = server_name(index)
+    plugin_id = codex_plugin() if name == server_name(DEFAULT_INDEX) else None
+    if plugin_id:  # the plugin's .mcp.json is this `qmd` server
+        return Plan("codex", plugin_notice(plugin_id, f"the '{name}' MCP server", "codex"))
     exe = which("codex")
     path = codex_config()
     text = codex.read_text(path) or ""

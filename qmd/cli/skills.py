@@ -300,6 +300,11 @@ def skill_install(
         out(f"✓ Installed QMD skill to {agents}\n")
         if claude is False:
             return
+        from qmd.agents import claude_plugin
+
+        if (plugin_id := claude_plugin(Path.cwd())) is not None:  # Claude Code lists the plugin's copy already
+            out(f"✓ Claude Code has this skill from qmd's plugin ({plugin_id}): not linking a second copy\n")
+            return
         if yes or claude or _ask_claude(claude_dir):
             _link_claude(agents, claude_dir, text, force)
     except OSError as exc:  # a file or a broken link where a folder goes, a folder where SKILL.md goes, no permission
