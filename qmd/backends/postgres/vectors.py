@@ -264,8 +264,8 @@ def _allowed_docs(scope: list[str] | None, where: Filter | None) -> tuple[str, l
     sql = "d.active"
     params: list[object] = []
     if scope is not None:
-        sql += f" AND d.collection IN ({marks(len(scope))})"
-        params += scope
+        sql += " AND d.collection = ANY(%s)"  # an empty scope allows nothing
+        params.append(list(scope))
     if where is not None:
         from qmd.backends.postgres.filters import id_set
 
@@ -283,7 +283,7 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
         " WHERE c.model_id = %s AND c.hash IN (SELECT hash FROM docs)),"
         " best AS (SELECT DISTINCT ON (hash) hash, start, \"end\", distance FROM dist WHERE distance = distance ORDER BY hash, distance)"
         " SELECT docs.id, greatest(0, 1 - best.distance), best.start, best.\"end\" FROM best JOIN docs ON docs.hash = best.hash"
-        " ORDER BY best.distance, docs.id"
+        " ORDER BY greatest(0, 1 - best.distance) DESC, docs.id"  # as the score is shown (clamped at 0), ties by id
     )
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
@@ -291,22 +291,74 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
     return [(int(i), float(s), (int(a), int(b))) for i, s, a, b in rows]
 
 
-def _hnsw(conn: psycopg.Connection, model: VectorModel, q: str, want: int, allowed: str, params: list[object], k: int, size: int) -> list[Nearest]:
-    """The nearest `k` chunks through the HNSW index (iterative scan) of a table of about
-    `size` vectors, collapsed to allowed documents."""
+def _hnsw(conn: psycopg.Connection, model: VectorModel, q: str, want: int, allowed: str, params: list[object], size: int, share: float) -> list[Nearest]:
+    """The `want` allowed documents nearest to `q` through the HNSW index of a table of about
+    `size` vectors, in one pass: the scope and filter sit inside the index-ordered query (a
+    nested loop from the HNSW scan to each chunk's documents, no sort), and pgvector's
+    iterative scan keeps walking the graph while rows are fetched, so a narrow scope costs
+    more graph steps, never a second query. Rows are fetched from a cursor until `want`
+    distinct documents and at least KNN_PAGE rows are in hand (relaxed order: a later row
+    may be nearer, so the page is sorted after). Short only when the scan ran out of its
+    tuple budget (`share`: the estimated share of chunks allowed sizes it); the caller then
+    computes the scope exactly."""
+    k = max(want * 4, KNN_PAGE)
+    best: dict[int, tuple[float, int, int]] = {}
+    rows_seen = 0
     with conn.transaction():
-        conn.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k, size)}")
-        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        sql = (
-            f"WITH near AS MATERIALIZED (SELECT v.chunk_id, v.embedding <=> %s::vector AS distance FROM {table(model.id)} v"
-            f" ORDER BY v.embedding <=> %s::vector LIMIT {int(k)}),"
-            " best AS (SELECT DISTINCT ON (c.hash) c.hash, c.start, c.\"end\", near.distance FROM near JOIN chunks c ON c.id = near.chunk_id"
-            " WHERE near.distance = near.distance ORDER BY c.hash, near.distance)"
-            " SELECT d.id, greatest(0, 1 - best.distance), best.start, best.\"end\" FROM best JOIN documents d ON d.hash = best.hash"
-            " WHERE " + allowed + f" ORDER BY best.distance, d.id LIMIT {int(want)}"
-        )
-        rows = conn.execute(sql, (q, q, *params)).fetchall()
-    return [(int(i), float(s), (int(a), int(b))) for i, s, a, b in rows]
+        for setting in scan_settings(k, size, share):
+            conn.execute(setting)
+        sql = scan_sql(model, allowed)
+        with conn.cursor(name="qmd_near") as cur:
+            cur.execute(sql, (q, *params, q))
+            while True:
+                rows = cur.fetchmany(k)
+                for doc_id, distance, start, end in rows:
+                    if distance != distance:  # NaN: a broken vector stored by an older qmd
+                        continue
+                    d = int(doc_id)
+                    if d not in best or distance < best[d][0]:
+                        best[d] = (float(distance), int(start), int(end))
+                rows_seen += len(rows)
+                if len(rows) < k or (len(best) >= want and rows_seen >= k):
+                    break
+    ranked = sorted(((d, max(0.0, 1.0 - dist), (a, b)) for d, (dist, a, b) in best.items()), key=lambda item: (-item[1], item[0]))
+    return ranked[:want]
+
+
+def scan_settings(k: int, size: int, share: float) -> list[str]:
+    """The session settings of one pass (SET LOCAL: its transaction only): ef_search for a page
+    of `k` chunks of a table of `size`, the iterative scan, a tuple budget large enough for a
+    scope passing `share` of the chunks to yield k of them (about 4k/share visited), and no
+    sort plan (the index order or nothing: a full sort of the table is never cheaper here)."""
+    budget = min(max(size, 1), max(SCAN_TUPLES_MIN, math.ceil(4 * k / max(share, 1e-6))))
+    return [
+        f"SET LOCAL hnsw.ef_search = {ef_search(k, size)}",
+        "SET LOCAL hnsw.iterative_scan = relaxed_order",
+        f"SET LOCAL hnsw.max_scan_tuples = {int(budget)}",
+        "SET LOCAL enable_sort = off",
+    ]
+
+
+def scan_sql(model: VectorModel, allowed: str) -> str:
+    """The one-pass query: chunks in HNSW order, each joined to its allowed documents."""
+    return (
+        f"SELECT d.id, v.embedding <=> %s::vector AS distance, c.start, c.\"end\" FROM {table(model.id)} v"
+        " JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.hash = c.hash"
+        f" WHERE {allowed} ORDER BY v.embedding <=> %s::vector"
+    )
+
+
+KNN_PAGE = 40  # chunks fetched per cursor page at least: a relaxed-order scan's first rows are sorted among them
+SCAN_TUPLES_MIN = 20_000  # pgvector's default hnsw.max_scan_tuples: the iterative scan's budget for a broad scope
+
+
+def _share(conn: psycopg.Connection, allowed: str, params: list[object]) -> float:
+    """The planner's estimate of the share of active documents `allowed` passes (no rows read)."""
+    def rows(where: str, args: list[object]) -> float:
+        plan = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM documents d WHERE {where}", args).fetchone()
+        assert plan is not None
+        return float(plan[0][0]["Plan"]["Plan Rows"])
+    return min(1.0, rows(allowed, params) / max(1.0, rows("d.active", [])))
 
 
 def nearest_documents(
@@ -328,19 +380,19 @@ def nearest_documents(
     total = max(int(row[0]), int(row[1] or 0))
     if limit is None or few or model.dims > 2000 or not ready:
         return _exact(conn, model, q, limit, allowed, params)
+    share = 1.0
     if scope is not None or where is not None:
-        candidates = count(
-            conn,
-            f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.model_id = %s AND c.hash IN (SELECT d.hash FROM documents d WHERE {allowed}) LIMIT %s) x",
-            (model.id, *params, EXACT_CHUNKS + 1),
-        )
-        if candidates <= EXACT_CHUNKS:
-            return _exact(conn, model, q, limit, allowed, params)
-    k = max(limit * 4, 40)
-    while True:
-        found = _hnsw(conn, model, q, limit, allowed, params, k, total)
-        if len(found) >= limit:
-            return found
-        if k >= total or k >= 4 * EXACT_CHUNKS:
-            return _exact(conn, model, q, limit, allowed, params)  # a selective filter: the exact pre-filtered scan
-        k = min(total, k * 4)
+        share = _share(conn, allowed, params)
+        if share * total <= 4 * EXACT_CHUNKS:  # near or under the line: count (up to it) to choose
+            candidates = count(
+                conn,
+                f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.model_id = %s AND c.hash IN (SELECT d.hash FROM documents d WHERE {allowed}) LIMIT %s) x",
+                (model.id, *params, EXACT_CHUNKS + 1),
+            )
+            if candidates <= EXACT_CHUNKS:
+                return _exact(conn, model, q, limit, allowed, params)
+            share = max(share, candidates / max(total, 1))
+    found = _hnsw(conn, model, q, limit, allowed, params, total, share)
+    if len(found) < limit:  # the scan's tuple budget ran out before a narrow scope had `limit`
+        return _exact(conn, model, q, limit, allowed, params)
+    return found
