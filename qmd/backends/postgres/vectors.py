@@ -28,11 +28,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.filters import Filter
 
-EXACT_CHUNKS = 20_000  # up to this many candidate chunks, distances are computed for all (exact)
+EXACT_CHUNKS = 20_000  # up to this many chunks in the table, distances are computed for all (exact)
+SCOPED_EXACT_CHUNKS = 5_000  # a scope or filter allowing up to this many: its exact scan (a key lookup per chunk)
+# costs less than the HNSW pass at EF_SEARCH_MIN (bench/scope_bench.py --backend postgres)
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
-EF_SEARCH_MIN = 200  # recall@10 on 300k synthetic 384-d: 0.91 at 100, 0.97 at 200 (tight clusters); see bench/postgres_bench.py
-EF_PER_ROW = 600 / 1_000_000  # ef_search grows with the table: on 1M such vectors 200 gives 0.88-0.90, 400 0.94, 600 0.968
+EF_SEARCH_MIN = 800  # recall@10 on postgres_bench's hard 100k set (near-uniform 384-d): 0.86 at 200, 0.92 at 400,
+# 0.96-0.97 at 800, 0.975 at 1000 (a larger page or strict order adds nothing: the graph search's width decides)
+EF_PER_ROW = 1000 / 1_000_000  # ef_search grows with the table: a fixed ef loses recall on a larger graph
 EF_SEARCH_MAX = 1000  # pgvector's limit
 
 
@@ -383,13 +386,13 @@ def nearest_documents(
     share = 1.0
     if scope is not None or where is not None:
         share = _share(conn, allowed, params)
-        if share * total <= 4 * EXACT_CHUNKS:  # near or under the line: count (up to it) to choose
+        if share * total <= 4 * SCOPED_EXACT_CHUNKS:  # near or under the line: count (up to it) to choose
             candidates = count(
                 conn,
                 f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.model_id = %s AND c.hash IN (SELECT d.hash FROM documents d WHERE {allowed}) LIMIT %s) x",
-                (model.id, *params, EXACT_CHUNKS + 1),
+                (model.id, *params, SCOPED_EXACT_CHUNKS + 1),
             )
-            if candidates <= EXACT_CHUNKS:
+            if candidates <= SCOPED_EXACT_CHUNKS:
                 return _exact(conn, model, q, limit, allowed, params)
             share = max(share, candidates / max(total, 1))
     found = _hnsw(conn, model, q, limit, allowed, params, total, share)
