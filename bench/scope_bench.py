@@ -64,14 +64,17 @@ def draw(n: int, dims: int, noise: float | None) -> np.ndarray:
     return out
 
 
-def build(store: qmd.Store, n: int, dims: int, noise: float | None = None) -> tuple[object, np.ndarray, list[str], np.ndarray]:
-    """n documents with one vector each; returns (model, vectors, collection per doc, bucket per doc)."""
+def build(store: qmd.Store, n: int, dims: int, noise: float | None = None, reuse: bool = False) -> tuple[object, np.ndarray, list[str], np.ndarray]:
+    """n documents with one vector each; returns (model, vectors, collection per doc, bucket per doc).
+    `reuse`: the index holds them already (the same draw: seeded)."""
     backend = store.backend
     backend.open(create=True)
     conn = backend.connection()
     vecs = draw(n, dims, noise)
     colls = [collection_of(i, n) for i in range(n)]
     buckets = np.arange(n) % 10
+    if reuse and store.document_count() == n:
+        return backend.ensure_vector_model(f"bench-random-{dims}", "random", dims), vecs, colls, buckets
     if getattr(backend, "url", None) is not None:
         _rows_postgres(conn, colls, buckets)
     else:
@@ -124,6 +127,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=30, help="random query vectors (default 30)")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--noise", type=float, default=None, help="clustered vectors at this spread (postgres_bench's set) instead of uniform")
+    parser.add_argument("--reuse", action="store_true", help="postgres: keep the index a previous run with the same --docs/--dims/--noise left (QMD_BENCH_DATABASE_URL)")
     parser.add_argument("--before", default=None, metavar="REV", help="also time this git revision's nearest_documents, same run")
     args = parser.parse_args()
     report = Report("scope_bench")
@@ -133,7 +137,7 @@ def main() -> int:
             from _postgres import backend_env, postgres_server
 
             url = stack.enter_context(postgres_server())
-            stack.enter_context(backend_env("postgres", url, "bench_scope"))
+            stack.enter_context(backend_env("postgres", url, "bench_scope", fresh=not args.reuse))
         store = stack.enter_context(qmd.Store(tmp / "idx" / "index.sqlite", tmp / "idx" / "index.yml"))
         run(store, args, report)
     return report.finish(args.json)
@@ -141,7 +145,7 @@ def main() -> int:
 
 def run(store: qmd.Store, args: argparse.Namespace, report: Report) -> None:
     t0 = time.perf_counter()
-    model, vecs, colls, buckets = build(store, args.docs, args.dims, args.noise)
+    model, vecs, colls, buckets = build(store, args.docs, args.dims, args.noise, reuse=args.reuse)
     print(f"  {args.backend}: {args.docs} documents x {args.dims} dims written in {time.perf_counter() - t0:.1f} s", flush=True)
     backend = store.backend
     rng = np.random.default_rng(1)

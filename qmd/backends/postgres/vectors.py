@@ -1,13 +1,15 @@
 """Chunk vectors in pgvector: one table `vec_<model id>` of `vector(dims)` per embedding
 fingerprint, with an HNSW index (cosine distance).
 
-A search is exact whenever it can be cheap: over at most EXACT_CHUNKS candidate chunks
-(the whole space when small, or the chunks of the documents a collection scope or a
-filter allows) the distances are computed for every candidate (a pre-filter, no index).
-Past that, the HNSW index answers with pgvector's iterative scan (ef_search grows with the
-page), asked for more chunks until enough distinct documents are among them; a filtered
-scan that still comes back short falls back to the exact pre-filtered scan, so a page is
-never short when the documents exist.
+A search is exact whenever it can be cheap: over a table of at most EXACT_CHUNKS chunks, or
+a collection scope / filter allowing at most SCOPED_EXACT_CHUNKS (counted, capped, when the
+planner's estimate says it may be that few), the distance of every candidate is computed.
+Past that, one pass through the HNSW index: the scope and filter are tested inside the
+index-ordered query (nested loops from the HNSW scan to each chunk's documents, no sort),
+pgvector's iterative scan keeps walking the graph while a cursor fetches rows, until the
+page holds `limit` documents; ef_search is pgvector's widest (1000). Only a pass that runs
+out of its tuple budget before `limit` documents falls back to the exact scan of the scope,
+so a page is never short when the documents exist.
 """
 
 from __future__ import annotations
@@ -29,20 +31,22 @@ if TYPE_CHECKING:
     from qmd.core.filters import Filter
 
 EXACT_CHUNKS = 20_000  # up to this many chunks in the table, distances are computed for all (exact)
-SCOPED_EXACT_CHUNKS = 5_000  # a scope or filter allowing up to this many: its exact scan (a key lookup per chunk)
-# costs less than the HNSW pass at EF_SEARCH_MIN (bench/scope_bench.py --backend postgres)
+SCOPED_EXACT_CHUNKS = 10_000  # a scope or filter allowing up to this many: its exact scan (a key lookup per chunk)
+# costs less than the HNSW pass at EF_SEARCH_MIN (100k hard set: 8k chunks 0.6 s exact vs 1.3 s; 19k 1.0 s vs 0.4 s, loaded)
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
-EF_SEARCH_MIN = 800  # recall@10 on postgres_bench's hard 100k set (near-uniform 384-d): 0.86 at 200, 0.92 at 400,
+EF_SEARCH_MIN = 1000  # recall@10 on postgres_bench's hard 100k set (near-uniform 384-d): 0.86 at 200, 0.92 at 400,
 # 0.96-0.97 at 800, 0.975 at 1000 (a larger page or strict order adds nothing: the graph search's width decides)
-EF_PER_ROW = 1000 / 1_000_000  # ef_search grows with the table: a fixed ef loses recall on a larger graph
 EF_SEARCH_MAX = 1000  # pgvector's limit
 
 
 def ef_search(k: int, rows: int) -> int:
-    """hnsw.ef_search for the `k` nearest of a table of `rows` vectors: at least the page and
-    EF_SEARCH_MIN, more as the table grows (a fixed ef loses recall on a larger graph)."""
-    return min(EF_SEARCH_MAX, max(EF_SEARCH_MIN, k, round(rows * EF_PER_ROW)))
+    """hnsw.ef_search for the `k` nearest of a table of `rows` vectors: EF_SEARCH_MIN, which
+    already is pgvector's widest (recall on a larger graph only falls: a narrower search is
+    never the better one), or the page when pgvector allows it."""
+    return min(EF_SEARCH_MAX, max(EF_SEARCH_MIN, k))
+
+
 BULK_DOCUMENTS = 1000  # an embed of at least this many documents (and a quarter of those embedded) builds HNSW once, after
 BUILD_MEMORY = "256MB"  # maintenance_work_mem for an HNSW build (the graph in memory: much faster than row-by-row inserts)
 
