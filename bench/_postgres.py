@@ -37,16 +37,18 @@ def with_schema(url: str, schema: str) -> str:
 
 
 @contextmanager
-def backend_env(backend: str, url: str | None, schema: str) -> Iterator[None]:
-    """QMD_DATABASE_URL set for `backend == "postgres"` (a fresh schema), unset for sqlite."""
+def backend_env(backend: str, url: str | None, schema: str, fresh: bool = True) -> Iterator[None]:
+    """QMD_DATABASE_URL set for `backend == "postgres"` (a fresh schema unless `fresh` is
+    False), unset for sqlite."""
     old = os.environ.pop("QMD_DATABASE_URL", None)
     try:
         if backend == "postgres":
             assert url is not None
             import psycopg
 
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            if fresh:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
             os.environ["QMD_DATABASE_URL"] = with_schema(url, schema)
         yield
     finally:

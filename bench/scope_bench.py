@@ -7,15 +7,27 @@ Rows are written straight into the index's tables (the bench times the search, n
 indexer). Scopes timed, each against the unscoped search interleaved query by query, limit 10:
   big (19%), tiny (0.86%), big+tiny (two collections), rest + bucket eq 3 (collection + filter).
 Recall@10 of each scope against an exact scan (numpy) over the scope's vectors.
-Targets: scoped p50 / unscoped p50 <= 1.2 and recall@10 = 1.0 for each scope.
+Targets: scoped p50 / unscoped p50 <= 1.2 and recall@10 = 1.0 for each scope (SQLite: exact).
+
+`--backend postgres` runs the same on a throwaway embedded PostgreSQL + pgvector (HNSW built
+once after the vectors are written; `--noise X` draws clustered vectors as postgres_bench's
+recall set, 1.4 its hard near-uniform one, instead of uniform ones), adds the unscoped search's
+recall, and targets recall@10 >= 0.95. `--before REV` also times that git revision's
+`nearest_documents` of the same backend on the same index, interleaved: before and after
+ratios from one run.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+import argparse
+import contextlib
+import subprocess
+import types
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 
@@ -23,9 +35,10 @@ import qmd
 from qmd.core.filters import parse_filter
 from qmd.backends.base import ChunkVector
 
-from _common import Report, Target, arg_parser, isolated_home, ms, p50, percentile
+from _common import REPO, Report, Target, arg_parser, isolated_home, ms, p50, percentile
 
-SCOPES: dict[str, tuple[list[str], object]] = {
+SCOPES: dict[str, tuple[list[str] | None, object]] = {
+    "all": (None, None),
     "big 19%": (["big"], None),
     "tiny 0.86%": (["tiny"], None),
     "big+tiny": (["big", "tiny"], None),
@@ -38,28 +51,72 @@ def collection_of(i: int, n: int) -> str:
     return "tiny" if share < 0.0086 else "big" if share < 0.0086 + 0.19 else "rest"
 
 
-def build(store: qmd.Store, n: int, dims: int) -> tuple[object, np.ndarray, list[str], np.ndarray]:
-    """n documents with one vector each; returns (model, vectors, collection per doc, bucket per doc)."""
+def draw(n: int, dims: int, noise: float | None) -> np.ndarray:
+    """n unit vectors: uniform on the sphere, or postgres_bench's clustered set at `noise`."""
+    rng = np.random.default_rng(0)
+    if noise is None:
+        vecs = rng.standard_normal((n, dims)).astype(np.float32)
+    else:
+        centers = rng.standard_normal((max(10, n // 100), dims)).astype(np.float32)
+        centers /= np.linalg.norm(centers, axis=1, keepdims=True)
+        vecs = centers[rng.integers(0, len(centers), n)] + noise * rng.standard_normal((n, dims)).astype(np.float32) / np.sqrt(dims)
+    out: np.ndarray = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    return out
+
+
+def build(store: qmd.Store, n: int, dims: int, noise: float | None = None, reuse: bool = False) -> tuple[object, np.ndarray, list[str], np.ndarray]:
+    """n documents with one vector each; returns (model, vectors, collection per doc, bucket per doc).
+    `reuse`: the index holds them already (the same draw: seeded)."""
     backend = store.backend
     backend.open(create=True)
     conn = backend.connection()
-    rng = np.random.default_rng(0)
-    vecs = rng.standard_normal((n, dims)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs = draw(n, dims, noise)
     colls = [collection_of(i, n) for i in range(n)]
     buckets = np.arange(n) % 10
-    with conn:
-        for i in range(n):
-            conn.execute(
-                "INSERT INTO documents (id, collection, path, title, hash, size, mtime_ns, created_at, modified_at, active, meta_version, when_ns)"
-                " VALUES (?, ?, ?, ?, ?, 1, 0, '2026-01-01', '2026-01-01', 1, 1, 0)",
-                (i + 1, colls[i], f"d{i}.md", f"d{i}", f"h{i:08d}"),
-            )
-            conn.execute("INSERT INTO document_meta (doc_id, key, type, value) VALUES (?, 'bucket', 'number', ?)", (i + 1, int(buckets[i])))
+    if reuse and store.document_count() == n:
+        return backend.ensure_vector_model(f"bench-random-{dims}", "random", dims), vecs, colls, buckets
+    if getattr(backend, "url", None) is not None:
+        _rows_postgres(conn, colls, buckets)
+    else:
+        with conn:
+            for i in range(n):
+                conn.execute(
+                    "INSERT INTO documents (id, collection, path, title, hash, size, mtime_ns, created_at, modified_at, active, meta_version, when_ns)"
+                    " VALUES (?, ?, ?, ?, ?, 1, 0, '2026-01-01', '2026-01-01', 1, 1, 0)",
+                    (i + 1, colls[i], f"d{i}.md", f"d{i}", f"h{i:08d}"),
+                )
+                conn.execute("INSERT INTO document_meta (doc_id, key, type, value) VALUES (?, 'bucket', 'number', ?)", (i + 1, int(buckets[i])))
     model = backend.ensure_vector_model(f"bench-random-{dims}", "random", dims)
-    for lo in range(0, n, 2000):
-        backend.write_vectors(model, [(f"h{i:08d}", [ChunkVector(f"h{i:08d}", 0, 0, 10, 10, vecs[i].tolist())]) for i in range(lo, min(n, lo + 2000))])
+    with backend.bulk_vectors(model, n):  # PostgreSQL: HNSW built once at the end
+        for lo in range(0, n, 2000):
+            backend.write_vectors(model, [(f"h{i:08d}", [ChunkVector(f"h{i:08d}", 0, 0, 10, 10, vecs[i].tolist())]) for i in range(lo, min(n, lo + 2000))])
+    if getattr(backend, "url", None) is not None:
+        conn.execute("VACUUM ANALYZE")  # as autovacuum would after such a load: the planner's statistics
     return model, vecs, colls, buckets
+
+
+def _rows_postgres(conn: object, colls: list[str], buckets: np.ndarray) -> None:
+    import psycopg
+
+    assert isinstance(conn, psycopg.Connection)
+    with conn.transaction(), conn.cursor() as cur:
+        with cur.copy("COPY documents (id, collection, path, title, hash, size, mtime_ns, created_at, modified_at, active, meta_version, when_ns) FROM STDIN") as copy:
+            for i, c in enumerate(colls):
+                copy.write_row((i + 1, c, f"d{i}.md", f"d{i}", f"h{i:08d}", 1, 0, "2026-01-01", "2026-01-01", True, 1, 0))
+        with cur.copy("COPY document_meta (doc_id, key, type, n) FROM STDIN") as copy:
+            for i, b in enumerate(buckets):
+                copy.write_row((i + 1, "bucket", "number", float(b)))
+        cur.execute("SELECT setval(pg_get_serial_sequence('documents', 'id'), %s)", (len(colls),))
+
+
+def before_module(rev: str, backend: str) -> types.ModuleType:
+    """`qmd/backends/<backend>/vectors.py` as of git revision `rev`, loaded as a module of its own."""
+    name = f"qmd.backends.{backend}.vectors"
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{name.replace('.', '/')}.py"], check=True, capture_output=True, text=True).stdout
+    mod = types.ModuleType(f"{name}_before")
+    mod.__dict__["__file__"] = str(Path(REPO, f"{rev}:{name}"))
+    exec(compile(source, f"{rev}:{name}", "exec"), mod.__dict__)
+    return mod
 
 
 def main() -> int:
@@ -68,59 +125,87 @@ def main() -> int:
     parser.add_argument("--dims", type=int, default=384, help="dimensions, default 384")
     parser.add_argument("--rounds", type=int, default=3, help="timed passes over the queries (default 3)")
     parser.add_argument("--queries", type=int, default=30, help="random query vectors (default 30)")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--noise", type=float, default=None, help="clustered vectors at this spread (postgres_bench's set) instead of uniform")
+    parser.add_argument("--reuse", action="store_true", help="postgres: keep the index a previous run with the same --docs/--dims/--noise left (QMD_BENCH_DATABASE_URL)")
+    parser.add_argument("--before", default=None, metavar="REV", help="also time this git revision's nearest_documents, same run")
     args = parser.parse_args()
     report = Report("scope_bench")
-    with isolated_home("scope") as tmp:
-        store = qmd.Store(tmp / "idx" / "index.sqlite", tmp / "idx" / "index.yml")
-        t0 = time.perf_counter()
-        model, vecs, colls, buckets = build(store, args.docs, args.dims)
-        print(f"  {args.docs} documents x {args.dims} dims written in {time.perf_counter() - t0:.1f} s", flush=True)
-        backend = store.backend
-        rng = np.random.default_rng(1)
-        qs = rng.standard_normal((args.queries, args.dims)).astype(np.float32)
-        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
-        coll_arr = np.array(colls)
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(isolated_home("scope"))
+        if args.backend == "postgres":
+            from _postgres import backend_env, postgres_server
 
-        def search(q: list[float], scope: list[str] | None, where: object) -> list[int]:
-            return [d for d, _, _ in backend.nearest_documents(model, q, 10, scope, where)]  # type: ignore[arg-type]
-
-        for name, (scope, spec) in SCOPES.items():
-            where = parse_filter(spec) if spec is not None else None
-            mask = np.isin(coll_arr, scope)
-            if spec is not None:
-                mask &= buckets == 3
-            idx = np.nonzero(mask)[0]
-            hits = 0
-            for q in qs:  # recall against an exact scan over the scope
-                exact = set((idx[np.argsort(-(vecs[idx] @ q), kind="stable")[:10]] + 1).tolist())
-                got = search(q.tolist(), scope, where)
-                hits += len(exact & set(got))
-            recall = hits / (10 * len(qs))
-            pairs: list[tuple[Callable[[], object], Callable[[], object]]] = [
-                (partial(search, q.tolist(), None, None), partial(search, q.tolist(), scope, where)) for q in qs
-            ]
-            for a, b in pairs[:3]:
-                a()
-                b()
-            base: list[float] = []
-            scoped: list[float] = []
-            cpu: tuple[list[float], list[float]] = ([], [])  # this thread's CPU seconds: less moved by other jobs
-            for r in range(args.rounds):
-                for a, b in pairs:
-                    order = (a, b) if r % 2 == 0 else (b, a)
-                    for fn in order:
-                        c, s = time.thread_time(), time.perf_counter()
-                        fn()
-                        (base if fn is a else scoped).append(time.perf_counter() - s)
-                        cpu[fn is not a].append(time.thread_time() - c)
-            ratio = p50(scoped) / p50(base)
-            report.row(f"{name} ({int(mask.sum())} docs): unscoped / scoped p50 (p95)", f"{ms(p50(base))} / {ms(p50(scoped))} ({ms(percentile(base, 95))} / {ms(percentile(scoped, 95))})")
-            report.row(f"{name}: ratio (CPU-time p50 ratio); recall@10", f"{ratio:.2f}x ({p50(cpu[1]) / p50(cpu[0]):.2f}x); {recall:.3f}")
-            report.data[name] = {"unscoped": base, "scoped": scoped, "cpu_unscoped": cpu[0], "cpu_scoped": cpu[1], "recall": recall}
-            report.target(Target(f"{name} scoped/unscoped p50", ratio, 1.2, "x"))
-            report.target(Target(f"{name} recall@10", recall, 1.0, "", "min"))
-        store.close()
+            url = stack.enter_context(postgres_server())
+            stack.enter_context(backend_env("postgres", url, "bench_scope", fresh=not args.reuse))
+        store = stack.enter_context(qmd.Store(tmp / "idx" / "index.sqlite", tmp / "idx" / "index.yml"))
+        run(store, args, report)
     return report.finish(args.json)
+
+
+def run(store: qmd.Store, args: argparse.Namespace, report: Report) -> None:
+    t0 = time.perf_counter()
+    model, vecs, colls, buckets = build(store, args.docs, args.dims, args.noise, reuse=args.reuse)
+    print(f"  {args.backend}: {args.docs} documents x {args.dims} dims written in {time.perf_counter() - t0:.1f} s", flush=True)
+    backend = store.backend
+    rng = np.random.default_rng(1)
+    if args.noise is None:
+        qs = rng.standard_normal((args.queries, args.dims)).astype(np.float32)
+    else:  # near the data, as postgres_bench's queries
+        qs = vecs[rng.integers(0, len(vecs), args.queries)] + args.noise / 0.7 * rng.standard_normal((args.queries, args.dims)).astype(np.float32) / np.sqrt(args.dims)
+    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    coll_arr = np.array(colls)
+    impls: dict[str, Callable[..., list[tuple[int, float, tuple[int, int]]]]] = {"after": partial(backend.nearest_documents, model)}
+    if args.before:
+        old = before_module(args.before, args.backend)
+        impls["before"] = lambda *a: old.nearest_documents(backend.connection(), model, *a)  # type: ignore[attr-defined,union-attr]
+    goal = 1.0 if args.backend == "sqlite" else 0.95
+
+    def search(impl: str, q: list[float], scope: list[str] | None, where: object) -> list[int]:
+        return [d for d, _, _ in impls[impl](q, 10, scope, where)]
+
+    for name, (scope, spec) in SCOPES.items():
+        where = parse_filter(spec) if spec is not None else None
+        mask = np.isin(coll_arr, scope) if scope is not None else np.ones(len(colls), dtype=bool)
+        if spec is not None:
+            mask &= buckets == 3
+        idx = np.nonzero(mask)[0]
+        exact = [set((idx[np.argsort(-(vecs[idx] @ q), kind="stable")[:10]] + 1).tolist()) for q in qs]
+        for impl in impls:
+            got = [search(impl, q.tolist(), scope, where) for q in qs]
+            recall = sum(len(e & set(g)) for e, g in zip(exact, got)) / (10 * len(qs))
+            short = sum(len(g) < min(10, len(idx)) for g in got)
+            report.data.setdefault(name, {})[impl] = {"recall": recall, "short": short}
+        # Timed: per query, each implementation's unscoped and scoped search, the order rotating.
+        calls = [(impl, sc, partial(search, impl, q.tolist(), *( (scope, where) if sc else (None, None)))) for q in qs for impl in impls for sc in (False, True)]
+        group = 2 * len(impls)
+        for c in calls[: 3 * group]:
+            c[2]()
+        times: dict[tuple[str, bool], list[float]] = {}
+        cpu: dict[tuple[str, bool], list[float]] = {}  # this thread's CPU seconds: less moved by other jobs
+        for r in range(args.rounds):
+            for g in range(0, len(calls), group):
+                block = calls[g:g + group]
+                shift = r % len(block)
+                for impl, sc, fn in block[shift:] + block[:shift]:
+                    c, s = time.thread_time(), time.perf_counter()
+                    fn()
+                    times.setdefault((impl, sc), []).append(time.perf_counter() - s)
+                    cpu.setdefault((impl, sc), []).append(time.thread_time() - c)
+        for impl in impls:
+            base, scoped = times[(impl, False)], times[(impl, True)]
+            ratio = p50(scoped) / p50(base)
+            cpu_ratio = p50(cpu[(impl, True)]) / p50(cpu[(impl, False)])
+            res = report.data[name][impl]
+            res.update({"unscoped": base, "scoped": scoped, "cpu_unscoped": cpu[(impl, False)], "cpu_scoped": cpu[(impl, True)], "ratio": ratio})
+            label = f"{name} ({int(mask.sum())} docs) {impl}" if len(impls) > 1 else f"{name} ({int(mask.sum())} docs)"
+            report.row(f"{label}: unscoped / scoped p50 (p95)", f"{ms(p50(base))} / {ms(p50(scoped))} ({ms(percentile(base, 95))} / {ms(percentile(scoped, 95))})")
+            report.row(f"{label}: ratio (CPU-time p50 ratio); recall@10; short pages", f"{ratio:.2f}x ({cpu_ratio:.2f}x); {res['recall']:.3f}; {res['short']}")
+        after = report.data[name]["after"]
+        if scope is not None:
+            report.target(Target(f"{name} scoped/unscoped p50", after["ratio"], 1.2, "x"))
+        report.target(Target(f"{name} recall@10", after["recall"], goal, "", "min"))
+        report.target(Target(f"{name} short pages", after["short"], 0, "", "max"))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """Chunk vectors in pgvector: one table `vec_<model id>` of `vector(dims)` per embedding
 fingerprint, with an HNSW index (cosine distance).
 
-A search is exact whenever it can be cheap: over at most EXACT_CHUNKS candidate chunks
-(the whole space when small, or the chunks of the documents a collection scope or a
-filter allows) the distances are computed for every candidate (a pre-filter, no index).
-Past that, the HNSW index answers with pgvector's iterative scan (ef_search grows with the
-page), asked for more chunks until enough distinct documents are among them; a filtered
-scan that still comes back short falls back to the exact pre-filtered scan, so a page is
-never short when the documents exist.
+A search is exact whenever it can be cheap: over a table of at most EXACT_CHUNKS chunks, or
+a collection scope / filter allowing at most SCOPED_EXACT_CHUNKS (counted, capped, when the
+planner's estimate says it may be that few), the distance of every candidate is computed.
+Past that, one pass through the HNSW index: the scope and filter are tested inside the
+index-ordered query (nested loops from the HNSW scan to each chunk's documents, no sort),
+pgvector's iterative scan keeps walking the graph while a cursor fetches rows, until the
+page holds `limit` documents; ef_search is pgvector's widest (1000). Only a pass that runs
+out of its tuple budget before `limit` documents falls back to the exact scan of the scope,
+so a page is never short when the documents exist.
 """
 
 from __future__ import annotations
@@ -28,18 +30,23 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.filters import Filter
 
-EXACT_CHUNKS = 20_000  # up to this many candidate chunks, distances are computed for all (exact)
+EXACT_CHUNKS = 20_000  # up to this many chunks in the table, distances are computed for all (exact)
+SCOPED_EXACT_CHUNKS = 10_000  # a scope or filter allowing up to this many: its exact scan (a key lookup per chunk)
+# costs less than the HNSW pass at EF_SEARCH_MIN (100k hard set: 8k chunks 0.6 s exact vs 1.3 s; 19k 1.0 s vs 0.4 s, loaded)
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
-EF_SEARCH_MIN = 200  # recall@10 on 300k synthetic 384-d: 0.91 at 100, 0.97 at 200 (tight clusters); see bench/postgres_bench.py
-EF_PER_ROW = 600 / 1_000_000  # ef_search grows with the table: on 1M such vectors 200 gives 0.88-0.90, 400 0.94, 600 0.968
+EF_SEARCH_MIN = 1000  # recall@10 on postgres_bench's hard 100k set (near-uniform 384-d): 0.86 at 200, 0.92 at 400,
+# 0.96-0.97 at 800, 0.975 at 1000 (a larger page or strict order adds nothing: the graph search's width decides)
 EF_SEARCH_MAX = 1000  # pgvector's limit
 
 
 def ef_search(k: int, rows: int) -> int:
-    """hnsw.ef_search for the `k` nearest of a table of `rows` vectors: at least the page and
-    EF_SEARCH_MIN, more as the table grows (a fixed ef loses recall on a larger graph)."""
-    return min(EF_SEARCH_MAX, max(EF_SEARCH_MIN, k, round(rows * EF_PER_ROW)))
+    """hnsw.ef_search for the `k` nearest of a table of `rows` vectors: EF_SEARCH_MIN, which
+    already is pgvector's widest (recall on a larger graph only falls: a narrower search is
+    never the better one), or the page when pgvector allows it."""
+    return min(EF_SEARCH_MAX, max(EF_SEARCH_MIN, k))
+
+
 BULK_DOCUMENTS = 1000  # an embed of at least this many documents (and a quarter of those embedded) builds HNSW once, after
 BUILD_MEMORY = "256MB"  # maintenance_work_mem for an HNSW build (the graph in memory: much faster than row-by-row inserts)
 
@@ -264,8 +271,8 @@ def _allowed_docs(scope: list[str] | None, where: Filter | None) -> tuple[str, l
     sql = "d.active"
     params: list[object] = []
     if scope is not None:
-        sql += f" AND d.collection IN ({marks(len(scope))})"
-        params += scope
+        sql += " AND d.collection = ANY(%s)"  # an empty scope allows nothing
+        params.append(list(scope))
     if where is not None:
         from qmd.backends.postgres.filters import id_set
 
@@ -283,7 +290,7 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
         " WHERE c.model_id = %s AND c.hash IN (SELECT hash FROM docs)),"
         " best AS (SELECT DISTINCT ON (hash) hash, start, \"end\", distance FROM dist WHERE distance = distance ORDER BY hash, distance)"
         " SELECT docs.id, greatest(0, 1 - best.distance), best.start, best.\"end\" FROM best JOIN docs ON docs.hash = best.hash"
-        " ORDER BY best.distance, docs.id"
+        " ORDER BY greatest(0, 1 - best.distance) DESC, docs.id"  # as the score is shown (clamped at 0), ties by id
     )
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
@@ -291,22 +298,74 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
     return [(int(i), float(s), (int(a), int(b))) for i, s, a, b in rows]
 
 
-def _hnsw(conn: psycopg.Connection, model: VectorModel, q: str, want: int, allowed: str, params: list[object], k: int, size: int) -> list[Nearest]:
-    """The nearest `k` chunks through the HNSW index (iterative scan) of a table of about
-    `size` vectors, collapsed to allowed documents."""
+def _hnsw(conn: psycopg.Connection, model: VectorModel, q: str, want: int, allowed: str, params: list[object], size: int, share: float) -> list[Nearest]:
+    """The `want` allowed documents nearest to `q` through the HNSW index of a table of about
+    `size` vectors, in one pass: the scope and filter sit inside the index-ordered query (a
+    nested loop from the HNSW scan to each chunk's documents, no sort), and pgvector's
+    iterative scan keeps walking the graph while rows are fetched, so a narrow scope costs
+    more graph steps, never a second query. Rows are fetched from a cursor until `want`
+    distinct documents and at least KNN_PAGE rows are in hand (relaxed order: a later row
+    may be nearer, so the page is sorted after). Short only when the scan ran out of its
+    tuple budget (`share`: the estimated share of chunks allowed sizes it); the caller then
+    computes the scope exactly."""
+    k = max(want * 4, KNN_PAGE)
+    best: dict[int, tuple[float, int, int]] = {}
+    rows_seen = 0
     with conn.transaction():
-        conn.execute(f"SET LOCAL hnsw.ef_search = {ef_search(k, size)}")
-        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        sql = (
-            f"WITH near AS MATERIALIZED (SELECT v.chunk_id, v.embedding <=> %s::vector AS distance FROM {table(model.id)} v"
-            f" ORDER BY v.embedding <=> %s::vector LIMIT {int(k)}),"
-            " best AS (SELECT DISTINCT ON (c.hash) c.hash, c.start, c.\"end\", near.distance FROM near JOIN chunks c ON c.id = near.chunk_id"
-            " WHERE near.distance = near.distance ORDER BY c.hash, near.distance)"
-            " SELECT d.id, greatest(0, 1 - best.distance), best.start, best.\"end\" FROM best JOIN documents d ON d.hash = best.hash"
-            " WHERE " + allowed + f" ORDER BY best.distance, d.id LIMIT {int(want)}"
-        )
-        rows = conn.execute(sql, (q, q, *params)).fetchall()
-    return [(int(i), float(s), (int(a), int(b))) for i, s, a, b in rows]
+        for setting in scan_settings(k, size, share):
+            conn.execute(setting)
+        sql = scan_sql(model, allowed)
+        with conn.cursor(name="qmd_near") as cur:
+            cur.execute(sql, (q, *params, q))
+            while True:
+                rows = cur.fetchmany(k)
+                for doc_id, distance, start, end in rows:
+                    if distance != distance:  # NaN: a broken vector stored by an older qmd
+                        continue
+                    d = int(doc_id)
+                    if d not in best or distance < best[d][0]:
+                        best[d] = (float(distance), int(start), int(end))
+                rows_seen += len(rows)
+                if len(rows) < k or (len(best) >= want and rows_seen >= k):
+                    break
+    ranked = sorted(((d, max(0.0, 1.0 - dist), (a, b)) for d, (dist, a, b) in best.items()), key=lambda item: (-item[1], item[0]))
+    return ranked[:want]
+
+
+def scan_settings(k: int, size: int, share: float) -> list[str]:
+    """The session settings of one pass (SET LOCAL: its transaction only): ef_search for a page
+    of `k` chunks of a table of `size`, the iterative scan, a tuple budget large enough for a
+    scope passing `share` of the chunks to yield k of them (about 4k/share visited), and no
+    sort plan (the index order or nothing: a full sort of the table is never cheaper here)."""
+    budget = min(max(size, 1), max(SCAN_TUPLES_MIN, math.ceil(4 * k / max(share, 1e-6))))
+    return [
+        f"SET LOCAL hnsw.ef_search = {ef_search(k, size)}",
+        "SET LOCAL hnsw.iterative_scan = relaxed_order",
+        f"SET LOCAL hnsw.max_scan_tuples = {int(budget)}",
+        "SET LOCAL enable_sort = off",
+    ]
+
+
+def scan_sql(model: VectorModel, allowed: str) -> str:
+    """The one-pass query: chunks in HNSW order, each joined to its allowed documents."""
+    return (
+        f"SELECT d.id, v.embedding <=> %s::vector AS distance, c.start, c.\"end\" FROM {table(model.id)} v"
+        " JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.hash = c.hash"
+        f" WHERE {allowed} ORDER BY v.embedding <=> %s::vector"
+    )
+
+
+KNN_PAGE = 40  # chunks fetched per cursor page at least: a relaxed-order scan's first rows are sorted among them
+SCAN_TUPLES_MIN = 20_000  # pgvector's default hnsw.max_scan_tuples: the iterative scan's budget for a broad scope
+
+
+def _share(conn: psycopg.Connection, allowed: str, params: list[object]) -> float:
+    """The planner's estimate of the share of active documents `allowed` passes (no rows read)."""
+    def rows(where: str, args: list[object]) -> float:
+        plan = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM documents d WHERE {where}", args).fetchone()
+        assert plan is not None
+        return float(plan[0][0]["Plan"]["Plan Rows"])
+    return min(1.0, rows(allowed, params) / max(1.0, rows("d.active", [])))
 
 
 def nearest_documents(
@@ -328,22 +387,22 @@ def nearest_documents(
     total = max(int(row[0]), int(row[1] or 0))
     if limit is None or few or model.dims > 2000 or not ready:
         return _exact(conn, model, q, limit, allowed, params)
+    share = 1.0
     if scope is not None or where is not None:
-        candidates = count(
-            conn,
-            f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.model_id = %s AND c.hash IN (SELECT d.hash FROM documents d WHERE {allowed}) LIMIT %s) x",
-            (model.id, *params, EXACT_CHUNKS + 1),
-        )
-        if candidates <= EXACT_CHUNKS:
-            return _exact(conn, model, q, limit, allowed, params)
-    k = max(limit * 4, 40)
-    while True:
-        found = _hnsw(conn, model, q, limit, allowed, params, k, total)
-        if len(found) >= limit:
-            return found
-        if k >= total or k >= 4 * EXACT_CHUNKS:
-            return _exact(conn, model, q, limit, allowed, params)  # a selective filter: the exact pre-filtered scan
-        k = min(total, k * 4)
+        share = _share(conn, allowed, params)
+        if share * total <= 4 * SCOPED_EXACT_CHUNKS:  # near or under the line: count (up to it) to choose
+            candidates = count(
+                conn,
+                f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.model_id = %s AND c.hash IN (SELECT d.hash FROM documents d WHERE {allowed}) LIMIT %s) x",
+                (model.id, *params, SCOPED_EXACT_CHUNKS + 1),
+            )
+            if candidates <= SCOPED_EXACT_CHUNKS:
+                return _exact(conn, model, q, limit, allowed, params)
+            share = max(share, candidates / max(total, 1))
+    found = _hnsw(conn, model, q, limit, allowed, params, total, share)
+    if len(found) < limit:  # the scan's tuple budget ran out before a narrow scope had `limit`
+        return _exact(conn, model, q, limit, allowed, params)
+    return found
 
 
 def chunk_vectors(conn: psycopg.Connection, model: VectorModel, hashes: Sequence[str]) -> dict[str, tuple[str, list[ChunkVector]]]:

@@ -7,6 +7,7 @@ settings) names one vector space; a query only ever searches the current one.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import struct
@@ -187,8 +188,8 @@ def vector_sample(conn: apsw.Connection, model: VectorModel, size: int) -> list[
     the chunks are unchanged): `size` seeks into the chunk ids and as many key lookups, never
     a scan of the index's chunks."""
     ensure_vec(conn)
-    bounds = conn.execute("SELECT min(id), max(id) FROM chunks").fetchall()[0]
-    if not isinstance(bounds[0], int) or not isinstance(bounds[1], int) or size < 1:
+    bounds = id_bounds(conn, "chunks")
+    if bounds is None or size < 1:
         return []
     low, span = bounds[0], bounds[1] - bounds[0] + 1
     ids: dict[int, None] = {}
@@ -268,14 +269,30 @@ BROAD_SHARE = 1 / 5  # a scope/filter passing this share of documents or more ta
 SAMPLE = 512  # documents drawn (by id, evenly at random) to estimate a filter's share
 
 
+def id_bounds(conn: apsw.Connection, table_name: str) -> tuple[int, int] | None:
+    """(min id, max id) of a rowid table, or None when empty: two one-row seeks (a single
+    `SELECT min(id), max(id)` is a full scan: SQLite's min/max shortcut takes one aggregate)."""
+    low, high = conn.execute(f"SELECT (SELECT min(id) FROM {table_name}), (SELECT max(id) FROM {table_name})").fetchall()[0]
+    return (low, high) if isinstance(low, int) and isinstance(high, int) else None
+
+
+@functools.lru_cache(maxsize=8)
+def _sample_ids(low: int, high: int, size: int) -> tuple[int, ...]:
+    """`size` ids drawn evenly at random from [low, high], the same for the same span (kept: a
+    draw of 512 costs about as much as the sample's query)."""
+    import random
+
+    return tuple(sorted(random.Random(0).sample(range(low, high + 1), min(size, high - low + 1))))
+
+
 def _scope_share(conn: apsw.Connection, scope: list[str]) -> float:
     """The collections' share of the documents, counted on the (collection, path) index up to
     BROAD_SHARE of the id span (so a broad scope costs no more to count than a narrow one);
     the span over-counts documents removed for good, which only errs toward restricting."""
-    low, high = conn.execute("SELECT min(id), max(id) FROM documents").fetchall()[0]
-    if not isinstance(low, int) or not isinstance(high, int):
+    bounds = id_bounds(conn, "documents")
+    if bounds is None:
         return 0.0
-    span = high - low + 1
+    span = bounds[1] - bounds[0] + 1
     cap = math.ceil(span * BROAD_SHARE) + 1
     marks = ",".join("?" * len(scope))
     found = count(conn, f"SELECT count(*) FROM (SELECT 1 FROM documents WHERE collection IN ({marks}) LIMIT ?)", (*scope, cap))
@@ -285,13 +302,10 @@ def _scope_share(conn: apsw.Connection, scope: list[str]) -> float:
 def _sampled_share(conn: apsw.Connection, where: Filter | None, scope: list[str] | None) -> tuple[float, bool]:
     """(share of a random sample of active documents that are in `scope` and pass `where`,
     whether the scope is the narrower of the two: the side the restricted KNN's id set starts from)."""
-    import random
-
-    bounds = conn.execute("SELECT min(id), max(id) FROM documents").fetchall()[0]
-    if not isinstance(bounds[0], int) or not isinstance(bounds[1], int):
+    bounds = id_bounds(conn, "documents")
+    if bounds is None:
         return 0.0, where is None
-    low, high = bounds[0], bounds[1]
-    ids = sorted(random.Random(0).sample(range(low, high + 1), min(SAMPLE, high - low + 1)))
+    ids = _sample_ids(bounds[0], bounds[1], SAMPLE)
     in_scope, passes, args = "1", "1", list[object]()
     if scope is not None:  # the parameters in the order of the SELECT list: scope, filter, sample
         in_scope = f"d.collection IN ({','.join('?' * len(scope))})"
@@ -304,7 +318,7 @@ def _sampled_share(conn: apsw.Connection, where: Filter | None, scope: list[str]
     sql = (
         "SELECT count(*), coalesce(sum(CASE WHEN s THEN 1 ELSE 0 END), 0), coalesce(sum(CASE WHEN w THEN 1 ELSE 0 END), 0),"
         " coalesce(sum(CASE WHEN s AND w THEN 1 ELSE 0 END), 0)"
-        f" FROM (SELECT ({in_scope}) AS s, ({passes}) AS w FROM documents d WHERE d.active = 1 AND d.id IN ({','.join('?' * len(ids))}))"
+        f" FROM (SELECT ({in_scope}) AS s, ({passes}) AS w FROM documents d WHERE d.active = 1 AND d.id IN ({','.join('?' * len(ids))}) LIMIT -1)"
     )
     seen, in_s, in_w, both = conn.execute(sql, [*args, *ids]).fetchall()[0]
     if not seen:

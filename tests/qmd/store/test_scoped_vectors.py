@@ -1,6 +1,8 @@
 """Collection-scoped vector search on a real SQLite index: one collection, several, a collection
 plus a metadata filter, a collection smaller than k, content shared between collections; each
-equal to a brute-force ranking over the scope, and a narrow scope found by one KNN (issue 31)."""
+equal to a brute-force ranking over the scope, and a narrow scope found by one KNN (issue 31).
+The same on a real PostgreSQL (pgvector), through its exact scan and through its HNSW index:
+the scope inside the index-ordered query, one pass, never short."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 import qmd
 import qmd.backends.sqlite.vectors as vectors
 from qmd.core.filters import parse_filter
-from qmd.backends.base import ChunkVector, DocRow, VectorModel
+from qmd.backends.base import ChunkVector, DocRow, IndexBackend, VectorModel
 from qmd.backends.sqlite.backend import SqliteBackend
 
 DIMS = 8
@@ -24,11 +26,21 @@ SIZES = {"big": 120, "rest": 170, "tiny": 2}
 PAYMENTS = {"key": "team", "operator": "eq", "value": "payments"}
 
 
+Indexed = tuple[SqliteBackend, VectorModel, list[DocRow], dict[int, list[np.ndarray]]]
+
+
 @pytest.fixture
-def index(tmp_path: Path) -> Iterator[tuple[SqliteBackend, VectorModel, list[DocRow], dict[int, list[np.ndarray]]]]:
+def index(tmp_path: Path) -> Iterator[Indexed]:
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    backend, model, rows, vecs = fill(s, tmp_path)
+    assert isinstance(backend, SqliteBackend)
+    yield backend, model, rows, vecs
+    s.close()
+
+
+def fill(s: qmd.Store, tmp_path: Path) -> tuple[IndexBackend, VectorModel, list[DocRow], dict[int, list[np.ndarray]]]:
     """Three collections (+ `twin`, one note whose content `rest` also holds), two chunks a
     document; `tiny`'s chunks point away from QUERY, so an unscoped KNN's first pages hold none."""
-    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
     for name, n in SIZES.items():
         root = tmp_path / name
         root.mkdir()
@@ -40,7 +52,6 @@ def index(tmp_path: Path) -> Iterator[tuple[SqliteBackend, VectorModel, list[Doc
     (tmp_path / "twin" / "rest005.md").write_text((tmp_path / "rest" / "rest005.md").read_text())
     s.add_collection(tmp_path / "twin", name="twin")
     backend = s.backend
-    assert isinstance(backend, SqliteBackend)
     model = backend.ensure_vector_model("test-fp", "test", DIMS)
     rows = backend.find()
     rng = np.random.default_rng(7)
@@ -54,8 +65,7 @@ def index(tmp_path: Path) -> Iterator[tuple[SqliteBackend, VectorModel, list[Doc
                 c[0] = -5.0
         by_hash[row.hash] = chunks
     backend.write_vectors(model, [(h, [ChunkVector(h, j, j * 5, j * 5 + 5, 3, v.tolist()) for j, v in enumerate(cs)]) for h, cs in by_hash.items()])
-    yield backend, model, rows, {r.id: by_hash[r.hash] for r in rows}
-    s.close()
+    return backend, model, rows, {r.id: by_hash[r.hash] for r in rows}
 
 
 def brute(rows: list[DocRow], vecs: dict[int, list[np.ndarray]], query: Sequence[float], scope: list[str], team: str | None = None) -> list[int]:
@@ -75,7 +85,7 @@ def ids(found: list[tuple[int, float, tuple[int, int]]]) -> list[int]:
 
 
 @pytest.mark.parametrize("floor", [vectors.BROAD_FILTER_MIN, 1])  # 1: the share decides the plan, as on a large index
-def test_scoped_vector_search_is_exact(index: tuple[SqliteBackend, VectorModel, list[DocRow], dict[int, list[np.ndarray]]], floor: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scoped_vector_search_is_exact(index: Indexed, floor: int, monkeypatch: pytest.MonkeyPatch) -> None:
     backend, model, rows, vecs = index
     monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", floor)
     where = parse_filter(PAYMENTS)
@@ -94,7 +104,7 @@ def test_scoped_vector_search_is_exact(index: tuple[SqliteBackend, VectorModel, 
         assert backend.nearest_documents(model, q, 10, [], None) == []
 
 
-def test_shared_content_is_found_under_each_collection(index: tuple[SqliteBackend, VectorModel, list[DocRow], dict[int, list[np.ndarray]]]) -> None:
+def test_shared_content_is_found_under_each_collection(index: Indexed) -> None:
     backend, model, rows, vecs = index
     twin = next(r for r in rows if r.collection == "twin")
     original = next(r for r in rows if r.collection == "rest" and r.path == twin.path)
@@ -104,7 +114,7 @@ def test_shared_content_is_found_under_each_collection(index: tuple[SqliteBacken
 
 
 @pytest.mark.parametrize("floor", [vectors.BROAD_FILTER_MIN, 1])
-def test_a_narrow_scope_takes_one_knn(index: tuple[SqliteBackend, VectorModel, list[DocRow], dict[int, list[np.ndarray]]], floor: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_narrow_scope_takes_one_knn(index: Indexed, floor: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """`tiny` is nearest to nothing: searching everything and keeping its documents needs
     k ≥ all chunks; restricting the KNN to its chunks finds both in one call."""
     backend, model, rows, vecs = index
@@ -122,3 +132,105 @@ def test_a_narrow_scope_takes_one_knn(index: tuple[SqliteBackend, VectorModel, l
         team = "payments" if where is not None else None
         assert ids(backend.nearest_documents(model, QUERY, 10, scope, where)) == brute(rows, vecs, QUERY, scope, team)[:10]
         assert len(calls) == 1, scope
+
+
+PgIndexed = tuple[IndexBackend, VectorModel, list[DocRow], dict[int, list[np.ndarray]]]
+
+
+@pytest.fixture
+def pg_index(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[PgIndexed]:
+    """The same index in a fresh schema of a real PostgreSQL."""
+    from tests.support import postgres
+
+    url, schema = postgres.fresh_schema_url(postgres_url)
+    monkeypatch.setenv("QMD_DATABASE_URL", url)
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    try:
+        yield fill(s, tmp_path)
+    finally:
+        s.close()
+        postgres.drop_schema(postgres_url, schema)
+
+
+@pytest.mark.parametrize("exact_chunks", [20_000, 1])  # 20,000: pgvector's exact scan; 1: the HNSW index answers
+def test_postgres_scoped_vector_search_is_exact(pg_index: PgIndexed, exact_chunks: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import qmd.backends.postgres.vectors as pgvectors
+
+    backend, model, rows, vecs = pg_index
+    monkeypatch.setattr(pgvectors, "EXACT_CHUNKS", exact_chunks)
+    monkeypatch.setattr(pgvectors, "SCOPED_EXACT_CHUNKS", exact_chunks)
+    if exact_chunks == 1:  # every page from the index (600 vectors of 8 dims: HNSW finds the true nearest)
+        monkeypatch.setattr(pgvectors, "_exact", _fails)
+    where = parse_filter(PAYMENTS)
+    assert where is not None
+    for q in QUERIES:
+        for scope in (["big"], ["rest"], ["big", "tiny"], ["rest", "twin"], ["big", "rest", "tiny", "twin"]):
+            exact = brute(rows, vecs, q, scope)
+            for k in (1, 5, 10, 25):
+                assert ids(backend.nearest_documents(model, q, k, scope, None)) == exact[:k], (scope, k)
+            got = ids(backend.nearest_documents(model, q, 10, scope, where))
+            assert got == brute(rows, vecs, q, scope, "payments")[:10], scope
+        assert ids(backend.nearest_documents(model, q, 10, None, None)) == brute(rows, vecs, q, sorted(SIZES) + ["twin"])[:10]
+    monkeypatch.setattr(pgvectors, "_exact", _EXACT)
+    for q in QUERIES:  # fewer documents than k: all of them (the index scan runs dry, the exact scan confirms)
+        assert ids(backend.nearest_documents(model, q, 10, ["tiny"], None)) == brute(rows, vecs, q, ["tiny"])
+        assert ids(backend.nearest_documents(model, q, 10, ["twin"], None)) == brute(rows, vecs, q, ["twin"])
+        assert backend.nearest_documents(model, q, 10, ["nope"], None) == []
+        assert backend.nearest_documents(model, q, 10, [], None) == []
+
+
+def _fails(*args: object) -> list[tuple[int, float, tuple[int, int]]]:
+    raise AssertionError("the exact scan ran: the index-ordered pass came back short")
+
+
+import qmd.backends.postgres.vectors as _pgvectors  # noqa: E402 - the real function, restored by the tests that patch it
+
+_EXACT = _pgvectors._exact
+
+
+def test_postgres_tiny_scope_is_never_short(pg_index: PgIndexed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tiny` (2 of 292 documents) points away from QUERY: with a scan budget too small to reach
+    it (a planner estimate that took it for a broad scope), the pass comes back short and the
+    exact scan over the scope answers: the page holds every matching document."""
+    import qmd.backends.postgres.vectors as pgvectors
+
+    backend, model, rows, vecs = pg_index
+    monkeypatch.setattr(pgvectors, "EXACT_CHUNKS", 1)
+    monkeypatch.setattr(pgvectors, "SCOPED_EXACT_CHUNKS", 1)
+    monkeypatch.setattr(pgvectors, "SCAN_TUPLES_MIN", 50)
+    monkeypatch.setattr(pgvectors, "EF_SEARCH_MIN", 40)  # the first graph search stops short of the whole table
+    monkeypatch.setattr(pgvectors, "_share", lambda *a: 1.0)
+    scans: list[int] = []
+    real = pgvectors._hnsw
+
+    def counting(*args: object) -> list[tuple[int, float, tuple[int, int]]]:
+        found = real(*args)  # type: ignore[arg-type]
+        scans.append(len(found))
+        return found
+
+    monkeypatch.setattr(pgvectors, "_hnsw", counting)
+    for k in (1, 2, 10):
+        scans.clear()
+        assert ids(backend.nearest_documents(model, QUERY, k, ["tiny"], None)) == brute(rows, vecs, QUERY, ["tiny"])[:k]
+        assert scans == [0], k  # one index pass (short: the budget), then the exact scan
+    assert ids(backend.nearest_documents(model, QUERY, 10, ["big"], None)) == brute(rows, vecs, QUERY, ["big"])[:10]
+
+
+def test_postgres_scope_is_inside_the_index_scan(pg_index: PgIndexed) -> None:
+    """The plan of the scoped query: pgvector's HNSW scan feeding nested loops that test each
+    chunk's documents against the scope and filter, with no sort of the table (the index
+    order, continued by the iterative scan as rows are fetched)."""
+    import qmd.backends.postgres.vectors as pgvectors
+
+    backend, model, _, _ = pg_index
+    conn = backend.connection()  # type: ignore[attr-defined]
+    allowed, params = pgvectors._allowed_docs(["big"], parse_filter(PAYMENTS))
+    q = pgvectors.literal(QUERY)
+    with conn.transaction():
+        for setting in pgvectors.scan_settings(40, 600, 0.1):
+            conn.execute(setting)
+        assert conn.execute("SHOW hnsw.iterative_scan").fetchone()[0] == "relaxed_order"
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + pgvectors.scan_sql(model, allowed), (q, *params, q)))
+    assert f"Index Scan using {pgvectors.table(model.id)}_hnsw" in plan, plan
+    assert "Nested Loop" in plan and "collection" in plan, plan
+    assert "Sort" not in plan and "Seq Scan on vec" not in plan, plan
