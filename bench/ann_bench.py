@@ -33,7 +33,10 @@ def unit(x: np.ndarray) -> np.ndarray:
 def vectors(n: int, dims: int, queries: int, noise: float) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(11)
     centers = unit(rng.standard_normal((max(10, n // 100), dims)).astype(np.float32))
-    data = unit(centers[rng.integers(0, len(centers), n)] + noise * rng.standard_normal((n, dims)).astype(np.float32) / np.sqrt(dims)).astype(np.float32)
+    data = np.empty((n, dims), np.float32)
+    for lo in range(0, n, 100_000):  # in blocks: 1M x 768 is 3 GB, its temporaries as much again
+        m = min(n, lo + 100_000) - lo
+        data[lo:lo + m] = unit(centers[rng.integers(0, len(centers), m)] + noise * rng.standard_normal((m, dims)).astype(np.float32) / np.sqrt(dims))
     qv = unit(data[rng.integers(0, n, queries)] + noise / 0.7 * rng.standard_normal((queries, dims)).astype(np.float32) / np.sqrt(dims)).astype(np.float32)
     return data, qv
 

@@ -107,13 +107,11 @@ def searchable(conn: apsw.Connection, model_id: int, total: int) -> bool:
     return found is not None and found[1] == "ready" and (chosen == "approx" or total >= APPROX_MIN_CHUNKS)
 
 
-def build(conn: apsw.Connection, model: VectorModel, progress: Callable[[int, int], None] | None = None, batch: int = BATCH) -> int:
-    """Create or finish the structure: code every chunk of the space not yet coded, drop coded
-    rows of chunks gone, in transactions of `batch` chunks; returns the chunks coded now.
-    Resumable: a killed build leaves its committed batches, and the next one codes the rest."""
-    from qmd.backends.sqlite.vectors import ensure_vec, table
-
-    ensure_vec(conn)
+def build(conn: apsw.Connection, model: VectorModel, source: str, progress: Callable[[int, int], None] | None = None, batch: int = BATCH) -> int:
+    """Create or finish the structure from the exact vec0 table `source` (sqlite-vec loaded):
+    code every chunk of the space not yet coded, drop coded rows of chunks gone, in
+    transactions of `batch` chunks; returns the chunks coded now. Resumable: a killed build
+    leaves its committed batches, and the next one codes the rest."""
     found = status(conn, model.id)
     if found["structure"] is not None and found["floats"] != found["codes"]:  # the two tables disagree: start over
         reset(conn, model.id)
@@ -130,7 +128,7 @@ def build(conn: apsw.Connection, model: VectorModel, progress: Callable[[int, in
     done = 0
     pending: list[tuple[int, bytes]] = []
     if missing:  # one pass over the exact table: vec0 reads a row ~10 µs in order, ~ms by id
-        for chunk_id, blob in _scan(conn, model.id):
+        for chunk_id, blob in _scan(conn, source):
             if chunk_id in missing:
                 pending.append((chunk_id, blob))
             if len(pending) >= batch:
@@ -157,12 +155,10 @@ def reset(conn: apsw.Connection, model_id: int) -> None:
             conn.execute("DELETE FROM vector_index WHERE model_id = ?", (model_id,))
 
 
-def _scan(conn: apsw.Connection, model_id: int) -> Iterator[tuple[int, bytes]]:
-    """(chunk id, float blob) of every vector of the space, in the exact table's order."""
-    from qmd.backends.sqlite.vectors import table
-
+def _scan(conn: apsw.Connection, source: str) -> Iterator[tuple[int, bytes]]:
+    """(chunk id, float blob) of every vector in the exact table, in its order."""
     cursor = conn.cursor()
-    yield from ((int(r[0]), bytes(r[1])) for r in cursor.execute(f"SELECT chunk_id, embedding FROM {table(model_id)}"))
+    yield from ((int(r[0]), bytes(r[1])) for r in cursor.execute(f"SELECT chunk_id, embedding FROM {source}"))
 
 
 def _commit(conn: apsw.Connection, model_id: int, pending: list[tuple[int, bytes]]) -> int:

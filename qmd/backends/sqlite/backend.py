@@ -64,9 +64,9 @@ class SqliteBackend(IndexBackend):
         return out
 
     def build_vector_index(self, model: VectorModel) -> int:
-        from qmd.backends.sqlite import approx
+        from qmd.backends.sqlite import vectors
 
-        return approx.build(self.connection(), model)
+        return vectors.build_index(self.connection(), model)
 
     def _vectors(self) -> VectorsSql:
         from qmd.backends.sqlite import vectors

@@ -165,6 +165,12 @@ def knn(
     return [(r[0], r[1]) for r in conn.execute(sql, params)]
 
 
+def build_index(conn: apsw.Connection, model: VectorModel) -> int:
+    """Build or finish the approximate index of a vector space (approx.py); chunks coded."""
+    ensure_vec(conn)
+    return approx.build(conn, model, table(model.id))
+
+
 def chunk_rows(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[str, int, int, int]]:
     """chunk id → (hash, seq, start, end)."""
     if not ids:
@@ -255,6 +261,10 @@ def nearest_documents(
     instead of following the thousands of ids it matches; the loop above is then only the
     guard for an unlucky draw. Vectors are shared by content across collections, so the
     collection cannot live in the vector table itself (a partition key would copy them).
+
+    With the approximate index built and chosen (approx.py, QMD_VECTOR_INDEX), each KNN above
+    takes its candidates from the sign-bit codes instead (restricted alike) and ranks them by
+    their exact distances: the same plans, approximate only in which chunks are candidates.
     """
     total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
     allowed: tuple[str, list[object]] | None = None

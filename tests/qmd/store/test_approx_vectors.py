@@ -119,7 +119,7 @@ def test_a_killed_build_resumes(index: tuple[qmd.Store, SqliteBackend, VectorMod
 
     monkeypatch.setattr(approx, "_commit", dies_after_two)
     with pytest.raises(KeyboardInterrupt):
-        approx.build(conn, model, batch=100)
+        approx.build(conn, model, f"vec_{model.id}", batch=100)
     monkeypatch.setattr(approx, "_commit", real)
     assert approx.recorded(conn, model.id) == (approx.STRUCTURE, "building", 0)
     assert approx.status(conn, model.id)["floats"] == 200
@@ -127,7 +127,7 @@ def test_a_killed_build_resumes(index: tuple[qmd.Store, SqliteBackend, VectorMod
     [check] = _vector_index(store, "index")
     assert check.status == Status.WARN and "200 of 600" in check.detail, check
     assert backend.vector_index_due(model)
-    assert approx.build(conn, model, batch=100) == N - 200
+    assert approx.build(conn, model, f"vec_{model.id}", batch=100) == N - 200
     assert approx.recorded(conn, model.id) == (approx.STRUCTURE, "ready", N)
     assert approx.searchable(conn, model.id, N)
 
