@@ -149,3 +149,31 @@ def test_the_setting_chooses(index: tuple[qmd.Store, SqliteBackend, VectorModel,
     monkeypatch.setenv("QMD_VECTOR_INDEX", "fast")
     with pytest.raises(QmdError, match="QMD_VECTOR_INDEX"):
         approx.mode()
+
+
+@pytest.mark.slow
+def test_embed_builds_it_and_each_write_keeps_it_up(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`qmd embed` with QMD_VECTOR_INDEX=approx builds the structure; a later embed codes its new
+    chunks as it writes them; `vsearch` answers through it; doctor finds it whole."""
+    from tests.support.run import run_qmd
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(4):
+        (notes / f"n{i}.md").write_text(f"# note {i}\n\nthe release process, step {i}\n")
+    assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
+    assert run_qmd("embed").returncode == 0
+    (notes / "n9.md").write_text("# late\n\na note written after the index was built\n")
+    assert run_qmd("update", "--embed").returncode == 0
+    with qmd.open_index() as store:
+        backend = store.backend
+        assert isinstance(backend, SqliteBackend)
+        [space] = backend.vector_index_status()
+        assert space["structure"] == approx.STRUCTURE and space["state"] == "ready"
+        assert space["chunks"] == space["floats"] == space["codes"] and space["chunks"] >= 5
+        [check] = _vector_index(store, "index")
+        assert check.status == Status.OK, check
+    proc = run_qmd("vsearch", "release process", "--json")
+    assert proc.returncode == 0 and "n" in proc.stdout, proc.stderr
