@@ -164,6 +164,27 @@ def _chunking(store: qmd.Store, index: str) -> list[CheckResult]:
     return out
 
 
+def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
+    """The approximate vector index (issue 31) of each vector space that has one or wants one:
+    its recorded structure covers every chunk (as many float rows and codes as chunks)."""
+    out: list[CheckResult] = []
+    fix = qmd_command("embed", index=index)
+    for space in store.vector_index_status():
+        label = f"vector index {space['model']} [{index}]"
+        chunks, floats, codes = space["chunks"], space["floats"], space["codes"]
+        if space["structure"] is None:
+            if space["due"]:
+                out.append(warn(label, f"exact scan of {chunks} chunks: the approximate index is due but not built", f"{fix}  # builds it (resumable); QMD_VECTOR_INDEX=exact keeps exact scans"))
+            continue
+        if space["state"] != "ready":
+            out.append(warn(label, f"{space['structure']}: building, {floats} of {chunks} chunks coded; searches stay exact meanwhile", f"{fix}  # resumes the build"))
+        elif floats != chunks or codes != chunks:
+            out.append(fail(label, f"{space['structure']} recorded, but {floats} float rows and {codes} codes for {chunks} chunks", f"{fix}  # rebuilds it (resumable)"))
+        else:
+            out.append(ok(label, f"{space['structure']}: {chunks} chunks coded"))
+    return out
+
+
 def _drop_orphaned(ctx: Context, index: str) -> str:
     store = ctx.store(index)
     try:
@@ -193,6 +214,7 @@ def _one(ctx: Context, index: str) -> list[CheckResult]:
             out.append(_orphaned(ctx, store, index))
             out += _overlaps(store, index)
             out += _chunking(store, index)
+            out += _vector_index(store, index)
         finally:
             store.close()
     return [*config, *out, *folders]

@@ -318,6 +318,21 @@ class IndexBackend(abc.ABC):
 
         return nullcontext()
 
+    def vector_index_due(self, model: VectorModel) -> bool:
+        """Whether the settings want an approximate vector index for `model` that is not built
+        (or not finished): `qmd embed` then builds it. Default: the backend has none."""
+        return False
+
+    def vector_index_status(self) -> list[dict[str, object]]:
+        """Per vector space with chunks: its recorded approximate structure against its rows,
+        for doctor (keys: model, structure, state, chunks, floats, codes, due). Default: none."""
+        return []
+
+    def build_vector_index(self, model: VectorModel) -> int:
+        """Build or finish the approximate vector index (resumable, readers never wait);
+        returns the chunks it coded. Default: nothing."""
+        return 0
+
     def nearest_documents(
         self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,
     ) -> list[Nearest]:

@@ -125,6 +125,7 @@ class EmbedReport:
     relabeled: int = 0  # documents re-cut to the same chunks: vectors kept, strategy recorded
     not_parsed: list[str] = field(default_factory=list)  # source files cut by regex: syntax errors
     notice: str | None = None  # grammars missing for `auto`
+    coded: int = 0  # chunks added to the approximate vector index (issue 31) by this run
 
 
 @dataclass
@@ -376,6 +377,9 @@ def run_embed(
     todo = backend.pending_embeddings(model.id if model else None, collections, ast)
     if not force and not todo:
         report.already = backend.embedded_in(model.id if model else None, collections)
+        if model is not None and backend.vector_index_due(model):
+            with writing():
+                report.coded = backend.build_vector_index(model)
         report.seconds = time.perf_counter() - started
         return report
     embedded = backend.embedded_per_collection(model.id) if model else {}
@@ -396,6 +400,9 @@ def run_embed(
     tracker.embedding(len(docs), sum(len(doc.starts) for doc in docs), sum(sum(doc.costs) for doc in docs))
     with backend.bulk_vectors(model, len(docs)):
         embed_documents(backend, embedder, model, docs, report, tracker, writing)
+    if backend.vector_index_due(model):  # the approximate index (issue 31): built once big enough, then kept up by each write
+        with writing():
+            report.coded = backend.build_vector_index(model)
     report.seconds = time.perf_counter() - started
     return report
 

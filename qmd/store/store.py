@@ -445,6 +445,10 @@ class Store:
         full-text rows against active documents, orphans, vector models. Never migrates."""
         return self._maintenance.check(quick)
 
+    def vector_index_status(self) -> list[dict[str, object]]:
+        """Each vector space's approximate index (issue 31) against its rows, for doctor."""
+        return self._state.backend.vector_index_status()
+
     def repair_fts(self) -> int:
         """Rewrite the full-text rows from the stored content (they drifted); returns rows written."""
         return self._maintenance.repair_fts()

@@ -19,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.errors import QmdError
     from qmd.backends.parts import VectorsSql
+    from qmd.backends.rows import VectorModel
 
 
 class SqliteBackend(IndexBackend):
@@ -41,6 +42,31 @@ class SqliteBackend(IndexBackend):
     def _failure(self, exc: Exception) -> QmdError | None:
         """apsw's "corrupt" and "not a database" errors: IndexDamagedError naming the file and `qmd doctor --fix`."""
         return translate(self.path, exc) if isinstance(exc, apsw.Error) else None
+
+    def vector_index_due(self, model: VectorModel) -> bool:
+        from qmd.backends.sqlite import approx
+
+        conn = self.connection()
+        if not approx.wanted(conn, model.id):
+            return False
+        found = approx.status(conn, model.id)
+        return found["state"] != "ready" or found["floats"] != found["chunks"] or found["codes"] != found["chunks"]
+
+    def vector_index_status(self) -> list[dict[str, object]]:
+        from qmd.backends.sqlite import approx
+
+        conn = self.connection()
+        out: list[dict[str, object]] = []
+        for model_id, name in list(conn.execute("SELECT id, model FROM embed_models ORDER BY id")):
+            found = approx.status(conn, int(model_id))
+            if found["chunks"] or found["structure"]:
+                out.append({"model": str(name), **found, "due": approx.wanted(conn, int(model_id), int(str(found["chunks"])))})
+        return out
+
+    def build_vector_index(self, model: VectorModel) -> int:
+        from qmd.backends.sqlite import vectors
+
+        return vectors.build_index(self.connection(), model)
 
     def _vectors(self) -> VectorsSql:
         from qmd.backends.sqlite import vectors

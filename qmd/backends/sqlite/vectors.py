@@ -20,6 +20,7 @@ from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
 from qmd.backends.rows import ChunkVector, Nearest, VectorModel
 from qmd.backends.sql import as_int, count, model_row
+from qmd.backends.sqlite import approx
 from qmd.backends.sqlite.connection import transaction, values_in
 
 TYPE_CHECKING = False
@@ -77,13 +78,17 @@ def ensure_model(conn: apsw.Connection, fingerprint: str, model: str, dims: int)
 def write_document(conn: apsw.Connection, model: VectorModel, content_hash: str, chunks: Iterable[ChunkVector], chunker: str = "regex") -> int:
     """Replace the chunks of one content hash and mark it embedded (caller holds a transaction)."""
     drop_hash(conn, model, content_hash)
+    coded = approx.present(conn, model.id)
     n = 0
     for c in chunks:
         conn.execute(
             "INSERT INTO chunks (model_id, hash, seq, start, end, tokens) VALUES (?, ?, ?, ?, ?, ?)",
             (model.id, content_hash, c.seq, c.start, c.end, c.tokens),
         )
-        conn.execute(f"INSERT INTO {table(model.id)} (chunk_id, embedding) VALUES (?, ?)", (conn.last_insert_rowid(), pack(c.vector)))
+        chunk_id, blob = conn.last_insert_rowid(), pack(c.vector)
+        conn.execute(f"INSERT INTO {table(model.id)} (chunk_id, embedding) VALUES (?, ?)", (chunk_id, blob))
+        if coded:
+            approx.write(conn, model.id, chunk_id, blob)
         n += 1
     conn.execute(
         "INSERT OR REPLACE INTO embedded (model_id, hash, chunks, embedded_at, chunker) VALUES (?, ?, ?, ?, ?)",
@@ -96,6 +101,8 @@ def drop_hash(conn: apsw.Connection, model: VectorModel, content_hash: str) -> N
     ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE model_id = ? AND hash = ?", (model.id, content_hash))]
     for chunk_id in ids:
         conn.execute(f"DELETE FROM {table(model.id)} WHERE chunk_id = ?", (chunk_id,))
+    if ids and approx.present(conn, model.id):
+        approx.drop(conn, model.id, ids)
     conn.execute("DELETE FROM chunks WHERE model_id = ? AND hash = ?", (model.id, content_hash))
     conn.execute("DELETE FROM embedded WHERE model_id = ? AND hash = ?", (model.id, content_hash))
 
@@ -103,6 +110,8 @@ def drop_hash(conn: apsw.Connection, model: VectorModel, content_hash: str) -> N
 def drop_model_vectors(conn: apsw.Connection, model: VectorModel) -> None:
     """Forget every vector of one fingerprint (for `embed -f`)."""
     conn.execute(f"DELETE FROM {table(model.id)}")
+    if approx.present(conn, model.id):
+        approx.drop(conn, model.id, None)
     conn.execute("DELETE FROM chunks WHERE model_id = ?", (model.id,))
     conn.execute("DELETE FROM embedded WHERE model_id = ?", (model.id,))
 
@@ -115,6 +124,8 @@ def drop_orphans(conn: apsw.Connection) -> int:
         ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE model_id = ? AND hash NOT IN (SELECT hash FROM documents)", (model_id,))]
         for chunk_id in ids:
             conn.execute(f"DELETE FROM {table(model_id)} WHERE chunk_id = ?", (chunk_id,))
+        if ids and approx.present(conn, model_id):
+            approx.drop(conn, model_id, ids)
         conn.execute("DELETE FROM chunks WHERE model_id = ? AND hash NOT IN (SELECT hash FROM documents)", (model_id,))
         conn.execute("DELETE FROM embedded WHERE model_id = ? AND hash NOT IN (SELECT hash FROM documents)", (model_id,))
         dropped += len(ids)
@@ -124,13 +135,20 @@ def drop_orphans(conn: apsw.Connection) -> int:
 KNN_MAX = 4096  # sqlite-vec refuses a KNN asking for more rows ("k value in knn query too large")
 
 
-def knn(conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int, allowed: tuple[str, Sequence[object]] | None = None) -> list[tuple[int, float]]:
+def knn(
+    conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int, allowed: tuple[str, Sequence[object]] | None = None, coded: bool = False,
+) -> list[tuple[int, float]]:
     """(chunk id, cosine distance) of the k nearest chunks: over the whole vector table, or
-    over the chunk ids the SELECT `allowed` (SQL, parameters) returns.
+    over the chunk ids the SELECT `allowed` (SQL, parameters) returns. `coded`: through the
+    approximate index (approx.py: exact distances of the candidates its codes find).
 
     Up to KNN_MAX, sqlite-vec's own KNN; beyond (`vsearch --all`, a long `-n`), the same
     distances by a scan of every vector in order (exact, ~10 µs a row)."""
     ensure_vec(conn)
+    if coded:
+        found = approx.knn(conn, model.id, pack(query), k, allowed)
+        if found is not None:
+            return found
     scan = k > KNN_MAX
     if scan:
         sql = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS distance FROM {table(model.id)} WHERE 1"
@@ -146,6 +164,12 @@ def knn(conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: in
         sql += " LIMIT ?"
         params.append(k)
     return [(r[0], r[1]) for r in conn.execute(sql, params)]
+
+
+def build_index(conn: apsw.Connection, model: VectorModel) -> int:
+    """Build or finish the approximate index of a vector space (approx.py); chunks coded."""
+    ensure_vec(conn)
+    return approx.build(conn, model, table(model.id))
 
 
 def chunk_rows(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, tuple[str, int, int, int]]:
@@ -238,6 +262,10 @@ def nearest_documents(
     instead of following the thousands of ids it matches; the loop above is then only the
     guard for an unlucky draw. Vectors are shared by content across collections, so the
     collection cannot live in the vector table itself (a partition key would copy them).
+
+    With the approximate index built and chosen (approx.py, QMD_VECTOR_INDEX), each KNN above
+    takes its candidates from the sign-bit codes instead (restricted alike) and ranks them by
+    their exact distances: the same plans, approximate only in which chunks are candidates.
     """
     total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
     allowed: tuple[str, list[object]] | None = None
@@ -255,8 +283,9 @@ def nearest_documents(
             widen = max(4, math.ceil(3 / share))  # chunks enough for ~3x the documents needed
     want = total if limit is None else limit
     k = min(total, max(want * widen, 32))
+    coded = approx.searchable(conn, model.id, total)
     while True:
-        pairs = knn(conn, model, query, k, allowed) if k else []
+        pairs = knn(conn, model, query, k, allowed, coded) if k else []
         found = _best_per_document(conn, pairs, want, scope, where)
         if len(found) >= want or len(pairs) < k or k >= total:  # fewer than k: every allowed chunk was returned
             return found

@@ -1,0 +1,131 @@
+"""The approximate vector index (issue 31) against qmd's exact scan, same run: recall@10, p50.
+
+For each size × dimension: an index of N one-chunk documents of synthetic clustered unit
+vectors (bench/postgres_bench.py's generator: cluster centres, Gaussian offsets of norm
+`--noise`; 0.5 is text-like, 1.4 near-uniform and hard), written through the storage API
+with QMD_VECTOR_INDEX=exact; then the approximate index built (`build_vector_index`, timed)
+and its size (the file's growth) reported. Queries: perturbed data points. Each query is run
+exact and approximate (`nearest_documents`, limit 10, unscoped and scoped to a 10%
+collection), interleaved; recall@10 is the approximate result's share of the exact one.
+Targets (the issue's, at the largest size run): recall@10 >= 0.95 and approx p50 <= 1/20
+of exact p50; on a quiet machine approx p50 <= 100 ms at 1M x 768 (reported, not a target).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+import qmd
+from qmd.backends.base import ChunkVector
+from qmd.backends.sqlite import approx
+
+from _common import Report, Target, arg_parser, isolated_home, ms, p50, percentile
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def vectors(n: int, dims: int, queries: int, noise: float) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(11)
+    centers = unit(rng.standard_normal((max(10, n // 100), dims)).astype(np.float32))
+    data = np.empty((n, dims), np.float32)
+    for lo in range(0, n, 100_000):  # in blocks: 1M x 768 is 3 GB, its temporaries as much again
+        m = min(n, lo + 100_000) - lo
+        data[lo:lo + m] = unit(centers[rng.integers(0, len(centers), m)] + noise * rng.standard_normal((m, dims)).astype(np.float32) / np.sqrt(dims))
+    qv = unit(data[rng.integers(0, n, queries)] + noise / 0.7 * rng.standard_normal((queries, dims)).astype(np.float32) / np.sqrt(dims)).astype(np.float32)
+    return data, qv
+
+
+def build(store: qmd.Store, data: np.ndarray) -> object:
+    backend = store.backend
+    backend.open(create=True)
+    conn = backend.connection()
+    n = len(data)
+    with conn:
+        for i in range(n):
+            conn.execute(
+                "INSERT INTO documents (id, collection, path, title, hash, size, mtime_ns, created_at, modified_at, active, meta_version, when_ns)"
+                " VALUES (?, ?, ?, ?, ?, 1, 0, '2026-01-01', '2026-01-01', 1, 1, 0)",
+                (i + 1, "ten" if i % 10 == 0 else "rest", f"d{i}.md", f"d{i}", f"h{i:08d}"),
+            )
+    model = backend.ensure_vector_model(f"bench-ann-{data.shape[1]}", "synthetic", data.shape[1])
+    for lo in range(0, n, 2000):
+        backend.write_vectors(model, [(f"h{i:08d}", [ChunkVector(f"h{i:08d}", 0, 0, 10, 10, data[i].tolist())]) for i in range(lo, min(n, lo + 2000))])
+    return model
+
+
+def run_one(report: Report, n: int, dims: int, args: object) -> dict[str, float]:
+    os.environ["QMD_VECTOR_INDEX"] = "exact"
+    data, qv = vectors(n, dims, args.queries, args.noise)  # type: ignore[attr-defined]
+    with isolated_home("ann") as tmp:
+        path = tmp / "idx" / "index.sqlite"
+        store = qmd.Store(path, tmp / "idx" / "index.yml")
+        t0 = time.perf_counter()
+        model = build(store, data)
+        load_s = time.perf_counter() - t0
+        store.backend.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        before = path.stat().st_size
+        os.environ["QMD_VECTOR_INDEX"] = "approx"
+        t0 = time.perf_counter()
+        store.backend.build_vector_index(model)  # type: ignore[arg-type]
+        build_s = time.perf_counter() - t0
+        store.backend.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        grown = path.stat().st_size - before
+        backend = store.backend
+        out: dict[str, float] = {"load_s": load_s, "build_s": build_s, "exact_mb": before / 1e6, "approx_mb": grown / 1e6}
+        for label, scope in (("all", None), ("10%", ["ten"])):
+            times: dict[str, list[float]] = {"exact": [], "approx": []}
+            hits = 0
+            for r in range(args.rounds):  # type: ignore[attr-defined]
+                for i, q in enumerate(qv):
+                    got: dict[str, set[int]] = {}
+                    for mode in (("exact", "approx") if (i + r) % 2 == 0 else ("approx", "exact")):
+                        os.environ["QMD_VECTOR_INDEX"] = mode
+                        s = time.perf_counter()
+                        found = backend.nearest_documents(model, q.tolist(), 10, scope)  # type: ignore[arg-type]
+                        times[mode].append(time.perf_counter() - s)
+                        got[mode] = {d for d, _, _ in found}
+                    if r == 0:
+                        hits += len(got["exact"] & got["approx"])
+            recall = hits / (10 * len(qv))
+            ratio = p50(times["approx"]) / p50(times["exact"])
+            tag = f"{n // 1000}k x {dims} {label}"
+            report.row(f"{tag}: exact / approx p50 (p95)", f"{ms(p50(times['exact']))} / {ms(p50(times['approx']))} ({ms(percentile(times['exact'], 95))} / {ms(percentile(times['approx'], 95))})")
+            report.row(f"{tag}: ratio; recall@10", f"{ratio:.3f}x; {recall:.3f}")
+            out[f"{label}_ratio"], out[f"{label}_recall"] = ratio, recall
+            out[f"{label}_exact_p50_ms"], out[f"{label}_approx_p50_ms"] = p50(times["exact"]) * 1000, p50(times["approx"]) * 1000
+        report.row(f"{n // 1000}k x {dims}: load / approx build; exact file / approx growth", f"{load_s:.1f} s / {build_s:.1f} s; {before / 1e6:.0f} MB / {grown / 1e6:.0f} MB")
+        store.close()
+    print(f"  {n} x {dims} done", flush=True)
+    return out
+
+
+def main() -> int:
+    parser = arg_parser(__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated vector counts (default 10000,100000; the issue's curve adds 1000000)")
+    parser.add_argument("--dims", default="384,768", help="comma-separated dimensions (default 384,768)")
+    parser.add_argument("--queries", type=int, default=20, help="query vectors (default 20)")
+    parser.add_argument("--rounds", type=int, default=2, help="timed passes over the queries (default 2)")
+    parser.add_argument("--noise", type=float, default=0.5, help="cluster spread (default 0.5, text-like; 1.4 is near-uniform)")
+    parser.add_argument("--oversample", type=int, default=approx.OVERSAMPLE, help=f"candidates per result (default {approx.OVERSAMPLE})")
+    args = parser.parse_args()
+    approx.OVERSAMPLE = args.oversample
+    report = Report("ann_bench")
+    runs = [(int(n), int(d)) for n in args.sizes.split(",") for d in args.dims.split(",")]
+    for n, dims in runs:
+        report.data[f"{n}x{dims}"] = run_one(report, n, dims, args)
+    n, dims = runs[-1]
+    last = report.data[f"{n}x{dims}"]
+    for label in ("all", "10%"):
+        report.target(Target(f"{n}x{dims} {label} recall@10", last[f"{label}_recall"], 0.95, "", "min"))
+        report.target(Target(f"{n}x{dims} {label} approx/exact p50", last[f"{label}_ratio"], 0.05, "x"))
+    return report.finish(args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""The approximate vector index of a SQLite index (issue 31): codes + float rescoring give the
+exact ranking when the candidates are enough, scoped too; the structure is recorded and kept
+up by writes and drops; doctor tells a mismatch; a killed build resumes; QMD_VECTOR_INDEX."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import qmd
+from doctor.index import _vector_index
+from doctor.results import Status
+from qmd.backends.base import ChunkVector, VectorModel
+from qmd.backends.sqlite import approx
+from qmd.backends.sqlite.backend import SqliteBackend
+from qmd.core.errors import QmdError
+
+DIMS = 64
+N = 600
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+@pytest.fixture
+def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]]:
+    """N one-chunk documents of clustered unit vectors in collections `a` (every 5th) and `b`."""
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    store = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    backend = store.backend
+    assert isinstance(backend, SqliteBackend)
+    backend.open(create=True)
+    conn = backend.connection()
+    with conn:
+        for i in range(N):
+            conn.execute(
+                "INSERT INTO documents (id, collection, path, title, hash, size, mtime_ns, created_at, modified_at, active, meta_version, when_ns)"
+                " VALUES (?, ?, ?, ?, ?, 1, 0, '2026-01-01', '2026-01-01', 1, 1, 0)",
+                (i + 1, "a" if i % 5 == 0 else "b", f"d{i}.md", f"d{i}", f"h{i:05d}"),
+            )
+    rng = np.random.default_rng(3)
+    centers = _unit(rng.standard_normal((12, DIMS)))
+    vecs = _unit(centers[rng.integers(0, 12, N)] + 0.6 * rng.standard_normal((N, DIMS)) / np.sqrt(DIMS)).astype(np.float32)
+    model = backend.ensure_vector_model("test-fp", "test", DIMS)
+    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(N)])
+    yield store, backend, model, vecs
+    store.close()
+
+
+def _search(backend: SqliteBackend, model: VectorModel, q: np.ndarray, scope: list[str] | None = None) -> list[tuple[int, float]]:
+    return [(d, round(s, 5)) for d, s, _ in backend.nearest_documents(model, q.tolist(), 10, scope)]
+
+
+def test_rescored_candidates_give_the_exact_ranking(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    _, backend, model, vecs = index
+    queries = _unit(vecs[:8] + 0.3 * np.random.default_rng(5).standard_normal((8, DIMS)) / np.sqrt(DIMS))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [(_search(backend, model, q), _search(backend, model, q, ["a"])) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    assert backend.vector_index_due(model)
+    assert backend.build_vector_index(model) == N
+    assert not backend.vector_index_due(model)
+    calls: list[int] = []
+    real = approx.knn
+    monkeypatch.setattr(approx, "knn", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setattr(approx, "OVERSAMPLE", 8)  # 320 candidates of 600: codes prune, rescoring ranks
+    scans: list[object] = []
+    real_scan = approx._nearest_codes
+    monkeypatch.setattr(approx, "_nearest_codes", lambda *a: scans.append(real_scan(*a)) or scans[-1])
+    got = [(_search(backend, model, q), _search(backend, model, q, ["a"])) for q in queries]
+    assert calls, "the approximate pass was not taken"
+    assert len(scans) == 16 and all(isinstance(ids, list) for ids in scans)  # numpy over the codes, scoped too
+    assert [len(ids) for ids in scans[:2]] == [320, N // 5]  # unscoped; `a` (120 chunks) whole
+    assert got == exact
+
+
+def test_the_structure_is_recorded_and_kept_up_by_writes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:
+    _, backend, model, vecs = index
+    conn = backend.connection()
+    assert approx.recorded(conn, model.id) is None
+    backend.build_vector_index(model)
+    assert approx.recorded(conn, model.id) == (approx.STRUCTURE, "ready", N)
+    backend.write_vectors(model, [("h00001", [ChunkVector("h00001", j, 0, 5, 3, vecs[j].tolist()) for j in range(3)])])  # 1 chunk -> 3
+    backend.drop_vectors(model, ["h00002"])
+    found = approx.status(conn, model.id)
+    assert found["chunks"] == found["floats"] == found["codes"] == N + 1
+    assert not backend.vector_index_due(model)
+
+
+def test_doctor_tells_a_mismatch_and_embed_repairs_it(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:
+    store, backend, model, _ = index
+    backend.build_vector_index(model)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK, check
+    backend.connection().execute(f"DELETE FROM {approx.floats(model.id)} WHERE chunk_id = (SELECT min(chunk_id) FROM {approx.floats(model.id)})")
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.FAIL and f"{N - 1} float rows" in check.detail and "qmd embed" in (check.fix or ""), check
+    assert backend.vector_index_due(model)
+    backend.build_vector_index(model)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK, check
+
+
+def test_a_killed_build_resumes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, backend, model, vecs = index
+    conn = backend.connection()
+    real = approx._commit
+    batches: list[int] = []
+
+    def dies_after_two(c: object, model_id: int, pending: list[tuple[int, bytes]]) -> int:
+        if len(batches) == 2:
+            raise KeyboardInterrupt
+        batches.append(len(pending))
+        return real(conn, model_id, pending)
+
+    monkeypatch.setattr(approx, "_commit", dies_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        approx.build(conn, model, f"vec_{model.id}", batch=100)
+    monkeypatch.setattr(approx, "_commit", real)
+    assert approx.recorded(conn, model.id) == (approx.STRUCTURE, "building", 0)
+    assert approx.status(conn, model.id)["floats"] == 200
+    assert not approx.searchable(conn, model.id, N)  # searches stay exact until it is finished
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.WARN and "200 of 600" in check.detail, check
+    assert backend.vector_index_due(model)
+    assert approx.build(conn, model, f"vec_{model.id}", batch=100) == N - 200
+    assert approx.recorded(conn, model.id) == (approx.STRUCTURE, "ready", N)
+    assert approx.searchable(conn, model.id, N)
+
+
+def test_the_setting_chooses(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, backend, model, _ = index
+    conn = backend.connection()
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "auto")
+    assert not backend.vector_index_due(model)  # below APPROX_MIN_CHUNKS exact scans are fast enough
+    assert _vector_index(store, "index") == []
+    monkeypatch.setattr(approx, "APPROX_MIN_CHUNKS", N)
+    assert backend.vector_index_due(model)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.WARN and "due" in check.detail
+    backend.build_vector_index(model)
+    assert approx.searchable(conn, model.id, N)
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    assert not approx.searchable(conn, model.id, N) and not backend.vector_index_due(model)
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "fast")
+    with pytest.raises(QmdError, match="QMD_VECTOR_INDEX"):
+        approx.mode()
+
+
+@pytest.mark.slow
+def test_embed_builds_it_and_each_write_keeps_it_up(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`qmd embed` with QMD_VECTOR_INDEX=approx builds the structure; a later embed codes its new
+    chunks as it writes them; `vsearch` answers through it; doctor finds it whole."""
+    from tests.support.run import run_qmd
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(4):
+        (notes / f"n{i}.md").write_text(f"# note {i}\n\nthe release process, step {i}\n")
+    assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
+    assert run_qmd("embed").returncode == 0
+    (notes / "n9.md").write_text("# late\n\na note written after the index was built\n")
+    assert run_qmd("update", "--embed").returncode == 0
+    with qmd.open_index() as store:
+        backend = store.backend
+        assert isinstance(backend, SqliteBackend)
+        [space] = backend.vector_index_status()
+        assert space["structure"] == approx.STRUCTURE and space["state"] == "ready"
+        assert space["chunks"] == space["floats"] == space["codes"] and space["chunks"] >= 5
+        [check] = _vector_index(store, "index")
+        assert check.status == Status.OK, check
+    proc = run_qmd("vsearch", "release process", "--json")
+    assert proc.returncode == 0 and "n" in proc.stdout, proc.stderr
