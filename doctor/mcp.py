@@ -20,7 +20,12 @@ def _stdio(ctx: Context) -> CheckResult:
         return fail(name, f"`qmd mcp` failed the MCP handshake: {shake.error}", qmd_command("mcp", index=ctx.primary) + "  # run it to see the error", ms=c.ms)
     if shake.missing_tools:
         return fail(name, f"the server lacks tools {', '.join(shake.missing_tools)} (has {', '.join(shake.tools)})", "./install.sh  # reinstall qmd", ms=c.ms)
-    return ok(name, f"initialize + tools/list in {shake.seconds:.1f}s: {shake.server} {shake.version}, protocol {shake.protocol}, tools {', '.join(shake.tools)}", ms=c.ms)
+    return ok(name, f"initialize + tools/list and server/discover + tools/list in {shake.seconds:.1f}s: {shake.server} {shake.version}, protocol {shake.protocol}, tools {', '.join(shake.tools)}; {_speaks(shake)}", ms=c.ms)
+
+
+def _speaks(shake: qmd.serve.Handshake) -> str:
+    """The versions the server says it speaks (its server/discover answer)."""
+    return "speaks " + ", ".join(shake.supported)
 
 
 def _health(url: str, token: str | None) -> dict[str, object] | None:
@@ -84,7 +89,7 @@ def _server(ctx: Context, index: str) -> list[CheckResult]:
         return [fail(name, f"pid {info.pid} answers /health but the MCP handshake at {info.url}/mcp failed: {shake.error}", qmd_command("mcp", "stop", index=index) + " && " + start, ms=c.ms, repair=lambda: restart(index, info))]
     uptime = health.get("uptime_s")
     via = f" (token from {source})" if token else ""
-    return [ok(name, f"pid {info.pid} at {info.url}, build {running}, up {uptime}s, {health.get('documents')} documents; " + ("MCP handshake skipped (--quick)" if shake is None else "MCP handshake ok") + via, ms=c.ms)]
+    return [ok(name, f"pid {info.pid} at {info.url}, build {running}, up {uptime}s, {health.get('documents')} documents; " + ("MCP handshake skipped (--quick)" + via if shake is None else f"MCP handshake ok{via}; {_speaks(shake)}"), ms=c.ms)]
 
 
 def check(ctx: Context) -> list[CheckResult]:

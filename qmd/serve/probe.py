@@ -1,5 +1,9 @@
 """A real MCP handshake with qmd's server, for `doctor`: `initialize`, `notifications/initialized`,
-`tools/list`, over stdio (a spawned `qmd mcp`) or Streamable HTTP (a running server).
+`tools/list` (2025-11-25, what Claude Code 2.1.197 and Codex speak), then the stateless
+2026-07-28 path (`server/discover` and `tools/list` with the `_meta` envelope and, over HTTP,
+the MCP-Protocol-Version / Mcp-Method headers: what Claude Code 2.1.332 speaks), over stdio
+(a spawned `qmd mcp`) or Streamable HTTP (a running server). Both paths must list the same
+tools; `supported` is what `server/discover` says the server speaks.
 
 Plain JSON-RPC on the wire, no SDK client: importing the SDK's client costs ~1 s of CPU,
 which doctor's budget (5 s for everything) cannot pay; what is checked is the server's
@@ -27,6 +31,7 @@ from qmd.core.version import __version__
 from qmd.core.paths import DEFAULT_INDEX
 
 PROTOCOL_VERSION = "2025-11-25"
+MODERN_VERSION = "2026-07-28"
 EXPECTED_TOOLS = ("query", "get", "multi_get", "status")
 
 
@@ -45,6 +50,7 @@ class Handshake:
     protocol: str = ""
     tools: list[str] = field(default_factory=list)
     error: str = ""
+    supported: list[str] = field(default_factory=list)  # server/discover's supportedVersions
 
     @property
     def missing_tools(self) -> list[str]:
@@ -61,6 +67,13 @@ def _request(id_: int, method: str, params: dict[str, Any] | None = None) -> dic
 INITIALIZE = _request(1, "initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "qmd-doctor", "version": __version__}})
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = _request(2, "tools/list", {})
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "qmd-doctor", "version": __version__},
+}
+DISCOVER = _request(3, "server/discover", {"_meta": MODERN_META})
+MODERN_TOOLS_LIST = _request(4, "tools/list", {"_meta": MODERN_META})
 
 
 def _result(message: object, id_: int) -> dict[str, Any]:
@@ -75,14 +88,35 @@ def _result(message: object, id_: int) -> dict[str, Any]:
     return result
 
 
-def _finish(started: float, init: dict[str, Any], tools: dict[str, Any]) -> Handshake:
+def _names(tools: dict[str, Any]) -> list[str]:
+    return sorted(str(t.get("name")) for t in tools.get("tools") or [] if isinstance(t, dict))
+
+
+def _finish(started: float, init: dict[str, Any], tools: dict[str, Any], discover: dict[str, Any], modern_tools: dict[str, Any]) -> Handshake:
     raw_info = init.get("serverInfo")
     info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     protocol = str(init.get("protocolVersion", ""))
     if not protocol:
         raise ProbeError("initialize returned no protocolVersion")
-    names = sorted(str(t.get("name")) for t in tools.get("tools") or [] if isinstance(t, dict))
-    return Handshake(True, time.perf_counter() - started, str(info.get("name", "")), str(info.get("version", "")), protocol, names)
+    names = _names(tools)
+    supported = discover.get("supportedVersions")
+    if not isinstance(supported, list) or MODERN_VERSION not in supported:
+        raise ProbeError(f"{MODERN_VERSION} server/discover returned supportedVersions {str(supported)[:120]}, without {MODERN_VERSION}")
+    for method, result in (("server/discover", discover), ("tools/list", modern_tools)):
+        if result.get("resultType") != "complete":
+            raise ProbeError(f"{MODERN_VERSION} {method} returned resultType {str(result.get('resultType'))[:40]!r}, not 'complete'")
+    if _names(modern_tools) != names:
+        raise ProbeError(f"{MODERN_VERSION} tools/list lists {', '.join(_names(modern_tools)) or 'no tools'}, but after initialize {', '.join(names) or 'none'}")
+    return Handshake(True, time.perf_counter() - started, str(info.get("name", "")), str(info.get("version", "")), protocol, names, supported=[str(v) for v in supported])
+
+
+def _step(what: str, run: Any) -> dict[str, Any]:
+    """`run()`'s result, its ProbeError prefixed with the step that failed."""
+    try:
+        result: dict[str, Any] = run()
+        return result
+    except ProbeError as exc:
+        raise ProbeError(f"{what}: {exc}") from None
 
 
 def stdio(index: str = DEFAULT_INDEX, timeout: float = 30.0, env: dict[str, str] | None = None) -> Handshake:
@@ -136,7 +170,11 @@ def stdio(index: str = DEFAULT_INDEX, timeout: float = 30.0, env: dict[str, str]
             init = answer(1)
             send(INITIALIZED)
             send(TOOLS_LIST)
-            result = _finish(started, init, answer(2))
+            tools = answer(2)
+            send(DISCOVER)  # the same process serves the stateless era beside the handshake
+            discover = _step(f"{MODERN_VERSION} server/discover", lambda: answer(3))
+            send(MODERN_TOOLS_LIST)
+            result = _finish(started, init, tools, discover, _step(f"{MODERN_VERSION} tools/list", lambda: answer(4)))
         except (ProbeError, OSError) as exc:
             result = Handshake(False, time.perf_counter() - started, error=str(exc))
         finally:
@@ -173,13 +211,18 @@ def probe_token(index: str, environ: dict[str, str] | None = None) -> tuple[str 
 
 
 def _post(url: str, message: dict[str, Any], timeout: float, token: str | None = None) -> object:
+    """POST one message; a 2026-07-28 one (its params' `_meta` names the version) with the
+    routing headers that revision asks for."""
     parts = urlsplit(url)
     conn = httplib.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
     try:
+        meta = (message.get("params") or {}).get("_meta") or {}
         headers = {
             "Host": parts.netloc, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL_VERSION,
+            "MCP-Protocol-Version": str(meta.get("io.modelcontextprotocol/protocolVersion", PROTOCOL_VERSION)),
         }
+        if meta:
+            headers["Mcp-Method"] = str(message["method"])
         if token:
             headers["Authorization"] = f"Bearer {token}"
         conn.request("POST", parts.path or "/mcp", body=json.dumps(message).encode(), headers=headers)
@@ -237,6 +280,9 @@ def http(url: str, timeout: float = 10.0, token: str | None = None) -> Handshake
     try:
         init = _result(_post(endpoint, INITIALIZE, timeout, token), 1)
         _post(endpoint, INITIALIZED, timeout, token)
-        return _finish(started, init, _result(_post(endpoint, TOOLS_LIST, timeout, token), 2))
+        tools = _result(_post(endpoint, TOOLS_LIST, timeout, token), 2)
+        discover = _step(f"{MODERN_VERSION} server/discover", lambda: _result(_post(endpoint, DISCOVER, timeout, token), 3))
+        modern_tools = _step(f"{MODERN_VERSION} tools/list", lambda: _result(_post(endpoint, MODERN_TOOLS_LIST, timeout, token), 4))
+        return _finish(started, init, tools, discover, modern_tools)
     except (ProbeError, OSError) as exc:
         return Handshake(False, time.perf_counter() - started, error=str(exc) or type(exc).__name__)

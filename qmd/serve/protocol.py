@@ -343,6 +343,10 @@ class McpHandler:
         info = params.get("clientInfo")
         if isinstance(info, dict):
             self.client = f"{str(info.get('name', '?'))[:60]} {str(info.get('version', ''))[:30]}".strip()
+        from qmd.serve.logsafe import escape
+
+        # which client negotiated what: the first thing to read when an agent sees no tools
+        self.log(escape(f"initialize {self.client or 'a client without clientInfo'} asked {str(asked)[:40]}, serving {version}"))
         return {
             "protocolVersion": version,
             "capabilities": CAPABILITIES,

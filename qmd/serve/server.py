@@ -81,7 +81,7 @@ class HttpApp:
         """The handler's lines join the request's own log line (one line per request)."""
         notes = getattr(self._notes, "current", None)
         if notes is not None:
-            notes.append(line.removeprefix("tools/call ").removeprefix("rpc error "))
+            notes.append(line.removeprefix("tools/call ").removeprefix("rpc error ").removeprefix("initialize "))
         else:
             self.log(line)
 
@@ -249,6 +249,8 @@ class HttpApp:
             answer = None
         else:
             answer = await self._watched(lambda event: self._handle(message, event, note, handler, version), receive)
+        if version is not None:  # what the client speaks after initialize (2026-07-28: on every request)
+            note.append(f"protocol {version}")
         if answer is None or answer == []:
             status[0] = 202
             await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})

@@ -10,10 +10,15 @@ three runs of the client. The model's script: `query` the notes, `grep -rn rollb
 (the guard must deny it), the Grep tool where offered, `ls <notes>` (allowed), a text answer.
 Before the third run a failing updater run raises the health flag, the way the product does.
 
-Asserted per client: qmd's tools are in the first model request of 3 of 3 runs; `query`
-answers with the rollback runbook; the grep is denied with the guard's reason; the
-SessionStart notice is in the requests iff the flag is raised; `ls` runs. Then one run with
-a qmd launcher that takes 3 s to start: the registration alone must make the client wait.
+Asserted per client: the MCP protocol version it negotiates (what the server received and
+answered, recorded by the venv's `qmd` launcher that the registration runs: it tees the
+server's stdin and stdout to files); qmd's tools are in the first model request of 3 of 3
+runs; `query` answers with the rollback runbook; the grep is denied with the guard's reason;
+the SessionStart notice is in the requests iff the flag is raised; `ls` runs. Then one run
+with a qmd launcher that takes 3 s to start: the registration alone must make the client wait.
+
+The clients: the pinned Claude Code and Codex, and with `QMD_TEST_NEWEST_CLIENTS=1` also
+the newest Claude Code (tests/support/npm_clients.py `NEWEST_PINS`) as `claude-newest`.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import pytest
 from tests.clients.fakeapi import FakeAnthropic, FakeAPI, FakeOpenAI, Step
 from tests.support.harness import GIT_ENV
 from tests.support.mcp import NOTES
-from tests.support.npm_clients import npm_bin
+from tests.support.npm_clients import NEWEST_PINS, newest_wanted, npm_bin
 
 pytestmark = pytest.mark.slow
 
@@ -44,6 +49,15 @@ RUNBOOK = "runbooks/deploy.md"
 NOTICE = "qmd: index updates have been failing since"
 GUARD_REASON = ("qmd guard: ", "grep matches characters, not meaning")
 SLOW_START_S = 3  # longer than the ~2 s `claude -p` waits for a server that is not alwaysLoad
+# What each client negotiates with qmd over stdio (measured 2026-12-02; docs/agents.md has the table):
+# (the version its initialize asks for, the one qmd serves), or "2026-07-28" for a client that
+# opens with server/discover and sends every request with the per-request _meta, no initialize.
+# Claude Code 2.1.332 waits 3 s for the answer to its stdio server/discover probe (min(3000 ms,
+# MCP_TIMEOUT/3)), then falls back to initialize: a first start on a loaded machine (no kept
+# instructions, qmd/serve/instructions.py) can miss it, so such a run may be FALLBACK instead.
+FALLBACK = ("2025-11-25", "2025-11-25")
+PROTOCOL: dict[str, tuple[str, str] | str] = {"claude": ("2025-11-25", "2025-11-25"), "claude-newest": "2026-07-28", "codex": ("2025-06-18", "2025-06-18")}
+LABELS = {"claude": ("claude", "clients"), "claude-newest": ("claude", "newest"), "codex": ("codex", "clients")}
 _DROP = ("QMD_", "XDG_", "ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_", "MCP_")
 
 
@@ -53,6 +67,7 @@ class Box:
 
     root: Path
     client: str
+    label: str = ""  # "claude", "claude-newest" or "codex": which pinned client
     env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -67,6 +82,16 @@ class Box:
     def work(self) -> Path:
         return self.root / "work"
 
+    @property
+    def trace(self) -> Path:
+        """Where the tracing launcher tees what each `qmd mcp` process received and sent."""
+        return self.root / "trace"
+
+    @property
+    def launcher(self) -> Path:
+        """The `qmd` the registration runs: the tracing launcher's (`tracing_venv`)."""
+        return self.root / "trace-venv" / "bin" / "qmd"
+
     def qmd(self, *args: str, ok: bool = True, qmd: tuple[str, ...] = (str(QMD),)) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run([*qmd, *args], env=self.env, cwd=self.work, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         if ok:
@@ -77,10 +102,14 @@ class Box:
         subprocess.run(["git", "-C", str(self.notes), *args], env=self.env, check=True, capture_output=True, timeout=60)
 
 
-def make_box(root: Path, client: str) -> Box:
-    """A fresh world for `client` under `root`; the notes are a git repository with one commit."""
-    exe = npm_bin(client)  # skips the module's tests with the reason when npm is missing
-    box = Box(root, client)
+def make_box(root: Path, label: str) -> Box:
+    """A fresh world for the client `label` (a key of LABELS) under `root`; the notes are a git
+    repository with one commit."""
+    client, which = LABELS[label]
+    if which == "newest" and not newest_wanted():
+        pytest.skip(f"the newest {client} ({NEWEST_PINS}) runs only with QMD_TEST_NEWEST_CLIENTS=1")
+    exe = npm_bin(client, which)  # skips the module's tests with the reason when npm is missing
+    box = Box(root, client, label)
     env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP) and k != "INDEX_PATH"}
     env.update(GIT_ENV)
     env["HOME"] = str(box.home)
@@ -102,8 +131,11 @@ def make_box(root: Path, client: str) -> Box:
     return box
 
 
-def install(box: Box, fake: FakeAPI, qmd: tuple[str, ...] = (str(QMD),)) -> None:
-    """Everything a user runs: index the notes, enroll them, register the server and the guard."""
+def install(box: Box, fake: FakeAPI, qmd: tuple[str, ...] | None = None) -> None:
+    """Everything a user runs: index the notes, enroll them, register the server and the guard.
+    The server registered is `qmd` (default: the tracing launcher's venv) run as `qmd mcp install`."""
+    if qmd is None:
+        qmd = (str(tracing_venv(box)), "-m", "qmd")
     if box.client == "codex":  # the user's own Codex config: a model provider (the fake API)
         codex = box.home / ".codex"
         codex.mkdir(exist_ok=True)
@@ -141,6 +173,7 @@ class Run:
     stdout: str
     stderr: str
     turns: list[dict[str, Any]]
+    servers: list[ServerTrace] = field(default_factory=list)
 
     def first_tools(self, client: str) -> set[str]:
         if not self.turns:
@@ -175,9 +208,64 @@ class Run:
         return any(text in json.dumps(body) for body in self.turns)
 
 
+@dataclass
+class ServerTrace:
+    """What one `qmd mcp` process started by the client received and answered."""
+
+    received: list[dict[str, Any]]
+    sent: list[dict[str, Any]]
+
+    def protocol(self) -> tuple[str, str] | str | None:
+        """(asked, served) of its initialize; the `_meta` version of a client that sent requests
+        without one (2026-07-28); None when it got neither."""
+        for message in self.received:
+            if message.get("method") == "initialize":
+                answer = next((m for m in self.sent if m.get("id") == message.get("id") and "result" in m), {})
+                return str((message.get("params") or {}).get("protocolVersion")), str(answer.get("result", {}).get("protocolVersion"))
+        for message in self.received:
+            meta = (message.get("params") or {}).get("_meta") or {}
+            if "io.modelcontextprotocol/protocolVersion" in meta:
+                return str(meta["io.modelcontextprotocol/protocolVersion"])
+        return None
+
+    def client(self) -> str:
+        """The clientInfo of its initialize, or of the first request's `_meta` (2026-07-28)."""
+        first = next((m for m in self.received if "method" in m), {})
+        params = first.get("params") or {}
+        info = params.get("clientInfo") or (params.get("_meta") or {}).get("io.modelcontextprotocol/clientInfo") or {}
+        return f"{info.get('name', '?')} {info.get('version', '')}".strip()
+
+    def methods(self) -> list[str]:
+        return [str(m["method"]) for m in self.received if "method" in m]
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [m for m in self.sent if "error" in m]
+
+
+def read_traces(folder: Path) -> list[ServerTrace]:
+    """Every server process's trace in `folder` (`<pid>.in` / `<pid>.out`, JSON lines)."""
+
+    def lines(path: Path) -> list[dict[str, Any]]:
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+        return out
+
+    return [ServerTrace(lines(p), lines(p.with_suffix(".out"))) for p in sorted(folder.glob("*.in"))]
+
+
 def run_client(box: Box, fake: FakeAPI, *, skip_permissions: bool = False) -> Run:
     """Run the client once on QUESTION; every process it started is gone when this returns."""
     fake.clear()
+    shutil.rmtree(box.trace, ignore_errors=True)
+    box.trace.mkdir()
     env = dict(box.env)
     if box.client == "claude":
         env.update(ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY="dummy", DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
@@ -205,7 +293,7 @@ def run_client(box: Box, fake: FakeAPI, *, skip_permissions: bool = False) -> Ru
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
-    return Run(proc.returncode, out, err, fake.agent_turns())
+    return Run(proc.returncode, out, err, fake.agent_turns(), read_traces(box.trace))
 
 
 def fake_for(box: Box) -> FakeAPI:
@@ -228,8 +316,8 @@ class Session:
     raised: list[bool]
 
 
-def _session(tmp_path_factory: pytest.TempPathFactory, client: str) -> Iterator[Session]:
-    box = make_box(tmp_path_factory.mktemp(client), client)
+def _session(tmp_path_factory: pytest.TempPathFactory, label: str) -> Iterator[Session]:
+    box = make_box(tmp_path_factory.mktemp(label), label)
     fake = fake_for(box)
     try:
         install(box, fake)
@@ -254,9 +342,14 @@ def codex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     yield from _session(tmp_path_factory, "codex")
 
 
-@pytest.fixture(params=["claude", "codex"])
+@pytest.fixture(scope="module")
+def claude_newest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    yield from _session(tmp_path_factory, "claude-newest")
+
+
+@pytest.fixture(params=["claude", "codex", "claude-newest"])
 def session(request: pytest.FixtureRequest) -> Session:
-    result: Session = request.getfixturevalue(request.param)
+    result: Session = request.getfixturevalue(request.param.replace("-", "_"))
     return result
 
 
@@ -278,7 +371,32 @@ def test_the_registration_waits_and_pins_the_index(session: Session) -> None:
 
         entry = tomllib.loads((box.home / ".codex" / "config.toml").read_text())["mcp_servers"]["qmd"]
         assert entry["required"] is True
-    assert entry["command"] == str(QMD) and entry["args"] == ["mcp"] and entry["env"] == expected_env
+    assert entry["command"] == str(box.launcher) and entry["args"] == ["mcp"] and entry["env"] == expected_env
+
+
+# --- what each run negotiates ---------------------------------------------------------------
+
+
+def test_the_client_negotiates_its_protocol_version(session: Session) -> None:
+    """Each run's `qmd mcp` got the client's handshake and answered the version in PROTOCOL."""
+    seen = [[(trace.client(), trace.protocol(), trace.methods()) for trace in run.servers] for run in session.runs]
+    print(session.box.label, seen)  # the table in docs/agents.md (pytest -rP shows it)
+    expected = PROTOCOL[session.box.label]
+    assert all(run.servers for run in session.runs), seen
+    for run in session.runs:
+        for trace in run.servers:
+            assert not trace.errors(), trace.errors()  # every request the client made was served
+            assert "tools/list" in trace.methods() and "tools/call" in trace.methods(), trace.methods()
+            if expected != "2026-07-28":
+                assert trace.protocol() == expected, seen
+            elif trace.protocol() == FALLBACK:  # the probe's 3 s ran out first: the handshake, as a 2025-11-25 client
+                assert trace.methods()[:2] == ["server/discover", "initialize"], trace.methods()
+            else:  # the stateless path: no handshake at all, every answer complete
+                assert trace.protocol() == expected and trace.methods()[0] == "server/discover" and "initialize" not in trace.methods(), seen
+                answers = [m["result"] for m in trace.sent if "result" in m]
+                assert answers and all(a.get("resultType") == "complete" for a in answers), answers[:1]
+    if expected == "2026-07-28":  # the second and third runs start with the instructions kept: in time
+        assert any(trace.protocol() == expected for run in session.runs[1:] for trace in run.servers), seen
 
 
 # --- what each run shows --------------------------------------------------------------------
@@ -307,9 +425,12 @@ def test_grep_of_the_notes_is_denied_with_the_guards_reason(session: Session) ->
         assert "Flip the load balancer" not in result  # the grep never ran
 
 
-def test_claude_grep_tool_is_denied_when_offered(claude: Session) -> None:
+def test_claude_grep_tool_is_denied_when_offered(session: Session) -> None:
     # Claude Code 2.1.197 offers Grep and Glob under --allowedTools naming them, not under
     # --dangerously-skip-permissions (search then runs through Bash, which the guard covers)
+    if session.box.client != "claude":
+        pytest.skip("Codex has no Grep tool: its searches arrive as shell commands")
+    claude = session
     grep_tool = next(s for s in steps(claude.box) if s.tool == "Grep")
     offered = [run for run in claude.runs if "Grep" in run.first_tools("claude")]
     if not offered:
@@ -334,11 +455,10 @@ def test_the_session_start_notice_is_there_iff_the_flag_is_raised(session: Sessi
 # --- a server that is slow to start ----------------------------------------------------------
 
 
-def _slow_venv(root: Path) -> Path:
-    """A venv whose `qmd` takes SLOW_START_S to start its MCP server (the real qmd after that);
-    `qmd mcp install` run with its python registers that launcher, as it registers any venv's."""
+def _launcher_venv(venv: Path, script: str) -> Path:
+    """A venv whose `qmd` is the shell `script` (which ends up running the real qmd); `qmd mcp
+    install` run with its python (returned) registers that launcher, as it registers any venv's."""
     real = Path(sys.prefix)
-    venv = root / "slow-venv"
     (venv / "bin").mkdir(parents=True)
     shutil.copy(real / "pyvenv.cfg", venv / "pyvenv.cfg")
     for lib in ("lib", "lib64"):
@@ -346,9 +466,29 @@ def _slow_venv(root: Path) -> Path:
             os.symlink(real / lib, venv / lib)
     os.symlink(sys.executable, venv / "bin" / "python")
     launcher = venv / "bin" / "qmd"
-    launcher.write_text(f'#!/bin/sh\nif [ "$1" = mcp ]; then sleep {SLOW_START_S}; fi\nexec {QMD} "$@"\n')
+    launcher.write_text(script)
     launcher.chmod(0o755)
     return venv / "bin" / "python"
+
+
+def _slow_venv(root: Path) -> Path:
+    """A venv whose `qmd` takes SLOW_START_S to start its MCP server (the real qmd after that)."""
+    return _launcher_venv(root / "slow-venv", f'#!/bin/sh\nif [ "$1" = mcp ]; then sleep {SLOW_START_S}; fi\nexec {QMD} "$@"\n')
+
+
+def tracing_venv(box: Box) -> Path:
+    """A venv whose `qmd mcp` (stdio) is the real one between two `tee`s: what each server
+    process received and answered lands in `box.trace/<pid>.in` and `.out`."""
+    box.trace.mkdir(exist_ok=True)
+    trace = str(box.trace)
+    script = (
+        '#!/bin/sh\nif [ "$*" = mcp ]; then\n'
+        f'  tee -a "{trace}/$$.in" | "{QMD}" "$@" | tee -a "{trace}/$$.out"\n  exit 0\nfi\n'
+        f'exec "{QMD}" "$@"\n'
+    )
+    python = _launcher_venv(box.launcher.parent.parent, script)
+    assert python.parent / "qmd" == box.launcher
+    return python
 
 
 @pytest.mark.parametrize("client", ["claude", "codex"])

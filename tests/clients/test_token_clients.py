@@ -1,9 +1,11 @@
 """The real Claude Code and Codex reach a token-protected `qmd mcp --http` through
 `qmd mcp install --http --token-env VAR`: the registration holds the variable's name, the
-client sends `Authorization: Bearer <$VAR>`, and the server's log names the token."""
+client sends `Authorization: Bearer <$VAR>`, and the server's log names the token and the
+protocol version the client negotiated over HTTP (`HTTP_PROTOCOL`)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -15,10 +17,24 @@ from tests.support.mcp import free_port, stop_process, wait_health
 
 pytestmark = pytest.mark.slow
 
+# What each client negotiates over Streamable HTTP (measured 2026-12-02): the version its
+# initialize asked for and the one served, or 2026-07-28 (server/discover, no initialize).
+HTTP_PROTOCOL: dict[str, tuple[str, str] | str] = {"claude": ("2025-11-25", "2025-11-25"), "claude-newest": "2026-07-28", "codex": ("2025-06-18", "2025-06-18")}
 
-@pytest.mark.parametrize("client", ["claude", "codex"])
+
+def negotiated(log: str) -> tuple[str, str] | str | None:
+    """From the server's log: (asked, served) of the first initialize, else the version of
+    the first 2026-07-28 request, else None."""
+    found = re.search(r"POST /mcp 200 .*initialize .* asked (\S+), serving ([0-9-]+)", log, re.M)
+    if found:
+        return found.group(1), found.group(2)
+    return "2026-07-28" if re.search(r"POST /mcp 200 .*server/discover protocol 2026-07-28$", log, re.M) else None
+
+
+@pytest.mark.parametrize("client", ["claude", "codex", "claude-newest"])
 def test_the_client_sends_the_token_from_the_variable(client: str, tmp_path: Path) -> None:
     box = make_box(tmp_path / "box", client)
+    label, client = client, box.client
     fake = fake_for(box)
     server = None
     try:
@@ -55,3 +71,8 @@ def test_the_client_sends_the_token_from_the_variable(client: str, tmp_path: Pat
     text = log.read_text()
     assert any("POST /mcp 200" in line and f"token {client}-agent query" in line for line in text.splitlines()), text[-2000:]
     assert token not in text
+    assert negotiated(text) == HTTP_PROTOCOL[label], text[-3000:]
+    mcp = [line for line in text.splitlines() if "POST /mcp" in line]
+    assert mcp and all(" POST /mcp 200 " in line or " POST /mcp 202 " in line for line in mcp), mcp
+    if HTTP_PROTOCOL[label] == "2026-07-28":  # every request on the stateless path, with its headers
+        assert all(line.endswith("protocol 2026-07-28") or "protocol 2026-07-28 " in line for line in mcp), mcp

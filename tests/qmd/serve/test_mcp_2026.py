@@ -6,6 +6,8 @@ the same token and Origin checks. Real `qmd mcp` processes, raw JSON-RPC (no SDK
 from __future__ import annotations
 
 import base64
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -247,3 +249,90 @@ def test_http_a_mirrored_header_sent_twice_is_a_mismatch(http: Http, twice: tupl
     assert status == 400 and "results" not in str(body) and body["error"]["code"] in (-32020, -32022), body
     status, body = _post_raw_headers(http, modern(9, "tools/call", QUERY), list(base.items()))
     assert status == 200 and body["result"]["structuredContent"]["results"]
+
+
+# --- which client negotiated what (the log) and doctor's probe of both paths ----------------------
+
+
+def test_the_log_says_which_client_negotiated_which_version(stdio: RawStdio, http: Http, tmp_path: Path) -> None:
+    stdio.initialize("2099-01-01")
+    stdio.close()
+    assert "initialize test 1 asked 2099-01-01, serving 2025-11-25" in (tmp_path / "stderr.log").read_text()
+    http.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "agent\x1b[31m", "version": "9"}}}, auto=False)
+    http.post(modern(2, "tools/list"))
+    _wait_for(http.log, "tools/list protocol 2026-07-28")
+    lines = http.log.read_text().splitlines()
+    assert any("POST /mcp 200" in line and "initialize agent\\x1b[31m 9 asked 2025-06-18, serving 2025-06-18" in line for line in lines), lines[-5:]
+    assert any("POST /mcp 200" in line and line.endswith("tools/list protocol 2026-07-28") for line in lines), lines[-5:]
+
+
+def _wait_for(log: Path, text: str) -> None:
+    deadline = time.monotonic() + 10
+    while text not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_doctor_probe_takes_both_paths_over_stdio(tmp_path: Path) -> None:
+    from qmd.serve.probe import stdio
+
+    env = make_env(tmp_path)
+    setup_index(tmp_path, env)
+    shake = stdio(env=env, timeout=60)
+    assert shake.ok, shake.error
+    assert (shake.protocol, shake.supported, shake.tools) == ("2025-11-25", SUPPORTED, ["get", "multi_get", "query", "status"])
+
+
+def test_doctor_probe_takes_both_paths_over_http(http: Http) -> None:
+    from qmd.serve.probe import http as probe_http
+
+    shake = probe_http(f"http://127.0.0.1:{http.port}/mcp", token=http.token)
+    assert shake.ok, shake.error
+    assert (shake.protocol, shake.supported) == ("2025-11-25", SUPPORTED)
+    _wait_for(http.log, "server/discover protocol 2026-07-28")
+    log = http.log.read_text()
+    assert "initialize qmd-doctor" in log and "server/discover protocol 2026-07-28" in log
+
+
+def test_doctor_probe_fails_a_server_that_only_speaks_the_handshake(tmp_path: Path) -> None:
+    """A server that answers initialize and tools/list but not server/discover (an MCP server
+    of before 2026-07-28, where a 2026-07-28 client finds nothing) fails the probe, naming the step."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from qmd.serve.probe import http as probe_http
+
+    class Legacy(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+            pass
+
+        def do_POST(self) -> None:
+            message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if "id" not in message:
+                self.send_response(202)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            results = {
+                "initialize": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "old", "version": "1"}},
+                "tools/list": {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in ("query", "get", "multi_get", "status")]},
+            }
+            answer: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+            if message["method"] in results and "_meta" not in (message.get("params") or {}):
+                answer["result"] = results[message["method"]]
+            else:
+                answer["error"] = {"code": -32601, "message": f"Method not found: {message['method']}"}
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Legacy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        shake = probe_http(f"http://127.0.0.1:{server.server_address[1]}/mcp")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not shake.ok and shake.error == "2026-07-28 server/discover: the server answered with error -32601: Method not found: server/discover", shake.error

@@ -1,6 +1,7 @@
 """qmd's MCP server against real peers from npm: the MCP conformance suite's applicable
 server scenarios over HTTP, and the MCP Inspector CLI, whose answers must agree over stdio
-and HTTP. Pinned and installed by tests/support/npm_clients.py (skipped without npm)."""
+and HTTP; both negotiate 2025-11-25 (the server's log says so). Pinned and installed by
+tests/support/npm_clients.py (skipped without npm)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,14 @@ from tests.support.mcp import free_port, make_env, setup_index, spawn_http, stop
 from tests.support.npm_clients import node22, npm_bin
 from tests.support.run import command
 
-# The scenarios that apply to a server offering tools and prompts: the others test the
-# suite's own reference tools (images, sampling, elicitation) or resources, which qmd has not.
-SCENARIOS = ["server-initialize", "ping", "tools-list", "prompts-list", "dns-rebinding-protection"]
+# The scenarios of conformance 0.1.16 (`conformance list --server`: 32, none for 2026-07-28,
+# whose spec version the suite does not know) that apply to a server offering tools and
+# prompts. The others call the suite's own reference tools and prompts (test_simple_text,
+# test_image_content, test_simple_prompt…), or need resources, logging/setLevel or
+# completion/complete, which qmd does not advertise. The two SSE scenarios check only a
+# server that hands out sessions: against stateless JSON they pass with 0 checks, kept so
+# that a change to sessions is checked. docs/agents.md has the whole table.
+SCENARIOS = ["server-initialize", "ping", "tools-list", "prompts-list", "dns-rebinding-protection", "server-sse-polling", "server-sse-multiple-streams"]
 
 
 class Served:
@@ -48,6 +54,8 @@ def test_conformance_scenario(served: Served, scenario: str) -> None:
     )
     out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
     assert proc.returncode == 0 and re.search(r"Passed: (\d+)/\1, 0 failed", out), out[-3000:]
+    log = (served.root / "server.log").read_text()
+    assert re.search(r"initialize conformance-\S+ \S+ asked 2025-11-25, serving 2025-11-25", log), log[-2000:]
 
 
 INSPECTOR_CALLS: list[list[str]] = [
@@ -111,6 +119,7 @@ def test_inspector_cli_agrees_over_stdio_and_http(served: Served) -> None:
         return json.loads(text)
 
     assert [t["name"] for t in result(INSPECTOR_CALLS[0])["tools"]] == ["query", "get", "multi_get", "status"]
+    assert "initialize inspector-cli 1.0.3 asked 2025-11-25, serving 2025-11-25" in (served.root / "server.log").read_text()
     assert result(INSPECTOR_CALLS[2])["messages"][0]["content"]["text"].endswith("Question: how do we roll back?")
     hits = result(INSPECTOR_CALLS[3])["structuredContent"]["results"]
     assert "qmd://notes/runbooks/deploy.md" in {h["file"] for h in hits}
