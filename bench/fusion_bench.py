@@ -123,7 +123,7 @@ def open_store(model: Path, cache: Path, bench: Path, needed: set[str]):  # type
     headings, qmd.index.embedding.heading_paths)."""
     import qmd
 
-    folder = cache / "index" / (model_key(model) + ("-headings" if os.environ.get("QMD_CHUNK_HEADINGS") == "1" else "") + ("-sections" if os.environ.get("QMD_CHUNK_SECTIONS") == "1" else ""))
+    folder = cache / "index" / (model_key(model) + variant_suffix())
     folder.mkdir(parents=True, exist_ok=True)
     store = qmd.Store(folder / "index.sqlite", folder / "index.yml")
     have = {c.name for c in store.collections()}
@@ -136,6 +136,12 @@ def open_store(model: Path, cache: Path, bench: Path, needed: set[str]):  # type
         EMBED_SECONDS[str(folder)] = time.perf_counter() - t0
         print(f"  embedded {done.documents} documents / {done.chunks} chunks in {time.perf_counter() - t0:.0f} s ({folder})", flush=True)
     return store
+
+
+def variant_suffix() -> str:
+    """The index folder's suffix for the chunk switches set (issue 29): each its own index."""
+    switches = (("QMD_CHUNK_HEADINGS", "-headings"), ("QMD_CHUNK_SECTIONS", "-sections"), ("QMD_LATE_CHUNKS", "-late"))
+    return "".join(suffix for var, suffix in switches if os.environ.get(var) == "1")
 
 
 # --- capture and scoring --------------------------------------------------------------
@@ -285,6 +291,7 @@ def main() -> int:
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--per-query", action="store_true")
     parser.add_argument("--sections", action="store_true", help="also embed each heading-bounded section beside the windows (QMD_CHUNK_SECTIONS=1, issue 29)")
+    parser.add_argument("--late", action="store_true", help="chunk vectors by late chunking (QMD_LATE_CHUNKS=1, issue 29: one pass per document, each chunk's tokens mean-pooled)")
     parser.add_argument("--headings", choices=("off", "on", "both"), default="off",
                         help="each chunk embedded with its heading path (issue 29; off: qmd's default); both: off then on, each its own cached index, compared")
     parser.add_argument("--dump", metavar="PATH", help="write the captured lists as JSON (for trying rules offline)")
@@ -298,6 +305,8 @@ def main() -> int:
         os.environ["QMD_RERANK_MODEL"] = os.environ["QMD_GENERATE_MODEL"] = str(cache / "none.gguf")
         if args.sections:
             os.environ["QMD_CHUNK_SECTIONS"] = "1"
+        if args.late:
+            os.environ["QMD_LATE_CHUNKS"] = "1"
         variants = {"off": ["0"], "on": ["1"], "both": ["0", "1"]}[args.headings]
         for spec, headings in [(s, h) for s in args.model or ["minilm"] for h in variants]:
             model = resolve_model(spec, cache)
@@ -306,7 +315,7 @@ def main() -> int:
             sets = load_sets(bench, names)
             store = open_store(model, cache, bench, {c for b in sets for c in b.collections})
             label = store.embedder().info.name + (" +headings" if headings == "1" else "")
-            seconds = next((v for k, v in EMBED_SECONDS.items() if k.endswith(model_key(model) + ("-headings" if headings == "1" else "") + ("-sections" if os.environ.get("QMD_CHUNK_SECTIONS") == "1" else ""))), None)
+            seconds = next((v for k, v in EMBED_SECONDS.items() if k.endswith(model_key(model) + variant_suffix())), None)
             report.data[f"{label}/embed seconds"] = seconds
             if seconds is not None:
                 report.row(f"{label} embed (s)", f"{seconds:.1f}")
