@@ -144,6 +144,22 @@ def variant_suffix() -> str:
     return "".join(suffix for var, suffix in switches if os.environ.get(var) == "1")
 
 
+def token_cost(store, collections: Sequence[str]) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Tokens the model reads to embed `collections`' documents: their chunk inputs one by one,
+    and late chunking's passes over each document (qmd.index.late_chunks; chunk settings as set)."""
+    from qmd.index.embedding import prepare
+    from qmd.index.late_chunks import late_tokens
+
+    embedder = store.embedder()
+    ordinary = late = 0
+    for content_hash, title in store.backend.pending_embeddings(None, list(collections)):
+        text = store.backend.content(content_hash)
+        doc = prepare(embedder, text, title, content_hash)
+        ordinary += sum(doc.costs)
+        late += late_tokens(embedder, embedder.family.document(doc.title, ""), text, [(s, e) for _, s, e, _ in doc.starts])
+    return ordinary, late
+
+
 # --- capture and scoring --------------------------------------------------------------
 
 
@@ -272,7 +288,7 @@ def compare_headings(data: dict[str, object]) -> None:
     print("\nHeading paths: before -> after (hit@1, MRR@10; nDCG@10 where graded)")
     for key, after in data.items():
         label, _, name = key.rpartition("/")
-        if not label.endswith(" +headings") or not isinstance(after, dict) or name == "embed seconds":
+        if not label.endswith(" +headings") or not isinstance(after, dict) or name in ("embed seconds", "tokens"):
             continue
         before = data.get(f"{label.removesuffix(' +headings')}/{name}")
         if not isinstance(before, dict):
@@ -317,6 +333,9 @@ def main() -> int:
             label = store.embedder().info.name + (" +headings" if headings == "1" else "")
             seconds = next((v for k, v in EMBED_SECONDS.items() if k.endswith(model_key(model) + variant_suffix())), None)
             report.data[f"{label}/embed seconds"] = seconds
+            tokens = token_cost(store, sorted({c for b in sets for c in b.collections}))
+            report.data[f"{label}/tokens"] = {"chunks": tokens[0], "late": tokens[1]}
+            report.row(f"{label} tokens read: chunk by chunk / late chunking", f"{tokens[0]} / {tokens[1]}")
             if seconds is not None:
                 report.row(f"{label} embed (s)", f"{seconds:.1f}")
             print(f"\n{label} ({model})", flush=True)

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["TokenEmbedder", "late_chunking", "late_vectors", "plan_windows"]
+__all__ = ["TokenEmbedder", "late_chunking", "late_tokens", "late_vectors", "plan_windows"]
 
 
 def late_chunking() -> bool:
@@ -63,13 +63,11 @@ def plan_windows(total: int, room: int, spans: Sequence[tuple[int, int]]) -> tup
     return [grid[w] for w in used], [index[c] for c in choice]
 
 
-def late_vectors(embedder: TokenEmbedder, head: str, text: str, spans: Sequence[tuple[int, int]]) -> list[list[float]]:
-    """The L2-normalised vector of each (start, end) char span of `text`, pooled over its tokens
-    in a pass over `head` (the input's title part, in every window, never pooled) and the text
-    the spans cover. The text is tokenized piece by piece between span boundaries, so each
-    span's tokens are known exactly (pieces start at chunk boundaries: line starts mostly)."""
-    if not spans:
-        return []
+def _inputs(embedder: TokenEmbedder, head: str, text: str, spans: Sequence[tuple[int, int]]) -> tuple[list[list[int]], list[tuple[int, int]], list[int]]:
+    """The token inputs of the passes (one per window), each span's token span in the text's
+    tokens, and the pass each span is pooled from. The text is tokenized piece by piece
+    between span boundaries, so each span's tokens are known exactly (pieces start at chunk
+    boundaries: line starts mostly)."""
     bounds = sorted({p for span in spans for p in span})
     at = {bounds[0]: 0}
     ids: list[int] = []
@@ -82,11 +80,25 @@ def late_vectors(embedder: TokenEmbedder, head: str, text: str, spans: Sequence[
     token_spans = [(at[s], max(at[e], at[s] + 1)) for s, e in spans]
     windows, choice = plan_windows(len(ids), room, token_spans)
     offset = len(lead) + len(head_ids)
-    outputs = [np.asarray(embedder.token_vectors(lead + head_ids + ids[ws:we] + tail), dtype=np.float64) for ws, we in windows]
+    local = [(max(s, windows[w][0]) - windows[w][0] + offset, max(min(e, windows[w][1]), max(s, windows[w][0]) + 1) - windows[w][0] + offset) for (s, e), w in zip(token_spans, choice)]
+    return [lead + head_ids + ids[ws:we] + tail for ws, we in windows], local, choice
+
+
+def late_tokens(embedder: TokenEmbedder, head: str, text: str, spans: Sequence[tuple[int, int]]) -> int:
+    """Tokens the model reads to late-chunk one document (its cost, beside the chunks' own)."""
+    return sum(len(tokens) for tokens in _inputs(embedder, head, text, spans)[0]) if spans else 0
+
+
+def late_vectors(embedder: TokenEmbedder, head: str, text: str, spans: Sequence[tuple[int, int]]) -> list[list[float]]:
+    """The L2-normalised vector of each (start, end) char span of `text`, pooled over its tokens
+    in a pass over `head` (the input's title part, in every window, never pooled) and the text
+    the spans cover (`_inputs`)."""
+    if not spans:
+        return []
+    inputs, local, choice = _inputs(embedder, head, text, spans)
+    outputs = [np.asarray(embedder.token_vectors(tokens), dtype=np.float64) for tokens in inputs]
     vectors: list[list[float]] = []
-    for (s, e), w in zip(token_spans, choice):
-        ws, we = windows[w]
-        s, e = max(s, ws), min(e, we)
-        mean = outputs[w][offset + s - ws : offset + max(e, s + 1) - ws].mean(axis=0)
+    for (s, e), w in zip(local, choice):
+        mean = outputs[w][s:e].mean(axis=0)
         vectors.append([float(x) for x in mean / (np.linalg.norm(mean) or 1.0)])
     return vectors
