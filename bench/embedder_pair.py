@@ -36,9 +36,10 @@ def _lists(rows: list[list[object]]) -> list:  # type: ignore[type-arg]
 
 def rankings(first: list, second: list) -> dict[str, list[str]]:  # type: ignore[type-arg]
     """Each method's top 10 for one question (see the module doc)."""
-    from dataclasses import replace
+    from qmd.search.fusion import RankedList, fuse_lists
 
-    from qmd.search.fusion import fuse_lists
+    def replace(x: RankedList, name: str | None = None, weight: float | None = None) -> RankedList:
+        return RankedList(x.name if name is None else name, x.weight if weight is None else weight, x.keys, x.scores, x.kind, x.exact, x.coverage)
 
     def top(lists: list) -> list[str]:  # type: ignore[type-arg]
         return [str(f.key) for f in fuse_lists(lists)][:10]
