@@ -123,7 +123,7 @@ def open_store(model: Path, cache: Path, bench: Path, needed: set[str]):  # type
     headings, qmd.index.embedding.heading_paths)."""
     import qmd
 
-    folder = cache / "index" / (model_key(model) + ("-headings" if os.environ.get("QMD_CHUNK_HEADINGS") == "1" else "") + ("-sections" if os.environ.get("QMD_CHUNK_SECTIONS") == "1" else ""))
+    folder = cache / "index" / (model_key(model) + variant_suffix())
     folder.mkdir(parents=True, exist_ok=True)
     store = qmd.Store(folder / "index.sqlite", folder / "index.yml")
     have = {c.name for c in store.collections()}
@@ -136,6 +136,28 @@ def open_store(model: Path, cache: Path, bench: Path, needed: set[str]):  # type
         EMBED_SECONDS[str(folder)] = time.perf_counter() - t0
         print(f"  embedded {done.documents} documents / {done.chunks} chunks in {time.perf_counter() - t0:.0f} s ({folder})", flush=True)
     return store
+
+
+def variant_suffix() -> str:
+    """The index folder's suffix for the chunk switches set (issue 29): each its own index."""
+    switches = (("QMD_CHUNK_HEADINGS", "-headings"), ("QMD_CHUNK_SECTIONS", "-sections"), ("QMD_LATE_CHUNKS", "-late"))
+    return "".join(suffix for var, suffix in switches if os.environ.get(var) == "1")
+
+
+def token_cost(store, collections: Sequence[str]) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Tokens the model reads to embed `collections`' documents: their chunk inputs one by one,
+    and late chunking's passes over each document (qmd.index.late_chunks; chunk settings as set)."""
+    from qmd.index.embedding import prepare
+    from qmd.index.late_chunks import late_tokens
+
+    embedder = store.embedder()
+    ordinary = late = 0
+    for content_hash, title in store.backend.pending_embeddings(None, list(collections)):
+        text = store.backend.content(content_hash)
+        doc = prepare(embedder, text, title, content_hash)
+        ordinary += sum(doc.costs)
+        late += late_tokens(embedder, embedder.family.document(doc.title, ""), text, [(s, e) for _, s, e, _ in doc.starts])
+    return ordinary, late
 
 
 # --- capture and scoring --------------------------------------------------------------
@@ -266,7 +288,7 @@ def compare_headings(data: dict[str, object]) -> None:
     print("\nHeading paths: before -> after (hit@1, MRR@10; nDCG@10 where graded)")
     for key, after in data.items():
         label, _, name = key.rpartition("/")
-        if not label.endswith(" +headings") or not isinstance(after, dict) or name == "embed seconds":
+        if not label.endswith(" +headings") or not isinstance(after, dict) or name in ("embed seconds", "tokens"):
             continue
         before = data.get(f"{label.removesuffix(' +headings')}/{name}")
         if not isinstance(before, dict):
@@ -285,6 +307,7 @@ def main() -> int:
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--per-query", action="store_true")
     parser.add_argument("--sections", action="store_true", help="also embed each heading-bounded section beside the windows (QMD_CHUNK_SECTIONS=1, issue 29)")
+    parser.add_argument("--late", action="store_true", help="chunk vectors by late chunking (QMD_LATE_CHUNKS=1, issue 29: one pass per document, each chunk's tokens mean-pooled)")
     parser.add_argument("--headings", choices=("off", "on", "both"), default="off",
                         help="each chunk embedded with its heading path (issue 29; off: qmd's default); both: off then on, each its own cached index, compared")
     parser.add_argument("--dump", metavar="PATH", help="write the captured lists as JSON (for trying rules offline)")
@@ -298,6 +321,8 @@ def main() -> int:
         os.environ["QMD_RERANK_MODEL"] = os.environ["QMD_GENERATE_MODEL"] = str(cache / "none.gguf")
         if args.sections:
             os.environ["QMD_CHUNK_SECTIONS"] = "1"
+        if args.late:
+            os.environ["QMD_LATE_CHUNKS"] = "1"
         variants = {"off": ["0"], "on": ["1"], "both": ["0", "1"]}[args.headings]
         for spec, headings in [(s, h) for s in args.model or ["minilm"] for h in variants]:
             model = resolve_model(spec, cache)
@@ -306,8 +331,11 @@ def main() -> int:
             sets = load_sets(bench, names)
             store = open_store(model, cache, bench, {c for b in sets for c in b.collections})
             label = store.embedder().info.name + (" +headings" if headings == "1" else "")
-            seconds = next((v for k, v in EMBED_SECONDS.items() if k.endswith(model_key(model) + ("-headings" if headings == "1" else "") + ("-sections" if os.environ.get("QMD_CHUNK_SECTIONS") == "1" else ""))), None)
+            seconds = next((v for k, v in EMBED_SECONDS.items() if k.endswith(model_key(model) + variant_suffix())), None)
             report.data[f"{label}/embed seconds"] = seconds
+            tokens = token_cost(store, sorted({c for b in sets for c in b.collections}))
+            report.data[f"{label}/tokens"] = {"chunks": tokens[0], "late": tokens[1]}
+            report.row(f"{label} tokens read: chunk by chunk / late chunking", f"{tokens[0]} / {tokens[1]}")
             if seconds is not None:
                 report.row(f"{label} embed (s)", f"{seconds:.1f}")
             print(f"\n{label} ({model})", flush=True)

@@ -21,6 +21,7 @@ from qmd.core.cancel import checkpoint
 from qmd.core.text import parse_front_matter
 from qmd.index.chunking import chunk_text, heading_trail
 from qmd.index.embed_progress import CollectionPlan, OnEmbedProgress, Tracker
+from qmd.index.late_chunks import TokenEmbedder, late_chunking, late_vectors
 from qmd.llm.families import Family
 from qmd.llm.roles import EmbeddingModel
 from qmd.backends.base import ChunkVector, IndexBackend, VectorModel
@@ -84,6 +85,8 @@ def fingerprint(embedder: EmbeddingModel) -> str:
         parts.append("heading-paths")
     if section_units():
         parts.append("sections")  # only when on: the vectors embedded before keep their fingerprint
+    if late_chunking() and isinstance(embedder, TokenEmbedder):
+        parts.append("late-chunks")  # a model without token outputs (a server's) embeds as before
     spec = json.dumps(parts)
     return hashlib.sha256(spec.encode()).hexdigest()[:16]
 
@@ -277,6 +280,18 @@ def _through_model(embedder: EmbeddingModel, inputs: list[str], costs: list[int]
     return vectors
 
 
+def _late(embedder: TokenEmbedder, family: Family, present: list[tuple[_Doc, str]], tracker: Tracker) -> list[list[float]]:
+    """Each document's chunk vectors pooled from one pass over it (qmd/index/late_chunks.py);
+    the input's head is the family's document format with the title and no chunk."""
+    vectors: list[list[float]] = []
+    for doc, text in present:
+        head = family.document(doc.title, "")
+        vectors += late_vectors(embedder, head, text, [(start, end) for _, start, end, _ in doc.starts])
+        tracker.embedded(len(doc.starts), sum(doc.costs))
+        checkpoint()
+    return vectors
+
+
 def embed_documents(
     backend: IndexBackend,
     embedder: EmbeddingModel,
@@ -303,8 +318,11 @@ def embed_documents(
                 tracker.dropped(len(doc.starts), sum(doc.costs))
             else:
                 present.append((doc, text))
-        inputs = [item for doc, text in present for item in doc.inputs(embedder.family, text)]
-        vectors = iter(_through_model(embedder, inputs, [c for doc, _ in present for c in doc.costs], tracker))
+        if late_chunking() and isinstance(embedder, TokenEmbedder):
+            vectors = iter(_late(embedder, embedder.family, present, tracker))
+        else:
+            inputs = [item for doc, text in present for item in doc.inputs(embedder.family, text)]
+            vectors = iter(_through_model(embedder, inputs, [c for doc, _ in present for c in doc.costs], tracker))
         rows = [
             (doc.hash, [ChunkVector(doc.hash, seq, start, end, tokens, next(vectors)) for seq, start, end, tokens in doc.starts])
             for doc, _ in present

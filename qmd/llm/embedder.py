@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from qmd.core.errors import QmdError
 from qmd.llm.families import Family, family_for
 from qmd.llm.gguf_info import RANK_POOLING, model_info
-from qmd.llm.runtime import LlamaModel, LoadOptions
+from qmd.llm.runtime import LlamaModel, LoadOptions, llama_cpp_module
 
 __all__ = ["Embedder"]
 
@@ -26,6 +26,7 @@ class Embedder(LlamaModel):
             raise QmdError(f"{path.name} is a reranker, not an embedding model", "set the embed model to an embedding GGUF (qmd status shows the roles)")
         super().__init__(path, n_threads, info=info)
         self.family: Family = family_for(self.info)
+        self._tokens_llm: Llama | None = None  # pooling NONE, for late chunking (token_vectors)
 
     def load_options(self) -> LoadOptions:
         """Embedding mode, one batch holding a whole context (embed() truncates to the batch)."""
@@ -75,6 +76,44 @@ class Embedder(LlamaModel):
                 )
         return vectors
 
+    def special_tokens(self) -> tuple[list[int], list[int]]:
+        """The special tokens the model puts before and after an input ([CLS]/[SEP], <bos>/<eos>)."""
+        plain = self.tokenize("x")
+        full = self.tokenize("x", add_bos=True)
+        at = next((i for i in range(len(full)) if full[i : i + len(plain)] == plain), 0)
+        return full[:at], full[at + len(plain) :]
+
+    def token_vectors(self, tokens: list[int]) -> list[list[float]]:
+        """Every token's output vector (not normalised) of one pass over `tokens` (specials
+        included, at most n_ctx): late chunking pools them per chunk (qmd/index/late_chunks.py).
+        A second context without pooling, loaded on first use (the weights are shared by mmap)."""
+        if self._tokens_llm is None:
+            llama_cpp = llama_cpp_module()
+            from llama_cpp import Llama
+
+            opts = self.load_options()
+            self._tokens_llm = Llama(
+                model_path=str(self.info.path), n_ctx=self.n_ctx, n_threads=self._threads, n_threads_batch=self._threads,
+                verbose=False, embedding=True, n_batch=opts["n_batch"], n_ubatch=opts["n_ubatch"], pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE,
+            )
+        llm = self._tokens_llm
+        tokens = tokens[: self.n_ctx]
+        llm._batch.reset()  # Llama.embed() takes text only: the same decode, from token ids
+        llm._batch.add_sequence(tokens, 0, True)
+        llm._ctx.kv_cache_clear()
+        llm._ctx.decode(llm._batch)
+        llm._batch.reset()
+        ptr = llama_cpp_module().llama_get_embeddings(llm._ctx.ctx)
+        n = llm.n_embd()
+        return [ptr[i * n : (i + 1) * n] for i in range(len(tokens))]
+
+    def close(self) -> None:
+        """Free the loaded model and the token-output context, if any."""
+        if self._tokens_llm is not None:
+            self._tokens_llm.close()
+            self._tokens_llm = None
+        super().close()
+
     def embed_query(self, query: str) -> list[float]:
         """The vector of a search question in the family's query format."""
         text = self.fit(self.family.query(query), self.n_ctx - 4)
@@ -82,6 +121,8 @@ class Embedder(LlamaModel):
 
 
 if TYPE_CHECKING:
+    from llama_cpp import Llama
+
     from qmd.llm.roles import EmbeddingModel
 
     _is_an_embedding_model: type[EmbeddingModel] = Embedder
