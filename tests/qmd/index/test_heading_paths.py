@@ -125,3 +125,37 @@ def test_a_note_that_is_one_window_gets_no_section_copy_of_itself(monkeypatch: p
     note = "\n# Short note\n\n" + "word " * 20 + "\n\n"
     doc = embedding.prepare(WordEmbedder(), note, "Short note", "h")  # type: ignore[arg-type]
     assert len(doc.starts) == 1
+
+
+@pytest.mark.parametrize("name", ["deploy.py", "deploy.sh", "deploy.yml"])
+def test_a_source_file_cut_by_regex_has_comments_not_headings(name: str, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the default chunk strategy (regex, no syntax tree) a `# ...` line of a Python,
+    shell or YAML file is a comment: no heading path, no section unit, as a Markdown note
+    with the same text gets both."""
+    import qmd
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    monkeypatch.setenv("QMD_CHUNK_HEADINGS", "1")
+    monkeypatch.setenv("QMD_CHUNK_SECTIONS", "1")
+    seen: dict[str, embedding._Doc] = {}
+    real = embedding.prepare
+
+    def spy(embedder, text, title, content_hash, language=None, markdown=True):  # type: ignore[no-untyped-def]
+        doc = real(embedder, text, title, content_hash, language, markdown)
+        seen[content_hash] = doc
+        return doc
+
+    monkeypatch.setattr(embedding, "prepare", spy)
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / name).write_text(DOC)
+    (root / "runbook.md").write_text(DOC + "\n")  # other content, the same headings
+    store = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    store.add_collection(root, name="repo", pattern="**/*")
+    assert store.embed().documents == 2
+    by_path = {row.path: row.hash for row in store.backend.find(collection="repo")}
+    note, source = seen[by_path["runbook.md"]], seen[by_path[name]]
+    assert note.titles and any(" › " in t for t in note.titles)  # the control: headings read in the note
+    windows = len(real(store.embedder(), DOC, source.title, "h", markdown=False).starts)
+    assert len(note.starts) > windows  # ... and its sections embedded
+    assert source.titles is None and len(source.starts) == windows
