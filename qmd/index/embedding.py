@@ -31,22 +31,33 @@ BATCH_CHUNKS = 32
 SPANS_AT_ONCE = 500  # documents whose earlier chunks are read in one query
 
 
-def heading_paths() -> bool:
-    """Whether each chunk's input carries its heading path (`Title › Section › Subsection`).
+# Chunks that carry their context (issue 29), measured in docs/ranking.md: off by default
+# (with sections, `query`'s MRR falls below `vsearch`'s on the paraphrase questions).
+HEADING_PATHS = False
+SECTION_UNITS = False
 
-    Off: measured (issue 29, docs/ranking.md's research section) it did not win on the
-    held-out half. QMD_CHUNK_HEADINGS=1 turns it on, an internal switch for the bench
-    (bench/fusion_bench.py --headings both). It is part of the fingerprint, so an index
-    never mixes vectors embedded with and without it.
+
+def _switch(name: str, default: bool) -> bool:
+    """An internal chunk switch: `1` on, `0` off, anything else the default."""
+    value = os.environ.get(name, "")
+    return default if value not in ("0", "1") else value == "1"
+
+
+def heading_paths() -> bool:
+    """Whether each chunk's input carries its heading path (`Title › Section › Subsection`),
+    as contextual retrieval prepends a chunk's context. Off by default (docs/ranking.md);
+    QMD_CHUNK_HEADINGS=1 turns it on, an internal switch for the bench. Part of the
+    fingerprint, so an index never mixes vectors embedded with and without it.
     """
-    return os.environ.get("QMD_CHUNK_HEADINGS", "") == "1"
+    return _switch("QMD_CHUNK_HEADINGS", HEADING_PATHS)
 
 
 def section_units() -> bool:
     """Whether each heading-bounded section that fits a chunk is embedded too, beside the
-    windows (a document scores by its best unit): QMD_CHUNK_SECTIONS=1, an internal switch
-    for the bench (issue 29, measured in docs/ranking.md); part of the fingerprint."""
-    return os.environ.get("QMD_CHUNK_SECTIONS", "") == "1"
+    windows (a document scores by its best unit). Off by default (issue 29, measured in
+    docs/ranking.md); QMD_CHUNK_SECTIONS=1 turns it on, an internal switch for the bench.
+    Part of the fingerprint."""
+    return _switch("QMD_CHUNK_SECTIONS", SECTION_UNITS)
 
 
 # Files whose `#` lines are Markdown headings (heading paths and section units read them); in
