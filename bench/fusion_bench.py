@@ -114,7 +114,17 @@ COLLECTIONS = {
 }
 
 
+def variant_suffix() -> str:
+    """The index folder's suffix for the chunk switches in effect (issue 29; qmd's own
+    reading of QMD_CHUNK_HEADINGS / QMD_CHUNK_SECTIONS / QMD_LATE_CHUNKS, defaults included): each its own index."""
+    from qmd.index.embedding import heading_paths, section_units
+    from qmd.index.late_chunks import late_chunking
+
+    return ("-headings" if heading_paths() else "") + ("-sections" if section_units() else "") + ("-late" if late_chunking() else "")
+
+
 EMBED_SECONDS: dict[str, float] = {}  # index folder -> seconds its embed took in this run
+EMBED_CPU: dict[str, float] = {}  # index folder -> CPU seconds (user+sys) of that embed: steadier than wall time on a shared machine
 
 
 def open_store(model: Path, cache: Path, bench: Path, needed: set[str]):  # type: ignore[no-untyped-def]
@@ -130,34 +140,54 @@ def open_store(model: Path, cache: Path, bench: Path, needed: set[str]):  # type
     for name in sorted(needed - have):
         store.add_collection(COLLECTIONS[name](bench), name=name, index=False)
     store.update(sorted(needed), run_commands=False)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     done = store.embed(collections=sorted(needed))
     if done.documents:
         EMBED_SECONDS[str(folder)] = time.perf_counter() - t0
-        print(f"  embedded {done.documents} documents / {done.chunks} chunks in {time.perf_counter() - t0:.0f} s ({folder})", flush=True)
+        EMBED_CPU[str(folder)] = time.process_time() - c0
+        print(f"  embedded {done.documents} documents / {done.chunks} chunks in {time.perf_counter() - t0:.0f} s, "
+              f"{EMBED_CPU[str(folder)]:.0f} CPU s ({folder})", flush=True)
     return store
-
-
-def variant_suffix() -> str:
-    """The index folder's suffix for the chunk switches set (issue 29): each its own index."""
-    switches = (("QMD_CHUNK_HEADINGS", "-headings"), ("QMD_CHUNK_SECTIONS", "-sections"), ("QMD_LATE_CHUNKS", "-late"))
-    return "".join(suffix for var, suffix in switches if os.environ.get(var) == "1")
 
 
 def token_cost(store, collections: Sequence[str]) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     """Tokens the model reads to embed `collections`' documents: their chunk inputs one by one,
     and late chunking's passes over each document (qmd.index.late_chunks; chunk settings as set)."""
-    from qmd.index.embedding import prepare
+    from qmd.index.embedding import is_markdown, prepare
     from qmd.index.late_chunks import late_tokens
 
     embedder = store.embedder()
     ordinary = late = 0
-    for content_hash, title in store.backend.pending_embeddings(None, list(collections)):
-        text = store.backend.content(content_hash)
-        doc = prepare(embedder, text, title, content_hash)
+    seen: set[str] = set()
+    for row in (r for name in collections for r in store.backend.find(collection=name)):
+        text = store.backend.content(row.hash)
+        if row.hash in seen or text is None:
+            continue
+        seen.add(row.hash)
+        doc = prepare(embedder, text, row.title, row.hash, markdown=is_markdown(row.path))
         ordinary += sum(doc.costs)
         late += late_tokens(embedder, embedder.family.document(doc.title, ""), text, [(s, e) for _, s, e, _ in doc.starts])
     return ordinary, late
+
+
+def embed_work(store, collections: Sequence[str]) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """(units, tokens) the model embeds for `collections`' distinct contents, as `qmd embed`
+    cuts them now (qmd.index.embedding.prepare; no model call): the cost side of quality."""
+    from qmd.index.embedding import is_markdown, prepare
+
+    embedder = store.embedder()
+    embedder.load()
+    seen: set[str] = set()
+    units = tokens = 0
+    for name in collections:
+        for row in store.backend.find(collection=name):
+            text = store.backend.content(row.hash)
+            if row.hash in seen or text is None:
+                continue
+            seen.add(row.hash)
+            doc = prepare(embedder, text, row.title, row.hash, markdown=is_markdown(row.path))
+            units, tokens = units + len(doc.starts), tokens + sum(doc.costs)
+    return units, tokens
 
 
 # --- capture and scoring --------------------------------------------------------------
@@ -306,7 +336,8 @@ def main() -> int:
     parser.add_argument("--model", action="append", help="minilm (default), embeddinggemma or an embedding GGUF; repeatable")
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--per-query", action="store_true")
-    parser.add_argument("--sections", action="store_true", help="also embed each heading-bounded section beside the windows (QMD_CHUNK_SECTIONS=1, issue 29)")
+    parser.add_argument("--sections", action=argparse.BooleanOptionalAction, default=None,
+                        help="each heading-bounded section embedded beside the windows, or not (QMD_CHUNK_SECTIONS=1 / 0; issue 29); default: qmd's")
     parser.add_argument("--late", action="store_true", help="chunk vectors by late chunking (QMD_LATE_CHUNKS=1, issue 29: one pass per document, each chunk's tokens mean-pooled)")
     parser.add_argument("--headings", choices=("off", "on", "both"), default="off",
                         help="each chunk embedded with its heading path (issue 29; off: qmd's default); both: off then on, each its own cached index, compared")
@@ -319,8 +350,8 @@ def main() -> int:
     dump: dict[str, object] = {}
     with isolated_home("fusion"):
         os.environ["QMD_RERANK_MODEL"] = os.environ["QMD_GENERATE_MODEL"] = str(cache / "none.gguf")
-        if args.sections:
-            os.environ["QMD_CHUNK_SECTIONS"] = "1"
+        if args.sections is not None:
+            os.environ["QMD_CHUNK_SECTIONS"] = "1" if args.sections else "0"
         if args.late:
             os.environ["QMD_LATE_CHUNKS"] = "1"
         variants = {"off": ["0"], "on": ["1"], "both": ["0", "1"]}[args.headings]
@@ -340,7 +371,12 @@ def main() -> int:
                 report.row(f"{label} embed (s)", f"{seconds:.1f}")
             print(f"\n{label} ({model})", flush=True)
             print(f"  {'set':<22} {'method':<14} {'hit@1':>11} {'MRR@10':>7} {'nDCG@10':>8}")
+            folder = str(store.index_path.parent)
             for bset in sets:
+                units, tokens = embed_work(store, bset.collections)
+                cpu = EMBED_CPU.get(folder) if len(sets) == 1 else None
+                report.data[f"{label}/{bset.name}/embed work"] = {"units": units, "tokens": tokens, "cpu_s": cpu}
+                print(f"  {bset.name}: {units} units, {tokens} tokens to embed" + (f", {units / cpu:.2f} units/CPU-s, {tokens / cpu:.0f} tokens/CPU-s" if cpu else ""), flush=True)
                 runs = capture(store, bset)
                 dump[f"{label}/{bset.name}"] = [
                     {"id": r.question.id, "text": r.question.text, "group": r.question.group, "relevant": r.question.relevant,

@@ -264,6 +264,10 @@ class IndexBackend(abc.ABC):
     def vector_model(self, fingerprint: str) -> VectorModel | None:
         return sql.model_row(self.connection(), fingerprint)
 
+    def vector_models_named(self, model: str) -> list[VectorModel]:
+        """Every vector space of the model named `model` (one per fingerprint), oldest first."""
+        return sql.models_named(self.connection(), model)
+
     def ensure_vector_model(self, fingerprint: str, model: str, dims: int) -> VectorModel:
         """The vector space of a fingerprint, created on first use."""
         return self._vectors().ensure_model(self.connection(), fingerprint, model, dims)

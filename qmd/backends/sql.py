@@ -365,6 +365,10 @@ def model_row(conn: Connection, fingerprint: str) -> VectorModel | None:
     return None
 
 
+def models_named(conn: Connection, name: str) -> list[VectorModel]:
+    return [VectorModel(int(i), str(fp), str(model), int(dims)) for i, fp, model, dims in run(conn, "SELECT id, fingerprint, model, dims FROM embed_models WHERE model = ? ORDER BY id", (name,))]
+
+
 def wanted_ast(ast: Mapping[str, Sequence[str]] | None) -> tuple[str, list[object]]:
     """SQL true for a document (`d`) whose collection chunks its extension by syntax, and its parameters."""
     terms: list[str] = []

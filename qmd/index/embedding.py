@@ -32,22 +32,51 @@ BATCH_CHUNKS = 32
 SPANS_AT_ONCE = 500  # documents whose earlier chunks are read in one query
 
 
-def heading_paths() -> bool:
-    """Whether each chunk's input carries its heading path (`Title › Section › Subsection`).
+# Chunks that carry their context (issue 29), measured in docs/ranking.md: off by default
+# (with sections, `query`'s MRR falls below `vsearch`'s on the paraphrase questions).
+HEADING_PATHS = False
+SECTION_UNITS = False
 
-    Off: measured (issue 29, docs/ranking.md's research section) it did not win on the
-    held-out half. QMD_CHUNK_HEADINGS=1 turns it on, an internal switch for the bench
-    (bench/fusion_bench.py --headings both). It is part of the fingerprint, so an index
-    never mixes vectors embedded with and without it.
+
+def _switch(name: str, default: bool) -> bool:
+    """An internal chunk switch: `1` on, `0` off, anything else the default."""
+    value = os.environ.get(name, "")
+    return default if value not in ("0", "1") else value == "1"
+
+
+def heading_paths() -> bool:
+    """Whether each chunk's input carries its heading path (`Title › Section › Subsection`),
+    as contextual retrieval prepends a chunk's context. Off by default (docs/ranking.md);
+    QMD_CHUNK_HEADINGS=1 turns it on, an internal switch for the bench. Part of the
+    fingerprint, so an index never mixes vectors embedded with and without it.
     """
-    return os.environ.get("QMD_CHUNK_HEADINGS", "") == "1"
+    return _switch("QMD_CHUNK_HEADINGS", HEADING_PATHS)
 
 
 def section_units() -> bool:
     """Whether each heading-bounded section that fits a chunk is embedded too, beside the
-    windows (a document scores by its best unit): QMD_CHUNK_SECTIONS=1, an internal switch
-    for the bench (issue 29, measured in docs/ranking.md); part of the fingerprint."""
-    return os.environ.get("QMD_CHUNK_SECTIONS", "") == "1"
+    windows (a document scores by its best unit). Off by default (issue 29, measured in
+    docs/ranking.md); QMD_CHUNK_SECTIONS=1 turns it on, an internal switch for the bench.
+    Part of the fingerprint."""
+    return _switch("QMD_CHUNK_SECTIONS", SECTION_UNITS)
+
+
+# Files whose `#` lines are Markdown headings (heading paths and section units read them); in
+# any other file (Python, shell, YAML, ...) a `#` line is a comment, whatever the chunk strategy.
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx", ".mdown", ".mkd", ".mkdn", ".txt")
+
+
+def is_markdown(path: str) -> bool:
+    """Whether `path` names a Markdown (or plain-text note) file: its `#` lines are headings."""
+    return path.lower().endswith(MARKDOWN_SUFFIXES)
+
+
+def markdown_hashes(backend: IndexBackend, collections: Sequence[str], hashes: set[str]) -> set[str]:
+    """The content hashes of `hashes` that some document of `collections` holds as a Markdown file."""
+    out: set[str] = set()
+    for collection in collections:
+        out.update(row.hash for row in backend.find(collection=collection) if row.hash in hashes and is_markdown(row.path))
+    return out
 
 
 def sections(body: str, offset: int, count_tokens: Callable[[str], int], budget: int, windows: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
@@ -185,11 +214,13 @@ def chunk_titles(embedder: EmbeddingModel, text: str, offset: int, title: str, d
     return titles, extra
 
 
-def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str, language: str | None = None) -> _Doc:
+def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str, language: str | None = None, markdown: bool = True) -> _Doc:
     """Chunk one document's body: where each chunk starts and ends in `text`, and its tokens.
 
     `language`: cut this source file at its syntax tree's definitions too (chunker `ast`);
-    a file with syntax errors is cut by regex (chunker `ast!`).
+    a file with syntax errors is cut by regex (chunker `ast!`). `markdown`: its `#` lines are
+    headings (heading paths, section units); false for a source or config file, where they
+    are comments, whether it is cut by syntax or by regex.
     """
     chunker, code = "regex", None
     if language is not None:
@@ -208,9 +239,10 @@ def prepare(embedder: EmbeddingModel, text: str, title: str, content_hash: str, 
     budget = max(family.chunk_tokens - overhead, 16)
     chunks = chunk_text(body, embedder.count_tokens, max_tokens=budget, overlap_tokens=min(family.overlap_tokens, budget // 4), code=code)
     doc = _Doc(content_hash, [(c.seq, c.start + offset, c.end + offset, c.tokens) for c in chunks], title, overhead, chunker)
-    if language is None and section_units():
+    markdown = markdown and language is None
+    if markdown and section_units():
         doc.starts += sections(body, offset, embedder.count_tokens, budget, doc.starts)
-    if language is None and heading_paths():  # a source file's `#` lines are comments
+    if markdown and heading_paths():
         doc.titles, doc.extra = chunk_titles(embedder, text, offset, title, doc)
     return doc
 
@@ -224,6 +256,7 @@ def chunk_documents(
     tracker: Tracker,
     writing: Callable[[], AbstractContextManager[None]] = nullcontext,
     languages: Mapping[str, tuple[str, str]] | None = None,
+    markdown: set[str] | None = None,
 ) -> list[_Doc]:
     """Cut every document of `todo` (hash, title) into chunks, before any is embedded: the work
     ahead is then known in chunks and tokens.
@@ -231,6 +264,7 @@ def chunk_documents(
     `languages`: content hash → (language, path) of the source files to cut by syntax. A
     document that has vectors already (its strategy changed) and is cut to the same chunks
     keeps them: only its chunker is recorded (one short write), and it is not embedded again.
+    `markdown`: the hashes whose `#` lines are headings (None: all).
     """
     tracker.chunking()
     docs: list[_Doc] = []
@@ -239,7 +273,7 @@ def chunk_documents(
         text = backend.content(content_hash)
         if text is not None:  # None: a cleanup dropped it meanwhile: nothing left to embed
             language, path = (languages or {}).get(content_hash, (None, ""))
-            doc = prepare(embedder, text, title, content_hash, language)
+            doc = prepare(embedder, text, title, content_hash, language, markdown is None or content_hash in markdown)
             if doc.chunker == "ast!":
                 report.not_parsed.append(path)
             docs.append(doc)
@@ -414,7 +448,8 @@ def run_embed(
     tracker.loading()
     embedder.load()
     languages = source_languages(backend, ast, {h for h, _ in todo})
-    docs = chunk_documents(backend, embedder, model, todo, report, tracker, writing, languages)
+    markdown = markdown_hashes(backend, collections, {h for h, _ in todo}) if heading_paths() or section_units() else None
+    docs = chunk_documents(backend, embedder, model, todo, report, tracker, writing, languages, markdown)
     tracker.embedding(len(docs), sum(len(doc.starts) for doc in docs), sum(sum(doc.costs) for doc in docs))
     with backend.bulk_vectors(model, len(docs)):
         embed_documents(backend, embedder, model, docs, report, tracker, writing)

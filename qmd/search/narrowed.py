@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
         def vector_model(self, fingerprint: str) -> VectorModel | None: ...
 
+        def vector_models_named(self, model: str) -> list[VectorModel]: ...
+
         def without_vectors(self, model: VectorModel, ids: Sequence[int]) -> set[int]: ...
 
         def vector_sample(self, model: VectorModel, size: int) -> list[Sequence[float]]: ...
@@ -54,6 +56,9 @@ class Narrowed:
 
     def vector_model(self, fingerprint: str) -> VectorModel | None:
         return self._index.vector_model(fingerprint)
+
+    def vector_models_named(self, model: str) -> list[VectorModel]:
+        return self._index.vector_models_named(model)
 
     def without_vectors(self, model: VectorModel, ids: Sequence[int]) -> set[int]:
         return self._index.without_vectors(model, ids)

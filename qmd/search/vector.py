@@ -19,12 +19,17 @@ if TYPE_CHECKING:
 
 
 def current_model(backend: Searchable, embedder: EmbeddingModel) -> VectorModel:
-    """The vector space of `embedder`; a QmdError naming `qmd embed` when it has none yet."""
+    """The vector space of `embedder`; a QmdError naming `qmd embed` when it has none yet,
+    saying so when the index holds this model's vectors cut otherwise (another qmd's chunk
+    settings, another build of the file): they are never mixed with the current ones."""
     from qmd.index.embedding import fingerprint  # with a model to read only (status without one skips it)
 
     model = backend.vector_model(fingerprint(embedder))
     if model is None:
-        raise QmdError(f"no vectors yet for the embed model {embedder.info.name}", "run: qmd embed")
+        name = embedder.info.name
+        if backend.vector_models_named(name):
+            raise QmdError(f"the index's vectors for {name} were embedded with other chunk settings or another build of the model", "run: qmd embed (re-embeds every document)")
+        raise QmdError(f"no vectors yet for the embed model {name}", "run: qmd embed")
     return model
 
 

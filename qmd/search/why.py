@@ -88,9 +88,9 @@ def chunk_states(backend: IndexBackend, embedder: EmbeddingModel | None, model: 
         spans = backend.chunk_spans(model, [row.hash]).get(row.hash, [])
     state = "embedded" if spans else "pending"
     if not spans:  # cut as the next `qmd embed` would cut it
-        from qmd.index.embedding import prepare
+        from qmd.index.embedding import is_markdown, prepare
 
-        spans = [(start, end) for _, start, end, _ in prepare(embedder, text, row.title, row.hash).starts]
+        spans = [(start, end) for _, start, end, _ in prepare(embedder, text, row.title, row.hash, markdown=is_markdown(row.path)).starts]
     chunks = [{"seq": i, "lines": _lines(text, s, e), "state": state} for i, (s, e) in enumerate(spans)]
     return {"model": name, "state": state, "chunks": chunks, "orphaned": [] if model is None else _orphans(backend, model, text)}
 

@@ -81,7 +81,7 @@ def test_vectors_with_and_without_heading_paths_never_mix(tmp_path: Path, tiny_m
     import qmd
 
     monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
-    monkeypatch.delenv("QMD_CHUNK_HEADINGS", raising=False)  # the default: off
+    monkeypatch.setenv("QMD_CHUNK_HEADINGS", "0")
     root = tmp_path / "notes"
     root.mkdir()
     (root / "runbook.md").write_text(DOC)
@@ -92,8 +92,9 @@ def test_vectors_with_and_without_heading_paths_never_mix(tmp_path: Path, tiny_m
     monkeypatch.setenv("QMD_CHUNK_HEADINGS", "1")
     now = qmd.Store(store.index_path, store.config_path)
     assert now.vector_status().pending_documents == 2
-    with pytest.raises(qmd.QmdError, match="qmd embed"):
+    with pytest.raises(qmd.QmdError, match="embedded with other chunk settings") as caught:
         now.vsearch("rollback")
+    assert "qmd embed" in str(caught.value.hint)
     again = now.embed()
     assert (again.documents, now.vector_status().pending_documents) == (2, 0)
     assert now.vsearch("rollback check").hits
@@ -107,8 +108,15 @@ def test_a_chunk_starting_on_the_blank_line_before_its_heading_is_not_under_the_
     assert titles == ["Guide", "Guide"]  # not "Guide › Install": the chunk's own heading is in its text
 
 
+def test_the_switches_read_1_as_on_0_as_off_and_default_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value, on in (("1", True), ("0", False), ("", False), ("yes", False)):
+        monkeypatch.setenv("QMD_CHUNK_HEADINGS", value)
+        monkeypatch.setenv("QMD_CHUNK_SECTIONS", value)
+        assert (embedding.heading_paths(), embedding.section_units()) == (on, on)
+
+
 def test_sections_are_embedded_beside_the_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("QMD_CHUNK_SECTIONS", raising=False)
+    monkeypatch.setenv("QMD_CHUNK_SECTIONS", "0")
     windows = embedding.prepare(WordEmbedder(), DOC, "Blue/Green runbook", "h")  # type: ignore[arg-type]
     monkeypatch.setenv("QMD_CHUNK_SECTIONS", "1")
     both = embedding.prepare(WordEmbedder(), DOC, "Blue/Green runbook", "h")  # type: ignore[arg-type]
@@ -125,3 +133,38 @@ def test_a_note_that_is_one_window_gets_no_section_copy_of_itself(monkeypatch: p
     note = "\n# Short note\n\n" + "word " * 20 + "\n\n"
     doc = embedding.prepare(WordEmbedder(), note, "Short note", "h")  # type: ignore[arg-type]
     assert len(doc.starts) == 1
+
+
+@pytest.mark.parametrize("name", ["deploy.py", "deploy.sh", "deploy.yml"])
+def test_a_source_file_cut_by_regex_has_comments_not_headings(name: str, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the default chunk strategy (regex, no syntax tree) a `# ...` line of a Python,
+    shell or YAML file is a comment: no heading path, no section unit, as a Markdown note
+    with the same text gets both."""
+    import qmd
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    monkeypatch.setenv("QMD_CHUNK_HEADINGS", "1")
+    monkeypatch.setenv("QMD_CHUNK_SECTIONS", "1")
+    seen: dict[str, embedding._Doc] = {}
+    real = embedding.prepare
+
+    def spy(embedder, text, title, content_hash, language=None, markdown=True):  # type: ignore[no-untyped-def]
+        doc = real(embedder, text, title, content_hash, language, markdown)
+        seen[content_hash] = doc
+        return doc
+
+    monkeypatch.setattr(embedding, "prepare", spy)
+    text = "# Deploy\n\n" + "".join(f"## Step {i}\n\nrun the stage {i} of the rollout\n\n### Check\n\nsee that stage {i} is healthy\n\n" for i in range(12))
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / name).write_text(text)
+    (root / "runbook.md").write_text(text + "\n")  # other content, the same headings
+    store = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    store.add_collection(root, name="repo", pattern="**/*")
+    assert store.embed().documents == 2
+    by_path = {row.path: row.hash for row in store.backend.find(collection="repo")}
+    note, source = seen[by_path["runbook.md"]], seen[by_path[name]]
+    windows = len(real(store.embedder(), text, source.title, "h", markdown=False).starts)
+    assert note.titles and any(" › " in t for t in note.titles)  # the control: headings read in the note
+    assert len(note.starts) > windows > 1  # ... and its sections embedded
+    assert source.titles is None and len(source.starts) == windows
