@@ -311,12 +311,16 @@ def _vectors(record: dict[str, Any], bundle: Bundle, number: int, path: Path) ->
     if not np.isfinite(matrix).all():
         raise bad(path, f"{where}: a vector holds NaN or infinity")
     chunks = []
+    seqs: set[int] = set()
     for i, span in enumerate(spans):
         if not isinstance(span, list) or len(span) != 4:
             raise bad(path, f"{where}: a chunk is not [seq, start, end, tokens]")
         seq, start, end, tokens = (_int(v, 0, max(length, MAX_CHUNKS), f"{where}: a chunk's span", path) for v in span)
         if start > end or end > length:
             raise bad(path, f"{where}: a chunk lies outside its text")
+        if seq in seqs:
+            raise bad(path, f"{where}: chunk {seq} appears twice")
+        seqs.add(seq)
         chunks.append(ChunkVector(digest, seq, start, end, tokens, matrix[i].astype(np.float64).tolist()))
     bundle.vectors[digest] = (str(chunker), chunks)
 

@@ -322,7 +322,19 @@ def _escape_in_context(records: list[dict[str, object]]) -> None:
     records[0]["collections"][0]["context"] = {"/": "Notes\x1b]0;pwned\x07\x1b[2J"}  # type: ignore[index]
 
 
+def _chunk_twice(records: list[dict[str, object]]) -> None:
+    v = next(r for r in records if "v" in r)
+    chunks = v["chunks"]
+    assert isinstance(chunks, list)
+    if len(chunks) == 1:  # the same chunk (and its vector) twice
+        v["chunks"] = chunks * 2
+        v["data"] = base64.b64encode(base64.b64decode(str(v["data"])) * 2).decode()
+    else:
+        chunks[1][0] = chunks[0][0]
+
+
 HOSTILE = {
+    "a chunk twice": (_chunk_twice, "appears twice"),
     "a list for a hash": (_unhashable_hash, "a document whose content the file does not hold"),
     "a record for a collection": (_unhashable_collection, "a collection the manifest does not list"),
     "a lone surrogate in a path": (_surrogate_path, "not UTF-8"),
