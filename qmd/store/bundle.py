@@ -103,7 +103,9 @@ class BundleWriter:
     def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
         self.path = path
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        self._raw: IO[bytes] = open(self.tmp, "wb")  # noqa: SIM115 - closed by finish/abort
+        # never through a link planted at the temporary name (a shared folder such as /tmp)
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        self._raw: IO[bytes] = os.fdopen(fd, "wb")  # closed by finish/abort
         self._gz = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=3, mtime=0)
         self.counts = {"contents": 0, "documents": 0, "vectors": 0, "chunks": 0}
         self._line(manifest)

@@ -450,3 +450,20 @@ def test_export_never_overwrites_what_is_not_an_export(exported: Path, tmp_path:
     assert cli("search", "rollback", "--json")[0] == 0
     code, _, err = cli("export", str(exported))  # an earlier export is replaced
     assert code == 0, err
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_export_never_writes_through_a_link_at_its_temporary_name(exported: Path, tmp_path: Path, notes: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """Someone who can write the folder (/tmp) plants a link where export writes its temporary
+    file: the file it points at is left alone."""
+    import os
+
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    target = tmp_path / "shared" / "out.qmd.gz"
+    target.parent.mkdir()
+    (target.parent / f".out.qmd.gz.{os.getpid()}.tmp").symlink_to(victim)
+    code, _, err = cli("export", str(target))
+    assert victim.read_text() == "keep me\n"
+    assert code == 1 and err.startswith("Error: cannot write"), (code, err)
