@@ -209,3 +209,15 @@ def test_embed_builds_it_and_each_write_keeps_it_up(tmp_path: Path, tiny_models:
         assert check.status == Status.OK, check
     proc = run_qmd("vsearch", "release process", "--json")
     assert proc.returncode == 0 and "n" in proc.stdout, proc.stderr
+
+
+def test_a_bad_setting_fails_embed_before_it_embeds(tmp_path: Path, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """QMD_VECTOR_INDEX=fast was refused only after every chunk was embedded (hours on a large
+    index, exit 1 at the end): it is refused first, nothing embedded."""
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "fast")
+    with qmd.Store(tmp_path / "i" / "index.sqlite", tmp_path / "i" / "index.yml") as store:
+        store.add_collection(notes, name="notes")
+        with pytest.raises(QmdError, match="QMD_VECTOR_INDEX='fast'"):
+            store.embed()
+        assert store.vector_status().pending_documents == store.document_count() > 0
