@@ -76,7 +76,7 @@ def _read_json(path: str) -> object:
     try:
         with open(path, "rb") as fh:
             return json.loads(fh.read())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a hostile file is no registration
         return None
 
 

@@ -38,6 +38,8 @@ def read_json_object(path: Path, fix: str = FIX_HINT) -> tuple[dict[str, Any], b
         data = json.loads(raw)
     except ValueError as exc:
         raise QmdError(f"{path} is not valid JSON ({exc})", fix) from exc
+    except RecursionError:
+        raise QmdError(f"{path} is not valid JSON (nested too deep)", fix) from None
     if not isinstance(data, dict):
         raise QmdError(f"{path} does not hold a JSON object", fix)
     return data, raw

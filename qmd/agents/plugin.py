@@ -31,11 +31,17 @@ def _config_dir() -> Path:
     return Path(base) if base else Path.home() / ".claude"
 
 
+MAX_FILE = 16 * 1024 * 1024  # a client's plugin list or settings are kilobytes; the guard reads them on its deny path
+
+
 def _load(path: Path) -> object:
+    """The JSON in `path`, or None when it is missing, over MAX_FILE, not JSON, or nested too
+    deep for the decoder (a hostile file: doctor and install must not crash on it)."""
     try:
         with open(path, "rb") as fh:
-            return json.loads(fh.read())
-    except (OSError, ValueError):
+            raw = fh.read(MAX_FILE + 1)
+        return None if len(raw) > MAX_FILE else json.loads(raw)
+    except (OSError, ValueError, RecursionError):
         return None
 
 

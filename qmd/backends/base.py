@@ -322,6 +322,10 @@ class IndexBackend(abc.ABC):
 
         return nullcontext()
 
+    def check_vector_settings(self) -> None:
+        """Raise the QmdError of a bad vector-search setting of this backend (QMD_VECTOR_INDEX
+        for SQLite) before `qmd embed` spends hours embedding. Default: none to check."""
+
     def vector_index_due(self, model: VectorModel) -> bool:
         """Whether the settings want an approximate vector index for `model` that is not built
         (or not finished): `qmd embed` then builds it. Default: the backend has none."""

@@ -434,6 +434,7 @@ def run_embed(
                 report.coded = backend.build_vector_index(model)
         report.seconds = time.perf_counter() - started
         return report
+    backend.check_vector_settings()  # a bad QMD_VECTOR_INDEX fails now, not after the embedding
     embedded = backend.embedded_per_collection(model.id) if model else {}
     with writing():
         model = backend.ensure_vector_model(fp, embedder.info.name, embedder.dims)

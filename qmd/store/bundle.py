@@ -103,7 +103,9 @@ class BundleWriter:
     def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
         self.path = path
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        self._raw: IO[bytes] = open(self.tmp, "wb")  # noqa: SIM115 - closed by finish/abort
+        # never through a link planted at the temporary name (a shared folder such as /tmp)
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        self._raw: IO[bytes] = os.fdopen(fd, "wb")  # closed by finish/abort
         self._gz = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=3, mtime=0)
         self.counts = {"contents": 0, "documents": 0, "vectors": 0, "chunks": 0}
         self._line(manifest)
@@ -177,14 +179,31 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise bad(path, f"cannot be read: {exc.strerror or exc}") from None
 
 
-def _text(value: object, limit: int, what: str, path: Path, *, nul: bool = False) -> str:
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x9b]")  # all but tab and line ends (terminal escapes start with ESC or CSI)
+
+
+def _text(value: object, limit: int, what: str, path: Path, *, nul: bool = False, control: bool = True) -> str:
+    """`value` as checked text: a string within `limit`, valid UTF-8 (no lone surrogate: no
+    index stores one), without NUL unless `nul`, and without control characters unless
+    `control` (a setting's text is shown on terminals and to agents: no escape sequences)."""
     if not isinstance(value, str):
         raise bad(path, f"{what} is not text")
     if len(value) > limit:
         raise bad(path, f"{what} is over {limit:,} characters")
     if not nul and "\x00" in value:
         raise bad(path, f"{what} holds a NUL character")
+    if not control and _CONTROL.search(value):
+        raise bad(path, f"{what} holds a control character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad(path, f"{what} holds a character that is not UTF-8 (a lone surrogate)") from None
     return value
+
+
+def _setting(value: object, limit: int, what: str, path: Path) -> str:
+    """A setting's text (name, pattern, rule, context): `_text` without control characters."""
+    return _text(value, limit, what, path, control=False)
 
 
 def _int(value: object, low: int, high: int, what: str, path: Path) -> int:
@@ -210,7 +229,7 @@ def _manifest(record: dict[str, Any], path: Path) -> Bundle:
     version = record.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise bad(path, "its format version is missing")
-    qmd_version = _text(record.get("qmd", ""), MAX_SHORT, "the qmd version", path)
+    qmd_version = _setting(record.get("qmd", ""), MAX_SHORT, "the qmd version", path)
     if version > FORMAT_VERSION:
         raise QmdError(
             f"{path} was written by a newer qmd ({qmd_version or 'unknown'}, export format {version}; this qmd reads up to {FORMAT_VERSION})",
@@ -224,7 +243,7 @@ def _manifest(record: dict[str, Any], path: Path) -> Bundle:
         fp = _text(raw_model.get("fingerprint"), 64, "the model fingerprint", path)
         if not _FINGERPRINT.match(fp):
             raise bad(path, "the model fingerprint is not hex")
-        model = ModelStamp(fp, _text(raw_model.get("name"), MAX_SHORT, "the model name", path), _int(raw_model.get("dims"), 1, MAX_DIMS, "dims", path))
+        model = ModelStamp(fp, _setting(raw_model.get("name"), MAX_SHORT, "the model name", path), _int(raw_model.get("dims"), 1, MAX_DIMS, "dims", path))
     raw = record.get("collections")
     if not isinstance(raw, list) or len(raw) > MAX_LIST:
         raise bad(path, "its collections are not a list")
@@ -254,14 +273,14 @@ def _manifest(record: dict[str, Any], path: Path) -> Bundle:
             raise bad(path, f"collection '{name}': includeByDefault or embed is not true/false")
         contexts = {}
         for key, value in context.items():
-            key = _text(key, MAX_SHORT, "a context's folder", path)
+            key = _setting(key, MAX_SHORT, "a context's folder", path)
             if ".." in key.replace("\\", "/").split("/"):
                 raise bad(path, f"collection '{name}': a context names a folder outside it")
-            contexts[key] = _text(value, MAX_CONTEXT, "a context", path)
+            contexts[key] = _setting(value, MAX_CONTEXT, "a context", path)
         collections.append(
             CollectionEntry(
-                name, folder, _text(item.get("pattern", "**/*.md"), MAX_SHORT, "a pattern", path) or "**/*.md",
-                [_text(g, MAX_SHORT, "an ignore rule", path) for g in ignore], include, embed, contexts, str(strategy),
+                name, folder, _setting(item.get("pattern", "**/*.md"), MAX_SHORT, "a pattern", path) or "**/*.md",
+                [_setting(g, MAX_SHORT, "an ignore rule", path) for g in ignore], include, embed, contexts, str(strategy),
             )
         )
     return Bundle(version, qmd_version, model, collections)
@@ -294,12 +313,16 @@ def _vectors(record: dict[str, Any], bundle: Bundle, number: int, path: Path) ->
     if not np.isfinite(matrix).all():
         raise bad(path, f"{where}: a vector holds NaN or infinity")
     chunks = []
+    seqs: set[int] = set()
     for i, span in enumerate(spans):
         if not isinstance(span, list) or len(span) != 4:
             raise bad(path, f"{where}: a chunk is not [seq, start, end, tokens]")
         seq, start, end, tokens = (_int(v, 0, max(length, MAX_CHUNKS), f"{where}: a chunk's span", path) for v in span)
         if start > end or end > length:
             raise bad(path, f"{where}: a chunk lies outside its text")
+        if seq in seqs:
+            raise bad(path, f"{where}: chunk {seq} appears twice")
+        seqs.add(seq)
         chunks.append(ChunkVector(digest, seq, start, end, tokens, matrix[i].astype(np.float64).tolist()))
     bundle.vectors[digest] = (str(chunker), chunks)
 
@@ -331,12 +354,12 @@ def read_bundle(path: Path) -> Bundle:
             if not isinstance(item, list) or len(item) != 3:
                 raise bad(path, f"line {number}: a document is not [collection, path, hash]")
             coll, rel, digest = item
-            if coll not in names:
+            if not isinstance(coll, str) or coll not in names:
                 raise bad(path, f"line {number}: a document of a collection the manifest does not list")
             rel = _text(rel, MAX_SHORT, f"line {number}: a path", path)
             if not safe_relative(rel):
                 raise bad(path, f"line {number}: the path {rel[:80]!r} is not inside its collection")
-            if digest not in bundle.texts:
+            if not isinstance(digest, str) or digest not in bundle.texts:
                 raise bad(path, f"line {number}: a document whose content the file does not hold")
             if (coll, rel) in seen:
                 raise bad(path, f"line {number}: {coll}/{rel[:80]} appears twice")

@@ -14,12 +14,12 @@ from qmd.backends.base import MIN_DOCID, DocRow, IndexBackend, Removed
 from qmd.core.clock import ago
 from qmd.core.config import CollectionConfig
 
-_RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>\d+)(?::(?P<count>\d+))?)?$", re.DOTALL)
+_RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>[0-9]+)(?::(?P<count>[0-9]+))?)?$", re.DOTALL)  # ASCII digits only
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
-_NEGATIVE_RANGE = re.compile(r":(?:-\d+(?::-?\d+)?|\d+:-\d+)$")  # `a.md:-1`, `a.md:3:-2`
+_NEGATIVE_RANGE = re.compile(r":(?:-[0-9]+(?::-?[0-9]+)?|[0-9]+:-[0-9]+)$")  # `a.md:-1`, `a.md:3:-2`
 
 
-_INDEXED = re.compile(r"^(?P<ref>qmd://[^?]*)\?index=(?P<index>[^:?,]+)(?P<range>(?::-?\d+){0,2})$", re.DOTALL)
+_INDEXED = re.compile(r"^(?P<ref>qmd://[^?]*)\?index=(?P<index>[^:?,]+)(?P<range>(?::-?[0-9]+){0,2})$", re.DOTALL)
 
 
 def split_index(ref: str) -> tuple[str, str | None]:
@@ -50,9 +50,18 @@ def split_range(ref: str) -> tuple[str, int | None, int | None]:
     if match["start"] is None and (negative := _NEGATIVE_RANGE.search(match["ref"])):
         raise QmdError(f"line numbers start at 1, and a count is 0 or more: '{negative.group()}' in {ref.strip()[:200]}",
                        "write FILE:FROM or FILE:FROM:COUNT, e.g. notes/a.md:1:20 (the first 20 lines)")
-    start = int(match["start"]) if match["start"] else None
-    count = int(match["count"]) if match["count"] else None
+    start = _number(match["start"]) if match["start"] else None
+    count = _number(match["count"]) if match["count"] else None
     return match["ref"], start, count
+
+
+LINE_MAX = 10**18  # beyond any file's lines: a longer number means the same (and Python refuses
+# to convert one of over 4,300 digits)
+
+
+def _number(digits: str) -> int:
+    """A line number or count as typed; any past LINE_MAX is LINE_MAX."""
+    return LINE_MAX if len(digits) > 18 else int(digits)
 
 
 def served(backend: IndexBackend, collections: Mapping[str, CollectionConfig], *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]:

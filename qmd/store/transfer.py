@@ -24,6 +24,7 @@ from pathlib import Path
 from qmd.core.errors import QmdError
 from qmd.core.version import __version__
 from qmd.backends.base import ChunkVector, DocumentWrite, IndexBackend, VectorModel
+from qmd.backends.owner import WRITER_PREFIX, writer_for
 from qmd.core.config import CollectionConfig
 from qmd.store.bundle import FORMAT, FORMAT_VERSION, Bundle, BundleWriter, CollectionEntry, read_bundle
 from qmd.store.state import IndexState
@@ -101,6 +102,8 @@ def export_index(
     path = path.expanduser()
     if path.is_dir():
         raise QmdError(f"{path} is a folder", "give a file name, e.g. notes.qmd.gz")
+    if not _replaceable(path):
+        raise QmdError(f"{path} exists and is not a qmd export file: not overwriting it", "give a new file name (an earlier export is replaced), e.g. notes.qmd.gz")
     try:
         writer = BundleWriter(path, manifest)
     except OSError as exc:
@@ -139,6 +142,25 @@ def export_index(
         None if vector_model is None else vector_model.model, None if vector_model is None else vector_model.fingerprint,
         path.stat().st_size, time.perf_counter() - started,
     )
+
+
+def _replaceable(path: Path) -> bool:
+    """Whether an export may be written at `path`: nothing there (or an empty file), or an
+    earlier export. Anything else (the index file itself, its config, a note) is someone's data."""
+    import gzip
+
+    try:
+        if path.stat().st_size == 0:
+            return True
+        with gzip.open(path, "rb") as fh:
+            return fh.read(len(_MAGIC)) == _MAGIC
+    except FileNotFoundError:
+        return True
+    except (OSError, EOFError, ValueError):
+        return False
+
+
+_MAGIC = b'{"format":"' + FORMAT.encode() + b'"'  # how BundleWriter starts every file
 
 
 def _entry(coll: CollectionConfig, documents: int) -> dict[str, object]:
@@ -204,6 +226,7 @@ def import_index(
     backend = state.backend
     indexed = backend.indexed_collections() if backend.exists() else set()
     clashes = [n for n in names if n in existing_config or n in indexed]
+    _refuse_foreign(state, [n for n in clashes if n not in existing_config])
     if clashes and not replace:
         raise QmdError(
             f"this index already has a collection '{clashes[0]}'",
@@ -223,6 +246,7 @@ def import_index(
         report.collections.append(info)
         report.documents += entry.documents
     added = [c.name for c in report.collections if not c.replaced]
+    mine = writer_for(state.config_path)
     try:
         backend.open(create=True)
         if bundle.model is not None and bundle.vectors:
@@ -239,6 +263,7 @@ def import_index(
                     if row.active:
                         writer.deactivate(row.id)
                 writer.set_issues([])
+            backend.set_meta(WRITER_PREFIX + entry.name, mine)  # this config's: another config's update keeps it
         for entry, place, _ in writes:
             state.config.set_collection(
                 CollectionConfig(
@@ -251,11 +276,33 @@ def import_index(
             state.config.remove_collection(name)
             try:
                 backend.drop_collection(name)
+                backend.set_meta(WRITER_PREFIX + name, None)
             except Exception:  # noqa: BLE001 - the first error is the one to report
                 pass
         raise
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _refuse_foreign(state: IndexState, names: Sequence[str]) -> None:
+    """Refuse, even with --replace, a collection in the index that this config does not name
+    and another config indexed (two configs over one index file or PostgreSQL schema):
+    replacing it would take that config's documents (qmd/backends/owner.py)."""
+    if not names:
+        return
+    from qmd.backends.owner import META_KEY, shown, writer_of
+
+    db = state.db()
+    records = db.meta_values(WRITER_PREFIX)
+    owner = db.meta_values(META_KEY).get(META_KEY)
+    me = writer_of(writer_for(state.config_path), None)
+    for name in names:
+        writer = writer_of(records.get(WRITER_PREFIX + name), owner)
+        if writer is not None and writer != me:
+            raise QmdError(
+                f"collection '{name}' in this index belongs to another config ({shown(writer)}); --replace replaces only this config's collections",
+                f"import into another index (qmd --index NAME import …), or remove it first with that config: qmd collection remove {name}",
+            )
 
 
 def _documents(bundle: Bundle, name: str, place: Path, info: ImportedCollection) -> list[DocumentWrite]:

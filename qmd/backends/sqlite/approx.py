@@ -64,9 +64,18 @@ def recorded(conn: apsw.Connection, model_id: int) -> tuple[str, str, int] | Non
     return (str(rows[0][0]), str(rows[0][1]), as_int(rows[0][2])) if rows else None
 
 
+def _tables(conn: apsw.Connection, model_id: int) -> set[str]:
+    """Which of the space's two tables exist (the codes' by vec0's rowid table, which it counts)."""
+    names = (floats(model_id), codes(model_id), f"{codes(model_id)}_rowids")
+    found = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?)", names)}
+    return {t for t in (floats(model_id), codes(model_id)) if t in found and (t != codes(model_id) or names[2] in found)}
+
+
 def present(conn: apsw.Connection, model_id: int) -> bool:
-    """Whether the space has the tables (so written and dropped chunks must update them)."""
-    return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (floats(model_id),)).fetchall())
+    """Whether the space has both tables (so written and dropped chunks must update them). One
+    without the other is a damaged structure: writes leave it alone, searches stay exact,
+    and the next build starts it over (it is derived data: never a reason to rebuild the index)."""
+    return len(_tables(conn, model_id)) == 2
 
 
 def write(conn: apsw.Connection, model_id: int, chunk_id: int, blob: bytes) -> None:
@@ -104,7 +113,7 @@ def searchable(conn: apsw.Connection, model_id: int, total: int) -> bool:
     if chosen == "exact":
         return False
     found = recorded(conn, model_id)
-    return found is not None and found[1] == "ready" and (chosen == "approx" or total >= APPROX_MIN_CHUNKS)
+    return found is not None and found[:2] == (STRUCTURE, "ready") and (chosen == "approx" or total >= APPROX_MIN_CHUNKS) and present(conn, model_id)
 
 
 def build(conn: apsw.Connection, model: VectorModel, source: str, progress: Callable[[int, int], None] | None = None, batch: int = BATCH) -> int:
@@ -113,8 +122,9 @@ def build(conn: apsw.Connection, model: VectorModel, source: str, progress: Call
     transactions of `batch` chunks; returns the chunks coded now. Resumable: a killed build
     leaves its committed batches, and the next one codes the rest."""
     found = status(conn, model.id)
-    if found["structure"] is not None and found["floats"] != found["codes"]:  # the two tables disagree: start over
-        reset(conn, model.id)
+    tables = _tables(conn, model.id)
+    if (found["structure"] is not None or tables) and (len(tables) != 2 or found["floats"] != found["codes"]):
+        reset(conn, model.id)  # a table missing, or the two disagree: start over
     with transaction(conn):
         conn.execute(META)
         conn.execute(f"CREATE TABLE IF NOT EXISTS {floats(model.id)} (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
@@ -267,7 +277,9 @@ def status(conn: apsw.Connection, model_id: int) -> dict[str, object]:
     if found is None:
         return out
     out.update(structure=found[0], state=found[1], recorded_rows=found[2])
-    if present(conn, model_id):
+    tables = _tables(conn, model_id)
+    if floats(model_id) in tables:
         out["floats"] = count(conn, f"SELECT count(*) FROM {floats(model_id)}")
+    if codes(model_id) in tables:
         out["codes"] = count(conn, f"SELECT count(*) FROM {codes(model_id)}_rowids")
     return out

@@ -43,6 +43,11 @@ class SqliteBackend(IndexBackend):
         """apsw's "corrupt" and "not a database" errors: IndexDamagedError naming the file and `qmd doctor --fix`."""
         return translate(self.path, exc) if isinstance(exc, apsw.Error) else None
 
+    def check_vector_settings(self) -> None:
+        from qmd.backends.sqlite import approx
+
+        approx.mode()
+
     def vector_index_due(self, model: VectorModel) -> bool:
         from qmd.backends.sqlite import approx
 

@@ -141,6 +141,57 @@ def test_plugin_hook_runs_qmds_commands_and_fails_open(tmp_path: Path) -> None:
     assert _hook(tmp_path, "session-start", f"{launcher}:{system}").stdout == "venv qmd health --session-start\n"
 
 
+def test_plugin_hook_never_blocks_for_a_broken_guard(tmp_path: Path) -> None:
+    """Claude Code blocks a tool call whose PreToolUse hook exits 2; qmd-guard denies only by
+    what it prints (exit 0), so a guard that exits 2 (broken) must not block: exit 1. PATH
+    with a space in it finds the guard too, and its stdin reaches it."""
+    spaced = tmp_path / "a b" / "bin"
+    _exe(spaced, "qmd-guard", "cat; exit 2")
+    done = _hook(tmp_path, "guard", f"{spaced}:/usr/bin:/bin", '{"tool_name": "Grep"}')
+    assert (done.returncode, done.stdout) == (1, '{"tool_name": "Grep"}')
+    _exe(spaced, "qmd-guard", "echo denied; exit 0")
+    assert (_hook(tmp_path, "guard", f"{spaced}:/usr/bin:/bin", "{}").returncode, _hook(tmp_path, "guard", f"{spaced}:/usr/bin:/bin", "{}").stdout) == (0, "denied\n")
+
+
+HOSTILE_FILES = {
+    "nested too deep": b"[" * 100_000 + b"]" * 100_000,
+    "not JSON": b"\xff\xfe{",
+    "wrong types": b'{"plugins": ["qmd@qmd"], "enabledPlugins": [true]}',
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_FILES))
+def test_hostile_plugin_files_are_no_plugin_and_crash_nothing(case: str, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hostile installed_plugins.json or settings.json is read as no plugin by mcp install,
+    doctor and the guard (never a traceback); a hostile ~/.claude.json is one line."""
+    from doctor.hooks import _claude_plugin
+    from guards.advice import claude_mcp
+    from qmd.agents import plugin
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    home = Path.home()
+    _install_claude_plugin(home)
+    for hostile in (home / ".claude" / "plugins" / "installed_plugins.json", home / ".claude" / "settings.json"):
+        _install_claude_plugin(home)
+        hostile.write_bytes(HOSTILE_FILES[case])
+        assert plugin.claude_plugin(tmp_path) is None and claude_mcp(str(tmp_path)) is None and _claude_plugin() == []
+    code, out, err = cli("mcp", "install", "--claude")
+    assert code == 0 and set(_json(home / ".claude.json")["mcpServers"]) == {"qmd"}, (out, err)
+    if case == "nested too deep":
+        (home / ".claude.json").write_bytes(HOSTILE_FILES[case])
+        code, out, err = cli("mcp", "install", "--claude")
+        assert code == 1 and "not valid JSON" in err and "Traceback" not in err, err
+
+
+def test_a_huge_plugin_list_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from qmd.agents import plugin
+
+    _install_claude_plugin(Path.home())
+    assert plugin.claude_plugin(tmp_path) == "qmd@qmd"
+    monkeypatch.setattr(plugin, "MAX_FILE", 20)
+    assert plugin.claude_plugin(tmp_path) is None
+
+
 # --- never twice -------------------------------------------------------------------------
 
 

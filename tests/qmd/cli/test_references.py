@@ -220,3 +220,25 @@ def test_a_negative_line_in_a_reference_is_named(demo: Path, fast: str, ref: str
         assert got.returncode == 1, (got.returncode, got.stdout, got.stderr)
         assert "line numbers start at 1" in got.stderr and "not found" not in got.stderr, got.stderr
         assert "FILE:FROM:COUNT" in got.stderr
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_a_line_number_of_thousands_of_digits_is_a_line_past_the_end(demo: Path, fast: str) -> None:
+    """`FILE:` + 5,000 nines crashed with exit 3 (Python converts no decimal of over 4,300
+    digits): any number past 10**18 reads as a line past the end, a count as the rest."""
+    big = "9" * 5000
+    env = qmd_env({"QMD_FAST": fast})
+    got = run_qmd("--index", "demo", "get", f"notes/runbooks/deploy.md:{big}", env=env)
+    assert got.returncode == 1 and "does not exist" in got.stderr and "Unexpected" not in got.stderr, got.stderr
+    got = run_qmd("--index", "demo", "get", f"notes/runbooks/deploy.md:3:{big}", env=env)
+    assert got.returncode == 0 and "3: How to ship" in got.stdout and got.stdout.rstrip().endswith("8:"), (got.stdout, got.stderr)
+    got = run_qmd("--index", "demo", "multi-get", f"notes/runbooks/deploy.md:{big}", env=env)
+    assert got.returncode in (0, 1) and "Unexpected" not in got.stderr and "Traceback" not in got.stderr, got.stderr
+
+
+def test_only_ascii_digits_make_a_range() -> None:
+    from qmd.store.refs import split_range
+
+    assert split_range("a.md:3:2") == ("a.md", 3, 2)
+    assert split_range("a.md:\u0663") == ("a.md:\u0663", None, None)  # ARABIC-INDIC DIGIT THREE: part of the name
+    assert split_range("a.md:" + "9" * 30) == ("a.md", 10**18, None)

@@ -105,6 +105,38 @@ def test_doctor_tells_a_mismatch_and_embed_repairs_it(index: tuple[qmd.Store, Sq
     assert check.status == Status.OK, check
 
 
+@pytest.mark.parametrize("lost", ["codes", "floats"])
+def test_a_lost_table_is_no_damaged_index(lost: str, index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:
+    """One of the structure's two tables gone (a crash between tools, a hand edit, a copy):
+    searches stay exact instead of calling the whole index damaged (whose fix re-embeds
+    everything), writes go on, doctor names it, and the next build starts it over."""
+    store, backend, model, vecs = index
+    exact = _search(backend, model, vecs[0])
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    conn.execute(f"DROP TABLE {approx.codes(model.id) if lost == 'codes' else approx.floats(model.id)}")
+    approx._MATRICES.clear()
+    assert _search(backend, model, vecs[0]) == exact
+    backend.write_vectors(model, [("h00001", [ChunkVector("h00001", 0, 0, 5, 3, vecs[1].tolist())])])
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.FAIL and "0 " + ("codes" if lost == "codes" else "float rows") in check.detail, check
+    assert backend.vector_index_due(model)
+    backend.build_vector_index(model)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK and f"{N} chunks coded" in check.detail, check
+    assert _search(backend, model, vecs[0]) == exact
+
+
+def test_another_structure_is_not_searched(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:
+    """A structure recorded by another qmd (an index copied from elsewhere) is not read as this one."""
+    _, backend, model, _ = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    assert approx.searchable(conn, model.id, N)
+    conn.execute("UPDATE vector_index SET structure = 'hnsw'")
+    assert not approx.searchable(conn, model.id, N)
+
+
 def test_a_killed_build_resumes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     store, backend, model, vecs = index
     conn = backend.connection()
@@ -177,3 +209,15 @@ def test_embed_builds_it_and_each_write_keeps_it_up(tmp_path: Path, tiny_models:
         assert check.status == Status.OK, check
     proc = run_qmd("vsearch", "release process", "--json")
     assert proc.returncode == 0 and "n" in proc.stdout, proc.stderr
+
+
+def test_a_bad_setting_fails_embed_before_it_embeds(tmp_path: Path, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """QMD_VECTOR_INDEX=fast was refused only after every chunk was embedded (hours on a large
+    index, exit 1 at the end): it is refused first, nothing embedded."""
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "fast")
+    with qmd.Store(tmp_path / "i" / "index.sqlite", tmp_path / "i" / "index.yml") as store:
+        store.add_collection(notes, name="notes")
+        with pytest.raises(QmdError, match="QMD_VECTOR_INDEX='fast'"):
+            store.embed()
+        assert store.vector_status().pending_documents == store.document_count() > 0

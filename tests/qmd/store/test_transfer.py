@@ -293,7 +293,53 @@ def _update_command(records: list[dict[str, object]]) -> None:
     records[0]["collections"][0]["update"] = "touch /tmp/pwned"  # type: ignore[index]
 
 
+def _unhashable_hash(records: list[dict[str, object]]) -> None:
+    records[_doc_index(records)]["d"][2] = ["not", "a", "hash"]  # type: ignore[index]
+
+
+def _unhashable_collection(records: list[dict[str, object]]) -> None:
+    records[_doc_index(records)]["d"][0] = {"a": 1}  # type: ignore[index]
+
+
+def _surrogate_path(records: list[dict[str, object]]) -> None:
+    records[_doc_index(records)]["d"][1] = "\udcff.md"  # type: ignore[index]
+
+
+def _surrogate_text(records: list[dict[str, object]]) -> None:
+    from qmd.core.text import content_hash
+
+    i = next(i for i, r in enumerate(records) if "c" in r)
+    text, old = "# evil \udc80\n", records[i]["c"]
+    records[i] = {"c": content_hash(text), "text": text}
+    for r in records:
+        if "d" in r and r["d"][2] == old:  # type: ignore[index]
+            r["d"][2] = content_hash(text)  # type: ignore[index]
+        if r.get("v") == old:
+            r["v"] = content_hash(text)
+
+
+def _escape_in_context(records: list[dict[str, object]]) -> None:
+    records[0]["collections"][0]["context"] = {"/": "Notes\x1b]0;pwned\x07\x1b[2J"}  # type: ignore[index]
+
+
+def _chunk_twice(records: list[dict[str, object]]) -> None:
+    v = next(r for r in records if "v" in r)
+    chunks = v["chunks"]
+    assert isinstance(chunks, list)
+    if len(chunks) == 1:  # the same chunk (and its vector) twice
+        v["chunks"] = chunks * 2
+        v["data"] = base64.b64encode(base64.b64decode(str(v["data"])) * 2).decode()
+    else:
+        chunks[1][0] = chunks[0][0]
+
+
 HOSTILE = {
+    "a chunk twice": (_chunk_twice, "appears twice"),
+    "a list for a hash": (_unhashable_hash, "a document whose content the file does not hold"),
+    "a record for a collection": (_unhashable_collection, "a collection the manifest does not list"),
+    "a lone surrogate in a path": (_surrogate_path, "not UTF-8"),
+    "a lone surrogate in a text": (_surrogate_text, "not UTF-8"),
+    "terminal escapes in a context": (_escape_in_context, "a context holds a control character"),
     "path traversal": (_path_traversal, "is not inside its collection"),
     "absolute path": (_absolute, "is not inside its collection"),
     "NUL bytes": (_nul, "NUL"),
@@ -361,3 +407,63 @@ def test_an_update_command_in_a_file_is_never_taken(exported: Path, tmp_path: Pa
     with _target(tmp_path) as store:
         store.import_file(exported, places={"notes": notes})
         assert store.collection("notes").update_command is None
+
+
+def test_import_leaves_another_config_s_collections_alone(exported: Path, tmp_path: Path, notes: Path) -> None:
+    """Two configs over one index (two config dirs, or team members on one PostgreSQL schema):
+    --replace never takes the other config's collection, and a collection imported by one
+    is recorded as its own, so the other's update keeps it instead of dropping it."""
+    index = tmp_path / "shared" / "index.sqlite"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "x.md").write_text("# Theirs\n\nsomething of theirs\n")
+    with qmd.Store(index, tmp_path / "A" / "index.yml") as a:
+        a.add_collection(theirs, name="notes")
+    with qmd.Store(index, tmp_path / "B" / "index.yml") as b:
+        with pytest.raises(QmdError, match="belongs to another config"):
+            b.import_file(exported, places={"notes": notes}, replace=True)
+        assert b.backend.collection_counts() == {"notes": 1}
+    with qmd.Store(index, tmp_path / "A" / "index.yml") as a:
+        a.remove_collection("notes")
+    with qmd.Store(index, tmp_path / "B" / "index.yml") as b:
+        b.import_file(exported, places={"notes": notes})
+    with qmd.Store(index, tmp_path / "A" / "index.yml") as a:
+        report = a.update()
+        assert report.dropped_collections == [] and [k for k, _ in report.kept_collections] == ["notes"]
+        assert a.backend.collection_counts() == {"notes": 4}
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_export_never_overwrites_what_is_not_an_export(exported: Path, tmp_path: Path, notes: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """`qmd export ~/.cache/qmd/index.sqlite` (or onto a note, or the config) is refused: an
+    earlier export is the only file it replaces."""
+    from qmd.core.paths import resolve_index
+
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    index = Path(resolve_index(None).index_path)
+    note = notes / "ideas.md"
+    before = note.read_bytes(), index.read_bytes()[:16]
+    for target in (index, note):
+        code, _, err = cli("export", str(target))
+        assert code == 1 and "is not a qmd export file: not overwriting it" in err, (target, code, err)
+    assert (note.read_bytes(), index.read_bytes()[:16]) == before
+    assert cli("search", "rollback", "--json")[0] == 0
+    code, _, err = cli("export", str(exported))  # an earlier export is replaced
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_export_never_writes_through_a_link_at_its_temporary_name(exported: Path, tmp_path: Path, notes: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """Someone who can write the folder (/tmp) plants a link where export writes its temporary
+    file: the file it points at is left alone."""
+    import os
+
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    target = tmp_path / "shared" / "out.qmd.gz"
+    target.parent.mkdir()
+    (target.parent / f".out.qmd.gz.{os.getpid()}.tmp").symlink_to(victim)
+    code, _, err = cli("export", str(target))
+    assert victim.read_text() == "keep me\n"
+    assert code == 1 and err.startswith("Error: cannot write"), (code, err)
