@@ -4,7 +4,8 @@ Prints p50/p90 over N runs of: `python -I -c pass` (process start to exit), `qmd
 (process start to the initialize response on stdout, and to the answer of a 2026-07-28
 `server/discover` with its `_meta`, the probe Claude Code 2.1.332 waits 3 s for), both again
 on a first start (a copy of the home as `qmd collection add` left it: no kept instructions)
-with the first keyword query there too, and, each in a fresh process sent
+with the first keyword query there too (these rows also print each whole process's CPU time,
+which other load moves far less than wall time), and, each in a fresh process sent
 `initialize`, `notifications/initialized` and one `tools/call` at once (as an agent whose
 first turn calls a tool), process start to that call's answer: a keyword-only `query`
 (`searches: [{type: lex}]`), `get` of one note, `status`; and each one's ratio to
@@ -24,9 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from _common import stdio_first_answer
+from _common import stdio_first_answer, with_child_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -119,27 +121,36 @@ def main() -> int:
             for call in FIRST_CALLS.values():  # warm-up: bytecode, the page cache
                 time_first_call([cmd, "mcp"], env, call)
         runs: dict[str, list[float]] = {"python -I -c pass": []}
+        cpu: dict[str, list[float]] = {}  # CPU of the whole process (to its exit), for the rows timed through `record`
+
+        def record(name: str, fn: Callable[[], float]) -> None:
+            spent, elapsed = with_child_cpu(fn)
+            runs[name].append(elapsed)
+            cpu.setdefault(name, []).append(spent)
+
         for label in labels:
             runs.update({f"{label}{start}{what}": [] for start in ("", "first start: ") for what in ("qmd mcp initialize", "qmd mcp server/discover")})
             runs.update({f"{label}{name}": [] for name in FIRST_CALLS})
             runs[f"{label}first start: {FIRST}"] = []
         for _ in range(args.n):  # interleaved, so load drifts hit all alike
-            runs["python -I -c pass"].append(time_process(bare, envs[0]))
+            record("python -I -c pass", lambda: time_process(bare, envs[0]))
             for cmd, env, label, template, scratch, pycache in zip(cmds, envs, labels, templates, fresh, pycaches):
-                runs[f"{label}qmd mcp initialize"].append(time_initialize([cmd, "mcp"], env))
-                runs[f"{label}qmd mcp server/discover"].append(time_discover([cmd, "mcp"], env))
+                record(f"{label}qmd mcp initialize", lambda: time_initialize([cmd, "mcp"], env))
+                record(f"{label}qmd mcp server/discover", lambda: time_discover([cmd, "mcp"], env))
                 first = (template, scratch, pycache)
-                runs[f"{label}first start: qmd mcp initialize"].append(time_initialize([cmd, "mcp"], first_start(*first)))
-                runs[f"{label}first start: qmd mcp server/discover"].append(time_discover([cmd, "mcp"], first_start(*first)))
-                runs[f"{label}first start: {FIRST}"].append(time_first_call([cmd, "mcp"], first_start(*first), FIRST_CALLS[FIRST]))
+                record(f"{label}first start: qmd mcp initialize", lambda: time_initialize([cmd, "mcp"], first_start(*first)))
+                record(f"{label}first start: qmd mcp server/discover", lambda: time_discover([cmd, "mcp"], first_start(*first)))
+                record(f"{label}first start: {FIRST}", lambda: time_first_call([cmd, "mcp"], first_start(*first), FIRST_CALLS[FIRST]))
                 for name, call in FIRST_CALLS.items():
                     runs[f"{label}{name}"].append(time_first_call([cmd, "mcp"], env, call))
         for cmd, label in zip(cmds, labels):
             if label:
                 print(f"{label}{cmd}")
         base = statistics.median(runs["python -I -c pass"])
+        base_cpu = statistics.median(cpu["python -I -c pass"])
         for name, values in runs.items():
-            print(f"{name:30} p50 {pct(values, 0.5):7.1f} ms  p90 {pct(values, 0.9):7.1f} ms  ratio {statistics.median(values) / base:5.2f}x")
+            spent = f"  CPU {statistics.median(cpu[name]) * 1000:6.1f} ms ({statistics.median(cpu[name]) / base_cpu:5.2f}x)" if name in cpu else ""
+            print(f"{name:30} p50 {pct(values, 0.5):7.1f} ms  p90 {pct(values, 0.9):7.1f} ms  ratio {statistics.median(values) / base:5.2f}x{spent}")
     finally:
         for root in roots:
             shutil.rmtree(root, ignore_errors=True)
