@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -181,6 +182,15 @@ def run_child(argv: list[str], *, env: dict[str, str] | None = None, check: bool
         sys.exit(f"child failed ({proc.returncode}): {' '.join(argv)[:200]}\n{proc.stderr}")
     hwm = [int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("VmHWM_kB ")]
     return ChildResult(seconds, hwm[-1] if hwm else 0, proc.stdout)
+
+
+def with_child_cpu(fn: Callable[[], T]) -> tuple[float, T]:
+    """CPU seconds (user + sys) of the children reaped during `fn()`, and its value: one child
+    each here. Other load on the shared cores moves wall time far more than CPU time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    value = fn()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, value
 
 
 def stdio_first_answer(cmd: list[str], env: dict[str, str], messages: list[dict[str, Any]], want_id: object) -> tuple[float, dict[str, Any]]:

@@ -1,7 +1,11 @@
 """How soon `qmd mcp` (stdio) answers `initialize` and the first tool call, against bare interpreter starts.
 
 Prints p50/p90 over N runs of: `python -I -c pass` (process start to exit), `qmd mcp`
-(process start to the initialize response on stdout), and, each in a fresh process sent
+(process start to the initialize response on stdout, and to the answer of a 2026-07-28
+`server/discover` with its `_meta`, the probe Claude Code 2.1.332 waits 3 s for), both again
+on a first start (a copy of the home as `qmd collection add` left it: no kept instructions)
+with the first keyword query there too (these rows also print each whole process's CPU time,
+which other load moves far less than wall time), and, each in a fresh process sent
 `initialize`, `notifications/initialized` and one `tools/call` at once (as an agent whose
 first turn calls a tool), process start to that call's answer: a keyword-only `query`
 (`searches: [{type: lex}]`), `get` of one note, `status`; and each one's ratio to
@@ -21,9 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from _common import stdio_first_answer
+from _common import stdio_first_answer, with_child_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -32,16 +37,19 @@ FIRST_CALLS: dict[str, dict[str, object]] = {  # the first tools/call of a sessi
     "first get": {"name": "get", "arguments": {"file": "notes/onboarding.md"}},
     "first status": {"name": "status", "arguments": {}},
 }
+FIRST = "first query (lex only)"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}
+DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}  # Claude Code 2.1.332's probe (3 s over stdio)
 
 
-def env_for(home: Path) -> dict[str, str]:
+def env_for(home: Path, pycache: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QMD_", "XDG_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env["HOME"] = str(home)
     # Installed packages ship .pyc files: cache bytecode in the temp home (as bench/_common.py
     # does), or an editable checkout under PYTHONDONTWRITEBYTECODE=1 recompiles every module
     # each start and the figures measure the compiler.
-    env["PYTHONPYCACHEPREFIX"] = str(home / "pycache")
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
     for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
         env[var] = str(home / sub)
     return env
@@ -51,6 +59,21 @@ def time_initialize(cmd: list[str], env: dict[str, str]) -> float:
     elapsed, reply = stdio_first_answer(cmd, env, [INIT], 1)
     assert reply.get("result", {}).get("serverInfo", {}).get("name") == "qmd", reply
     return elapsed
+
+
+def time_discover(cmd: list[str], env: dict[str, str]) -> float:
+    elapsed, reply = stdio_first_answer(cmd, env, [DISCOVER], 1)
+    assert "2026-07-28" in reply.get("result", {}).get("supportedVersions", []), reply
+    return elapsed
+
+
+def first_start(template: Path, home: Path, pycache: Path) -> dict[str, str]:
+    """The home at `home` as `qmd collection add` left it there, before any server start: what
+    a client's first `qmd mcp` after an install finds (no kept instructions, whatever the add
+    itself kept; a copy made elsewhere would miss caches named by their path)."""
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(template, home, symlinks=True)  # times kept: the index is as old as the template
+    return env_for(home, pycache)
 
 
 def time_first_call(cmd: list[str], env: dict[str, str], call: dict[str, object]) -> float:
@@ -79,14 +102,18 @@ def main() -> int:
     ap.add_argument("--cmd", action="append", help="the qmd launcher to time (default: qmd on PATH); given twice or more, each is timed, interleaved, on its own copy of the index (before/after a change)")
     args = ap.parse_args()
     cmds: list[str] = args.cmd or [shutil.which("qmd") or "qmd"]
-    homes = [Path(tempfile.mkdtemp(prefix="qmd-bench-init-")) for _ in cmds]  # each its own kept instructions
-    envs = [env_for(home) for home in homes]
+    roots = [Path(tempfile.mkdtemp(prefix="qmd-bench-init-")) for _ in cmds]  # each its own kept instructions
+    homes, templates, fresh, pycaches = ([root / sub for root in roots] for sub in ("home", "template", "fresh", "pycache"))
+    envs = [env_for(home, pycache) for home, pycache in zip(homes, pycaches)]
     labels = [f"[{i + 1}] " if len(cmds) > 1 else "" for i in range(len(cmds))]
     try:
-        for cmd, env in zip(cmds, envs):
-            subprocess.run([cmd, "collection", "add", str(args.notes), "--name", "notes"], env=env, check=True, capture_output=True)
-        # A config is cached (parsed, as JSON) once it has settled for 2 s, as every real
-        # one has; a first start after that writes the cache.
+        for cmd, env, template, scratch, pycache in zip(cmds, envs, templates, fresh, pycaches):
+            for where in (env, env_for(scratch, pycache)):  # the first-start home made where it is used: same paths
+                subprocess.run([cmd, "collection", "add", str(args.notes), "--name", "notes"], env=where, check=True, capture_output=True)
+            shutil.copytree(scratch, template, symlinks=True)
+        # The kept instructions are written once the index has settled for 2 s, as every real
+        # one has; a first start after that writes them (the "first start" rows copy the
+        # home as `collection add` left it, so they find none).
         time.sleep(2.2)
         bare = [sys.executable, "-I", "-c", "pass"]
         for cmd, env in zip(cmds, envs):
@@ -94,23 +121,39 @@ def main() -> int:
             for call in FIRST_CALLS.values():  # warm-up: bytecode, the page cache
                 time_first_call([cmd, "mcp"], env, call)
         runs: dict[str, list[float]] = {"python -I -c pass": []}
+        cpu: dict[str, list[float]] = {}  # CPU of the whole process (to its exit), for the rows timed through `record`
+
+        def record(name: str, fn: Callable[[], float]) -> None:
+            spent, elapsed = with_child_cpu(fn)
+            runs[name].append(elapsed)
+            cpu.setdefault(name, []).append(spent)
+
         for label in labels:
-            runs.update({f"{label}qmd mcp initialize": [], **{f"{label}{name}": [] for name in FIRST_CALLS}})
+            runs.update({f"{label}{start}{what}": [] for start in ("", "first start: ") for what in ("qmd mcp initialize", "qmd mcp server/discover")})
+            runs.update({f"{label}{name}": [] for name in FIRST_CALLS})
+            runs[f"{label}first start: {FIRST}"] = []
         for _ in range(args.n):  # interleaved, so load drifts hit all alike
-            runs["python -I -c pass"].append(time_process(bare, envs[0]))
-            for cmd, env, label in zip(cmds, envs, labels):
-                runs[f"{label}qmd mcp initialize"].append(time_initialize([cmd, "mcp"], env))
+            record("python -I -c pass", lambda: time_process(bare, envs[0]))
+            for cmd, env, label, template, scratch, pycache in zip(cmds, envs, labels, templates, fresh, pycaches):
+                record(f"{label}qmd mcp initialize", lambda: time_initialize([cmd, "mcp"], env))
+                record(f"{label}qmd mcp server/discover", lambda: time_discover([cmd, "mcp"], env))
+                first = (template, scratch, pycache)
+                record(f"{label}first start: qmd mcp initialize", lambda: time_initialize([cmd, "mcp"], first_start(*first)))
+                record(f"{label}first start: qmd mcp server/discover", lambda: time_discover([cmd, "mcp"], first_start(*first)))
+                record(f"{label}first start: {FIRST}", lambda: time_first_call([cmd, "mcp"], first_start(*first), FIRST_CALLS[FIRST]))
                 for name, call in FIRST_CALLS.items():
                     runs[f"{label}{name}"].append(time_first_call([cmd, "mcp"], env, call))
         for cmd, label in zip(cmds, labels):
             if label:
                 print(f"{label}{cmd}")
         base = statistics.median(runs["python -I -c pass"])
+        base_cpu = statistics.median(cpu["python -I -c pass"])
         for name, values in runs.items():
-            print(f"{name:30} p50 {pct(values, 0.5):7.1f} ms  p90 {pct(values, 0.9):7.1f} ms  ratio {statistics.median(values) / base:5.2f}x")
+            spent = f"  CPU {statistics.median(cpu[name]) * 1000:6.1f} ms ({statistics.median(cpu[name]) / base_cpu:5.2f}x)" if name in cpu else ""
+            print(f"{name:30} p50 {pct(values, 0.5):7.1f} ms  p90 {pct(values, 0.9):7.1f} ms  ratio {statistics.median(values) / base:5.2f}x{spent}")
     finally:
-        for home in homes:
-            shutil.rmtree(home, ignore_errors=True)
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 if __name__ == "__main__":

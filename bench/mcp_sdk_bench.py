@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from _common import BENCH, PYTHON, REPO, Report, Target, arg_parser, isolated_home, ms, p50, percentile, stdio_first_answer, timed
+from _common import BENCH, PYTHON, REPO, Report, Target, arg_parser, isolated_home, ms, p50, percentile, stdio_first_answer, timed, with_child_cpu
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -48,16 +46,6 @@ EXCHANGES: dict[str, tuple[list[dict[str, Any]], int]] = {
 }
 IMPORTS = ["pydantic", "anyio", "mcp_types", "mcp.server.lowlevel", "mcp.server.mcpserver", "mcp.server", "qmd.serve.stdio"]
 BUDGET = 4.0  # x `python -I -c pass`
-T = TypeVar("T")
-
-
-def with_child_cpu(fn: Callable[[], T]) -> tuple[float, T]:
-    """CPU seconds (user + sys) of the children reaped during `fn()`, and its value: one child
-    each here. Other load on the shared cores moves wall time far more than CPU time."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    value = fn()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, value
 
 
 def qmd_command() -> list[str]:

@@ -104,12 +104,13 @@ def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
 
 # --- the parsed-config cache ------------------------------------------------------
 # Parsing YAML (import included) costs more than a whole `qmd search`, so the parsed form
-# of each config is kept as JSON under the cache dir, keyed by the file's identity. A copy is
-# used only when it cannot be stale: same path, size, mtime, ctime and inode, and written
-# when the file was already RACY_SECONDS old (git's "racily clean" rule: an edit within the
-# file system's timestamp granularity of the copy could keep size and times unchanged).
+# of each config is kept as JSON under the cache dir with the exact text it was parsed from.
+# A copy is used only when the file's text is that text, so it cannot be stale whatever
+# happened to the file's times (no "racily clean" window: a same-size edit within the file
+# system's timestamp granularity is seen as well). So it can be written the moment qmd saves
+# a config: the first `qmd mcp` after `qmd collection add` reads no YAML (issue 31).
 
-CACHE_VERSION = 2  # 2: parsed with YAML 1.2 scalars (qmd.core.yamlcore)
+CACHE_VERSION = 3  # 2: parsed with YAML 1.2 scalars (qmd.core.yamlcore); 3: keyed by the text, not the file's stamp
 
 
 def config_cache_path(path: Path) -> Path:
@@ -122,52 +123,33 @@ def config_cache_path(path: Path) -> Path:
     return cache_dir() / "config" / f"{os.path.basename(absolute)}-{zlib.crc32(os.fsencode(absolute)):08x}.json"
 
 
-def _identity(path: Path, stat: os.stat_result) -> list[object]:
-    from qmd.core.stamps import stamp
-
-    return stamp(path, stat)
-
-
-def _settled(stat: os.stat_result, now_ns: int) -> bool:
-    """Has the file gone unchanged long enough that a same-size edit would change its times?"""
-    from qmd.core.stamps import settled, stamp
-
-    return settled([stamp("", stat)], now_ns)
-
-
-def _read_cache(path: Path, stat: os.stat_result) -> dict[str, Any] | None:
-    """The cached parse of `path` when it is certainly current, else None (parse the YAML)."""
+def _read_cache(path: Path, text: str) -> dict[str, Any] | None:
+    """The cached parse of `path` when it was made from exactly `text`, else None (parse the YAML)."""
     import json
-    import time
 
-    if not _settled(stat, time.time_ns()):
-        return None
     try:
         with open(config_cache_path(path), encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or data.get("identity") != _identity(path, stat):
+    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or data.get("text") != text:
         return None
     raw = data.get("raw")
     return raw if isinstance(raw, dict) else None
 
 
-def _write_cache(path: Path, stat: os.stat_result, raw: dict[str, Any]) -> None:
-    """Best effort: a config changed too recently, one JSON cannot hold exactly (dates, number
-    keys), or an unwritable cache dir gets no copy; the next load parses the YAML again."""
+def _write_cache(path: Path, text: str, raw: dict[str, Any]) -> None:
+    """Best effort: a config JSON cannot hold exactly (dates, number keys), or an unwritable
+    cache dir gets no copy; the next load parses the YAML again."""
     import json
-    import time
 
     from qmd.core.fileio import write_text
 
-    if not _settled(stat, time.time_ns()):
-        return
     try:
-        text = json.dumps({"version": CACHE_VERSION, "identity": _identity(path, stat), "raw": raw}, ensure_ascii=False)
-        if json.loads(text)["raw"] != raw:
+        data = json.dumps({"version": CACHE_VERSION, "text": text, "raw": raw}, ensure_ascii=False)
+        if json.loads(data)["raw"] != raw:
             return
-        write_text(config_cache_path(path), text + "\n", fsync=False)
+        write_text(config_cache_path(path), data + "\n", fsync=False)
     except (OSError, TypeError, ValueError):
         pass
 
@@ -188,22 +170,16 @@ class Config:
         import and run of the YAML parser; it is used only when it cannot be stale.
         """
         try:
-            stat = path.stat()
-        except FileNotFoundError:
-            return cls(path, {})
-        except OSError as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}", "check the path and its permissions") from exc
-        cached = _read_cache(path, stat)
-        if cached is not None:
-            config = cls(path, cached)
-            config.validate()  # a copy written by an older qmd may hold what this one refuses
-            return config
-        try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return cls(path, {})
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}", "check the file's permissions and encoding") from exc
+            raise ConfigError(f"cannot read config {path}: {exc}", "check the path, the file's permissions and its encoding") from exc
+        cached = _read_cache(path, text)
+        if cached is not None:
+            config = cls(path, cached)
+            config.validate()  # a copy written by an older qmd may hold what this one refuses
+            return config
         yaml, loader, _ = _yaml()
         try:
             raw = yaml.load(text, Loader=loader) or {}
@@ -213,7 +189,7 @@ class Config:
             raise ConfigError(f"config {path} must be a mapping at the top level", f"fix or remove {path}")
         config = cls(path, raw)
         config.validate()  # eagerly, so errors surface at load time (and a cached copy is valid)
-        _write_cache(path, stat, raw)
+        _write_cache(path, text, raw)
         return config
 
     def save(self) -> None:
@@ -228,6 +204,12 @@ class Config:
         text = yaml.dump(self.raw, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
         # A new config is private (0600); an existing one keeps its mode.
         write_text(self.path, text, mode=None if self.path.exists() else 0o600)
+        # Keep the parse of what was written: the next process (a server's first start) reads no YAML.
+        _, loader, _ = _yaml()
+        try:
+            _write_cache(self.path, text, yaml.load(text, Loader=loader) or {})
+        except yaml.YAMLError:
+            pass
         self.path.with_name(f".{self.path.name}.json").unlink(missing_ok=True)  # the copy older qmds kept beside it
 
     # --- reading -------------------------------------------------------------------

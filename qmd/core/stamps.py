@@ -4,8 +4,8 @@ A stamp is a file's path, size, times, inode and device (or the path and None wh
 is no file). A copy made from files is current while their stamps are unchanged, with
 git's "racily clean" rule: a copy is kept only when every file had been left alone for
 `RACY_SECONDS`, since an edit within the file system's timestamp granularity of the copy
-could leave size and times as they were. Used for the parsed config (qmd/core/config.py)
-and the MCP server's instructions (qmd/serve/instructions.py).
+could leave size and times as they were. Used for the MCP server's instructions
+(qmd/serve/instructions.py); the parsed config (qmd/core/config.py) is keyed by its text.
 """
 
 from __future__ import annotations

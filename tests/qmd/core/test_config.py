@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import qmd.core.stamps as stamps
 import yaml
 
 import qmd
@@ -94,7 +93,6 @@ def test_a_cached_copy_of_a_bad_config_is_still_refused(cli: Cli, notes: Path, m
     from qmd.core import config
 
     assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
-    monkeypatch.setattr(stamps, "RACY_SECONDS", 0.0)
     path = _config()
     config.Config.load(path)
     cache = config.config_cache_path(path)

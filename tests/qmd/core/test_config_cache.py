@@ -1,6 +1,7 @@
 """The parsed-config cache never serves a stale or wrong config: a copy is used only when
-the file's path, size, mtime, ctime and inode match and the file had settled (2 s old) when
-the copy was written; a corrupt copy or an unwritable cache dir only costs a YAML parse."""
+the file's text is the text it was parsed from (whatever the file's times say), so it is
+written at once, a saved config's included; a corrupt copy or an unwritable cache dir only
+costs a YAML parse."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import os
 from pathlib import Path
 
 import pytest
-
-import qmd.core.stamps as stamps
 
 from qmd.core import config
 from qmd.core.config import Config, config_cache_path
@@ -26,17 +25,11 @@ def path(tmp_path: Path) -> Path:
     return target
 
 
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every file counts as settled: copies are written and used at once."""
-    monkeypatch.setattr(stamps, "RACY_SECONDS", 0.0)
-
-
 def _folder(path: Path) -> str:
     return str(Config.load(path).collections()["notes"].path)
 
 
-def test_a_settled_config_is_read_from_its_cached_copy(path: Path, settled: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_config_is_read_from_its_cached_copy(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _folder(path) == "/tmp/aaaa"
     cache = config_cache_path(path)
     assert cache.is_file() and cache.parent.parent == Path(os.environ["XDG_CACHE_HOME"]) / "qmd"
@@ -46,26 +39,25 @@ def test_a_settled_config_is_read_from_its_cached_copy(path: Path, settled: None
 
 
 def test_edit_then_read_within_the_same_second(path: Path) -> None:
-    """A config changed less than 2 s ago gets no copy, so a second same-size edit in the
-    same timestamp tick (coarse file systems) is still seen."""
+    """A copy made a moment ago, then a same-size edit in the same timestamp tick (coarse
+    file systems): the text differs, so the edit is seen."""
     assert _folder(path) == "/tmp/aaaa"
-    assert not config_cache_path(path).exists()
+    assert config_cache_path(path).exists()  # no 2 s wait: the copy names its text
     stat = path.stat()
     path.write_text(YAML.format("bbbb"))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same mtime
     assert _folder(path) == "/tmp/bbbb"
 
 
-def test_a_copy_is_not_trusted_while_the_file_is_fresh(path: Path, settled: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _folder(path) == "/tmp/aaaa"  # a copy is written (settled)
-    monkeypatch.setattr(stamps, "RACY_SECONDS", 3600.0)  # now the file counts as fresh
-    parsed: list[bool] = []
-    real = config._yaml
-    monkeypatch.setattr(config, "_yaml", lambda: parsed.append(True) or real())
-    assert _folder(path) == "/tmp/aaaa" and parsed == [True]
+def test_a_touched_file_keeps_its_copy(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """New times, same text (a `touch`, a checkout): the copy still serves."""
+    assert _folder(path) == "/tmp/aaaa"
+    path.write_text(YAML.format("aaaa"))
+    monkeypatch.setattr(config, "_yaml", lambda: (_ for _ in ()).throw(AssertionError("parsed the YAML")))
+    assert _folder(path) == "/tmp/aaaa"
 
 
-def test_a_same_size_change_with_the_old_mtime_is_seen(path: Path, settled: None) -> None:
+def test_a_same_size_change_with_the_old_mtime_is_seen(path: Path) -> None:
     """In place, same size, mtime put back (rsync --inplace -t, tar): the ctime tells."""
     assert _folder(path) == "/tmp/aaaa"
     stat = path.stat()
@@ -77,7 +69,7 @@ def test_a_same_size_change_with_the_old_mtime_is_seen(path: Path, settled: None
     assert _folder(path) == "/tmp/cccc"
 
 
-def test_a_replaced_file_is_seen(path: Path, settled: None) -> None:
+def test_a_replaced_file_is_seen(path: Path) -> None:
     """An editor's save (new inode by rename) of the same size."""
     assert _folder(path) == "/tmp/aaaa"
     stat = path.stat()
@@ -89,7 +81,7 @@ def test_a_replaced_file_is_seen(path: Path, settled: None) -> None:
 
 
 @pytest.mark.parametrize("garbage", ["", "{", "[]", "null", '{"version": 1}', '{"version": 1, "identity": [], "raw": {}}', "\x00\xff"])
-def test_a_corrupt_copy_is_ignored_and_rewritten(path: Path, settled: None, garbage: str) -> None:
+def test_a_corrupt_copy_is_ignored_and_rewritten(path: Path, garbage: str) -> None:
     assert _folder(path) == "/tmp/aaaa"
     cache = config_cache_path(path)
     cache.write_text(garbage, encoding="utf-8", errors="surrogateescape")
@@ -97,7 +89,7 @@ def test_a_corrupt_copy_is_ignored_and_rewritten(path: Path, settled: None, garb
     assert json.loads(cache.read_text())["raw"]["collections"]["notes"]["path"] == "/tmp/aaaa"
 
 
-def test_a_copy_of_another_config_is_never_used(path: Path, tmp_path: Path, settled: None) -> None:
+def test_a_copy_of_another_config_is_never_used(path: Path, tmp_path: Path) -> None:
     """Copies are per path, and each names the file it was made from."""
     other = tmp_path / "other" / "index.yml"
     other.parent.mkdir()
@@ -108,7 +100,7 @@ def test_a_copy_of_another_config_is_never_used(path: Path, tmp_path: Path, sett
     assert _folder(path) == "/tmp/aaaa"
 
 
-def test_an_unwritable_cache_dir_costs_only_a_parse(path: Path, settled: None) -> None:
+def test_an_unwritable_cache_dir_costs_only_a_parse(path: Path) -> None:
     folder = config_cache_path(path).parent
     folder.parent.mkdir(parents=True, exist_ok=True)
     folder.write_text("a file where the folder should be")
@@ -117,17 +109,19 @@ def test_an_unwritable_cache_dir_costs_only_a_parse(path: Path, settled: None) -
     assert _folder(path) == "/tmp/ffff"
 
 
-def test_what_json_cannot_hold_exactly_is_not_cached(path: Path, settled: None) -> None:
+def test_what_json_cannot_hold_exactly_is_not_cached(path: Path) -> None:
     """Number keys would come back as text, dates not at all: such a config is parsed each time."""
     path.write_text("collections:\n  2024:\n    path: /tmp/x\nupdater:\n  since: 2024-01-02\n")
     assert str(Config.load(path).collections()["2024"].path) == "/tmp/x"
     assert not config_cache_path(path).exists()
 
 
-def test_a_saved_config_is_read_back_as_saved(path: Path, settled: None) -> None:
+def test_a_saved_config_is_read_back_as_saved(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Saving keeps the parse of what it wrote: the next load (another process's) reads no YAML."""
     cfg = Config.load(path)
     cfg.global_context = "all my notes"
     cfg.save()
+    monkeypatch.setattr(config, "_yaml", lambda: (_ for _ in ()).throw(AssertionError("parsed the YAML")))
     assert Config.load(path).global_context == "all my notes"
     assert not path.with_name(f".{path.name}.json").exists()  # no copy beside the config any more
 

@@ -231,3 +231,42 @@ def test_a_home_and_a_local_index_each_keep_their_own_copy(env: dict[str, str], 
     assert start(tmp_path, "home2") == "HOME KEPT"
     assert start(project, "local2") == "LOCAL KEPT"
     assert start(tmp_path, "home3") == home_text  # each second start kept its own text again
+
+
+def _first_start(env: dict[str, str]) -> tuple[str, list[str]]:
+    """A stdio start's `server/discover` instructions and which parsers it loaded."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    code = (
+        "import json, sys\n"
+        "from qmd.serve.stdio import run\n"
+        "code = run(None)\n"
+        "loaded = sorted(m for m in ('yaml', 'tree_sitter', 'llama_cpp', 'numpy') if m in sys.modules)\n"
+        "sys.stderr.write('LOADED ' + json.dumps(loaded) + '\\n')\n"
+        "sys.exit(code)\n"
+    )
+    stdin = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}) + "\n"
+    proc = subprocess.run([sys.executable, "-c", code], input=stdin, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout.splitlines()[0])
+    return answer["result"]["instructions"], json.loads(proc.stderr.rsplit("LOADED ", 1)[1])
+
+
+def test_a_first_start_after_collection_add_reads_no_yaml_and_stays_current(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: `collection add` keeps the parse of the config it saved, so the first server
+    start after it (no kept instructions yet) reads no YAML, as a later start does; the
+    instructions still follow every collection added or removed."""
+    env = make_env(tmp_path)
+    setup_index(tmp_path, env)
+    monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
+    assert not instructions.cache_path("index").exists()  # nothing kept: a first start
+    text, loaded = _first_start(env)
+    assert "- notes (" in text and loaded == []
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "a.md").write_text("# A\n\nanother folder\n")
+    assert run_qmd("collection", "add", str(more), "--name", "more", env=env).returncode == 0
+    text, loaded = _first_start(env)
+    assert "- more (1 docs)" in text and "- notes (" in text and loaded == []
+    assert run_qmd("collection", "remove", "more", env=env).returncode == 0
+    text, loaded = _first_start(env)
+    assert "- more" not in text and "- notes (" in text and loaded == []
