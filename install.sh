@@ -125,6 +125,10 @@ if ! $PIP install -q -e "$target" --config-settings editable_mode=compat >"$log"
   $PIP install -q -e "$target" >"$log" 2>&1 || { tail -n 20 "$log" >&2; die "pip install failed (log: $log)"; }
 fi
 rm -f "$log"
+# An editable install ships no bytecode, and where PYTHONDONTWRITEBYTECODE is set nothing
+# writes it later: every `qmd` start (an agent's MCP server, each guard call) would compile
+# its modules again. Compile them once here; a failure only costs that time.
+"$VENV/bin/python" -m compileall -q -j 0 "$REPO/qmd" "$REPO/updater" "$REPO/doctor" "$REPO/hooks" "$REPO/guards" >/dev/null 2>&1 || true
 if [ "$DEV" = 1 ] && ! command -v shellcheck >/dev/null 2>&1; then
   # a system tool, not a pip package: the suite's lint of the git hook's sh skips without it
   say "shellcheck not found: its test will skip (Debian/Ubuntu: apt-get install shellcheck; macOS: brew install shellcheck)"
