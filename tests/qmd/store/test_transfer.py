@@ -247,18 +247,23 @@ def _absolute(records: list[dict[str, object]]) -> None:
     records[_doc_index(records)]["d"][1] = "/etc/passwd"  # type: ignore[index]
 
 
-def _nul(records: list[dict[str, object]]) -> None:
+def _swap_first_text(records: list[dict[str, object]], text: str) -> None:
+    """The first content record's text replaced by `text`, its hash and every reference to it
+    (documents, vectors) kept consistent: only the text itself is hostile."""
     from qmd.core.text import content_hash
 
     i = next(i for i, r in enumerate(records) if "c" in r)
-    text = "# evil\x00\n"
-    old = records[i]["c"]
-    records[i] = {"c": content_hash(text), "text": text}
+    old, new = records[i]["c"], content_hash(text)
+    records[i] = {"c": new, "text": text}
     for r in records:
         if "d" in r and r["d"][2] == old:  # type: ignore[index]
-            r["d"][2] = content_hash(text)  # type: ignore[index]
+            r["d"][2] = new  # type: ignore[index]
         if r.get("v") == old:
-            r["v"] = content_hash(text)
+            r["v"] = new
+
+
+def _nul(records: list[dict[str, object]]) -> None:
+    _swap_first_text(records, "# evil\x00\n")
 
 
 def _tampered(records: list[dict[str, object]]) -> None:
@@ -306,16 +311,7 @@ def _surrogate_path(records: list[dict[str, object]]) -> None:
 
 
 def _surrogate_text(records: list[dict[str, object]]) -> None:
-    from qmd.core.text import content_hash
-
-    i = next(i for i, r in enumerate(records) if "c" in r)
-    text, old = "# evil \udc80\n", records[i]["c"]
-    records[i] = {"c": content_hash(text), "text": text}
-    for r in records:
-        if "d" in r and r["d"][2] == old:  # type: ignore[index]
-            r["d"][2] = content_hash(text)  # type: ignore[index]
-        if r.get("v") == old:
-            r["v"] = content_hash(text)
+    _swap_first_text(records, "# evil \udc80\n")
 
 
 def _escape_in_context(records: list[dict[str, object]]) -> None:
