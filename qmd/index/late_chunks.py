@@ -16,8 +16,6 @@ import os
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-
 __all__ = ["TokenEmbedder", "late_chunking", "late_tokens", "late_vectors", "plan_windows"]
 
 
@@ -95,6 +93,8 @@ def late_vectors(embedder: TokenEmbedder, head: str, text: str, spans: Sequence[
     the spans cover (`_inputs`)."""
     if not spans:
         return []
+    import numpy as np  # here, not at the top: qmd.index.embedding imports this module for every fingerprint
+
     inputs, local, choice = _inputs(embedder, head, text, spans)
     outputs = [np.asarray(embedder.token_vectors(tokens), dtype=np.float64) for tokens in inputs]
     vectors: list[list[float]] = []

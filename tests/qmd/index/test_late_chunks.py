@@ -113,3 +113,14 @@ def test_the_switch_embeds_late_chunks_under_its_own_fingerprint(tmp_path: Path,
     emb.close()
     late_store.close()
     store.close()
+
+
+def test_the_embedding_module_loads_no_numpy() -> None:
+    """qmd.index.embedding (every fingerprint: status, doctor, vsearch's check) imports late
+    chunking's module; numpy loads only when a document is late-chunked."""
+    import subprocess
+    import sys
+
+    code = "import sys, qmd.index.embedding, qmd.index.late_chunks; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
