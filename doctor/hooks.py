@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from qmd import QmdError, harness
-from qmd.agents import claude_json, claude_plugin, claude_settings, codex_config, read_json_object
+from qmd.agents import claude_config_dir, claude_json, claude_plugin, claude_settings, codex_config, read_json_object
 from guards import codex_trust
 from guards import install as guard_install
 from hooks import install as hook_install
@@ -52,7 +52,7 @@ def _guard() -> list[CheckResult]:
     out = []
     for path, registered, detail in found:
         agent = "--codex" if Path(path).name == "hooks.json" else "--claude"
-        scope = [] if agent == "--codex" or Path(path).parent == Path(guard_install.claude_settings("user")).parent else ["--scope", "project"]
+        scope = [] if agent == "--codex" or Path(path).parent == claude_config_dir() else ["--scope", "project"]
         fix = " ".join(["qmd", "guard", "install", agent, *scope])
         if registered:
             out.append(ok(f"agent guard [{home_path(path)}]", detail, ms=c.ms))

@@ -3,6 +3,8 @@
 Hooks in every enrolled repository (legacy hooks restored), the guard and SessionStart
 hooks, MCP registrations and running HTTP servers, the updater's service, the
 ~/.local/bin launcher. The index, config, models and harness state stay unless --purge.
+qmd's Claude Code / Codex plugin stays too: a client's plugins are its own; one line names the
+command that removes it.
 
 Project-local indexes: the ones the harness serves (`qmd.harness.local_configs()`, which `init`,
 `update` and config changes register), those of enrolled repositories and the one found
@@ -186,6 +188,19 @@ def _local_summary(locals_: list[qmd.IndexPaths]) -> str:
     return f"{len(locals_)} project-local ({shown})"
 
 
+def plugins_kept() -> str | None:
+    """One line naming qmd's Claude Code / Codex plugin when it is installed and enabled: teardown
+    leaves a client's plugins to that client, so it says how to remove it."""
+    found = [
+        (name, qmd.agents.remove_command(plugin_id, client))
+        for name, client, plugin_id in (("Claude Code", "claude", qmd.agents.claude_plugin(Path.cwd())), ("Codex", "codex", qmd.agents.codex_plugin()))
+        if plugin_id
+    ]
+    if not found:
+        return None
+    return f"Kept: qmd's plugin in {' and '.join(name for name, _ in found)} (teardown leaves a client's plugins to it); to remove it: {' && '.join(command for _, command in found)}"
+
+
 def plan(purge: bool) -> list[Step]:
     from guards import install as guard_install
     from updater import registry, service
@@ -216,7 +231,7 @@ def plan(purge: bool) -> list[Step]:
     copies = _backups(touched)
     if copies:
         steps.append(Step(f"remove {len(copies)} backup cop{'y' if len(copies) == 1 else 'ies'} qmd's installers made (" + ", ".join(home_path(c) for c in copies[:3]) + (", …" if len(copies) > 3 else "") + ")", lambda: [line for c in _backups(touched) for line in _remove(c)]))
-    parents = [Path(guard_install.claude_settings("user")).parent, qmd.agents.codex_home(), service.systemd_dir(), Path.home() / ".local" / "bin"]
+    parents = [qmd.agents.claude_config_dir(), qmd.agents.codex_home(), service.systemd_dir(), Path.home() / ".local" / "bin"]
     if steps:
         steps.append(Step("remove the folders above if that left them empty", lambda: _prune(parents)))
     if purge:
@@ -258,16 +273,17 @@ def teardown(
         + f", config in {home_path(harness.config_dir())}, state in {home_path(harness.state_dir())} (--purge deletes them"
         + ("; a project's .qmd/index.yml always stays)" if locals_ else ")")
     )
+    plugin = plugins_kept()
     if not steps:
         typer.echo("Nothing to remove: no hooks, guard, MCP registration, service or launcher of qmd's found" + ("" if purge or locals_ else " (data kept; --purge deletes it)"))
-        if locals_:
-            typer.echo(kept)
+        for line in ([kept] if locals_ else []) + ([plugin] if plugin else []):
+            typer.echo(line)
         return
     typer.echo("qmd teardown will:")
     for step in steps:
         typer.echo(f"  - {step.summary}")
-    if not purge:
-        typer.echo(kept)
+    for line in ([] if purge else [kept]) + ([plugin] if plugin else []):
+        typer.echo(line)
     if not yes:
         if not sys.stdin.isatty():
             raise qmd.QmdError("teardown asks before removing anything", "run again with --yes")

@@ -12,7 +12,7 @@ from tests.support.paths import REPO
 # Shared fixtures defined beside the helpers they use, registered here for every test folder.
 pytest_plugins = ["tests.support.models", "tests.support.harness", "tests.support.timing"]
 
-_PATH_VARS = ("INDEX_PATH", "QMD_DATABASE_URL", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL")
+_PATH_VARS = ("INDEX_PATH", "QMD_DATABASE_URL", "QMD_CONFIG_DIR", "QMD_STATE_DIR", "QMD_MODELS_DIR", "QMD_EMBED_MODEL", "QMD_RERANK_MODEL", "QMD_GENERATE_MODEL", "CLAUDE_CONFIG_DIR", "CODEX_HOME")  # the agents' folders: under HOME
 
 
 @pytest.fixture(autouse=True)

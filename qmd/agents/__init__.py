@@ -9,6 +9,7 @@ MCP registration (`registration`):
 - `registered_token_env(index)`: the variable whose bearer token a registration sends (doctor).
 
 Where the files are (`locations`):
+- `claude_config_dir()`: `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
 - `claude_settings(scope)`: Claude Code's settings.json (hooks) for `user` or `project`.
 - `claude_json()`, `project_mcp_json()`: Claude Code's MCP servers (user, project scope).
 - `codex_home()`, `codex_hooks_json()`, `codex_config()`: Codex's folder, hooks.json, config.toml.
@@ -16,7 +17,8 @@ Where the files are (`locations`):
 qmd's Claude Code plugin (`plugin`):
 - `claude_plugin(cwd)`, `codex_plugin()`: the plugin's id when Claude Code / Codex has it installed
   and enabled (so nothing registers qmd twice); `PLUGIN_SERVER`: its server's name in tool names.
-- `plugin_notice(id, what)`: the line printed instead of a second registration.
+- `plugin_notice(id, what)`: the line printed instead of a second registration;
+  `remove_command(id, client)`: the client's command that removes the plugin (teardown names it).
 Editing them (`files`, `codex`):
 - `read_json_object`, `dump_json`: read a JSON object file, write JSON in its style.
 - `backup`, `write_file`, `write_with_backup`, `write_or_remove`: `*.qmd-backup-<time>`
@@ -40,6 +42,7 @@ _EXPORTS = {
     "registrations": "registration",
     "registered_token_env": "registration",
     "unregister_all": "registration",
+    "claude_config_dir": "locations",
     "claude_settings": "locations",
     "claude_json": "locations",
     "project_mcp_json": "locations",
@@ -60,6 +63,7 @@ _EXPORTS = {
     "codex_plugin": "plugin",
     "PLUGIN_SERVER": "plugin",
     "plugin_notice": "plugin",
+    "remove_command": "plugin",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -71,6 +75,6 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.agents.codex import HOOKS_FEATURE_LINE, disable_hooks_feature, enable_hooks_feature, remove_hook_states
     from qmd.agents.files import backup, dump_json, read_json_object, write_file, write_or_remove, write_with_backup
-    from qmd.agents.plugin import PLUGIN_SERVER, claude_plugin, codex_plugin, plugin_notice
-    from qmd.agents.locations import claude_json, claude_settings, codex_config, codex_home, codex_hooks_json, project_mcp_json
+    from qmd.agents.plugin import PLUGIN_SERVER, claude_plugin, codex_plugin, plugin_notice, remove_command
+    from qmd.agents.locations import claude_config_dir, claude_json, claude_settings, codex_config, codex_home, codex_hooks_json, project_mcp_json
     from qmd.agents.registration import apply, plan_claude, plan_codex, registered_token_env, registrations, unregister_all

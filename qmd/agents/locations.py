@@ -1,12 +1,12 @@
 """Where Claude Code and Codex keep the files qmd edits or reads, defined once.
 
-- Claude Code settings (hooks): `user` → `$CLAUDE_CONFIG_DIR/settings.json`, else
-  `~/.claude/settings.json`; `project` → `./.claude/settings.json`.
+- Claude Code's config dir: `$CLAUDE_CONFIG_DIR`, else `~/.claude` (its user settings, plugins).
+- Claude Code settings (hooks): `user` → `<config dir>/settings.json`; `project` → `./.claude/settings.json`.
 - Claude Code MCP servers: user scope `~/.claude.json`, project scope `./.mcp.json`.
 - Codex: `$CODEX_HOME`, else `~/.codex`, holding `hooks.json` and `config.toml`; a project
   may have its own `.codex/config.toml`.
 
-Only `os` and `pathlib`: the agent guard reads these on its deny path.
+Only `os`, `pathlib` and `qmd.core.errors`: the agent guard reads these on its deny path.
 """
 
 from __future__ import annotations
@@ -19,11 +19,16 @@ from qmd.core.errors import QmdError
 SCOPES = ("user", "project")
 
 
+def claude_config_dir() -> Path:
+    """`$CLAUDE_CONFIG_DIR`, else `~/.claude`: where Claude Code keeps the user's settings and plugins."""
+    explicit = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(explicit) if explicit else Path.home() / ".claude"
+
+
 def claude_settings(scope: str, cwd: Path | None = None) -> Path:
     """Claude Code's settings file for `scope`: `user` or `project` (under `cwd`, default here)."""
     if scope == "user":
-        base = os.environ.get("CLAUDE_CONFIG_DIR")
-        return (Path(base) if base else Path.home() / ".claude") / "settings.json"
+        return claude_config_dir() / "settings.json"
     if scope == "project":
         return (cwd or Path.cwd()) / ".claude" / "settings.json"
     raise QmdError(f"unknown scope {scope!r}", "use --scope user or --scope project")

@@ -10,25 +10,21 @@ Claude Code (checked with 2.1.197 and 2.1.332) records an installed plugin in
 [{scope, installPath, ...}]}}`) and enables it in a settings file's `enabledPlugins`
 (`{"qmd@MARKET": true}`): the user's `<config dir>/settings.json`, a project's
 `.claude/settings.json` or `.claude/settings.local.json`. The config dir is
-`$CLAUDE_CONFIG_DIR`, else `~/.claude`. Codex 0.171.0 installs the same plugin from the same
+`locations.claude_config_dir()`. Codex 0.171.0 installs the same plugin from the same
 marketplace and records it in its config.toml (`codex_plugin`).
 
-Only `os`, `json` and `pathlib`: the guard reads this on its deny path.
+Only `json`, `pathlib` and `locations`: the guard reads this on its deny path.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from qmd.agents.locations import claude_config_dir, claude_settings, codex_config
 
 PLUGIN = "qmd"
 PLUGIN_SERVER = f"plugin_{PLUGIN}_{PLUGIN}"  # Claude Code's `plugin:qmd:qmd`, as it spells it in tool names
-
-
-def _config_dir() -> Path:
-    base = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(base) if base else Path.home() / ".claude"
 
 
 MAX_FILE = 16 * 1024 * 1024  # a client's plugin list or settings are kilobytes; the guard reads them on its deny path
@@ -54,14 +50,14 @@ def _ancestors(cwd: Path | None) -> list[Path]:
 def claude_plugin(cwd: Path | None = None) -> str | None:
     """The id (`qmd@MARKETPLACE`) of qmd's Claude Code plugin when it is installed and enabled
     (by the user's settings, or a project's at or above `cwd`), else None."""
-    installed = _load(_config_dir() / "plugins" / "installed_plugins.json")
+    installed = _load(claude_config_dir() / "plugins" / "installed_plugins.json")
     plugins = installed.get("plugins") if isinstance(installed, dict) else None
     if not isinstance(plugins, dict):
         return None
     ids = [key for key, entries in plugins.items() if isinstance(key, str) and key.split("@", 1)[0] == PLUGIN and entries]
     if not ids:
         return None
-    files = [_config_dir() / "settings.json"]
+    files = [claude_settings("user")]
     for folder in _ancestors(cwd):
         files += [folder / ".claude" / "settings.json", folder / ".claude" / "settings.local.json"]
     enabled: dict[str, bool] = {}
@@ -82,8 +78,6 @@ def codex_plugin() -> str | None:
     installs the same plugin from the same marketplace), else None."""
     import tomllib
 
-    from qmd.agents.locations import codex_config
-
     try:
         with open(codex_config(), "rb") as fh:
             data = tomllib.load(fh)
@@ -98,10 +92,14 @@ def codex_plugin() -> str | None:
     return None
 
 
+def remove_command(plugin_id: str, client: str = "claude") -> str:
+    """The command that removes qmd's plugin from `client` (`claude` or `codex`); qmd never does it itself."""
+    return f"claude plugin uninstall {plugin_id}" if client == "claude" else f"codex plugin remove {plugin_id}"
+
+
 def plugin_notice(plugin_id: str, what: str, client: str = "claude") -> str:
     """The line install prints instead of registering `what` a second time."""
-    name, remove = ("Claude Code", "claude plugin uninstall") if client == "claude" else ("Codex", "codex plugin remove")
     return (
-        f"{name} already has {what} from qmd's plugin ({plugin_id}); not adding a second copy. "
-        f"To register by hand instead, first run: {remove} {plugin_id}"
+        f"{'Claude Code' if client == 'claude' else 'Codex'} already has {what} from qmd's plugin ({plugin_id}); not adding a second copy. "
+        f"To register by hand instead, first run: {remove_command(plugin_id, client)}"
     )

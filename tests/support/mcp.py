@@ -1,4 +1,4 @@
-"""Helpers for the MCP tests: an isolated environment, notes, spawned servers, SDK clients."""
+"""Helpers for the MCP tests: an isolated environment, notes, tokens, spawned servers, SDK clients."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,16 @@ def setup_index(root: Path, env: dict[str, str]) -> Path:
     return notes
 
 
+def add_token(env: dict[str, str], name: str, *collections: str) -> str:
+    """`qmd token add NAME [--collection C]...`: the new token (once a token exists, every route wants one)."""
+    args = [a for c in collections for a in ("--collection", c)]
+    proc = run_qmd("token", "add", name, *args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    token = proc.stdout.strip()
+    assert token.startswith("qmd_") and len(token) == 47 and "\n" not in token
+    return token
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -143,6 +155,44 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 15) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+@dataclass
+class HttpServer:
+    """A running `qmd mcp --http` on 127.0.0.1: its environment, port, process, log, first
+    /health answer and, from `served_index`, its folder and token."""
+
+    env: dict[str, str]
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+    health: dict[str, Any]
+    root: Path | None = None
+    token: str | None = None
+
+
+@contextmanager
+def http_server(env: dict[str, str], log: Path, *args: str, timeout: float = 60) -> Iterator[HttpServer]:
+    """`qmd mcp --http *args` on a free loopback port, ready (/health answered) when the body runs,
+    and stopped however it ends (a failed readiness check included)."""
+    port = free_port()
+    proc = spawn_http(env, port, log, *args)
+    try:
+        yield HttpServer(env, port, proc, log, wait_health(port, proc, timeout))
+    finally:
+        stop_process(proc)
+
+
+@contextmanager
+def served_index(root: Path, extra: dict[str, str] | None = None, *args: str, token: str | None = None) -> Iterator[HttpServer]:
+    """The MCP tests' usual world: an environment under `root` (`make_env`), the notes indexed
+    (`setup_index`), a token named `token` when given, and `http_server` on it (log `root/server.log`)."""
+    env = make_env(root, extra)
+    setup_index(root, env)
+    secret = add_token(env, token) if token else None
+    with http_server(env, root / "server.log", *args) as server:
+        server.root, server.token = root, secret
+        yield server
 
 
 def run_session(connect: Callable[[], Any], body: Callable[[Any], Awaitable[Any]]) -> Any:

@@ -272,3 +272,44 @@ def test_skill_install_links_no_second_copy_for_claude_code(cli: Cli) -> None:
     assert code == 0 and "from qmd's plugin (qmd@qmd): not linking a second copy" in out
     assert (home / ".agents" / "skills" / "qmd" / "SKILL.md").is_file()  # Codex's copy, as before
     assert not (home / ".claude" / "skills" / "qmd").exists()
+
+
+def test_teardown_names_the_plugin_it_leaves_and_the_command_that_removes_it(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    home = Path.home()
+    code, out, _ = cli("teardown", "--yes")
+    assert code == 0 and "plugin" not in out
+    _install_claude_plugin(home)
+    code, out, _ = cli("teardown", "--yes")
+    assert code == 0 and "Kept: qmd's plugin in Claude Code" in out and out.count("claude plugin uninstall qmd@qmd") == 1, out
+    assert claude_plugin_installed(home)  # left to Claude Code
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[plugins."qmd@qmd"]\nenabled = true\n')
+    code, out, _ = cli("guard", "install", "--claude")  # something to remove: the plugin line comes after the plan
+    code, out, _ = cli("teardown", "--yes")
+    [line] = [line for line in out.splitlines() if "qmd's plugin" in line]
+    assert "Claude Code and Codex" in line and line.endswith("claude plugin uninstall qmd@qmd && codex plugin remove qmd@qmd"), out
+    assert code == 0 and claude_plugin_installed(home) and "qmd@qmd" in config.read_text()
+
+
+def claude_plugin_installed(home: Path) -> bool:
+    return "qmd@qmd" in _json(home / ".claude" / "plugins" / "installed_plugins.json")["plugins"]
+
+
+def test_claude_config_dir_moves_the_plugin_settings_and_guard_together(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`$CLAUDE_CONFIG_DIR` (locations.claude_config_dir) is where the plugin, the user's settings
+    and the guard's hooks are read and written, and teardown removes the folder it left empty."""
+    from qmd.agents import claude_config_dir, claude_plugin, claude_settings
+
+    moved = Path.home() / "elsewhere"  # teardown prunes only inside HOME
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(moved / ".claude"))
+    assert claude_config_dir() == moved / ".claude" and claude_settings("user") == moved / ".claude" / "settings.json"
+    code, out, _ = cli("guard", "install", "--claude")
+    assert code == 0 and (moved / ".claude" / "settings.json").is_file() and not (Path.home() / ".claude").exists()
+    code, out, _ = cli("teardown", "--yes")
+    assert code == 0 and not (moved / ".claude").exists(), out
+    _install_claude_plugin(moved)
+    assert claude_plugin(tmp_path) == "qmd@qmd"
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")
+    assert claude_plugin(tmp_path) is None

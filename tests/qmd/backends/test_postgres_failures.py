@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mcp import free_port, make_env, request, spawn_http, stop_process, wait_health
+from tests.support.mcp import http_server, make_env, request, wait_health
 from tests.support.run import command, run_qmd
 
 NUL_FILTER = '{"key": "team", "operator": "eq", "value": "co\\u0000re"}'
@@ -46,17 +46,13 @@ def test_a_nul_in_a_filter_value_is_a_bad_filter(tmp_path: Path, pg_env: tuple[d
     assert run_qmd("collection", "add", str(notes), "--name", "n", env=env).returncode == 0
     for command in ("search", "vsearch", "query"):
         one_line_error(run_qmd(command, "hello", "--filter", NUL_FILTER, env=env), "NUL")
-    port = free_port()
-    proc = spawn_http(env, port, tmp_path / "server.log")
-    try:
-        wait_health(port, proc)
+    with http_server(env, tmp_path / "server.log") as server:
+        port = server.port
         status, body = request(port, "POST", "/query", {"searches": [{"type": "lex", "query": "hello"}], "filter": json.loads(NUL_FILTER)})
         assert status == 400 and "NUL" in body["error"], (status, body)
         status, body = request(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get", "arguments": {"file": "a\u0000.md"}}},
                                {"Accept": "application/json, text/event-stream"})
         assert status == 200 and body["result"]["isError"] and "internal" not in json.dumps(body), body
-    finally:
-        stop_process(proc)
     assert "Traceback" not in (tmp_path / "server.log").read_text()
 
 
@@ -140,10 +136,8 @@ def test_a_schema_dropped_under_a_running_server(tmp_path: Path, pg_env: tuple[d
     env, notes = pg_env
     (notes / "a.md").write_text("# A\n\nhello kestrel\n")
     assert run_qmd("collection", "add", str(notes), "--name", "n", env=env).returncode == 0
-    port = free_port()
-    proc = spawn_http(env, port, tmp_path / "server.log")
-    try:
-        wait_health(port, proc)
+    with http_server(env, tmp_path / "server.log") as server:
+        port, proc = server.port, server.proc
         query = {"searches": [{"type": "lex", "query": "kestrel"}]}
         assert request(port, "POST", "/query", query)[0] == 200
         with psycopg.connect(env["QMD_DATABASE_URL"], autocommit=True) as conn:
@@ -159,8 +153,6 @@ def test_a_schema_dropped_under_a_running_server(tmp_path: Path, pg_env: tuple[d
         assert run_qmd("update", env=env).returncode == 0
         status, body = request(port, "POST", "/query", query)
         assert status == 200 and body["results"], body
-    finally:
-        stop_process(proc)
     assert "Traceback" not in (tmp_path / "server.log").read_text()
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import threading
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mcp import free_port, make_env, setup_index, spawn_http, wait_health
+from tests.support.mcp import http_server, make_env, served_index, setup_index
 from tests.support.run import run_qmd
 
 pytest.importorskip("uvicorn")
@@ -31,18 +30,8 @@ def world(tmp_path_factory: pytest.TempPathFactory, minilm_gguf: Path) -> Iterat
     setup_index(root, env)
     embedded = run_qmd("embed", timeout=300, env=env)
     assert embedded.returncode == 0, embedded.stderr
-    port = free_port()
-    proc = spawn_http(env, port, root / "server.log")
-    try:
-        wait_health(port, proc)
-        yield {"root": root, "env": env, "port": port, "proc": proc, "log": root / "server.log"}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with http_server(env, root / "server.log") as server:
+        yield {"root": root, "env": env, "port": server.port, "proc": server.proc, "log": server.log}
 
 
 def _cli_requests(world: dict[str, object]) -> int:
@@ -181,16 +170,9 @@ def test_a_server_that_never_answers_times_out_to_in_process(world: dict[str, ob
 def test_a_token_protected_server_serves_its_own_user_s_cli_without_a_token(tmp_path: Path) -> None:
     """The CLI proves it read the server's 0600 PID file (qmd/serve/proof.py) instead of
     sending $QMD_TOKEN: a token never leaves the CLI, scoped or not, and the server needs none."""
-    env = make_env(tmp_path)
-    setup_index(tmp_path, env)
-    made = run_qmd("token", "add", "me", env=env)
-    assert made.returncode == 0
-    token = next(w for w in made.stdout.split() if w.startswith("qmd_"))
-    port = free_port()
-    log = tmp_path / "server.log"
-    proc = spawn_http(env, port, log)
-    try:
-        wait_health(port, proc)
+    with served_index(tmp_path, token="me") as server:
+        env, port, log, token = server.env, server.port, server.log, server.token
+        assert token is not None
         assert oct((tmp_path / "state" / "mcp-index.json").stat().st_mode & 0o777) == "0o600"
         local = run_qmd("search", "rollback", "--json", "--local", env=env)
         served = run_qmd("search", "rollback", "--json", env={**env, "QMD_SERVER": "require"})
@@ -207,13 +189,6 @@ def test_a_token_protected_server_serves_its_own_user_s_cli_without_a_token(tmp_
         conn.request("POST", "/cli", body=b"{}", headers={"Content-Type": "application/json", "X-Qmd-Proof": "0" * 32 + "." + "0" * 64})
         assert conn.getresponse().status == 401
         conn.close()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class Impostor:

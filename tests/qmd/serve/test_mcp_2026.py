@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.qmd.serve.test_mcp_auth import add_token
-from tests.support.mcp import RawStdio, free_port, make_env, request, setup_index, spawn_http, stop_process, wait_health
+from tests.support.mcp import RawStdio, make_env, request, served_index, setup_index
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}
@@ -117,16 +116,9 @@ class Http:
 
 @pytest.fixture(scope="module")
 def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Http]:
-    root = tmp_path_factory.mktemp("mcp-2026")
-    env = make_env(root)
-    setup_index(root, env)
-    token = add_token(env, "agent")
-    port = free_port()
-    log = root / "server.log"
-    proc = spawn_http(env, port, log)
-    wait_health(port, proc)
-    yield Http(port, token, log)
-    stop_process(proc)
+    with served_index(tmp_path_factory.mktemp("mcp-2026"), token="agent") as server:
+        assert server.token is not None
+        yield Http(server.port, server.token, server.log)
 
 
 def test_http_discover_and_a_call_with_headers(http: Http) -> None:

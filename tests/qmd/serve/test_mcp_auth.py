@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp import free_port, make_env, request, setup_index, spawn_http, stop_process, wait_health
+from tests.support.mcp import add_token, free_port, http_server, make_env, request, served_index, setup_index, wait_health
 from tests.support.run import run_qmd
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
@@ -52,15 +52,6 @@ class Team:
         return self.rpc(who, "tools/call", {"name": name, "arguments": arguments})
 
 
-def add_token(env: dict[str, str], name: str, *collections: str) -> str:
-    args = [a for c in collections for a in ("--collection", c)]
-    proc = run_qmd("token", "add", name, *args, env=env)
-    assert proc.returncode == 0, proc.stderr
-    token = proc.stdout.strip()
-    assert token.startswith("qmd_") and len(token) == 47 and "\n" not in token
-    return token
-
-
 def _leak_free(payload: Any, asked: str = "") -> None:
     """Nothing of the hr collection in `payload` beyond what the client sent (`asked`, echoed in errors)."""
     text = json.dumps(payload)
@@ -86,12 +77,8 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     assert len(hr_docids) == 3
     tokens = {"admin": add_token(env, "admin"), "alice": add_token(env, "alice", "notes"), "bob": add_token(env, "bob", "hr"), "revoked": add_token(env, "gone")}
     assert run_qmd("token", "revoke", "gone", env=env).returncode == 0
-    port = free_port()
-    log = root / "server.log"
-    proc = spawn_http(env, port, log)
-    wait_health(port, proc)
-    yield Team(root, env, port, log, proc, tokens, hr_docids)
-    stop_process(proc)
+    with http_server(env, root / "server.log") as server:
+        yield Team(root, env, server.port, server.log, server.proc, tokens, hr_docids)
 
 
 # --- the auth table ------------------------------------------------------------------------
@@ -348,38 +335,25 @@ def test_non_loopback_needs_a_token_or_no_auth(tmp_path: Path) -> None:
     assert daemon.returncode == 1 and "without tokens" in daemon.stderr
     assert not (tmp_path / "state" / "mcp-index.json").exists()
     # --no-auth: served, unauthenticated, with the warning
-    log = tmp_path / "open.log"
-    proc = spawn_http(env, port, log, "--host", "0.0.0.0", "--no-auth")
-    try:
-        wait_health(port, proc)
-        assert request(port, "POST", "/query", QUERY)[0] == 200
-    finally:
-        stop_process(proc)
-    assert "unauthenticated" in log.read_text()
+    with http_server(env, tmp_path / "open.log", "--host", "0.0.0.0", "--no-auth") as server:
+        assert request(server.port, "POST", "/query", QUERY)[0] == 200
+    assert "unauthenticated" in server.log.read_text()
     # with a token: every route asks for it, even after the token file is gone
     token = add_token(env, "ci")
-    port = free_port()
-    log = tmp_path / "auth.log"
-    proc = spawn_http(env, port, log, "--host", "0.0.0.0")
-    try:
-        assert wait_health(port, proc) == {"status": "ok"}
+    with http_server(env, tmp_path / "auth.log", "--host", "0.0.0.0") as server:
+        port = server.port
+        assert server.health == {"status": "ok"}
         assert request(port, "POST", "/query", QUERY)[0] == 401
         assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 200
         (Path(env["XDG_CONFIG_HOME"]) / "qmd" / "index.tokens.json").unlink()
         assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 503
         assert request(port, "POST", "/query", QUERY)[0] == 503
-    finally:
-        stop_process(proc)
-    assert "behind TLS" in log.read_text()
+    assert "behind TLS" in server.log.read_text()
 
 
 def test_loopback_asks_for_tokens_once_the_file_exists(tmp_path: Path) -> None:
-    env = make_env(tmp_path)
-    setup_index(tmp_path, env)
-    port = free_port()
-    proc = spawn_http(env, port, tmp_path / "server.log")
-    try:
-        wait_health(port, proc)
+    with served_index(tmp_path) as server:
+        env, port, proc = server.env, server.port, server.proc
         assert request(port, "POST", "/query", QUERY)[0] == 200  # no token file: loopback is open, as before
         token = add_token(env, "me")
         assert request(port, "POST", "/query", QUERY)[0] == 401
@@ -399,8 +373,6 @@ def test_loopback_asks_for_tokens_once_the_file_exists(tmp_path: Path) -> None:
         token = add_token(env, "again")  # tokens exist again: served with one
         assert request(port, "POST", "/query", QUERY, {"Authorization": f"Bearer {token}"})[0] == 200
         assert request(port, "POST", "/query", QUERY)[0] == 401
-    finally:
-        stop_process(proc)
     assert (tmp_path / "server.log").read_text().count("was deleted: every request is refused (503)") == 1
 
 
@@ -412,33 +384,19 @@ def test_allowed_hosts_beyond_loopback_need_a_token_or_no_auth(tmp_path: Path) -
     port = free_port()
     refused = _serve(env, "--port", str(port))
     assert refused.returncode == 1 and "without tokens" in refused.stderr and "QMD_ALLOWED_HOSTS=notes.example.com" in refused.stderr, refused.stderr
-    log = tmp_path / "open.log"
-    proc = spawn_http(env, port, log, "--no-auth")
-    try:
-        wait_health(port, proc)
-        assert request(port, "POST", "/query", QUERY, {"Host": "notes.example.com"})[0] == 200
-    finally:
-        stop_process(proc)
-    assert "QMD_ALLOWED_HOSTS names notes.example.com" in log.read_text() and "unauthenticated" in log.read_text()
+    with http_server(env, tmp_path / "open.log", "--no-auth") as server:
+        assert request(server.port, "POST", "/query", QUERY, {"Host": "notes.example.com"})[0] == 200
+    text = server.log.read_text()
+    assert "QMD_ALLOWED_HOSTS names notes.example.com" in text and "unauthenticated" in text
     token = add_token(env, "proxy")
-    port = free_port()
-    proc = spawn_http(env, port, tmp_path / "auth.log")
-    try:
-        wait_health(port, proc)
-        assert request(port, "POST", "/query", QUERY, {"Host": "notes.example.com"})[0] == 401
-        assert request(port, "POST", "/query", QUERY, {"Host": "notes.example.com", "Authorization": f"Bearer {token}"})[0] == 200
-    finally:
-        stop_process(proc)
+    with http_server(env, tmp_path / "auth.log") as server:
+        assert request(server.port, "POST", "/query", QUERY, {"Host": "notes.example.com"})[0] == 401
+        assert request(server.port, "POST", "/query", QUERY, {"Host": "notes.example.com", "Authorization": f"Bearer {token}"})[0] == 200
     # only loopback names allowed: nothing changes for a plain local server
     env["QMD_ALLOWED_HOSTS"] = "localhost,127.0.0.1"
     (Path(env["XDG_CONFIG_HOME"]) / "qmd" / "index.tokens.json").unlink()
-    port = free_port()
-    proc = spawn_http(env, port, tmp_path / "local.log")
-    try:
-        wait_health(port, proc)
-        assert request(port, "POST", "/query", QUERY)[0] == 200
-    finally:
-        stop_process(proc)
+    with http_server(env, tmp_path / "local.log") as server:
+        assert request(server.port, "POST", "/query", QUERY)[0] == 200
 
 
 def test_scoped_get_of_a_server_path_in_the_other_collection(team: Team) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from qmd.serve.logsafe import escape, escape_lines
-from tests.support.mcp import free_port, http_connect, make_env, request, run_session, setup_index, spawn_http, stop_process, wait_health
+from tests.support.mcp import http_connect, request, run_session, served_index
 
 pytest.importorskip("mcp")
 
@@ -33,16 +33,8 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("mcp-hostile")
-    env = make_env(root, {"QMD_HTTP_TIMEOUT_S": str(TIMEOUT_S)})
-    setup_index(root, env)
-    port = free_port()
-    log = root / "server.log"
-    proc = spawn_http(env, port, log)
-    try:
-        wait_health(port, proc)
-        yield Server(root, port, log, proc)
-    finally:
-        stop_process(proc)
+    with served_index(root, {"QMD_HTTP_TIMEOUT_S": str(TIMEOUT_S)}) as server:
+        yield Server(root, server.port, server.log, server.proc)
 
 
 def _nested(depth: int, opener: bytes, closer: bytes, inner: bytes = b"1") -> bytes:
@@ -316,16 +308,12 @@ def test_many_connections_evict_the_idle_not_the_new(server: Server) -> None:
 def test_lone_surrogates_are_a_bad_request_never_a_500(tmp_path: Path) -> None:
     """`"\\ud800"` is valid JSON and no text: every route answers 400 (or a JSON-RPC parse
     error), never an internal error, and the server lives on."""
-    from tests.support.mcp import free_port, make_env, request, setup_index, spawn_http, stop_process, wait_health
+    from tests.support.mcp import wait_health
 
-    env = make_env(tmp_path)
-    setup_index(tmp_path, env)
-    port = free_port()
-    proc = spawn_http(env, port, tmp_path / "server.log")
     lone = '"\\ud800"'
     accept = {"Accept": "application/json, text/event-stream"}
-    try:
-        wait_health(port, proc)
+    with served_index(tmp_path) as server:
+        port, proc = server.port, server.proc
         bodies = [
             ("/query", '{"searches": [{"type": "lex", "query": "x"}], "collections": [%s]}' % lone),
             ("/query", '{"searches": [{"type": "lex", "query": %s}]}' % lone),
@@ -342,6 +330,4 @@ def test_lone_surrogates_are_a_bad_request_never_a_500(tmp_path: Path) -> None:
         status, answer = request(port, "POST", "/query", raw='{"searches": [{"type": "lex", "query": "\\ud83d\\ude00 rollback"}]}'.encode(), headers=accept)
         assert status == 200, answer
         assert wait_health(port, proc)["status"] == "ok"
-    finally:
-        stop_process(proc)
     assert "Traceback" not in (tmp_path / "server.log").read_text()

@@ -7,12 +7,13 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.mcp import free_port, http_connect, make_env, request, run_session, setup_index, spawn_http, stop_process, wait_health
+from tests.support.mcp import free_port, http_connect, request, run_session, served_index, stop_process
 from tests.support.run import run_qmd
 
 pytest.importorskip("mcp")
@@ -30,30 +31,24 @@ class Server:
         return [line for line in self.log.read_text().splitlines() if re.match(r"^\d{4}-\d\d-\d\dT\S+ 127\.0\.0\.1 ", line)]
 
 
-def _start(root: Path, extra: dict[str, str] | None = None, *args: str) -> Server:
-    env = make_env(root, extra)
-    setup_index(root, env)
-    port = free_port()
-    log = root / "server.log"
-    proc = spawn_http(env, port, log, *args)
-    wait_health(port, proc)
-    return Server(root, env, port, log, proc)
+@contextmanager
+def _start(root: Path, extra: dict[str, str] | None = None, *args: str) -> Iterator[Server]:
+    with served_index(root, extra, *args) as srv:
+        yield Server(root, srv.env, srv.port, srv.log, srv.proc)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = _start(tmp_path_factory.mktemp("mcp-http"))
-    yield srv
-    stop_process(srv.proc)
+    with _start(tmp_path_factory.mktemp("mcp-http")) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
 def widened(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # allowed hosts beyond loopback need tokens or --no-auth (tests/qmd/serve/test_mcp_auth.py):
     # this table is about the Origin and Host checks alone
-    srv = _start(tmp_path_factory.mktemp("mcp-http-env"), {"QMD_ALLOWED_ORIGINS": "https://app.example:8443", "QMD_ALLOWED_HOSTS": "notes.lan"}, "--no-auth")
-    yield srv
-    stop_process(srv.proc)
+    with _start(tmp_path_factory.mktemp("mcp-http-env"), {"QMD_ALLOWED_ORIGINS": "https://app.example:8443", "QMD_ALLOWED_HOSTS": "notes.lan"}, "--no-auth") as srv:
+        yield srv
 
 
 def test_health_schema_and_pid_file(server: Server) -> None:
@@ -223,24 +218,16 @@ def test_second_server_for_the_index_is_refused(server: Server) -> None:
 
 
 def test_sigterm_removes_the_pid_file(tmp_path: Path) -> None:
-    srv = _start(tmp_path)
-    pid_file = tmp_path / "state" / "mcp-index.json"
-    assert pid_file.exists()
-    stop_process(srv.proc)
-    assert not pid_file.exists()
+    with _start(tmp_path) as srv:
+        pid_file = tmp_path / "state" / "mcp-index.json"
+        assert pid_file.exists()
+        stop_process(srv.proc)  # SIGTERM, as the context's own stop
+        assert not pid_file.exists()
     assert "stopped" in srv.log.read_text()
 
 
 def test_wildcard_host_warns(tmp_path: Path) -> None:
-    env = make_env(tmp_path)
-    setup_index(tmp_path, env)
-    port = free_port()
-    log = tmp_path / "server.log"
-    proc = spawn_http(env, port, log, "--host", "0.0.0.0", "--no-auth")  # without a token: refused (test_mcp_auth.py)
-    try:
-        wait_health(port, proc)
-        text = log.read_text()
+    with served_index(tmp_path, None, "--host", "0.0.0.0", "--no-auth") as srv:  # without a token: refused (test_mcp_auth.py)
+        text = srv.log.read_text()
         assert "unauthenticated" in text and "QMD_ALLOWED_HOSTS" in text
-        assert request(port, "GET", "/health", headers={"Host": f"192.0.2.1:{port}"})[0] == 421
-    finally:
-        stop_process(proc)
+        assert request(srv.port, "GET", "/health", headers={"Host": f"192.0.2.1:{srv.port}"})[0] == 421

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.qmd.serve.test_mcp_protocol import cpu_seconds
-from tests.support.mcp import free_port, make_env, request, setup_index, slow_rerank_env, spawn_http, stop_process, wait_health
+from tests.support.mcp import http_server, request, served_index, slow_rerank_env
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 
@@ -27,14 +27,8 @@ def rpc(msg_id: Any, method: str, params: Any = None) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    root = tmp_path_factory.mktemp("mcp-http-protocol")
-    env = make_env(root)
-    setup_index(root, env)
-    p = free_port()
-    proc = spawn_http(env, p, root / "server.log")
-    wait_health(p, proc)
-    yield p
-    stop_process(proc)
+    with served_index(tmp_path_factory.mktemp("mcp-http-protocol")) as server:
+        yield server.port
 
 
 def test_requests_notifications_and_batches(port: int) -> None:
@@ -89,11 +83,9 @@ def _post_and_hang_up(port: int, path: str, payload: Any, server_pid: int, basel
 @pytest.mark.slow
 def test_a_client_that_hangs_up_cancels_its_query(tmp_path: Path, route: str) -> None:
     env = slow_rerank_env(tmp_path)
-    port = free_port()
     log = tmp_path / "server.log"
-    proc = spawn_http(env, port, log)
-    try:
-        wait_health(port, proc)
+    with http_server(env, log) as server:
+        port, proc = server.port, server.proc
         arguments = {"query": "rollback procedure", "candidateLimit": 200}
         payload: Any = rpc(1, "tools/call", {"name": "query", "arguments": arguments}) if route == "/mcp" else {"query": "rollback procedure", "candidateLimit": 200}
         _post_and_hang_up(port, route, payload, proc.pid, cpu_seconds(proc.pid))
@@ -103,8 +95,6 @@ def test_a_client_that_hangs_up_cancels_its_query(tmp_path: Path, route: str) ->
         time.sleep(1.0)  # measuring, not synchronising: is any work left running?
         burned = cpu_seconds(proc.pid) - idle_from
         assert burned < 0.2, f"the server used {burned:.2f} s of CPU in 1 s after the hung-up query's successor was answered"
-    finally:
-        stop_process(proc)
     text = log.read_text()
     assert ("cancelled by the client" in text) if route == "/mcp" else ("client hung up; query cancelled" in text), text
     assert "Traceback" not in text

@@ -16,7 +16,7 @@ jsonschema = pytest.importorskip("jsonschema")
 from qmd.serve.answers import NOTHING_RELEVANT  # noqa: E402
 from qmd.serve.catalog import READ_ONLY, TITLES, tools_for  # noqa: E402
 from qmd.serve.outputs import OUTPUT_SCHEMAS  # noqa: E402
-from tests.support.mcp import RawStdio, free_port, make_env, request, setup_index, spawn_http, stop_process, wait_health  # noqa: E402
+from tests.support.mcp import RawStdio, http_server, make_env, request, setup_index  # noqa: E402
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 NAMES = ["query", "get", "multi_get", "status"]
@@ -154,10 +154,8 @@ def test_stdio_lists_what_the_negotiated_version_defines(env: tuple[dict[str, st
 
 def test_http_answers_validate_and_the_header_says_the_version(env: tuple[dict[str, str], Path]) -> None:
     environ, root = env
-    port = free_port()
-    proc = spawn_http(environ, port, root / "http.log")
-    try:
-        wait_health(port, proc)
+    with http_server(environ, root / "http.log") as server:
+        port = server.port
         new = {**ACCEPT, "MCP-Protocol-Version": "2025-11-25"}
 
         def rpc(msg_id: int, method: str, params: dict[str, Any] | None = None, headers: dict[str, str | None] = new) -> Any:
@@ -172,8 +170,6 @@ def test_http_answers_validate_and_the_header_says_the_version(env: tuple[dict[s
         assert [set(t) for t in rpc(3, "tools/list", headers={**ACCEPT, "MCP-Protocol-Version": "2024-11-05"})["tools"]] == [{"name", "description", "inputSchema"}] * 4
         answers = {i: rpc(10 + i, "tools/call", {"name": tool, "arguments": args}) for i, (tool, args) in enumerate(CALLS)}
         check_answers(answers, listed)
-    finally:
-        stop_process(proc)
 
 
 def test_the_sdk_client_lists_the_annotations_and_validates_every_answer(env: tuple[dict[str, str], Path]) -> None:

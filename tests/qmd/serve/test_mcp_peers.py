@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp import free_port, make_env, setup_index, spawn_http, stop_process, wait_health
+from tests.support.mcp import served_index
 from tests.support.npm_clients import node22, npm_bin
 from tests.support.run import command
 
@@ -36,13 +36,8 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("mcp-peers")
-    env = make_env(root)
-    setup_index(root, env)
-    port = free_port()
-    proc = spawn_http(env, port, root / "server.log")
-    wait_health(port, proc)
-    yield Served(env, port, root)
-    stop_process(proc)
+    with served_index(root) as server:
+        yield Served(server.env, server.port, root)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

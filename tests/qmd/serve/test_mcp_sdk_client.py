@@ -22,8 +22,7 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from qmd.serve.catalog import TITLES  # noqa: E402
 from qmd.serve.outputs import OUTPUT_SCHEMAS  # noqa: E402
-from tests.qmd.serve.test_mcp_auth import add_token  # noqa: E402
-from tests.support.mcp import free_port, http_connect, make_env, run_client, setup_index, spawn_http, stdio_connect, stop_process, wait_health  # noqa: E402
+from tests.support.mcp import http_connect, run_client, served_index, stdio_connect  # noqa: E402
 
 MODERN = "2026-07-28"
 MODES = {"legacy": "2025-11-25", "auto": MODERN, MODERN: MODERN}  # mode → the version it ends on with qmd
@@ -49,16 +48,9 @@ class Served:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One index, a token (so the HTTP server wants one on every route), the HTTP server."""
     root = tmp_path_factory.mktemp("mcp-sdk-client")
-    env = make_env(root)
-    setup_index(root, env)
-    token = add_token(env, "agent")
-    port = free_port()
-    proc = spawn_http(env, port, root / "http.log")
-    try:
-        wait_health(port, proc)
-        yield Served(root, env, port, token)
-    finally:
-        stop_process(proc)
+    with served_index(root, token="agent") as server:
+        assert server.token is not None
+        yield Served(root, server.env, server.port, server.token)
 
 
 async def everything(c: Any) -> dict[str, Any]:
@@ -132,7 +124,7 @@ def test_sdk_client_over_stdio(served: Served, mode: str) -> None:
 def test_sdk_client_over_http_with_a_token(served: Served, mode: str) -> None:
     r = run_client(http_connect(served.port, served.token), everything, mode)
     check_session(r, mode)
-    log = (served.root / "http.log").read_text()
+    log = (served.root / "server.log").read_text()
     assert "POST /mcp 200" in log and "token agent tools/list" in log and served.token not in log
 
 
@@ -153,9 +145,9 @@ def test_sdk_client_without_the_token_is_refused(served: Served, mode: str) -> N
     async def body(c: Any) -> Any:
         return await c.call_tool("query", {"searches": [{"type": "lex", "query": "rollback"}]})
 
-    before = (served.root / "http.log").read_text().count("POST /mcp 200")
+    before = (served.root / "server.log").read_text().count("POST /mcp 200")
     with pytest.raises(ExceptionGroup) as caught:  # the SDK turns the 401 into an MCPError inside its task groups
         run_client(http_connect(served.port), body, mode)
     assert caught.group_contains(MCPError, depth=2)
-    after = (served.root / "http.log").read_text()
+    after = (served.root / "server.log").read_text()
     assert after.count("POST /mcp 200") == before and "POST /mcp 401" in after

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.harness import commit, make_repo, queue_files
-from tests.support.mcp import free_port, http_connect, make_env, request, run_session, setup_index, spawn_http, stdio_connect, stop_process, wait_health
+from tests.support.mcp import http_connect, http_server, make_env, request, run_session, setup_index, stdio_connect
 from tests.support.run import run_qmd
 
 pytest.importorskip("mcp")
@@ -64,19 +64,15 @@ def test_stdio_server_on_postgres_answers_as_on_sqlite(envs: dict[str, dict[str,
 def test_http_server_on_postgres_answers_as_on_sqlite(envs: dict[str, dict[str, str]], tmp_path: Path) -> None:
     answers: dict[str, dict[str, Any]] = {}
     for name, env in envs.items():
-        port = free_port()
-        proc = spawn_http(env, port, tmp_path / f"{name}-http.log")
-        try:
-            health = wait_health(port, proc)
-            a: dict[str, Any] = {"documents": health.get("documents")}
+        with http_server(env, tmp_path / f"{name}-http.log") as server:
+            port = server.port
+            a: dict[str, Any] = {"documents": server.health.get("documents")}
             for path in ("/query", "/search"):
                 code, body = request(port, "POST", path, {"searches": [{"type": "lex", "query": "rollback load balancer"}], "limit": 10, "rerank": False})
                 assert code == 200, body
                 a[path] = [(r["docid"], r["file"], r["score"], r["snippet"]) for r in body["results"]]
             a["mcp"] = run_session(http_connect(port), _session_calls)
             answers[name] = a
-        finally:
-            stop_process(proc)
     lite, pg = answers["sqlite"], answers["postgres"]
     assert pg["/query"] and pg["mcp"]["lex"]
     assert pg == lite
