@@ -48,12 +48,17 @@ def glob_regex(pattern: str) -> Matcher:
     """
     parts = split_patterns(pattern)
     tokens = [_glob_tokens(p) for p in (parts if len(parts) > 1 else [pattern])]
-    if any(sum(kind in _CHOICES for kind, _ in part) > 2 for part in tokens):
-        return GlobMachine(tokens)
-    bodies = ["".join(text for _, text in part) for part in tokens]
-    if len(bodies) > 1:
-        return re.compile("(?:" + "|".join(bodies) + r")\Z", re.DOTALL)
-    return re.compile(bodies[0] + r"\Z", re.DOTALL)
+    try:
+        if any(sum(kind in _CHOICES for kind, _ in part) > 2 for part in tokens):
+            return GlobMachine(tokens)
+        bodies = ["".join(text for _, text in part) for part in tokens]
+        if len(bodies) > 1:
+            return re.compile("(?:" + "|".join(bodies) + r")\Z", re.DOTALL)
+        return re.compile(bodies[0] + r"\Z", re.DOTALL)
+    except re.error as exc:  # a class such as [z-a]: once an internal error (exit 3)
+        from qmd.core.errors import QmdError
+
+        raise QmdError(f"'{pattern[:200]}' is not a valid glob: {exc.msg} in a [...] class", "write a class's ranges low to high, e.g. [a-z], or '[[]' for a literal '['") from None
 
 
 _CHOICES = frozenset({"star", "any", "folders", "open"})  # where a regex backtracks

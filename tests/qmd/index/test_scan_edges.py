@@ -187,3 +187,15 @@ def test_a_hostile_multi_get_glob_answers_instead_of_hanging(tmp_path: Path) -> 
     assert proc.returncode == 1 and "no documents match" in proc.stderr, proc.stderr
     proc = run_qmd("multi-get", "notes/" + "*a" * 30 + "*.md", "--json", timeout=120)
     assert proc.returncode == 0 and proc.stdout.count('"file"') == 40, proc.stderr[-300:]
+
+
+def test_a_glob_with_a_reversed_class_range_is_one_clear_error(tmp_path: Path, cli: Cli) -> None:
+    """`[z-a]` was re.error: exit 3 from multi-get and collection add, an internal error over MCP."""
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "a.md").write_text("# a\n")
+    assert cli("collection", "add", str(root), "--name", "notes")[0] == 0
+    for args in (("multi-get", "notes/[z-a]*"), ("collection", "add", str(root), "--name", "other", "--pattern", "[z-a]*.md")):
+        code, _, err = cli(*args)
+        assert code == 1 and err.startswith("Error: ") and "is not a valid glob" in err and "[a-z]" in err, (args, code, err)
+    assert "other" not in cli("collection", "list")[1]
