@@ -199,3 +199,11 @@ def test_a_glob_with_a_reversed_class_range_is_one_clear_error(tmp_path: Path, c
         code, _, err = cli(*args)
         assert code == 1 and err.startswith("Error: ") and "is not a valid glob" in err and "[a-z]" in err, (args, code, err)
     assert "other" not in cli("collection", "list")[1]
+
+
+def test_adding_a_folder_that_is_a_symlink_loop_is_one_clear_error(tmp_path: Path, cli: Cli) -> None:
+    """pathlib's resolve() raised RuntimeError for the loop: exit 3."""
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    code, _, err = cli("collection", "add", str(tmp_path / "loop"), "--name", "loop")
+    assert code == 1 and err.startswith("Error: ") and "symlink loop" in err and "hint: " in err, (code, err)
+    assert "loop" not in cli("collection", "list")[1]
