@@ -38,6 +38,8 @@ def read_text(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:  # a Latin-1 comment: once exit 3 from mcp install and guard install
+        raise QmdError(f"{path} is not UTF-8 text (byte {exc.start}), as TOML must be", f"re-save {path} as UTF-8, then retry") from None
 
 
 # --- [mcp_servers.<name>] ------------------------------------------------------------------

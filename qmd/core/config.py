@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_PATTERN = "**/*.md"
+CONFIG_NODES = 200_000  # values a config may hold once its YAML aliases are expanded (an alias bomb: billions)
 
 
 def _yaml() -> tuple[Any, Any, Any]:
@@ -187,6 +188,10 @@ class Config:
             raise ConfigError(f"config {path} is not valid YAML: {exc}".replace("\n", " "), f"fix or remove {path}") from exc
         if not isinstance(raw, dict):
             raise ConfigError(f"config {path} must be a mapping at the top level", f"fix or remove {path}")
+        from qmd.core.yamlcore import bounded
+
+        if not bounded(raw, CONFIG_NODES):  # checked before anything walks, prints or caches it
+            raise ConfigError(f"config {path} expands to more than {CONFIG_NODES} values through its YAML aliases (&name/*name used inside each other)", f"write the values out instead of nesting aliases in {path}")
         config = cls(path, raw)
         config.validate()  # eagerly, so errors surface at load time (and a cached copy is valid)
         _write_cache(path, text, raw)

@@ -79,24 +79,6 @@ class FrontMatter:
 FRONT_MATTER_NODES = 20_000  # values a front matter may hold once its aliases are expanded
 
 
-def _bounded(value: object, budget: int) -> bool:
-    """Whether `value` has at most `budget` nodes counted as its readers walk it (an alias is
-    counted again each time it is used). False for an alias bomb, whose few hundred bytes
-    expand to billions of values, and for a self-referencing alias, which never ends."""
-    stack, seen = [value], 0
-    while stack:
-        item = stack.pop()
-        seen += 1
-        if seen > budget:
-            return False
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple, set)):
-            stack.extend(item)
-    return True
-
-
 def parse_front_matter(text: str) -> FrontMatter:
     """Find a YAML front matter block at the very start of `text`.
 
@@ -111,13 +93,13 @@ def parse_front_matter(text: str) -> FrontMatter:
         return FrontMatter()
     import yaml  # only files that start with front matter pay for the parser
 
-    from qmd.core.yamlcore import loader
+    from qmd.core.yamlcore import bounded, loader
 
     try:
         meta = yaml.load(text[first_nl : close.start()], Loader=loader())  # YAML 1.2: `yes` is a string
     except (yaml.YAMLError, ValueError, TypeError, AttributeError, OverflowError, RecursionError):
         return FrontMatter()  # PyYAML's constructors raise more than YAMLError (`date: 2024-02-30`)
-    if meta is not None and (not isinstance(meta, dict) or not _bounded(meta, FRONT_MATTER_NODES)):
+    if meta is not None and (not isinstance(meta, dict) or not bounded(meta, FRONT_MATTER_NODES)):
         return FrontMatter()
     end = text.find("\n", close.end())
     offset = len(text) if end == -1 else end + 1

@@ -114,3 +114,21 @@ def load(text: str) -> Any:
     import yaml
 
     return yaml.load(text, Loader=loader())
+
+
+def bounded(value: object, budget: int) -> bool:
+    """Whether `value` has at most `budget` nodes counted as its readers walk it (an alias is
+    counted again each time it is used). False for an alias bomb, whose few hundred bytes
+    expand to billions of values, and for a self-referencing alias, which never ends."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set)):
+            stack.extend(item)
+    return True

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 # Folders never indexed, as the original: tooling output and dependency trees.
 SKIP_DIRS = frozenset({"node_modules", "vendor", "dist", "build", "__pycache__"})
@@ -29,57 +30,163 @@ def split_patterns(pattern: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+class Matcher(Protocol):
+    """What `glob_regex` returns: a compiled regex, or a `GlobMachine` for a pattern a regex would backtrack on."""
+
+    def match(self, string: str, /) -> object: ...
+
+
 @lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob to a regex over posix relative paths.
+def glob_regex(pattern: str) -> Matcher:
+    """Compile a glob to a matcher over posix relative paths.
 
     `**/` matches zero or more folders, `**` anything, `*` and `?` stop at `/`, `[..]` and
     `{a,b}` as usual; a comma outside braces separates alternatives (`kafka.txt,*.rst`).
+    A part with more than two wildcards or any braces is a `GlobMachine`: a backtracking
+    regex takes exponential time on `*a*a*a…x` or `{a,aa}{a,aa}…`, and one multi_get
+    pattern held the whole server.
     """
     parts = split_patterns(pattern)
-    if len(parts) > 1:
-        return re.compile("(?:" + "|".join(_glob_body(p) for p in parts) + r")\Z", re.DOTALL)
-    return re.compile(_glob_body(pattern) + r"\Z", re.DOTALL)
+    tokens = [_glob_tokens(p) for p in (parts if len(parts) > 1 else [pattern])]
+    try:
+        if any(sum(kind in _CHOICES for kind, _ in part) > 2 for part in tokens):
+            return GlobMachine(tokens)
+        bodies = ["".join(text for _, text in part) for part in tokens]
+        if len(bodies) > 1:
+            return re.compile("(?:" + "|".join(bodies) + r")\Z", re.DOTALL)
+        return re.compile(bodies[0] + r"\Z", re.DOTALL)
+    except re.error as exc:  # a class such as [z-a]: once an internal error (exit 3)
+        from qmd.core.errors import QmdError
+
+        raise QmdError(f"'{pattern[:200]}' is not a valid glob: {exc.msg} in a [...] class", "write a class's ranges low to high, e.g. [a-z], or '[[]' for a literal '['") from None
 
 
-def _glob_body(pattern: str) -> str:
-    out: list[str] = []
+_CHOICES = frozenset({"star", "any", "folders", "open"})  # where a regex backtracks
+
+
+def _glob_tokens(pattern: str) -> list[tuple[str, str]]:
+    """The glob as (kind, regex text): kinds lit, one (`?`), class, star (`*`), any (`**`),
+    folders (`**/`), open/bar/close (`{a,b}`; an unclosed brace closes at the end)."""
+    out: list[tuple[str, str]] = []
     i, n, depth = 0, len(pattern), 0
     while i < n:
         c = pattern[i]
+        last = out[-1][0] if out else ""
         if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
+            if last not in ("any", "folders"):  # `.*` or `(?:.*/)?` before it already matches what it adds
+                out.append(("folders", "(?:.*/)?"))
             i += 3
             continue
         if pattern.startswith("**", i):
-            out.append(".*")
+            if last in ("star", "folders"):  # `[^/]*.*` and `(?:.*/)?.*` are `.*`
+                out.pop()
+            if last != "any":
+                out.append(("any", ".*"))
             i += 2
             continue
         if c == "*":
-            out.append("[^/]*")
+            if last != "any":  # `.*[^/]*` is `.*`
+                out.append(("star", "[^/]*"))
         elif c == "?":
-            out.append("[^/]")
+            out.append(("one", "[^/]"))
         elif c == "[":
             j = pattern.find("]", i + 2)
             if j == -1:
-                out.append(re.escape(c))
+                out.append(("lit", re.escape(c)))
             else:
                 body = pattern[i + 1 : j].replace("\\", "\\\\")
-                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+                out.append(("class", "[" + ("^" + body[1:] if body.startswith("!") else body) + "]"))
                 i = j
         elif c == "{":
-            out.append("(?:")
+            out.append(("open", "(?:"))
             depth += 1
         elif c == "}" and depth:
-            out.append(")")
+            out.append(("close", ")"))
             depth -= 1
         elif c == "," and depth:
-            out.append("|")
+            out.append(("bar", "|"))
         else:
-            out.append(re.escape(c))
+            out.append(("lit", re.escape(c)))
         i += 1
-    out.extend(")" * depth)
-    return "".join(out)
+    out.extend([("close", ")")] * depth)
+    return out
+
+
+class GlobMachine:
+    """A glob run as a state machine (Thompson's construction): each character of the path
+    moves a set of states forward once, so a match costs pattern × path steps at most."""
+
+    def __init__(self, parts: list[list[tuple[str, str]]]) -> None:
+        self.edges: list[list[tuple[re.Pattern[str] | None, int]]] = [[]]  # per state: (one character's test or None for a free move, target)
+        self.accept = self._node()
+        for tokens in parts:
+            start = self._node()
+            self.edges[0].append((None, start))
+            self.edges[self._build(tokens, start)].append((None, self.accept))
+        self.start = frozenset(self._closure({0}))
+        self._moves: dict[tuple[frozenset[int], str], frozenset[int]] = {}
+
+    def _node(self) -> int:
+        self.edges.append([])
+        return len(self.edges) - 1
+
+    def _step(self, src: int, test: re.Pattern[str] | None) -> int:
+        dst = self._node()
+        self.edges[src].append((test, dst))
+        return dst
+
+    def _build(self, tokens: list[tuple[str, str]], cur: int) -> int:
+        groups: list[tuple[int, list[int]]] = []  # per open brace: its start, the ends of its alternatives
+        for kind, text in tokens:
+            if kind in ("star", "any"):
+                cur = self._step(cur, None)
+                self.edges[cur].append((re.compile("[^/]" if kind == "star" else ".", re.DOTALL), cur))
+            elif kind == "folders":
+                loop = self._step(cur, None)
+                self.edges[loop].append((re.compile(".", re.DOTALL), loop))
+                after = self._step(loop, re.compile("/"))
+                self.edges[cur].append((None, after))
+                cur = after
+            elif kind == "open":
+                groups.append((cur, []))
+                cur = self._step(cur, None)
+            elif kind == "bar":
+                groups[-1][1].append(cur)
+                cur = self._step(groups[-1][0], None)
+            elif kind == "close":
+                _, ends = groups.pop()
+                join = self._step(cur, None)
+                for end in ends:
+                    self.edges[end].append((None, join))
+                cur = join
+            else:
+                cur = self._step(cur, re.compile(text, re.DOTALL))
+        return cur
+
+    def _closure(self, states: set[int]) -> set[int]:
+        stack = list(states)
+        while stack:
+            for test, dst in self.edges[stack.pop()]:
+                if test is None and dst not in states:
+                    states.add(dst)
+                    stack.append(dst)
+        return states
+
+    def match(self, string: str, /) -> bool:
+        """Whether the whole of `string` matches (as `re.match` of the pattern and `\\Z`); each
+        (set of states, character) step is computed once and kept, as a lazy DFA."""
+        states = self.start
+        for ch in string:
+            key = (states, ch)
+            after = self._moves.get(key)
+            if after is None:
+                if len(self._moves) > 100_000:
+                    self._moves.clear()
+                after = self._moves[key] = frozenset(self._closure({dst for src in states for test, dst in self.edges[src] if test is not None and test.match(ch)}))
+            if not after:
+                return False
+            states = after
+        return self.accept in states
 
 
 def _kind(mode: int) -> str:

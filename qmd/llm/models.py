@@ -48,7 +48,12 @@ def installed_defaults() -> dict[str, str]:
         raw = load(text) or {}
     except yaml.YAMLError as exc:
         raise QmdError(f"cannot read {installed_defaults_path()}: {exc}", "fix or delete that file") from exc
-    return {k: str(v) for k, v in raw.items() if k in ROLES and v} if isinstance(raw, dict) else {}
+    if not isinstance(raw, dict):
+        return {}
+    for role, spec in raw.items():
+        if role in ROLES and spec and not isinstance(spec, (str, int, float)):  # a list, a mapping, an alias bomb: never str() it
+            raise QmdError(f"cannot read {installed_defaults_path()}: the model of '{role}' must be a path or an hf: URI, not a {type(spec).__name__}", "fix or delete that file")
+    return {k: str(v) for k, v in raw.items() if k in ROLES and v}
 
 
 def set_installed_default(role: str, spec: str) -> Path:

@@ -83,6 +83,8 @@ def load(path: Path) -> list[TokenEntry] | None:
         return None
     except OSError as exc:
         raise _bad(path, exc.strerror or type(exc).__name__) from exc
+    except UnicodeDecodeError as exc:  # was an HTTP 500 on every request and exit 3 from `qmd token`
+        raise _bad(path, "not UTF-8 text") from exc
     try:
         data = json.loads(raw)
     except ValueError as exc:

@@ -47,7 +47,10 @@ class Collections:
         exist_ok: bool = False,
         on_saved: Callable[[], None] | None = None,
     ) -> UpdateReport | None:
-        folder = Path(path).expanduser().resolve()
+        try:
+            folder = Path(path).expanduser().resolve()
+        except RuntimeError:  # pathlib's "Symlink loop": once exit 3
+            raise QmdError(f"{path} is a symlink loop (a link that leads back to itself)", "give the real folder that holds the markdown files") from None
         name = check_collection_name(folder.name if name is None else name)
         existing = self.state.collections()
         if name in existing:

@@ -149,3 +149,15 @@ def test_a_codex_that_refuses_the_entry_gets_its_file_back(cli: Cli, tmp_path: P
 def test_install_needs_a_client(cli: Cli) -> None:
     code, _, err = cli("mcp", "install")
     assert code == 2 and "--claude" in err
+
+
+def test_a_codex_config_that_is_not_utf8_is_one_clear_error_and_stays_as_it_was(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Latin-1 comment in ~/.codex/config.toml was a UnicodeDecodeError: exit 3 from mcp install and guard install."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    config = Path.home() / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_bytes(b'# caf\xe9\nmodel = "x"\n')
+    for args in (("mcp", "install", "--codex"), ("guard", "install", "--codex")):
+        code, _, err = cli(*args)
+        assert code == 1 and err.startswith("Error: ") and "not UTF-8" in err and str(config) in err, (args, code, err)
+        assert config.read_bytes() == b'# caf\xe9\nmodel = "x"\n'

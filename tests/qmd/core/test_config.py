@@ -136,3 +136,29 @@ def test_what_qmd_writes_it_reads_back_and_plain_names_stay_text(cli: Cli, notes
     assert all(name in out for name in ("1e3", "08", "0o17")) and "1000.0" not in out and "\n8" not in out, out
     assert cli("collection", "rename", "08", "eight")[0] == 0
     assert "eight:" in _config().read_text() and "08:" not in _config().read_text()
+
+
+def _alias_bomb(where: str) -> str:
+    """A config of a few hundred bytes whose aliases expand to 10^9 values at `where`."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    return "\n".join(lines) + "\n" + where.replace("BOMB", "*a8") + "\n"
+
+
+@pytest.mark.parametrize("where", [
+    "collections:\n  notes:\n    path: NOTES\n    context:\n      /: BOMB",  # once a repr of 10^9 values in the error: a hang
+    "collections:\n  notes:\n    path: NOTES\nsearch:\n  junk: BOMB",  # valid types: once json.dumps of the cached copy
+])
+def test_a_yaml_alias_bomb_in_the_config_is_one_clear_error_not_a_hang(notes: Path, where: str) -> None:
+    from tests.support.run import run_qmd
+
+    path = _config()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_alias_bomb(where.replace("NOTES", str(notes))))
+    for command in (("ls",), ("status",)):
+        proc = run_qmd(*command, timeout=60)
+        assert proc.returncode == 1, (command, proc.returncode, proc.stderr[-500:])
+        first = proc.stderr.splitlines()[0]
+        assert first.startswith("Error: ") and str(path) in first and "alias" in first, proc.stderr
+        assert "Traceback" not in proc.stderr

@@ -149,3 +149,61 @@ def test_multi_get_globs_follow_the_same_rules(tmp_path: Path, cli: Cli) -> None
     assert every == {"onboarding.md", "runbooks/deploy.md"}
     top = {d["file"] for d in json.loads(cli("multi-get", "notes/*.md", "--json")[1])}
     assert top == {"onboarding.md"}
+
+
+def test_globs_a_regex_would_backtrack_on_match_the_same_in_pattern_times_path_steps() -> None:
+    """`*a*a*a…x`, `{a,aa}{a,aa}…` and runs of stars once held a multi_get for hours (a
+    backtracking regex); they run as a state machine now, with the regex's answers."""
+    import random
+    import re
+
+    from qmd.index.scan import GlobMachine, _glob_tokens
+
+    rng = random.Random(7)
+    pieces = ["a", "b", "/", ".", "*", "**", "**/", "?", "{", "}", ",", "[ab]", "[!a]"]
+    for _ in range(3000):  # the machine agrees with the regex on small patterns and paths
+        pattern = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 7)))
+        tokens = [_glob_tokens(pattern)]
+        regex = re.compile("".join(text for _, text in tokens[0]) + r"\Z", re.DOTALL)
+        machine = GlobMachine(tokens)
+        for _ in range(5):
+            rel = "".join(rng.choice("ab/.") for _ in range(rng.randint(0, 8)))
+            assert machine.match(rel) == bool(regex.match(rel)), (pattern, rel)
+    rel = "notes/" + "a" * 60 + "/" + "a" * 60 + ".md"
+    for pattern in ("*a" * 200 + "x", "**a" * 200 + "x", "{a,aa}" * 300 + "x", "notes/" + "*" * 3000 + "x", "**?" * 25 + "x"):
+        assert not glob_regex(pattern).match(rel)  # a hang before
+    assert glob_regex("**a" * 20 + "*.md").match(rel) and glob_regex("{a,aa}" * 30 + "*.md").match("a" * 40 + ".md")
+
+
+def test_a_hostile_multi_get_glob_answers_instead_of_hanging(tmp_path: Path) -> None:
+    from tests.support.run import run_qmd
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    for i in range(40):
+        (root / f"n{i:03}-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.md").write_text(f"# note {i}\n")
+    assert run_qmd("collection", "add", str(root), "--name", "notes").returncode == 0
+    proc = run_qmd("multi-get", "notes/" + "**a" * 40 + "x", timeout=120)  # hours with a backtracking regex
+    assert proc.returncode == 1 and "no documents match" in proc.stderr, proc.stderr
+    proc = run_qmd("multi-get", "notes/" + "*a" * 30 + "*.md", "--json", timeout=120)
+    assert proc.returncode == 0 and proc.stdout.count('"file"') == 40, proc.stderr[-300:]
+
+
+def test_a_glob_with_a_reversed_class_range_is_one_clear_error(tmp_path: Path, cli: Cli) -> None:
+    """`[z-a]` was re.error: exit 3 from multi-get and collection add, an internal error over MCP."""
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "a.md").write_text("# a\n")
+    assert cli("collection", "add", str(root), "--name", "notes")[0] == 0
+    for args in (("multi-get", "notes/[z-a]*"), ("collection", "add", str(root), "--name", "other", "--pattern", "[z-a]*.md")):
+        code, _, err = cli(*args)
+        assert code == 1 and err.startswith("Error: ") and "is not a valid glob" in err and "[a-z]" in err, (args, code, err)
+    assert "other" not in cli("collection", "list")[1]
+
+
+def test_adding_a_folder_that_is_a_symlink_loop_is_one_clear_error(tmp_path: Path, cli: Cli) -> None:
+    """pathlib's resolve() raised RuntimeError for the loop: exit 3."""
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    code, _, err = cli("collection", "add", str(tmp_path / "loop"), "--name", "loop")
+    assert code == 1 and err.startswith("Error: ") and "symlink loop" in err and "hint: " in err, (code, err)
+    assert "loop" not in cli("collection", "list")[1]

@@ -485,6 +485,17 @@ def test_broken_models_yml_is_a_clear_error() -> None:
     assert str(path) in exc.value.message
 
 
+def test_a_models_yml_whose_model_is_not_text_is_a_clear_error() -> None:
+    """A list (here an alias bomb of 10^9 values) was str()-ed: a hang with the memory filling."""
+    path = installed_defaults_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"] + [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    path.write_text("\n".join(lines) + "\nembed: *a8\n")
+    with pytest.raises(QmdError) as exc:
+        resolve_model("embed")
+    assert str(path) in exc.value.message and "'embed'" in exc.value.message
+
+
 @pytest.mark.parametrize("spec", ["hf:user/repo", "hf:user//file.gguf", "hf:user/repo/file.bin", "hf:"])
 def test_bad_hf_uri(spec: str, fake_hub: FakeHub) -> None:
     with pytest.raises(QmdError) as exc:

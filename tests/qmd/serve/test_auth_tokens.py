@@ -44,6 +44,22 @@ def test_a_malformed_file_is_an_error(tmp_path: Path, text: str) -> None:
     assert (verdict.ok, verdict.status) == (False, 503)  # fails closed
 
 
+def test_a_token_file_that_is_not_utf8_fails_closed_with_one_line() -> None:
+    """Bytes that are not UTF-8 were a UnicodeDecodeError: HTTP 500 on every request, exit 3 from qmd token."""
+    from qmd.serve.auth import tokens_path
+    from tests.support.run import run_qmd
+
+    path = tokens_path("index")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\xff\xfe not text")
+    with pytest.raises(QmdError, match="unreadable: not UTF-8"):
+        load(path)
+    verdict = Authenticator(path, required=False).check("Bearer qmd_x")
+    assert (verdict.ok, verdict.status) == (False, 503)
+    proc = run_qmd("token", "list")
+    assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and "not UTF-8" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize(("header", "token"), [
     (None, None), ("", None), ("Bearer", None), ("Bearer  ", None), ("Basic abc", None), ("Bearer abc", "abc"), ("bearer abc ", "abc"), ("BEARER  abc", "abc"),
 ])
