@@ -138,14 +138,15 @@ def numbered(text: str, first: int) -> str:
     return "\n".join(f"{first + i}: {line}" for i, line in enumerate(text.split("\n")))
 
 
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-_UNPRINTABLE_BUT_NEWLINES = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+@lru_cache(maxsize=2)
+def _unprintable(newlines: bool) -> re.Pattern[str]:
+    # Compiled on first use: each class takes about 1 ms (its characters past U+00FF), which
+    # every importer of this module (the SQLite backend, on a search's path) paid for nothing.
+    return re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]" if newlines else r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def line_safe(text: str, *, newlines: bool = False) -> str:
     """`text` on one line, inert on a terminal: newlines, escapes and other control characters
     as `\\n`, `\\x1b`… (a file name may hold them; line-based output must not split or color).
     `newlines=True` keeps line breaks (a multi-line context) and escapes the rest."""
-    return (_UNPRINTABLE_BUT_NEWLINES if newlines else _UNPRINTABLE).sub(lambda m: repr(m.group())[1:-1], text)
+    return _unprintable(newlines).sub(lambda m: repr(m.group())[1:-1], text)
