@@ -27,8 +27,10 @@ def _spaced(match: re.Match[str]) -> str:
     # A callable, not the template r" \1 ": 3x faster on CJK-heavy text (no template expansion).
     return " " + match.group() + " "
 
-_HEADING = re.compile(r"^ {0,3}(#{1,2})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-_FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+# Patterns of the indexer's reading, compiled where used (re caches them): a search that imports
+# this module for `has_cjk` compiles nothing.
+_HEADING = r"^ {0,3}(#{1,2})[ \t]+(.+?)[ \t#]*$"
+_FM_CLOSE = r"^(?:---|\.\.\.)[ \t]*\r?$"
 
 
 def content_hash(text: str) -> str:
@@ -106,7 +108,7 @@ def parse_front_matter(text: str) -> FrontMatter:
     if not (text.startswith("---\n") or text.startswith("---\r\n")):
         return FrontMatter()
     first_nl = text.index("\n") + 1
-    close = _FM_CLOSE.search(text, first_nl)
+    close = re.compile(_FM_CLOSE, re.MULTILINE).search(text, first_nl)
     if close is None:
         return FrontMatter()
     import yaml  # only files that start with front matter pay for the parser
@@ -126,7 +128,7 @@ def parse_front_matter(text: str) -> FrontMatter:
 
 def extract_title(body: str, fallback: str) -> str:
     """First `#` or `##` heading (outside code fences), else `fallback`."""
-    for match in _HEADING.finditer(body):
+    for match in re.finditer(_HEADING, body, re.MULTILINE):
         before = body[: match.start()]
         if before.count("```") % 2 == 0 and before.count("~~~") % 2 == 0:
             return match.group(2).strip()
