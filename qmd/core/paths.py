@@ -26,6 +26,16 @@ def config_dir() -> Path:
     return Path(explicit) if explicit else _xdg("XDG_CONFIG_HOME", ".config") / "qmd"
 
 
+TRUST_FILE = "trusted.json"
+
+
+def trust_file_path() -> Path:
+    """`<config dir>/trusted.json`, the approvals of project-local configs (qmd/core/trust.py),
+    beside the user's own configs, never in a project. Here, not there: a server stats it
+    before every request, and the trust module imports hashlib."""
+    return config_dir() / TRUST_FILE
+
+
 def cache_dir() -> Path:
     """`$XDG_CACHE_HOME/qmd`, else `~/.cache/qmd`: indexes live here."""
     return _xdg("XDG_CACHE_HOME", ".cache") / "qmd"

@@ -2,7 +2,8 @@
 
 Importing `dataclasses` loads `inspect` (and with it `ast`, `dis`, `tokenize`), and each
 `@dataclass` runs its code generator: together about 10 ms of every `qmd search`, more than
-the search itself. `record` builds what those classes use — an `__init__` taking the
+the search itself. `record` builds what those classes use — an `__init__` (compiled when the
+first instance is made: a process makes few of the classes it imports) taking the
 fields in order (defaults, `field(default_factory=…)`), `__repr__`, `__eq__`, `__match_args__`,
 and for `frozen=True` immutability and `__hash__` — in a fraction of that time.
 
@@ -65,10 +66,15 @@ else:
                     params.append(f"{name}=_default_{name}")
                 lines.append(f"  _setattr(self, {name!r}, {name})" if frozen else f"  self.{name} = {name}")
             source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(lines) or "  pass") + "\n"
-            exec(source, namespace)  # noqa: S102 - the source is built from the class's own field names
-            init = namespace["__init__"]
-            init.__qualname__ = f"{cls.__qualname__}.__init__"
-            cls.__init__ = init
+
+            def __init__(self, *args, **kwargs):  # compiled on the first instance: most records of a module are never made in one process
+                exec(source, namespace)  # noqa: S102 - the source is built from the class's own field names
+                init = namespace["__init__"]
+                init.__qualname__ = f"{cls.__qualname__}.__init__"
+                cls.__init__ = init
+                init(self, *args, **kwargs)
+
+            cls.__init__ = __init__
             fields = tuple(names)
 
             def __repr__(self):

@@ -27,8 +27,10 @@ def _spaced(match: re.Match[str]) -> str:
     # A callable, not the template r" \1 ": 3x faster on CJK-heavy text (no template expansion).
     return " " + match.group() + " "
 
-_HEADING = re.compile(r"^ {0,3}(#{1,2})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-_FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+# Patterns of the indexer's reading, compiled where used (re caches them): a search that imports
+# this module for `has_cjk` compiles nothing.
+_HEADING = r"^ {0,3}(#{1,2})[ \t]+(.+?)[ \t#]*$"
+_FM_CLOSE = r"^(?:---|\.\.\.)[ \t]*\r?$"
 
 
 def content_hash(text: str) -> str:
@@ -88,7 +90,7 @@ def parse_front_matter(text: str) -> FrontMatter:
     if not (text.startswith("---\n") or text.startswith("---\r\n")):
         return FrontMatter()
     first_nl = text.index("\n") + 1
-    close = _FM_CLOSE.search(text, first_nl)
+    close = re.compile(_FM_CLOSE, re.MULTILINE).search(text, first_nl)
     if close is None:
         return FrontMatter()
     import yaml  # only files that start with front matter pay for the parser
@@ -108,7 +110,7 @@ def parse_front_matter(text: str) -> FrontMatter:
 
 def extract_title(body: str, fallback: str) -> str:
     """First `#` or `##` heading (outside code fences), else `fallback`."""
-    for match in _HEADING.finditer(body):
+    for match in re.finditer(_HEADING, body, re.MULTILINE):
         before = body[: match.start()]
         if before.count("```") % 2 == 0 and before.count("~~~") % 2 == 0:
             return match.group(2).strip()
@@ -120,14 +122,15 @@ def numbered(text: str, first: int) -> str:
     return "\n".join(f"{first + i}: {line}" for i, line in enumerate(text.split("\n")))
 
 
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-_UNPRINTABLE_BUT_NEWLINES = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+@lru_cache(maxsize=2)
+def _unprintable(newlines: bool) -> re.Pattern[str]:
+    # Compiled on first use: each class takes about 1 ms (its characters past U+00FF), which
+    # every importer of this module (the SQLite backend, on a search's path) paid for nothing.
+    return re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]" if newlines else r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def line_safe(text: str, *, newlines: bool = False) -> str:
     """`text` on one line, inert on a terminal: newlines, escapes and other control characters
     as `\\n`, `\\x1b`… (a file name may hold them; line-based output must not split or color).
     `newlines=True` keeps line breaks (a multi-line context) and escapes the rest."""
-    return (_UNPRINTABLE_BUT_NEWLINES if newlines else _UNPRINTABLE).sub(lambda m: repr(m.group())[1:-1], text)
+    return _unprintable(newlines).sub(lambda m: repr(m.group())[1:-1], text)

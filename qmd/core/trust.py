@@ -39,14 +39,13 @@ from pathlib import Path
 
 from qmd.core.errors import QmdError
 from qmd.core.records import field, record
-from qmd.core.paths import config_dir, is_local_config
+from qmd.core.paths import is_local_config, trust_file_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-TRUST_FILE = "trusted.json"
 OPT_IN_VARS = ("QMD_TRUST_LOCAL_CONFIG", "QMD_TRUST_UPDATE_HOOKS")
 MODEL_SLOTS = ("embed", "rerank", "generate")
 
@@ -97,11 +96,6 @@ class Decision:
     @property
     def skipped(self) -> bool:
         return not self.allowed
-
-
-def trust_file_path() -> Path:
-    """`<config dir>/trusted.json` (beside the user's own configs, never in a project)."""
-    return config_dir() / TRUST_FILE
 
 
 def project_root(config_path: str | os.PathLike[str]) -> Path:

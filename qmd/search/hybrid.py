@@ -299,10 +299,10 @@ def run_query(ctx: QueryContext, request: QueryRequest, progress: Progress | Non
 def vector_side(ctx: QueryContext, typed: TypedQuery, plan: QueryPlan) -> VectorSide | None:
     """The embed model and its vectors, or None (with the notice why): usable only with an
     embed model that has embedded something; a keyword-only typed query never loads it."""
-    from qmd.search.vector import current_model
-
     if typed.searches and all(s.type == "lex" for s in typed.searches):
         return None
+    from qmd.search.vector import current_model
+
     try:
         embedder = ctx.models.embedder()
         return VectorSide(embedder, current_model(ctx.backend, embedder))
@@ -364,12 +364,12 @@ def same_text(text: str) -> str:
 def vector_lists(ctx: QueryContext, lists: list[tuple[str, str, float, str]], vectors: VectorSide | None, plan: QueryPlan, timer: Timer, say: Progress) -> list[RankedList]:
     """Stage 3, vectors: each distinct vec/hyde line (and the question) embedded and searched
     once, its nearest documents a list under each name that asked for it."""
-    from qmd.search.vector import query_inputs
-
     wanted = [(n, w, t) for n, kind, w, t in lists if kind == "vector"]
     if not wanted or vectors is None:
         plan.stages.vector = 0
         return []
+    from qmd.search.vector import query_inputs  # here: a keyword-only query has no vector side
+
     embedder = vectors.embedder
     slot: dict[tuple[bool, str], int] = {}  # a hyde line is embedded as a passage: never the same as a question
     distinct: list[tuple[str, str]] = []

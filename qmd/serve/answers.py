@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
     from qmd.store.store import Store
 
-from qmd.core.clock import ago
+from qmd.core.clock import ago, parse_iso
 from qmd.core.paths import state_dir
 from qmd.core.results import MultiGetItem, QueryResult, SearchHit, StatusInfo
 
@@ -56,15 +56,8 @@ class HealthFlag:
 
 
 def freshness(updated_at: str | None, flag: dict[str, Any], now: float | None = None) -> dict[str, Any]:
-    age = None
-    if updated_at:
-        from datetime import datetime
-
-        try:
-            then = datetime.fromisoformat(updated_at.replace("Z", "+00:00")).timestamp()
-            age = max(0, int((now or time.time()) - then))
-        except ValueError:
-            age = None
+    then = parse_iso(updated_at)
+    age = None if then is None else max(0, int((now or time.time()) - then))
     fresh: dict[str, Any] = {"updated_at": updated_at, "age_s": age, "health": flag["health"], "health_since": flag["since"], "failures": flag["failures"]}
     # Clients hand the model only the structured answer: it says in words what the text says.
     fresh["summary"] = freshness_line(fresh)

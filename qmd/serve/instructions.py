@@ -5,7 +5,9 @@ to count its documents is most of a stdio server's start. So each start keeps th
 computed (`<cache>/mcp/instructions-<index>.json`; a project-local index's is
 `instructions-local-<hash>.json`, named as its server's PID file) with the stamps
 (qmd/core/stamps.py) of everything the text is made from, and the next start answers
-`initialize` with it when every stamp is unchanged, while the index opens beside it as before:
+`initialize` with it when every stamp is unchanged, while the index opens beside it as before
+(and computes the text again only behind the tool calls already received, so a first call
+waits for nothing the instructions need; a text that differs replaces the copy). The stamps:
 
 - the index file, and its write-ahead log when that holds frames (an empty or absent log
   means the file itself is complete, whichever connection happens to be open);

@@ -122,9 +122,11 @@ class ToolService:
 
     # lifecycle
 
-    def start(self) -> ToolService:
-        """Count the documents for /health, start the idle watcher (if models are ever released)."""
-        self.health()
+    def start(self, count: bool = True) -> ToolService:
+        """Count the documents for /health (`count`: a server that answers it), start the idle
+        watcher (if models are ever released)."""
+        if count:
+            self.health()
         if self.idle_s > 0 and self._idler is None:
             self._idler = threading.Thread(target=self._watch_idle, name="qmd-model-idle", daemon=True)
             self._idler.start()

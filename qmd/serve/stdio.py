@@ -60,6 +60,7 @@ WATCH_S = 0.5  # how often the reader of stdout is looked for (a client that qui
 
 Log = Callable[[str], None]
 _STOP = object()
+_RECHECK = object()  # a work item: check the kept instructions (StdioServer._check_kept)
 
 
 class StdioServer:
@@ -83,6 +84,8 @@ class StdioServer:
         self._pending: dict[Any, threading.Event] = {}  # tools/call id -> its cancel event
         self._pending_lock = threading.Lock()
         self._opener: threading.Thread | None = None
+        self._recheck = False  # the kept instructions are still to be checked (_check_kept)
+        self._recheck_lock = threading.Lock()
         self._stopping = False  # one of _shut_down (stdin closed) and _watch_stdout (stdout closed) stops the server
         self._stop_lock = threading.Lock()
         self.failed = False
@@ -91,26 +94,51 @@ class StdioServer:
 
     def _open(self) -> None:
         try:
-            from qmd.serve.answers import store_instructions
-
             store = self._open_store()
-            self._instructions = store_instructions(store, self.index)
+            if self._kept is None:  # `initialize` waits for these
+                from qmd.serve.answers import store_instructions
+
+                self._instructions = store_instructions(store, self.index)
+            else:  # the kept text answers; it is checked once the calls already received are answered (_check_kept)
+                self._instructions = self._kept
         except QmdError as exc:
             self._failure = exc
             self._ready.set()
             self._service_ready.set()
             return
         self._ready.set()
-        if self._keep is not None and self._instructions != self._kept:
+        if self._keep is not None and self._kept is None:
             self._keep(store, self._instructions)
         try:
             from qmd.serve.service import ToolService
 
-            self._service = ToolService(store, self.index, log=self.log).start()
+            self._service = ToolService(store, self.index, log=self.log).start(count=False)  # stdio serves no /health
         except QmdError as exc:
             self._failure = exc
         finally:
             self._service_ready.set()
+        if self._service is not None and self._kept is not None:
+            with self._recheck_lock:
+                self._recheck = True  # the worker runs it behind the calls received so far, else _close_down does
+            try:
+                self._work.put_nowait(_RECHECK)
+            except queue.Full:
+                pass
+
+    def _check_kept(self) -> None:
+        """Compute the instructions the kept text stands for and keep them when they differ
+        (a copy that no longer matches is mended), once, off the first call's path: the
+        status they need is 2-3 times a keyword query's work on a small index."""
+        with self._recheck_lock:
+            due, self._recheck = self._recheck, False
+        if not due or self._service is None or self._keep is None:
+            return
+        try:
+            text = self._service.instructions()
+        except QmdError:
+            return
+        if text != self._kept:
+            self._keep(self._service.store, text)
 
     def _refuse(self) -> RpcError:
         exc = self._failure or QmdError("the index could not be opened")
@@ -198,6 +226,7 @@ class StdioServer:
         if self._opener is not None:
             self._opener.join(STOP_WAIT_S)  # a client that leaves at once still lets this start keep its text
         if self._service_ready.is_set() and self._service is not None:
+            self._check_kept()  # when the worker stopped before it came to it
             self._service.close()
 
     # the loop
@@ -282,6 +311,9 @@ class StdioServer:
             item = self._work.get()
             if item is _STOP:
                 return
+            if item is _RECHECK:
+                self._check_kept()
+                continue
             message, call_id, event = item
             try:
                 if isinstance(message, list):

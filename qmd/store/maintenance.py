@@ -85,17 +85,6 @@ class Maintenance:
                     pass  # a damaged file cannot say whose it is; it is kept aside (.broken), not lost
             return backend.rebuild(build)
 
-    def last_updated(self) -> str | None:
-        if not self.state.backend.exists():
-            return None
-        updated = self.state.db().collection_updated().values()
-        return max(updated) if updated else None
-
-    def document_count(self) -> int:
-        if not self.state.backend.exists():
-            return 0
-        return sum(self.state.db().collection_counts().values())
-
     def status(self, grammars: bool = True) -> StatusInfo:
         """What `qmd status` shows; `grammars=False` leaves `grammars` empty (listing them loads
         tree-sitter and every grammar, which the MCP instructions never show)."""

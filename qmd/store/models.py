@@ -8,7 +8,6 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 
 from qmd.core.errors import QmdError
 from qmd.core.results import ModelStatus, UpdateReport, VectorStatus
-from qmd.store.activity import Activity, activity_path
 from qmd.store.state import IndexState
 
 if TYPE_CHECKING:
@@ -213,6 +212,8 @@ class Models:
         """Embed what `collections` lack (see qmd/index/embedding.py); `update`: the update just
         before (`refresh`), whose new and changed documents the plan told to `progress` names.
         `qmd status` shows the run from its first moment (the activity record)."""
+        from qmd.store.activity import Activity, activity_path  # here: a search that asks which models exist writes no activity
+
         backend = self.state.db()
         with Activity(activity_path(backend.location), "embed") as activity:
             from qmd.index.embedding import run_embed

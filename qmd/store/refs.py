@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -168,6 +167,8 @@ def _removed_at(backend: IndexBackend, ref: str, collections: Mapping[str, Colle
 
 def removed_error(row: Removed, named: str) -> NotFoundError:
     """"`named` was removed", with when, for a document whose file was gone at an update."""
+    import shlex  # here: only this error quotes
+
     when = f" at the update of {row.removed_at.replace('T', ' ').replace('Z', ' UTC')} ({ago(row.removed_at)})" if row.removed_at else " at an update"
     return NotFoundError(
         f"{named} was removed from the index{when}: its file was gone",

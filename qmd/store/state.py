@@ -51,7 +51,7 @@ class IndexState:
 
     def storage_key(self) -> tuple[object, ...]:
         """What decides where the index lives besides the paths (see `Store.storage_moved`)."""
-        from qmd.core.trust import trust_file_path
+        from qmd.core.paths import trust_file_path
 
         return (stat_key(self.config_path), stat_key(trust_file_path()), os.environ.get("QMD_DATABASE_URL"))
 

@@ -491,12 +491,19 @@ class Store:
             )
 
     def last_updated(self) -> str | None:
-        """When a collection was last indexed (ISO-8601 UTC), or None if never: one cheap query."""
-        return self._maintenance.last_updated()
+        """When a collection was last indexed (ISO-8601 UTC), or None if never: one cheap query
+        (here, not in maintenance.py: every MCP answer's freshness asks, and importing that
+        part loads the collections and model code a keyword query never uses)."""
+        if not self._state.backend.exists():
+            return None
+        updated = self._state.db().collection_updated().values()
+        return max(updated) if updated else None
 
     def document_count(self) -> int:
         """Active documents in the index (0 if it was never built)."""
-        return self._maintenance.document_count()
+        if not self._state.backend.exists():
+            return 0
+        return sum(self._state.db().collection_counts().values())
 
     def status(self, grammars: bool = True) -> StatusInfo:
         """The index's status; `grammars=False`: without the tree-sitter grammars (`grammars`

@@ -114,7 +114,7 @@ MIGRATIONS: list[tuple[str, str]] = [
 
 
 BUSY_TIMEOUT_MS = 5000
-_FOREIGN_SCHEMA = re.compile(r"no such (table|column)|cannot (modify|UPSERT|insert|update|delete)\b.*\bview|has no column named|may not be modified", re.IGNORECASE)
+_FOREIGN_SCHEMA = r"no such (table|column)|cannot (modify|UPSERT|insert|update|delete)\b.*\bview|has no column named|may not be modified"  # compiled by re's cache when an error is read
 
 HEADER_MAGIC = b"SQLite format 3\x00"
 FRESH_FILE_WAIT_S = 0.05  # a file another process has just created is empty for a moment
@@ -184,7 +184,7 @@ def translate(path: Path, exc: apsw.Error) -> QmdError | None:
         return damaged(path, f"SQLite says: {exc}")
     if isinstance(exc, apsw.IOError) and "short read" in str(exc).lower():
         return damaged(path, f"SQLite says: {exc}")
-    if isinstance(exc, apsw.SQLError) and _FOREIGN_SCHEMA.search(str(exc)):
+    if isinstance(exc, apsw.SQLError) and re.search(_FOREIGN_SCHEMA, str(exc), re.IGNORECASE):
         # tables qmd's migrations made are missing or replaced (a view, other columns): the
         # file was changed by something else (a repository can ship one)
         return damaged(path, f"its tables are not the ones qmd writes (SQLite says: {exc})")

@@ -86,3 +86,35 @@ def test_replace_copies_with_changes_as_dataclasses_replace_does(frozen: bool) -
     assert replace(mine).c is mine.c  # a shallow copy, as dataclasses.replace
     with pytest.raises(TypeError, match="no field 'e'"):
         replace(mine, e=1)
+
+
+def test_init_is_compiled_when_the_first_instance_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module's records cost no compiling until one is made (issue 31: a first MCP call
+    imports 55 records and makes about 20)."""
+    import builtins
+
+    import qmd.core.records as records
+
+    compiled: list[str] = []
+
+    def counting_exec(source: str, namespace: dict[str, object]) -> None:
+        compiled.append(source)
+        builtins.exec(source, namespace)
+
+    monkeypatch.setattr(records, "exec", counting_exec, raising=False)
+
+    @record
+    class Used:
+        a: int
+        b: list[int] = field(default_factory=list)
+
+    @record(frozen=True)
+    class Unused:
+        x: str
+
+    assert compiled == []
+    first, second = Used(1), Used(a=2, b=[3])
+    assert len(compiled) == 1 and (first.a, first.b, second.b) == (1, [], [3]) and Used.__init__.__qualname__.endswith("Used.__init__")
+    with pytest.raises(TypeError, match="missing 1 required positional argument"):
+        Unused()
+    assert len(compiled) == 2

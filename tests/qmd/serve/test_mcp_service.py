@@ -333,6 +333,65 @@ def test_first_stdio_call_loads_nothing_it_does_not_use(tmp_path: Path, first: s
     assert heavy == [], heavy
 
 
+# What a later start's first call (instructions kept from the last start) must not wait for:
+# the status the instructions are made of (maintenance, collections: checked after the call),
+# the trust gate and its hashlib, datetime (qmd's own timestamps are read without it), the
+# embed activity, the vector side of a keyword-only query, the indexer, and the heavy libraries.
+NOT_ON_A_FIRST_CALL = (
+    "qmd.store.maintenance", "qmd.store.collections", "qmd.store.activity", "qmd.core.trust", "qmd.search.vector",
+    "hashlib", "datetime", "shlex", "yaml", "tree_sitter", "llama_cpp", "numpy",
+)
+
+
+@pytest.mark.parametrize("first", sorted(FIRST_CALLS))
+def test_a_later_starts_first_call_imports_only_what_its_answer_uses(tmp_path: Path, first: str) -> None:
+    """Issue 31: the modules loaded when the answer to a stdio session's first tool call is
+    written (a start that finds kept instructions, as every start after the first does)."""
+    import subprocess
+    import sys
+
+    from tests.support.mcp import make_env, setup_index
+
+    env = make_env(tmp_path)
+    setup_index(tmp_path, env)
+    tool, arguments = FIRST_CALLS[first]
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
+    ]
+    code = (
+        "import json, sys\n"
+        "from qmd.core.paths import resolve_index\n"
+        "from qmd.serve import instructions, stdio\n"
+        "paths = resolve_index(None)\n"
+        "kept = instructions.cache_path(paths.key)\n"
+        "kept.parent.mkdir(parents=True, exist_ok=True)\n"
+        "kept.write_text(json.dumps({'version': instructions.VERSION, 'key': instructions.inputs(paths), 'text': 'KEPT'}))\n"
+        "loaded = []\n"
+        "send = stdio.StdioServer.send\n"
+        "def spy(self, message):\n"
+        "    if isinstance(message, dict) and message.get('id') == 2:\n"
+        "        loaded.extend(sys.modules)\n"
+        "    send(self, message)\n"
+        "stdio.StdioServer.send = spy\n"
+        "code = stdio.run(None)\n"
+        "sys.stderr.write('LOADED ' + json.dumps(sorted(loaded)) + '\\n')\n"
+        "sys.exit(code)\n"
+    )
+    stdin = "".join(json.dumps(m) + "\n" for m in messages)
+    proc = subprocess.run([sys.executable, "-c", code], input=stdin, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert answers[1]["result"]["instructions"] == "KEPT"  # a later start: the kept text answered
+    result = answers[2]["result"]
+    assert not result["isError"] and ("deploy.md" in result["content"][0]["text"]), result
+    loaded = json.loads(proc.stderr.rsplit("LOADED ", 1)[1])
+    assert "qmd.store.store" in loaded  # the snapshot is the answer's
+    unused = sorted(m for m in loaded if m in NOT_ON_A_FIRST_CALL or m.startswith(("qmd.index.", "qmd.cli.")))
+    assert unused == [], unused
+
+
 def test_rest_fast_path_never_waits_or_loads_a_model(service: ToolService) -> None:
     import threading
 
