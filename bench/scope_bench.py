@@ -14,7 +14,9 @@ once after the vectors are written; `--noise X` draws clustered vectors as postg
 recall set, 1.4 its hard near-uniform one, instead of uniform ones), adds the unscoped search's
 recall, and targets recall@10 >= 0.95. `--before REV` also times that git revision's
 `nearest_documents` of the same backend on the same index, interleaved: before and after
-ratios from one run.
+ratios from one run. On a local PostgreSQL it also totals the server process's CPU time per
+scope (from /proc: where a search's work is, and less moved by other jobs than wall time).
+`--scopes rest+bucket,big` times only those.
 """
 
 from __future__ import annotations
