@@ -239,7 +239,7 @@ def test_postgres_scope_is_inside_the_index_scan(pg_index: PgIndexed) -> None:
 
 
 def test_postgres_exact_scan_of_a_scope_stops_past_its_cap(pg_index: PgIndexed) -> None:
-    """The exact scan of a scope lists its chunks once, up to cap + 1: within the cap it is the
+    """The exact scan of a scope lists its (document, chunk) pairs once, up to cap + 1: within the cap it is the
     exact top-k (collection + filter included), past it None (no distance computed: the caller
     takes the index), an empty scope an empty page, not None."""
     import qmd.backends.postgres.vectors as pgvectors
@@ -250,7 +250,7 @@ def test_postgres_exact_scan_of_a_scope_stops_past_its_cap(pg_index: PgIndexed) 
         for scope, team in ((["big"], "payments"), (["big", "tiny"], "payments"), (["tiny"], None), (["rest", "twin"], None)):
             allowed, params = pgvectors._allowed_docs(scope, parse_filter(PAYMENTS) if team else None)
             exact = brute(rows, vecs, q, scope, team)
-            chunks = 2 * len({r.hash for r in rows if r.id in exact})  # two a content hash (twin shares rest's)
+            chunks = 2 * len(exact)  # (document, chunk) pairs: two chunks a document (twin's content counts under each)
             for cap in (chunks, chunks + 50):
                 got = pgvectors._exact(conn, model, pgvectors.literal(q), 10, allowed, params, cap=cap)
                 assert got is not None and ids(got) == exact[:10], (scope, cap)
