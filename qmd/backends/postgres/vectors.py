@@ -290,7 +290,7 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
 
     Never a prepared statement (nor the other queries of a search): psycopg prepares one run
     five times, and PostgreSQL's generic plan, blind to the scope's and filter's values, made a
-    collection + filter search 3.7x the unscoped one at 100k (1.5x with a plan per query)."""
+    collection + filter search 3.7x the unscoped one at 100k."""
     # one row per (allowed document, chunk of its content): a plain join, no list of documents
     # kept and hashed first (that form cost 1.7x this one's server CPU on scope_bench's 8%)
     cand = f"SELECT d.id AS doc, c.id, c.start, c.\"end\" FROM documents d JOIN chunks c ON c.hash = d.hash WHERE {allowed} AND c.model_id = %s"
