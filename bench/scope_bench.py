@@ -14,11 +14,14 @@ once after the vectors are written; `--noise X` draws clustered vectors as postg
 recall set, 1.4 its hard near-uniform one, instead of uniform ones), adds the unscoped search's
 recall, and targets recall@10 >= 0.95. `--before REV` also times that git revision's
 `nearest_documents` of the same backend on the same index, interleaved: before and after
-ratios from one run.
+ratios from one run. On a local PostgreSQL it also totals the server process's CPU time per
+scope (from /proc: where a search's work is, and less moved by other jobs than wall time).
+`--scopes rest+bucket,big` times only those.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import argparse
@@ -39,10 +42,10 @@ from _common import REPO, Report, Target, arg_parser, isolated_home, ms, p50, pe
 
 SCOPES: dict[str, tuple[list[str] | None, object]] = {
     "all": (None, None),
-    "big 19%": (["big"], None),
-    "tiny 0.86%": (["tiny"], None),
+    "big": (["big"], None),  # 19%
+    "tiny": (["tiny"], None),  # 0.86%
     "big+tiny": (["big", "tiny"], None),
-    "rest+bucket": (["rest"], {"key": "bucket", "operator": "eq", "value": 3}),
+    "rest+bucket": (["rest"], {"key": "bucket", "operator": "eq", "value": 3}),  # 8%
 }
 
 
@@ -109,6 +112,14 @@ def _rows_postgres(conn: object, colls: list[str], buckets: np.ndarray) -> None:
         cur.execute("SELECT setval(pg_get_serial_sequence('documents', 'id'), %s)", (len(colls),))
 
 
+def backend_pid(backend: object) -> int | None:
+    """The server process of a PostgreSQL backend's connection when it runs on this machine."""
+    if getattr(backend, "url", None) is None:
+        return None
+    row = backend.connection().execute("SELECT pg_backend_pid()").fetchone()  # type: ignore[attr-defined]
+    return int(row[0]) if row and Path(f"/proc/{int(row[0])}/stat").exists() else None
+
+
 def before_module(rev: str, backend: str) -> types.ModuleType:
     """`qmd/backends/<backend>/vectors.py` as of git revision `rev`, loaded as a module of its own."""
     name = f"qmd.backends.{backend}.vectors"
@@ -129,6 +140,7 @@ def main() -> int:
     parser.add_argument("--noise", type=float, default=None, help="clustered vectors at this spread (postgres_bench's set) instead of uniform")
     parser.add_argument("--reuse", action="store_true", help="postgres: keep the index a previous run with the same --docs/--dims/--noise left (QMD_BENCH_DATABASE_URL)")
     parser.add_argument("--before", default=None, metavar="REV", help="also time this git revision's nearest_documents, same run")
+    parser.add_argument("--scopes", default=",".join(SCOPES), help=f"comma-separated scopes to time (default all: {','.join(SCOPES)})")
     args = parser.parse_args()
     report = Report("scope_bench")
     with contextlib.ExitStack() as stack:
@@ -160,11 +172,23 @@ def run(store: qmd.Store, args: argparse.Namespace, report: Report) -> None:
         old = before_module(args.before, args.backend)
         impls["before"] = lambda *a: old.nearest_documents(backend.connection(), model, *a)  # type: ignore[attr-defined,union-attr]
     goal = 1.0 if args.backend == "sqlite" else 0.95
+    server_pid = backend_pid(backend)
+
+    def server_cpu() -> float:
+        """CPU seconds of the PostgreSQL backend serving this connection (a local server: its
+        /proc entry; 0 otherwise). In clock ticks: read as totals over many calls, not per call."""
+        if server_pid is None:
+            return 0.0
+        fields = Path(f"/proc/{server_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def search(impl: str, q: list[float], scope: list[str] | None, where: object) -> list[int]:
         return [d for d, _, _ in impls[impl](q, 10, scope, where)]
 
-    for name, (scope, spec) in SCOPES.items():
+    chosen = args.scopes.split(",")
+    if unknown := [c for c in chosen if c not in SCOPES]:
+        raise SystemExit(f"scope_bench: unknown scope {unknown[0]!r}; pick from {','.join(SCOPES)}")
+    for name, (scope, spec) in ((n, SCOPES[n]) for n in chosen):
         where = parse_filter(spec) if spec is not None else None
         mask = np.isin(coll_arr, scope) if scope is not None else np.ones(len(colls), dtype=bool)
         if spec is not None:
@@ -183,24 +207,31 @@ def run(store: qmd.Store, args: argparse.Namespace, report: Report) -> None:
             c[2]()
         times: dict[tuple[str, bool], list[float]] = {}
         cpu: dict[tuple[str, bool], list[float]] = {}  # this thread's CPU seconds: less moved by other jobs
+        server: dict[tuple[str, bool], list[float]] = {}  # the PostgreSQL backend's CPU seconds (where the work is)
         for r in range(args.rounds):
             for g in range(0, len(calls), group):
                 block = calls[g:g + group]
                 shift = r % len(block)
                 for impl, sc, fn in block[shift:] + block[:shift]:
-                    c, s = time.thread_time(), time.perf_counter()
+                    b, c, s = server_cpu(), time.thread_time(), time.perf_counter()
                     fn()
                     times.setdefault((impl, sc), []).append(time.perf_counter() - s)
                     cpu.setdefault((impl, sc), []).append(time.thread_time() - c)
+                    server.setdefault((impl, sc), []).append(server_cpu() - b)
         for impl in impls:
             base, scoped = times[(impl, False)], times[(impl, True)]
             ratio = p50(scoped) / p50(base)
             cpu_ratio = p50(cpu[(impl, True)]) / p50(cpu[(impl, False)])
+            server_ratio = sum(server[(impl, True)]) / max(sum(server[(impl, False)]), 1e-9)
             res = report.data[name][impl]
             res.update({"unscoped": base, "scoped": scoped, "cpu_unscoped": cpu[(impl, False)], "cpu_scoped": cpu[(impl, True)], "ratio": ratio})
+            if server_pid is not None:
+                res["server_ratio"] = server_ratio
             label = f"{name} ({int(mask.sum())} docs) {impl}" if len(impls) > 1 else f"{name} ({int(mask.sum())} docs)"
             report.row(f"{label}: unscoped / scoped p50 (p95)", f"{ms(p50(base))} / {ms(p50(scoped))} ({ms(percentile(base, 95))} / {ms(percentile(scoped, 95))})")
             report.row(f"{label}: ratio (CPU-time p50 ratio); recall@10; short pages", f"{ratio:.2f}x ({cpu_ratio:.2f}x); {res['recall']:.3f}; {res['short']}")
+            if server_pid is not None:
+                report.row(f"{label}: server CPU scoped / unscoped (mean ms)", f"{server_ratio:.2f}x ({ms(sum(server[(impl, True)]) / len(server[(impl, True)]))} / {ms(sum(server[(impl, False)]) / len(server[(impl, False)]))})")
         after = report.data[name]["after"]
         if scope is not None:
             report.target(Target(f"{name} scoped/unscoped p50", after["ratio"], 1.2, "x"))
