@@ -17,7 +17,6 @@ wait); once built, every chunk written or dropped updates it in the same transac
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 from collections.abc import Callable, Iterator, Sequence
@@ -197,10 +196,9 @@ def knn_many(
     allowed_ids: Callable[[], Any] | None = None,
 ) -> list[list[tuple[int, float]] | None]:
     """`knn` of each query (float32 blobs) with its k, sharing the work: one Hamming pass over
-    the codes for them all (`_nearest_codes`) and one read of the rescoring table for the
-    union of their candidates, each ranked by its own exact distances (so each answer is the
-    one its query alone gets). `allowed_ids`: the allowed chunk ids, sorted (the caller's
-    copy, read once), instead of running `allowed` here."""
+    the codes for them all (`_nearest_codes`), then each query's candidates ranked by their
+    exact distances (so each answer is the one its query alone gets). `allowed_ids`: the
+    allowed chunk ids, sorted (the caller's copy, read once), instead of running `allowed` here."""
     out: list[list[tuple[int, float]] | None] = [None] * len(queries)
     todo = [i for i, k in enumerate(ks) if max(k * OVERSAMPLE, 32) <= KNN_MAX]
     if not todo:
@@ -216,17 +214,14 @@ def knn_many(
                 sql += f" AND chunk_id IN ({allowed[0]})"
                 params += allowed[1]
             found.append([int(r[0]) for r in conn.execute(sql, params)])
-    union = sorted(set().union(*found))
-    distances: dict[int, tuple[float, ...]] = {}
-    if union:
-        marks = ",".join(str(i) for i in union)  # integers from the index itself
-        columns = ", ".join("vec_distance_cosine(embedding, ?)" for _ in todo)
-        for row in conn.execute(f"SELECT chunk_id, {columns} FROM {floats(model_id)} WHERE chunk_id IN ({marks})", [queries[i] for i in todo]):
-            distances[int(row[0])] = tuple(math.nan if d is None else float(d) for d in row[1:])  # NaN (a broken vector) comes back NULL
-    for j, i in enumerate(todo):
-        scored = [(c, distances[c][j]) for c in found[j] if c in distances]  # a chunk dropped since the codes were read: skipped
-        scored.sort(key=lambda p: (not math.isfinite(p[1]), p[1] if math.isfinite(p[1]) else 0.0, p[0]))
-        out[i] = scored[: ks[i]]
+    for j, i in enumerate(todo):  # each query's own candidates rescored (one read of the union, measured, cost more:
+        # distinct candidates of Q queries are mostly disjoint, and every column is computed for every row)
+        if not found[j]:
+            out[i] = []
+            continue
+        marks = ",".join(str(c) for c in found[j])  # integers from the index itself
+        rescored = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM {floats(model_id)} WHERE chunk_id IN ({marks}) ORDER BY d, chunk_id LIMIT ?"
+        out[i] = [(int(r[0]), float(r[1])) for r in conn.execute(rescored, (queries[i], ks[i]))]
     return out
 
 

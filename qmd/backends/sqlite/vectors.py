@@ -382,8 +382,26 @@ def float_pass(
     keep_ids: list[Any] = [np.empty(0, np.int64) for _ in range(nq)]
     keep_d: list[Any] = [np.empty(0, np.float32) for _ in range(nq)]
     keep_v: list[Any] = [np.empty((0, model.dims), np.float32) for _ in range(nq)]
+
+    def take(vecs: Any, ids: Any) -> None:
+        """Fold a group of vectors (and their chunk ids) into each query's kept chunks."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cos = _products(vecs, qn) / np.sqrt(np.einsum("ij,ij->i", vecs, vecs))[:, None]
+        dist = np.nan_to_num(1.0 - cos, nan=np.inf, posinf=np.inf)
+        for j, k in enumerate(ks):
+            d = np.concatenate([keep_d[j], dist[:, j]])
+            kth = d[np.argpartition(d, k - 1)[k - 1]] if len(d) > k else np.inf
+            sel = np.flatnonzero(d <= kth + slack)
+            held = len(keep_d[j])
+            old, new = sel[sel < held], sel[sel >= held] - held
+            if len(new) or len(old) < held:  # the kept chunks changed (after the first groups, rarely)
+                keep_ids[j] = np.concatenate([keep_ids[j][old], ids[new]])
+                keep_d[j] = d[sel]
+                keep_v[j] = np.concatenate([keep_v[j][old], vecs[new]])
+
     buf: Any = None
     blob: Any = None
+    filled, group_ids, group_valid = 0, list[Any](), list[Any]()
     try:
         for block, size, validity, rowids in blocks:
             valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:size].astype(bool)
@@ -391,32 +409,28 @@ def float_pass(
             if allowed_ids is not None:
                 pos = np.minimum(np.searchsorted(allowed_ids, ids), max(len(allowed_ids) - 1, 0))
                 valid &= (allowed_ids[pos] == ids) if len(allowed_ids) else False
-            rows = np.flatnonzero(valid)
-            if not len(rows):
-                continue
-            if buf is None or buf.shape[0] != size:
-                buf = np.empty((size, model.dims), np.float32)
+            if not valid.any():
+                continue  # nothing allowed in this block: never read
+            if buf is None:
+                buf = np.empty((max(size, GROUP_ROWS), model.dims), np.float32)
+            if filled + size > len(buf):
+                every = np.concatenate(group_valid)
+                take(buf[:filled] if every.all() else buf[:filled][every], np.concatenate(group_ids)[every])
+                filled, group_ids, group_valid = 0, [], []
             if blob is None:
                 blob = conn.blob_open("main", f"{t}_vector_chunks00", "vectors", block, False)
             else:
                 blob.reopen(block)
-            if blob.length() != buf.nbytes:
+            target = buf[filled:filled + size]
+            if blob.length() != target.nbytes:
                 return None
-            blob.read_into(buf)
-            vecs = buf[rows]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                cos = (vecs @ qn.T) / np.sqrt(np.einsum("ij,ij->i", vecs, vecs))[:, None]
-            dist = np.nan_to_num(1.0 - cos, nan=np.inf, posinf=np.inf)
-            for j, k in enumerate(ks):
-                d = np.concatenate([keep_d[j], dist[:, j]])
-                kth = d[np.argpartition(d, k - 1)[k - 1]] if len(d) > k else np.inf
-                sel = np.flatnonzero(d <= kth + slack)
-                held = len(keep_d[j])
-                old, new = sel[sel < held], sel[sel >= held] - held
-                if len(new) or len(old) < held:  # the kept chunks changed (after the first blocks, rarely)
-                    keep_ids[j] = np.concatenate([keep_ids[j][old], ids[rows[new]]])
-                    keep_d[j] = d[sel]
-                    keep_v[j] = np.concatenate([keep_v[j][old], vecs[new]])
+            blob.read_into(target)
+            filled += size
+            group_ids.append(ids)
+            group_valid.append(valid)
+        if filled:
+            every = np.concatenate(group_valid)
+            take(buf[:filled] if every.all() else buf[:filled][every], np.concatenate(group_ids)[every])
     except (apsw.SQLError, ValueError):
         return None
     finally:
@@ -430,6 +444,22 @@ def float_pass(
         ]
         scored.sort(key=lambda p: (not math.isfinite(p[1]), p[1] if math.isfinite(p[1]) else 0.0, p[0]))
         out.append(scored[:k])
+    return out
+
+
+GROUP_ROWS = 8192  # vectors read (8 vec0 blocks) before each query's kept chunks are updated: fewer, larger numpy steps
+UNTHREADED = 1 << 18  # OpenBLAS runs a product of m·n·k under this on one thread; above, its threads cost 5-30x the
+# work on a busy machine (measured: 1024 x 768 by 5 queries, 31 ms wall in one product, 1.9 ms in 64-row slices)
+
+
+def _products(vecs: Any, queries: Any) -> Any:
+    """vecs · queriesᵀ (float32), in row slices small enough for OpenBLAS to stay on this thread."""
+    import numpy as np
+
+    out = np.empty((len(vecs), len(queries)), np.float32)
+    step = max(16, UNTHREADED // (queries.shape[0] * queries.shape[1]))
+    for lo in range(0, len(vecs), step):
+        np.matmul(vecs[lo:lo + step], queries.T, out=out[lo:lo + step])
     return out
 
 

@@ -190,6 +190,32 @@ def test_the_float_pass_ranks_by_sqlite_vec_distances(index: Indexed) -> None:
         assert [(d, c) for c, d in pairs] == own[: len(pairs)]
 
 
+
+@pytest.mark.parametrize("group", [1024, vectors.GROUP_ROWS])
+def test_the_float_pass_over_many_blocks_with_holes(tmp_path: Path, group: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """3,000 chunks (three vec0 blocks, some rows deleted, some vectors repeated: ties), read a
+    block at a time or grouped: the k nearest by sqlite-vec's distance, ties by chunk id."""
+    monkeypatch.setattr(vectors, "GROUP_ROWS", group)
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    backend = s.backend
+    backend.open(create=True)
+    model = backend.ensure_vector_model("test-fp", "test", 16)
+    rng = np.random.default_rng(4)
+    vecs = rng.standard_normal((3000, 16)).astype(np.float32)
+    vecs[2000:2010] = vecs[5]
+    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(3000)])
+    backend.drop_vectors(model, [f"h{i:05d}" for i in range(0, 3000, 7)])
+    conn = backend.connection()
+    q = np.stack([vecs[5], rng.standard_normal(16).astype(np.float32), -vecs[9]])
+    found = vectors.float_pass(conn, model, q, [v.tobytes() for v in q], [12, 40, 3000])
+    assert found is not None
+    table = vectors.table(model.id)
+    for v, k, pairs in zip(q, [12, 40, 3000], found):
+        own = sorted((float(d), int(c)) for c, d in conn.execute(f"SELECT chunk_id, vec_distance_cosine(embedding, ?) FROM {table}", (v.tobytes(),)))
+        assert [(d, c) for c, d in pairs] == own[:k]
+    s.close()
+
+
 PgIndexed = tuple[IndexBackend, VectorModel, list[DocRow], dict[int, list[np.ndarray]]]
 
 
