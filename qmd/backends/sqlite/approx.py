@@ -219,7 +219,7 @@ def knn_many(
         if not found[j]:
             out[i] = []
             continue
-        marks = ",".join(str(c) for c in found[j])  # integers from the index itself
+        marks = ",".join(map(str, found[j]))  # integers from the index itself
         rescored = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM {floats(model_id)} WHERE chunk_id IN ({marks}) ORDER BY d, chunk_id LIMIT ?"
         out[i] = [(int(r[0]), float(r[1])) for r in conn.execute(rescored, (queries[i], ks[i]))]
     return out

@@ -366,6 +366,20 @@ def float_pass(
     so distances and order are sqlite-vec's exactly. `allowed_ids` (sorted chunk ids) keeps
     only those, and a block without any is not read. None: the layout is not vec0's as read
     here (the caller then takes sqlite-vec's KNN)."""
+    own = not conn.in_transaction  # one snapshot for every block read (a writer may commit between them otherwise)
+    if own:
+        conn.execute("BEGIN")
+    try:
+        return _scan_floats(conn, model, queries, blobs, ks, allowed_ids)
+    finally:
+        if own:
+            conn.execute("COMMIT")
+
+
+def _scan_floats(
+    conn: apsw.Connection, model: VectorModel, queries: Any, blobs: Sequence[bytes], ks: Sequence[int], allowed_ids: Any,
+) -> list[list[tuple[int, float]]] | None:
+    """float_pass inside its read transaction."""
     import numpy as np
 
     t = table(model.id)
