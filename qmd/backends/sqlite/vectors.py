@@ -139,9 +139,10 @@ KNN_MAX = 4096  # sqlite-vec refuses a KNN asking for more rows ("k value in knn
 def knn(
     conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int, allowed: tuple[str, Sequence[object]] | None = None, coded: bool = False,
 ) -> list[tuple[int, float]]:
-    """(chunk id, cosine distance) of the k nearest chunks: over the whole vector table, or
-    over the chunk ids the SELECT `allowed` (SQL, parameters) returns. `coded`: through the
-    approximate index (approx.py: exact distances of the candidates its codes find).
+    """(chunk id, cosine distance) of the k nearest chunks of one query: over the whole vector
+    table, or over the chunk ids the SELECT `allowed` (SQL, parameters) returns. `coded`:
+    through the approximate index (approx.py: exact distances of the candidates its codes
+    find). Searches take `float_pass`; this is its fallback when vec0's blocks cannot be read.
 
     Up to KNN_MAX, sqlite-vec's own KNN; beyond (`vsearch --all`, a long `-n`), the same
     distances by a scan of every vector in order (exact, ~10 µs a row)."""
