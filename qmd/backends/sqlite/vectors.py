@@ -161,7 +161,7 @@ def knn(
     if allowed is not None:
         sql += f" AND chunk_id IN ({allowed[0]})"
         params += allowed[1]
-    sql += " ORDER BY distance"
+    sql += " ORDER BY distance, chunk_id" if scan else " ORDER BY distance"
     if scan:
         sql += " LIMIT ?"
         params.append(k)
@@ -341,6 +341,10 @@ class _Pass:
             out.update({i: g for i, g in zip(ks, got) if g is not None})
         rest = {i: k for i, k in ks.items() if i not in out}
         scan = {i: k for i, k in rest.items() if i not in self.kept or self.kept[i][0] < k}
+        for i, k in list(scan.items()):
+            if k > KNN_MAX:  # `vsearch --all`, a long -n: the SQL scan (keeping k vectors in memory would cost more)
+                self.kept[i] = (k, knn(self.conn, self.model, self.matrix[i].tolist(), k, self.allowed))
+                del scan[i]
         if scan:
             found = float_pass(self.conn, self.model, self.matrix[list(scan)], [self.blobs[i] for i in scan], list(scan.values()), self.allowed_ids())
             if found is None:  # the vectors' layout is not the one float_pass reads: sqlite-vec's KNN, query by query
