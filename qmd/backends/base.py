@@ -348,6 +348,13 @@ class IndexBackend(abc.ABC):
         nearest, best first; exact (a selective filter still fills `limit` when it can)."""
         return self._vectors().nearest_documents(self.connection(), model, query, limit, scope, where)
 
+    def nearest_many(
+        self, model: VectorModel, queries: Sequence[Sequence[float]], limit: int | None, scope: list[str] | None, where: Filter | None = None,
+    ) -> list[list[Nearest]]:
+        """`nearest_documents` of each query, the same answers, the work shared where the backend
+        can (SQLite: one pass over the vectors for all; a hybrid query's sub-queries)."""
+        return self._vectors().nearest_many(self.connection(), model, queries, limit, scope, where)
+
     def vector_counts(self, model_id: int | None) -> tuple[int, int]:
         """(chunks, embedded content of active documents) of one vector space (zeros for None)."""
         return sql.vector_counts(self.connection(), model_id)

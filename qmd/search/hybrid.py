@@ -363,7 +363,8 @@ def same_text(text: str) -> str:
 
 def vector_lists(ctx: QueryContext, lists: list[tuple[str, str, float, str]], vectors: VectorSide | None, plan: QueryPlan, timer: Timer, say: Progress) -> list[RankedList]:
     """Stage 3, vectors: each distinct vec/hyde line (and the question) embedded and searched
-    once, its nearest documents a list under each name that asked for it."""
+    once, its nearest documents a list under each name that asked for it; all embedded in one
+    call and searched together (`nearest_many`: one pass over the vectors on SQLite)."""
     wanted = [(n, w, t) for n, kind, w, t in lists if kind == "vector"]
     if not wanted or vectors is None:
         plan.stages.vector = 0
@@ -380,12 +381,10 @@ def vector_lists(ctx: QueryContext, lists: list[tuple[str, str, float, str]], ve
     say(f"embedding {len(distinct)} queries…")
     with timer("embed"):
         embedded = embedder.embed(query_inputs(embedder, distinct))
-    found: list[list[tuple[int, float]]] = []
     with timer("vector"):
         plan.scale = question_scale(ctx, vectors.model, embedded[0]) if embedded else None  # the question's vector: the first asked
-        for qvec in embedded:
-            checkpoint()
-            found.append([(d, s) for d, s, _ in ctx.backend.nearest_documents(vectors.model, qvec, LIST_DEPTH, ctx.scope)])
+        checkpoint()
+        found = [[(d, s) for d, s, _ in near] for near in ctx.backend.nearest_many(vectors.model, embedded, LIST_DEPTH, ctx.scope)]  # one pass for all
     plan.stages.vector = len(distinct)
     return [
         RankedList(name, weight, [d for d, _ in near], [s for _, s in near], "vector")

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
         def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None) -> list[Nearest]: ...
 
+        def nearest_many(self, model: VectorModel, queries: Sequence[Sequence[float]], limit: int | None, scope: list[str] | None, where: Filter | None = None) -> list[list[Nearest]]: ...
+
         def documents(self, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]: ...
 
         def docid_lengths(self, hashes: Sequence[str]) -> dict[str, int]: ...
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 
 class Narrowed:
-    """`index` with `where` added to `bm25` and `nearest_documents`; the other reads as they are."""
+    """`index` with `where` added to `bm25`, `nearest_documents` and `nearest_many`; the other reads as they are."""
 
     def __init__(self, index: Searchable, where: Filter) -> None:
         self._index = index
@@ -47,6 +49,9 @@ class Narrowed:
 
     def nearest_documents(self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None) -> list[Nearest]:
         return self._index.nearest_documents(model, query, limit, scope, self._both(where))
+
+    def nearest_many(self, model: VectorModel, queries: Sequence[Sequence[float]], limit: int | None, scope: list[str] | None, where: Filter | None = None) -> list[list[Nearest]]:
+        return self._index.nearest_many(model, queries, limit, scope, self._both(where))
 
     def documents(self, ids: Sequence[int]) -> dict[int, tuple[DocRow, str]]:
         return self._index.documents(ids)

@@ -425,6 +425,15 @@ def nearest_documents(
     return found
 
 
+def nearest_many(
+    conn: psycopg.Connection, model: VectorModel, queries: Sequence[Sequence[float]], limit: int | None, scope: list[str] | None, where: Filter | None = None,
+) -> list[list[Nearest]]:
+    """`nearest_documents` of each query, one statement each: an HNSW search walks the graph
+    from its own query, so nothing is shared to gain, and pgvector has no multi-query scan (a
+    LATERAL join over the queries runs the same per-query scans, saving only round trips)."""
+    return [nearest_documents(conn, model, q, limit, scope, where) for q in queries]
+
+
 def chunk_vectors(conn: psycopg.Connection, model: VectorModel, hashes: Sequence[str]) -> dict[str, tuple[str, list[ChunkVector]]]:
     """Each embedded content hash's chunker and chunks with their vectors, in order (for `qmd export`)."""
     if not hashes:

@@ -186,32 +186,56 @@ def _commit(conn: apsw.Connection, model_id: int, pending: list[tuple[int, bytes
 
 def knn(conn: apsw.Connection, model_id: int, query: bytes, k: int, allowed: tuple[str, Sequence[object]] | None) -> list[tuple[int, float]] | None:
     """(chunk id, exact cosine distance) of the k nearest among the k × OVERSAMPLE whose codes
-    are nearest (restricted to `allowed` as the exact KNN is), nearest first; None when the
-    candidates would pass sqlite-vec's KNN limit (the caller then searches exactly)."""
-    coarse = max(k * OVERSAMPLE, 32)
-    if coarse > KNN_MAX:
-        return None
-    ids = _nearest_codes(conn, model_id, query, coarse, allowed)
-    if ids is None:  # the codes' layout is not the one _nearest_codes reads: sqlite-vec's own KNN
-        sql = f"SELECT chunk_id FROM {codes(model_id)} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"
-        params: list[object] = [query, coarse]
-        if allowed is not None:
-            sql += f" AND chunk_id IN ({allowed[0]})"
-            params += allowed[1]
-        ids = [int(r[0]) for r in conn.execute(sql, params)]
-    if not ids:
-        return []
-    marks = ",".join(str(i) for i in ids)  # integers from the index itself
-    rescored = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM {floats(model_id)} WHERE chunk_id IN ({marks}) ORDER BY d, chunk_id LIMIT ?"
-    return [(int(r[0]), float(r[1])) for r in conn.execute(rescored, (query, k))]
+    are nearest (restricted to `allowed` as the exact KNN is), nearest first, ties by chunk id;
+    None when the candidates would pass sqlite-vec's KNN limit (the caller then searches exactly)."""
+    return knn_many(conn, model_id, [query], [k], allowed)[0]
+
+
+def knn_many(
+    conn: apsw.Connection, model_id: int, queries: Sequence[bytes], ks: Sequence[int], allowed: tuple[str, Sequence[object]] | None,
+    allowed_ids: Callable[[], Any] | None = None,
+) -> list[list[tuple[int, float]] | None]:
+    """`knn` of each query (float32 blobs) with its k, sharing the work: one Hamming pass over
+    the codes for them all (`_nearest_codes`), then each query's candidates ranked by their
+    exact distances (so each answer is the one its query alone gets). `allowed_ids`: the
+    allowed chunk ids, sorted (the caller's copy, read once), instead of running `allowed` here."""
+    out: list[list[tuple[int, float]] | None] = [None] * len(queries)
+    todo = [i for i, k in enumerate(ks) if max(k * OVERSAMPLE, 32) <= KNN_MAX]
+    if not todo:
+        return out
+    coarse = [max(ks[i] * OVERSAMPLE, 32) for i in todo]
+    found = _nearest_codes(conn, model_id, [queries[i] for i in todo], coarse, allowed, allowed_ids)
+    if found is None:  # the codes' layout is not the one _nearest_codes reads: sqlite-vec's own KNN
+        found = []
+        for i, c in zip(todo, coarse):
+            sql = f"SELECT chunk_id FROM {codes(model_id)} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"
+            params: list[object] = [queries[i], c]
+            if allowed is not None:
+                sql += f" AND chunk_id IN ({allowed[0]})"
+                params += allowed[1]
+            found.append([int(r[0]) for r in conn.execute(sql, params)])
+    for j, i in enumerate(todo):  # each query's own candidates rescored (one read of the union, measured, cost more:
+        # distinct candidates of Q queries are mostly disjoint, and every column is computed for every row)
+        if not found[j]:
+            out[i] = []
+            continue
+        marks = ",".join(map(str, found[j]))  # integers from the index itself
+        rescored = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM {floats(model_id)} WHERE chunk_id IN ({marks}) ORDER BY d, chunk_id LIMIT ?"
+        out[i] = [(int(r[0]), float(r[1])) for r in conn.execute(rescored, (queries[i], ks[i]))]
+    return out
 
 
 _MATRICES: dict[tuple[str, int], tuple[tuple[int, ...], Any, Any]] = {}
+ROWS_A_STEP = 8192  # codes XORed with every query at once (Q × 8192 × dims/8 bytes of temporaries)
 
 
-def _nearest_codes(conn: apsw.Connection, model_id: int, query: bytes, coarse: int, allowed: tuple[str, Sequence[object]] | None = None) -> list[int] | None:
-    """The `coarse` chunk ids whose codes are nearest (Hamming) to the query's, by numpy over
-    every code at once; None when the codes cannot be read so (sqlite-vec's own KNN then).
+def _nearest_codes(
+    conn: apsw.Connection, model_id: int, queries: Sequence[bytes], coarse: Sequence[int], allowed: tuple[str, Sequence[object]] | None = None,
+    allowed_ids: Callable[[], Any] | None = None,
+) -> list[list[int]] | None:
+    """For each query, the `coarse` chunk ids whose codes are nearest (Hamming) to its code, by
+    numpy over every code at once, all the queries in one pass; None when the codes cannot be
+    read so (sqlite-vec's own KNN then).
 
     `allowed` (a SELECT of chunk ids) keeps only those. sqlite-vec's KNN keeps its top k by insertion, so its cost grows with k (100k codes:
     100 ms at k=40, 440 ms at k=400 on a loaded machine), while numpy's XOR + popcount over
@@ -242,23 +266,25 @@ def _nearest_codes(conn: apsw.Connection, model_id: int, query: bytes, coarse: i
     except (apsw.SQLError, ValueError):
         return None
     ids, matrix = cached[1], cached[2]
-    code = np.packbits(np.frombuffer(query, np.float32) > 0, bitorder="little")
-    diff = matrix ^ code
-    if hasattr(np, "bitwise_count"):  # numpy >= 2
-        distance = np.bitwise_count(diff).sum(axis=1, dtype=np.int32)
-    else:
-        global _POPCOUNT
-        _POPCOUNT = _popcounts() if _POPCOUNT is None else _POPCOUNT
-        distance = _POPCOUNT[diff].sum(axis=1, dtype=np.int32)
     if allowed is not None:  # a scope or filter: only its chunks (their ids from SQL, then one membership test)
-        wanted_ids = np.fromiter((int(r[0]) for r in conn.execute(allowed[0], allowed[1])), np.int64)
+        wanted_ids = allowed_ids() if allowed_ids is not None else np.fromiter((int(r[0]) for r in conn.execute(allowed[0], allowed[1])), np.int64)
         keep = np.flatnonzero(np.isin(ids, wanted_ids))
-        ids, distance = ids[keep], distance[keep]
-    if coarse < len(ids):
-        nearest = np.argpartition(distance, coarse)[:coarse]
-    else:
-        nearest = np.arange(len(ids))
-    return [int(i) for i in ids[nearest]]
+        ids, matrix = ids[keep], matrix[keep]
+    packed = np.stack([np.packbits(np.frombuffer(q, np.float32) > 0, bitorder="little") for q in queries])
+    distance = np.empty((len(queries), len(ids)), np.int32)
+    for lo in range(0, len(ids), ROWS_A_STEP):
+        diff = matrix[None, lo:lo + ROWS_A_STEP] ^ packed[:, None]
+        if hasattr(np, "bitwise_count"):  # numpy >= 2
+            distance[:, lo:lo + ROWS_A_STEP] = np.bitwise_count(diff).sum(axis=2, dtype=np.int32)
+        else:
+            global _POPCOUNT
+            _POPCOUNT = _popcounts() if _POPCOUNT is None else _POPCOUNT
+            distance[:, lo:lo + ROWS_A_STEP] = _POPCOUNT[diff].sum(axis=2, dtype=np.int32)
+    out = []
+    for row, c in zip(distance, coarse):
+        nearest = np.argpartition(row, c)[:c] if c < len(ids) else np.arange(len(ids))
+        out.append([int(i) for i in ids[nearest]])
+    return out
 
 
 _POPCOUNT: Any = None

@@ -13,6 +13,7 @@ import os
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -138,9 +139,10 @@ KNN_MAX = 4096  # sqlite-vec refuses a KNN asking for more rows ("k value in knn
 def knn(
     conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int, allowed: tuple[str, Sequence[object]] | None = None, coded: bool = False,
 ) -> list[tuple[int, float]]:
-    """(chunk id, cosine distance) of the k nearest chunks: over the whole vector table, or
-    over the chunk ids the SELECT `allowed` (SQL, parameters) returns. `coded`: through the
-    approximate index (approx.py: exact distances of the candidates its codes find).
+    """(chunk id, cosine distance) of the k nearest chunks of one query: over the whole vector
+    table, or over the chunk ids the SELECT `allowed` (SQL, parameters) returns. `coded`:
+    through the approximate index (approx.py: exact distances of the candidates its codes
+    find). Searches take `float_pass`; this is its fallback when vec0's blocks cannot be read.
 
     Up to KNN_MAX, sqlite-vec's own KNN; beyond (`vsearch --all`, a long `-n`), the same
     distances by a scan of every vector in order (exact, ~10 µs a row)."""
@@ -159,7 +161,7 @@ def knn(
     if allowed is not None:
         sql += f" AND chunk_id IN ({allowed[0]})"
         params += allowed[1]
-    sql += " ORDER BY distance"
+    sql += " ORDER BY distance, chunk_id" if scan else " ORDER BY distance"
     if scan:
         sql += " LIMIT ?"
         params.append(k)
@@ -244,19 +246,17 @@ def nearest_documents(
 ) -> list[Nearest]:
     """The documents in `scope` (None: all) matching `where` whose best chunk is nearest to `query`.
 
-    sqlite-vec's KNN finds the nearest chunks, and is asked for more (k × 4) until enough
-    distinct active documents in scope are among them, or every chunk was returned. KNN
-    returns the true nearest chunks in order, so keeping those in scope gives exactly what
+    The nearest chunks are found (`_Pass`), and more of them (k × 4) until enough distinct
+    active documents in scope are among them, or every chunk was returned. They are the true
+    nearest chunks in order (ties by chunk id), so keeping those in scope gives exactly what
     a brute-force scan restricted to the scope would (vectors are shared across collections
-    by content hash). A scan reading each vector through SQL is used only past the rows
-    sqlite-vec's KNN may return (KNN_MAX): vec0 returns a column ~10 µs a row, 100+ ms on
-    9k chunks, against ~15 ms for its own KNN over all.
+    by content hash).
 
     A collection scope and a filter narrow the search alike, by one of two exact plans chosen
     by the share of a sample of documents that are in scope and pass the filter. A narrow one
-    (under a fifth) restricts the KNN itself to the chunks of those documents (`chunk_id IN
-    (SELECT …)`, applied by sqlite-vec during its scan, so about as cheap as the unrestricted
-    KNN): a collection of 1% of the documents still returns `limit` of them, the nearest,
+    (under a fifth) restricts the pass itself to the chunks of those documents (`chunk_id IN
+    (SELECT …)`, applied during the scan, so about as cheap as the unrestricted
+    pass): a collection of 1% of the documents still returns `limit` of them, the nearest,
     never a short page, in one pass. A broad one asks the unrestricted KNN for about three
     times the chunks its share needs and tests each document found, so it costs one KNN
     instead of following the thousands of ids it matches; the loop above is then only the
@@ -267,6 +267,17 @@ def nearest_documents(
     takes its candidates from the sign-bit codes instead (restricted alike) and ranks them by
     their exact distances: the same plans, approximate only in which chunks are candidates.
     """
+    return nearest_many(conn, model, [query], limit, scope, where)[0]
+
+
+def nearest_many(
+    conn: apsw.Connection, model: VectorModel, queries: Sequence[Sequence[float]], limit: int | None, scope: list[str] | None, where: Filter | None = None,
+) -> list[list[Nearest]]:
+    """`nearest_documents` of each query, sharing the work (issue 31: a hybrid query's question
+    and vec/hyde lines): the scope's plan and chunk ids once, and one pass over the vectors
+    (or the codes) for all the queries, each answer the one its query alone gets."""
+    if not queries:
+        return []
     total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
     allowed: tuple[str, list[object]] | None = None
     widen = 4
@@ -282,14 +293,199 @@ def nearest_documents(
         else:
             widen = max(4, math.ceil(3 / share))  # chunks enough for ~3x the documents needed
     want = total if limit is None else limit
-    k = min(total, max(want * widen, 32))
-    coded = approx.searchable(conn, model.id, total)
-    while True:
-        pairs = knn(conn, model, query, k, allowed, coded) if k else []
-        found = _best_per_document(conn, pairs, want, scope, where)
-        if len(found) >= want or len(pairs) < k or k >= total:  # fewer than k: every allowed chunk was returned
-            return found
-        k = min(total, k * 4)
+    first = min(total, max(want * widen, 32))
+    search = _Pass(conn, model, queries, allowed, approx.searchable(conn, model.id, total))
+    out: list[list[Nearest]] = [[] for _ in queries]
+    ks = {i: first for i in range(len(queries))} if first else {}
+    while ks:
+        found = search.knn(ks)
+        more: dict[int, int] = {}
+        for i, k in ks.items():
+            pairs = found[i]
+            out[i] = _best_per_document(conn, pairs, want, scope, where)
+            if not (len(out[i]) >= want or len(pairs) < k or k >= total):  # fewer than k: every allowed chunk was returned
+                more[i] = min(total, k * 4)
+        ks = more
+    return out
+
+
+class _Pass:
+    """The nearest chunks of several queries from one read of a vector space: the approximate
+    index's codes (approx.knn_many) when chosen, else the floats (`float_pass`), each pass
+    shared by every query asking; a query asking for more chunks than a pass kept (the
+    widening above) takes another, shared alike."""
+
+    def __init__(self, conn: apsw.Connection, model: VectorModel, queries: Sequence[Sequence[float]], allowed: tuple[str, list[object]] | None, coded: bool) -> None:
+        import numpy as np
+
+        ensure_vec(conn)
+        self.conn, self.model, self.allowed, self.coded = conn, model, allowed, coded
+        self.matrix = np.array([list(q) for q in queries], dtype=np.float32).reshape(len(queries), model.dims)
+        self.blobs = [q.tobytes() for q in self.matrix]
+        self.kept: dict[int, tuple[int, list[tuple[int, float]]]] = {}  # query → (chunks asked of its last float pass, its nearest)
+        self._allowed_ids: object = None
+
+    def allowed_ids(self) -> object:
+        """The allowed chunk ids (sorted numpy array), read once for every pass; None: all."""
+        if self.allowed is not None and self._allowed_ids is None:
+            import numpy as np
+
+            self._allowed_ids = np.unique(np.fromiter((int(r[0]) for r in self.conn.execute(self.allowed[0], self.allowed[1])), np.int64))
+        return self._allowed_ids
+
+    def knn(self, ks: Mapping[int, int]) -> dict[int, list[tuple[int, float]]]:
+        """(chunk id, cosine distance) of the k nearest chunks of each asked query, nearest first."""
+        out: dict[int, list[tuple[int, float]]] = {}
+        if self.coded:
+            got = approx.knn_many(self.conn, self.model.id, [self.blobs[i] for i in ks], list(ks.values()), self.allowed, self.allowed_ids)
+            out.update({i: g for i, g in zip(ks, got) if g is not None})
+        rest = {i: k for i, k in ks.items() if i not in out}
+        scan = {i: k for i, k in rest.items() if i not in self.kept or self.kept[i][0] < k}
+        for i, k in list(scan.items()):
+            if k > KNN_MAX:  # `vsearch --all`, a long -n: the SQL scan (keeping k vectors in memory would cost more)
+                self.kept[i] = (k, knn(self.conn, self.model, self.matrix[i].tolist(), k, self.allowed))
+                del scan[i]
+        if scan:
+            found = float_pass(self.conn, self.model, self.matrix[list(scan)], [self.blobs[i] for i in scan], list(scan.values()), self.allowed_ids())
+            if found is None:  # the vectors' layout is not the one float_pass reads: sqlite-vec's KNN, query by query
+                found = [knn(self.conn, self.model, self.matrix[i].tolist(), k, self.allowed) for i, k in scan.items()]
+            self.kept.update({i: (k, f) for (i, k), f in zip(scan.items(), found)})
+        out.update({i: self.kept[i][1][:k] for i, k in rest.items()})
+        return out
+
+
+FLOAT_SLACK = 8 * 2.0 ** -24  # per dimension: a float32 cosine's rounding error bound (twice, as margin), so
+# numpy's distances choose a superset of the k nearest by sqlite-vec's distance, which then ranks them
+
+
+def float_pass(
+    conn: apsw.Connection, model: VectorModel, queries: Any, blobs: Sequence[bytes], ks: Sequence[int], allowed_ids: Any = None,
+) -> list[list[tuple[int, float]]] | None:
+    """(chunk id, cosine distance) of the k nearest chunks of each query (a row of `queries`),
+    nearest first, ties by chunk id: one read of the vec0 table's float blocks (1024 vectors a
+    blob) for them all, by incremental blob reads into one reused buffer (the read costs about
+    half of sqlite-vec's own KNN of one query, and a query more only a matrix product).
+
+    Each block's cosines (numpy, float32) keep, per query, the chunks within FLOAT_SLACK of its
+    k-th nearest so far; those few are then ranked by sqlite-vec's own `vec_distance_cosine`,
+    so distances and order are sqlite-vec's exactly. `allowed_ids` (sorted chunk ids) keeps
+    only those, and a block without any is not read. None: the layout is not vec0's as read
+    here (the caller then takes sqlite-vec's KNN)."""
+    own = not conn.in_transaction  # one snapshot for every block read (a writer may commit between them otherwise)
+    if own:
+        conn.execute("BEGIN")
+    try:
+        return _scan_floats(conn, model, queries, blobs, ks, allowed_ids)
+    finally:
+        if own:
+            conn.execute("COMMIT")
+
+
+def _scan_floats(
+    conn: apsw.Connection, model: VectorModel, queries: Any, blobs: Sequence[bytes], ks: Sequence[int], allowed_ids: Any,
+) -> list[list[tuple[int, float]]] | None:
+    """float_pass inside its read transaction."""
+    import numpy as np
+
+    t = table(model.id)
+    try:
+        blocks: list[tuple[int, int, bytes, bytes]] = [
+            (as_int(b), as_int(n), bytes(v), bytes(r))
+            for b, n, v, r in conn.execute(f"SELECT chunk_id, size, validity, rowids FROM {t}_chunks ORDER BY chunk_id")
+        ]
+    except apsw.SQLError:
+        return None
+    nq = len(ks)
+    qn = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    slack = FLOAT_SLACK * model.dims
+    keep_ids: list[Any] = [np.empty(0, np.int64) for _ in range(nq)]
+    keep_d: list[Any] = [np.empty(0, np.float32) for _ in range(nq)]
+    keep_v: list[Any] = [np.empty((0, model.dims), np.float32) for _ in range(nq)]
+
+    def take(vecs: Any, ids: Any) -> None:
+        """Fold a group of vectors (and their chunk ids) into each query's kept chunks."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cos = _products(vecs, qn) / np.sqrt(np.einsum("ij,ij->i", vecs, vecs))[:, None]
+        dist = np.nan_to_num(1.0 - cos, nan=np.inf, posinf=np.inf)
+        for j, k in enumerate(ks):
+            d = np.concatenate([keep_d[j], dist[:, j]])
+            kth = d[np.argpartition(d, k - 1)[k - 1]] if len(d) > k else np.inf
+            sel = np.flatnonzero(d <= kth + slack)
+            held = len(keep_d[j])
+            old, new = sel[sel < held], sel[sel >= held] - held
+            if len(new) or len(old) < held:  # the kept chunks changed (after the first groups, rarely)
+                keep_ids[j] = np.concatenate([keep_ids[j][old], ids[new]])
+                keep_d[j] = d[sel]
+                keep_v[j] = np.concatenate([keep_v[j][old], vecs[new]])
+
+    buf: Any = None
+    blob: Any = None
+    filled, group_ids, group_valid = 0, list[Any](), list[Any]()
+    try:
+        for block, size, validity, rowids in blocks:
+            valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:size].astype(bool)
+            ids = np.frombuffer(rowids, np.int64)[:size]
+            if allowed_ids is not None:
+                pos = np.minimum(np.searchsorted(allowed_ids, ids), max(len(allowed_ids) - 1, 0))
+                valid &= (allowed_ids[pos] == ids) if len(allowed_ids) else False
+            if not valid.any():
+                continue  # nothing allowed in this block: never read
+            if buf is None:
+                buf = np.empty((max(size, GROUP_ROWS), model.dims), np.float32)
+            if filled + size > len(buf):
+                every = np.concatenate(group_valid)
+                take(buf[:filled] if every.all() else buf[:filled][every], np.concatenate(group_ids)[every])
+                filled, group_ids, group_valid = 0, [], []
+            if blob is None:
+                blob = conn.blob_open("main", f"{t}_vector_chunks00", "vectors", block, False)
+            else:
+                blob.reopen(block)
+            target = buf[filled:filled + size]
+            if blob.length() != target.nbytes:
+                return None
+            blob.read_into(target)
+            filled += size
+            group_ids.append(ids)
+            group_valid.append(valid)
+        if filled:
+            every = np.concatenate(group_valid)
+            take(buf[:filled] if every.all() else buf[:filled][every], np.concatenate(group_ids)[every])
+    except (apsw.SQLError, ValueError):
+        return None
+    finally:
+        if blob is not None:
+            blob.close()
+    out: list[list[tuple[int, float]]] = []
+    for j, k in enumerate(ks):
+        scored = [
+            (int(i), _distance(conn, v.tobytes(), blobs[j]))
+            for i, v in zip(keep_ids[j], keep_v[j])
+        ]
+        scored.sort(key=lambda p: (not math.isfinite(p[1]), p[1] if math.isfinite(p[1]) else 0.0, p[0]))
+        out.append(scored[:k])
+    return out
+
+
+GROUP_ROWS = 8192  # vectors read (8 vec0 blocks) before each query's kept chunks are updated: fewer, larger numpy steps
+UNTHREADED = 1 << 18  # OpenBLAS runs a product of m·n·k under this on one thread; above, its threads cost 5-30x the
+# work on a busy machine (measured: 1024 x 768 by 5 queries, 31 ms wall in one product, 1.9 ms in 64-row slices)
+
+
+def _products(vecs: Any, queries: Any) -> Any:
+    """vecs · queriesᵀ (float32), in row slices small enough for OpenBLAS to stay on this thread."""
+    import numpy as np
+
+    out = np.empty((len(vecs), len(queries)), np.float32)
+    step = max(16, UNTHREADED // (queries.shape[0] * queries.shape[1]))
+    for lo in range(0, len(vecs), step):
+        np.matmul(vecs[lo:lo + step], queries.T, out=out[lo:lo + step])
+    return out
+
+
+def _distance(conn: apsw.Connection, a: bytes, b: bytes) -> float:
+    """sqlite-vec's cosine distance (NaN for a broken vector: SQLite returns it as NULL)."""
+    d = conn.execute("SELECT vec_distance_cosine(?, ?)", (a, b)).fetchall()[0][0]
+    return math.nan if d is None else float(d)
 
 
 BROAD_FILTER_MIN = 2000  # chunks: below this a scope or filter always restricts the KNN (the sample would cost more)

@@ -273,27 +273,34 @@ def test_hybrid_on_the_original_fixture_with_minilm(tmp_path: Path, minilm_gguf:
 
 def test_repeated_sub_queries_are_embedded_and_searched_once(store: qmd.Store, models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """The same vec/hyde/lex text (case, spacing and punctuation aside) is embedded and searched
-    once; each line still counts as its own list in fusion."""
+    once; each line still counts as its own list in fusion. The distinct vector texts are
+    embedded in one call and searched in one `nearest_many` (one pass over the vectors)."""
     from qmd.llm.embedder import Embedder
 
     store.embed()
-    calls = {"embedded": 0, "nearest": 0}
+    calls = {"embedded": 0, "embed calls": 0, "nearest": 0, "passes": 0}
     backend = type(store.backend)
-    real_embed, real_nearest = Embedder.embed, backend.nearest_documents
+    real_embed, real_many = Embedder.embed, backend.nearest_many
 
     def embed(self, texts):  # type: ignore[no-untyped-def]
         calls["embedded"] += len(texts)
+        calls["embed calls"] += 1
         return real_embed(self, texts)
 
-    def nearest(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        calls["nearest"] += 1
-        return real_nearest(self, *args, **kwargs)
+    def many(self, model, queries, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["nearest"] += len(queries)
+        calls["passes"] += 1
+        return real_many(self, model, queries, *args, **kwargs)
+
+    def alone(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a sub-query searched on its own")
 
     monkeypatch.setattr(Embedder, "embed", embed)
-    monkeypatch.setattr(backend, "nearest_documents", nearest)
+    monkeypatch.setattr(backend, "nearest_many", many)
+    monkeypatch.setattr(backend, "nearest_documents", alone)
     lines = "vec: bring the database back\nvec: Bring the database  back!\nlex: pg_restore\nhyde: bring the database back\nlex: PG_RESTORE.\nvec: restore a dump"
     result = store.query(lines, rerank=False, explain=True, limit=10)
-    assert calls == {"embedded": 3, "nearest": 3}  # 4 vector lines, 3 distinct inputs (a hyde line is a passage)
+    assert calls == {"embedded": 3, "embed calls": 1, "nearest": 3, "passes": 1}  # 4 vector lines, 3 distinct inputs (a hyde line is a passage)
     assert (result.stages.vector, result.stages.bm25) == (3, 1)
     named = {x["list"] for h in result.hits for x in h.explain["lists"]}
     assert {"vec#1", "vec#2", "lex#3", "hyde#4", "lex#5", "vec#6"} <= named
@@ -301,10 +308,10 @@ def test_repeated_sub_queries_are_embedded_and_searched_once(store: qmd.Store, m
         ranks = {x["list"]: x["rank"] for x in h.explain["lists"]}
         assert ranks.get("vec#1") == ranks.get("vec#2") and ranks.get("lex#3") == ranks.get("lex#5")
 
-    calls.update(embedded=0, nearest=0)
+    calls.update({k: 0 for k in calls})
     from qmd.store.models import Models
 
     monkeypatch.setattr(Models, "expand", lambda self, q, g=None: [SubQuery("vec", q.upper() + "?"), SubQuery("lex", q), SubQuery("vec", "other words")])
     plain = store.query("restore the database", rerank=False, expand=True)
-    assert calls == {"embedded": 2, "nearest": 2}  # the expansion repeating the question shares its list
+    assert calls == {"embedded": 2, "embed calls": 1, "nearest": 2, "passes": 1}  # the expansion repeating the question shares its list
     assert (plain.stages.vector, plain.stages.bm25) == (2, 1)

@@ -65,17 +65,45 @@ def test_rescored_candidates_give_the_exact_ranking(index: tuple[qmd.Store, Sqli
     assert backend.build_vector_index(model) == N
     assert not backend.vector_index_due(model)
     calls: list[int] = []
-    real = approx.knn
-    monkeypatch.setattr(approx, "knn", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = approx.knn_many
+    monkeypatch.setattr(approx, "knn_many", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     monkeypatch.setattr(approx, "OVERSAMPLE", 8)  # 320 candidates of 600: codes prune, rescoring ranks
     scans: list[object] = []
     real_scan = approx._nearest_codes
-    monkeypatch.setattr(approx, "_nearest_codes", lambda *a: scans.append(real_scan(*a)) or scans[-1])
+    monkeypatch.setattr(approx, "_nearest_codes", lambda *a, **kw: scans.append(real_scan(*a, **kw)) or scans[-1])
     got = [(_search(backend, model, q), _search(backend, model, q, ["a"])) for q in queries]
     assert calls, "the approximate pass was not taken"
-    assert len(scans) == 16 and all(isinstance(ids, list) for ids in scans)  # numpy over the codes, scoped too
-    assert [len(ids) for ids in scans[:2]] == [320, N // 5]  # unscoped; `a` (120 chunks) whole
+    assert len(scans) == 16 and all(isinstance(ids, list) and len(ids) == 1 for ids in scans)  # numpy over the codes, scoped too
+    assert [len(ids[0]) for ids in scans[:2]] == [320, N // 5]  # type: ignore[index]  # unscoped; `a` (120 chunks) whole
     assert got == exact
+
+
+def test_batched_queries_share_one_hamming_pass(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nearest_many` through the approximate index (issue 31): each query's answer is the one
+    it gets alone (scoped and filtered too), from one Hamming pass over the codes for all the
+    queries (each then rescores its own candidates)."""
+    from qmd.core.filters import parse_filter
+    from qmd.backends.sqlite import vectors
+
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", 1)
+    queries = [q.tolist() for q in _unit(vecs[:5] + 0.3 * np.random.default_rng(6).standard_normal((5, DIMS)) / np.sqrt(DIMS))]
+    queries.append(queries[0])
+    with backend.connection() as conn:  # every third document in bucket 1
+        for i in range(0, N, 3):
+            conn.execute("INSERT INTO document_meta (doc_id, key, type, value) VALUES (?, 'bucket', 'number', 1)", (i + 1,))
+    where = parse_filter({"key": "bucket", "operator": "eq", "value": 1})
+    for scope, filt in ((None, None), (["a"], None), (["b"], None), (["a"], where), (None, where)):
+        alone = [backend.nearest_documents(model, q, 10, scope, filt) for q in queries]
+        scans: list[int] = []
+        real_scan = approx._nearest_codes
+        monkeypatch.setattr(approx, "_nearest_codes", lambda *a, **kw: scans.append(len(a[2])) or real_scan(*a, **kw))
+        together = backend.nearest_many(model, queries, 10, scope, filt)
+        monkeypatch.setattr(approx, "_nearest_codes", real_scan)
+        assert together == alone, (scope, filt)
+        assert all(len(f) == 10 for f in together)
+        assert scans == [len(queries)], (scope, filt)  # one Hamming pass, every query in it
 
 
 def test_the_structure_is_recorded_and_kept_up_by_writes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:

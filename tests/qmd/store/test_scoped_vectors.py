@@ -116,22 +116,104 @@ def test_shared_content_is_found_under_each_collection(index: Indexed) -> None:
 @pytest.mark.parametrize("floor", [vectors.BROAD_FILTER_MIN, 1])
 def test_a_narrow_scope_takes_one_knn(index: Indexed, floor: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """`tiny` is nearest to nothing: searching everything and keeping its documents needs
-    k ≥ all chunks; restricting the KNN to its chunks finds both in one call."""
+    k ≥ all chunks; restricting the pass to its chunks finds both in one pass."""
     backend, model, rows, vecs = index
     monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", floor)
     calls: list[int] = []
-    real = vectors.knn
+    real = vectors.float_pass
 
-    def counting(*args: object, **kwargs: object) -> list[tuple[int, float]]:
+    def counting(*args: object, **kwargs: object) -> list[list[tuple[int, float]]] | None:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(vectors, "knn", counting)
+    monkeypatch.setattr(vectors, "float_pass", counting)
     for scope, where in ((["tiny"], None), (["big", "tiny"], parse_filter(PAYMENTS)), (["tiny"], parse_filter(PAYMENTS))):
         calls.clear()
         team = "payments" if where is not None else None
         assert ids(backend.nearest_documents(model, QUERY, 10, scope, where)) == brute(rows, vecs, QUERY, scope, team)[:10]
         assert len(calls) == 1, scope
+
+
+SCOPES: list[tuple[list[str] | None, dict[str, object] | None]] = [
+    (None, None), (["big"], None), (["tiny"], None), (["rest", "twin"], None), (["big", "rest", "tiny", "twin"], None), (["big", "tiny"], PAYMENTS), (None, PAYMENTS),
+]
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    """Calls of `module.name` (each call's queries), the real function still answering."""
+    calls: list[int] = []
+    real = getattr(module, name)
+
+    def spy(*args: object, **kwargs: object) -> object:
+        calls.append(len(args[2]) if name == "float_pass" else 1)  # float_pass(conn, model, queries, …)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("floor", [vectors.BROAD_FILTER_MIN, 1])
+def test_batched_nearest_equals_each_query_alone_in_one_pass(index: Indexed, floor: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hybrid query's sub-queries (issue 31): `nearest_many` answers each query as
+    `nearest_documents` does (the brute-force ranking, ties by id, scopes and filters, never
+    short), from one read of the vectors for all of them, not one a query."""
+    backend, model, rows, vecs = index
+    monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", floor)
+    twin = QUERIES + [QUERIES[0], [2 * x for x in QUERIES[1]]]  # a repeated query and a tie (the same direction)
+    for scope, spec in SCOPES:
+        where = parse_filter(spec) if spec is not None else None
+        team = "payments" if spec is not None else None
+        for k in (1, 10, None):
+            alone = [backend.nearest_documents(model, q, k, scope, where) for q in twin]
+            passes = _counting(monkeypatch, vectors, "float_pass")
+            together = backend.nearest_many(model, twin, k, scope, where)
+            monkeypatch.undo()
+            monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", floor)
+            assert together == alone, (scope, spec, k)
+            assert passes == [len(twin)], (scope, spec, k)  # one pass, every query in it
+            for q, found in zip(twin, together):
+                assert ids(found) == brute(rows, vecs, q, scope or sorted(SIZES) + ["twin"], team)[:k], (scope, spec, k)
+    assert backend.nearest_many(model, [], 10, None) == []
+
+
+def test_the_float_pass_ranks_by_sqlite_vec_distances(index: Indexed) -> None:
+    """Its numpy cosines only choose candidates: every distance is sqlite-vec's own, and equal
+    distances come in chunk id order."""
+    backend, model, rows, vecs = index
+    conn = backend.connection()
+    q = np.asarray([QUERY, QUERIES[2]], np.float32)
+    found = vectors.float_pass(conn, model, q, [v.tobytes() for v in q], [7, 600])
+    assert found is not None and [len(f) for f in found] == [7, 584]  # 292 contents × 2 chunks: all of them
+    for v, pairs in zip(q, found):
+        table = vectors.table(model.id)
+        own = sorted((float(d), int(c)) for c, d in conn.execute(f"SELECT chunk_id, vec_distance_cosine(embedding, ?) FROM {table}", (v.tobytes(),)))
+        assert [(d, c) for c, d in pairs] == own[: len(pairs)]
+
+
+
+@pytest.mark.parametrize("group", [1024, vectors.GROUP_ROWS])
+def test_the_float_pass_over_many_blocks_with_holes(tmp_path: Path, group: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """3,000 chunks (three vec0 blocks, some rows deleted, some vectors repeated: ties), read a
+    block at a time or grouped: the k nearest by sqlite-vec's distance, ties by chunk id."""
+    monkeypatch.setattr(vectors, "GROUP_ROWS", group)
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    backend = s.backend
+    backend.open(create=True)
+    model = backend.ensure_vector_model("test-fp", "test", 16)
+    rng = np.random.default_rng(4)
+    vecs = rng.standard_normal((3000, 16)).astype(np.float32)
+    vecs[2000:2010] = vecs[5]
+    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(3000)])
+    backend.drop_vectors(model, [f"h{i:05d}" for i in range(0, 3000, 7)])
+    conn = backend.connection()
+    q = np.stack([vecs[5], rng.standard_normal(16).astype(np.float32), -vecs[9]])
+    found = vectors.float_pass(conn, model, q, [v.tobytes() for v in q], [12, 40, 3000])
+    assert found is not None
+    table = vectors.table(model.id)
+    for v, k, pairs in zip(q, [12, 40, 3000], found):
+        own = sorted((float(d), int(c)) for c, d in conn.execute(f"SELECT chunk_id, vec_distance_cosine(embedding, ?) FROM {table}", (v.tobytes(),)))
+        assert [(d, c) for c, d in pairs] == own[:k]
+    s.close()
 
 
 PgIndexed = tuple[IndexBackend, VectorModel, list[DocRow], dict[int, list[np.ndarray]]]
@@ -177,6 +259,15 @@ def test_postgres_scoped_vector_search_is_exact(pg_index: PgIndexed, exact_chunk
         assert ids(backend.nearest_documents(model, q, 10, ["twin"], None)) == brute(rows, vecs, q, ["twin"])
         assert backend.nearest_documents(model, q, 10, ["nope"], None) == []
         assert backend.nearest_documents(model, q, 10, [], None) == []
+
+
+def test_postgres_batched_nearest_equals_each_query_alone(pg_index: PgIndexed) -> None:
+    """PostgreSQL answers `nearest_many` one query at a time (an HNSW search is its query's
+    own walk): the same answers, scoped and filtered."""
+    backend, model, rows, vecs = pg_index
+    for scope, spec in SCOPES:
+        where = parse_filter(spec) if spec is not None else None
+        assert backend.nearest_many(model, QUERIES, 10, scope, where) == [backend.nearest_documents(model, q, 10, scope, where) for q in QUERIES]
 
 
 def _fails(*args: object, cap: int | None = None) -> list[tuple[int, float, tuple[int, int]]] | None:
