@@ -382,7 +382,8 @@ def _nearest_codes(conn: apsw.Connection, model_id: int, query: bytes, coarse: i
     in_scope = None
     share = 1.0
     if allowed is not None:  # a scope or filter: only its chunks (their ids from SQL, then their positions)
-        wanted_ids = np.fromiter((int(r[0]) for r in conn.execute(allowed[0], allowed[1])), np.int64)
+        joined = conn.execute(f"WITH s(x) AS ({allowed[0]}) SELECT group_concat(x) FROM s", allowed[1]).fetchall()[0][0]  # one string: no Python step a row
+        wanted_ids = np.array(str(joined).split(","), np.int64) if joined else np.zeros(0, np.int64)
         at = np.clip(np.searchsorted(cached.sorted_ids, wanted_ids), 0, max(0, total - 1))
         found = cached.where[at[cached.sorted_ids[at] == wanted_ids]] if total else np.zeros(0, np.int64)
         in_scope = np.zeros(total, bool)
