@@ -269,7 +269,11 @@ def nearest_documents(
     except that a scope/filter from CODED_BROAD_SHARE takes the widened unrestricted pass
     (listing its chunk ids would cost more than the approximate pass itself).
     """
-    total = count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
+    cap = max(COUNT_CAP, approx.APPROX_MIN_CHUNKS, BROAD_FILTER_MIN)
+    total = count(conn, "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE model_id = ? LIMIT ?)", (model.id, cap))
+    counted = total < cap  # else `total` is a lower bound, counted only when it matters (~0.1 s at 1M chunks)
+    if limit is None and not counted:
+        total, counted = _chunk_count(conn, model), True
     allowed: tuple[str, list[object]] | None = None
     widen = 4
     coded = approx.searchable(conn, model.id, total)
@@ -285,13 +289,23 @@ def nearest_documents(
             allowed = _chunks_matching(model, scope, where, scope_first)
         else:
             widen = max(4, math.ceil(3 / share))  # chunks enough for ~3x the documents needed
-    k = min(total, max(want * widen, 32))
+    k = max(want * widen, 32)
     while True:
+        if k >= total and not counted:
+            total, counted = _chunk_count(conn, model), True
+        k = min(total, k)
         pairs = knn(conn, model, query, k, allowed, coded) if k else []
         found = _best_per_document(conn, pairs, want, scope, where)
         if len(found) >= want or len(pairs) < k or k >= total:  # fewer than k: every allowed chunk was returned
             return found
-        k = min(total, k * 4)
+        k *= 4
+
+
+COUNT_CAP = 65_536  # chunks counted at most before a search (the count is a scan of the chunks index)
+
+
+def _chunk_count(conn: apsw.Connection, model: VectorModel) -> int:
+    return count(conn, "SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,))
 
 
 BROAD_FILTER_MIN = 2000  # chunks: below this a scope or filter always restricts the KNN (the sample would cost more)

@@ -309,3 +309,25 @@ def test_a_broad_scope_is_not_listed_through_the_codes(index: tuple[qmd.Store, S
     scopes.clear()
     assert [_search(backend, model, q, ["a"]) for q in queries] == exact
     assert scopes and all(s is not None for s in scopes)
+
+
+def test_a_search_counts_the_chunks_only_as_far_as_it_needs(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counting a space's chunks scans their index (~0.1 s at 1M, twice the approximate pass):
+    a search counts up to COUNT_CAP, and all of them only when it needs the total (every
+    document asked for, or a pass asking for more chunks than the bound); same results."""
+    from qmd.backends.sqlite import vectors
+
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    expected = [_search(backend, model, vecs[3], scope) for scope in (None, ["a"])]
+    every = backend.nearest_documents(model, vecs[3].tolist(), None, None)
+    sqls: list[str] = []
+    real = vectors.count
+    monkeypatch.setattr(vectors, "count", lambda conn, sql, params=(): sqls.append(sql) or real(conn, sql, params))
+    monkeypatch.setattr(vectors, "COUNT_CAP", 200)  # above the 150 chunks the scoped pass asks
+    monkeypatch.setattr(approx, "APPROX_MIN_CHUNKS", 0)
+    monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", 0)
+    assert [_search(backend, model, vecs[3], scope) for scope in (None, ["a"])] == expected
+    assert sqls and not any(s.startswith("SELECT count(*) FROM chunks") for s in sqls), sqls
+    assert backend.nearest_documents(model, vecs[3].tolist(), None, None) == every
+    assert any(s.startswith("SELECT count(*) FROM chunks") for s in sqls)
