@@ -330,7 +330,7 @@ def _load_codes(conn: apsw.Connection, model_id: int, stamp: tuple[object, ...])
     n_lists = max(1, len(_centroids(conn, model_id)))
     list_ids, members = [], []
     for list_id, joined in conn.execute(f"SELECT list, group_concat(chunk_id) FROM {floats(model_id)} GROUP BY list"):
-        chunk_ids = np.array(str(joined).split(","), np.int64)
+        chunk_ids = np.fromstring(str(joined), dtype=np.int64, sep=",")  # ~8x faster than split at 1M ids
         list_ids.append(np.full(len(chunk_ids), int(list_id), np.int64))
         members.append(chunk_ids)
     lists = np.zeros(len(ids), np.int64)  # a code without a float row (none, but) goes to list 0
@@ -383,7 +383,7 @@ def _nearest_codes(conn: apsw.Connection, model_id: int, query: bytes, coarse: i
     share = 1.0
     if allowed is not None:  # a scope or filter: only its chunks (their ids from SQL, then their positions)
         joined = conn.execute(f"WITH s(x) AS ({allowed[0]}) SELECT group_concat(x) FROM s", allowed[1]).fetchall()[0][0]  # one string: no Python step a row
-        wanted_ids = np.array(str(joined).split(","), np.int64) if joined else np.zeros(0, np.int64)
+        wanted_ids = np.fromstring(str(joined), dtype=np.int64, sep=",") if joined else np.zeros(0, np.int64)
         at = np.clip(np.searchsorted(cached.sorted_ids, wanted_ids), 0, max(0, total - 1))
         found = cached.where[at[cached.sorted_ids[at] == wanted_ids]] if total else np.zeros(0, np.int64)
         in_scope = np.zeros(total, bool)
