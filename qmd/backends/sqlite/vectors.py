@@ -265,9 +265,7 @@ def nearest_documents(
 
     With the approximate index built and chosen (approx.py, QMD_VECTOR_INDEX), each KNN above
     takes its candidates from the sign-bit codes instead (restricted alike) and ranks them by
-    their exact distances: the same plans, approximate only in which chunks are candidates;
-    except that a scope/filter from CODED_BROAD_SHARE takes the widened unrestricted pass
-    (listing its chunk ids would cost more than the approximate pass itself).
+    their exact distances: the same plans, approximate only in which chunks are candidates.
     """
     cap = max(COUNT_CAP, approx.APPROX_MIN_CHUNKS, BROAD_FILTER_MIN)
     total = count(conn, "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE model_id = ? LIMIT ?)", (model.id, cap))
@@ -285,7 +283,7 @@ def nearest_documents(
             share, scope_first = _scope_share(conn, scope or []), True
         else:
             share, scope_first = _sampled_share(conn, where, scope)
-        if share < BROAD_SHARE and not (coded and _coded_broad(share, want)):
+        if share < BROAD_SHARE:
             allowed = _chunks_matching(model, scope, where, scope_first)
         else:
             widen = max(4, math.ceil(3 / share))  # chunks enough for ~3x the documents needed
@@ -311,16 +309,7 @@ def _chunk_count(conn: apsw.Connection, model: VectorModel) -> int:
 BROAD_FILTER_MIN = 2000  # chunks: below this a scope or filter always restricts the KNN (the sample would cost more)
 BROAD_SHARE = 1 / 5  # a scope/filter passing this share of documents or more takes the widened unrestricted KNN (the
 # crossover measured on tldr's 38k pages: restricting costs 0.99-1.24x the unfiltered KNN up to 19%, 1.4x at 25%)
-CODED_BROAD_SHARE = 1 / 20  # with the approximate index, a scope/filter of this share or more takes the widened
-# unrestricted pass too: ranking its few thousand candidates costs less than listing the scope's chunk ids (~1 s for
-# 100k of 1M chunks, where the approximate pass takes ~50 ms; bench/ann_bench.py)
 SAMPLE = 512  # documents drawn (by id, evenly at random) to estimate a filter's share
-
-
-def _coded_broad(share: float, want: int) -> bool:
-    """Whether a scope/filter of `share` is searched through the approximate index by the
-    widened unrestricted pass: broad enough, and its candidates within what one pass ranks."""
-    return share >= CODED_BROAD_SHARE and max(want * max(4, math.ceil(3 / share)), 32) * approx.OVERSAMPLE <= approx.KNN_MAX
 
 
 def id_bounds(conn: apsw.Connection, table_name: str) -> tuple[int, int] | None:

@@ -286,31 +286,6 @@ def test_an_earlier_structure_is_rebuilt(index: tuple[qmd.Store, SqliteBackend, 
     assert _search(backend, model, vecs[0]) == exact
 
 
-def test_a_broad_scope_is_not_listed_through_the_codes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the approximate index, a scope from CODED_BROAD_SHARE takes the widened
-    unrestricted pass instead of listing its chunk ids (~1 s for a 10% scope of 1M, against
-    ~50 ms for the approximate pass), with the same documents; a narrow one is still listed."""
-    from qmd.backends.sqlite import vectors
-
-    _, backend, model, vecs = index
-    monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", 0)  # the share is sampled at this size too
-    monkeypatch.setattr(vectors, "BROAD_SHARE", 0.5)  # `a` (20%) restricts the exact KNN
-    queries = _unit(vecs[:6] + 0.3 * np.random.default_rng(7).standard_normal((6, DIMS)) / np.sqrt(DIMS))
-    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
-    exact = [_search(backend, model, q, ["a"]) for q in queries]
-    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
-    backend.build_vector_index(model)
-    scopes: list[object] = []
-    real = approx._nearest_codes
-    monkeypatch.setattr(approx, "_nearest_codes", lambda *a: scopes.append(a[4]) or real(*a))
-    assert [_search(backend, model, q, ["a"]) for q in queries] == exact
-    assert scopes and all(s is None for s in scopes)  # no list of the scope's chunk ids
-    monkeypatch.setattr(vectors, "CODED_BROAD_SHARE", 0.3)
-    scopes.clear()
-    assert [_search(backend, model, q, ["a"]) for q in queries] == exact
-    assert scopes and all(s is not None for s in scopes)
-
-
 def test_a_search_counts_the_chunks_only_as_far_as_it_needs(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     """Counting a space's chunks scans their index (~0.1 s at 1M, twice the approximate pass):
     a search counts up to COUNT_CAP, and all of them only when it needs the total (every
