@@ -166,7 +166,8 @@ def _chunking(store: qmd.Store, index: str) -> list[CheckResult]:
 
 def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
     """The approximate vector index (issue 31) of each vector space that has one or wants one:
-    its recorded structure covers every chunk (as many float rows and codes as chunks)."""
+    its recorded structure is this qmd's, has its centroids and covers every chunk (as many
+    float rows and codes as chunks)."""
     out: list[CheckResult] = []
     fix = qmd_command("embed", index=index)
     for space in store.vector_index_status():
@@ -176,8 +177,12 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
             if space["due"]:
                 out.append(warn(label, f"exact scan of {chunks} chunks: the approximate index is due but not built", f"{fix}  # builds it (resumable); QMD_VECTOR_INDEX=exact keeps exact scans"))
             continue
-        if space["state"] != "ready":
+        if not space["current"]:
+            out.append(warn(label, f"{space['structure']} is an earlier structure: searches stay exact until it is rebuilt", f"{fix}  # rebuilds it (resumable)"))
+        elif space["state"] != "ready":
             out.append(warn(label, f"{space['structure']}: building, {floats} of {chunks} chunks coded; searches stay exact meanwhile", f"{fix}  # resumes the build"))
+        elif not space["lists"]:
+            out.append(fail(label, f"{space['structure']} recorded, but its centroids are missing", f"{fix}  # rebuilds it (resumable)"))
         elif floats != chunks or codes != chunks:
             out.append(fail(label, f"{space['structure']} recorded, but {floats} float rows and {codes} codes for {chunks} chunks", f"{fix}  # rebuilds it (resumable)"))
         else:

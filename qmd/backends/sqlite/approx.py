@@ -1,12 +1,15 @@
-"""The approximate vector index of a SQLite index (issue 31): binary codes + float rescoring.
+"""The approximate vector index of a SQLite index (issue 31): inverted lists of binary codes + float rescoring.
 
-Beside a vector space's exact `vec_{id}` (sqlite-vec vec0, float) it keeps two tables:
+Beside a vector space's exact `vec_{id}` (sqlite-vec vec0, float) it keeps three tables:
 `vecq_{id}`, a vec0 of `bit[dims]` codes (one sign bit a dimension, Hamming distance), the
 coarse pass, which sqlite-vec scans ~10x faster than the floats; and `vecr_{id}`, a plain
-table of the float vectors by chunk id, the rescoring: vec0 keeps its floats in blobs of
-1024 vectors, so reading 400 of them one by one costs seconds, a rowid table microseconds.
-A query takes the k × OVERSAMPLE nearest codes and ranks those by their exact cosine, so the
-distances it returns are exact ones and only the candidate set is approximate.
+table of the float vectors by chunk id and list, the rescoring: vec0 keeps its floats in blobs of
+1024 vectors, so reading 400 of them one by one costs seconds, a rowid table microseconds;
+and `vecc_{id}`, k-means centroids (about √chunks of them, trained on a sample at build):
+each chunk's list is its nearest centroid. A query ranks by Hamming distance only the codes
+of the lists whose centroids are nearest (PROBE_SHARE of them: ~6% of the codes at 1M, where
+reading all was ~0.3-0.5 s), takes the k × OVERSAMPLE nearest and ranks those by their exact
+cosine, so the distances it returns are exact ones and only the candidate set is approximate.
 
 The structure is recorded in `vector_index` (one row a vector space: structure, state,
 rows); only `ready` ones are searched. Building copies, in short transactions, the chunks
@@ -29,12 +32,19 @@ from qmd.backends.rows import VectorModel
 from qmd.backends.sql import as_int, count
 from qmd.backends.sqlite.connection import transaction
 
-STRUCTURE = "bit+rescore"  # the one structure so far; recorded so a later one can be told apart
+STRUCTURE = "ivf+bit+rescore"  # recorded so another can be told apart (the earlier `bit+rescore`, no lists: rebuilt by `qmd embed`)
 MODES = ("exact", "approx", "auto")
 APPROX_MIN_CHUNKS = 50_000  # auto: from here exact scans of 768-d vectors pass ~100 ms on a quiet machine (docs/performance.md)
 OVERSAMPLE = 10  # candidates coded-nearest per result wanted: recall@10 1.0 on clustered 768-d sets at 100k (bench/ann_bench.py)
 KNN_MAX = 4096  # sqlite-vec's most rows a KNN returns
 BATCH = 2000  # chunks coded per build transaction
+IVF_MIN_CHUNKS = 20_000  # below, one list (every code read: ~2 ms per 10k); from here about √chunks lists
+MAX_LISTS = 4096
+PROBE_SHARE = 1 / 16  # of the lists probed per query, at least MIN_PROBE: recall@10 at 1M x 768 clustered, 1000 lists
+# (numpy replay of this pipeline, 50 queries): 16 lists 0.934, 32 0.972 (ann_bench: 0.94), 64 0.982, 96 0.992
+MIN_PROBE = 8
+SAMPLE_PER_LIST = 32  # training vectors per centroid (a strided sample of the exact table)
+KMEANS_ROUNDS = 8
 
 ENV = "QMD_VECTOR_INDEX"
 META = "CREATE TABLE IF NOT EXISTS vector_index (model_id INTEGER PRIMARY KEY, structure TEXT NOT NULL, state TEXT NOT NULL, rows INTEGER NOT NULL DEFAULT 0, built_at TEXT)"
@@ -56,6 +66,16 @@ def floats(model_id: int) -> str:
     return f"vecr_{int(model_id)}"
 
 
+def centres(model_id: int) -> str:
+    return f"vecc_{int(model_id)}"
+
+
+def lists_for(chunks: int) -> int:
+    """How many lists a space of `chunks` chunks gets when built: √chunks (so a probe reads
+    ~√chunks codes a list), one below IVF_MIN_CHUNKS."""
+    return 1 if chunks < IVF_MIN_CHUNKS else min(MAX_LISTS, round(chunks ** 0.5))
+
+
 def recorded(conn: apsw.Connection, model_id: int) -> tuple[str, str, int] | None:
     """(structure, state, rows) recorded for the vector space, or None (exact only)."""
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vector_index'").fetchall():
@@ -65,22 +85,24 @@ def recorded(conn: apsw.Connection, model_id: int) -> tuple[str, str, int] | Non
 
 
 def _tables(conn: apsw.Connection, model_id: int) -> set[str]:
-    """Which of the space's two tables exist (the codes' by vec0's rowid table, which it counts)."""
-    names = (floats(model_id), codes(model_id), f"{codes(model_id)}_rowids")
-    found = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?)", names)}
-    return {t for t in (floats(model_id), codes(model_id)) if t in found and (t != codes(model_id) or names[2] in found)}
+    """Which of the space's three tables exist (the codes' by vec0's rowid table, which it counts)."""
+    names = (floats(model_id), codes(model_id), f"{codes(model_id)}_rowids", centres(model_id))
+    found = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?, ?)", names)}
+    return {t for t in (floats(model_id), codes(model_id), centres(model_id)) if t in found and (t != codes(model_id) or names[2] in found)}
 
 
 def present(conn: apsw.Connection, model_id: int) -> bool:
-    """Whether the space has both tables (so written and dropped chunks must update them). One
-    without the other is a damaged structure: writes leave it alone, searches stay exact,
-    and the next build starts it over (it is derived data: never a reason to rebuild the index)."""
-    return len(_tables(conn, model_id)) == 2
+    """Whether the space has all three tables (so written and dropped chunks must update them).
+    Fewer is a damaged structure, or the earlier `bit+rescore` (no centroids): writes leave it
+    alone, searches stay exact, and the next build starts it over (it is derived data: never
+    a reason to rebuild the index)."""
+    return len(_tables(conn, model_id)) == 3
 
 
 def write(conn: apsw.Connection, model_id: int, chunk_id: int, blob: bytes) -> None:
-    """Code one chunk written by the caller's transaction (when the structure exists)."""
-    conn.execute(f"INSERT INTO {floats(model_id)} (chunk_id, embedding) VALUES (?, ?)", (chunk_id, blob))
+    """Code one chunk written by the caller's transaction (when the structure exists): its list
+    is its nearest centroid's."""
+    conn.execute(f"INSERT INTO {floats(model_id)} (chunk_id, embedding, list) VALUES (?, ?, ?)", (chunk_id, blob, _lists_of(conn, model_id, [blob])[0]))
     conn.execute(f"INSERT INTO {codes(model_id)} (chunk_id, embedding) VALUES (?, vec_quantize_binary(?))", (chunk_id, blob))
 
 
@@ -118,17 +140,25 @@ def searchable(conn: apsw.Connection, model_id: int, total: int) -> bool:
 
 def build(conn: apsw.Connection, model: VectorModel, source: str, progress: Callable[[int, int], None] | None = None, batch: int = BATCH) -> int:
     """Create or finish the structure from the exact vec0 table `source` (sqlite-vec loaded):
-    code every chunk of the space not yet coded, drop coded rows of chunks gone, in
-    transactions of `batch` chunks; returns the chunks coded now. Resumable: a killed build
-    leaves its committed batches, and the next one codes the rest."""
+    train the centroids (once, on a strided sample), code every chunk of the space not yet
+    coded, drop coded rows of chunks gone, in transactions of `batch` chunks; returns the
+    chunks coded now. Resumable: a killed build leaves its centroids and committed batches,
+    and the next one codes the rest."""
     found = status(conn, model.id)
     tables = _tables(conn, model.id)
-    if (found["structure"] is not None or tables) and (len(tables) != 2 or found["floats"] != found["codes"]):
-        reset(conn, model.id)  # a table missing, or the two disagree: start over
+    if (found["structure"] is not None or tables) and (found["structure"] != STRUCTURE or len(tables) != 3 or found["floats"] != found["codes"]):
+        reset(conn, model.id)  # a table missing, the two disagree, or another structure: start over
+        tables = set()
+    trained = None if centres(model.id) in tables else _train(conn, source, lists_for(chunks_of(conn, model.id)))
     with transaction(conn):
         conn.execute(META)
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {floats(model.id)} (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {floats(model.id)} (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL, list INTEGER NOT NULL)")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {floats(model.id)}_list ON {floats(model.id)} (list)")
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {codes(model.id)} USING vec0(chunk_id INTEGER PRIMARY KEY, embedding bit[{model.dims}])")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {centres(model.id)} (list INTEGER PRIMARY KEY, centroid BLOB NOT NULL, trained TEXT NOT NULL)")
+        if trained is not None:
+            token = f"{now_iso()} {os.urandom(4).hex()}"  # tells a cached copy from the centroids of a later build
+            conn.executemany(f"INSERT INTO {centres(model.id)} (list, centroid, trained) VALUES (?, ?, ?)", ((i, c.tobytes(), token) for i, c in enumerate(trained)))
         conn.execute(
             "INSERT INTO vector_index (model_id, structure, state) VALUES (?, ?, 'building') ON CONFLICT (model_id) DO NOTHING", (model.id, STRUCTURE)
         )
@@ -161,6 +191,7 @@ def reset(conn: apsw.Connection, model_id: int) -> None:
     with transaction(conn):
         conn.execute(f"DROP TABLE IF EXISTS {codes(model_id)}")
         conn.execute(f"DROP TABLE IF EXISTS {floats(model_id)}")
+        conn.execute(f"DROP TABLE IF EXISTS {centres(model_id)}")
         if recorded(conn, model_id) is not None:
             conn.execute("DELETE FROM vector_index WHERE model_id = ?", (model_id,))
 
@@ -171,13 +202,75 @@ def _scan(conn: apsw.Connection, source: str) -> Iterator[tuple[int, bytes]]:
     yield from ((int(r[0]), bytes(r[1])) for r in cursor.execute(f"SELECT chunk_id, embedding FROM {source}"))
 
 
+def _train(conn: apsw.Connection, source: str, n_lists: int) -> Any:
+    """`n_lists` unit centroids by spherical k-means (KMEANS_ROUNDS rounds) over every
+    n-th vector of the exact table (SAMPLE_PER_LIST a list; one pass, no writes). At 1M x
+    768: 1000 lists, 32k vectors."""
+    import numpy as np
+
+    total = count(conn, f"SELECT count(*) FROM {source}")
+    step = max(1, total // max(1, n_lists * SAMPLE_PER_LIST))
+    rows = [blob for i, (_, blob) in enumerate(_scan(conn, source)) if i % step == 0]
+    if not rows:
+        return np.zeros((0, 0), np.float32)
+    sample = _unit(np.frombuffer(b"".join(rows), np.float32).reshape(len(rows), -1))
+    n_lists = min(n_lists, len(sample))
+    rng = np.random.default_rng(0)
+    centroids = sample[rng.choice(len(sample), n_lists, replace=False)].copy()
+    for _ in range(KMEANS_ROUNDS if n_lists > 1 else 1):
+        near = np.concatenate([np.argmax(sample[lo:lo + 8192] @ centroids.T, axis=1) for lo in range(0, len(sample), 8192)])
+        order = np.argsort(near, kind="stable")
+        used, starts = np.unique(near[order], return_index=True)
+        sums = centroids.copy()  # a list left empty keeps its centroid
+        sums[used] = np.add.reduceat(sample[order], starts, axis=0)
+        centroids = _unit(sums)
+    return np.ascontiguousarray(centroids, np.float32)
+
+
+def _unit(x: Any) -> Any:
+    import numpy as np
+
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return (x / np.where(norms > 0, norms, 1)).astype(np.float32)
+
+
+_CENTRES: dict[tuple[str, int], tuple[str, Any]] = {}
+
+
+def _centroids(conn: apsw.Connection, model_id: int) -> Any:
+    """The space's centroids (lists x dims), read once and kept while their build token stands."""
+    import numpy as np
+
+    key = (conn.db_filename("main"), model_id)
+    token = conn.execute(f"SELECT trained FROM {centres(model_id)} WHERE list = 0").fetchall()
+    stamp = str(token[0][0]) if token else ""
+    cached = _CENTRES.get(key)
+    if cached is None or cached[0] != stamp:
+        blobs = [bytes(r[0]) for r in conn.execute(f"SELECT centroid FROM {centres(model_id)} ORDER BY list")]
+        cached = (stamp, np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), -1) if blobs else np.zeros((0, 0), np.float32))
+        _CENTRES[key] = cached
+    return cached[1]
+
+
+def _lists_of(conn: apsw.Connection, model_id: int, blobs: Sequence[bytes]) -> list[int]:
+    """The list (nearest centroid) of each float vector."""
+    import numpy as np
+
+    centroids = _centroids(conn, model_id)
+    if len(centroids) <= 1 or not blobs:
+        return [0] * len(blobs)
+    vectors = np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), -1)
+    return [int(i) for i in np.argmax(vectors @ centroids.T, axis=1)]
+
+
 def _commit(conn: apsw.Connection, model_id: int, pending: list[tuple[int, bytes]]) -> int:
     """Code one batch in its own short transaction (readers never wait; a kill keeps it)."""
     n = len(pending)
+    lists = _lists_of(conn, model_id, [blob for _, blob in pending])
     with transaction(conn):
-        for chunk_id, blob in pending:
+        for (chunk_id, blob), list_id in zip(pending, lists):
             if conn.execute("SELECT 1 FROM chunks WHERE id = ? AND model_id = ?", (chunk_id, model_id)).fetchall():
-                conn.execute(f"INSERT OR REPLACE INTO {floats(model_id)} (chunk_id, embedding) VALUES (?, ?)", (chunk_id, blob))
+                conn.execute(f"INSERT OR REPLACE INTO {floats(model_id)} (chunk_id, embedding, list) VALUES (?, ?, ?)", (chunk_id, blob, list_id))
                 conn.execute(f"DELETE FROM {codes(model_id)} WHERE chunk_id = ?", (chunk_id,))
                 conn.execute(f"INSERT INTO {codes(model_id)} (chunk_id, embedding) VALUES (?, vec_quantize_binary(?))", (chunk_id, blob))
     pending.clear()
@@ -195,8 +288,8 @@ def knn_many(
     conn: apsw.Connection, model_id: int, queries: Sequence[bytes], ks: Sequence[int], allowed: tuple[str, Sequence[object]] | None,
     allowed_ids: Callable[[], Any] | None = None,
 ) -> list[list[tuple[int, float]] | None]:
-    """`knn` of each query (float32 blobs) with its k, sharing the work: one Hamming pass over
-    the codes for them all (`_nearest_codes`), then each query's candidates ranked by their
+    """`knn` of each query (float32 blobs) with its k, sharing the work: one read of the codes
+    and of the scope's ids for them all (`_nearest_codes`), then each query's candidates ranked by their
     exact distances (so each answer is the one its query alone gets). `allowed_ids`: the
     allowed chunk ids, sorted (the caller's copy, read once), instead of running `allowed` here."""
     out: list[list[tuple[int, float]] | None] = [None] * len(queries)
@@ -225,65 +318,129 @@ def knn_many(
     return out
 
 
-_MATRICES: dict[tuple[str, int], tuple[tuple[int, ...], Any, Any]] = {}
-ROWS_A_STEP = 8192  # codes XORed with every query at once (Q × 8192 × dims/8 bytes of temporaries)
+class _Codes:
+    """One space's codes as read for queries: grouped by list (`starts[l]:starts[l+1]`), and
+    their chunk ids sorted (`sorted_ids`, `where`: positions) for a scope's membership."""
+
+    def __init__(self, stamp: tuple[object, ...], ids: Any, matrix: Any, starts: Any) -> None:
+        import numpy as np
+
+        self.stamp, self.ids, self.matrix, self.starts = stamp, ids, matrix, starts
+        self.where = np.argsort(ids, kind="stable")
+        self.sorted_ids = ids[self.where]
+
+
+_MATRICES: dict[tuple[str, int], _Codes] = {}
+
+
+def _load_codes(conn: apsw.Connection, model_id: int, stamp: tuple[object, ...]) -> _Codes | None:
+    """Every code from vec0's chunk tables (1024 codes a row), grouped by list from the
+    floats' (list) index: at 1M x 768 ~100 MB of codes, read once per connection."""
+    import numpy as np
+
+    t = codes(model_id)
+    all_ids, all_codes = [], []
+    for size, validity, rowids, vectors in conn.execute(f"SELECT c.size, c.validity, c.rowids, v.vectors FROM {t}_chunks c JOIN {t}_vector_chunks00 v ON v.rowid = c.chunk_id"):
+        valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[: int(size)].astype(bool)
+        all_ids.append(np.frombuffer(rowids, np.int64)[: int(size)][valid])
+        all_codes.append(np.frombuffer(vectors, np.uint8).reshape(int(size), -1)[valid])
+    if not all_ids:
+        return None
+    ids, matrix = np.concatenate(all_ids), np.concatenate(all_codes)
+    n_lists = max(1, len(_centroids(conn, model_id)))
+    list_ids, members = [], []
+    for list_id, joined in conn.execute(f"SELECT list, group_concat(chunk_id) FROM {floats(model_id)} GROUP BY list"):
+        chunk_ids = np.fromstring(str(joined), dtype=np.int64, sep=",")  # ~8x faster than split at 1M ids
+        list_ids.append(np.full(len(chunk_ids), int(list_id), np.int64))
+        members.append(chunk_ids)
+    lists = np.zeros(len(ids), np.int64)  # a code without a float row (none, but) goes to list 0
+    if members:
+        by_id, of = np.concatenate(members), np.concatenate(list_ids)
+        order = np.argsort(by_id)
+        by_id, of = by_id[order], of[order]
+        at = np.clip(np.searchsorted(by_id, ids), 0, len(by_id) - 1)
+        lists = np.where(by_id[at] == ids, np.clip(of[at], 0, n_lists - 1), 0)
+    order = np.argsort(lists, kind="stable")
+    starts = np.searchsorted(lists[order], np.arange(n_lists + 1))
+    return _Codes(stamp, ids[order], np.ascontiguousarray(matrix[order]), starts)  # bytes: numpy's 8-bit popcount is ~10x its 64-bit one here
 
 
 def _nearest_codes(
     conn: apsw.Connection, model_id: int, queries: Sequence[bytes], coarse: Sequence[int], allowed: tuple[str, Sequence[object]] | None = None,
     allowed_ids: Callable[[], Any] | None = None,
 ) -> list[list[int]] | None:
-    """For each query, the `coarse` chunk ids whose codes are nearest (Hamming) to its code, by
-    numpy over every code at once, all the queries in one pass; None when the codes cannot be
-    read so (sqlite-vec's own KNN then).
+    """For each query, the `coarse` chunk ids whose codes are nearest (Hamming) to its code
+    among the lists it probes, by numpy; None when the codes cannot be read so (sqlite-vec's
+    own KNN then). The queries share the codes' read and the scope's ids (`allowed_ids`: the
+    caller's sorted copy, read once; else `allowed` is run here); each ranks its own lists.
 
-    `allowed` (a SELECT of chunk ids) keeps only those. sqlite-vec's KNN keeps its top k by insertion, so its cost grows with k (100k codes:
-    100 ms at k=40, 440 ms at k=400 on a loaded machine), while numpy's XOR + popcount over
-    the packed codes costs the same for any k. The codes are read from vec0's chunk tables
-    (1024 codes a row, ~1 ms per 10k codes) once per connection and kept while its insert
-    counters stand still; a chunk dropped since only costs a candidate (rescoring skips it)."""
+    Probed: the PROBE_SHARE of the lists whose centroids are nearest the query (at least
+    MIN_PROBE). `allowed` (a SELECT of chunk ids, a scope or filter) keeps only those, and
+    probes 1/share times as many lists (every list for a narrow one), so about as many codes
+    in scope are ranked as unscoped. sqlite-vec's KNN keeps its top k by insertion, so its
+    cost grows with k, while numpy's XOR + popcount costs the same for any k. The codes are
+    kept per connection while their insert counters stand still; a chunk dropped since
+    only costs a candidate (rescoring skips it)."""
     import numpy as np
 
     t = codes(model_id)
     key = (conn.db_filename("main"), model_id)
     try:
-        stamp = (id(conn), *(as_int(r[0]) for r in conn.execute(
-            "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0) UNION ALL SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0)",
+        counters = conn.execute(
+            f"SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0), coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0),"
+            f" (SELECT trained FROM {centres(model_id)} WHERE list = 0)",
             (f"{t}_rowids", f"{t}_chunks"),
-        )))
+        ).fetchall()[0]
+        stamp = (id(conn), as_int(counters[0]), as_int(counters[1]), str(counters[2]))
         cached = _MATRICES.get(key)
-        if cached is None or cached[0] != stamp:
-            all_ids, all_codes = [], []
-            for size, validity, rowids, vectors in conn.execute(f"SELECT c.size, c.validity, c.rowids, v.vectors FROM {t}_chunks c JOIN {t}_vector_chunks00 v ON v.rowid = c.chunk_id"):
-                valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[: int(size)].astype(bool)
-                all_ids.append(np.frombuffer(rowids, np.int64)[: int(size)][valid])
-                all_codes.append(np.frombuffer(vectors, np.uint8).reshape(int(size), -1)[valid])
-            if not all_ids:
+        if cached is None or cached.stamp != stamp:
+            loaded = _load_codes(conn, model_id, stamp)
+            if loaded is None:
                 return None
-            matrix = np.ascontiguousarray(np.concatenate(all_codes))
-            cached = (stamp, np.concatenate(all_ids), matrix)  # bytes: numpy's 8-bit popcount is ~10x its 64-bit one here
-            _MATRICES[key] = cached
+            cached = _MATRICES[key] = loaded
+        centroids = _centroids(conn, model_id)
     except (apsw.SQLError, ValueError):
         return None
-    ids, matrix = cached[1], cached[2]
-    if allowed is not None:  # a scope or filter: only its chunks (their ids from SQL, then one membership test)
-        wanted_ids = allowed_ids() if allowed_ids is not None else np.fromiter((int(r[0]) for r in conn.execute(allowed[0], allowed[1])), np.int64)
-        keep = np.flatnonzero(np.isin(ids, wanted_ids))
-        ids, matrix = ids[keep], matrix[keep]
-    packed = np.stack([np.packbits(np.frombuffer(q, np.float32) > 0, bitorder="little") for q in queries])
-    distance = np.empty((len(queries), len(ids)), np.int32)
-    for lo in range(0, len(ids), ROWS_A_STEP):
-        diff = matrix[None, lo:lo + ROWS_A_STEP] ^ packed[:, None]
+    n_lists = len(cached.starts) - 1
+    total = len(cached.ids)
+    in_scope = None
+    share = 1.0
+    if allowed is not None:  # a scope or filter: only its chunks (their ids from SQL, then their positions)
+        if allowed_ids is not None:
+            wanted_ids = allowed_ids()
+        else:
+            joined = conn.execute(f"WITH s(x) AS ({allowed[0]}) SELECT group_concat(x) FROM s", allowed[1]).fetchall()[0][0]  # one string: no Python step a row
+            wanted_ids = np.fromstring(str(joined), dtype=np.int64, sep=",") if joined else np.zeros(0, np.int64)
+        at = np.clip(np.searchsorted(cached.sorted_ids, wanted_ids), 0, max(0, total - 1))
+        found = cached.where[at[cached.sorted_ids[at] == wanted_ids]] if total else np.zeros(0, np.int64)
+        in_scope = np.zeros(total, bool)
+        in_scope[found] = True
+        share = len(found) / max(1, total)
+    probes = min(n_lists, max(MIN_PROBE, int(np.ceil(n_lists * PROBE_SHARE / max(share, 1e-9)))))
+    every = probes >= n_lists or len(centroids) != n_lists
+    if every:  # all the lists: one set of positions, shared by every query
+        shared = np.flatnonzero(in_scope) if in_scope is not None else np.arange(total)
+    out = []
+    for query, c in zip(queries, coarse):
+        vector = np.frombuffer(query, np.float32)
+        if every:
+            positions = shared
+        else:
+            nearest_lists = np.argpartition(-(centroids @ vector), probes)[:probes]
+            positions = np.concatenate([np.arange(cached.starts[i], cached.starts[i + 1]) for i in nearest_lists])
+            if in_scope is not None:
+                positions = positions[in_scope[positions]]
+        code = np.packbits(vector > 0, bitorder="little")
+        diff = cached.matrix[positions] ^ code
         if hasattr(np, "bitwise_count"):  # numpy >= 2
-            distance[:, lo:lo + ROWS_A_STEP] = np.bitwise_count(diff).sum(axis=2, dtype=np.int32)
+            distance = np.bitwise_count(diff).sum(axis=1, dtype=np.int32)
         else:
             global _POPCOUNT
             _POPCOUNT = _popcounts() if _POPCOUNT is None else _POPCOUNT
-            distance[:, lo:lo + ROWS_A_STEP] = _POPCOUNT[diff].sum(axis=2, dtype=np.int32)
-    out = []
-    for row, c in zip(distance, coarse):
-        nearest = np.argpartition(row, c)[:c] if c < len(ids) else np.arange(len(ids))
-        out.append([int(i) for i in ids[nearest]])
+            distance = _POPCOUNT[diff].sum(axis=1, dtype=np.int32)
+        if c < len(positions):
+            positions = positions[np.argpartition(distance, c)[:c]]
+        out.append([int(i) for i in cached.ids[positions]])
     return out
 
 
@@ -297,15 +454,20 @@ def _popcounts() -> Any:
 
 
 def status(conn: apsw.Connection, model_id: int) -> dict[str, object]:
-    """What doctor checks: the recorded structure against the rows (chunks, floats, codes)."""
+    """What doctor checks: the recorded structure against the rows (chunks, floats, codes,
+    lists: its centroids);
+    `current`: whether it is this qmd's structure (an older one is searched exactly until
+    `qmd embed` rebuilds it)."""
     found = recorded(conn, model_id)
-    out: dict[str, object] = {"structure": None, "state": None, "recorded_rows": 0, "chunks": chunks_of(conn, model_id), "floats": 0, "codes": 0}
+    out: dict[str, object] = {"structure": None, "state": None, "recorded_rows": 0, "chunks": chunks_of(conn, model_id), "floats": 0, "codes": 0, "lists": 0, "current": False}
     if found is None:
         return out
-    out.update(structure=found[0], state=found[1], recorded_rows=found[2])
+    out.update(structure=found[0], state=found[1], recorded_rows=found[2], current=found[0] == STRUCTURE)
     tables = _tables(conn, model_id)
     if floats(model_id) in tables:
         out["floats"] = count(conn, f"SELECT count(*) FROM {floats(model_id)}")
     if codes(model_id) in tables:
         out["codes"] = count(conn, f"SELECT count(*) FROM {codes(model_id)}_rowids")
+    if centres(model_id) in tables:
+        out["lists"] = count(conn, f"SELECT count(*) FROM {centres(model_id)}")
     return out

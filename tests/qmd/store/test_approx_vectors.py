@@ -133,21 +133,21 @@ def test_doctor_tells_a_mismatch_and_embed_repairs_it(index: tuple[qmd.Store, Sq
     assert check.status == Status.OK, check
 
 
-@pytest.mark.parametrize("lost", ["codes", "floats"])
+@pytest.mark.parametrize("lost", ["codes", "floats", "centres"])
 def test_a_lost_table_is_no_damaged_index(lost: str, index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:
-    """One of the structure's two tables gone (a crash between tools, a hand edit, a copy):
+    """One of the structure's three tables gone (a crash between tools, a hand edit, a copy):
     searches stay exact instead of calling the whole index damaged (whose fix re-embeds
     everything), writes go on, doctor names it, and the next build starts it over."""
     store, backend, model, vecs = index
     exact = _search(backend, model, vecs[0])
     backend.build_vector_index(model)
     conn = backend.connection()
-    conn.execute(f"DROP TABLE {approx.codes(model.id) if lost == 'codes' else approx.floats(model.id)}")
+    conn.execute(f"DROP TABLE {getattr(approx, lost)(model.id)}")
     approx._MATRICES.clear()
     assert _search(backend, model, vecs[0]) == exact
     backend.write_vectors(model, [("h00001", [ChunkVector("h00001", 0, 0, 5, 3, vecs[1].tolist())])])
     [check] = _vector_index(store, "index")
-    assert check.status == Status.FAIL and "0 " + ("codes" if lost == "codes" else "float rows") in check.detail, check
+    assert check.status == Status.FAIL and {"codes": "0 codes", "floats": "0 float rows", "centres": "centroids are missing"}[lost] in check.detail, check
     assert backend.vector_index_due(model)
     backend.build_vector_index(model)
     [check] = _vector_index(store, "index")
@@ -249,3 +249,88 @@ def test_a_bad_setting_fails_embed_before_it_embeds(tmp_path: Path, notes: Path,
         with pytest.raises(QmdError, match="QMD_VECTOR_INDEX='fast'"):
             store.embed()
         assert store.vector_status().pending_documents == store.document_count() > 0
+
+
+def _recall(got: list[list[tuple[int, float]]], exact: list[list[tuple[int, float]]]) -> float:
+    return sum(len({d for d, _ in g} & {d for d, _ in e}) for g, e in zip(got, exact)) / sum(len(e) for e in exact)
+
+
+def test_inverted_lists_rank_only_the_probed_codes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past IVF_MIN_CHUNKS the codes are grouped by nearest k-means centroid and a query ranks
+    only the lists nearest it (every code was read per query: ~0.3-0.5 s at 1M); recall holds,
+    scoped too, and a chunk written later joins its nearest centroid's list."""
+    _, backend, model, vecs = index
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    queries = _unit(vecs[:8] + 0.3 * np.random.default_rng(5).standard_normal((8, DIMS)) / np.sqrt(DIMS))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q) for q in queries]
+    exact_a = [_search(backend, model, q, ["a"]) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    centroids = approx._centroids(conn, model.id)
+    assert len(centroids) == approx.lists_for(N) == 24
+    lists = dict(conn.execute(f"SELECT chunk_id, list FROM {approx.floats(model.id)}").fetchall())
+    assert len(set(lists.values())) > 8  # spread over the lists, not all in one
+    ranked: list[int] = []
+    real = np.bitwise_count
+    monkeypatch.setattr(np, "bitwise_count", lambda diff: ranked.append(len(diff)) or real(diff))
+    got = [_search(backend, model, q) for q in queries]
+    got_a = [_search(backend, model, q, ["a"]) for q in queries]
+    assert ranked and max(ranked[:8]) < N * 0.6, ranked  # 8 of 24 lists probed, not every code
+    assert _recall(got, exact) >= 0.95 and _recall(got_a, exact_a) >= 0.95
+    assert all(s == e for g, ex in zip(got, exact) for (_, s), (_, e) in zip(g, ex) if g == ex)  # scores are the exact ones
+    backend.write_vectors(model, [("h00007", [ChunkVector("h00007", 0, 0, 5, 3, vecs[300].tolist())])])
+    [(chunk_id, list_id)] = conn.execute(f"SELECT chunk_id, list FROM {approx.floats(model.id)} WHERE chunk_id = (SELECT max(id) FROM chunks)").fetchall()
+    assert list_id == int(np.argmax(centroids @ vecs[300]))
+    top = _search(backend, model, vecs[300])[:2]  # documents 8 (h00007, rewritten) and 301 now share the vector
+    assert {d for d, _ in top} == {8, 301} and all(s == pytest.approx(1, abs=1e-4) for _, s in top)  # found through its list
+
+
+def test_an_earlier_structure_is_rebuilt(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:
+    """An index built by a qmd before inverted lists (`bit+rescore`: floats without lists, no
+    centroids) is searched exactly and left alone by writes; doctor warns and the next build
+    (`qmd embed`) replaces it."""
+    store, backend, model, vecs = index
+    conn = backend.connection()
+    exact = _search(backend, model, vecs[0])
+    with conn:
+        conn.execute(approx.META)
+        conn.execute(f"CREATE TABLE {approx.floats(model.id)} (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
+        conn.execute(f"CREATE VIRTUAL TABLE {approx.codes(model.id)} USING vec0(chunk_id INTEGER PRIMARY KEY, embedding bit[{DIMS}])")
+        conn.execute(f"INSERT INTO {approx.floats(model.id)} SELECT chunk_id, embedding FROM vec_{model.id}")
+        conn.execute(f"INSERT INTO {approx.codes(model.id)} SELECT chunk_id, vec_quantize_binary(embedding) FROM vec_{model.id}")
+        conn.execute("INSERT INTO vector_index (model_id, structure, state, rows) VALUES (?, 'bit+rescore', 'ready', ?)", (model.id, N))
+    assert not approx.searchable(conn, model.id, N) and not approx.present(conn, model.id)
+    backend.write_vectors(model, [("h00001", [ChunkVector("h00001", 0, 0, 5, 3, vecs[1].tolist())])])  # leaves it alone
+    assert _search(backend, model, vecs[0]) == exact
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.WARN and "bit+rescore is an earlier structure" in check.detail and "qmd embed" in (check.fix or ""), check
+    assert backend.vector_index_due(model)
+    assert backend.build_vector_index(model) == N
+    assert approx.recorded(conn, model.id) == (approx.STRUCTURE, "ready", N) and approx.searchable(conn, model.id, N)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK, check
+    assert _search(backend, model, vecs[0]) == exact
+
+
+def test_a_search_counts_the_chunks_only_as_far_as_it_needs(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counting a space's chunks scans their index (~0.1 s at 1M, twice the approximate pass):
+    a search counts up to COUNT_CAP, and all of them only when it needs the total (every
+    document asked for, or a pass asking for more chunks than the bound); same results."""
+    from qmd.backends.sqlite import vectors
+
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    expected = [_search(backend, model, vecs[3], scope) for scope in (None, ["a"])]
+    every = backend.nearest_documents(model, vecs[3].tolist(), None, None)
+    sqls: list[str] = []
+    real = vectors.count
+    monkeypatch.setattr(vectors, "count", lambda conn, sql, params=(): sqls.append(sql) or real(conn, sql, params))
+    monkeypatch.setattr(vectors, "COUNT_CAP", 200)  # above the 150 chunks the scoped pass asks
+    monkeypatch.setattr(approx, "APPROX_MIN_CHUNKS", 0)
+    monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", 0)
+    assert [_search(backend, model, vecs[3], scope) for scope in (None, ["a"])] == expected
+    assert sqls and not any(s.startswith("SELECT count(*) FROM chunks") for s in sqls), sqls
+    assert backend.nearest_documents(model, vecs[3].tolist(), None, None) == every
+    assert any(s.startswith("SELECT count(*) FROM chunks") for s in sqls)
