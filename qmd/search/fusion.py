@@ -28,7 +28,7 @@ The hybrid pipeline (qmd/search/hybrid.py):
    words; its hits join as the list FEEDBACK_LIST, weight 1 × the BM25 list's evidence,
    counted by rank alone: no rank bonus, since its first place is one of its own seeds (the
    words were drawn from them; 28 of 28 first places on the paraphrase, deep-research and
-   example sets), an echo of the question's lists rather than new evidence. One FTS5 query
+   example sets, 187 of 194 on Cranfield), an echo of the question's lists rather than new evidence. One FTS5 query
    and the seeds' texts: about 5 ms (p90 7-8 ms) a question on Cranfield's 1,400 documents,
    no second KNN.
 3. The reranker scores the top candidates in [0, 1]; `blend` mixes that score with the
@@ -78,9 +78,10 @@ The feedback list without a rank bonus (issue 29, same captured lists, MiniLM): 
 heading-bounded sections embedded, "how do we undo a bad release?" went from `vsearch`'s 3rd
 to 4th, behind a seed the vector list ranks 8th that the feedback list ranked 1st (+0.025 of
 bonus, more than the whole 0.0002 margin), and `query`'s paraphrase MRR fell 0.002 below
-`vsearch`'s. Without the bonus: paraphrase 28/43 0.735 (vsearch 28/43 0.735), every other
-set and chunk setting the same or better (docs/ranking.md). Tried beside it, the same on these
-sets: the seeds' own feedback entries not counted, feedback only with an all-terms BM25 hit.
+`vsearch`'s. Without the bonus: paraphrase 28/43 0.735 (vsearch 28/43 0.735), keyword,
+deep-research and example the same with either model and chunk setting, Cranfield hit@1
+82 → 82, MRR 0.5647 → 0.5649, nDCG@10 0.4100 → 0.4086 (docs/ranking.md). Not counting the
+seeds' feedback entries at all cost Cranfield (nDCG@10 0.396).
 """
 
 from __future__ import annotations
