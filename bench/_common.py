@@ -7,6 +7,7 @@ Every script measures its own baseline in the same run (this machine's timings v
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -306,3 +307,18 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     return parser
+
+
+def model_key(path: Path) -> str:
+    """A cached index's folder name for this model file (its name, and a hash of where it is, its size and time)."""
+    st = path.stat()
+    return f"{path.stem}-{hashlib.sha256(f'{path.resolve()}:{st.st_size}:{st.st_mtime_ns}'.encode()).hexdigest()[:10]}"
+
+
+def variant_suffix() -> str:
+    """The index folder's suffix for the chunk switches in effect (issue 29; qmd's own
+    reading of QMD_CHUNK_HEADINGS / QMD_CHUNK_SECTIONS / QMD_LATE_CHUNKS, defaults included): each its own index."""
+    from qmd.index.embedding import heading_paths, section_units
+    from qmd.index.late_chunks import late_chunking
+
+    return ("-headings" if heading_paths() else "") + ("-sections" if section_units() else "") + ("-late" if late_chunking() else "")

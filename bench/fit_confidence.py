@@ -139,7 +139,7 @@ def build_rows(specs: list[str], questions: list[dict[str, Any]], data: dict[str
         for spec in specs:
             model = resolve_model(spec, cache)
             print(f"{model.name}", flush=True)
-            store = build(tmp, model)
+            store = build(model)
             for m in METHODS:
                 data[m] += [(model.name, qid, rank, f, y) for qid, rank, f, y in rows_of(store, m, questions)]
             store.close()

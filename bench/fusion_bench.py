@@ -29,7 +29,6 @@ few minutes to embed once, EmbeddingGemma much longer.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import statistics
@@ -39,15 +38,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import REPO, Report, Target, cache_root, data_dir, isolated_home, resolve_model
+from _common import REPO, Report, Target, cache_root, data_dir, isolated_home, model_key, resolve_model, variant_suffix
 
 PARAPHRASE = REPO / "bench" / "data" / "paraphrase"
 SETS = ("paraphrase", "deep-research", "example", "cranfield")
-
-
-def model_key(path: Path) -> str:
-    st = path.stat()
-    return f"{path.stem}-{hashlib.sha256(f'{path.resolve()}:{st.st_size}:{st.st_mtime_ns}'.encode()).hexdigest()[:10]}"
 
 
 @dataclass
@@ -112,15 +106,6 @@ COLLECTIONS = {
     "eval-docs": lambda bench: bench / "qmd-eval" / "eval-docs",
     "cranfield": lambda bench: bench / "cranfield" / "docs",
 }
-
-
-def variant_suffix() -> str:
-    """The index folder's suffix for the chunk switches in effect (issue 29; qmd's own
-    reading of QMD_CHUNK_HEADINGS / QMD_CHUNK_SECTIONS / QMD_LATE_CHUNKS, defaults included): each its own index."""
-    from qmd.index.embedding import heading_paths, section_units
-    from qmd.index.late_chunks import late_chunking
-
-    return ("-headings" if heading_paths() else "") + ("-sections" if section_units() else "") + ("-late" if late_chunking() else "")
 
 
 EMBED_SECONDS: dict[str, float] = {}  # index folder -> seconds its embed took in this run

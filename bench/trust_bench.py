@@ -2,7 +2,7 @@
 
 Set: bench/data/trust/questions.jsonl (see its README): paraphrase, keyword and two-facts
 questions with their answer note, and unanswerable questions, each marked fit or held-out.
-Index: a fresh one in a temp dir (HOME and XDG_* there too) holding examples/notes
+Index (HOME and XDG_* in a temp dir): one cached per model file and chunk setting (`build`), holding examples/notes
 (collection `notes`) and bench/data/paraphrase/notes (`paraphrase`), embedded with
 `--model`: minilm (default: all-MiniLM-L6-v2 imported from PyPI), embeddinggemma (the q8_0
 GGUF of fetch_embeddinggemma.py) or a GGUF path; repeatable, one index per model.
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, Report, Target, arg_parser, cache_root, isolated_home, resolve_model
+from _common import REPO, Report, Target, arg_parser, cache_root, isolated_home, model_key, resolve_model, variant_suffix
 from trust_check import ANSWERABLE, SPLITS, load
 
 COLLECTIONS = {"notes": REPO / "examples" / "notes", "paraphrase": REPO / "bench" / "data" / "paraphrase" / "notes"}
@@ -172,19 +172,24 @@ def _mean(values: list[float]) -> float:
 # --- the run --------------------------------------------------------------------------
 
 
-def build(tmp: Path, model: Path) -> Any:
-    """A fresh index of both note folders in `tmp`, embedded with `model`."""
+def build(model: Path) -> Any:
+    """The index of both note folders embedded with `model`: cached under $QMD_BENCH_CACHE
+    (trust-index/, one folder per model file and chunk setting, as bench/fusion_bench.py
+    caches its own), brought up to date with the notes and embedded where it lacks vectors."""
     os.environ["QMD_EMBED_MODEL"] = str(model)
     import qmd
 
-    folder = tmp / model.stem
-    folder.mkdir()
+    folder = cache_root() / "trust-index" / (model_key(model) + variant_suffix())
+    folder.mkdir(parents=True, exist_ok=True)
     store = qmd.Store(folder / "index.sqlite", folder / "index.yml")
     t0 = time.perf_counter()
+    have = {c.name for c in store.collections()}
     for name, path in COLLECTIONS.items():
-        store.add_collection(path, name=name)
+        if name not in have:
+            store.add_collection(path, name=name, index=False)
+    store.update(list(COLLECTIONS), run_commands=False)
     done = store.embed(collections=list(COLLECTIONS))
-    print(f"  indexed and embedded {done.documents} documents / {done.chunks} chunks in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"  indexed and embedded {done.documents} documents / {done.chunks} chunks in {time.perf_counter() - t0:.0f} s ({folder})", flush=True)
     return store
 
 
@@ -237,7 +242,7 @@ def main() -> int:
         for spec in args.model or ["minilm"]:
             model = resolve_model(spec, cache)
             print(f"\n{model.name}", flush=True)
-            store = build(tmp, model)
+            store = build(model)
             label = store.embedder().info.name
             result: dict[str, Any] = {}
             t0 = time.perf_counter()

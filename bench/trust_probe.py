@@ -151,7 +151,7 @@ def main() -> int:
     args = parser.parse_args()
     questions = load()
     with isolated_home("qmd-trust-probe-") as tmp:
-        store = build(Path(tmp), resolve_model(args.model, cache_root()))
+        store = build(resolve_model(args.model, cache_root()))
         notes = Notes(store)
         judge = Judge(args.judge) if args.judge else None
         rows: list[dict[str, Any]] = []

@@ -26,8 +26,11 @@ The hybrid pipeline (qmd/search/hybrid.py):
    best fused first, at most 5; none when the BM25 list has no evidence) lend the 10 words
    they most share (`feedback_terms`) to one more BM25 search, question terms plus those
    words; its hits join as the list FEEDBACK_LIST, weight 1 × the BM25 list's evidence,
-   counted by rank alone. One FTS5 query and the seeds' texts: about 5 ms (p90 7-8 ms) a
-   question on Cranfield's 1,400 documents, no second KNN.
+   counted by rank alone: no rank bonus, since its first place is one of its own seeds (the
+   words were drawn from them; 28 of 28 first places on the paraphrase, deep-research and
+   example sets, 187 of 194 on Cranfield), an echo of the question's lists rather than new evidence. One FTS5 query
+   and the seeds' texts: about 5 ms (p90 7-8 ms) a question on Cranfield's 1,400 documents,
+   no second KNN.
 3. The reranker scores the top candidates in [0, 1]; `blend` mixes that score with the
    fused rank: w / rrf_rank + (1 − w) × rerank, w = 0.75 for ranks 1–3, 0.60 for 4–10 and
    0.40 below, so the reranker can reorder the tail more freely than the head.
@@ -70,6 +73,15 @@ heavier feedback for questions of 8+ content words (Cranfield 0.422, but +0.005 
 when chosen on one half of Cranfield and measured on the other). `blend` keeps the fused
 first place whatever the reranker says (rank 1 scores at least 0.75, rank 2 at most 0.625),
 as the original's does.
+
+The feedback list without a rank bonus (issue 29, same captured lists, MiniLM): with
+heading-bounded sections embedded, "how do we undo a bad release?" went from `vsearch`'s 3rd
+to 4th, behind a seed the vector list ranks 8th that the feedback list ranked 1st (+0.025 of
+bonus, more than the whole 0.0002 margin), and `query`'s paraphrase MRR fell 0.002 below
+`vsearch`'s. Without the bonus: paraphrase 28/43 0.735 (vsearch 28/43 0.735), keyword,
+deep-research and example the same with either model and chunk setting, Cranfield hit@1
+82 → 82, MRR 0.5647 → 0.5649, nDCG@10 0.4100 → 0.4086 (docs/ranking.md). Not counting the
+seeds' feedback entries at all cost Cranfield (nDCG@10 0.396).
 """
 
 from __future__ import annotations
@@ -269,7 +281,7 @@ def fuse_lists(lists: Sequence[RankedList], k: int = RRF_K, without_vectors: Abs
 
     def weigh(ranked: RankedList, index: int) -> tuple[float, float]:
         w = ranked.weight * list_weights[id(ranked)] * evidence(ranked, index)
-        return w, w / 2.0
+        return w, (0.0 if ranked.name == FEEDBACK_LIST else w / 2.0)
 
     out = _accumulate(lists, k, weigh, stand_ins(lists, without_vectors, list_weights, k))
     winner = vector_winner(lists)
@@ -340,7 +352,7 @@ def feedback_terms(question: Iterable[str], texts: Iterable[str], limit: int = F
 
 def feedback_list(lists: Sequence[RankedList], keys: Sequence[Hashable]) -> RankedList:
     """The feedback search's hits as a fusion list: weight FEEDBACK_WEIGHT × the question's
-    BM25 list evidence, counted by rank alone (no kind)."""
+    BM25 list evidence, counted by rank alone (no kind; `fuse_lists` gives it no rank bonus)."""
     bm25 = next(x for x in lists if x.kind == "bm25")
     return RankedList(FEEDBACK_LIST, FEEDBACK_WEIGHT * list_evidence(bm25), list(keys))
 

@@ -186,6 +186,23 @@ def test_feedback_seeds_are_the_documents_both_lists_agree_on() -> None:
     assert feedback_list([half, vec], ["x"]).weight == pytest.approx(0.5)
 
 
+def test_the_feedback_lists_first_place_earns_no_rank_bonus() -> None:
+    """Issue 29, "how do we undo a bad release?" with sections (MiniLM): the feedback list's
+    first place is a seed (its words were drawn from it), an echo of the question's own lists,
+    so it counts by rank alone; with the first-place bonus a seed the vector list ranks 8th
+    passed the answer the vector list ranks 3rd."""
+    from qmd.search.fusion import FEEDBACK_LIST, feedback_list, fuse_lists
+
+    bm25 = RankedList("bm25:query", 2.0, ["notes", "weekly", "adr"], [0.9, 0.8, 0.7], "bm25", 0, [1.0, 0.67, 0.33])
+    vec = RankedList("vec:query", 2.0, ["notes", "weekly", "answer", "d4", "d5", "d6", "d7", "adr"], [0.51, 0.37, 0.32, 0.31, 0.29, 0.28, 0.27, 0.25], "vector")
+    feedback = feedback_list([bm25, vec], ["adr", "weekly", "notes"])
+    fused = fuse_lists([bm25, vec, feedback])
+    assert [f.key for f in fused][:4] == ["notes", "weekly", "answer", "adr"]
+    adr = next(f for f in fused if f.key == "adr")
+    assert adr.bonus == pytest.approx(0.02 * 2.0 * 0.33**2 / 2)  # its BM25 third place, not the feedback list's first
+    assert any(name == FEEDBACK_LIST for name, _, _ in adr.contributions)
+
+
 def test_feedback_terms_are_shared_by_two_seeds_and_new_to_the_question() -> None:
     from qmd.search.fusion import feedback_terms
 
