@@ -296,6 +296,16 @@ FIRST_CALLS = {
 }
 
 
+def first_session(first: str) -> list[dict[str, object]]:
+    """initialize, initialized, then the FIRST_CALLS tool call `first` as request 2."""
+    tool, arguments = FIRST_CALLS[first]
+    return [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
+    ]
+
+
 @pytest.mark.parametrize("first", sorted(FIRST_CALLS))
 def test_first_stdio_call_loads_nothing_it_does_not_use(tmp_path: Path, first: str) -> None:
     """A stdio session's first tool call, keyword-only or a get, waits for nothing it does not
@@ -308,12 +318,7 @@ def test_first_stdio_call_loads_nothing_it_does_not_use(tmp_path: Path, first: s
 
     env = make_env(tmp_path)
     setup_index(tmp_path, env)
-    tool, arguments = FIRST_CALLS[first]
-    messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
-    ]
+    messages = first_session(first)
     code = (
         "import json, sys\n"
         "from qmd.serve.stdio import run\n"
@@ -354,12 +359,7 @@ def test_a_later_starts_first_call_imports_only_what_its_answer_uses(tmp_path: P
 
     env = make_env(tmp_path)
     setup_index(tmp_path, env)
-    tool, arguments = FIRST_CALLS[first]
-    messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
-    ]
+    messages = first_session(first)
     code = (
         "import json, sys\n"
         "from qmd.core.paths import resolve_index\n"
