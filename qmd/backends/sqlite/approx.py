@@ -20,6 +20,7 @@ wait); once built, every chunk written or dropped updates it in the same transac
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 from collections.abc import Callable, Iterator, Sequence
@@ -313,8 +314,8 @@ def knn_many(
             out[i] = []
             continue
         marks = ",".join(map(str, found[j]))  # integers from the index itself
-        rescored = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM {floats(model_id)} WHERE chunk_id IN ({marks}) ORDER BY d, chunk_id LIMIT ?"
-        out[i] = [(int(r[0]), float(r[1])) for r in conn.execute(rescored, (queries[i], ks[i]))]
+        rescored = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM {floats(model_id)} WHERE chunk_id IN ({marks}) ORDER BY d IS NULL, d, chunk_id LIMIT ?"
+        out[i] = [(int(r[0]), math.nan if r[1] is None else float(r[1])) for r in conn.execute(rescored, (queries[i], ks[i]))]  # NULL: a NaN vector, last
     return out
 
 

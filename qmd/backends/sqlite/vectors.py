@@ -161,11 +161,11 @@ def knn(
     if allowed is not None:
         sql += f" AND chunk_id IN ({allowed[0]})"
         params += allowed[1]
-    sql += " ORDER BY distance, chunk_id" if scan else " ORDER BY distance"
+    sql += " ORDER BY distance IS NULL, distance, chunk_id" if scan else " ORDER BY distance"  # NULL: a broken vector, last
     if scan:
         sql += " LIMIT ?"
         params.append(k)
-    return [(r[0], r[1]) for r in conn.execute(sql, params)]
+    return [(r[0], math.nan if r[1] is None else r[1]) for r in conn.execute(sql, params)]  # NULL (a NaN vector): NaN, as float_pass
 
 
 def build_index(conn: apsw.Connection, model: VectorModel) -> int:

@@ -367,3 +367,27 @@ def test_postgres_scoped_search_is_never_a_prepared_statement(pg_index: PgIndexe
                 assert ids(backend.nearest_documents(model, q, 10, ["big"], where)) == brute(rows, vecs, q, ["big"], "payments")[:10]
     prepared = [str(s) for (s,) in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()]
     assert not [s for s in prepared if "documents d" in s], prepared
+
+
+def test_a_broken_vector_never_breaks_a_long_search(index: Indexed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NaN vector (stored by an older qmd) reads as a NULL distance from sqlite-vec: past
+    KNN_MAX (`vsearch --all`) or on the KNN fallback it is skipped, never a TypeError."""
+    backend, model, rows, vecs = index
+    broken = rows[0]
+    backend.write_vectors(model, [(broken.hash, [ChunkVector(broken.hash, 0, 0, 5, 3, [float("nan")] * DIMS)])])
+    vecs = {**vecs, **{r.id: [np.full(DIMS, -1e9)] for r in rows if r.hash == broken.hash}}  # never nearer than 0
+    exact = [d for d in brute(rows, vecs, QUERY, list(SIZES) + ["twin"]) if rows_by_id(rows)[d].hash != broken.hash]
+    monkeypatch.setattr(vectors, "KNN_MAX", 8)  # the scan that `--all` takes on a large index
+    got = ids(backend.nearest_documents(model, QUERY, None, None, None))
+    assert got == exact
+    monkeypatch.setattr(vectors, "float_pass", lambda *args: None)  # vec0's blocks unreadable: sqlite-vec's KNN
+    monkeypatch.setattr(vectors, "KNN_MAX", 4096)
+    assert ids(backend.nearest_documents(model, QUERY, 10, None, None)) == exact[:10]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")  # the codes' candidates, rescored (the NaN one's code, all
+    backend.build_vector_index(model)  # zero bits, is one bit from QUERY's: among them)
+    got = ids(backend.nearest_documents(model, QUERY, 10, None, None))
+    assert len(got) == 10 and set(got) <= set(exact)
+
+
+def rows_by_id(rows: list[DocRow]) -> dict[int, DocRow]:
+    return {r.id: r for r in rows}
