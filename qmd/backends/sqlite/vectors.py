@@ -435,6 +435,8 @@ def _scan_floats(
     filled, group_ids, group_valid = 0, list[Any](), list[Any]()
     try:
         for block, size, validity, rowids in blocks:
+            if len(validity) * 8 < size or len(rowids) != size * 8:
+                return None  # a damaged block: sqlite-vec's KNN then names it, never fewer vectors silently
             valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:size].astype(bool)
             ids = np.frombuffer(rowids, np.int64)[:size]
             if allowed_ids is not None:

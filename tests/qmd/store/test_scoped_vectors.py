@@ -391,3 +391,20 @@ def test_a_broken_vector_never_breaks_a_long_search(index: Indexed, monkeypatch:
 
 def rows_by_id(rows: list[DocRow]) -> dict[int, DocRow]:
     return {r.id: r for r in rows}
+
+
+@pytest.mark.parametrize("damage", ["rowids = substr(rowids, 1, 80)", "validity = x'00'"])
+def test_a_damaged_block_is_never_read_as_fewer_vectors(tmp_path: Path, damage: str) -> None:
+    """A vec0 block whose rowids or validity are cut short: float_pass leaves it to sqlite-vec
+    (whose error names the damage), never an IndexError nor an answer missing its vectors."""
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    backend = s.backend
+    backend.open(create=True)
+    model = backend.ensure_vector_model("test-fp", "test", 16)
+    vecs = np.random.default_rng(2).standard_normal((2500, 16)).astype(np.float32)
+    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(2500)])
+    conn = backend.connection()
+    conn.execute(f"UPDATE {vectors.table(model.id)}_chunks SET {damage} WHERE chunk_id = 2")
+    q = vecs[1500:1501]
+    assert vectors.float_pass(conn, model, q, [q[0].tobytes()], [5]) is None
+    s.close()
