@@ -135,10 +135,12 @@ class StdioServer:
             return
         try:
             text = self._service.instructions()
+            if text != self._kept:
+                self._keep(self._service.store, text)
         except QmdError:
             return
-        if text != self._kept:
-            self._keep(self._service.store, text)
+        except Exception as exc:  # best effort, on the worker: any error (apsw's "database is locked") must not end it
+            self.log(f"the kept instructions were not checked: {exc}")
 
     def _refuse(self) -> RpcError:
         exc = self._failure or QmdError("the index could not be opened")
