@@ -94,6 +94,16 @@ class StdioServer:
 
     def _open(self) -> None:
         try:
+            self._open_index()
+        except Exception as exc:  # not a QmdError (apsw's "database is locked"): never a thread that dies leaving
+            if self._service is None:  # `initialize` and every call waiting on it
+                self._failure = self._failure or QmdError(f"the index could not be opened: {exc}", "run qmd status to see what is wrong with it")
+        finally:
+            self._ready.set()
+            self._service_ready.set()
+
+    def _open_index(self) -> None:
+        try:
             store = self._open_store()
             if self._kept is None:  # `initialize` waits for these
                 from qmd.serve.answers import store_instructions

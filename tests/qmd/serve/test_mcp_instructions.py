@@ -310,3 +310,36 @@ def test_a_failed_check_of_the_kept_text_loses_no_answer(env: dict[str, str], mo
         answers = [json.loads(line) for line in out.read().splitlines() if line.strip()]
     assert [a.get("id") for a in answers] == [1] and "result" in answers[0], answers
     assert done == [0]
+
+
+def test_an_opener_error_that_is_no_qmd_error_is_answered_not_a_hang(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index opens on a thread; an apsw error there (locked, replaced meanwhile) must
+    still release `initialize` and the calls waiting on it, answered as a failure to serve."""
+    import threading
+
+    import apsw
+
+    import qmd.serve.answers as answers
+    from qmd.serve.logsafe import stderr_log
+    from qmd.serve.stdio import StdioServer
+    from qmd.store.store import Store
+
+    def locked(store: Store, index: str) -> str:
+        raise apsw.BusyError("database is locked")
+
+    monkeypatch.setattr(answers, "store_instructions", locked)
+    paths = resolve_index(None)
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    server = StdioServer(lambda: Store(paths.index_path, paths.config_path), paths.name, stderr_log, os.fdopen(read_in, "rb"), write_out, None, lambda s, t: None)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    os.write(write_in, (json.dumps(init) + "\n").encode())
+    os.close(write_in)
+    thread.join(20)
+    assert not thread.is_alive()
+    os.close(write_out)
+    with os.fdopen(read_out, "rb") as out:
+        answers_sent = [json.loads(line) for line in out.read().splitlines() if line.strip()]
+    assert [a.get("id") for a in answers_sent] == [0] and "database is locked" in json.dumps(answers_sent[0]), answers_sent
