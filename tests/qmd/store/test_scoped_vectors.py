@@ -7,6 +7,7 @@ the scope inside the index-ordered query, one pass, never short."""
 from __future__ import annotations
 
 
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -407,4 +408,25 @@ def test_a_damaged_block_is_never_read_as_fewer_vectors(tmp_path: Path, damage: 
     conn.execute(f"UPDATE {vectors.table(model.id)}_chunks SET {damage} WHERE chunk_id = 2")
     q = vecs[1500:1501]
     assert vectors.float_pass(conn, model, q, [q[0].tobytes()], [5]) is None
+    s.close()
+
+
+def test_a_zero_query_keeps_k_chunks_not_every_vector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zero (or NaN) query has no finite distance: the pass keeps the k first chunks by id,
+    as sqlite-vec ranks them, instead of every vector (memory and one SQL call each)."""
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    backend = s.backend
+    backend.open(create=True)
+    model = backend.ensure_vector_model("test-fp", "test", 16)
+    vecs = np.random.default_rng(5).standard_normal((3000, 16)).astype(np.float32)
+    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(3000)])
+    backend.drop_vectors(model, [f"h{i:05d}" for i in range(0, 3000, 7)])
+    conn = backend.connection()
+    calls = _counting(monkeypatch, vectors, "_distance")
+    for q in (np.zeros((1, 16), np.float32), np.full((1, 16), np.nan, np.float32)):
+        found = vectors.float_pass(conn, model, q, [q[0].tobytes()], [5])
+        assert found is not None
+        first = [int(c) for c, in conn.execute(f"SELECT chunk_id FROM {vectors.table(model.id)} ORDER BY chunk_id LIMIT 5")]
+        assert [c for c, _ in found[0]] == first and all(math.isnan(d) for _, d in found[0])
+    assert len(calls) == 10
     s.close()
