@@ -182,7 +182,7 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
         elif space["state"] != "ready":
             out.append(warn(label, f"{space['structure']}: building, {floats} of {chunks} chunks coded; searches stay exact meanwhile", f"{fix}  # resumes the build"))
         elif not space["lists"]:
-            out.append(fail(label, f"{space['structure']} recorded, but its centroids are missing", f"{fix}  # rebuilds it (resumable)"))
+            out.append(fail(label, f"{space['structure']} recorded, but its centroids are missing or damaged", f"{fix}  # rebuilds it (resumable)"))
         elif floats != chunks or codes != chunks:
             out.append(fail(label, f"{space['structure']} recorded, but {floats} float rows and {codes} codes for {chunks} chunks", f"{fix}  # rebuilds it (resumable)"))
         else:

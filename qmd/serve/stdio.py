@@ -94,6 +94,16 @@ class StdioServer:
 
     def _open(self) -> None:
         try:
+            self._open_index()
+        except Exception as exc:  # not a QmdError (apsw's "database is locked"): never a thread that dies leaving
+            if self._service is None:  # `initialize` and every call waiting on it
+                self._failure = self._failure or QmdError(f"the index could not be opened: {exc}", "run qmd status to see what is wrong with it")
+        finally:
+            self._ready.set()
+            self._service_ready.set()
+
+    def _open_index(self) -> None:
+        try:
             store = self._open_store()
             if self._kept is None:  # `initialize` waits for these
                 from qmd.serve.answers import store_instructions
@@ -135,10 +145,12 @@ class StdioServer:
             return
         try:
             text = self._service.instructions()
+            if text != self._kept:
+                self._keep(self._service.store, text)
         except QmdError:
             return
-        if text != self._kept:
-            self._keep(self._service.store, text)
+        except Exception as exc:  # best effort, on the worker: any error (apsw's "database is locked") must not end it
+            self.log(f"the kept instructions were not checked: {exc}")
 
     def _refuse(self) -> RpcError:
         exc = self._failure or QmdError("the index could not be opened")

@@ -20,6 +20,7 @@ wait); once built, every chunk written or dropped updates it in the same transac
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 from collections.abc import Callable, Iterator, Sequence
@@ -99,6 +100,15 @@ def present(conn: apsw.Connection, model_id: int) -> bool:
     return len(_tables(conn, model_id)) == 3
 
 
+def centres_fit(conn: apsw.Connection, model_id: int, dims: int, coded: bool = True) -> bool:
+    """Whether the centroids are lists 0..n-1 of `dims` floats and every coded chunk's list is
+    one of them (`coded`: the floats table exists): else (a table emptied or edited) the lists are damaged, so `status` counts
+    none (doctor and `qmd embed` see it due) and the build starts over."""
+    n, top, low, high = conn.execute(f"SELECT count(*), max(list), min(length(centroid)), max(length(centroid)) FROM {centres(model_id)}").fetchall()[0]
+    used = conn.execute(f"SELECT max(list) FROM {floats(model_id)}").fetchall()[0][0] if coded else None
+    return as_int(n) > 0 and top == as_int(n) - 1 and low == high == 4 * dims and (used is None or as_int(used) < as_int(n))
+
+
 def write(conn: apsw.Connection, model_id: int, chunk_id: int, blob: bytes) -> None:
     """Code one chunk written by the caller's transaction (when the structure exists): its list
     is its nearest centroid's."""
@@ -146,7 +156,7 @@ def build(conn: apsw.Connection, model: VectorModel, source: str, progress: Call
     and the next one codes the rest."""
     found = status(conn, model.id)
     tables = _tables(conn, model.id)
-    if (found["structure"] is not None or tables) and (found["structure"] != STRUCTURE or len(tables) != 3 or found["floats"] != found["codes"]):
+    if (found["structure"] is not None or tables) and (found["structure"] != STRUCTURE or len(tables) != 3 or found["floats"] != found["codes"] or not found["lists"]):
         reset(conn, model.id)  # a table missing, the two disagree, or another structure: start over
         tables = set()
     trained = None if centres(model.id) in tables else _train(conn, source, lists_for(chunks_of(conn, model.id)))
@@ -257,9 +267,9 @@ def _lists_of(conn: apsw.Connection, model_id: int, blobs: Sequence[bytes]) -> l
     import numpy as np
 
     centroids = _centroids(conn, model_id)
-    if len(centroids) <= 1 or not blobs:
-        return [0] * len(blobs)
     vectors = np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), -1)
+    if len(centroids) <= 1 or not blobs or centroids.shape[1] != vectors.shape[1]:  # damaged centroids: list 0 until rebuilt
+        return [0] * len(blobs)
     return [int(i) for i in np.argmax(vectors @ centroids.T, axis=1)]
 
 
@@ -313,8 +323,8 @@ def knn_many(
             out[i] = []
             continue
         marks = ",".join(map(str, found[j]))  # integers from the index itself
-        rescored = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM {floats(model_id)} WHERE chunk_id IN ({marks}) ORDER BY d, chunk_id LIMIT ?"
-        out[i] = [(int(r[0]), float(r[1])) for r in conn.execute(rescored, (queries[i], ks[i]))]
+        rescored = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM {floats(model_id)} WHERE chunk_id IN ({marks}) ORDER BY d IS NULL, d, chunk_id LIMIT ?"
+        out[i] = [(int(r[0]), math.nan if r[1] is None else float(r[1])) for r in conn.execute(rescored, (queries[i], ks[i]))]  # NULL: a NaN vector, last
     return out
 
 
@@ -326,6 +336,7 @@ class _Codes:
         import numpy as np
 
         self.stamp, self.ids, self.matrix, self.starts = stamp, ids, matrix, starts
+        self.damaged = False  # a float row's list is past the centroids (see _nearest_codes)
         self.where = np.argsort(ids, kind="stable")
         self.sorted_ids = ids[self.where]
 
@@ -354,15 +365,19 @@ def _load_codes(conn: apsw.Connection, model_id: int, stamp: tuple[object, ...])
         list_ids.append(np.full(len(chunk_ids), int(list_id), np.int64))
         members.append(chunk_ids)
     lists = np.zeros(len(ids), np.int64)  # a code without a float row (none, but) goes to list 0
+    damaged = False
     if members:
         by_id, of = np.concatenate(members), np.concatenate(list_ids)
         order = np.argsort(by_id)
         by_id, of = by_id[order], of[order]
         at = np.clip(np.searchsorted(by_id, ids), 0, len(by_id) - 1)
+        damaged = bool(of.max() >= n_lists)
         lists = np.where(by_id[at] == ids, np.clip(of[at], 0, n_lists - 1), 0)
     order = np.argsort(lists, kind="stable")
     starts = np.searchsorted(lists[order], np.arange(n_lists + 1))
-    return _Codes(stamp, ids[order], np.ascontiguousarray(matrix[order]), starts)  # bytes: numpy's 8-bit popcount is ~10x its 64-bit one here
+    found = _Codes(stamp, ids[order], np.ascontiguousarray(matrix[order]), starts)  # bytes: numpy's 8-bit popcount is ~10x its 64-bit one here
+    found.damaged = damaged
+    return found
 
 
 def _nearest_codes(
@@ -401,6 +416,8 @@ def _nearest_codes(
         centroids = _centroids(conn, model_id)
     except (apsw.SQLError, ValueError):
         return None
+    if len(centroids) and centroids.shape[1] * 4 != len(queries[0]) or cached.damaged:
+        return None  # centroids of other dims, or lists past them: not probed (sqlite-vec's KNN reads every code)
     n_lists = len(cached.starts) - 1
     total = len(cached.ids)
     in_scope = None
@@ -468,6 +485,7 @@ def status(conn: apsw.Connection, model_id: int) -> dict[str, object]:
         out["floats"] = count(conn, f"SELECT count(*) FROM {floats(model_id)}")
     if codes(model_id) in tables:
         out["codes"] = count(conn, f"SELECT count(*) FROM {codes(model_id)}_rowids")
-    if centres(model_id) in tables:
+    dims = conn.execute("SELECT dims FROM embed_models WHERE id = ?", (model_id,)).fetchall()
+    if centres(model_id) in tables and dims and centres_fit(conn, model_id, as_int(dims[0][0]), floats(model_id) in tables):
         out["lists"] = count(conn, f"SELECT count(*) FROM {centres(model_id)}")
     return out

@@ -161,11 +161,11 @@ def knn(
     if allowed is not None:
         sql += f" AND chunk_id IN ({allowed[0]})"
         params += allowed[1]
-    sql += " ORDER BY distance, chunk_id" if scan else " ORDER BY distance"
+    sql += " ORDER BY distance IS NULL, distance, chunk_id" if scan else " ORDER BY distance"  # NULL: a broken vector, last
     if scan:
         sql += " LIMIT ?"
         params.append(k)
-    return [(r[0], r[1]) for r in conn.execute(sql, params)]
+    return [(r[0], math.nan if r[1] is None else r[1]) for r in conn.execute(sql, params)]  # NULL (a NaN vector): NaN, as float_pass
 
 
 def build_index(conn: apsw.Connection, model: VectorModel) -> int:
@@ -408,7 +408,8 @@ def _scan_floats(
     except apsw.SQLError:
         return None
     nq = len(ks)
-    qn = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a zero query: NaN cosines, ranked as sqlite-vec does
+        qn = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     slack = FLOAT_SLACK * model.dims
     keep_ids: list[Any] = [np.empty(0, np.int64) for _ in range(nq)]
     keep_d: list[Any] = [np.empty(0, np.float32) for _ in range(nq)]
@@ -423,6 +424,10 @@ def _scan_floats(
             d = np.concatenate([keep_d[j], dist[:, j]])
             kth = d[np.argpartition(d, k - 1)[k - 1]] if len(d) > k else np.inf
             sel = np.flatnonzero(d <= kth + slack)
+            if len(sel) > k and not np.isfinite(kth):  # under k finite (a zero or NaN query: none): those, and of the
+                broken = sel[~np.isfinite(d[sel])]  # broken the k first by chunk id (their rank), never every vector
+                every_id = np.concatenate([keep_ids[j], ids])
+                sel = np.sort(np.concatenate([sel[np.isfinite(d[sel])], broken[np.argsort(every_id[broken], kind="stable")[:k]]]))
             held = len(keep_d[j])
             old, new = sel[sel < held], sel[sel >= held] - held
             if len(new) or len(old) < held:  # the kept chunks changed (after the first groups, rarely)
@@ -435,6 +440,8 @@ def _scan_floats(
     filled, group_ids, group_valid = 0, list[Any](), list[Any]()
     try:
         for block, size, validity, rowids in blocks:
+            if len(validity) * 8 < size or len(rowids) != size * 8:
+                return None  # a damaged block: sqlite-vec's KNN then names it, never fewer vectors silently
             valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:size].astype(bool)
             ids = np.frombuffer(rowids, np.int64)[:size]
             if allowed_ids is not None:

@@ -270,3 +270,76 @@ def test_a_first_start_after_collection_add_reads_no_yaml_and_stays_current(tmp_
     assert run_qmd("collection", "remove", "more", env=env).returncode == 0
     text, loaded = _first_start(env)
     assert "- more" not in text and "- notes (" in text and loaded == []
+
+
+def test_a_failed_check_of_the_kept_text_loses_no_answer(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept text's check runs on the tool-call worker; an error in it that is no QmdError
+    (the index locked or gone meanwhile: apsw's own) must not end that thread, which would
+    leave every later call unanswered (a hang, then lost answers at close)."""
+    import threading
+
+    import apsw
+
+    from qmd.serve.logsafe import stderr_log
+    from qmd.serve.service import ToolService
+    from qmd.serve.stdio import StdioServer
+    from qmd.store.store import Store
+
+    def locked(self: ToolService, scope: object = None) -> str:
+        raise apsw.BusyError("database is locked")
+
+    monkeypatch.setattr(ToolService, "instructions", locked)
+    paths = resolve_index(None)
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    server = StdioServer(lambda: Store(paths.index_path, paths.config_path), paths.name, stderr_log, os.fdopen(read_in, "rb"), write_out, "kept text", lambda s, t: None)
+    done: list[int] = []
+    thread = threading.Thread(target=lambda: done.append(server.serve()), daemon=True)
+    thread.start()
+    assert server._service_ready.wait(30)
+    for _ in range(100):  # the check, queued once the service is ready, has run (and failed)
+        if not server._recheck:
+            break
+        threading.Event().wait(0.05)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "status", "arguments": {}}}
+    os.write(write_in, (json.dumps(call) + "\n").encode())
+    os.close(write_in)
+    thread.join(40)
+    os.close(write_out)
+    with os.fdopen(read_out, "rb") as out:
+        answers = [json.loads(line) for line in out.read().splitlines() if line.strip()]
+    assert [a.get("id") for a in answers] == [1] and "result" in answers[0], answers
+    assert done == [0]
+
+
+def test_an_opener_error_that_is_no_qmd_error_is_answered_not_a_hang(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index opens on a thread; an apsw error there (locked, replaced meanwhile) must
+    still release `initialize` and the calls waiting on it, answered as a failure to serve."""
+    import threading
+
+    import apsw
+
+    import qmd.serve.answers as answers
+    from qmd.serve.logsafe import stderr_log
+    from qmd.serve.stdio import StdioServer
+    from qmd.store.store import Store
+
+    def locked(store: Store, index: str) -> str:
+        raise apsw.BusyError("database is locked")
+
+    monkeypatch.setattr(answers, "store_instructions", locked)
+    paths = resolve_index(None)
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    server = StdioServer(lambda: Store(paths.index_path, paths.config_path), paths.name, stderr_log, os.fdopen(read_in, "rb"), write_out, None, lambda s, t: None)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    os.write(write_in, (json.dumps(init) + "\n").encode())
+    os.close(write_in)
+    thread.join(20)
+    assert not thread.is_alive()
+    os.close(write_out)
+    with os.fdopen(read_out, "rb") as out:
+        answers_sent = [json.loads(line) for line in out.read().splitlines() if line.strip()]
+    assert [a.get("id") for a in answers_sent] == [0] and "database is locked" in json.dumps(answers_sent[0]), answers_sent

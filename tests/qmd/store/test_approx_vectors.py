@@ -334,3 +334,30 @@ def test_a_search_counts_the_chunks_only_as_far_as_it_needs(index: tuple[qmd.Sto
     assert sqls and not any(s.startswith("SELECT count(*) FROM chunks") for s in sqls), sqls
     assert backend.nearest_documents(model, vecs[3].tolist(), None, None) == every
     assert any(s.startswith("SELECT count(*) FROM chunks") for s in sqls)
+
+
+@pytest.mark.parametrize("damage", ["UPDATE {c} SET centroid = substr(centroid, 1, 32)", "DELETE FROM {c} WHERE list > 12", "DELETE FROM {c}"])
+def test_damaged_centroids_are_no_traceback_and_embed_rebuilds_them(
+    damage: str, index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Centroids of other dims (a matmul ValueError in every search and write), or fewer than
+    the lists the chunks name (their chunks lumped in the last list, unprobed: recall lost):
+    searches read every code, writes go on, doctor names it and the next build starts over."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 100)  # 24 lists at N chunks, 8 probed
+    store, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    assert approx.status(conn, model.id)["lists"] == approx.lists_for(N) > approx.MIN_PROBE
+    conn.execute(damage.format(c=approx.centres(model.id)))
+    approx._MATRICES.clear()
+    approx._CENTRES.clear()  # as a new process reads them (the build token is unchanged)
+    for i in range(0, N, 37):  # each vector's own document first, whichever list it was in
+        assert backend.nearest_documents(model, vecs[i].tolist(), 1, None)[0][0] == i + 1
+    backend.write_vectors(model, [("h00001", [ChunkVector("h00001", 0, 0, 5, 3, vecs[1].tolist())])])
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.FAIL and "centroids are missing or damaged" in check.detail, check
+    assert backend.vector_index_due(model)
+    backend.build_vector_index(model)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK, check
+    assert approx.status(conn, model.id)["lists"] == approx.lists_for(N)

@@ -7,6 +7,7 @@ the scope inside the index-ordered query, one pass, never short."""
 from __future__ import annotations
 
 
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -367,3 +368,65 @@ def test_postgres_scoped_search_is_never_a_prepared_statement(pg_index: PgIndexe
                 assert ids(backend.nearest_documents(model, q, 10, ["big"], where)) == brute(rows, vecs, q, ["big"], "payments")[:10]
     prepared = [str(s) for (s,) in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()]
     assert not [s for s in prepared if "documents d" in s], prepared
+
+
+def test_a_broken_vector_never_breaks_a_long_search(index: Indexed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NaN vector (stored by an older qmd) reads as a NULL distance from sqlite-vec: past
+    KNN_MAX (`vsearch --all`) or on the KNN fallback it is skipped, never a TypeError."""
+    backend, model, rows, vecs = index
+    broken = rows[0]
+    backend.write_vectors(model, [(broken.hash, [ChunkVector(broken.hash, 0, 0, 5, 3, [float("nan")] * DIMS)])])
+    vecs = {**vecs, **{r.id: [np.full(DIMS, -1e9)] for r in rows if r.hash == broken.hash}}  # never nearer than 0
+    exact = [d for d in brute(rows, vecs, QUERY, list(SIZES) + ["twin"]) if rows_by_id(rows)[d].hash != broken.hash]
+    monkeypatch.setattr(vectors, "KNN_MAX", 8)  # the scan that `--all` takes on a large index
+    got = ids(backend.nearest_documents(model, QUERY, None, None, None))
+    assert got == exact
+    monkeypatch.setattr(vectors, "float_pass", lambda *args: None)  # vec0's blocks unreadable: sqlite-vec's KNN
+    monkeypatch.setattr(vectors, "KNN_MAX", 4096)
+    assert ids(backend.nearest_documents(model, QUERY, 10, None, None)) == exact[:10]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")  # the codes' candidates, rescored (the NaN one's code, all
+    backend.build_vector_index(model)  # zero bits, is one bit from QUERY's: among them)
+    got = ids(backend.nearest_documents(model, QUERY, 10, None, None))
+    assert len(got) == 10 and set(got) <= set(exact)
+
+
+def rows_by_id(rows: list[DocRow]) -> dict[int, DocRow]:
+    return {r.id: r for r in rows}
+
+
+@pytest.mark.parametrize("damage", ["rowids = substr(rowids, 1, 80)", "validity = x'00'"])
+def test_a_damaged_block_is_never_read_as_fewer_vectors(tmp_path: Path, damage: str) -> None:
+    """A vec0 block whose rowids or validity are cut short: float_pass leaves it to sqlite-vec
+    (whose error names the damage), never an IndexError nor an answer missing its vectors."""
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    backend = s.backend
+    backend.open(create=True)
+    model = backend.ensure_vector_model("test-fp", "test", 16)
+    vecs = np.random.default_rng(2).standard_normal((2500, 16)).astype(np.float32)
+    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(2500)])
+    conn = backend.connection()
+    conn.execute(f"UPDATE {vectors.table(model.id)}_chunks SET {damage} WHERE chunk_id = 2")
+    q = vecs[1500:1501]
+    assert vectors.float_pass(conn, model, q, [q[0].tobytes()], [5]) is None
+    s.close()
+
+
+def test_a_zero_query_keeps_k_chunks_not_every_vector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zero (or NaN) query has no finite distance: the pass keeps the k first chunks by id,
+    as sqlite-vec ranks them, instead of every vector (memory and one SQL call each)."""
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    backend = s.backend
+    backend.open(create=True)
+    model = backend.ensure_vector_model("test-fp", "test", 16)
+    vecs = np.random.default_rng(5).standard_normal((3000, 16)).astype(np.float32)
+    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(3000)])
+    backend.drop_vectors(model, [f"h{i:05d}" for i in range(0, 3000, 7)])
+    conn = backend.connection()
+    calls = _counting(monkeypatch, vectors, "_distance")
+    for q in (np.zeros((1, 16), np.float32), np.full((1, 16), np.nan, np.float32)):
+        found = vectors.float_pass(conn, model, q, [q[0].tobytes()], [5])
+        assert found is not None
+        first = [int(c) for c, in conn.execute(f"SELECT chunk_id FROM {vectors.table(model.id)} ORDER BY chunk_id LIMIT 5")]
+        assert [c for c, _ in found[0]] == first and all(math.isnan(d) for _, d in found[0])
+    assert len(calls) == 10
+    s.close()
