@@ -10,10 +10,20 @@ import ctypes.util
 import os
 import signal
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from qmd.core.cancel import checkpoint, interrupts_checked
+
+
+@pytest.fixture(autouse=True)
+def sigint_raises() -> Iterator[None]:
+    """Python's own SIGINT handler for each test: a shell starts background jobs with SIGINT
+    ignored, and these tests then saw no Ctrl-C at all (a CI started with `&`, 2026-12-02)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def _sigint_inside_a_c_callback() -> None:
