@@ -7,6 +7,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -296,21 +297,10 @@ FIRST_CALLS = {
 }
 
 
-def first_session(first: str) -> list[dict[str, object]]:
-    """initialize, initialized, then the FIRST_CALLS tool call `first` as request 2."""
-    tool, arguments = FIRST_CALLS[first]
-    return [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
-    ]
-
-
-@pytest.mark.parametrize("first", sorted(FIRST_CALLS))
-def test_first_stdio_call_loads_nothing_it_does_not_use(tmp_path: Path, first: str) -> None:
-    """A stdio session's first tool call, keyword-only or a get, waits for nothing it does not
-    use: not tree-sitter and its grammars (only `status` lists them: the instructions never
-    do), not llama.cpp, not numpy."""
+def first_session(tmp_path: Path, first: str, script: str) -> tuple[dict[int, dict[str, Any]], str]:
+    """Run `script` (a stdio server in a fresh interpreter) over a small index with initialize,
+    initialized and the FIRST_CALLS tool call `first` as request 2; its answers by id and its
+    stderr, once the call's answer is checked to hold the deploy runbook."""
     import subprocess
     import sys
 
@@ -318,7 +308,26 @@ def test_first_stdio_call_loads_nothing_it_does_not_use(tmp_path: Path, first: s
 
     env = make_env(tmp_path)
     setup_index(tmp_path, env)
-    messages = first_session(first)
+    tool, arguments = FIRST_CALLS[first]
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
+    ]
+    stdin = "".join(json.dumps(m) + "\n" for m in messages)
+    proc = subprocess.run([sys.executable, "-c", script], input=stdin, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    result = answers[2]["result"]
+    assert not result["isError"] and ("deploy.md" in result["content"][0]["text"]), result
+    return answers, proc.stderr
+
+
+@pytest.mark.parametrize("first", sorted(FIRST_CALLS))
+def test_first_stdio_call_loads_nothing_it_does_not_use(tmp_path: Path, first: str) -> None:
+    """A stdio session's first tool call, keyword-only or a get, waits for nothing it does not
+    use: not tree-sitter and its grammars (only `status` lists them: the instructions never
+    do), not llama.cpp, not numpy."""
     code = (
         "import json, sys\n"
         "from qmd.serve.stdio import run\n"
@@ -327,14 +336,9 @@ def test_first_stdio_call_loads_nothing_it_does_not_use(tmp_path: Path, first: s
         "sys.stderr.write('HEAVY ' + json.dumps(heavy) + '\\n')\n"
         "sys.exit(code)\n"
     )
-    stdin = "".join(json.dumps(m) + "\n" for m in messages)
-    proc = subprocess.run([sys.executable, "-c", code], input=stdin, env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    answers, stderr = first_session(tmp_path, first, code)
     assert "documents" in answers[1]["result"]["instructions"]
-    result = answers[2]["result"]
-    assert not result["isError"] and ("deploy.md" in result["content"][0]["text"]), result
-    heavy = json.loads(proc.stderr.rsplit("HEAVY ", 1)[1])
+    heavy = json.loads(stderr.rsplit("HEAVY ", 1)[1])
     assert heavy == [], heavy
 
 
@@ -352,14 +356,6 @@ NOT_ON_A_FIRST_CALL = (
 def test_a_later_starts_first_call_imports_only_what_its_answer_uses(tmp_path: Path, first: str) -> None:
     """Issue 31: the modules loaded when the answer to a stdio session's first tool call is
     written (a start that finds kept instructions, as every start after the first does)."""
-    import subprocess
-    import sys
-
-    from tests.support.mcp import make_env, setup_index
-
-    env = make_env(tmp_path)
-    setup_index(tmp_path, env)
-    messages = first_session(first)
     code = (
         "import json, sys\n"
         "from qmd.core.paths import resolve_index\n"
@@ -379,14 +375,9 @@ def test_a_later_starts_first_call_imports_only_what_its_answer_uses(tmp_path: P
         "sys.stderr.write('LOADED ' + json.dumps(sorted(loaded)) + '\\n')\n"
         "sys.exit(code)\n"
     )
-    stdin = "".join(json.dumps(m) + "\n" for m in messages)
-    proc = subprocess.run([sys.executable, "-c", code], input=stdin, env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    answers, stderr = first_session(tmp_path, first, code)
     assert answers[1]["result"]["instructions"] == "KEPT"  # a later start: the kept text answered
-    result = answers[2]["result"]
-    assert not result["isError"] and ("deploy.md" in result["content"][0]["text"]), result
-    loaded = json.loads(proc.stderr.rsplit("LOADED ", 1)[1])
+    loaded = json.loads(stderr.rsplit("LOADED ", 1)[1])
     assert "qmd.store.store" in loaded  # the snapshot is the answer's
     unused = sorted(m for m in loaded if m in NOT_ON_A_FIRST_CALL or m.startswith(("qmd.index.", "qmd.cli.")))
     assert unused == [], unused

@@ -192,21 +192,28 @@ def test_the_float_pass_ranks_by_sqlite_vec_distances(index: Indexed) -> None:
 
 
 
+def _float_space(tmp_path: Path, vecs: np.ndarray, dropped: range | None = None) -> tuple[qmd.Store, VectorModel]:
+    """A SQLite index with one chunk per row of `vecs` (hashes h00000, h00001, …), those of
+    `dropped` deleted since: vec0 blocks with holes, for float_pass."""
+    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
+    s.backend.open(create=True)
+    model = s.backend.ensure_vector_model("test-fp", "test", vecs.shape[1])
+    s.backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, v.tolist())]) for i, v in enumerate(vecs)])
+    if dropped is not None:
+        s.backend.drop_vectors(model, [f"h{i:05d}" for i in dropped])
+    return s, model
+
+
 @pytest.mark.parametrize("group", [1024, vectors.GROUP_ROWS])
 def test_the_float_pass_over_many_blocks_with_holes(tmp_path: Path, group: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """3,000 chunks (three vec0 blocks, some rows deleted, some vectors repeated: ties), read a
     block at a time or grouped: the k nearest by sqlite-vec's distance, ties by chunk id."""
     monkeypatch.setattr(vectors, "GROUP_ROWS", group)
-    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
-    backend = s.backend
-    backend.open(create=True)
-    model = backend.ensure_vector_model("test-fp", "test", 16)
     rng = np.random.default_rng(4)
     vecs = rng.standard_normal((3000, 16)).astype(np.float32)
     vecs[2000:2010] = vecs[5]
-    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(3000)])
-    backend.drop_vectors(model, [f"h{i:05d}" for i in range(0, 3000, 7)])
-    conn = backend.connection()
+    s, model = _float_space(tmp_path, vecs, range(0, 3000, 7))
+    conn = s.backend.connection()
     q = np.stack([vecs[5], rng.standard_normal(16).astype(np.float32), -vecs[9]])
     found = vectors.float_pass(conn, model, q, [v.tobytes() for v in q], [12, 40, 3000])
     assert found is not None
@@ -398,13 +405,9 @@ def rows_by_id(rows: list[DocRow]) -> dict[int, DocRow]:
 def test_a_damaged_block_is_never_read_as_fewer_vectors(tmp_path: Path, damage: str) -> None:
     """A vec0 block whose rowids or validity are cut short: float_pass leaves it to sqlite-vec
     (whose error names the damage), never an IndexError nor an answer missing its vectors."""
-    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
-    backend = s.backend
-    backend.open(create=True)
-    model = backend.ensure_vector_model("test-fp", "test", 16)
     vecs = np.random.default_rng(2).standard_normal((2500, 16)).astype(np.float32)
-    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(2500)])
-    conn = backend.connection()
+    s, model = _float_space(tmp_path, vecs)
+    conn = s.backend.connection()
     conn.execute(f"UPDATE {vectors.table(model.id)}_chunks SET {damage} WHERE chunk_id = 2")
     q = vecs[1500:1501]
     assert vectors.float_pass(conn, model, q, [q[0].tobytes()], [5]) is None
@@ -414,14 +417,9 @@ def test_a_damaged_block_is_never_read_as_fewer_vectors(tmp_path: Path, damage: 
 def test_a_zero_query_keeps_k_chunks_not_every_vector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A zero (or NaN) query has no finite distance: the pass keeps the k first chunks by id,
     as sqlite-vec ranks them, instead of every vector (memory and one SQL call each)."""
-    s = qmd.Store(tmp_path / "idx" / "index.sqlite", tmp_path / "idx" / "index.yml")
-    backend = s.backend
-    backend.open(create=True)
-    model = backend.ensure_vector_model("test-fp", "test", 16)
     vecs = np.random.default_rng(5).standard_normal((3000, 16)).astype(np.float32)
-    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(3000)])
-    backend.drop_vectors(model, [f"h{i:05d}" for i in range(0, 3000, 7)])
-    conn = backend.connection()
+    s, model = _float_space(tmp_path, vecs, range(0, 3000, 7))
+    conn = s.backend.connection()
     calls = _counting(monkeypatch, vectors, "_distance")
     for q in (np.zeros((1, 16), np.float32), np.full((1, 16), np.nan, np.float32)):
         found = vectors.float_pass(conn, model, q, [q[0].tobytes()], [5])
