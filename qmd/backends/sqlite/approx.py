@@ -287,18 +287,14 @@ def _commit(conn: apsw.Connection, model_id: int, pending: list[tuple[int, bytes
     return n
 
 
-def knn(conn: apsw.Connection, model_id: int, query: bytes, k: int, allowed: tuple[str, Sequence[object]] | None) -> list[tuple[int, float]] | None:
-    """(chunk id, exact cosine distance) of the k nearest among the k × OVERSAMPLE whose codes
-    are nearest (restricted to `allowed` as the exact KNN is), nearest first, ties by chunk id;
-    None when the candidates would pass sqlite-vec's KNN limit (the caller then searches exactly)."""
-    return knn_many(conn, model_id, [query], [k], allowed)[0]
-
-
 def knn_many(
     conn: apsw.Connection, model_id: int, queries: Sequence[bytes], ks: Sequence[int], allowed: tuple[str, Sequence[object]] | None,
     allowed_ids: Callable[[], Any] | None = None,
 ) -> list[list[tuple[int, float]] | None]:
-    """`knn` of each query (float32 blobs) with its k, sharing the work: one read of the codes
+    """(chunk id, exact cosine distance) of the k nearest of each query (float32 blobs, each
+    with its k) among the k × OVERSAMPLE whose codes are nearest (restricted to `allowed` as
+    the exact KNN is), nearest first, ties by chunk id; None for a query whose candidates would
+    pass sqlite-vec's KNN limit (the caller then searches exactly). Sharing the work: one read of the codes
     and of the scope's ids for them all (`_nearest_codes`), then each query's candidates ranked by their
     exact distances (so each answer is the one its query alone gets). `allowed_ids`: the
     allowed chunk ids, sorted (the caller's copy, read once), instead of running `allowed` here."""
@@ -326,6 +322,15 @@ def knn_many(
         rescored = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM {floats(model_id)} WHERE chunk_id IN ({marks}) ORDER BY d IS NULL, d, chunk_id LIMIT ?"
         out[i] = [(int(r[0]), math.nan if r[1] is None else float(r[1])) for r in conn.execute(rescored, (queries[i], ks[i]))]  # NULL: a NaN vector, last
     return out
+
+
+def chunk_ids(conn: apsw.Connection, allowed: tuple[str, Sequence[object]]) -> Any:
+    """The chunk ids a SELECT (SQL, parameters) returns, sorted and distinct (numpy int64), read
+    as one `group_concat` string: ~8x faster than a Python step a row at 1M ids."""
+    import numpy as np
+
+    joined = conn.execute(f"WITH s(x) AS ({allowed[0]}) SELECT group_concat(x) FROM s", allowed[1]).fetchall()[0][0]
+    return np.unique(np.fromstring(str(joined), dtype=np.int64, sep=",")) if joined else np.zeros(0, np.int64)
 
 
 class _Codes:
@@ -423,11 +428,7 @@ def _nearest_codes(
     in_scope = None
     share = 1.0
     if allowed is not None:  # a scope or filter: only its chunks (their ids from SQL, then their positions)
-        if allowed_ids is not None:
-            wanted_ids = allowed_ids()
-        else:
-            joined = conn.execute(f"WITH s(x) AS ({allowed[0]}) SELECT group_concat(x) FROM s", allowed[1]).fetchall()[0][0]  # one string: no Python step a row
-            wanted_ids = np.fromstring(str(joined), dtype=np.int64, sep=",") if joined else np.zeros(0, np.int64)
+        wanted_ids = allowed_ids() if allowed_ids is not None else chunk_ids(conn, allowed)
         at = np.clip(np.searchsorted(cached.sorted_ids, wanted_ids), 0, max(0, total - 1))
         found = cached.where[at[cached.sorted_ids[at] == wanted_ids]] if total else np.zeros(0, np.int64)
         in_scope = np.zeros(total, bool)

@@ -137,20 +137,16 @@ KNN_MAX = 4096  # sqlite-vec refuses a KNN asking for more rows ("k value in knn
 
 
 def knn(
-    conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int, allowed: tuple[str, Sequence[object]] | None = None, coded: bool = False,
+    conn: apsw.Connection, model: VectorModel, query: Sequence[float], k: int, allowed: tuple[str, Sequence[object]] | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine distance) of the k nearest chunks of one query: over the whole vector
-    table, or over the chunk ids the SELECT `allowed` (SQL, parameters) returns. `coded`:
-    through the approximate index (approx.py: exact distances of the candidates its codes
-    find). Searches take `float_pass`; this is its fallback when vec0's blocks cannot be read.
+    table, or over the chunk ids the SELECT `allowed` (SQL, parameters) returns. Searches take
+    `float_pass` (or the approximate index, `_Pass`); this is its fallback when vec0's blocks
+    cannot be read, and the scan past KNN_MAX.
 
     Up to KNN_MAX, sqlite-vec's own KNN; beyond (`vsearch --all`, a long `-n`), the same
     distances by a scan of every vector in order (exact, ~10 µs a row)."""
     ensure_vec(conn)
-    if coded:
-        found = approx.knn(conn, model.id, pack(query), k, allowed)
-        if found is not None:
-            return found
     scan = k > KNN_MAX
     if scan:
         sql = f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS distance FROM {table(model.id)} WHERE 1"
@@ -338,11 +334,7 @@ class _Pass:
     def allowed_ids(self) -> object:
         """The allowed chunk ids (sorted numpy array), read once for every pass; None: all."""
         if self.allowed is not None and self._allowed_ids is None:
-            import numpy as np
-
-            joined = self.conn.execute(f"WITH s(x) AS ({self.allowed[0]}) SELECT group_concat(x) FROM s", self.allowed[1]).fetchall()[0][0]
-            found = np.fromstring(str(joined), dtype=np.int64, sep=",") if joined else np.zeros(0, np.int64)  # one string: ~8x faster than a row at a time at 1M ids
-            self._allowed_ids = np.unique(found)
+            self._allowed_ids = approx.chunk_ids(self.conn, self.allowed)
         return self._allowed_ids
 
     def knn(self, ks: Mapping[int, int]) -> dict[int, list[tuple[int, float]]]:
