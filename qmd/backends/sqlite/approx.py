@@ -333,6 +333,19 @@ def chunk_ids(conn: apsw.Connection, allowed: tuple[str, Sequence[object]]) -> A
     return np.unique(np.fromstring(str(joined), dtype=np.int64, sep=",")) if joined else np.zeros(0, np.int64)
 
 
+def block_rows(size: int, validity: bytes, rowids: bytes) -> tuple[Any, Any] | None:
+    """A vec0 block's (chunk ids, which slots hold a vector) from its `_chunks` row: `size`
+    slots, a validity bitmap and 8-byte rowids (read by both the codes' and the floats' pass);
+    None when the lengths disagree (a damaged block: sqlite-vec's own KNN then names it, never
+    fewer vectors read silently)."""
+    import numpy as np
+
+    if len(validity) * 8 < size or len(rowids) != size * 8:
+        return None
+    valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:size].astype(bool)
+    return np.frombuffer(rowids, np.int64), valid
+
+
 class _Codes:
     """One space's codes as read for queries: grouped by list (`starts[l]:starts[l+1]`), and
     their chunk ids sorted (`sorted_ids`, `where`: positions) for a scope's membership."""
@@ -357,9 +370,11 @@ def _load_codes(conn: apsw.Connection, model_id: int, stamp: tuple[object, ...])
     t = codes(model_id)
     all_ids, all_codes = [], []
     for size, validity, rowids, vectors in conn.execute(f"SELECT c.size, c.validity, c.rowids, v.vectors FROM {t}_chunks c JOIN {t}_vector_chunks00 v ON v.rowid = c.chunk_id"):
-        valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[: int(size)].astype(bool)
-        all_ids.append(np.frombuffer(rowids, np.int64)[: int(size)][valid])
-        all_codes.append(np.frombuffer(vectors, np.uint8).reshape(int(size), -1)[valid])
+        rows = block_rows(int(size), bytes(validity), bytes(rowids))
+        if rows is None:
+            return None
+        all_ids.append(rows[0][rows[1]])
+        all_codes.append(np.frombuffer(vectors, np.uint8).reshape(int(size), -1)[rows[1]])
     if not all_ids:
         return None
     ids, matrix = np.concatenate(all_ids), np.concatenate(all_codes)

@@ -432,10 +432,10 @@ def _scan_floats(
     filled, group_ids, group_valid = 0, list[Any](), list[Any]()
     try:
         for block, size, validity, rowids in blocks:
-            if len(validity) * 8 < size or len(rowids) != size * 8:
+            rows = approx.block_rows(size, validity, rowids)
+            if rows is None:
                 return None  # a damaged block: sqlite-vec's KNN then names it, never fewer vectors silently
-            valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[:size].astype(bool)
-            ids = np.frombuffer(rowids, np.int64)[:size]
+            ids, valid = rows
             if allowed_ids is not None:
                 pos = np.minimum(np.searchsorted(allowed_ids, ids), max(len(allowed_ids) - 1, 0))
                 valid &= (allowed_ids[pos] == ids) if len(allowed_ids) else False

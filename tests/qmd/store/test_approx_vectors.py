@@ -361,3 +361,15 @@ def test_damaged_centroids_are_no_traceback_and_embed_rebuilds_them(
     [check] = _vector_index(store, "index")
     assert check.status == Status.OK, check
     assert approx.status(conn, model.id)["lists"] == approx.lists_for(N)
+
+
+@pytest.mark.parametrize("damage", ["rowids = substr(rowids, 1, 80)", "validity = x'00'"])
+def test_a_damaged_code_block_is_never_read_as_fewer_codes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], damage: str) -> None:
+    """A codes block whose rowids or validity are cut short: the numpy pass leaves the codes to
+    sqlite-vec (as the float pass does its floats), never an IndexError nor codes skipped."""
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    conn.execute(f"UPDATE {approx.codes(model.id)}_chunks SET {damage}")
+    approx._MATRICES.clear()
+    assert approx._nearest_codes(conn, model.id, [vecs[0].tobytes()], [40]) is None
