@@ -383,6 +383,30 @@ def test_a_later_starts_first_call_imports_only_what_its_answer_uses(tmp_path: P
     assert unused == [], unused
 
 
+def test_importing_the_reference_parser_compiles_no_pattern() -> None:
+    """Issue 31: every Store imports qmd.store.refs, and a search never parses a reference:
+    its patterns are compiled when a reference is first parsed (they were 0.35 ms of a stdio
+    server's first answer)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import re\n"
+        "import qmd.backends.base, qmd.core.clock, qmd.core.config, qmd.core.errors\n"
+        "compiled = []\n"
+        "original = re._compile\n"
+        "def spy(pattern, flags):\n"
+        "    compiled.append(pattern)\n"
+        "    return original(pattern, flags)\n"
+        "re._compile = spy\n"
+        "import qmd.store.refs as refs\n"
+        "assert compiled == [], compiled\n"
+        "assert refs.split_range('a.md:3:2') == ('a.md', 3, 2) and compiled\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=qmd_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
 QUERY_PATH = ("qmd.store.reading", "qmd.search.hybrid", "qmd.search.narrowed", "qmd.llm.models")
 
 
