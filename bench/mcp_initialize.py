@@ -8,8 +8,11 @@ with the first keyword query there too (these rows also print each whole process
 which other load moves far less than wall time), and, each in a fresh process sent
 `initialize`, `notifications/initialized` and one `tools/call` at once (as an agent whose
 first turn calls a tool), process start to that call's answer: a keyword-only `query`
-(`searches: [{type: lex}]`), `get` of one note, `status`; and each one's ratio to
-`python -I -c pass`, all measured interleaved in the same run on an index with the
+(`searches: [{type: lex}]`), `get` of one note, `status`; the same keyword query sent
+PAUSE_S after the answer to `initialize` (a client whose model turn comes first), timed from
+sending it to its answer (the server prepares its path in that pause); a 2026-07-28 session's
+`server/discover` and keyword query (with its `_meta`) sent at once; each one's ratio to
+`python -I -c pass`, and the first query's ratio to `initialize` (issue 31), all measured interleaved in the same run on an index with the
 bundled example notes (or --notes DIR; no embedding).
 
     python bench/mcp_initialize.py [-n 30] [--notes DIR] [--cmd qmd [--cmd other-qmd]]
@@ -18,6 +21,7 @@ bundled example notes (or --notes DIR; no embedding).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -38,9 +42,12 @@ FIRST_CALLS: dict[str, dict[str, object]] = {  # the first tools/call of a sessi
     "first status": {"name": "status", "arguments": {}},
 }
 FIRST = "first query (lex only)"
+PAUSE_S = 0.3  # between the answer to initialize and the first call: a client's model turn takes longer
+AFTER_PAUSE = f"query {PAUSE_S:g} s after initialize"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}
 DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}  # Claude Code 2.1.332's probe (3 s over stdio)
+MODERN_FIRST = "discover, then query (_meta)"  # the 2026-07-28 session: no initialize, each request carries its _meta
 
 
 def env_for(home: Path, pycache: Path) -> dict[str, str]:
@@ -81,6 +88,29 @@ def time_first_call(cmd: list[str], env: dict[str, str], call: dict[str, object]
     elapsed, reply = stdio_first_answer(cmd, env, [INIT, INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}], 2)
     result = reply.get("result", {})
     assert not result.get("isError") and result.get("content"), reply
+    return elapsed
+
+
+def time_call_after_pause(cmd: list[str], env: dict[str, str], call: dict[str, object]) -> float:
+    """From sending the first `tools/call` PAUSE_S after `initialize` was answered to its answer."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(json.dumps(INIT).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline()).get("id") == 1
+        time.sleep(PAUSE_S)
+        started = time.perf_counter()
+        proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in (INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})))
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+        elapsed = time.perf_counter() - started
+        assert reply.get("id") == 2 and not reply.get("result", {}).get("isError"), reply
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
     return elapsed
 
 
@@ -131,6 +161,8 @@ def main() -> int:
         for label in labels:
             runs.update({f"{label}{start}{what}": [] for start in ("", "first start: ") for what in ("qmd mcp initialize", "qmd mcp server/discover")})
             runs.update({f"{label}{name}": [] for name in FIRST_CALLS})
+            runs[f"{label}{AFTER_PAUSE}"] = []
+            runs[f"{label}{MODERN_FIRST}"] = []
             runs[f"{label}first start: {FIRST}"] = []
         for _ in range(args.n):  # interleaved, so load drifts hit all alike
             record("python -I -c pass", lambda: time_process(bare, envs[0]))
@@ -143,6 +175,9 @@ def main() -> int:
                 record(f"{label}first start: {FIRST}", lambda: time_first_call([cmd, "mcp"], first_start(*first), FIRST_CALLS[FIRST]))
                 for name, call in FIRST_CALLS.items():
                     runs[f"{label}{name}"].append(time_first_call([cmd, "mcp"], env, call))
+                runs[f"{label}{AFTER_PAUSE}"].append(time_call_after_pause([cmd, "mcp"], env, FIRST_CALLS[FIRST]))
+                modern = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {**FIRST_CALLS[FIRST], "_meta": META}}
+                runs[f"{label}{MODERN_FIRST}"].append(stdio_first_answer([cmd, "mcp"], env, [DISCOVER, modern], 2)[0])
         for cmd, label in zip(cmds, labels):
             if label:
                 print(f"{label}{cmd}")
@@ -151,6 +186,9 @@ def main() -> int:
         for name, values in runs.items():
             spent = f"  CPU {statistics.median(cpu[name]) * 1000:6.1f} ms ({statistics.median(cpu[name]) / base_cpu:5.2f}x)" if name in cpu else ""
             print(f"{name:30} p50 {pct(values, 0.5):7.1f} ms  p90 {pct(values, 0.9):7.1f} ms  ratio {statistics.median(values) / base:5.2f}x{spent}")
+        for label in labels:  # issue 31's target: the first keyword call answered within 1.3x initialize
+            p50 = {name: statistics.median(runs[f"{label}{name}"]) for name in (FIRST, "qmd mcp initialize", MODERN_FIRST, "qmd mcp server/discover")}
+            print(f"{label}first query ÷ initialize {p50[FIRST] / p50['qmd mcp initialize']:.2f}x; discover, then query ÷ discover {p50[MODERN_FIRST] / p50['qmd mcp server/discover']:.2f}x")
     finally:
         for root in roots:
             shutil.rmtree(root, ignore_errors=True)

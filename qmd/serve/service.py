@@ -137,6 +137,20 @@ class ToolService:
         with self._lock:
             self.store.close()
 
+    def warm(self) -> None:
+        """Make what a first keyword query makes before it searches (`Store.warm_reader`), when
+        no call holds the Store; never raises (the call that follows says what is wrong)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            self.store.warm_reader()
+        except QmdError:
+            pass
+        except Exception as exc:  # apsw's "database is locked": the call that follows says it
+            self.log(f"the query path was not prepared: {exc}")
+        finally:
+            self._lock.release()
+
     def _watch_idle(self) -> None:
         interval = max(0.2, min(self.idle_s / 4, 30.0))
         while not self._stop.wait(interval):

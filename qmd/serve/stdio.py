@@ -61,6 +61,7 @@ WATCH_S = 0.5  # how often the reader of stdout is looked for (a client that qui
 Log = Callable[[str], None]
 _STOP = object()
 _RECHECK = object()  # a work item: check the kept instructions (StdioServer._check_kept)
+_WARM = object()  # a work item: prepare the first keyword query's path (StdioServer._want_warm)
 
 
 class StdioServer:
@@ -87,6 +88,8 @@ class StdioServer:
         self._recheck = False  # the kept instructions are still to be checked (_check_kept)
         self._recheck_lock = threading.Lock()
         self._stopping = False  # one of _shut_down (stdin closed) and _watch_stdout (stdout closed) stops the server
+        self._warm_lock = threading.Lock()
+        self._warm_when: set[str] = set()  # of "answered" (a request other than a call) and "open" (the service); both: warm
         self._stop_lock = threading.Lock()
         self.failed = False
 
@@ -127,6 +130,8 @@ class StdioServer:
             self._failure = exc
         finally:
             self._service_ready.set()
+        if self._service is not None:
+            self._want_warm("open")
         if self._service is not None and self._kept is not None:
             with self._recheck_lock:
                 self._recheck = True  # the worker runs it behind the calls received so far, else _close_down does
@@ -134,6 +139,23 @@ class StdioServer:
                 self._work.put_nowait(_RECHECK)
             except queue.Full:
                 pass
+
+    def _want_warm(self, why: str) -> None:
+        """Once the service is open and a request of the client's has been answered (never
+        before: `initialize` waits for nothing of this), the worker prepares the path of a first
+        keyword query (the pipeline's imports, the connection: `ToolService.warm`) in the idle
+        time while the client composes its first call. A call already waiting runs first and
+        builds what it uses itself (the warm-up then does nothing: it runs only while no call waits)."""
+        with self._warm_lock:
+            if len(self._warm_when) == 2:
+                return
+            self._warm_when.add(why)
+            if len(self._warm_when) < 2:
+                return
+        try:
+            self._work.put_nowait(_WARM)
+        except queue.Full:
+            pass
 
     def _check_kept(self) -> None:
         """Compute the instructions the kept text stands for and keep them when they differ
@@ -296,6 +318,7 @@ class StdioServer:
             response = self.handler.handle(message)
             if response is not None:
                 self.send(response)
+                self._want_warm("answered")
             return
         event = threading.Event()
         with self._pending_lock:
@@ -325,6 +348,12 @@ class StdioServer:
                 return
             if item is _RECHECK:
                 self._check_kept()
+                continue
+            if item is _WARM:
+                with self._pending_lock:
+                    waiting = bool(self._pending)
+                if not waiting and self._service is not None:
+                    self._service.warm()
                 continue
             message, call_id, event = item
             try:

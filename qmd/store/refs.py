@@ -13,18 +13,20 @@ from qmd.backends.base import MIN_DOCID, DocRow, IndexBackend, Removed
 from qmd.core.clock import ago
 from qmd.core.config import CollectionConfig
 
-_RANGE = re.compile(r"^(?P<ref>.+?)(?::(?P<start>[0-9]+)(?::(?P<count>[0-9]+))?)?$", re.DOTALL)  # ASCII digits only
-_HEX = re.compile(r"^[0-9a-fA-F]+$")
-_NEGATIVE_RANGE = re.compile(r":(?:-[0-9]+(?::-?[0-9]+)?|[0-9]+:-[0-9]+)$")  # `a.md:-1`, `a.md:3:-2`
+# Patterns, compiled by `re` (and kept in its cache) when first used: a search never parses
+# a reference, and compiling these four took 0.35 ms of every stdio server's first answer.
+_RANGE = r"(?s)^(?P<ref>.+?)(?::(?P<start>[0-9]+)(?::(?P<count>[0-9]+))?)?$"  # ASCII digits only
+_HEX = r"^[0-9a-fA-F]+$"
+_NEGATIVE_RANGE = r":(?:-[0-9]+(?::-?[0-9]+)?|[0-9]+:-[0-9]+)$"  # `a.md:-1`, `a.md:3:-2`
 
 
-_INDEXED = re.compile(r"^(?P<ref>qmd://[^?]*)\?index=(?P<index>[^:?,]+)(?P<range>(?::-?[0-9]+){0,2})$", re.DOTALL)
+_INDEXED = r"(?s)^(?P<ref>qmd://[^?]*)\?index=(?P<index>[^:?,]+)(?P<range>(?::-?[0-9]+){0,2})$"
 
 
 def split_index(ref: str) -> tuple[str, str | None]:
     """A URI as qmd prints it for a named index, `qmd://c/p?index=NAME[:FROM[:COUNT]]` →
     (`qmd://c/p[:FROM[:COUNT]]`, NAME); any other reference → (ref, None)."""
-    match = _INDEXED.match(ref.strip())
+    match = re.match(_INDEXED, ref.strip())
     if not match:
         return ref, None
     return match["ref"] + match["range"], match["index"]
@@ -43,10 +45,10 @@ def strip_indexes(pattern: str) -> tuple[str, set[str]]:
 
 def split_range(ref: str) -> tuple[str, int | None, int | None]:
     """`path:from:count` → (path, from, count); either number may be absent."""
-    match = _RANGE.match(ref.strip())
+    match = re.match(_RANGE, ref.strip())
     if not match:
         return ref, None, None
-    if match["start"] is None and (negative := _NEGATIVE_RANGE.search(match["ref"])):
+    if match["start"] is None and (negative := re.search(_NEGATIVE_RANGE, match["ref"])):
         raise QmdError(f"line numbers start at 1, and a count is 0 or more: '{negative.group()}' in {ref.strip()[:200]}",
                        "write FILE:FROM or FILE:FROM:COUNT, e.g. notes/a.md:1:20 (the first 20 lines)")
     start = _number(match["start"]) if match["start"] else None
@@ -72,7 +74,7 @@ def served(backend: IndexBackend, collections: Mapping[str, CollectionConfig], *
 def by_docid(backend: IndexBackend, prefix: str, collections: Mapping[str, CollectionConfig]) -> DocRow:
     """The document whose content hash starts with `prefix` (≥ 6 hex digits)."""
     prefix = prefix.lstrip("#").lower()
-    if len(prefix) < MIN_DOCID or not _HEX.match(prefix):
+    if len(prefix) < MIN_DOCID or not re.match(_HEX, prefix):
         raise QmdError(f"'#{prefix}' is not a docid", f"a docid is at least {MIN_DOCID} hex digits, as printed by qmd search")
     rows = served(backend, collections, hash_prefix=prefix)
     if not rows:
@@ -229,7 +231,7 @@ def _resolve(backend: IndexBackend, collections: Mapping[str, CollectionConfig],
         if len(rows) > 1:
             listing = ", ".join(f"qmd://{r.collection}/{r.path}" for r in rows[:5])
             raise QmdError(f"'{ref}' is in several collections: {listing}", "use the qmd:// path")
-        if _HEX.match(ref) and len(ref) >= MIN_DOCID:
+        if re.match(_HEX, ref) and len(ref) >= MIN_DOCID:
             try:
                 return by_docid(backend, ref, collections)
             except NotFoundError:

@@ -157,6 +157,19 @@ class Store:
         self.release_models()
         self.backend.close()
 
+    def warm_reader(self) -> None:
+        """Make now what a first keyword search makes before it reads: the reader, the model
+        table, the query pipeline's modules and the index's connection. A server does it in
+        the idle time between its handshake and its client's first call; the answers do not
+        change (each part is what that call would build). QmdError when the index cannot be read."""
+        import qmd.llm.models  # the rerank model lookup of a query
+        import qmd.search.hybrid
+        import qmd.search.narrowed  # noqa: F401
+
+        self._reader, self._models  # noqa: B018 - built on first use (see above)
+        if self._state.backend.exists():
+            self._state.db()
+
     def __enter__(self) -> Store:
         return self
 

@@ -383,6 +383,112 @@ def test_a_later_starts_first_call_imports_only_what_its_answer_uses(tmp_path: P
     assert unused == [], unused
 
 
+def test_importing_the_reference_parser_compiles_no_pattern() -> None:
+    """Issue 31: every Store imports qmd.store.refs, and a search never parses a reference:
+    its patterns are compiled when a reference is first parsed (they were 0.35 ms of a stdio
+    server's first answer)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import re\n"
+        "import qmd.backends.base, qmd.core.clock, qmd.core.config, qmd.core.errors\n"
+        "compiled = []\n"
+        "original = re._compile\n"
+        "def spy(pattern, flags):\n"
+        "    compiled.append(pattern)\n"
+        "    return original(pattern, flags)\n"
+        "re._compile = spy\n"
+        "import qmd.store.refs as refs\n"
+        "assert compiled == [], compiled\n"
+        "assert refs.split_range('a.md:3:2') == ('a.md', 3, 2) and compiled\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=qmd_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+QUERY_PATH = ("qmd.store.reading", "qmd.search.hybrid", "qmd.search.narrowed", "qmd.llm.models")
+
+
+def _timeless(answer: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A query answer without its freshness (its age moves between two sessions)."""
+    result = answer["result"]
+    structured = {k: v for k, v in result["structuredContent"].items() if k != "freshness"}
+    return result["content"][0]["text"].split("Index last updated")[0], structured
+
+
+def test_the_idle_time_after_the_handshake_prepares_the_first_keyword_query(tmp_path: Path) -> None:
+    """Issue 31: once `initialize` is answered and the index is open, the worker imports the
+    query pipeline and the model lookup (and opens the connection) while the client composes
+    its first call: nothing of it before `initialize` is answered, and the call's answer is
+    the one a session without the wait gets."""
+    import subprocess
+    import sys
+    import threading
+
+    from tests.support.mcp import make_env
+
+    code = (
+        "import json, sys\n"
+        "from qmd.serve import stdio\n"
+        "from qmd.serve.service import ToolService\n"
+        f"path = {QUERY_PATH!r}\n"
+        "seen = {}\n"
+        "send = stdio.StdioServer.send\n"
+        "def spy(self, message):\n"
+        "    if isinstance(message, dict) and message.get('id') in (1, 2):\n"
+        "        seen[message['id']] = sorted(m for m in path if m in sys.modules)\n"
+        "    send(self, message)\n"
+        "stdio.StdioServer.send = spy\n"
+        "warm = ToolService.warm\n"
+        "def spy_warm(self):\n"
+        "    warm(self)\n"
+        "    sys.stderr.write('WARMED ' + json.dumps(sorted(m for m in path if m in sys.modules)) + '\\n')\n"
+        "    sys.stderr.flush()\n"
+        "ToolService.warm = spy_warm\n"
+        "code = stdio.run(None)\n"
+        "sys.stderr.write('SEEN ' + json.dumps(seen) + '\\n')\n"
+        "sys.exit(code)\n"
+    )
+    back_to_back, _ = first_session(tmp_path, "lex query", code)  # the index, and the answer without a wait
+    tool, arguments = FIRST_CALLS["lex query"]
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=make_env(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    lines: list[str] = []
+    warmed = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("WARMED "):
+                warmed.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        proc.stdin.write(json.dumps(init) + "\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        assert warmed.wait(30), "".join(lines)  # the client's model turn: the server prepares meanwhile
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n" + json.dumps(call) + "\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+    reader.join(10)
+    warm_line = next(line for line in lines if line.startswith("WARMED "))
+    seen = json.loads(next(line for line in lines if line.startswith("SEEN ")).split(" ", 1)[1])
+    assert not set(seen["1"]) & {"qmd.store.reading", "qmd.search.hybrid", "qmd.search.narrowed"}  # initialize was answered first (its instructions may look up the models)
+    assert json.loads(warm_line.split(" ", 1)[1]) == sorted(QUERY_PATH)
+    assert answer["id"] == 2 and not answer["result"]["isError"]
+    assert _timeless(answer) == _timeless(back_to_back[2])
+
+
 def test_rest_fast_path_never_waits_or_loads_a_model(service: ToolService) -> None:
     import threading
 
