@@ -13,8 +13,8 @@
     vectors are (a)'s synthetic ones, stored under MiniLM's fingerprint, so the search does
     the real work): p50/p99 per request and requests/s, on each backend.
 (c) pgvector recall@10 against exact search on a synthetic set (`--vectors N`, a Gaussian
-    mixture of 384-d unit vectors, 200 queries near the data): HNSW build time (m 16,
-    ef_construction 64), then recall and p50/p99 of plain `LIMIT 10` at ef_search 100 and
+    mixture of 384-d unit vectors, 200 queries near the data): HNSW build time (qmd's m and
+    ef_construction), then recall and p50/p99 of plain `LIMIT 10` at ef_search 100 and
     of qmd's own query shape (40 nearest chunks with the iterative scan at qmd's ef_search,
     the best 10 kept; `--ef` sweeps other ef_search values),
     and a collection-filtered search (10% of the rows) in qmd's shape (the filter inside the
@@ -186,7 +186,9 @@ def recall_run(url: str, n: int, dims: int = DIMS, queries: int = 200, sweep: tu
         conn.execute("SET maintenance_work_mem = '2GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
         t = time.perf_counter()
-        conn.execute("CREATE INDEX ON bench_recall.v USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+        from qmd.backends.postgres.vectors import HNSW_EF_CONSTRUCTION, HNSW_M
+
+        conn.execute(f"CREATE INDEX ON bench_recall.v USING hnsw (embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
         out["hnsw_build_s"] = time.perf_counter() - t
         conn.execute("ANALYZE bench_recall.v")
 

@@ -35,7 +35,9 @@ EXACT_CHUNKS = 20_000  # up to this many chunks in the table, distances are comp
 SCOPED_EXACT_CHUNKS = 10_000  # a scope or filter allowing up to this many: its exact scan (a key lookup per chunk)
 # costs less than the HNSW pass at EF_SEARCH_MIN (100k hard set: 8k chunks 0.6 s exact vs 1.3 s; 19k 1.0 s vs 0.4 s, loaded)
 HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
+HNSW_EF_CONSTRUCTION = 128  # scope_bench's hard 100k set (--noise 1.4), one run: recall@10 of a 19% scope 0.940 at 64 ->
+# 0.967 at 128 (two collections 0.947 -> 0.960, unscoped 0.970 -> 0.973) for the same server CPU per query (ef_search
+# is at pgvector's widest already: only a better graph finds more); the build costs about twice the graph steps
 EF_SEARCH_MIN = 1000  # recall@10 on postgres_bench's hard 100k set (near-uniform 384-d): 0.86 at 200, 0.92 at 400,
 # 0.96-0.97 at 800, 0.975 at 1000 (a larger page or strict order adds nothing: the graph search's width decides)
 EF_SEARCH_MAX = 1000  # pgvector's limit
@@ -291,20 +293,34 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
     Never a prepared statement (nor the other queries of a search): psycopg prepares one run
     five times, and PostgreSQL's generic plan, blind to the scope's and filter's values, made a
     collection + filter search 3.7x the unscoped one at 100k."""
+    sql = exact_sql(model, limit, allowed, cap)
+    rows = conn.execute(sql, (*params, model.id, q), prepare=False).fetchall()
+    if cap is not None and rows and int(rows[0][0]) > cap:
+        return None
+    return [(int(i), float(s), (int(a), int(b))) for _, i, s, a, b in rows if i is not None]
+
+
+def exact_sql(model: VectorModel, limit: int | None, allowed: str, cap: int | None = None) -> str:
+    """The statement of `_exact` (params: the allowed ones, the model id, the query vector); its
+    first column is the number of (document, chunk) pairs listed."""
     # one row per (allowed document, chunk of its content): a plain join, no list of documents
     # kept and hashed first (that form cost 1.7x this one's server CPU on scope_bench's 8%)
     cand = f"SELECT d.id AS doc, c.id, c.start, c.\"end\" FROM documents d JOIN chunks c ON c.hash = d.hash WHERE {allowed} AND c.model_id = %s"
+    ctes = ""
     if cap is None:  # any number of chunks: the planner joins them to their vectors as it likes (a scan of all: a hash join)
         dist = f"SELECT cand.doc, cand.start, cand.\"end\", v.embedding <=> %s::vector AS distance FROM cand JOIN {table(model.id)} v ON v.chunk_id = cand.id"
-    else:  # a few: each distance by a key lookup, and none unless they are at most `cap` (the
-        # join was planned as a hash join over a scan of every vector, 8k of 100k wanted)
+    else:  # a few: their vectors read by one index scan over the sorted array of their ids (a
+        # join was planned as a hash join over a scan of every vector; a key lookup per chunk,
+        # as a subquery, cost 1.7x this at 8k of 100k), and none unless they are at most `cap`.
+        # Its own CTE, so the join to cand hashes (id, distance) pairs, not whole vectors.
         cand += f" LIMIT {int(cap) + 1}"
-        dist = (
-            f"SELECT cand.doc, cand.start, cand.\"end\", (SELECT v.embedding <=> %s::vector FROM {table(model.id)} v WHERE v.chunk_id = cand.id) AS distance"
-            f" FROM cand WHERE (SELECT count(*) FROM cand) <= {int(cap)}"
+        ctes += (
+            f", vec AS MATERIALIZED (SELECT v.chunk_id, v.embedding <=> %s::vector AS distance FROM {table(model.id)} v"
+            f" WHERE v.chunk_id = ANY(ARRAY(SELECT id FROM cand WHERE (SELECT count(*) FROM cand) <= {int(cap)})))"
         )
-    sql = (
-        f"WITH cand AS MATERIALIZED ({cand}),"
+        dist = "SELECT cand.doc, cand.start, cand.\"end\", vec.distance FROM cand JOIN vec ON vec.chunk_id = cand.id"
+    return (
+        f"WITH cand AS MATERIALIZED ({cand}){ctes},"
         f" dist AS MATERIALIZED ({dist}),"
         " best AS (SELECT DISTINCT ON (doc) doc, start, \"end\", distance FROM dist WHERE distance = distance ORDER BY doc, distance),"
         " ranked AS (SELECT doc, greatest(0, 1 - distance) AS score, start, \"end\" FROM best"
@@ -313,10 +329,6 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
         + ")"
         " SELECT n.total, r.doc, r.score, r.start, r.\"end\" FROM (SELECT count(*) AS total FROM cand) n LEFT JOIN ranked r ON true ORDER BY r.score DESC, r.doc"
     )
-    rows = conn.execute(sql, (*params, model.id, q), prepare=False).fetchall()
-    if cap is not None and rows and int(rows[0][0]) > cap:
-        return None
-    return [(int(i), float(s), (int(a), int(b))) for _, i, s, a, b in rows if i is not None]
 
 
 def _hnsw(conn: psycopg.Connection, model: VectorModel, q: str, want: int, allowed: str, params: list[object], size: int, share: float) -> list[Nearest]:
