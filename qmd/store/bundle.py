@@ -32,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 
 from qmd.core.errors import QmdError
-from qmd.core.fileio import replace_file
+from qmd.core.fileio import NotRegularFile, open_regular, replace_file
 from qmd.core.text import content_hash
 from qmd.backends.base import ChunkVector
 
@@ -150,7 +150,7 @@ class BundleWriter:
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of every line; one QmdError for a damaged, truncated or hostile stream."""
     try:
-        with gzip.open(path, "rb") as fh:
+        with open_regular(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fh:
             number = total = 0
             while True:
                 line = fh.readline(MAX_LINE + 1)
@@ -176,6 +176,8 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise QmdError(f"{path} does not exist", "give the path of a file written by qmd export") from None
+        if isinstance(exc, NotRegularFile):
+            raise QmdError(f"{path} is not a regular file (a pipe, device or folder)", "save the export to a file first, then import that file (nothing was imported)") from None
         raise bad(path, f"cannot be read: {exc.strerror or exc}") from None
 
 

@@ -102,6 +102,8 @@ def export_index(
     path = path.expanduser()
     if path.is_dir():
         raise QmdError(f"{path} is a folder", "give a file name, e.g. notes.qmd.gz")
+    if not _regular_or_absent(path):  # renaming over /dev/null (as root) or a FIFO replaces what is not a file
+        raise QmdError(f"{path} is not a regular file (a pipe or device): not replacing it", "give a file name, e.g. notes.qmd.gz")
     if not _replaceable(path):
         raise QmdError(f"{path} exists and is not a qmd export file: not overwriting it", "give a new file name (an earlier export is replaced), e.g. notes.qmd.gz")
     try:
@@ -142,6 +144,17 @@ def export_index(
         None if vector_model is None else vector_model.model, None if vector_model is None else vector_model.fingerprint,
         path.stat().st_size, time.perf_counter() - started,
     )
+
+
+def _regular_or_absent(path: Path) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def _replaceable(path: Path) -> bool:

@@ -463,3 +463,35 @@ def test_export_never_writes_through_a_link_at_its_temporary_name(exported: Path
     code, _, err = cli("export", str(target))
     assert victim.read_text() == "keep me\n"
     assert code == 1 and err.startswith("Error: cannot write"), (code, err)
+
+
+def test_import_of_a_pipe_or_device_is_one_line_and_never_hangs(tmp_path: Path) -> None:
+    """A FIFO with no writer blocked `qmd import` forever in open(); a device or pipe is not a
+    file someone sent: refused in one line before anything is read (a real process, so a hang
+    is a failure, not a stuck test run)."""
+    import os
+
+    fifo = tmp_path / "team.qmd.gz"
+    os.mkfifo(fifo)
+    for source in (fifo, Path("/dev/zero")):
+        done = run_qmd("import", str(source), "--root", str(tmp_path), timeout=60)
+        assert done.returncode == 1, (source, done.returncode, done.stderr)
+        lines = done.stderr.splitlines()
+        assert lines[0].startswith("Error: ") and "is not a regular file" in lines[0] and len(lines) <= 2, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_export_never_replaces_a_pipe_or_device(exported: Path, tmp_path: Path, notes: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """An empty target may be replaced, but only an empty regular file: `qmd export /dev/null`
+    run as root renamed a regular file over /dev/null (a FIFO stands in for it here)."""
+    import os
+    import stat
+
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    fifo = tmp_path / "out.qmd.gz"
+    os.mkfifo(fifo)
+    code, _, err = cli("export", str(fifo))
+    assert code == 1 and "is not a regular file" in err, (code, err)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert not list(tmp_path.glob(".*.tmp"))
