@@ -495,3 +495,49 @@ def test_export_never_replaces_a_pipe_or_device(exported: Path, tmp_path: Path, 
     assert code == 1 and "is not a regular file" in err, (code, err)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def _zero_vectors(file: Path, lines: int, chunks: int, dims: int) -> None:
+    """A small, valid export whose vectors are all zeros: it unpacks thousands of times its size."""
+    from qmd.core.text import content_hash
+
+    records: list[dict[str, object]] = [
+        {"format": "qmd-export", "version": 1, "qmd": "x", "model": {"fingerprint": "ab" * 8, "name": "m", "dims": dims}, "collections": [{"name": "bomb"}]}
+    ]
+    data = base64.b64encode(bytes(chunks * dims * 4)).decode()
+    for n in range(lines):
+        digest = content_hash(f"t{n}")
+        records += [{"c": digest, "text": f"t{n}"}, {"d": ["bomb", f"{n}.md", digest]}, {"v": digest, "chunker": "regex", "chunks": [[i, 0, 0, 0] for i in range(chunks)], "data": data}]
+    records.append({"end": {"contents": lines, "documents": lines, "vectors": lines}})
+    file.write_bytes(gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in records), 9))
+
+
+def test_a_file_of_vectors_is_held_in_about_its_own_size(tmp_path: Path) -> None:
+    """A 25 KB file of zero vectors (16 MB of float32) was held as lists of Python floats (128
+    MB, 8 times): a file at the 4 GB limit exhausted memory. Memory held after reading it."""
+    import tracemalloc
+
+    from qmd.store.bundle import read_bundle
+
+    file = tmp_path / "zeros.qmd.gz"
+    _zero_vectors(file, 1, 1000, 4096)
+    assert file.stat().st_size < 1_000_000
+    tracemalloc.start()
+    try:
+        bundle = read_bundle(file)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(bundle.vectors) == 1
+    assert held < 2 * 16 * 1024 * 1024, f"{held // 1024 // 1024} MB held for 16 MB of vectors"
+
+
+def test_a_decompression_bomb_is_refused_in_one_line(tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from qmd.store import bundle
+
+    file = tmp_path / "zeros.qmd.gz"
+    _zero_vectors(file, 2, 100, 1024)
+    monkeypatch.setattr(bundle, "BOMB_FLOOR", 100_000)
+    code, _, err = cli("import", str(file), "--root", str(tmp_path))
+    assert code == 1 and "a decompression bomb" in err and err.count("Error") == 1, err
+    assert cli("collection", "list")[1].count("bomb") == 0
