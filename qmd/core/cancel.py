@@ -8,7 +8,7 @@ which raises `Cancelled` once the event is set, so nothing keeps running for nob
 Outside a scope `checkpoint()` costs one context-variable read and never raises.
 
 The scope is a context variable: each thread has its own, so one request's cancellation
-never stops another's work.
+never stops another's work. A stopping server cancels them all (`cancel_all`).
 
 Ctrl-C in `qmd embed` (minutes of model calls): `interrupts_checked()` records SIGINT
 too, and `checkpoint()` then raises KeyboardInterrupt. Python's own KeyboardInterrupt is
@@ -26,6 +26,7 @@ from contextvars import ContextVar
 
 _current: ContextVar[threading.Event | None] = ContextVar("qmd_cancel", default=None)
 _interrupted = threading.Event()  # SIGINT arrived inside `interrupts_checked()`
+_stopping = threading.Event()  # the server is stopping: every request is cancelled
 
 
 class Cancelled(Exception):
@@ -45,7 +46,13 @@ def cancel_scope(event: threading.Event | None) -> Iterator[None]:
 def cancelled() -> bool:
     """Whether the current request has been cancelled (False outside a scope)."""
     event = _current.get()
-    return event is not None and event.is_set()
+    return event is not None and (event.is_set() or _stopping.is_set())
+
+
+def cancel_all() -> None:
+    """The server is stopping (SIGTERM): every request's next checkpoint raises `Cancelled`,
+    so that no query runs on for minutes after the server was told to stop."""
+    _stopping.set()
 
 
 @contextmanager
@@ -76,5 +83,5 @@ def checkpoint() -> None:
     if _interrupted.is_set():
         raise KeyboardInterrupt
     event = _current.get()
-    if event is not None and event.is_set():
+    if event is not None and (event.is_set() or _stopping.is_set()):
         raise Cancelled()

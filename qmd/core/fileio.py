@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,6 +69,25 @@ def write_json(path: str | os.PathLike[str], data: Any, *, indent: int | None = 
     """Atomically write `data` as JSON (with a final newline); see `write_bytes`."""
     text = json.dumps(data, indent=indent, sort_keys=sort_keys)
     return write_text(path, text + "\n", mode=mode, fsync=fsync)
+
+
+class NotRegularFile(OSError):
+    """`open_regular` was given a pipe, device, socket or folder."""
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """`path` opened for reading, only if it is a regular file: a FIFO is opened without
+    waiting for a writer (O_NONBLOCK; a FIFO nobody writes blocked open() forever) and then
+    refused, as is /dev/zero or a socket (NotRegularFile); other OSErrors pass through."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(0, "it is not a regular file (a pipe, device, socket or folder)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from qmd.core.errors import QmdError
+from qmd.core.fileio import NotRegularFile, open_regular
 from qmd.core.filters import document_date_ns
 from qmd.core.text import content_hash, extract_title, parse_front_matter, segment_cjk
 from qmd.index.scan import SkippedFile, scan
@@ -147,25 +147,19 @@ def read_text(path: str, size_hint: int, root: str | None = None) -> tuple[str |
     if size_hint > MAX_FILE_BYTES:
         return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB ({size_hint} bytes)", None
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        return None, f"cannot read: {exc.strerror or exc}", None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None, "not a regular file", None
-        if root is not None:
-            opened = _opened_path(fd, path)
-            if opened is None or not (opened == root or opened.startswith(root.rstrip(os.sep) + os.sep)):
-                return None, "symlink points outside the collection root", None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
+        with open_regular(path) as fh:
+            if root is not None:
+                opened = _opened_path(fh.fileno(), path)
+                if opened is None or not (opened == root or opened.startswith(root.rstrip(os.sep) + os.sep)):
+                    return None, "symlink points outside the collection root", None
             # Read what stat said (+1 to notice growth), not a 10 MB buffer per file.
             data = fh.read(size_hint + 1)
             if len(data) > size_hint:
                 data += fh.read(MAX_FILE_BYTES + 1 - len(data))
+    except NotRegularFile:
+        return None, "not a regular file", None
     except OSError as exc:
         return None, f"cannot read: {exc.strerror or exc}", None
-    finally:
-        os.close(fd)
     if len(data) > MAX_FILE_BYTES:
         return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB", None
     return decode_text(data)

@@ -40,6 +40,7 @@ VERSION = 1
 TOKEN_PREFIX = "qmd_"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 REALM = 'Bearer realm="qmd"'
+MAX_FILE = 16 * 1024 * 1024  # ~100k tokens; a file beyond is not one qmd wrote
 
 
 def tokens_path(index: str) -> Path:
@@ -77,8 +78,14 @@ def _bad(path: Path, why: str) -> QmdError:
 
 def load(path: Path) -> list[TokenEntry] | None:
     """The tokens in `path`; None when there is no file; a QmdError when it is malformed."""
+    from qmd.core.fileio import open_regular
+
     try:
-        raw = path.read_text(encoding="utf-8")
+        with open_regular(path) as fh:  # a FIFO there blocked open() (the server, qmd token) for ever
+            data = fh.read(MAX_FILE + 1)
+        if len(data) > MAX_FILE:
+            raise _bad(path, f"over {MAX_FILE // (1024 * 1024)} MB")
+        raw = data.decode("utf-8")
     except FileNotFoundError:
         return None
     except OSError as exc:

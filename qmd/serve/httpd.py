@@ -21,6 +21,8 @@ from qmd.serve.pidfile import InstanceLock, PidInfo, load_pid_file, pid_path, re
 from qmd.serve.logsafe import stderr_log
 from qmd.serve.service import ToolService
 
+SHUTDOWN_GRACE_S = 10.0  # after uvicorn's own 5 s: how long a stopping server waits for a running call
+
 Say = Callable[[str], None]
 
 
@@ -108,7 +110,16 @@ def run_http(index: str, host: str, port: int | None, make_service: Callable[[],
                 return
             done.append(True)
             remove_pid_file(pid_file, os.getpid())
-            service.close()
+            from qmd.core.cancel import cancel_all
+
+            cancel_all()  # a running query stops at its next checkpoint (it ran on for minutes)
+            if not service.close(SHUTDOWN_GRACE_S):
+                # work without a checkpoint (one long C call): stop anyway, as SIGTERM asked;
+                # SQLite and PostgreSQL recover a connection that goes mid-read
+                stderr_log(f"qmd MCP server for index '{index}' stopped without waiting for a call still running after {SHUTDOWN_GRACE_S:.0f}s")
+                lock.release()
+                sys.stderr.flush()
+                os._exit(1)
             stderr_log(f"qmd MCP server for index '{index}' stopped")
 
         try:

@@ -132,10 +132,17 @@ class ToolService:
             self._idler.start()
         return self
 
-    def close(self) -> None:
+    def close(self, grace: float | None = None) -> bool:
+        """Close the Store once no call holds it; False when a call still held it after
+        `grace` seconds (None: wait as long as it takes), the Store left open."""
         self._stop.set()
-        with self._lock:
+        if not self._lock.acquire(timeout=-1 if grace is None else grace):
+            return False
+        try:
             self.store.close()
+        finally:
+            self._lock.release()
+        return True
 
     def warm(self) -> None:
         """Make what a first keyword query makes before it searches (`Store.warm_reader`), when

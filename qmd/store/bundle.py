@@ -32,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 
 from qmd.core.errors import QmdError
-from qmd.core.fileio import replace_file
+from qmd.core.fileio import NotRegularFile, open_regular, replace_file
 from qmd.core.text import content_hash
 from qmd.backends.base import ChunkVector
 
@@ -40,6 +40,8 @@ FORMAT = "qmd-export"
 FORMAT_VERSION = 1
 MAX_LINE = 64 * 1024 * 1024  # a 10 MB note with every character escaped fits
 MAX_TOTAL = 4 * 1024 * 1024 * 1024  # decompressed bytes of a whole file (a gzip bomb stops here; 38k notes are ~0.2 GB)
+BOMB_RATIO = 100  # notes gzip 3-5 times, vectors 1.3: only a crafted file unpacks 100 times its size...
+BOMB_FLOOR = 256 * 1024 * 1024  # ...once past this many bytes (a small file of repeated lines is fine)
 MAX_TEXT = 10 * 1024 * 1024  # characters of one document (update skips files over 10 MB)
 MAX_SHORT = 4096  # a path, a pattern, a name, a model name
 MAX_CONTEXT = 64 * 1024
@@ -150,7 +152,7 @@ class BundleWriter:
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of every line; one QmdError for a damaged, truncated or hostile stream."""
     try:
-        with gzip.open(path, "rb") as fh:
+        with open_regular(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fh:
             number = total = 0
             while True:
                 line = fh.readline(MAX_LINE + 1)
@@ -160,6 +162,8 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 total += len(line)
                 if total > MAX_TOTAL:
                     raise bad(path, f"it holds over {MAX_TOTAL:,} bytes uncompressed")
+                if total > BOMB_FLOOR and total > BOMB_RATIO * raw.tell():
+                    raise bad(path, f"it unpacks to over {BOMB_RATIO} times its size (a decompression bomb)")
                 if len(line) > MAX_LINE:
                     raise bad(path, f"line {number} is over {MAX_LINE // (1024 * 1024)} MB")
                 if not line.endswith(b"\n"):
@@ -176,6 +180,8 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise QmdError(f"{path} does not exist", "give the path of a file written by qmd export") from None
+        if isinstance(exc, NotRegularFile):
+            raise QmdError(f"{path} is not a regular file (a pipe, device or folder)", "save the export to a file first, then import that file (nothing was imported)") from None
         raise bad(path, f"cannot be read: {exc.strerror or exc}") from None
 
 
@@ -312,6 +318,9 @@ def _vectors(record: dict[str, Any], bundle: Bundle, number: int, path: Path) ->
     matrix = np.frombuffer(data, dtype="<f4").reshape(len(spans), dims) if spans else np.zeros((0, dims), dtype="<f4")
     if not np.isfinite(matrix).all():
         raise bad(path, f"{where}: a vector holds NaN or infinity")
+    # 4 bytes a number, as in the file: lists of Python floats took 32 (a 100 KB file of
+    # zeros held 750 MB; one at MAX_TOTAL, tens of GB)
+    numbers = memoryview(matrix.astype("=f4").tobytes()).cast("f")
     chunks = []
     seqs: set[int] = set()
     for i, span in enumerate(spans):
@@ -323,7 +332,7 @@ def _vectors(record: dict[str, Any], bundle: Bundle, number: int, path: Path) ->
         if seq in seqs:
             raise bad(path, f"{where}: chunk {seq} appears twice")
         seqs.add(seq)
-        chunks.append(ChunkVector(digest, seq, start, end, tokens, matrix[i].astype(np.float64).tolist()))
+        chunks.append(ChunkVector(digest, seq, start, end, tokens, numbers[i * dims : (i + 1) * dims]))
     bundle.vectors[digest] = (str(chunker), chunks)
 
 

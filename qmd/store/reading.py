@@ -283,10 +283,11 @@ class Reader:
             return self._items(wanted, max_bytes, max_lines, [])
         missing: list[tuple[int, MultiGetItem]] = []  # the names that find no document, where they stood
         names = [p.strip() for p in pattern.split(",") if p.strip()]
+        finder: refs.Finder = refs.Snapshot(backend) if len(names) > 1 else backend  # one read for every name
         for ref in names:
             target, start, count = refs.split_range(ref)  # `path:FROM[:COUNT]`: that item's lines
             try:
-                wanted.append((refs.resolve(backend, colls, target, cwd, blind=self.state.blind), start, count))
+                wanted.append((refs.resolve(finder, colls, target, cwd, blind=self.state.blind), start, count))
             except NotFoundError as exc:
                 if len(names) == 1:
                     raise

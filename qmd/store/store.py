@@ -495,7 +495,7 @@ class Store:
         from qmd.store.transfer import import_index
 
         probe = self._models.embed_probe()
-        here = None if probe is None else (fingerprint(probe), probe.info.name)
+        here = None if probe is None else (fingerprint(probe), probe.info.name, getattr(probe.info, "embedding_length", None) or None)
         self._state.writes += 1
         with self.backend.writer_lock(timeout=wait, on_wait=on_wait):
             return import_index(

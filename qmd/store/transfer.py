@@ -102,6 +102,8 @@ def export_index(
     path = path.expanduser()
     if path.is_dir():
         raise QmdError(f"{path} is a folder", "give a file name, e.g. notes.qmd.gz")
+    if not _regular_or_absent(path):  # renaming over /dev/null (as root) or a FIFO replaces what is not a file
+        raise QmdError(f"{path} is not a regular file (a pipe or device): not replacing it", "give a file name, e.g. notes.qmd.gz")
     if not _replaceable(path):
         raise QmdError(f"{path} exists and is not a qmd export file: not overwriting it", "give a new file name (an earlier export is replaced), e.g. notes.qmd.gz")
     try:
@@ -142,6 +144,17 @@ def export_index(
         None if vector_model is None else vector_model.model, None if vector_model is None else vector_model.fingerprint,
         path.stat().st_size, time.perf_counter() - started,
     )
+
+
+def _regular_or_absent(path: Path) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def _replaceable(path: Path) -> bool:
@@ -187,12 +200,19 @@ def parse_places(items: Sequence[str]) -> dict[str, Path]:
     return out
 
 
-def check_model(bundle: Bundle, here: tuple[str, str] | None, force: bool, source: Path) -> bool:
-    """Refuse vectors of another embed model than this index's (`here`: (fingerprint, name) of
-    the configured one; None: none configured); True when `force` keeps them anyway."""
+def check_model(bundle: Bundle, here: tuple[str, str, int | None] | None, force: bool, source: Path) -> bool:
+    """Refuse vectors of another embed model than this index's (`here`: (fingerprint, name,
+    dims when its header says) of the configured one; None: none configured); True when
+    `force` keeps them anyway. A file naming this model's fingerprint with other dims lies:
+    its vectors would be this model's, and every vector search and embed after it failed."""
     if bundle.model is None or not bundle.vectors:
         return False
     if here is not None and here[0] == bundle.model.fingerprint:
+        if here[2] is not None and here[2] != bundle.model.dims:
+            raise QmdError(
+                f"{source} says its vectors are of {here[1]} (fingerprint {here[0]}) but they have {bundle.model.dims} dims; that model makes {here[2]}",
+                "export it again with qmd export on the machine that embedded it (nothing was imported)",
+            )
         return False
     if force:
         return True
@@ -209,7 +229,7 @@ def check_model(bundle: Bundle, here: tuple[str, str] | None, force: bool, sourc
 
 
 def import_index(
-    state: IndexState, source: Path, *, places: Mapping[str, Path], root: Path, here: tuple[str, str] | None, force_model: bool, replace: bool,
+    state: IndexState, source: Path, *, places: Mapping[str, Path], root: Path, here: tuple[str, str, int | None] | None, force_model: bool, replace: bool,
     progress: Callable[[str], None] | None = None,
 ) -> ImportReport:
     """Import `source` into this index (see the module's docstring); the caller holds the writer lock."""

@@ -99,3 +99,36 @@ def test_same_size_rewrite_is_seen(tmp_path: Path) -> None:
     b, _ = add(path, "bbbb", None)
     assert json.loads(path.read_text())["tokens"][0]["name"] == "bbbb"
     assert not auth.check(f"Bearer {a}").ok and auth.check(f"Bearer {b}").ok
+
+
+def test_a_token_file_that_is_a_fifo_fails_closed_and_never_blocks(tmp_path: Path) -> None:
+    """A FIFO at the token file's place blocked open() for ever: `qmd token list` and a starting
+    HTTP server hung, and a running server stopped answering. Now: one line and exit 1, and the
+    running server refuses (503) at once."""
+    import subprocess
+
+    from tests.support.mcp import add_token, free_port, http_server, make_env, request, setup_index, spawn_http, stop_process
+    from tests.support.run import run_qmd
+
+    env = make_env(tmp_path)
+    setup_index(tmp_path, env)
+    path = Path(env["XDG_CONFIG_HOME"]) / "qmd" / "index.tokens.json"
+    token = add_token(env, "alice")
+    accept = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    tools = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    with http_server(env, tmp_path / "server.log", timeout=60) as server:
+        assert request(server.port, "POST", "/mcp", tools, accept, timeout=20)[0] == 200
+        path.unlink()
+        os.mkfifo(path)
+        status, body = request(server.port, "POST", "/mcp", tools, accept, timeout=20)
+        assert status == 503, (status, body)
+    proc = run_qmd("token", "list", env=env, timeout=60)
+    assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and "not a regular file" in proc.stderr, proc.stderr
+    starting = spawn_http(env, free_port(), tmp_path / "start.log")
+    try:
+        assert starting.wait(timeout=60) == 1
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the server hung on the FIFO at start") from None
+    finally:
+        stop_process(starting)
+    assert "not a regular file" in (tmp_path / "start.log").read_text()

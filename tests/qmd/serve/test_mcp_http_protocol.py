@@ -98,3 +98,39 @@ def test_a_client_that_hangs_up_cancels_its_query(tmp_path: Path, route: str) ->
     text = log.read_text()
     assert ("cancelled by the client" in text) if route == "/mcp" else ("client hung up; query cancelled" in text), text
     assert "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_server_in_the_middle_of_a_long_query(tmp_path: Path) -> None:
+    """SIGTERM during a minutes-long rerank: the server waited for the query to finish (112 s
+    measured) before it exited; now the query is cancelled at its next checkpoint."""
+    import signal
+    import subprocess
+
+    from tests.support.mcp import free_port, spawn_http, stop_process, wait_health
+
+    env = slow_rerank_env(tmp_path)
+    log = tmp_path / "server.log"
+    port = free_port()
+    proc = spawn_http(env, port, log)
+    try:
+        wait_health(port, proc, 120)
+        conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+        body = json.dumps({"query": "rollback procedure", "candidateLimit": 200}).encode()
+        conn.sendall(
+            f"POST /query HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+        )
+        baseline, deadline = cpu_seconds(proc.pid), time.monotonic() + 120
+        while cpu_seconds(proc.pid) - baseline < 1.5:  # reranking
+            assert time.monotonic() < deadline, "the server never started working on the query"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)  # uvicorn's 5 s grace, then the query stops at its checkpoint
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the server was still running 60 s after SIGTERM") from None
+        conn.close()
+    finally:
+        stop_process(proc)
+    text = log.read_text()
+    assert "stopped" in text and "Traceback" not in text, text

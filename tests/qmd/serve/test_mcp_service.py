@@ -517,3 +517,26 @@ def test_rest_fast_path_never_waits_or_loads_a_model(service: ToolService) -> No
     finally:
         release.set()
         worker.join()
+
+
+def test_close_waits_for_a_running_call_only_as_long_as_it_is_told(service: ToolService) -> None:
+    """A stopping server waited for a running call as long as it ran (a rerank: minutes after
+    SIGTERM); close(grace) gives up after `grace` and leaves the Store to the call."""
+    import threading
+
+    holding, release = threading.Event(), threading.Event()
+
+    def call() -> None:
+        with service.using():
+            holding.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    assert holding.wait(30)
+    try:
+        assert service.close(0.2) is False
+    finally:
+        release.set()
+        worker.join(30)
+    assert service.close(5) is True

@@ -463,3 +463,103 @@ def test_export_never_writes_through_a_link_at_its_temporary_name(exported: Path
     code, _, err = cli("export", str(target))
     assert victim.read_text() == "keep me\n"
     assert code == 1 and err.startswith("Error: cannot write"), (code, err)
+
+
+def test_import_of_a_pipe_or_device_is_one_line_and_never_hangs(tmp_path: Path) -> None:
+    """A FIFO with no writer blocked `qmd import` forever in open(); a device or pipe is not a
+    file someone sent: refused in one line before anything is read (a real process, so a hang
+    is a failure, not a stuck test run)."""
+    import os
+
+    fifo = tmp_path / "team.qmd.gz"
+    os.mkfifo(fifo)
+    for source in (fifo, Path("/dev/zero")):
+        done = run_qmd("import", str(source), "--root", str(tmp_path), timeout=60)
+        assert done.returncode == 1, (source, done.returncode, done.stderr)
+        lines = done.stderr.splitlines()
+        assert lines[0].startswith("Error: ") and "is not a regular file" in lines[0] and len(lines) <= 2, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_export_never_replaces_a_pipe_or_device(exported: Path, tmp_path: Path, notes: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """An empty target may be replaced, but only an empty regular file: `qmd export /dev/null`
+    run as root renamed a regular file over /dev/null (a FIFO stands in for it here)."""
+    import os
+    import stat
+
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    fifo = tmp_path / "out.qmd.gz"
+    os.mkfifo(fifo)
+    code, _, err = cli("export", str(fifo))
+    assert code == 1 and "is not a regular file" in err, (code, err)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def _zero_vectors(file: Path, lines: int, chunks: int, dims: int) -> None:
+    """A small, valid export whose vectors are all zeros: it unpacks thousands of times its size."""
+    from qmd.core.text import content_hash
+
+    records: list[dict[str, object]] = [
+        {"format": "qmd-export", "version": 1, "qmd": "x", "model": {"fingerprint": "ab" * 8, "name": "m", "dims": dims}, "collections": [{"name": "bomb"}]}
+    ]
+    data = base64.b64encode(bytes(chunks * dims * 4)).decode()
+    for n in range(lines):
+        digest = content_hash(f"t{n}")
+        records += [{"c": digest, "text": f"t{n}"}, {"d": ["bomb", f"{n}.md", digest]}, {"v": digest, "chunker": "regex", "chunks": [[i, 0, 0, 0] for i in range(chunks)], "data": data}]
+    records.append({"end": {"contents": lines, "documents": lines, "vectors": lines}})
+    file.write_bytes(gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in records), 9))
+
+
+def test_a_file_of_vectors_is_held_in_about_its_own_size(tmp_path: Path) -> None:
+    """A 25 KB file of zero vectors (16 MB of float32) was held as lists of Python floats (128
+    MB, 8 times): a file at the 4 GB limit exhausted memory. Memory held after reading it."""
+    import tracemalloc
+
+    from qmd.store.bundle import read_bundle
+
+    file = tmp_path / "zeros.qmd.gz"
+    _zero_vectors(file, 1, 1000, 4096)
+    assert file.stat().st_size < 1_000_000
+    tracemalloc.start()
+    try:
+        bundle = read_bundle(file)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(bundle.vectors) == 1
+    assert held < 2 * 16 * 1024 * 1024, f"{held // 1024 // 1024} MB held for 16 MB of vectors"
+
+
+def test_a_decompression_bomb_is_refused_in_one_line(tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from qmd.store import bundle
+
+    file = tmp_path / "zeros.qmd.gz"
+    _zero_vectors(file, 2, 100, 1024)
+    monkeypatch.setattr(bundle, "BOMB_FLOOR", 100_000)
+    code, _, err = cli("import", str(file), "--root", str(tmp_path))
+    assert code == 1 and "a decompression bomb" in err and err.count("Error") == 1, err
+    assert cli("collection", "list")[1].count("bomb") == 0
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_a_file_that_lies_about_its_model_s_dims_is_refused(exported: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """The file names this index's embed model (its fingerprint) with vectors of half the dims:
+    it was imported, then every vsearch and embed exited 3 (reshape / dimension mismatch)."""
+    import numpy as np
+
+    records = _records(exported)
+    model = records[0]["model"]
+    assert isinstance(model, dict)
+    dims = int(model["dims"])
+    model["dims"] = dims // 2
+    for r in records:
+        if "v" in r:
+            full = np.frombuffer(base64.b64decode(str(r["data"])), "<f4").reshape(-1, dims)
+            r["data"] = base64.b64encode(full[:, : dims // 2].copy().tobytes()).decode()
+    _write(exported, records)
+    for force in ([], ["--force-model"]):
+        code, _, err = cli("import", str(exported), "--root", str(tmp_path), *force)
+        assert code == 1 and f"have {dims // 2} dims; that model makes {dims}" in err and err.count("Error") == 1, err
+    assert cli("collection", "list")[1].count("notes") == 0
