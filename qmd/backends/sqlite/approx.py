@@ -299,10 +299,11 @@ def knn_many(
     exact distances (so each answer is the one its query alone gets). `allowed_ids`: the
     allowed chunk ids, sorted (the caller's copy, read once), instead of running `allowed` here."""
     out: list[list[tuple[int, float]] | None] = [None] * len(queries)
-    todo = [i for i, k in enumerate(ks) if max(k * OVERSAMPLE, 32) <= KNN_MAX]
+    per = OVERSAMPLE * (SCOPE_OVERSAMPLE if allowed is not None else 1)
+    todo = [i for i, k in enumerate(ks) if max(k * per, 32) <= KNN_MAX]
     if not todo:
         return out
-    coarse = [max(ks[i] * OVERSAMPLE, 32) for i in todo]
+    coarse = [max(ks[i] * per, 32) for i in todo]
     found = _nearest_codes(conn, model_id, [queries[i] for i in todo], coarse, allowed, allowed_ids)
     if found is None:  # the codes' layout is not the one _nearest_codes reads: sqlite-vec's own KNN
         found = []
@@ -346,17 +347,60 @@ def block_rows(size: int, validity: bytes, rowids: bytes) -> tuple[Any, Any] | N
     return np.frombuffer(rowids, np.int64), valid
 
 
-class _Codes:
-    """One space's codes as read for queries: grouped by list (`starts[l]:starts[l+1]`), and
-    their chunk ids sorted (`sorted_ids`, `where`: positions) for a scope's membership."""
+class _Lists:
+    """Codes grouped by list: list l's are `matrix[starts[l]:starts[l+1]]`, their chunk ids `ids[…]` alike."""
+
+    def __init__(self, ids: Any, matrix: Any, starts: Any) -> None:
+        self.ids, self.matrix, self.starts = ids, matrix, starts
+
+
+class _Codes(_Lists):
+    """One space's codes as read for queries, their chunk ids sorted (`sorted_ids`, `where`:
+    positions) for a scope's membership, and the scopes cut from them (`scopes`, see _scoped)."""
 
     def __init__(self, stamp: tuple[object, ...], ids: Any, matrix: Any, starts: Any) -> None:
         import numpy as np
 
-        self.stamp, self.ids, self.matrix, self.starts = stamp, ids, matrix, starts
+        super().__init__(ids, matrix, starts)
+        self.stamp = stamp
         self.damaged = False  # a float row's list is past the centroids (see _nearest_codes)
         self.where = np.argsort(ids, kind="stable")
         self.sorted_ids = ids[self.where]
+        self.scopes: dict[tuple[object, ...], tuple[tuple[int, int], _Lists]] = {}
+
+
+SCOPES_KEPT = 8  # scopes (a SELECT and its parameters) kept per space's codes, the last used first
+SCOPE_OVERSAMPLE = 2  # a scope's candidates: its in-scope nearest are farther than an unscoped query's, where the
+# sign bits tell neighbours apart less well (1M x 768, 10% collection: recall@10 0.925 at 1x, see docs/performance.md)
+
+
+def _data_stamp(conn: apsw.Connection) -> tuple[int, int]:
+    """What changes whenever the file's rows may have: this connection's writes (total_changes)
+    and any other's commits (data_version). A scope's chunk ids stand while it stands."""
+    return conn.total_changes(), as_int(conn.execute("PRAGMA data_version").fetchall()[0][0])
+
+
+def _scoped(conn: apsw.Connection, cached: _Codes, allowed: tuple[str, Sequence[object]], allowed_ids: Callable[[], Any] | None) -> _Lists:
+    """The codes of the chunks `allowed` selects, grouped by list as `cached`'s are (their own
+    contiguous copy: a 10% scope at 1M x 768 is ~10 MB), kept with `cached` while nothing in the
+    file changed (_data_stamp): reading a scope's ids costs ~7 µs an id (a collection's
+    documents, then their chunks), ~0.7 s for 100k, where probing its lists costs milliseconds.
+    Ids are chunk ids, so a chunk shared by documents of several collections is in each one's scope."""
+    import numpy as np
+
+    key = (allowed[0], *allowed[1])
+    stamp = _data_stamp(conn)
+    hit = cached.scopes.pop(key, None)
+    if hit is None or hit[0] != stamp:
+        wanted_ids = allowed_ids() if allowed_ids is not None else chunk_ids(conn, allowed)
+        total = len(cached.ids)
+        at = np.clip(np.searchsorted(cached.sorted_ids, wanted_ids), 0, max(0, total - 1))
+        positions = np.sort(cached.where[at[cached.sorted_ids[at] == wanted_ids]]) if total else np.zeros(0, np.int64)
+        hit = (stamp, _Lists(cached.ids[positions], np.ascontiguousarray(cached.matrix[positions]), np.searchsorted(positions, cached.starts)))
+    cached.scopes[key] = hit  # last: the most recently used
+    while len(cached.scopes) > SCOPES_KEPT:
+        del cached.scopes[next(iter(cached.scopes))]
+    return hit[1]
 
 
 _MATRICES: dict[tuple[str, int], _Codes] = {}
@@ -410,9 +454,10 @@ def _nearest_codes(
     caller's sorted copy, read once; else `allowed` is run here); each ranks its own lists.
 
     Probed: the PROBE_SHARE of the lists whose centroids are nearest the query (at least
-    MIN_PROBE). `allowed` (a SELECT of chunk ids, a scope or filter) keeps only those, and
-    probes 1/share times as many lists (every list for a narrow one), so about as many codes
-    in scope are ranked as unscoped. sqlite-vec's KNN keeps its top k by insertion, so its
+    MIN_PROBE). `allowed` (a SELECT of chunk ids, a scope or filter) ranks only those codes
+    (`_scoped`: cut once and kept), from the nearest lists on until they hold as many as an
+    unscoped query ranks (every list for a narrow scope), so a scope costs about what an
+    unscoped query does, wherever its chunks lie. sqlite-vec's KNN keeps its top k by insertion, so its
     cost grows with k, while numpy's XOR + popcount costs the same for any k. The codes are
     kept per connection while their insert counters stand still; a chunk dropped since
     only costs a candidate (rescoring skips it)."""
@@ -439,32 +484,31 @@ def _nearest_codes(
     if len(centroids) and centroids.shape[1] * 4 != len(queries[0]) or cached.damaged:
         return None  # centroids of other dims, or lists past them: not probed (sqlite-vec's KNN reads every code)
     n_lists = len(cached.starts) - 1
-    total = len(cached.ids)
-    in_scope = None
-    share = 1.0
-    if allowed is not None:  # a scope or filter: only its chunks (their ids from SQL, then their positions)
-        wanted_ids = allowed_ids() if allowed_ids is not None else chunk_ids(conn, allowed)
-        at = np.clip(np.searchsorted(cached.sorted_ids, wanted_ids), 0, max(0, total - 1))
-        found = cached.where[at[cached.sorted_ids[at] == wanted_ids]] if total else np.zeros(0, np.int64)
-        in_scope = np.zeros(total, bool)
-        in_scope[found] = True
-        share = len(found) / max(1, total)
-    probes = min(n_lists, max(MIN_PROBE, int(np.ceil(n_lists * PROBE_SHARE / max(share, 1e-9)))))
-    every = probes >= n_lists or len(centroids) != n_lists
+    probes = min(n_lists, max(MIN_PROBE, int(np.ceil(n_lists * PROBE_SHARE))))
+    view: _Lists = cached
+    budget = 0  # a scope: the in-scope codes each query ranks (as many as an unscoped query ranks, on average)
+    if allowed is not None:  # a scope or filter: only its chunks' codes, cut once (_scoped)
+        view = _scoped(conn, cached, allowed, allowed_ids)
+        budget = int(np.ceil(len(cached.ids) * probes / max(1, n_lists)))
+    every = (probes >= n_lists if allowed is None else budget >= len(view.ids)) or len(centroids) != n_lists
     if every:  # all the lists: one set of positions, shared by every query
-        shared = np.flatnonzero(in_scope) if in_scope is not None else np.arange(total)
+        shared = np.arange(len(view.ids))
+    sizes = np.diff(view.starts)
     out = []
     for query, c in zip(queries, coarse):
         vector = np.frombuffer(query, np.float32)
         if every:
             positions = shared
         else:
-            nearest_lists = np.argpartition(-(centroids @ vector), probes)[:probes]
-            positions = np.concatenate([np.arange(cached.starts[i], cached.starts[i + 1]) for i in nearest_lists])
-            if in_scope is not None:
-                positions = positions[in_scope[positions]]
+            if allowed is None:
+                nearest_lists = np.argpartition(-(centroids @ vector), probes)[:probes]
+            else:  # the nearest lists until they hold `budget` in-scope codes (a collection need not be spread evenly)
+                order = np.argsort(-(centroids @ vector), kind="stable")
+                nearest_lists = order[:int(np.searchsorted(np.cumsum(sizes[order]), budget)) + 1]
+            lens = sizes[nearest_lists]
+            positions = np.repeat(view.starts[nearest_lists] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
         code = np.packbits(vector > 0, bitorder="little")
-        diff = cached.matrix[positions] ^ code
+        diff = view.matrix[positions] ^ code
         if hasattr(np, "bitwise_count"):  # numpy >= 2
             distance = np.bitwise_count(diff).sum(axis=1, dtype=np.int32)
         else:
@@ -473,7 +517,7 @@ def _nearest_codes(
             distance = _POPCOUNT[diff].sum(axis=1, dtype=np.int32)
         if c < len(positions):
             positions = positions[np.argpartition(distance, c)[:c]]
-        out.append([int(i) for i in cached.ids[positions]])
+        out.append([int(i) for i in view.ids[positions]])
     return out
 
 
