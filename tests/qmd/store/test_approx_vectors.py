@@ -426,3 +426,23 @@ def test_a_scope_probes_the_lists_that_hold_it(index: tuple[qmd.Store, SqliteBac
     monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
     backend.build_vector_index(model)
     assert len(exact) == 10 and _search(backend, model, q, ["topic"]) == exact
+
+
+def test_a_scope_share_is_counted_once_while_the_documents_stand(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collection's share of the documents (which picks the plan) is counted once per
+    connection until a write (~10 ms a query for a 10% collection at 1M), then again."""
+    from qmd.backends.sqlite import vectors
+
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", 0)
+    counted: list[float] = []
+    real = vectors._scope_share
+    monkeypatch.setattr(vectors, "_scope_share", lambda *a: counted.append(real(*a)) or counted[-1])
+    first = [_search(backend, model, vecs[i], ["a"]) for i in range(3)]
+    assert counted == [pytest.approx(0.2)]
+    conn = backend.connection()
+    with conn:
+        conn.execute("UPDATE documents SET collection = 'b' WHERE collection = 'a' AND id > 300")
+    assert [_search(backend, model, vecs[i], ["a"]) for i in range(3)] != first
+    assert len(counted) == 2 and counted[1] == pytest.approx(0.1, abs=0.01)
