@@ -446,3 +446,31 @@ def test_a_scope_share_is_counted_once_while_the_documents_stand(index: tuple[qm
         conn.execute("UPDATE documents SET collection = 'b' WHERE collection = 'a' AND id > 300")
     assert [_search(backend, model, vecs[i], ["a"]) for i in range(3)] != first
     assert len(counted) == 2 and counted[1] == pytest.approx(0.1, abs=0.01)
+
+
+def test_a_scope_ranks_more_codes_by_hamming_and_rescores_the_asymmetric_best(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scope's nearest are farther than an unscoped query's, where sign bits tell them apart
+    less well: Hamming keeps SCOPE_OVERSAMPLE times the candidates and the query's floats
+    against the codes' signs keep the k x OVERSAMPLE that are rescored (as many rows read as
+    unscoped; twice as many for a scope whose every code is ranked); recall rises over Hamming alone."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    monkeypatch.setattr(approx, "OVERSAMPLE", 1)  # 40 rescored of the 480 chunks in b
+    _, backend, model, vecs = index
+    queries = _unit(vecs[:16] + 0.6 * np.random.default_rng(5).standard_normal((16, DIMS)) / np.sqrt(DIMS))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q, ["b"]) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    backend.build_vector_index(model)
+    rescored: list[int] = []
+    real = approx._nearest_codes
+    monkeypatch.setattr(approx, "_nearest_codes", lambda *a, **kw: (found := real(*a, **kw)) and rescored.extend(map(len, found)) or found)
+    got = [_search(backend, model, q, ["b"]) for q in queries]
+    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 1)
+    hamming = [_search(backend, model, q, ["b"]) for q in queries]
+    assert set(rescored) == {40}
+    rescored.clear()
+    _search(backend, model, queries[0], ["a"])  # 120 chunks, within one query's budget (200): every code ranked, 2 x 40 rescored
+    assert rescored == [80]
+    assert _recall(got, exact) >= 0.95 and _recall(got, exact) > _recall(hamming, exact), (_recall(got, exact), _recall(hamming, exact))
