@@ -372,8 +372,9 @@ class _Codes(_Lists):
 
 SCOPES_KEPT = 8  # scopes (a SELECT and its parameters) kept per space's codes, the last used first
 SCOPE_WIDEN = 1.0  # a scope's in-scope codes ranked, per code an unscoped query ranks
-SCOPE_NARROW = 2  # a scope within one query's budget (every code of it ranked, so a cheaper pass: 1% at 1M) has
-# twice the candidates rescored: 1M x 768, 1% collection, recall@10 0.945 -> 1.000 (docs/performance.md)
+SCOPE_NARROW = 2  # a scope within one query's budget (every code of it ranked, so a cheaper pass: 1% at 1M) but
+# past what Hamming keeps has twice the candidates rescored: 1M x 768, 1% collection (10k chunks), recall@10 0.945 ->
+# 0.995; one Hamming keeps whole (1% at 100k) is ranked whole by the asymmetric score, and doubling cost 1.38x there
 SCOPE_OVERSAMPLE = 8  # a scope's Hamming candidates per one rescored: its in-scope nearest are farther than an
 # unscoped query's, where sign bits tell neighbours apart less well, so Hamming picks 8x and the asymmetric score
 # (_asymmetric: the query's floats against the codes' signs) keeps the k x OVERSAMPLE rescored. 1M x 768, 10% / 1%
@@ -541,8 +542,8 @@ def _nearest_codes(
         if allowed is None:
             if c < len(positions):
                 positions = positions[np.argpartition(distance, c)[:c]]
-        else:  # Hamming keeps SCOPE_OVERSAMPLE x, the asymmetric score the rescored (twice as many for a narrow scope)
-            kept = c * (SCOPE_NARROW if every else 1)
+        else:  # Hamming keeps SCOPE_OVERSAMPLE x, the asymmetric score the rescored (twice as many: SCOPE_NARROW)
+            kept = c * (SCOPE_NARROW if every and len(view.ids) > c * SCOPE_OVERSAMPLE else 1)
             if kept * SCOPE_OVERSAMPLE < len(positions):
                 positions = positions[np.argpartition(distance, kept * SCOPE_OVERSAMPLE)[:kept * SCOPE_OVERSAMPLE]]
             if kept < len(positions):

@@ -454,7 +454,8 @@ def test_a_scope_ranks_more_codes_by_hamming_and_rescores_the_asymmetric_best(
     """A scope's nearest are farther than an unscoped query's, where sign bits tell them apart
     less well: Hamming keeps SCOPE_OVERSAMPLE times the candidates and the query's floats
     against the codes' signs keep the k x OVERSAMPLE that are rescored (as many rows read as
-    unscoped; twice as many for a scope whose every code is ranked); recall rises over Hamming alone."""
+    unscoped; twice as many for a scope whose every code is ranked and more than Hamming keeps);
+    recall rises over Hamming alone."""
     monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
     monkeypatch.setattr(approx, "OVERSAMPLE", 1)  # 40 rescored of the 480 chunks in b
     _, backend, model, vecs = index
@@ -470,7 +471,10 @@ def test_a_scope_ranks_more_codes_by_hamming_and_rescores_the_asymmetric_best(
     monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 1)
     hamming = [_search(backend, model, q, ["b"]) for q in queries]
     assert set(rescored) == {40}
+    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 2)
     rescored.clear()
-    _search(backend, model, queries[0], ["a"])  # 120 chunks, within one query's budget (200): every code ranked, 2 x 40 rescored
-    assert rescored == [80]
+    _search(backend, model, queries[0], ["a"])  # 120 chunks, within one query's budget (200) and past Hamming's 80: 2 x 40
+    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 4)
+    _search(backend, model, queries[0], ["a"])  # Hamming keeps all 120: the asymmetric score ranks them whole, 40 rescored
+    assert rescored == [80, 40]
     assert _recall(got, exact) >= 0.95 and _recall(got, exact) > _recall(hamming, exact), (_recall(got, exact), _recall(hamming, exact))
