@@ -559,8 +559,8 @@ _BITS: Any = None
 def _asymmetric(vector: Any, codes_: Any) -> Any:
     """Σ of the query's components where each code's sign bit is set (its dot product with
     the code's ±1 signs, up to a constant): a finer estimate of the cosine than Hamming
-    distance, from a table of 256 sums a code byte (a gather per byte, so only for a few
-    thousand codes)."""
+    distance, from a table of 256 sums a code byte (a gather per byte, ~2-3 µs a code
+    loaded, so only for the few thousand Hamming keeps)."""
     import numpy as np
 
     global _BITS
@@ -569,7 +569,7 @@ def _asymmetric(vector: Any, codes_: Any) -> Any:
     padded = np.zeros(codes_.shape[1] * 8, np.float32)
     padded[:len(vector)] = vector
     table = (_BITS @ padded.reshape(-1, 8).T).T  # byte position x byte value
-    return table[np.arange(codes_.shape[1])[None, :], codes_].sum(axis=1)
+    return table.ravel()[codes_ + np.arange(0, table.size, 256, dtype=np.int32)].sum(axis=1)  # one flat gather: ~1.5x a 2-d one
 
 
 def _popcounts() -> Any:
