@@ -287,7 +287,7 @@ def nearest_many(
         if total < BROAD_FILTER_MIN:
             share, scope_first = 0.0, where is None
         elif where is None:
-            share, scope_first = _scope_share(conn, scope or []), True
+            share, scope_first = approx.remembered(conn, ("scope share", *(scope or [])), lambda: _scope_share(conn, scope or [])), True
         else:
             share, scope_first = _sampled_share(conn, where, scope)
         if share < BROAD_SHARE:

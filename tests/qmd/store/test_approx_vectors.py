@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import apsw
 import numpy as np
 import pytest
 
@@ -373,3 +374,107 @@ def test_a_damaged_code_block_is_never_read_as_fewer_codes(index: tuple[qmd.Stor
     conn.execute(f"UPDATE {approx.codes(model.id)}_chunks SET {damage}")
     approx._MATRICES.clear()
     assert approx._nearest_codes(conn, model.id, [vecs[0].tobytes()], [40]) is None
+
+
+def test_a_scope_is_cut_once_and_follows_every_document_change(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scope's chunk ids are read once (~0.7 s for a 10% collection at 1M) and its codes kept
+    while nothing in the file changes: a later query of the same scope reads no ids. A change
+    by this connection or by another one (a document moved, added in another collection with
+    the same content, deactivated) is seen by the next query; a chunk shared by documents of
+    two collections is in both scopes."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    reads: list[int] = []
+    real = approx.chunk_ids
+    monkeypatch.setattr(approx, "chunk_ids", lambda *a: reads.append(1) or real(*a))
+    q = vecs[7]
+    first = _search(backend, model, q, ["a"])
+    assert len(first) == 10 and len(reads) == 1
+    assert _search(backend, model, q, ["a"]) == first and len(reads) == 1  # kept: no second read
+    with conn:  # this connection: document 8 (h00007, collection b) moves to a
+        conn.execute("UPDATE documents SET collection = 'a' WHERE id = 8")
+    assert _search(backend, model, q, ["a"])[0] == (8, 1.0) and len(reads) == 2
+    other = apsw.Connection(str(backend.path))
+    with other:  # another connection: the same content in a new collection c, and document 8 inactive
+        other.execute(
+            "INSERT INTO documents (id, collection, path, title, hash, size, mtime_ns, created_at, modified_at, active, meta_version, when_ns)"
+            " VALUES (9001, 'c', 'x.md', 'x', 'h00007', 1, 0, '2026-01-01', '2026-01-01', 1, 1, 0)"
+        )
+        other.execute("UPDATE documents SET active = 0 WHERE id = 8")
+    other.close()
+    assert _search(backend, model, q, ["a"]) == first
+    assert _search(backend, model, q, ["c"]) == [(9001, 1.0)]  # the chunk of h00007, in collection c too
+    assert _search(backend, model, q, ["b", "c"])[0] == (9001, 1.0)
+
+
+def test_a_scope_probes_the_lists_that_hold_it(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collection of one topic lives in the few lists near it: a query far from them probes
+    lists in order until they hold as many in-scope codes as an unscoped query ranks (here all
+    of them), not a fixed share of the lists (which left it out: a short page of a scope with
+    10 matching documents)."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    _, backend, model, vecs = index
+    near = np.argsort(-(vecs @ vecs[0]))[:50]
+    conn = backend.connection()
+    with conn:
+        conn.executemany("UPDATE documents SET collection = 'topic' WHERE id = ?", [(int(i) + 1,) for i in near])
+    q = vecs[int(np.argmin(vecs @ vecs[0]))]  # the farthest from the topic
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = _search(backend, model, q, ["topic"])
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    backend.build_vector_index(model)
+    assert len(exact) == 10 and _search(backend, model, q, ["topic"]) == exact
+
+
+def test_a_scope_share_is_counted_once_while_the_documents_stand(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collection's share of the documents (which picks the plan) is counted once per
+    connection until a write (~10 ms a query for a 10% collection at 1M), then again."""
+    from qmd.backends.sqlite import vectors
+
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    monkeypatch.setattr(vectors, "BROAD_FILTER_MIN", 0)
+    counted: list[float] = []
+    real = vectors._scope_share
+    monkeypatch.setattr(vectors, "_scope_share", lambda *a: counted.append(real(*a)) or counted[-1])
+    first = [_search(backend, model, vecs[i], ["a"]) for i in range(3)]
+    assert counted == [pytest.approx(0.2)]
+    conn = backend.connection()
+    with conn:
+        conn.execute("UPDATE documents SET collection = 'b' WHERE collection = 'a' AND id > 300")
+    assert [_search(backend, model, vecs[i], ["a"]) for i in range(3)] != first
+    assert len(counted) == 2 and counted[1] == pytest.approx(0.1, abs=0.01)
+
+
+def test_a_scope_ranks_more_codes_by_hamming_and_rescores_the_asymmetric_best(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scope's nearest are farther than an unscoped query's, where sign bits tell them apart
+    less well: Hamming keeps SCOPE_OVERSAMPLE times the candidates and the query's floats
+    against the codes' signs keep the k x OVERSAMPLE that are rescored (as many rows read as
+    unscoped; twice as many for a scope whose every code is ranked and more than Hamming keeps);
+    recall rises over Hamming alone."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    monkeypatch.setattr(approx, "OVERSAMPLE", 1)  # 40 rescored of the 480 chunks in b
+    _, backend, model, vecs = index
+    queries = _unit(vecs[:16] + 0.6 * np.random.default_rng(5).standard_normal((16, DIMS)) / np.sqrt(DIMS))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q, ["b"]) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    backend.build_vector_index(model)
+    rescored: list[int] = []
+    real = approx._nearest_codes
+    monkeypatch.setattr(approx, "_nearest_codes", lambda *a, **kw: (found := real(*a, **kw)) and rescored.extend(map(len, found)) or found)
+    got = [_search(backend, model, q, ["b"]) for q in queries]
+    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 1)
+    hamming = [_search(backend, model, q, ["b"]) for q in queries]
+    assert set(rescored) == {40}
+    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 2)
+    rescored.clear()
+    _search(backend, model, queries[0], ["a"])  # 120 chunks, within one query's budget (200) and past Hamming's 80: 2 x 40
+    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 4)
+    _search(backend, model, queries[0], ["a"])  # Hamming keeps all 120: the asymmetric score ranks them whole, 40 rescored
+    assert rescored == [80, 40]
+    assert _recall(got, exact) >= 0.95 and _recall(got, exact) > _recall(hamming, exact), (_recall(got, exact), _recall(hamming, exact))
