@@ -373,3 +373,108 @@ def test_a_damaged_code_block_is_never_read_as_fewer_codes(index: tuple[qmd.Stor
     conn.execute(f"UPDATE {approx.codes(model.id)}_chunks SET {damage}")
     approx._MATRICES.clear()
     assert approx._nearest_codes(conn, model.id, [vecs[0].tobytes()], [40]) is None
+
+
+def _grown(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index built on its first 100 chunks (10 lists), then grown to N by writes (each
+    chunk joining its nearest list): √N gives 24 lists, REGROW x 10 and more."""
+    _, backend, model, vecs = index
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    backend.drop_vectors(model, [f"h{i:05d}" for i in range(100, N)])
+    backend.build_vector_index(model)
+    assert approx.status(backend.connection(), model.id)["lists"] == approx.lists_for(100) == 10
+    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(100, N)])
+
+
+def test_a_grown_index_is_retrained_by_embed(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Centroids trained at 100 chunks kept 10 lists at 600 (and one list, every code read,
+    for an index built below IVF_MIN_CHUNKS that grew past it): doctor warns with the fix, and
+    the next build trains √chunks new ones and moves every chunk to its nearest; recall holds."""
+    store, backend, model, vecs = index
+    _grown(index, monkeypatch)
+    conn = backend.connection()
+    queries = _unit(vecs[:8] + 0.3 * np.random.default_rng(5).standard_normal((8, DIMS)) / np.sqrt(DIMS))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    assert "10 lists for 600 chunks (24 fit them)" == approx.status(conn, model.id)["retrain_due"]
+    assert backend.vector_index_due(model)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.WARN and "no longer fit: 10 lists for 600 chunks" in check.detail and "qmd embed" in (check.fix or ""), check
+    assert backend.build_vector_index(model) == 0  # nothing to code: only moved
+    centroids = approx._centroids(conn, model.id)
+    assert len(centroids) == 24 and approx.retraining(conn, model.id) is None
+    lists = conn.execute(f"SELECT embedding, list FROM {approx.floats(model.id)}").fetchall()
+    assert all(list_id == int(np.argmax(centroids @ np.frombuffer(blob, np.float32))) for blob, list_id in lists)
+    assert not backend.vector_index_due(model) and approx.recorded(conn, model.id) == (approx.STRUCTURE, "ready", N)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK, check
+    assert _recall([_search(backend, model, q) for q in queries], exact) >= 0.95
+
+
+def test_a_crowded_list_is_due_a_retrain(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks written after the build that all land in one list (content drifted away from the
+    centroids) make that list over SKEW x the mean: due, and a retrain spreads them."""
+    _, backend, model, vecs = index
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    assert approx.status(conn, model.id)["retrain_due"] is None
+    rng = np.random.default_rng(9)
+    crowd = _unit(vecs[0] + 0.5 * rng.standard_normal((500, DIMS)) / np.sqrt(DIMS))
+    backend.write_vectors(model, [("h00001", [ChunkVector("h00001", j, 0, 5, 3, v.tolist()) for j, v in enumerate(crowd)])])
+    due = approx.status(conn, model.id)["retrain_due"]
+    assert isinstance(due, str) and due.startswith("its largest list holds"), due
+    largest = "SELECT max(n) FROM (SELECT count(*) AS n FROM {} GROUP BY list)"
+    before = conn.execute(largest.format(approx.floats(model.id))).fetchall()[0][0]
+    backend.build_vector_index(model)
+    assert conn.execute(largest.format(approx.floats(model.id))).fetchall()[0][0] < before / 2
+
+
+def test_a_killed_retrain_resumes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retrain killed while moving chunks keeps its new centroids and the batches it moved;
+    searches stay exact, doctor says so, and the next build moves only the rest."""
+    store, backend, model, vecs = index
+    _grown(index, monkeypatch)
+    conn = backend.connection()
+    real = approx._lists_of
+    calls: list[int] = []
+
+    def dies_on_the_third(c: object, model_id: int, blobs: list[bytes]) -> list[int]:
+        calls.append(len(blobs))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(conn, model_id, blobs)
+
+    monkeypatch.setattr(approx, "_lists_of", dies_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        approx.build(conn, model, f"vec_{model.id}", batch=100)
+    monkeypatch.setattr(approx, "_lists_of", real)
+    token = conn.execute(f"SELECT trained FROM {approx.centres(model.id)} WHERE list = 0").fetchall()
+    moved = approx.retraining(conn, model.id)
+    assert moved is not None and approx.status(conn, model.id)["lists"] == 24
+    assert conn.execute(f"SELECT count(*) FROM {approx.floats(model.id)} WHERE chunk_id <= ?", (moved,)).fetchall()[0][0] == 200  # two batches
+    assert not approx.searchable(conn, model.id, N) and backend.vector_index_due(model)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.WARN and "retraining" in check.detail, check
+    seen: list[int] = []
+    monkeypatch.setattr(approx, "_lists_of", lambda c, model_id, blobs: seen.append(len(blobs)) or real(c, model_id, blobs))
+    approx.build(conn, model, f"vec_{model.id}", batch=100)
+    assert sum(seen) == N - 200  # the rest only, not a restart
+    assert conn.execute(f"SELECT trained FROM {approx.centres(model.id)} WHERE list = 0").fetchall() == token
+    assert approx.retraining(conn, model.id) is None and approx.searchable(conn, model.id, N)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK, check
+
+
+def test_a_build_leaves_a_small_wal(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:
+    """The build's scan of the exact table stayed open across its commits, a read snapshot
+    that no checkpoint can pass: the WAL held the whole build (5.5 GB at 1M). Read a block at a
+    time and checkpointed after each batch, the WAL holds about the last batch."""
+    _, backend, model, _ = index
+    conn = backend.connection()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = Path(f"{backend.path}-wal")
+    approx.build(conn, model, f"vec_{model.id}", batch=50)
+    whole = conn.execute(f"SELECT sum(length(embedding)) FROM {approx.floats(model.id)}").fetchall()[0][0]
+    assert wal.stat().st_size < whole, (wal.stat().st_size, whole)  # 120 kB here; the open scan left 700 kB
