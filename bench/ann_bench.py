@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -75,6 +77,33 @@ def build(store: qmd.Store, data: np.ndarray, loader: str = "bulk") -> object:
     return model
 
 
+class WalPeak:
+    """The largest size the index's -wal file reached while the block ran (sampled every 50 ms)."""
+
+    def __init__(self, path: Path) -> None:
+        self.wal, self.peak, self._stop = Path(f"{path}-wal"), 0, threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.05):
+            try:
+                self.peak = max(self.peak, self.wal.stat().st_size)
+            except OSError:
+                pass
+
+    def __enter__(self) -> "WalPeak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        try:
+            self.peak = max(self.peak, self.wal.stat().st_size)
+        except OSError:
+            pass
+
+
 def run_one(report: Report, n: int, dims: int, args: object) -> dict[str, float]:
     os.environ["QMD_VECTOR_INDEX"] = "exact"
     data, qv = vectors(n, dims, args.queries, args.noise)  # type: ignore[attr-defined]
@@ -88,12 +117,19 @@ def run_one(report: Report, n: int, dims: int, args: object) -> dict[str, float]
         before = path.stat().st_size
         os.environ["QMD_VECTOR_INDEX"] = "approx"
         t0 = time.perf_counter()
-        store.backend.build_vector_index(model)  # type: ignore[arg-type]
+        with WalPeak(path) as wal:
+            store.backend.build_vector_index(model)  # type: ignore[arg-type]
         build_s = time.perf_counter() - t0
+        wal_end = Path(f"{path}-wal").stat().st_size if Path(f"{path}-wal").exists() else 0
         store.backend.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
         grown = path.stat().st_size - before
         backend = store.backend
-        out: dict[str, float] = {"load_s": load_s, "build_s": build_s, "exact_mb": before / 1e6, "approx_mb": grown / 1e6}
+        out: dict[str, float] = {"load_s": load_s, "build_s": build_s, "exact_mb": before / 1e6, "approx_mb": grown / 1e6, "wal_peak_mb": wal.peak / 1e6, "wal_end_mb": wal_end / 1e6}
+        report.row(f"{n // 1000}k x {dims}: WAL during the build: peak / at its end", f"{wal.peak / 1e6:.0f} MB / {wal_end / 1e6:.0f} MB")
+        if args.build_only:  # type: ignore[attr-defined]
+            report.row(f"{n // 1000}k x {dims}: load / approx build; exact file / approx growth", f"{load_s:.1f} s / {build_s:.1f} s; {before / 1e6:.0f} MB / {grown / 1e6:.0f} MB")
+            store.close()
+            return out
         approx._MATRICES.clear()  # the first query of a connection reads the codes (a CLI query pays this each time)
         s = time.perf_counter()
         backend.nearest_documents(model, qv[0].tolist(), 10, None)  # type: ignore[arg-type]
@@ -135,6 +171,7 @@ def main() -> int:
     parser.add_argument("--noise", type=float, default=0.5, help="cluster spread (default 0.5, text-like; 1.4 is near-uniform)")
     parser.add_argument("--oversample", type=int, default=approx.OVERSAMPLE, help=f"candidates per result (default {approx.OVERSAMPLE})")
     parser.add_argument("--loader", choices=("bulk", "api"), default="bulk", help="how the exact index is written (default bulk: executemany, 50k a transaction; api: write_vectors)")
+    parser.add_argument("--build-only", action="store_true", help="load and build, report time, size and the WAL's peak; no queries")
     args = parser.parse_args()
     approx.OVERSAMPLE = args.oversample
     report = Report("ann_bench")
@@ -143,6 +180,8 @@ def main() -> int:
         report.data[f"{n}x{dims}"] = run_one(report, n, dims, args)
     n, dims = runs[-1]
     last = report.data[f"{n}x{dims}"]
+    if args.build_only:
+        return report.finish(args.json)
     for label in ("all", "10%"):
         report.target(Target(f"{n}x{dims} {label} recall@10", last[f"{label}_recall"], 0.95, "", "min"))
         report.target(Target(f"{n}x{dims} {label} approx/exact p50", last[f"{label}_ratio"], 0.05, "x"))
