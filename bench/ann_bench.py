@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -45,17 +46,19 @@ def vectors(n: int, dims: int, queries: int, noise: float) -> tuple[np.ndarray, 
     return data, qv
 
 
-def build(store: qmd.Store, data: np.ndarray, loader: str = "bulk") -> object:
+def build(store: qmd.Store, data: np.ndarray, loader: str = "bulk", first: int = 0, upto: int | None = None) -> object:
     """Write N one-chunk documents. `api`: through write_vectors (2000 a transaction; 1M x 768
     took ~25 min). `bulk`: the same rows (documents, chunks, the exact vec0 table, embedded)
     by executemany in transactions of 50k, the floats packed by numpy: a normal qmd index,
-    read by qmd's own search code, written several times faster."""
+    read by qmd's own search code, written several times faster. `first`, `upto`: only those
+    rows (a grown index: the first ones, the approximate index built, then the rest)."""
     backend = store.backend
-    backend.open(create=True)
+    if not first:
+        backend.open(create=True)
     conn = backend.connection()
-    n = len(data)
+    n = len(data) if upto is None else upto
     step = 50_000
-    for lo in range(0, n, step):
+    for lo in range(first, n, step):
         with conn:
             conn.executemany(
                 "INSERT INTO documents (id, collection, path, title, hash, size, mtime_ns, created_at, modified_at, active, meta_version, when_ns)"
@@ -64,11 +67,11 @@ def build(store: qmd.Store, data: np.ndarray, loader: str = "bulk") -> object:
             )
     model = backend.ensure_vector_model(f"bench-ann-{data.shape[1]}", "synthetic", data.shape[1])
     if loader == "api":
-        for lo in range(0, n, 2000):
+        for lo in range(first, n, 2000):
             backend.write_vectors(model, [(f"h{i:08d}", [ChunkVector(f"h{i:08d}", 0, 0, 10, 10, data[i].tolist())]) for i in range(lo, min(n, lo + 2000))])
         return model
     mid = model.id  # type: ignore[attr-defined]
-    for lo in range(0, n, step):
+    for lo in range(first, n, step):
         hi = min(n, lo + step)
         with conn:
             conn.executemany("INSERT INTO chunks (id, model_id, hash, seq, start, end, tokens) VALUES (?, ?, ?, 0, 0, 10, 10)", ((i + 1, mid, f"h{i:08d}") for i in range(lo, hi)))
@@ -104,6 +107,34 @@ class WalPeak:
             pass
 
 
+def measure(report: Report, backend: Any, model: Any, qv: np.ndarray, tag0: str, args: Any) -> dict[str, float]:
+    """Exact and approximate queries interleaved, unscoped and scoped to the 10% collection:
+    p50 (p95), their ratio, recall@10 of the approximate against the exact."""
+    out: dict[str, float] = {}
+    for label, scope in (("all", None), ("10%", ["ten"])):
+        times: dict[str, list[float]] = {"exact": [], "approx": []}
+        hits = 0
+        for r in range(args.rounds):  # type: ignore[attr-defined]
+            for i, q in enumerate(qv):
+                got: dict[str, set[int]] = {}
+                for mode in (("exact", "approx") if (i + r) % 2 == 0 else ("approx", "exact")):
+                    os.environ["QMD_VECTOR_INDEX"] = mode
+                    s = time.perf_counter()
+                    found = backend.nearest_documents(model, q.tolist(), 10, scope)  # type: ignore[arg-type]
+                    times[mode].append(time.perf_counter() - s)
+                    got[mode] = {d for d, _, _ in found}
+                if r == 0:
+                    hits += len(got["exact"] & got["approx"])
+        recall = hits / (10 * len(qv))
+        ratio = p50(times["approx"]) / p50(times["exact"])
+        tag = f"{tag0} {label}"
+        report.row(f"{tag}: exact / approx p50 (p95)", f"{ms(p50(times['exact']))} / {ms(p50(times['approx']))} ({ms(percentile(times['exact'], 95))} / {ms(percentile(times['approx'], 95))})")
+        report.row(f"{tag}: ratio; recall@10", f"{ratio:.3f}x; {recall:.3f}")
+        out[f"{label}_ratio"], out[f"{label}_recall"] = ratio, recall
+        out[f"{label}_exact_p50_ms"], out[f"{label}_approx_p50_ms"] = p50(times["exact"]) * 1000, p50(times["approx"]) * 1000
+    return out
+
+
 def run_one(report: Report, n: int, dims: int, args: object) -> dict[str, float]:
     os.environ["QMD_VECTOR_INDEX"] = "exact"
     data, qv = vectors(n, dims, args.queries, args.noise)  # type: ignore[attr-defined]
@@ -134,31 +165,53 @@ def run_one(report: Report, n: int, dims: int, args: object) -> dict[str, float]
         s = time.perf_counter()
         backend.nearest_documents(model, qv[0].tolist(), 10, None)  # type: ignore[arg-type]
         out["first_query_ms"] = (time.perf_counter() - s) * 1000
-        for label, scope in (("all", None), ("10%", ["ten"])):
-            times: dict[str, list[float]] = {"exact": [], "approx": []}
-            hits = 0
-            for r in range(args.rounds):  # type: ignore[attr-defined]
-                for i, q in enumerate(qv):
-                    got: dict[str, set[int]] = {}
-                    for mode in (("exact", "approx") if (i + r) % 2 == 0 else ("approx", "exact")):
-                        os.environ["QMD_VECTOR_INDEX"] = mode
-                        s = time.perf_counter()
-                        found = backend.nearest_documents(model, q.tolist(), 10, scope)  # type: ignore[arg-type]
-                        times[mode].append(time.perf_counter() - s)
-                        got[mode] = {d for d, _, _ in found}
-                    if r == 0:
-                        hits += len(got["exact"] & got["approx"])
-            recall = hits / (10 * len(qv))
-            ratio = p50(times["approx"]) / p50(times["exact"])
-            tag = f"{n // 1000}k x {dims} {label}"
-            report.row(f"{tag}: exact / approx p50 (p95)", f"{ms(p50(times['exact']))} / {ms(p50(times['approx']))} ({ms(percentile(times['exact'], 95))} / {ms(percentile(times['approx'], 95))})")
-            report.row(f"{tag}: ratio; recall@10", f"{ratio:.3f}x; {recall:.3f}")
-            out[f"{label}_ratio"], out[f"{label}_recall"] = ratio, recall
-            out[f"{label}_exact_p50_ms"], out[f"{label}_approx_p50_ms"] = p50(times["exact"]) * 1000, p50(times["approx"]) * 1000
+        out.update(measure(report, backend, model, qv, f"{n // 1000}k x {dims}", args))
         report.row(f"{n // 1000}k x {dims}: load / approx build; exact file / approx growth", f"{load_s:.1f} s / {build_s:.1f} s; {before / 1e6:.0f} MB / {grown / 1e6:.0f} MB")
         report.row(f"{n // 1000}k x {dims}: first approx query of a connection (reads the codes)", ms(out["first_query_ms"] / 1000))
         store.close()
     print(f"  {n} x {dims} done", flush=True)
+    return out
+
+
+def run_grown(report: Report, n: int, dims: int, args: Any) -> dict[str, float]:
+    """`--grow-from N0`: the approximate index built on the first N0 vectors (its centroids
+    trained there), the rest loaded and coded into those lists as writes would (no retrain),
+    measured; then the build `qmd embed` runs (it retrains: approx.retrain_due), measured again
+    on the same queries. `--drift`: the vectors ordered along a random direction first, so the
+    first N0 cover one side of the space and the rest crowd its edge lists."""
+    from qmd.backends.sqlite.vectors import table
+
+    os.environ["QMD_VECTOR_INDEX"] = "exact"
+    data, qv = vectors(n, dims, args.queries, args.noise)
+    if args.drift:
+        data = data[np.argsort(data @ unit(np.random.default_rng(5).standard_normal(dims).astype(np.float32)))]
+    tag = f"{n // 1000}k x {dims} grown from {args.grow_from // 1000}k{' (drift)' if args.drift else ''}"
+    with isolated_home("ann") as tmp:
+        path = tmp / "idx" / "index.sqlite"
+        store = qmd.Store(path, tmp / "idx" / "index.yml")
+        backend = store.backend
+        model = build(store, data, args.loader, 0, args.grow_from)
+        os.environ["QMD_VECTOR_INDEX"] = "approx"
+        backend.build_vector_index(model)
+        build(store, data, args.loader, args.grow_from)
+        conn = backend.connection()
+        approx.build(conn, model, table(model.id), retrain=False)  # type: ignore[arg-type,attr-defined]
+        found = approx.status(conn, model.id)  # type: ignore[attr-defined]
+        largest = conn.execute(f"SELECT max(n) FROM (SELECT count(*) AS n FROM {approx.floats(model.id)} GROUP BY list)").fetchall()[0][0]  # type: ignore[attr-defined]
+        report.row(f"{tag}: lists, largest list; retrain due", f"{found['lists']}, {largest}; {found['retrain_due']}")
+        approx._MATRICES.clear()
+        out = {f"stale_{k}": v for k, v in measure(report, backend, model, qv, f"{tag}, stale", args).items()}
+        t0 = time.perf_counter()
+        with WalPeak(path) as wal:
+            backend.build_vector_index(model)  # type: ignore[arg-type]
+        out["retrain_s"], out["retrain_wal_peak_mb"] = time.perf_counter() - t0, wal.peak / 1e6
+        found = approx.status(conn, model.id)  # type: ignore[attr-defined]
+        largest = conn.execute(f"SELECT max(n) FROM (SELECT count(*) AS n FROM {approx.floats(model.id)} GROUP BY list)").fetchall()[0][0]  # type: ignore[attr-defined]
+        report.row(f"{tag}: retrain (embed's build) time, WAL peak; lists, largest list now", f"{out['retrain_s']:.1f} s, {wal.peak / 1e6:.0f} MB; {found['lists']}, {largest}")
+        approx._MATRICES.clear()
+        out.update({f"retrained_{k}": v for k, v in measure(report, backend, model, qv, f"{tag}, retrained", args).items()})
+        store.close()
+    print(f"  {tag} done", flush=True)
     return out
 
 
@@ -172,10 +225,16 @@ def main() -> int:
     parser.add_argument("--oversample", type=int, default=approx.OVERSAMPLE, help=f"candidates per result (default {approx.OVERSAMPLE})")
     parser.add_argument("--loader", choices=("bulk", "api"), default="bulk", help="how the exact index is written (default bulk: executemany, 50k a transaction; api: write_vectors)")
     parser.add_argument("--build-only", action="store_true", help="load and build, report time, size and the WAL's peak; no queries")
+    parser.add_argument("--grow-from", type=int, default=0, help="build on the first N vectors, grow to each size, measure before and after embed's retrain")
+    parser.add_argument("--drift", action="store_true", help="with --grow-from: the first vectors from one side of the space (content that drifted)")
     args = parser.parse_args()
     approx.OVERSAMPLE = args.oversample
     report = Report("ann_bench")
     runs = [(int(n), int(d)) for n in args.sizes.split(",") for d in args.dims.split(",")]
+    if args.grow_from:
+        for n, dims in runs:
+            report.data[f"{n}x{dims}-grown"] = run_grown(report, n, dims, args)
+        return report.finish(args.json)
     for n, dims in runs:
         report.data[f"{n}x{dims}"] = run_one(report, n, dims, args)
     n, dims = runs[-1]
