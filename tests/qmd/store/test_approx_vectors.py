@@ -478,3 +478,101 @@ def test_a_build_leaves_a_small_wal(index: tuple[qmd.Store, SqliteBackend, Vecto
     approx.build(conn, model, f"vec_{model.id}", batch=50)
     whole = conn.execute(f"SELECT sum(length(embedding)) FROM {approx.floats(model.id)}").fetchall()[0][0]
     assert wal.stat().st_size < whole, (wal.stat().st_size, whole)  # 120 kB here; the open scan left 700 kB
+
+
+@pytest.mark.slow
+def test_a_killed_embed_resumes_its_inverted_lists(tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real `qmd embed` SIGKILLed while it builds the inverted lists (past IVF_MIN_CHUNKS, so
+    trained centroids and batches of BATCH chunks), then run again: it resumes (the same
+    centroids, only the rest coded) and ends with a whole index whose recall holds against exact."""
+    import signal
+    import subprocess
+    import time
+
+    import apsw
+
+    from qmd.backends.sqlite.vectors import ensure_vec
+    from tests.support.run import command, qmd_env, run_qmd
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "n.md").write_text("# note\n\nthe release process\n")
+    assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
+    assert run_qmd("embed").returncode == 0
+    n = approx.IVF_MIN_CHUNKS + 4 * approx.BATCH
+    with qmd.open_index() as store:
+        backend = store.backend
+        assert isinstance(backend, SqliteBackend)
+        conn = backend.connection()
+        [(model_id, dims)] = conn.execute("SELECT id, dims FROM embed_models").fetchall()
+        ensure_vec(conn)
+        approx.reset(conn, model_id)  # the chunks below are coded by the next embed's build
+        rng = np.random.default_rng(4)
+        centers = _unit(rng.standard_normal((60, dims)))
+        vecs = _unit(centers[rng.integers(0, 60, n)] + 0.6 * rng.standard_normal((n, dims)) / np.sqrt(dims)).astype(np.float32)
+        with conn:
+            conn.executemany("INSERT INTO chunks (model_id, hash, seq, start, end, tokens) VALUES (?, ?, 0, 0, 5, 3)", ((model_id, f"s{i:06d}") for i in range(n)))
+            ids = dict(conn.execute("SELECT hash, id FROM chunks WHERE hash LIKE 's%'").fetchall())
+            conn.executemany(f"INSERT INTO vec_{model_id} (chunk_id, embedding) VALUES (?, ?)", ((ids[f"s{i:06d}"], vecs[i].tobytes()) for i in range(n)))
+        path = backend.path
+    chunks = n + 1
+    proc = subprocess.Popen(command("embed"), env=qmd_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    watch = apsw.Connection(str(path))
+    coded = 0
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                watch.execute("BEGIN IMMEDIATE")  # between two of the build's batches: it waits on this lock
+            except apsw.BusyError:
+                time.sleep(0.002)
+                continue
+            try:
+                if watch.execute(f"SELECT 1 FROM sqlite_master WHERE name = '{approx.floats(model_id)}'").fetchall():
+                    coded = watch.execute(f"SELECT count(*) FROM {approx.floats(model_id)}").fetchall()[0][0]
+                if 0 < coded < chunks:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    break
+            finally:
+                watch.execute("ROLLBACK")
+            time.sleep(0.002)
+        token = watch.execute(f"SELECT trained FROM {approx.centres(model_id)} WHERE list = 0").fetchall()
+    finally:
+        watch.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL and 0 < coded < chunks, (proc.returncode, coded)
+    with qmd.open_index() as store:
+        backend = store.backend
+        assert isinstance(backend, SqliteBackend)
+        assert approx.recorded(backend.connection(), model_id) == (approx.STRUCTURE, "building", 0)
+        [check] = _vector_index(store, "index")
+        assert check.status == Status.WARN and f"{coded} of {chunks} chunks coded" in check.detail, check
+    proc2 = run_qmd("embed")
+    assert proc2.returncode == 0, proc2.stderr
+    with qmd.open_index() as store:
+        backend = store.backend
+        assert isinstance(backend, SqliteBackend)
+        conn = backend.connection()
+        assert conn.execute(f"SELECT trained FROM {approx.centres(model_id)} WHERE list = 0").fetchall() == token  # resumed: the same centroids
+        found = approx.status(conn, model_id)
+        assert found["state"] == "ready" and found["floats"] == found["codes"] == chunks and found["lists"] == approx.lists_for(chunks)
+        [check] = _vector_index(store, "index")
+        assert check.status == Status.OK, check
+        lists = conn.execute(f"SELECT embedding, list FROM {approx.floats(model_id)}").fetchall()
+        centroids = approx._centroids(conn, model_id)
+        assert all(list_id == int(np.argmax(centroids @ np.frombuffer(blob, np.float32))) for blob, list_id in lists)
+        ensure_vec(conn)
+        by_id = {v: int(k[1:]) for k, v in ids.items()}
+        own = approx.knn_many(conn, model_id, [vecs[i].tobytes() for i in range(0, n, 997)], [1] * len(range(0, n, 997)), None)
+        assert [by_id[g[0][0]] for g in own if g] == list(range(0, n, 997))  # each vector finds itself through its list
+        queries = _unit(vecs[:20] + 0.3 * rng.standard_normal((20, dims)) / np.sqrt(dims)).astype(np.float32)
+        got = approx.knn_many(conn, model_id, [q.tobytes() for q in queries], [10] * 20, None)
+        approx.reset(conn, model_id)  # the same chunks built in one go (the same strided sample, the same centroids)
+        approx._MATRICES.clear()
+        backend.build_vector_index(VectorModel(model_id, "", "", dims))
+        assert approx.knn_many(conn, model_id, [q.tobytes() for q in queries], [10] * 20, None) == got
