@@ -44,8 +44,8 @@ MAX_LISTS = 4096
 PROBE_SHARE = 1 / 16  # of the lists probed per query, at least MIN_PROBE: recall@10 at 1M x 768 clustered, 1000 lists
 # (numpy replay of this pipeline, 50 queries): 16 lists 0.934, 32 0.972 (ann_bench: 0.94), 64 0.982, 96 0.992
 MIN_PROBE = 8
-REGROW = 2  # retrain once the chunks would get REGROW x the lists they have (√chunks: ~4x the chunks trained on;
-# an index trained below IVF_MIN_CHUNKS has 1 list, so reaches it at IVF_MIN_CHUNKS): docs/performance.md
+REGROW = 3  # retrain once the chunks reach REGROW x those the lists fit (lists²; one list: from IVF_MIN_CHUNKS):
+# content that drifted while the index grew 4x lost recall@10 0.80 vs 1.00 retrained (docs/performance.md)
 SKEW = 8  # ... or once the largest list holds more than SKEW x the mean (content drifted away from the centroids)
 SAMPLE_PER_LIST = 32  # training vectors per centroid (a strided sample of the exact table)
 KMEANS_ROUNDS = 8
@@ -236,13 +236,13 @@ def retraining(conn: apsw.Connection, model_id: int) -> int | None:
 
 def retrain_due(conn: apsw.Connection, model_id: int, n_lists: int, chunks: int) -> str | None:
     """Why the `n_lists` centroids no longer fit the space (None: they do). Either the chunks
-    grew until √chunks gives REGROW x the lists (so ~4x those trained on; an index trained
-    below IVF_MIN_CHUNKS, one list, from IVF_MIN_CHUNKS: each query then ranks every code), or
+    grew to REGROW x those √chunks lists fit (an index trained below IVF_MIN_CHUNKS, one list:
+    from IVF_MIN_CHUNKS, where each query would rank every code), or
     the largest list holds over SKEW x the mean (chunks written later crowd a few lists)."""
     if n_lists < 1:
         return None
     fit = lists_for(chunks)
-    if fit >= REGROW * n_lists:
+    if fit > n_lists and (chunks >= IVF_MIN_CHUNKS if n_lists == 1 else chunks >= REGROW * n_lists ** 2):
         return f"{n_lists} list{'s' if n_lists > 1 else ''} for {chunks} chunks ({fit} fit them)"
     if n_lists > 1:
         largest, coded = conn.execute(f"SELECT max(n), sum(n) FROM (SELECT count(*) AS n FROM {floats(model_id)} GROUP BY list)").fetchall()[0]

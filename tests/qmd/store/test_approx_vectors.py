@@ -576,3 +576,14 @@ def test_a_killed_embed_resumes_its_inverted_lists(tmp_path: Path, tiny_models: 
         approx._MATRICES.clear()
         backend.build_vector_index(VectorModel(model_id, "", "", dims))
         assert approx.knn_many(conn, model_id, [q.tobytes() for q in queries], [10] * 20, None) == got
+
+
+def test_when_a_retrain_is_due(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:
+    """One list (built below IVF_MIN_CHUNKS) is due from IVF_MIN_CHUNKS; √chunks lists from
+    REGROW x lists² chunks (224 lists at 200k: 4x their 50k, where drifted content lost recall
+    0.80; a test on √chunks doubling missed it by rounding: 447 < 448)."""
+    _, backend, model, _ = index
+    conn = backend.connection()
+    assert approx.retrain_due(conn, model.id, 1, approx.IVF_MIN_CHUNKS - 1) is None
+    assert approx.retrain_due(conn, model.id, 1, approx.IVF_MIN_CHUNKS) == f"1 list for {approx.IVF_MIN_CHUNKS} chunks (141 fit them)"
+    assert approx.retrain_due(conn, model.id, 224, 200_000) == "224 lists for 200000 chunks (447 fit them)"
