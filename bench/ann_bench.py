@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -47,17 +49,19 @@ def vectors(n: int, dims: int, queries: int, noise: float) -> tuple[np.ndarray, 
     return data, qv
 
 
-def build(store: qmd.Store, data: np.ndarray, loader: str = "bulk") -> object:
+def build(store: qmd.Store, data: np.ndarray, loader: str = "bulk", first: int = 0, upto: int | None = None) -> object:
     """Write N one-chunk documents. `api`: through write_vectors (2000 a transaction; 1M x 768
     took ~25 min). `bulk`: the same rows (documents, chunks, the exact vec0 table, embedded)
     by executemany in transactions of 50k, the floats packed by numpy: a normal qmd index,
-    read by qmd's own search code, written several times faster."""
+    read by qmd's own search code, written several times faster. `first`, `upto`: only those
+    rows (a grown index: the first ones, the approximate index built, then the rest)."""
     backend = store.backend
-    backend.open(create=True)
+    if not first:
+        backend.open(create=True)
     conn = backend.connection()
-    n = len(data)
+    n = len(data) if upto is None else upto
     step = 50_000
-    for lo in range(0, n, step):
+    for lo in range(first, n, step):
         with conn:
             conn.executemany(
                 "INSERT INTO documents (id, collection, path, title, hash, size, mtime_ns, created_at, modified_at, active, meta_version, when_ns)"
@@ -68,15 +72,15 @@ def build(store: qmd.Store, data: np.ndarray, loader: str = "bulk") -> object:
         conn.executemany(
             "INSERT INTO documents (id, collection, path, title, hash, size, mtime_ns, created_at, modified_at, active, meta_version, when_ns)"
             " VALUES (?, ?, ?, ?, ?, 1, 0, '2026-01-01', '2026-01-01', 1, 1, 0)",
-            ((n + 1 + j, "one", f"o{i}.md", f"o{i}", f"h{i:08d}") for j, i in enumerate(range(5, n, 100))),
+            ((len(data) + 1 + i, "one", f"o{i}.md", f"o{i}", f"h{i:08d}") for i in range(5, n, 100) if i >= first),
         )
     model = backend.ensure_vector_model(f"bench-ann-{data.shape[1]}", "synthetic", data.shape[1])
     if loader == "api":
-        for lo in range(0, n, 2000):
+        for lo in range(first, n, 2000):
             backend.write_vectors(model, [(f"h{i:08d}", [ChunkVector(f"h{i:08d}", 0, 0, 10, 10, data[i].tolist())]) for i in range(lo, min(n, lo + 2000))])
         return model
     mid = model.id  # type: ignore[attr-defined]
-    for lo in range(0, n, step):
+    for lo in range(first, n, step):
         hi = min(n, lo + step)
         with conn:
             conn.executemany("INSERT INTO chunks (id, model_id, hash, seq, start, end, tokens) VALUES (?, ?, ?, 0, 0, 10, 10)", ((i + 1, mid, f"h{i:08d}") for i in range(lo, hi)))
@@ -104,11 +108,71 @@ def index_dir(keep: str | None, n: int, dims: int, noise: float) -> Iterator[Pat
     finally:
         os.environ.clear()
         os.environ.update(saved)
+class WalPeak:
+    """The largest size the index's -wal file reached while the block ran (sampled every 50 ms)."""
+
+    def __init__(self, path: Path) -> None:
+        self.wal, self.peak, self._stop = Path(f"{path}-wal"), 0, threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.05):
+            try:
+                self.peak = max(self.peak, self.wal.stat().st_size)
+            except OSError:
+                pass
+
+    def __enter__(self) -> "WalPeak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        try:
+            self.peak = max(self.peak, self.wal.stat().st_size)
+        except OSError:
+            pass
 
 
-def run_one(report: Report, n: int, dims: int, args: object) -> dict[str, float]:
+def measure(report: Report, backend: Any, model: Any, qv: np.ndarray, tag0: str, args: Any) -> dict[str, float]:
+    """Exact and approximate queries interleaved, for each of --scopes (alternated query by
+    query, so a change of load hits them alike): p50 (p95), their ratio, recall@10 of the
+    approximate against the exact, and a scope's approximate p50 against the unscoped one."""
+    labels = args.scopes.split(",")
+    times = {label: {"exact": list[float](), "approx": list[float]()} for label in labels}
+    hits = dict.fromkeys(labels, 0)
+    for r in range(args.rounds):
+        for i, q in enumerate(qv):
+            for label in (labels if (i + r) % 2 == 0 else labels[::-1]):
+                got: dict[str, set[int]] = {}
+                for mode in (("exact", "approx") if (i + r) % 2 == 0 else ("approx", "exact")):
+                    if r > 0 and mode == "exact" and i >= args.exact_repeat:
+                        continue
+                    os.environ["QMD_VECTOR_INDEX"] = mode
+                    s = time.perf_counter()
+                    found = backend.nearest_documents(model, q.tolist(), 10, SCOPES[label])
+                    times[label][mode].append(time.perf_counter() - s)
+                    got[mode] = {d for d, _, _ in found}
+                if r == 0:
+                    hits[label] += len(got["exact"] & got["approx"])
+    out: dict[str, float] = {}
+    for label in labels:
+        took = times[label]
+        recall = hits[label] / (10 * len(qv))
+        ratio = p50(took["approx"]) / p50(took["exact"])
+        tag = f"{tag0} {label}"
+        report.row(f"{tag}: exact / approx p50 (p95)", f"{ms(p50(took['exact']))} / {ms(p50(took['approx']))} ({ms(percentile(took['exact'], 95))} / {ms(percentile(took['approx'], 95))})")
+        out[f"{label}_ratio"], out[f"{label}_recall"] = ratio, recall
+        out[f"{label}_exact_p50_ms"], out[f"{label}_approx_p50_ms"] = p50(took["exact"]) * 1000, p50(took["approx"]) * 1000
+        scoped = f"; {out[f'{label}_approx_p50_ms'] / out['all_approx_p50_ms']:.2f}x unscoped approx" if label != "all" and "all_approx_p50_ms" in out else ""
+        report.row(f"{tag}: ratio; recall@10", f"{ratio:.3f}x; {recall:.3f}{scoped}")
+    return out
+
+
+def run_one(report: Report, n: int, dims: int, args: Any) -> dict[str, float]:
     os.environ["QMD_VECTOR_INDEX"] = "exact"
-    queries, noise, keep = args.queries, args.noise, args.keep  # type: ignore[attr-defined]
+    queries, noise, keep = args.queries, args.noise, args.keep
     with index_dir(keep, n, dims, noise) as folder:
         path = folder / "index.sqlite"
         done, saved_q = folder / "built", folder / f"queries-{queries}.npy"
@@ -122,22 +186,28 @@ def run_one(report: Report, n: int, dims: int, args: object) -> dict[str, float]
         else:
             data, qv = vectors(n, dims, queries, noise)
             t0 = time.perf_counter()
-            model = build(store, data, args.loader)  # type: ignore[attr-defined]
+            model = build(store, data, args.loader)
             del data
             load_s = time.perf_counter() - t0
             store.backend.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
             before = path.stat().st_size
             os.environ["QMD_VECTOR_INDEX"] = "approx"
             t0 = time.perf_counter()
-            store.backend.build_vector_index(model)  # type: ignore[arg-type]
+            with WalPeak(path) as wal:
+                store.backend.build_vector_index(model)  # type: ignore[arg-type]
             build_s = time.perf_counter() - t0
+            wal_end = Path(f"{path}-wal").stat().st_size if Path(f"{path}-wal").exists() else 0
             store.backend.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
             grown = path.stat().st_size - before
-            out.update({"load_s": load_s, "build_s": build_s, "exact_mb": before / 1e6, "approx_mb": grown / 1e6})
+            out.update({"load_s": load_s, "build_s": build_s, "exact_mb": before / 1e6, "approx_mb": grown / 1e6, "wal_peak_mb": wal.peak / 1e6, "wal_end_mb": wal_end / 1e6})
             report.row(f"{n // 1000}k x {dims}: load / approx build; exact file / approx growth", f"{load_s:.1f} s / {build_s:.1f} s; {before / 1e6:.0f} MB / {grown / 1e6:.0f} MB")
+            report.row(f"{n // 1000}k x {dims}: WAL during the build: peak / at its end", f"{wal.peak / 1e6:.0f} MB / {wal_end / 1e6:.0f} MB")
             if keep is not None:
                 np.save(saved_q, qv)
                 done.write_text("built\n")
+        if args.build_only:
+            store.close()
+            return out
         backend = store.backend
         os.environ["QMD_VECTOR_INDEX"] = "approx"
         approx._MATRICES.clear()  # the first query of a connection reads the codes (a CLI query pays this each time)
@@ -145,35 +215,51 @@ def run_one(report: Report, n: int, dims: int, args: object) -> dict[str, float]
         backend.nearest_documents(model, qv[0].tolist(), 10, None)  # type: ignore[arg-type]
         out["first_query_ms"] = (time.perf_counter() - s) * 1000
         report.row(f"{n // 1000}k x {dims}: first approx query of a connection (reads the codes)", ms(out["first_query_ms"] / 1000))
-        labels = args.scopes.split(",")  # type: ignore[attr-defined]
-        times = {label: {"exact": list[float](), "approx": list[float]()} for label in labels}
-        hits = dict.fromkeys(labels, 0)
-        for r in range(args.rounds):  # type: ignore[attr-defined]
-            for i, q in enumerate(qv):  # the scopes alternated query by query, so a change of load hits them alike
-                for label in (labels if (i + r) % 2 == 0 else labels[::-1]):
-                    got: dict[str, set[int]] = {}
-                    for mode in (("exact", "approx") if (i + r) % 2 == 0 else ("approx", "exact")):
-                        if r > 0 and mode == "exact" and i >= args.exact_repeat:  # type: ignore[attr-defined]
-                            continue
-                        os.environ["QMD_VECTOR_INDEX"] = mode
-                        s = time.perf_counter()
-                        found = backend.nearest_documents(model, q.tolist(), 10, SCOPES[label])  # type: ignore[arg-type]
-                        times[label][mode].append(time.perf_counter() - s)
-                        got[mode] = {d for d, _, _ in found}
-                    if r == 0:
-                        hits[label] += len(got["exact"] & got["approx"])
-        for label in labels:
-            took = times[label]
-            recall = hits[label] / (10 * len(qv))
-            ratio = p50(took["approx"]) / p50(took["exact"])
-            tag = f"{n // 1000}k x {dims} {label}"
-            report.row(f"{tag}: exact / approx p50 (p95)", f"{ms(p50(took['exact']))} / {ms(p50(took['approx']))} ({ms(percentile(took['exact'], 95))} / {ms(percentile(took['approx'], 95))})")
-            out[f"{label}_ratio"], out[f"{label}_recall"] = ratio, recall
-            out[f"{label}_exact_p50_ms"], out[f"{label}_approx_p50_ms"] = p50(took["exact"]) * 1000, p50(took["approx"]) * 1000
-            scoped = f"; {out[f'{label}_approx_p50_ms'] / out['all_approx_p50_ms']:.2f}x unscoped approx" if label != "all" and "all_approx_p50_ms" in out else ""
-            report.row(f"{tag}: ratio; recall@10", f"{ratio:.3f}x; {recall:.3f}{scoped}")
+        out.update(measure(report, backend, model, qv, f"{n // 1000}k x {dims}", args))
         store.close()
     print(f"  {n} x {dims} done", flush=True)
+    return out
+
+
+def run_grown(report: Report, n: int, dims: int, args: Any) -> dict[str, float]:
+    """`--grow-from N0`: the approximate index built on the first N0 vectors (its centroids
+    trained there), the rest loaded and coded into those lists as writes would (no retrain),
+    measured; then the build `qmd embed` runs (it retrains: approx.retrain_due), measured again
+    on the same queries. `--drift`: the vectors ordered along a random direction first, so the
+    first N0 cover one side of the space and the rest crowd its edge lists."""
+    from qmd.backends.sqlite.vectors import table
+
+    os.environ["QMD_VECTOR_INDEX"] = "exact"
+    data, qv = vectors(n, dims, args.queries, args.noise)
+    if args.drift:
+        data = data[np.argsort(data @ unit(np.random.default_rng(5).standard_normal(dims).astype(np.float32)))]
+    tag = f"{n // 1000}k x {dims} grown from {args.grow_from // 1000}k{' (drift)' if args.drift else ''}"
+    with isolated_home("ann") as tmp:
+        path = tmp / "idx" / "index.sqlite"
+        store = qmd.Store(path, tmp / "idx" / "index.yml")
+        backend = store.backend
+        model = build(store, data, args.loader, 0, args.grow_from)
+        os.environ["QMD_VECTOR_INDEX"] = "approx"
+        backend.build_vector_index(model)
+        build(store, data, args.loader, args.grow_from)
+        conn = backend.connection()
+        approx.build(conn, model, table(model.id), retrain=False)  # type: ignore[arg-type,attr-defined]
+        found = approx.status(conn, model.id)  # type: ignore[attr-defined]
+        largest = conn.execute(f"SELECT max(n) FROM (SELECT count(*) AS n FROM {approx.floats(model.id)} GROUP BY list)").fetchall()[0][0]  # type: ignore[attr-defined]
+        report.row(f"{tag}: lists, largest list; retrain due", f"{found['lists']}, {largest}; {found['retrain_due']}")
+        approx._MATRICES.clear()
+        out = {f"stale_{k}": v for k, v in measure(report, backend, model, qv, f"{tag}, stale", args).items()}
+        t0 = time.perf_counter()
+        with WalPeak(path) as wal:
+            backend.build_vector_index(model)  # type: ignore[arg-type]
+        out["retrain_s"], out["retrain_wal_peak_mb"] = time.perf_counter() - t0, wal.peak / 1e6
+        found = approx.status(conn, model.id)  # type: ignore[attr-defined]
+        largest = conn.execute(f"SELECT max(n) FROM (SELECT count(*) AS n FROM {approx.floats(model.id)} GROUP BY list)").fetchall()[0][0]  # type: ignore[attr-defined]
+        report.row(f"{tag}: retrain (embed's build) time, WAL peak; lists, largest list now", f"{out['retrain_s']:.1f} s, {wal.peak / 1e6:.0f} MB; {found['lists']}, {largest}")
+        approx._MATRICES.clear()
+        out.update({f"retrained_{k}": v for k, v in measure(report, backend, model, qv, f"{tag}, retrained", args).items()})
+        store.close()
+    print(f"  {tag} done", flush=True)
     return out
 
 
@@ -189,10 +275,17 @@ def main() -> int:
     parser.add_argument("--scopes", default="all,10%,1%", help="comma-separated scopes (default all,10%%,1%%: unscoped, a 10%% collection, a 1%% one whose chunks are also in another)")
     parser.add_argument("--keep", metavar="DIR", help="keep each index (and its queries) under DIR and reuse it in later runs (a 1M x 768 index is ~8 GB: delete DIR after)")
     parser.add_argument("--exact-repeat", type=int, default=1 << 30, help="after the first round, time the exact search only on this many queries (it costs seconds at 1M)")
+    parser.add_argument("--build-only", action="store_true", help="load and build, report time, size and the WAL's peak; no queries")
+    parser.add_argument("--grow-from", type=int, default=0, help="build on the first N vectors, grow to each size, measure before and after embed's retrain")
+    parser.add_argument("--drift", action="store_true", help="with --grow-from: the first vectors from one side of the space (content that drifted)")
     args = parser.parse_args()
     approx.OVERSAMPLE = args.oversample
     report = Report("ann_bench")
     runs = [(int(n), int(d)) for n in args.sizes.split(",") for d in args.dims.split(",")]
+    if args.grow_from:
+        for n, dims in runs:
+            report.data[f"{n}x{dims}-grown"] = run_grown(report, n, dims, args)
+        return report.finish(args.json)
     for n, dims in runs:
         report.data[f"{n}x{dims}"] = run_one(report, n, dims, args)
     n, dims = runs[-1]

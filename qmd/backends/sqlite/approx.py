@@ -45,12 +45,16 @@ MAX_LISTS = 4096
 PROBE_SHARE = 1 / 16  # of the lists probed per query, at least MIN_PROBE: recall@10 at 1M x 768 clustered, 1000 lists
 # (numpy replay of this pipeline, 50 queries): 16 lists 0.934, 32 0.972 (ann_bench: 0.94), 64 0.982, 96 0.992
 MIN_PROBE = 8
+REGROW = 3  # retrain once the chunks reach REGROW x those the lists fit (lists²; one list: from IVF_MIN_CHUNKS):
+# content that drifted while the index grew 4x lost recall@10 0.80 vs 1.00 retrained (docs/performance.md)
+SKEW = 8  # ... or once the largest list holds more than SKEW x the mean (content drifted away from the centroids)
 SAMPLE_PER_LIST = 32  # training vectors per centroid (a strided sample of the exact table)
 KMEANS_ROUNDS = 8
 
 ENV = "QMD_VECTOR_INDEX"
 T = TypeVar("T")
 META = "CREATE TABLE IF NOT EXISTS vector_index (model_id INTEGER PRIMARY KEY, structure TEXT NOT NULL, state TEXT NOT NULL, rows INTEGER NOT NULL DEFAULT 0, built_at TEXT)"
+RETRAIN = "CREATE TABLE IF NOT EXISTS vector_retrain (model_id INTEGER PRIMARY KEY, after_chunk INTEGER NOT NULL)"  # a retrain under way: lists reassigned up to this chunk id
 
 
 def mode() -> str:
@@ -150,17 +154,35 @@ def searchable(conn: apsw.Connection, model_id: int, total: int) -> bool:
     return found is not None and found[:2] == (STRUCTURE, "ready") and (chosen == "approx" or total >= APPROX_MIN_CHUNKS) and present(conn, model_id)
 
 
-def build(conn: apsw.Connection, model: VectorModel, source: str, progress: Callable[[int, int], None] | None = None, batch: int = BATCH) -> int:
+def build(
+    conn: apsw.Connection, model: VectorModel, source: str, progress: Callable[[int, int], None] | None = None, batch: int = BATCH, retrain: bool = True,
+) -> int:
     """Create or finish the structure from the exact vec0 table `source` (sqlite-vec loaded):
     train the centroids (once, on a strided sample), code every chunk of the space not yet
     coded, drop coded rows of chunks gone, in transactions of `batch` chunks; returns the
     chunks coded now. Resumable: a killed build leaves its centroids and committed batches,
-    and the next one codes the rest."""
+    and the next one codes the rest. `retrain`: when the centroids no longer fit the chunks
+    (`retrain_due`), train new ones and move every chunk to its new list first (`_reassign`,
+    resumable too; searches stay exact until it is done). Each batch is read by short
+    statements and checkpointed (PASSIVE: never waits on a reader), so the WAL stays about a
+    batch, not the whole build (a scan held open across the commits pinned it: 5.5 GB at 1M)."""
     found = status(conn, model.id)
     tables = _tables(conn, model.id)
     if (found["structure"] is not None or tables) and (found["structure"] != STRUCTURE or len(tables) != 3 or found["floats"] != found["codes"] or not found["lists"]):
         reset(conn, model.id)  # a table missing, the two disagree, or another structure: start over
         tables = set()
+    after = retraining(conn, model.id) if tables else None
+    if after is None and tables and retrain and found["retrain_due"]:
+        fresh = _train(conn, source, max(as_int(found["lists"]), lists_for(as_int(found["chunks"]))))
+        with transaction(conn):
+            conn.execute(RETRAIN)
+            conn.execute(f"DELETE FROM {centres(model.id)}")
+            _store_centres(conn, model.id, fresh)
+            conn.execute("INSERT OR REPLACE INTO vector_retrain (model_id, after_chunk) VALUES (?, ?)", (model.id, -1))
+            conn.execute("UPDATE vector_index SET state = 'building' WHERE model_id = ?", (model.id,))
+        after = -1
+    if after is not None:
+        _reassign(conn, model.id, after, batch)
     trained = None if centres(model.id) in tables else _train(conn, source, lists_for(chunks_of(conn, model.id)))
     with transaction(conn):
         conn.execute(META)
@@ -169,33 +191,84 @@ def build(conn: apsw.Connection, model: VectorModel, source: str, progress: Call
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {codes(model.id)} USING vec0(chunk_id INTEGER PRIMARY KEY, embedding bit[{model.dims}])")
         conn.execute(f"CREATE TABLE IF NOT EXISTS {centres(model.id)} (list INTEGER PRIMARY KEY, centroid BLOB NOT NULL, trained TEXT NOT NULL)")
         if trained is not None:
-            token = f"{now_iso()} {os.urandom(4).hex()}"  # tells a cached copy from the centroids of a later build
-            conn.executemany(f"INSERT INTO {centres(model.id)} (list, centroid, trained) VALUES (?, ?, ?)", ((i, c.tobytes(), token) for i, c in enumerate(trained)))
+            _store_centres(conn, model.id, trained)
         conn.execute(
             "INSERT INTO vector_index (model_id, structure, state) VALUES (?, ?, 'building') ON CONFLICT (model_id) DO NOTHING", (model.id, STRUCTURE)
         )
         gone = [r[0] for r in conn.execute(f"SELECT chunk_id FROM {floats(model.id)} WHERE chunk_id NOT IN (SELECT id FROM chunks WHERE model_id = ?)", (model.id,))]
         drop(conn, model.id, gone)
     missing = {int(r[0]) for r in conn.execute(f"SELECT id FROM chunks WHERE model_id = ? AND id NOT IN (SELECT chunk_id FROM {floats(model.id)})", (model.id,))}
+    wanted_n = len(missing)
     done = 0
     pending: list[tuple[int, bytes]] = []
-    if missing:  # one pass over the exact table: vec0 reads a row ~10 µs in order, ~ms by id
-        for chunk_id, blob in _scan(conn, source):
+    if missing:  # one pass over the exact table, a block at a time (vec0 reads a row ~10 µs in order, ~ms by id)
+        for chunk_id, blob in _blocks(conn, source):
             if chunk_id in missing:
+                missing.discard(chunk_id)
                 pending.append((chunk_id, blob))
             if len(pending) >= batch:
                 done += _commit(conn, model.id, pending)
                 if progress:
-                    progress(done, len(missing))
+                    progress(done, wanted_n)
         if pending:
             done += _commit(conn, model.id, pending)
             if progress:
-                progress(done, len(missing))
+                progress(done, wanted_n)
     with transaction(conn):
         rows = count(conn, f"SELECT count(*) FROM {floats(model.id)}")
         ready = rows == chunks_of(conn, model.id)
         conn.execute("UPDATE vector_index SET state = ?, rows = ?, built_at = ? WHERE model_id = ?", ("ready" if ready else "building", rows, now_iso(), model.id))
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return done
+
+
+def _store_centres(conn: apsw.Connection, model_id: int, trained: Any) -> None:
+    token = f"{now_iso()} {os.urandom(4).hex()}"  # tells a cached copy from the centroids of a later build
+    conn.executemany(f"INSERT INTO {centres(model_id)} (list, centroid, trained) VALUES (?, ?, ?)", ((i, c.tobytes(), token) for i, c in enumerate(trained)))
+
+
+def retraining(conn: apsw.Connection, model_id: int) -> int | None:
+    """The chunk id up to which a retrain under way has moved chunks to their new lists (-1:
+    none yet), or None when no retrain is under way."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vector_retrain'").fetchall():
+        return None
+    rows = conn.execute("SELECT after_chunk FROM vector_retrain WHERE model_id = ?", (model_id,)).fetchall()
+    return as_int(rows[0][0]) if rows else None
+
+
+def retrain_due(conn: apsw.Connection, model_id: int, n_lists: int, chunks: int) -> str | None:
+    """Why the `n_lists` centroids no longer fit the space (None: they do). Either the chunks
+    grew to REGROW x those √chunks lists fit (an index trained below IVF_MIN_CHUNKS, one list:
+    from IVF_MIN_CHUNKS, where each query would rank every code), or
+    the largest list holds over SKEW x the mean (chunks written later crowd a few lists)."""
+    if n_lists < 1:
+        return None
+    fit = lists_for(chunks)
+    if fit > n_lists and (chunks >= IVF_MIN_CHUNKS if n_lists == 1 else chunks >= REGROW * n_lists ** 2):
+        return f"{n_lists} list{'s' if n_lists > 1 else ''} for {chunks} chunks ({fit} fit them)"
+    if n_lists > 1:
+        largest, coded = conn.execute(f"SELECT max(n), sum(n) FROM (SELECT count(*) AS n FROM {floats(model_id)} GROUP BY list)").fetchall()[0]
+        if largest is not None and as_int(largest) > SKEW * as_int(coded) / n_lists:
+            return f"its largest list holds {as_int(largest)} chunks, {as_int(largest) * n_lists / as_int(coded):.0f}x the mean"
+    return None
+
+
+def _reassign(conn: apsw.Connection, model_id: int, after: int, batch: int) -> None:
+    """Move every coded chunk past `after` to its nearest new centroid's list, in chunk id
+    order, `batch` a transaction that also records how far it got (a kill resumes there)."""
+    t = floats(model_id)
+    while True:
+        rows = cast(list[tuple[int, bytes, int]], conn.execute(f"SELECT chunk_id, embedding, list FROM {t} WHERE chunk_id > ? ORDER BY chunk_id LIMIT ?", (after, batch)).fetchall())
+        if not rows:
+            break
+        lists = _lists_of(conn, model_id, [bytes(r[1]) for r in rows])
+        after = int(rows[-1][0])
+        with transaction(conn):
+            conn.executemany(f"UPDATE {t} SET list = ? WHERE chunk_id = ?", ((new, int(r[0])) for r, new in zip(rows, lists) if new != as_int(r[2])))
+            conn.execute("UPDATE vector_retrain SET after_chunk = ? WHERE model_id = ?", (after, model_id))
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    with transaction(conn):
+        conn.execute("DELETE FROM vector_retrain WHERE model_id = ?", (model_id,))
 
 
 def reset(conn: apsw.Connection, model_id: int) -> None:
@@ -206,12 +279,42 @@ def reset(conn: apsw.Connection, model_id: int) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {centres(model_id)}")
         if recorded(conn, model_id) is not None:
             conn.execute("DELETE FROM vector_index WHERE model_id = ?", (model_id,))
+        if retraining(conn, model_id) is not None:
+            conn.execute("DELETE FROM vector_retrain WHERE model_id = ?", (model_id,))
 
 
 def _scan(conn: apsw.Connection, source: str) -> Iterator[tuple[int, bytes]]:
     """(chunk id, float blob) of every vector in the exact table, in its order."""
     cursor = conn.cursor()
     yield from ((int(r[0]), bytes(r[1])) for r in cursor.execute(f"SELECT chunk_id, embedding FROM {source}"))
+
+
+def _blocks(conn: apsw.Connection, source: str) -> Iterator[tuple[int, bytes]]:
+    """(chunk id, float blob) of every vector in the exact table, read a vec0 block (1024
+    vectors) at a time by statements that end before the next block, so the caller's commits
+    in between leave no read snapshot open (one pins the WAL: no checkpoint can pass it). A
+    layout it cannot read (a damaged block): the rest by `_scan` (ids already given again)."""
+    import numpy as np
+
+    after = -1
+    try:
+        while True:
+            head = conn.execute(f"SELECT chunk_id, size, validity, rowids FROM {source}_chunks WHERE chunk_id > ? ORDER BY chunk_id LIMIT 1", (after,)).fetchall()
+            if not head:
+                return
+            block, size, validity, rowids = cast(tuple[int, int, bytes, bytes], head[0])
+            after = int(block)
+            rows = block_rows(int(size), bytes(validity), bytes(rowids))
+            data = conn.execute(f"SELECT vectors FROM {source}_vector_chunks00 WHERE rowid = ?", (block,)).fetchall()
+            blob = bytes(cast(bytes, data[0][0])) if data else b""
+            if rows is None or not size or not blob or len(blob) % int(size):
+                break
+            width = len(blob) // int(size)
+            for i in np.flatnonzero(rows[1]):
+                yield int(rows[0][i]), blob[i * width:(i + 1) * width]
+    except apsw.SQLError:  # no shadow tables of this layout
+        pass
+    yield from _scan(conn, source)
 
 
 def _train(conn: apsw.Connection, source: str, n_lists: int) -> Any:
@@ -285,6 +388,7 @@ def _commit(conn: apsw.Connection, model_id: int, pending: list[tuple[int, bytes
                 conn.execute(f"INSERT OR REPLACE INTO {floats(model_id)} (chunk_id, embedding, list) VALUES (?, ?, ?)", (chunk_id, blob, list_id))
                 conn.execute(f"DELETE FROM {codes(model_id)} WHERE chunk_id = ?", (chunk_id,))
                 conn.execute(f"INSERT INTO {codes(model_id)} (chunk_id, embedding) VALUES (?, vec_quantize_binary(?))", (chunk_id, blob))
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # the batch into the file now (never waits on a reader): the next commit restarts the WAL
     pending.clear()
     return n
 
@@ -584,7 +688,10 @@ def status(conn: apsw.Connection, model_id: int) -> dict[str, object]:
     `current`: whether it is this qmd's structure (an older one is searched exactly until
     `qmd embed` rebuilds it)."""
     found = recorded(conn, model_id)
-    out: dict[str, object] = {"structure": None, "state": None, "recorded_rows": 0, "chunks": chunks_of(conn, model_id), "floats": 0, "codes": 0, "lists": 0, "current": False}
+    out: dict[str, object] = {
+        "structure": None, "state": None, "recorded_rows": 0, "chunks": chunks_of(conn, model_id), "floats": 0, "codes": 0, "lists": 0, "current": False,
+        "retraining": None, "retrain_due": None,
+    }
     if found is None:
         return out
     out.update(structure=found[0], state=found[1], recorded_rows=found[2], current=found[0] == STRUCTURE)
@@ -596,4 +703,7 @@ def status(conn: apsw.Connection, model_id: int) -> dict[str, object]:
     dims = conn.execute("SELECT dims FROM embed_models WHERE id = ?", (model_id,)).fetchall()
     if centres(model_id) in tables and dims and centres_fit(conn, model_id, as_int(dims[0][0]), floats(model_id) in tables):
         out["lists"] = count(conn, f"SELECT count(*) FROM {centres(model_id)}")
+        out["retraining"] = retraining(conn, model_id)
+        if out["retraining"] is None and found[0] == STRUCTURE:
+            out["retrain_due"] = retrain_due(conn, model_id, as_int(out["lists"]), as_int(out["chunks"]))
     return out

@@ -55,7 +55,10 @@ class SqliteBackend(IndexBackend):
         if not approx.wanted(conn, model.id):
             return False
         found = approx.status(conn, model.id)
-        return not found["current"] or not found["lists"] or found["state"] != "ready" or found["floats"] != found["chunks"] or found["codes"] != found["chunks"]
+        return (
+            not found["current"] or not found["lists"] or found["state"] != "ready" or found["floats"] != found["chunks"] or found["codes"] != found["chunks"]
+            or found["retraining"] is not None or bool(found["retrain_due"])
+        )
 
     def vector_index_status(self) -> list[dict[str, object]]:
         from qmd.backends.sqlite import approx

@@ -217,7 +217,7 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     try:
         conn = apsw.Connection(str(path), flags=flags)
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-        conn.execute("PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16000")
+        conn.execute("PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16000; PRAGMA journal_size_limit = 67108864")  # a WAL restarted after a big write shrinks to 64 MB
         if conn.execute("PRAGMA journal_mode").fetchall()[0][0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
         migrate(conn)
