@@ -52,7 +52,9 @@ class CollectionPlan:
     `documents`: its documents this run embeds; `embedded`: its documents that had vectors
     already (0: the collection was never embedded); `new` / `changed`: its documents the
     update just before added / changed (`qmd update --embed`, the updater; 0 for a plain
-    embed); `forced`: `embed -f` drops vectors and embeds again.
+    embed); `forced`: `embed -f` drops vectors and embeds again; `stale`: its documents with
+    vectors of this model cut otherwise (another qmd's chunk settings, another build of the
+    file), which this run replaces.
     """
 
     name: str
@@ -61,11 +63,14 @@ class CollectionPlan:
     new: int = 0
     changed: int = 0
     forced: bool = False
+    stale: int = 0
 
     def describe(self) -> str:
         """`embedding 12 documents of gitnotes that were never embedded`, `re-embedding 3 changed documents of notes`."""
         n, name = self.documents, self.name
         word = "document" if n == 1 else "documents"
+        if self.embedded == 0 and self.stale:
+            return f"re-embedding {n} {word} of {name}: the vectors they have were cut with other chunk settings or another build of the model"
         if self.embedded == 0:
             return f"embedding {n} {word} of {name} that {'was' if n == 1 else 'were'} never embedded"
         if self.forced:

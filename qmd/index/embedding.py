@@ -32,10 +32,11 @@ BATCH_CHUNKS = 32
 SPANS_AT_ONCE = 500  # documents whose earlier chunks are read in one query
 
 
-# Chunks that carry their context (issue 29), measured in docs/ranking.md: off by default
-# (with sections, `query`'s MRR falls below `vsearch`'s on the paraphrase questions).
+# Chunks that carry their context (issue 29), measured in docs/ranking.md: section units are
+# the default (they win or tie hit@1 everywhere measured); heading paths stay off (they lose a
+# held-out trust question that sections alone win).
 HEADING_PATHS = False
-SECTION_UNITS = False
+SECTION_UNITS = True
 
 
 def _switch(name: str, default: bool) -> bool:
@@ -55,9 +56,9 @@ def heading_paths() -> bool:
 
 def section_units() -> bool:
     """Whether each heading-bounded section that fits a chunk is embedded too, beside the
-    windows (a document scores by its best unit). Off by default (issue 29, measured in
-    docs/ranking.md); QMD_CHUNK_SECTIONS=1 turns it on, an internal switch for the bench.
-    Part of the fingerprint."""
+    windows (a document scores by its best unit). On by default (issue 29, measured in
+    docs/ranking.md); QMD_CHUNK_SECTIONS=0 turns it off, an internal switch for the bench.
+    Part of the fingerprint, so an index embedded before the switch is re-embedded."""
     return _switch("QMD_CHUNK_SECTIONS", SECTION_UNITS)
 
 
@@ -382,13 +383,14 @@ def embed_documents(
 
 def plan_for(
     backend: IndexBackend, model_id: int, collections: list[str], ast: Mapping[str, Sequence[str]], embedded: Mapping[str, int],
-    changes: Mapping[str, tuple[int, int]] | None, forced: bool,
+    changes: Mapping[str, tuple[int, int]] | None, forced: bool, stale: Mapping[str, int] | None = None,
 ) -> list[CollectionPlan]:
     """What the run is about to do per collection (`embedded`: its documents with vectors
-    before the run; `changes`: collection → (new, changed) documents of the update just before)."""
+    before the run; `changes`: collection → (new, changed) documents of the update just before;
+    `stale`: its documents with this model's vectors under another fingerprint)."""
     pending = backend.pending_per_collection(model_id, collections, ast)
     return [
-        CollectionPlan(name, pending[name], embedded.get(name, 0), *(changes or {}).get(name, (0, 0)), forced=forced)
+        CollectionPlan(name, pending[name], embedded.get(name, 0), *(changes or {}).get(name, (0, 0)), forced=forced, stale=(stale or {}).get(name, 0))
         for name in collections
         if pending.get(name)
     ]
@@ -436,6 +438,11 @@ def run_embed(
         return report
     backend.check_vector_settings()  # a bad QMD_VECTOR_INDEX fails now, not after the embedding
     embedded = backend.embedded_per_collection(model.id) if model else {}
+    stale: dict[str, int] = {}
+    if model is None:  # vectors of this model cut otherwise (e.g. before section units became the default): say so
+        for other in backend.vector_models_named(embedder.info.name):
+            for name, n in backend.embedded_per_collection(other.id).items():
+                stale[name] = max(stale.get(name, 0), n)
     with writing():
         model = backend.ensure_vector_model(fp, embedder.info.name, embedder.dims)
         if force:
@@ -444,7 +451,7 @@ def run_embed(
     if force:
         todo = backend.pending_embeddings(model.id, collections, ast)
     report.already = backend.embedded_in(model.id, collections)
-    plan = plan_for(backend, model.id, collections, ast, embedded, changes, force)
+    plan = plan_for(backend, model.id, collections, ast, embedded, changes, force, stale)
     tracker = Tracker(progress, embedder.info.name, model_bytes, plan, len(todo))
     tracker.loading()
     embedder.load()

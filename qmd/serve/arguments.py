@@ -32,7 +32,7 @@ QUERY_PARAMS = {
     "minScore": "Drop results scoring below this, 0-1 (default 0).",
     "minConfidence": (
         "Below this confidence (0-1: how likely a hit answers the question) a hit is a best guess, flagged below_threshold; "
-        "when no hit reaches it the answer opens by saying no note answers (default: the index's search: min_confidence, else qmd's measured 0.37)."
+        "when no hit reaches it the answer opens by saying no note answers (default: the index's search: min_confidence, else qmd's measured 0.36)."
     ),
     "candidateLimit": "How many fused candidates the reranker reads (default 40; fewer is faster).",
     "collections": "Search only these collections (a list; default: every collection included by default).",

@@ -581,3 +581,17 @@ def test_a_state_folder_that_became_a_file_names_the_whole_path_and_the_fix(inde
     assert shlex.quote(str(queue_dir)) in check["fix"] and check["fix"].startswith("mv "), check
     subprocess.run(check["fix"].split("#")[0], shell=True, check=True)
     assert queue_dir.with_name("queue.moved-aside").is_file() or any(p.name.startswith("queue.") for p in state.iterdir())
+
+
+@pytest.mark.slow
+def test_vectors_embedded_before_section_units_warn_with_qmd_embed(indexed: Path, tiny_models: dict[str, Path]) -> None:
+    """Issue 29: an index embedded with the windows alone (before section units became the
+    default) is named as vectors of other settings, with `qmd embed` as the fix."""
+    env = {"QMD_EMBED_MODEL": str(tiny_models["embed"])}
+    assert qmd_in("embed", env=env | {"QMD_CHUNK_SECTIONS": "0"}).returncode == 0
+    code, report = doctor("--quick", env=env)
+    vectors = find(report, "vectors")
+    assert code == 0 and vectors["status"] == "warn" and vectors["fix"] == "qmd embed", vectors
+    assert "come from another model or settings" in vectors["detail"] and "6 documents need re-embedding" in vectors["detail"]
+    assert qmd_in("embed", env=env).returncode == 0
+    assert find(doctor("--quick", env=env)[1], "vectors")["status"] == "ok"

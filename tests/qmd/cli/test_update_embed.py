@@ -127,3 +127,23 @@ def test_force_embed_with_the_model_file_gone_keeps_the_vectors(cli: Cli, notes:
     with qmd.open_index() as store:
         after = store.vector_status()
     assert (after.chunks, after.embedded_documents) == (before.chunks, before.embedded_documents)
+
+
+def test_an_index_embedded_before_section_units_says_why_it_re_embeds(cli: Cli, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: section units became the default, which changes the fingerprint; a user with
+    an older index is told that `qmd embed` replaces vectors cut otherwise, not that the
+    documents were never embedded."""
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    (notes / "runbook.md").write_text("# Runbook\n\n" + "".join(f"## Step {i}\n\n" + "run the stage and check it " * 30 + "\n\n" for i in range(6)))
+    monkeypatch.setenv("QMD_CHUNK_SECTIONS", "0")  # the windows alone, as qmd embedded before
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    assert cli("embed")[0] == 0
+    monkeypatch.delenv("QMD_CHUNK_SECTIONS")
+    code, _, err = cli("vsearch", "rollout stage")
+    assert code == 1 and "embedded with other chunk settings" in err and "qmd embed" in err
+    code, _, err = cli("embed")
+    assert code == 0, err
+    assert "Re-embedding 5 documents of notes: the vectors they have were cut with other chunk settings or another build of the model" in err.splitlines(), err
+    assert "never embedded" not in err and _pending() == 0
+    code, out, _ = cli("vsearch", "rollout stage")
+    assert code == 0 and "runbook.md" in out

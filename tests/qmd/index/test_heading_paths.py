@@ -108,11 +108,12 @@ def test_a_chunk_starting_on_the_blank_line_before_its_heading_is_not_under_the_
     assert titles == ["Guide", "Guide"]  # not "Guide › Install": the chunk's own heading is in its text
 
 
-def test_the_switches_read_1_as_on_0_as_off_and_default_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    for value, on in (("1", True), ("0", False), ("", False), ("yes", False)):
+def test_the_switches_read_1_as_on_0_as_off_and_default_sections_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Section units are the default (issue 29), heading paths are not."""
+    for value, headings, sections in (("1", True, True), ("0", False, False), ("", False, True), ("yes", False, True)):
         monkeypatch.setenv("QMD_CHUNK_HEADINGS", value)
         monkeypatch.setenv("QMD_CHUNK_SECTIONS", value)
-        assert (embedding.heading_paths(), embedding.section_units()) == (on, on)
+        assert (embedding.heading_paths(), embedding.section_units()) == (headings, sections)
 
 
 def test_sections_are_embedded_beside_the_windows(monkeypatch: pytest.MonkeyPatch) -> None:

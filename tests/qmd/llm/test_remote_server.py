@@ -255,7 +255,9 @@ def test_another_model_under_the_same_uri_is_refused(tiny_models: dict[str, Path
         with qmd.Store(tmp_path / "index.sqlite", cfg) as store:
             assert store.vector_status().pending_documents == 5
             assert store.embed().documents == 5
-            assert store.vsearch("another note", limit=1).hits[0].uri.endswith("new.md")
+            # served from the new space, the new note with it (a random tiny model ranks nothing in particular:
+            # with section units the runbook's sections outscore it on some seeds)
+            assert any(h.uri.endswith("new.md") for h in store.vsearch("another note", limit=10).hits)
 
 
 def test_an_api_key_from_the_named_variable(tiny_models: dict[str, Path], tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:

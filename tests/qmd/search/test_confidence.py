@@ -253,7 +253,7 @@ def test_nothing_relevant_is_said_before_the_best_guesses(on_cli: None, cli: Cli
     out, err = ok(cli, "search", "zzzqqq nothing")
     first = out.splitlines()[0]
     assert re.fullmatch(rf"No note answers this with confidence \(best \d+% < {round(THRESHOLD * 100)}%\); closest hits:", first), out
-    assert "(below 37%: a best guess)" in out
+    assert f"(below {round(THRESHOLD * 100)}%: a best guess)" in out
     assert "Note: no note contains 'zzzqqq'" in err
     rows = json.loads(ok(cli, "search", "zzzqqq nothing", "--json")[0])
     assert rows and all(r["below_threshold"] is True and r["unmatched"] == ["zzzqqq"] for r in rows)
