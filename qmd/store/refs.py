@@ -8,7 +8,8 @@ import re
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+
+TYPE_CHECKING = False  # typing stays unimported on the lean search path (test_fast_path)
 
 from qmd.core.errors import NotFoundError, QmdError
 from qmd.backends.base import MIN_DOCID, DocRow, IndexBackend, Removed
@@ -62,12 +63,15 @@ LINE_MAX = 10**18  # beyond any file's lines: a longer number means the same (an
 # to convert one of over 4,300 digits)
 
 
-class Finder(Protocol):
-    """What resolving a reference reads: an IndexBackend, or a `Snapshot` of it."""
+if TYPE_CHECKING:  # Finder is a type only
+    from typing import Protocol
 
-    def find(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]: ...
+    class Finder(Protocol):
+        """What resolving a reference reads: an IndexBackend, or a `Snapshot` of it."""
 
-    def removed(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[Removed]: ...
+        def find(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[DocRow]: ...
+
+        def removed(self, *, collection: str | None = None, path: str | None = None, hash_prefix: str | None = None) -> list[Removed]: ...
 
 
 SUGGESTED = 20  # names of one Snapshot that get did-you-mean suggestions (each compares with every document)
