@@ -692,3 +692,24 @@ def test_when_a_retrain_is_due(index: tuple[qmd.Store, SqliteBackend, VectorMode
     assert approx.retrain_due(conn, model.id, 1, approx.IVF_MIN_CHUNKS - 1) is None
     assert approx.retrain_due(conn, model.id, 1, approx.IVF_MIN_CHUNKS) == f"1 list for {approx.IVF_MIN_CHUNKS} chunks (141 fit them)"
     assert approx.retrain_due(conn, model.id, 224, 200_000) == "224 lists for 200000 chunks (447 fit them)"
+
+
+def test_a_reopened_connection_never_answers_from_the_closed_ones_scope(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived process closes its connection and opens another (`follow`: the file was
+    replaced; the server's Store reopened): the codes and scopes kept for the closed one are
+    never the new one's. A fresh connection's stamps (total_changes, data_version) are the
+    closed one's, and CPython may give it the closed one's id() (a freed object's address, as
+    `id` answers here), so a document another process moved meanwhile was left out of its scope."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    monkeypatch.setattr(approx, "id", lambda _: 1, raising=False)  # the new connection where the closed one was
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    backend.close()
+    q = vecs[7]
+    assert (8, 1.0) not in _search(backend, model, q, ["a"])  # a fresh connection, its scope kept
+    backend.close()
+    other = apsw.Connection(str(backend.path))
+    with other:  # another process: document 8 (h00007, collection b) moves to a
+        other.execute("UPDATE documents SET collection = 'a' WHERE id = 8")
+    other.close()
+    assert _search(backend, model, q, ["a"])[0] == (8, 1.0)
