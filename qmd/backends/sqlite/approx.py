@@ -531,7 +531,10 @@ def _scoped(conn: apsw.Connection, cached: _Codes, allowed: tuple[str, Sequence[
     return hit[1]
 
 
-_MATRICES: dict[tuple[str, int], _Codes] = {}
+_MATRICES: weakref.WeakKeyDictionary[apsw.Connection, dict[int, _Codes]] = weakref.WeakKeyDictionary()
+"""Each connection's codes by model, gone with it: keyed by the object, not its id() or the file's name, since a
+connection opened after another closed (a replaced file followed, a Store reopened) has the closed one's fresh stamps
+(total_changes, data_version) and may get its id() (a freed address), and its scopes would answer for the new file."""
 
 
 def _load_codes(conn: apsw.Connection, model_id: int, stamp: tuple[object, ...]) -> _Codes | None:
@@ -592,20 +595,21 @@ def _nearest_codes(
     import numpy as np
 
     t = codes(model_id)
-    key = (conn.db_filename("main"), model_id)
     try:
         counters = conn.execute(
             f"SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0), coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0),"
             f" (SELECT trained FROM {centres(model_id)} WHERE list = 0)",
             (f"{t}_rowids", f"{t}_chunks"),
         ).fetchall()[0]
-        stamp = (id(conn), as_int(counters[0]), as_int(counters[1]), str(counters[2]))
-        cached = _MATRICES.get(key)
+        stamp = (as_int(counters[0]), as_int(counters[1]), str(counters[2]))
+        spaces = _MATRICES.setdefault(conn, {})
+        cached = spaces.get(model_id)
         if cached is None or cached.stamp != stamp:
+            spaces.pop(model_id, None)  # the old codes freed before the new are read
             loaded = _load_codes(conn, model_id, stamp)
             if loaded is None:
                 return None
-            cached = _MATRICES[key] = loaded
+            cached = spaces[model_id] = loaded
         centroids = _centroids(conn, model_id)
     except (apsw.SQLError, ValueError):
         return None
