@@ -713,3 +713,22 @@ def test_a_reopened_connection_never_answers_from_the_closed_ones_scope(index: t
         other.execute("UPDATE documents SET collection = 'a' WHERE id = 8")
     other.close()
     assert _search(backend, model, q, ["a"])[0] == (8, 1.0)
+
+
+def test_a_scope_read_inside_a_rolled_back_transaction_is_not_kept(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query inside this connection's open transaction sees its uncommitted writes; when the
+    transaction rolls back, total_changes keeps counting them and data_version does not move, so
+    a scope kept then answered for rows that never were: a document of the scope left out."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    q = vecs[0]
+    first = _search(backend, model, q, ["a"])
+    assert first[0] == (1, 1.0)
+    with pytest.raises(RuntimeError):
+        with conn:  # document 1 (h00000, collection a) moves to b, then the transaction rolls back
+            conn.execute("UPDATE documents SET collection = 'b' WHERE id = 1")
+            assert (1, 1.0) not in _search(backend, model, q, ["a"])
+            raise RuntimeError("rolled back")
+    assert _search(backend, model, q, ["a"]) == first
