@@ -486,9 +486,12 @@ SCOPE_OVERSAMPLE = 8  # a scope's Hamming candidates per one rescored: its in-sc
 # reads a row each, ~4x the time); Hamming 3200 then asymmetric 400: 0.955 / 0.945 (docs/performance.md)
 
 
-def _data_stamp(conn: apsw.Connection) -> tuple[int, int]:
+def _data_stamp(conn: apsw.Connection) -> tuple[int, int] | None:
     """What changes whenever the file's rows may have: this connection's writes (total_changes)
-    and any other's commits (data_version). A scope's chunk ids stand while it stands."""
+    and any other's commits (data_version). A scope's chunk ids stand while it stands. None inside
+    an open transaction: what it read may roll back, leaving both counters where they were."""
+    if not conn.getautocommit():
+        return None
     return conn.total_changes(), as_int(conn.execute("PRAGMA data_version").fetchall()[0][0])
 
 
@@ -500,6 +503,8 @@ def remembered(conn: apsw.Connection, key: tuple[object, ...], compute: Callable
     (_data_stamp): a scope's share of the documents is counted once, not per query (~10 ms
     for a 10% collection at 1M)."""
     stamp = _data_stamp(conn)
+    if stamp is None:
+        return compute()
     held = _REMEMBERED.get(conn)
     if held is None or held[0] != stamp:
         held = _REMEMBERED[conn] = (stamp, {})
@@ -519,16 +524,20 @@ def _scoped(conn: apsw.Connection, cached: _Codes, allowed: tuple[str, Sequence[
     key = (allowed[0], *allowed[1])
     stamp = _data_stamp(conn)
     hit = cached.scopes.pop(key, None)
-    if hit is None or hit[0] != stamp:
+    if hit is not None and stamp is not None and hit[0] == stamp:
+        view = hit[1]
+    else:
         wanted_ids = allowed_ids() if allowed_ids is not None else chunk_ids(conn, allowed)
         total = len(cached.ids)
         at = np.clip(np.searchsorted(cached.sorted_ids, wanted_ids), 0, max(0, total - 1))
         positions = np.sort(cached.where[at[cached.sorted_ids[at] == wanted_ids]]) if total else np.zeros(0, np.int64)
-        hit = (stamp, _Lists(cached.ids[positions], np.ascontiguousarray(cached.matrix[positions]), np.searchsorted(positions, cached.starts)))
-    cached.scopes[key] = hit  # last: the most recently used
+        view = _Lists(cached.ids[positions], np.ascontiguousarray(cached.matrix[positions]), np.searchsorted(positions, cached.starts))
+    if stamp is None:  # inside a transaction: cut for this query only
+        return view
+    cached.scopes[key] = (stamp, view)  # last: the most recently used
     while len(cached.scopes) > SCOPES_KEPT:
         del cached.scopes[next(iter(cached.scopes))]
-    return hit[1]
+    return view
 
 
 _MATRICES: weakref.WeakKeyDictionary[apsw.Connection, dict[int, _Codes]] = weakref.WeakKeyDictionary()
