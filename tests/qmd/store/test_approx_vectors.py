@@ -732,3 +732,35 @@ def test_a_scope_read_inside_a_rolled_back_transaction_is_not_kept(index: tuple[
             assert (1, 1.0) not in _search(backend, model, q, ["a"])
             raise RuntimeError("rolled back")
     assert _search(backend, model, q, ["a"]) == first
+
+
+def test_codes_read_during_a_retrain_are_read_again_when_it_ends(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query that found the index searchable just before a retrain began reads the codes
+    while chunks are being moved to their new lists (the new centroids' token already
+    committed); the retrain's end changes no insert counter and no token, so those lists,
+    half old, were kept for every later query of the connection (chunks probed in the wrong
+    list: lost from their neighbours' answers) until the next write."""
+    _, backend, model, vecs = index
+    _grown(index, monkeypatch)
+    conn = backend.connection()
+    real = approx._lists_of
+    calls: list[int] = []
+
+    def dies_on_the_third(c: object, model_id: int, blobs: list[bytes]) -> list[int]:
+        calls.append(len(blobs))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(conn, model_id, blobs)
+
+    monkeypatch.setattr(approx, "_lists_of", dies_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        approx.build(conn, model, f"vec_{model.id}", batch=100)
+    monkeypatch.setattr(approx, "_lists_of", real)
+    monkeypatch.setattr(approx, "PROBE_SHARE", 0.1)
+    queries = [q.astype(np.float32).tobytes() for q in vecs[:40:4]]
+    approx._nearest_codes(conn, model.id, queries, [16] * len(queries))  # mid-retrain: two batches of 600 moved
+    approx.build(conn, model, f"vec_{model.id}", batch=100)  # the retrain ends
+    assert approx.searchable(conn, model.id, N)
+    kept = approx._nearest_codes(conn, model.id, queries, [16] * len(queries))
+    approx._MATRICES.clear()
+    assert kept == approx._nearest_codes(conn, model.id, queries, [16] * len(queries))
