@@ -599,7 +599,7 @@ def _nearest_codes(
     unscoped query ranks (every list for a narrow scope), so a scope costs about what an
     unscoped query does, wherever its chunks lie. sqlite-vec's KNN keeps its top k by insertion, so its
     cost grows with k, while numpy's XOR + popcount costs the same for any k. The codes are
-    kept per connection while their insert counters stand still; a chunk dropped since
+    kept per connection while their insert counters, centroids and build state stand still; a chunk dropped since
     only costs a candidate (rescoring skips it)."""
     import numpy as np
 
@@ -607,10 +607,11 @@ def _nearest_codes(
     try:
         counters = conn.execute(
             f"SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0), coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0),"
-            f" (SELECT trained FROM {centres(model_id)} WHERE list = 0)",
-            (f"{t}_rowids", f"{t}_chunks"),
+            f" (SELECT trained FROM {centres(model_id)} WHERE list = 0),"
+            f" (SELECT state || ' ' || coalesce(built_at, '') FROM vector_index WHERE model_id = ?)",  # a retrain moving chunks
+            (f"{t}_rowids", f"{t}_chunks", model_id),  # between lists is 'building' until it ends: codes read meanwhile are read again
         ).fetchall()[0]
-        stamp = (as_int(counters[0]), as_int(counters[1]), str(counters[2]))
+        stamp = (as_int(counters[0]), as_int(counters[1]), str(counters[2]), str(counters[3]))
         spaces = _MATRICES.setdefault(conn, {})
         cached = spaces.get(model_id)
         if cached is None or cached.stamp != stamp:
