@@ -15,6 +15,9 @@ too, and `checkpoint()` then raises KeyboardInterrupt. Python's own KeyboardInte
 lost when the signal lands while a C library calls back into Python (llama.cpp's log hook:
 "Exception ignored on calling ctypes callback function"), and the command used to run on to
 the end; the next checkpoint stops it all the same.
+
+`without_waiting()`: work that must not wait on another process's lock (the stdio warm-up)
+opens an index inside it, and a locked one fails at once instead of after its busy timeout.
 """
 
 from __future__ import annotations
@@ -85,3 +88,23 @@ def checkpoint() -> None:
     event = _current.get()
     if event is not None and (event.is_set() or _stopping.is_set()):
         raise Cancelled()
+
+
+_waiting: ContextVar[bool] = ContextVar("qmd_waiting", default=True)
+
+
+@contextmanager
+def without_waiting() -> Iterator[None]:
+    """An index opened inside gives up at once when another process holds it locked instead
+    of waiting its busy timeout: the stdio warm-up runs on the worker that answers calls, and a
+    call arriving meanwhile waited for the warm-up's 5 s, then its own."""
+    token = _waiting.set(False)
+    try:
+        yield
+    finally:
+        _waiting.reset(token)
+
+
+def waiting() -> bool:
+    """False inside `without_waiting()`."""
+    return _waiting.get()

@@ -283,6 +283,8 @@ class Reader:
             return self._items(wanted, max_bytes, max_lines, [])
         missing: list[tuple[int, MultiGetItem]] = []  # the names that find no document, where they stood
         names = [p.strip() for p in pattern.split(",") if p.strip()]
+        if not names:  # `,,,` (a script's empty join): an empty answer read as every document fetched
+            raise QmdError(f"no document names in {pattern!r}", "name documents separated by commas, e.g. notes/a.md,notes/b.md, or a glob such as 'notes/*.md'")
         finder: refs.Finder = refs.Snapshot(backend) if len(names) > 1 else backend  # one read for every name
         for ref in names:
             target, start, count = refs.split_range(ref)  # `path:FROM[:COUNT]`: that item's lines

@@ -166,9 +166,12 @@ class Store:
         import qmd.search.hybrid
         import qmd.search.narrowed  # noqa: F401
 
+        from qmd.core.cancel import without_waiting
+
         self._reader, self._models  # noqa: B018 - built on first use (see above)
         if self._state.backend.exists():
-            self._state.db()
+            with without_waiting():  # a locked index: the call opens it (and says why it cannot)
+                self._state.db()
 
     def __enter__(self) -> Store:
         return self

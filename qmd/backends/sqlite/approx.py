@@ -486,9 +486,12 @@ SCOPE_OVERSAMPLE = 8  # a scope's Hamming candidates per one rescored: its in-sc
 # reads a row each, ~4x the time); Hamming 3200 then asymmetric 400: 0.955 / 0.945 (docs/performance.md)
 
 
-def _data_stamp(conn: apsw.Connection) -> tuple[int, int]:
+def _data_stamp(conn: apsw.Connection) -> tuple[int, int] | None:
     """What changes whenever the file's rows may have: this connection's writes (total_changes)
-    and any other's commits (data_version). A scope's chunk ids stand while it stands."""
+    and any other's commits (data_version). A scope's chunk ids stand while it stands. None inside
+    an open transaction: what it read may roll back, leaving both counters where they were."""
+    if not conn.getautocommit():
+        return None
     return conn.total_changes(), as_int(conn.execute("PRAGMA data_version").fetchall()[0][0])
 
 
@@ -500,6 +503,8 @@ def remembered(conn: apsw.Connection, key: tuple[object, ...], compute: Callable
     (_data_stamp): a scope's share of the documents is counted once, not per query (~10 ms
     for a 10% collection at 1M)."""
     stamp = _data_stamp(conn)
+    if stamp is None:
+        return compute()
     held = _REMEMBERED.get(conn)
     if held is None or held[0] != stamp:
         held = _REMEMBERED[conn] = (stamp, {})
@@ -519,19 +524,26 @@ def _scoped(conn: apsw.Connection, cached: _Codes, allowed: tuple[str, Sequence[
     key = (allowed[0], *allowed[1])
     stamp = _data_stamp(conn)
     hit = cached.scopes.pop(key, None)
-    if hit is None or hit[0] != stamp:
+    if hit is not None and stamp is not None and hit[0] == stamp:
+        view = hit[1]
+    else:
         wanted_ids = allowed_ids() if allowed_ids is not None else chunk_ids(conn, allowed)
         total = len(cached.ids)
         at = np.clip(np.searchsorted(cached.sorted_ids, wanted_ids), 0, max(0, total - 1))
         positions = np.sort(cached.where[at[cached.sorted_ids[at] == wanted_ids]]) if total else np.zeros(0, np.int64)
-        hit = (stamp, _Lists(cached.ids[positions], np.ascontiguousarray(cached.matrix[positions]), np.searchsorted(positions, cached.starts)))
-    cached.scopes[key] = hit  # last: the most recently used
+        view = _Lists(cached.ids[positions], np.ascontiguousarray(cached.matrix[positions]), np.searchsorted(positions, cached.starts))
+    if stamp is None:  # inside a transaction: cut for this query only
+        return view
+    cached.scopes[key] = (stamp, view)  # last: the most recently used
     while len(cached.scopes) > SCOPES_KEPT:
         del cached.scopes[next(iter(cached.scopes))]
-    return hit[1]
+    return view
 
 
-_MATRICES: dict[tuple[str, int], _Codes] = {}
+_MATRICES: weakref.WeakKeyDictionary[apsw.Connection, dict[int, _Codes]] = weakref.WeakKeyDictionary()
+"""Each connection's codes by model, gone with it: keyed by the object, not its id() or the file's name, since a
+connection opened after another closed (a replaced file followed, a Store reopened) has the closed one's fresh stamps
+(total_changes, data_version) and may get its id() (a freed address), and its scopes would answer for the new file."""
 
 
 def _load_codes(conn: apsw.Connection, model_id: int, stamp: tuple[object, ...]) -> _Codes | None:
@@ -587,25 +599,27 @@ def _nearest_codes(
     unscoped query ranks (every list for a narrow scope), so a scope costs about what an
     unscoped query does, wherever its chunks lie. sqlite-vec's KNN keeps its top k by insertion, so its
     cost grows with k, while numpy's XOR + popcount costs the same for any k. The codes are
-    kept per connection while their insert counters stand still; a chunk dropped since
+    kept per connection while their insert counters, centroids and build state stand still; a chunk dropped since
     only costs a candidate (rescoring skips it)."""
     import numpy as np
 
     t = codes(model_id)
-    key = (conn.db_filename("main"), model_id)
     try:
         counters = conn.execute(
             f"SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0), coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0),"
-            f" (SELECT trained FROM {centres(model_id)} WHERE list = 0)",
-            (f"{t}_rowids", f"{t}_chunks"),
+            f" (SELECT trained FROM {centres(model_id)} WHERE list = 0),"
+            f" (SELECT state || ' ' || coalesce(built_at, '') FROM vector_index WHERE model_id = ?)",  # a retrain moving chunks
+            (f"{t}_rowids", f"{t}_chunks", model_id),  # between lists is 'building' until it ends: codes read meanwhile are read again
         ).fetchall()[0]
-        stamp = (id(conn), as_int(counters[0]), as_int(counters[1]), str(counters[2]))
-        cached = _MATRICES.get(key)
+        stamp = (as_int(counters[0]), as_int(counters[1]), str(counters[2]), str(counters[3]))
+        spaces = _MATRICES.setdefault(conn, {})
+        cached = spaces.get(model_id)
         if cached is None or cached.stamp != stamp:
+            spaces.pop(model_id, None)  # the old codes freed before the new are read
             loaded = _load_codes(conn, model_id, stamp)
             if loaded is None:
                 return None
-            cached = _MATRICES[key] = loaded
+            cached = spaces[model_id] = loaded
         centroids = _centroids(conn, model_id)
     except (apsw.SQLError, ValueError):
         return None

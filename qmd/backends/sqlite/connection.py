@@ -13,6 +13,7 @@ import apsw
 
 from qmd.core.clock import now_iso
 from qmd.core.errors import IndexDamagedError, QmdError
+from qmd.core.cancel import waiting
 from qmd.backends.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
 # Each migration is applied once, in order, inside one transaction, and recorded by name
@@ -216,7 +217,7 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     conn: apsw.Connection | None = None
     try:
         conn = apsw.Connection(str(path), flags=flags)
-        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS if waiting() else 0)  # the warm-up's open never waits (locks.without_waiting)
         conn.execute("PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16000; PRAGMA journal_size_limit = 67108864")  # a WAL restarted after a big write shrinks to 64 MB
         if conn.execute("PRAGMA journal_mode").fetchall()[0][0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
@@ -228,6 +229,7 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
         if conn is not None:
             conn.close()
         raise translate(path, exc) or QmdError(f"cannot open the index {path}: {exc}", "check the file; `qmd doctor` can rebuild a broken index") from exc
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)  # its queries wait as any other's
     return conn
 
 

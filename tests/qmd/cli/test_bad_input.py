@@ -772,3 +772,11 @@ def test_usage_lines_name_arguments_as_usage_does(cli: Cli) -> None:
         usage = out.splitlines()[0] if out else err
         assert code == 0 and usage.startswith(f"Usage: qmd {' '.join(path)}"), (path, out, err)
         assert "{" not in usage and "}" not in usage, usage
+
+
+def test_multi_get_of_commas_alone_is_refused(indexed: Path) -> None:
+    """A comma list naming nothing (`,,,`: a script's empty join) printed an empty list and
+    exited 0, as if every document asked for had been fetched; now one line and exit 1."""
+    for pattern in (",", ",,,", " , ,"):
+        proc = run_qmd("multi-get", pattern, "--json", cwd=indexed)
+        assert_error(proc.returncode, proc.stdout, proc.stderr, "no document names")

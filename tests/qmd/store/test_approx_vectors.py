@@ -692,3 +692,75 @@ def test_when_a_retrain_is_due(index: tuple[qmd.Store, SqliteBackend, VectorMode
     assert approx.retrain_due(conn, model.id, 1, approx.IVF_MIN_CHUNKS - 1) is None
     assert approx.retrain_due(conn, model.id, 1, approx.IVF_MIN_CHUNKS) == f"1 list for {approx.IVF_MIN_CHUNKS} chunks (141 fit them)"
     assert approx.retrain_due(conn, model.id, 224, 200_000) == "224 lists for 200000 chunks (447 fit them)"
+
+
+def test_a_reopened_connection_never_answers_from_the_closed_ones_scope(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived process closes its connection and opens another (`follow`: the file was
+    replaced; the server's Store reopened): the codes and scopes kept for the closed one are
+    never the new one's. A fresh connection's stamps (total_changes, data_version) are the
+    closed one's, and CPython may give it the closed one's id() (a freed object's address, as
+    `id` answers here), so a document another process moved meanwhile was left out of its scope."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    monkeypatch.setattr(approx, "id", lambda _: 1, raising=False)  # the new connection where the closed one was
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    backend.close()
+    q = vecs[7]
+    assert (8, 1.0) not in _search(backend, model, q, ["a"])  # a fresh connection, its scope kept
+    backend.close()
+    other = apsw.Connection(str(backend.path))
+    with other:  # another process: document 8 (h00007, collection b) moves to a
+        other.execute("UPDATE documents SET collection = 'a' WHERE id = 8")
+    other.close()
+    assert _search(backend, model, q, ["a"])[0] == (8, 1.0)
+
+
+def test_a_scope_read_inside_a_rolled_back_transaction_is_not_kept(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query inside this connection's open transaction sees its uncommitted writes; when the
+    transaction rolls back, total_changes keeps counting them and data_version does not move, so
+    a scope kept then answered for rows that never were: a document of the scope left out."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    q = vecs[0]
+    first = _search(backend, model, q, ["a"])
+    assert first[0] == (1, 1.0)
+    with pytest.raises(RuntimeError):
+        with conn:  # document 1 (h00000, collection a) moves to b, then the transaction rolls back
+            conn.execute("UPDATE documents SET collection = 'b' WHERE id = 1")
+            assert (1, 1.0) not in _search(backend, model, q, ["a"])
+            raise RuntimeError("rolled back")
+    assert _search(backend, model, q, ["a"]) == first
+
+
+def test_codes_read_during_a_retrain_are_read_again_when_it_ends(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query that found the index searchable just before a retrain began reads the codes
+    while chunks are being moved to their new lists (the new centroids' token already
+    committed); the retrain's end changes no insert counter and no token, so those lists,
+    half old, were kept for every later query of the connection (chunks probed in the wrong
+    list: lost from their neighbours' answers) until the next write."""
+    _, backend, model, vecs = index
+    _grown(index, monkeypatch)
+    conn = backend.connection()
+    real = approx._lists_of
+    calls: list[int] = []
+
+    def dies_on_the_third(c: object, model_id: int, blobs: list[bytes]) -> list[int]:
+        calls.append(len(blobs))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(conn, model_id, blobs)
+
+    monkeypatch.setattr(approx, "_lists_of", dies_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        approx.build(conn, model, f"vec_{model.id}", batch=100)
+    monkeypatch.setattr(approx, "_lists_of", real)
+    monkeypatch.setattr(approx, "PROBE_SHARE", 0.1)
+    queries = [q.astype(np.float32).tobytes() for q in vecs[:40:4]]
+    approx._nearest_codes(conn, model.id, queries, [16] * len(queries))  # mid-retrain: two batches of 600 moved
+    approx.build(conn, model, f"vec_{model.id}", batch=100)  # the retrain ends
+    assert approx.searchable(conn, model.id, N)
+    kept = approx._nearest_codes(conn, model.id, queries, [16] * len(queries))
+    approx._MATRICES.clear()
+    assert kept == approx._nearest_codes(conn, model.id, queries, [16] * len(queries))
