@@ -170,6 +170,9 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
     float rows and codes as chunks)."""
     out: list[CheckResult] = []
     fix = qmd_command("embed", index=index)
+    mismatch = store.vector_dims_mismatch()
+    if mismatch is not None:
+        out.append(fail(f"vectors [{index}]", f"{mismatch}: every vector search and embed failed on them", f"{fix}  # recreates the vector table and embeds every document again"))
     for space in store.vector_index_status():
         label = f"vector index {space['model']} [{index}]"
         chunks, floats, codes = space["chunks"], space["floats"], space["codes"]

@@ -272,6 +272,11 @@ class IndexBackend(abc.ABC):
         """The vector space of a fingerprint, created on first use."""
         return self._vectors().ensure_model(self.connection(), fingerprint, model, dims)
 
+    def reset_vector_model(self, model: VectorModel, dims: int) -> VectorModel:
+        """Recreate the vector table of `model` with `dims`, its vectors dropped: the recovery of
+        a space whose stored dims are not its model's (see `vector_dims_mismatch`)."""
+        return self._vectors().reset_model(self.connection(), model, dims)
+
     def pending_embeddings(self, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
         """(content hash, title) of active documents in `collections` without vectors for the model,
         or whose vectors were cut otherwise than wanted: by syntax (chunker `ast`, or `ast!` for

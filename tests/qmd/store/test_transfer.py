@@ -563,3 +563,40 @@ def test_a_file_that_lies_about_its_model_s_dims_is_refused(exported: Path, tmp_
         code, _, err = cli("import", str(exported), "--root", str(tmp_path), *force)
         assert code == 1 and f"have {dims // 2} dims; that model makes {dims}" in err and err.count("Error") == 1, err
     assert cli("collection", "list")[1].count("notes") == 0
+
+
+def _halve_dims(exported: Path) -> int:
+    """Rewrite `exported` to claim its model's fingerprint with vectors of half the dims; the model's dims."""
+    import numpy as np
+
+    records = _records(exported)
+    model = records[0]["model"]
+    assert isinstance(model, dict)
+    dims = int(model["dims"])
+    model["dims"] = dims // 2
+    for r in records:
+        if "v" in r:
+            full = np.frombuffer(base64.b64decode(str(r["data"])), "<f4").reshape(-1, dims)
+            r["data"] = base64.b64encode(full[:, : dims // 2].copy().tobytes()).decode()
+    _write(exported, records)
+    return dims
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_force_model_without_a_model_then_configuring_it_recovers(  # type: ignore[no-untyped-def]
+    exported: Path, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, cli,
+) -> None:
+    """With no embed model here, --force-model keeps the file's vectors under the dims it
+    claims; configuring the model of that fingerprint later met vectors of other dims (every
+    vsearch and embed exited 3). Now vsearch says so in one line and `qmd embed` recovers."""
+    dims = _halve_dims(exported)
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tmp_path / "none.gguf"))
+    code, _, err = cli("import", str(exported), "--root", str(tmp_path), "--force-model")
+    assert code == 0, err
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    code, _, err = cli("vsearch", "rollback")
+    assert code == 1 and f"have {dims // 2} dims but the model makes {dims}" in err and "run: qmd embed" in err and err.count("Error") == 1, err
+    code, out, err = cli("embed")
+    assert code == 0, (out, err)
+    code, out, err = cli("vsearch", "rollback", "--json")
+    assert code == 0 and json.loads(out), (out, err)
