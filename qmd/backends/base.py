@@ -220,6 +220,11 @@ class IndexBackend(abc.ABC):
         self.open(create=True)
         return self.DOCUMENTS.collection_writer(self.connection(), collection)
 
+    @abc.abstractmethod
+    def atomic(self) -> AbstractContextManager[None]:
+        """One transaction around many writes (collection writers nest inside it): an import
+        replacing collections is all or nothing, even when interrupted part way."""
+
     def drop_collection(self, name: str) -> int:
         """Delete every row of a collection; returns the documents dropped."""
         return self.DOCUMENTS.drop_collection(self.connection(), name)

@@ -48,6 +48,7 @@ def poisoned(tmp_path: Path, minilm_gguf: Path, monkeypatch: pytest.MonkeyPatch,
     return _poison(192)
 
 
+@pytest.mark.slow
 def test_a_poisoned_index_says_so_and_embed_recovers_it(poisoned: int, cli) -> None:  # type: ignore[no-untyped-def]
     dims = poisoned
     code, _, err = cli("vsearch", "database storage")
