@@ -56,15 +56,16 @@ def test_a_poisoned_index_says_so_and_embed_recovers_it(poisoned: int, cli) -> N
     code, out, err = cli("query", "database storage", "--json")
     assert code == 0 and "have 192 dims" in err, (out, err)
 
-    from doctor.index import _vector_index
-    from doctor.results import Status
+    from tests.doctor.test_doctor import doctor
 
-    store = qmd.open_index()
-    try:
-        found = [c for c in _vector_index(store, "index") if "192 dims" in c.detail]
-    finally:
-        store.close()
-    assert len(found) == 1 and found[0].status == Status.FAIL and "qmd embed" in str(found[0].fix), found
+    code, report = doctor()
+    found = [c for c in report["checks"] if c["name"] == "vector dims [index]"]
+    assert code == 2 and len(found) == 1 and found[0]["status"] == "fail" and "192 dims" in found[0]["detail"] and "qmd embed" in found[0]["fix"], found
+    code, report = doctor("--fix")  # doctor --fix embeds again
+    repaired = [c.get("repaired") for c in report["checks"] if c["name"] == "vector dims [index]"]
+    assert len(repaired) == 1 and "recreated the vector table and embedded" in str(repaired[0]), report["checks"]
+    with qmd.open_index() as store:
+        assert store.vector_dims_mismatch() is None
 
     code, out, err = cli("embed")
     assert code == 0, (out, err)
