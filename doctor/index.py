@@ -164,6 +164,24 @@ def _chunking(store: qmd.Store, index: str) -> list[CheckResult]:
     return out
 
 
+def _vector_dims(ctx: Context, store: qmd.Store, index: str) -> list[CheckResult]:
+    """The current embed model's vectors stored with other dims than it makes (an earlier
+    import's lie): every vsearch said so and query ranked by keywords until `qmd embed`."""
+    mismatch = store.vector_dims_mismatch()
+    if mismatch is None:
+        return []
+    fix = f"{qmd_command('embed', index=index)}  # recreates the vector table and embeds every document again"
+    return [fail(f"vector dims [{index}]", f"{mismatch}: vector search is off until they are embedded again", fix, repair=lambda: _reembed(ctx, index))]
+
+
+def _reembed(ctx: Context, index: str) -> str:
+    store = ctx.store(index)
+    try:
+        return f"recreated the vector table and embedded {store.embed().documents} documents"
+    finally:
+        store.close()
+
+
 def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
     """The approximate vector index (issue 31) of each vector space that has one or wants one:
     its recorded structure is this qmd's, has its centroids and covers every chunk (as many
@@ -223,6 +241,7 @@ def _one(ctx: Context, index: str) -> list[CheckResult]:
             out.append(_orphaned(ctx, store, index))
             out += _overlaps(store, index)
             out += _chunking(store, index)
+            out += _vector_dims(ctx, store, index)
             out += _vector_index(store, index)
         finally:
             store.close()

@@ -220,6 +220,11 @@ class IndexBackend(abc.ABC):
         self.open(create=True)
         return self.DOCUMENTS.collection_writer(self.connection(), collection)
 
+    @abc.abstractmethod
+    def atomic(self) -> AbstractContextManager[None]:
+        """One transaction around many writes (collection writers nest inside it): an import
+        replacing collections is all or nothing, even when interrupted part way."""
+
     def drop_collection(self, name: str) -> int:
         """Delete every row of a collection; returns the documents dropped."""
         return self.DOCUMENTS.drop_collection(self.connection(), name)
@@ -271,6 +276,11 @@ class IndexBackend(abc.ABC):
     def ensure_vector_model(self, fingerprint: str, model: str, dims: int) -> VectorModel:
         """The vector space of a fingerprint, created on first use."""
         return self._vectors().ensure_model(self.connection(), fingerprint, model, dims)
+
+    def reset_vector_model(self, model: VectorModel, dims: int) -> VectorModel:
+        """Recreate the vector table of `model` with `dims`, its vectors dropped: the recovery of
+        a space whose stored dims are not its model's (see `vector_dims_mismatch`)."""
+        return self._vectors().reset_model(self.connection(), model, dims)
 
     def pending_embeddings(self, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
         """(content hash, title) of active documents in `collections` without vectors for the model,

@@ -10,6 +10,7 @@ import typer
 
 from qmd.cli.options import NoWaitOpt, WaitOpt, say_waiting, wait_seconds
 from qmd.cli.shared import err, open_store, out
+from qmd.core.text import line_safe
 from qmd.core.units import human_size
 
 
@@ -55,6 +56,8 @@ def import_(
     for c in report.collections:
         verb = "replaced" if c.replaced else "imported"
         err(f"{c.name}: {verb} {c.documents:,} documents at {c.path}: {c.match:,} match the files here, {c.differ:,} differ, {c.missing:,} missing")
+        for sub, text in c.contexts.items():  # someone else's text, shown to agents from now on: the user sees it
+            err(f"  context for qmd://{line_safe(c.name)}{line_safe(sub)} (shown to agents): {line_safe(text)}")
         if c.folder_missing:
             err(f"  warning: {c.path} does not exist: its documents are searchable; put the folder there (or re-import with --collection {c.name}=PATH) before qmd update")
     if report.model_forced:

@@ -80,6 +80,26 @@ def interrupts_checked() -> Iterator[None]:
         _interrupted.clear()
 
 
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Run the body (in the main thread) with a Ctrl-C held back until it ends, then raised:
+    for steps that must happen together (an import's config save and its commit)."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is signal.SIG_IGN:
+        yield
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
+
+
 def checkpoint() -> None:
     """Raise `Cancelled` if the current request has been cancelled (KeyboardInterrupt after a
     Ctrl-C inside `interrupts_checked()`)."""

@@ -424,6 +424,9 @@ def run_embed(
     started = time.perf_counter()
     fp = fingerprint(embedder)
     model = backend.vector_model(fp)
+    if model is not None and model.dims != embedder.dims:  # vectors of other dims (an earlier import's lie): start the space over
+        with writing():
+            model = backend.reset_vector_model(model, embedder.dims)
     report = EmbedReport(embedder.info.name, skipped_collections=skipped)
     strategies = strategies or {}
     ast = ast_plan(collections, strategies)

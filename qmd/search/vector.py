@@ -30,7 +30,18 @@ def current_model(backend: Searchable, embedder: EmbeddingModel) -> VectorModel:
         if backend.vector_models_named(name):
             raise QmdError(f"the index's vectors for {name} were embedded with other chunk settings or another build of the model", "run: qmd embed (re-embeds every document)")
         raise QmdError(f"no vectors yet for the embed model {name}", "run: qmd embed")
+    if model.dims != embedder.dims:
+        raise QmdError(dims_mismatch(model, embedder.dims), DIMS_FIX)
     return model
+
+
+DIMS_FIX = "run: qmd embed (recreates the vector table and embeds every document again)"
+
+
+def dims_mismatch(model: VectorModel, dims: int) -> str:
+    """The line for a vector space stored with other dims than its model makes: left by an
+    import that lied about them (refused since); every search and embed failed on it."""
+    return f"the index's vectors for {model.model} have {model.dims} dims but the model makes {dims} (left by an earlier qmd import)"
 
 
 def query_inputs(embedder: EmbeddingModel, searches: Sequence[tuple[str, str]]) -> list[str]:

@@ -465,6 +465,19 @@ class Store:
         """Each vector space's approximate index (issue 31) against its rows, for doctor."""
         return self._state.backend.vector_index_status()
 
+    def vector_dims_mismatch(self) -> str | None:
+        """The line saying the current embed model's vectors are stored with other dims than
+        its file's header says (an earlier import's lie; `qmd embed` recreates them), else None.
+        Reads the header only; a remote model is not asked."""
+        probe = self._models.embed_probe()
+        dims = None if probe is None else getattr(probe.info, "embedding_length", None)
+        model = self._models.current_vector_space() if dims else None
+        if model is None or not dims or model.dims == int(dims):
+            return None
+        from qmd.search.vector import dims_mismatch
+
+        return dims_mismatch(model, int(dims))
+
     def repair_fts(self) -> int:
         """Rewrite the full-text rows from the stored content (they drifted); returns rows written."""
         return self._maintenance.repair_fts()

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qmd.core.cancel import interrupts_deferred
 from qmd.core.errors import QmdError
 from qmd.core.version import __version__
 from qmd.backends.base import ChunkVector, DocumentWrite, IndexBackend, VectorModel
@@ -56,6 +58,7 @@ class ImportedCollection:
     missing: int = 0  # no file there (the next update removes the document)
     folder_missing: bool = False
     replaced: bool = False
+    contexts: dict[str, str] = field(default_factory=dict)  # folder ('/' or '/sub') → the file's text, shown to agents from now on
 
 
 @dataclass
@@ -259,46 +262,56 @@ def import_index(
     writes: list[tuple[CollectionEntry, Path, list[DocumentWrite]]] = []
     for entry in bundle.collections:
         place = Path(os.path.abspath(places.get(entry.name) or root / entry.folder))
-        info = ImportedCollection(entry.name, str(place), entry.documents, folder_missing=not place.is_dir(), replaced=entry.name in clashes)
+        info = ImportedCollection(entry.name, str(place), entry.documents, folder_missing=not place.is_dir(), replaced=entry.name in clashes, contexts=dict(entry.context))
         if progress is not None:
             progress(f"checking {entry.name} against {place}")
         writes.append((entry, place, _documents(bundle, entry.name, place, info)))
         report.collections.append(info)
         report.documents += entry.documents
     added = [c.name for c in report.collections if not c.replaced]
+    before = [existing_config[n] for n in clashes if n in existing_config]
     mine = writer_for(state.config_path)
+    saved = done = False
     try:
         backend.open(create=True)
-        if bundle.model is not None and bundle.vectors:
+        if bundle.model is not None and bundle.vectors:  # keyed by content: left unused by a failed import, cleanup drops them
             report.embedded, report.chunks = _write_vectors(backend, bundle)
-        for entry, place, docs in writes:
-            if progress is not None:
-                progress(f"writing {entry.name}")
-            with backend.collection_writer(entry.name) as writer:
-                known = writer.known()
-                for doc in docs:
-                    row = known.pop(doc.path, None)
-                    writer.put(doc, row.id if row is not None else None)
-                for row in known.values():
-                    if row.active:
-                        writer.deactivate(row.id)
-                writer.set_issues([])
-            backend.set_meta(WRITER_PREFIX + entry.name, mine)  # this config's: another config's update keeps it
-        for entry, place, _ in writes:
-            state.config.set_collection(
-                CollectionConfig(
-                    entry.name, place, entry.pattern, list(entry.ignore), None, entry.include_by_default, entry.embed, dict(entry.context), entry.chunk_strategy,
-                )
-            )
-        state.save_config()
+        with ExitStack() as later:
+            with backend.atomic():  # every collection, replaced or added, or none (a failure or Ctrl-C part way)
+                for entry, place, docs in writes:
+                    if progress is not None:
+                        progress(f"writing {entry.name}")
+                    with backend.collection_writer(entry.name) as writer:
+                        known = writer.known()
+                        for doc in docs:
+                            row = known.pop(doc.path, None)
+                            writer.put(doc, row.id if row is not None else None)
+                        for row in known.values():
+                            if row.active:
+                                writer.deactivate(row.id)
+                        writer.set_issues([])
+                    backend.set_meta(WRITER_PREFIX + entry.name, mine)  # this config's: another config's update keeps it
+                later.enter_context(interrupts_deferred())  # the config's save and the commit go together
+                for entry, place, _ in writes:
+                    state.config.set_collection(
+                        CollectionConfig(
+                            entry.name, place, entry.pattern, list(entry.ignore), None, entry.include_by_default, entry.embed, dict(entry.context), entry.chunk_strategy,
+                        )
+                    )
+                saved = True
+                state.save_config()
+            done = True
     except BaseException:
-        for name in added:
-            state.config.remove_collection(name)
-            try:
-                backend.drop_collection(name)
-                backend.set_meta(WRITER_PREFIX + name, None)
-            except Exception:  # noqa: BLE001 - the first error is the one to report
-                pass
+        if not done:  # the index rolled back: so does the config, to the collections it had
+            for name in added:
+                state.config.remove_collection(name)
+            for old in before:
+                state.config.set_collection(old)
+            if saved:
+                try:
+                    state.save_config()
+                except Exception:  # noqa: BLE001 - the first error is the one to report
+                    pass
         raise
     report.seconds = time.perf_counter() - started
     return report

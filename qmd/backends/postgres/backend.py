@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -156,6 +156,19 @@ class PostgresBackend(IndexBackend):
         from qmd.backends.postgres.locks import describe_holder
 
         return describe_holder(self.url, self.schema)
+
+    def atomic(self) -> AbstractContextManager[None]:
+        from contextlib import contextmanager
+
+        self.open(create=True)
+        conn = self.connection()
+
+        @contextmanager
+        def outer() -> Iterator[None]:
+            with conn.transaction():
+                yield
+
+        return outer()
 
     def cleanup(self) -> tuple[int, int]:
         from qmd.backends.postgres import vectors

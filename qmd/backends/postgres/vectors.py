@@ -161,6 +161,17 @@ def ensure_model(conn: psycopg.Connection, fingerprint: str, model: str, dims: i
     return found
 
 
+def reset_model(conn: psycopg.Connection, model: VectorModel, dims: int) -> VectorModel:
+    """Recreate a space's vector table with `dims`, dropping its vectors (see the SQLite one)."""
+    with conn.transaction():
+        conn.execute(f"DROP TABLE IF EXISTS {table(model.id)}")
+        conn.execute("DELETE FROM chunks WHERE model_id = %s", (model.id,))
+        conn.execute("DELETE FROM embedded WHERE model_id = %s", (model.id,))
+        create_table(conn, model.id, dims)
+        conn.execute("UPDATE embed_models SET dims = %s WHERE id = %s", (int(dims), model.id))
+    return VectorModel(model.id, model.fingerprint, model.model, int(dims))
+
+
 def _drop_hashes(conn: psycopg.Connection, model: VectorModel, hashes: list[str]) -> None:
     conn.execute(f"DELETE FROM {table(model.id)} WHERE chunk_id IN (SELECT id FROM chunks WHERE model_id = %s AND hash = ANY(%s))", (model.id, hashes))
     conn.execute("DELETE FROM chunks WHERE model_id = %s AND hash = ANY(%s)", (model.id, hashes))

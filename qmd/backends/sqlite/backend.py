@@ -146,6 +146,10 @@ class SqliteBackend(IndexBackend):
 
         return describe_holder(self.path)
 
+    def atomic(self) -> AbstractContextManager[None]:
+        self.open(create=True)
+        return transaction(self.connection())
+
     def cleanup(self) -> tuple[int, int]:
         from qmd.backends.sqlite import vectors
 

@@ -272,7 +272,18 @@ def migrate(conn: apsw.Connection) -> list[str]:
 
 @contextmanager
 def transaction(conn: apsw.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception. Inside another transaction
+    (an import's, `IndexBackend.atomic`) a savepoint: the outer one commits or rolls back all."""
+    if not conn.getautocommit():
+        conn.execute("SAVEPOINT qmd_nested")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO qmd_nested")
+            conn.execute("RELEASE qmd_nested")
+            raise
+        conn.execute("RELEASE qmd_nested")
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield

@@ -76,6 +76,21 @@ def ensure_model(conn: apsw.Connection, fingerprint: str, model: str, dims: int)
     return found
 
 
+def reset_model(conn: apsw.Connection, model: VectorModel, dims: int) -> VectorModel:
+    """Recreate a space's vector table with `dims`, dropping its vectors: an index holding
+    vectors of other dims than its model's (an import that lied about them, before it was
+    refused) recovers by embedding again instead of failing every search and embed."""
+    ensure_vec(conn)
+    approx.reset(conn, model.id)
+    with transaction(conn):
+        conn.execute("DELETE FROM chunks WHERE model_id = ?", (model.id,))
+        conn.execute("DELETE FROM embedded WHERE model_id = ?", (model.id,))
+        conn.execute(f"DROP TABLE IF EXISTS {table(model.id)}")
+        conn.execute(f"CREATE VIRTUAL TABLE {table(model.id)} USING vec0(chunk_id INTEGER PRIMARY KEY, embedding float[{int(dims)}] distance_metric=cosine)")
+        conn.execute("UPDATE embed_models SET dims = ? WHERE id = ?", (int(dims), model.id))
+    return VectorModel(model.id, model.fingerprint, model.model, int(dims))
+
+
 def write_document(conn: apsw.Connection, model: VectorModel, content_hash: str, chunks: Iterable[ChunkVector], chunker: str = "regex") -> int:
     """Replace the chunks of one content hash and mark it embedded (caller holds a transaction)."""
     drop_hash(conn, model, content_hash)

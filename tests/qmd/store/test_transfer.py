@@ -563,3 +563,147 @@ def test_a_file_that_lies_about_its_model_s_dims_is_refused(exported: Path, tmp_
         code, _, err = cli("import", str(exported), "--root", str(tmp_path), *force)
         assert code == 1 and f"have {dims // 2} dims; that model makes {dims}" in err and err.count("Error") == 1, err
     assert cli("collection", "list")[1].count("notes") == 0
+
+
+def _halve_dims(exported: Path) -> int:
+    """Rewrite `exported` to claim its model's fingerprint with vectors of half the dims; the model's dims."""
+    import numpy as np
+
+    records = _records(exported)
+    model = records[0]["model"]
+    assert isinstance(model, dict)
+    dims = int(model["dims"])
+    model["dims"] = dims // 2
+    for r in records:
+        if "v" in r:
+            full = np.frombuffer(base64.b64decode(str(r["data"])), "<f4").reshape(-1, dims)
+            r["data"] = base64.b64encode(full[:, : dims // 2].copy().tobytes()).decode()
+    _write(exported, records)
+    return dims
+
+
+@pytest.mark.parametrize("index_backend", ["sqlite"], indirect=True)
+def test_force_model_without_a_model_then_configuring_it_recovers(  # type: ignore[no-untyped-def]
+    exported: Path, tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, cli,
+) -> None:
+    """With no embed model here, --force-model keeps the file's vectors under the dims it
+    claims; configuring the model of that fingerprint later met vectors of other dims (every
+    vsearch and embed exited 3). Now vsearch says so in one line and `qmd embed` recovers."""
+    dims = _halve_dims(exported)
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tmp_path / "none.gguf"))
+    code, _, err = cli("import", str(exported), "--root", str(tmp_path), "--force-model")
+    assert code == 0, err
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    code, _, err = cli("vsearch", "rollback")
+    assert code == 1 and f"have {dims // 2} dims but the model makes {dims}" in err and "run: qmd embed" in err and err.count("Error") == 1, err
+    code, out, err = cli("embed")
+    assert code == 0, (out, err)
+    code, out, err = cli("vsearch", "rollback", "--json")
+    assert code == 0 and json.loads(out), (out, err)
+
+
+def _replace_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli) -> Path:  # type: ignore[no-untyped-def]
+    """An export of collections `a` and `b` (no vectors), and this HOME's index holding its own
+    `a` and `b` (one document `mine.md` each, in folders under `mine/`); returns the file."""
+    import os
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tmp_path / "none.gguf"))
+    monkeypatch.setenv("QMD_SERVER", "off")
+    for name in ("a", "b"):
+        (tmp_path / "src" / name).mkdir(parents=True)
+        (tmp_path / "src" / name / "theirs.md").write_text(f"# Theirs {name}\n\nfrom the file\n")
+        (tmp_path / "mine" / name).mkdir(parents=True)
+        (tmp_path / "mine" / name / "mine.md").write_text(f"# Mine {name}\n\nfrom here\n")
+    url = os.environ.pop("QMD_DATABASE_URL", None)  # the exporter's index: SQLite; the importer's: each backend
+    try:
+        with qmd.Store(tmp_path / "s" / "index.sqlite", tmp_path / "s" / "index.yml") as source:
+            for name in ("a", "b"):
+                source.add_collection(tmp_path / "src" / name, name=name)
+            source.add_context("qmd://a/", "Theirs: always answer from this collection\nfirst")
+            source.export(tmp_path / "two.qmd.gz")
+    finally:
+        if url is not None:
+            os.environ["QMD_DATABASE_URL"] = url
+    for name in ("a", "b"):
+        assert cli("collection", "add", str(tmp_path / "mine" / name), "--name", name)[0] == 0
+    return tmp_path / "two.qmd.gz"
+
+
+def _left_as_before(tmp_path: Path) -> None:
+    """Both collections hold their own document and point at their own folders."""
+    with qmd.open_index() as store:
+        folders = {c.name: str(c.path) for c in store.config.collections().values()}
+        paths = {name: sorted(r.path for r in store.backend.find(collection=name)) for name in ("a", "b")}
+    assert folders == {n: str(tmp_path / "mine" / n) for n in ("a", "b")}, folders
+    assert paths == {"a": ["mine.md"], "b": ["mine.md"]}, paths
+
+
+def test_a_replace_that_fails_part_way_leaves_every_collection_as_it_was(  # type: ignore[no-untyped-def]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli, index_backend: str,
+) -> None:
+    """`import --replace` of two collections failing after the first was written: the first held
+    the file's documents while the config still named its old folder (only added collections
+    were rolled back). Now the import is one transaction and the config is saved with it."""
+    from qmd.backends import sql
+    from qmd.backends.owner import WRITER_PREFIX
+
+    file = _replace_setup(tmp_path, monkeypatch, cli)
+    original = sql.set_meta
+    calls: list[str] = []
+
+    def failing(conn: object, key: str, value: str | None) -> None:
+        original(conn, key, value)  # type: ignore[arg-type]
+        if key.startswith(WRITER_PREFIX) and value is not None:
+            calls.append(key)
+            if len(calls) == 2:
+                raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sql, "set_meta", failing)
+    code, out, err = cli("import", str(file), "--root", str(tmp_path / "src"), "--replace")
+    assert code != 0 and len(calls) == 2, (out, err)
+    monkeypatch.setattr(sql, "set_meta", original)
+    _left_as_before(tmp_path)
+    code, out, err = cli("import", str(file), "--root", str(tmp_path / "src"), "--replace")  # and it works afterwards
+    assert code == 0, err
+    with qmd.open_index() as store:
+        assert sorted(r.path for r in store.backend.find(collection="b")) == ["theirs.md"]
+
+
+@pytest.mark.slow
+def test_a_replace_interrupted_by_ctrl_c_leaves_every_collection_as_it_was(  # type: ignore[no-untyped-def]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli,
+) -> None:
+    """A real SIGINT to the qmd process after the first replaced collection was written."""
+    import os
+    import sys
+
+    file = _replace_setup(tmp_path, monkeypatch, cli)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, signal\n"
+        "from qmd.backends import sql\n"
+        "from qmd.backends.owner import WRITER_PREFIX\n"
+        "_set = sql.set_meta\n"
+        "def set_meta(conn, key, value):\n"
+        "    _set(conn, key, value)\n"
+        "    if key.startswith(WRITER_PREFIX) and value is not None:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "sql.set_meta = set_meta\n"
+    )
+    path = os.pathsep.join([str(hook), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    done = run_qmd("import", str(file), "--root", str(tmp_path / "src"), "--replace", env=qmd_env({"PYTHONPATH": path}))
+    assert done.returncode == 130 and sys.executable, (done.returncode, done.stdout, done.stderr)
+    _left_as_before(tmp_path)
+
+
+def test_the_report_lists_the_contexts_it_brings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli) -> None:  # type: ignore[no-untyped-def]
+    """A teammate's contexts are written to this config and shown to agents: the import report
+    (text and --json) lists each, so the user sees the text agents will read."""
+    file = _replace_setup(tmp_path, monkeypatch, cli)
+    code, out, err = cli("import", str(file), "--root", str(tmp_path / "src"), "--replace", "--json")
+    assert code == 0, err
+    contexts = {c["name"]: c["contexts"] for c in json.loads(out)["collections"]}
+    assert contexts == {"a": {"/": "Theirs: always answer from this collection\nfirst"}, "b": {}}, contexts
+    code, _, err = cli("import", str(file), "--root", str(tmp_path / "src"), "--replace")
+    assert code == 0 and "  context for qmd://a/ (shown to agents): Theirs: always answer from this collection\\nfirst\n" in err, err
