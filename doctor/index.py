@@ -191,6 +191,10 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
     for space in store.vector_index_status():
         label = f"vector index {space['model']} [{index}]"
         chunks, floats, codes = space["chunks"], space["floats"], space["codes"]
+        advice = space.get("advice")
+        if isinstance(advice, tuple):  # the backend's own words (PostgreSQL: an HNSW index built at an older setting)
+            out.append(warn(label, str(advice[0]), str(advice[1])))
+            continue
         if space["structure"] is None:
             if space["due"]:
                 out.append(warn(label, f"exact scan of {chunks} chunks: the approximate index is due but not built", f"{fix}  # builds it (resumable); QMD_VECTOR_INDEX=exact keeps exact scans"))

@@ -290,6 +290,10 @@ class IndexBackend(abc.ABC):
         by syntax when any of them wants it."""
         return sql.pending_hashes(self.connection(), model_id, collections, ast)
 
+    def embedded_hashes(self, model_ids: Sequence[int], hashes: Sequence[str]) -> set[str]:
+        """The contents among `hashes` with vectors of any of `model_ids` (see sql.embedded_hashes)."""
+        return sql.embedded_hashes(self.connection(), model_ids, hashes)
+
     def pending_per_collection(self, model_id: int | None, collections: list[str], ast: Mapping[str, Sequence[str]] | None = None) -> dict[str, int]:
         """collection → its active documents whose content `pending_embeddings` lists (those
         with none left out): what an embed of `collections` is about to do, per collection."""

@@ -426,6 +426,19 @@ def without_vectors(conn: Connection, model_id: int, ids: Sequence[int]) -> set[
     return {int(i) for (i,) in run(conn, sql, (*ids, model_id))}
 
 
+def embedded_hashes(conn: Connection, model_ids: Sequence[int], hashes: Sequence[str]) -> set[str]:
+    """The contents among `hashes` with vectors of any of `model_ids` (whatever their chunker):
+    what `qmd status` counts as embedded with other settings rather than never embedded."""
+    found: set[str] = set()
+    if not model_ids:
+        return found
+    for at in range(0, len(hashes), 500):  # bounded parameter lists on either driver
+        part = hashes[at : at + 500]
+        sql = f"SELECT DISTINCT e.hash FROM embedded e WHERE e.model_id IN ({marks(len(model_ids))}) AND e.hash IN ({marks(len(part))})"
+        found.update(str(h) for (h,) in run(conn, sql, (*model_ids, *part)))
+    return found
+
+
 def orphaned_hashes(conn: Connection, model_id: int, limit: int) -> list[str]:
     """Content hashes with chunks of `model_id` that no document uses any more (an earlier
     version of an edited file, until cleanup drops them), at most `limit`."""

@@ -422,6 +422,14 @@ def overlap_line(o: Overlap) -> str:
     return f"{where}{both}; keep one: qmd collection remove {o.collection}"
 
 
+def pending_reason(vectors: VectorStatus) -> str:
+    """Why documents are pending, in `qmd embed`'s words: `3 were cut with other chunk settings
+    or another build of the model, 2 never embedded`."""
+    other, never = vectors.pending_other_settings, vectors.pending_never_embedded
+    said = f"{other} {'has vectors' if other == 1 else 'have vectors'} cut with other chunk settings or another build of the model"
+    return said + (f", {never} never embedded" if never else "")
+
+
 def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: str | None, models: Sequence[ModelStatus]) -> str:
     """`qmd status` for people: documents, vectors, collections, files needing attention, models."""
     lines = [
@@ -437,7 +445,9 @@ def format_status(info: StatusInfo, vectors: VectorStatus | None, vector_error: 
         model = f" ({vectors.model})" if vectors.model else " (no embed model file yet: qmd pull, or qmd models import)"
         lines.append(f"  Vectors:  {vectors.embedded_documents} documents embedded, {vectors.chunks} chunks{model}")
         if vectors.pending_documents:
-            lines.append(f"  Pending:  {vectors.pending_documents} need embedding (run 'qmd embed')")
+            lines.append(f"  Pending:  {vectors.pending_documents} need embedding (run 'qmd embed')")  # the original's line, kept for scripts
+            if vectors.pending_other_settings:
+                lines.append(f"            {pending_reason(vectors)}")
     elif vector_error:
         lines.append(f"  Vectors:  unavailable: {vector_error}")
     if info.inactive:

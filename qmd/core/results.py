@@ -279,6 +279,8 @@ class VectorStatus:
     chunks: int
     embedded_documents: int
     pending_documents: int
+    pending_never_embedded: int = 0  # of pending_documents: no vectors of this model under any settings
+    pending_other_settings: int = 0  # of pending_documents: vectors cut with other chunk settings or another build of the model
 
 
 @record

@@ -69,11 +69,17 @@ def vector_status(
     """Counts for the current embed model (`probe`: its header read, not loaded; None: no model
     file); `ast`: the collections' extensions cut by syntax (`chunk_strategy: auto`)."""
     if probe is None:
-        return VectorStatus(None, None, 0, 0, len(backend.pending_embeddings(None, embeddable)))
+        n = len(backend.pending_embeddings(None, embeddable))
+        return VectorStatus(None, None, 0, 0, n, n)
     from qmd.index.embedding import fingerprint
 
     fp = fingerprint(probe)
     model = backend.vector_model(fp)
     model_id = model.id if model else None
     chunks, done = backend.vector_counts(model_id)
-    return VectorStatus(probe.info.name, fp, chunks, done, len(backend.pending_embeddings(model_id, embeddable, ast)))
+    pending = [h for h, _ in backend.pending_embeddings(model_id, embeddable, ast)]
+    # The reason `qmd embed` gives: vectors of this model cut otherwise (another fingerprint of
+    # the same model name, e.g. from before section units; or this one's, by another chunker).
+    spaces = [m.id for m in backend.vector_models_named(probe.info.name)] if pending else []
+    other = len(backend.embedded_hashes(spaces, pending)) if spaces else 0
+    return VectorStatus(probe.info.name, fp, chunks, done, len(pending), len(pending) - other, other)

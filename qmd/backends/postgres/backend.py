@@ -193,6 +193,12 @@ class PostgresBackend(IndexBackend):
 
         return vectors.bulk_writes(self.connection, model, documents)
 
+    def vector_index_status(self) -> list[dict[str, object]]:
+        """The HNSW indexes an earlier qmd built at a smaller ef_construction (see vectors.outdated_hnsw)."""
+        from qmd.backends.postgres import vectors
+
+        return vectors.outdated_hnsw(self.connection(), self.schema, redact(self.url))
+
     # --- schema and integrity ---------------------------------------------------------
 
     def inspect(self, *, quick: bool = False) -> IndexCheck:

@@ -23,7 +23,7 @@ import numpy as np
 import psycopg
 
 from qmd.core.clock import now_iso
-from qmd.backends.postgres.connection import ensure_vector_extension, marks
+from qmd.backends.postgres.connection import ensure_vector_extension, marks, quote_ident
 from qmd.backends.rows import ChunkVector, Nearest, VectorModel
 from qmd.backends.sql import count, model_row
 
@@ -51,7 +51,41 @@ def ef_search(k: int, rows: int) -> int:
 
 
 BULK_DOCUMENTS = 1000  # an embed of at least this many documents (and a quarter of those embedded) builds HNSW once, after
-BUILD_MEMORY = "256MB"  # maintenance_work_mem for an HNSW build (the graph in memory: much faster than row-by-row inserts)
+BUILD_MEMORY_MIN_KB = 256 * 1024  # maintenance_work_mem of an HNSW build at least (the graph in memory: much faster than
+# row-by-row inserts); a larger graph gets its size (graph_bytes), up to BUILD_MEMORY_SHARE of the machine and the server's limit
+BUILD_MEMORY_SHARE = 4  # at most a quarter of this machine's memory (the server's own when it runs here, the usual case)
+GRAPH_OVERHEAD = 160  # bytes a graph element holds besides its vector and layer-0 neighbours (header, upper layers' lists)
+
+
+def graph_bytes(rows: int, dims: int) -> int:
+    """pgvector's in-memory HNSW graph of `rows` vectors: each its float4 vector, its 2*m
+    layer-0 neighbours (8-byte pointer + distance) and GRAPH_OVERHEAD (1M x 384: about 2 GB)."""
+    return rows * (dims * 4 + HNSW_M * 2 * 8 + GRAPH_OVERHEAD)
+
+
+def machine_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def build_memory_kb(conn: psycopg.Connection, model_id: int, dims: int) -> int:
+    """maintenance_work_mem (kB) for building the HNSW index of `model_id`'s table: its graph
+    (graph_bytes, 10% slack) so the build never spills to the slow on-disk phase, at least
+    BUILD_MEMORY_MIN_KB, at most a BUILD_MEMORY_SHARE of the machine's memory and the server's
+    maximum; never below what the server is already set to (an administrator's larger value)."""
+    rows = count(conn, f"SELECT count(*) FROM {table(model_id)}")
+    want = max(BUILD_MEMORY_MIN_KB, graph_bytes(rows, dims) * 11 // 10 // 1024)
+    got = conn.execute("SELECT setting::bigint, max_val::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()
+    current, ceiling = (int(got[0]), int(got[1])) if got else (0, want)
+    machine = machine_memory()
+    if machine:
+        ceiling = min(ceiling, machine // BUILD_MEMORY_SHARE // 1024)
+    return max(current, min(want, ceiling))
 
 
 def table(model_id: int) -> str:
@@ -83,6 +117,44 @@ def hnsw_ready(conn: psycopg.Connection, model_id: int) -> bool:
     return bool(row and row[0])
 
 
+def hnsw_ef_construction(conn: psycopg.Connection, model_id: int) -> int | None:
+    """The ef_construction the model's HNSW index was built with (its reloptions: one catalog
+    row, cheap); None without an index. An index of an earlier qmd (64) keeps it until rebuilt."""
+    row = conn.execute("SELECT c.reloptions FROM pg_class c WHERE c.oid = to_regclass(%s)", (f"{table(model_id)}_hnsw",)).fetchone()
+    if row is None:
+        return None
+    for option in row[0] or []:
+        key, _, value = str(option).partition("=")
+        if key == "ef_construction":
+            return int(value)
+    return 64  # pgvector's default
+
+
+def outdated_hnsw(conn: psycopg.Connection, schema: str, url: str) -> list[dict[str, object]]:
+    """For doctor (IndexBackend.vector_index_status): each vector space whose HNSW index was
+    built at a smaller ef_construction than HNSW_EF_CONSTRUCTION, with `advice` (detail, fix):
+    the fix rebuilds it in place, searches keep the old index meanwhile (REINDEX CONCURRENTLY);
+    `url`: the database's, password redacted."""
+    out: list[dict[str, object]] = []
+    for model_id, name in conn.execute("SELECT id, model FROM embed_models ORDER BY id").fetchall():
+        ef = hnsw_ef_construction(conn, int(model_id))
+        if ef is None or ef >= HNSW_EF_CONSTRUCTION:
+            continue
+        index = f"{quote_ident(schema)}.{table(int(model_id))}_hnsw"
+        rows = count(conn, "SELECT count(*) FROM chunks WHERE model_id = %s", (int(model_id),))
+        detail = f"HNSW index built at ef_construction {ef} by an earlier qmd (now {HNSW_EF_CONSTRUCTION}: better recall); kept until a bulk embed rebuilds it"
+        fix = (
+            f"psql '{url}' -c 'ALTER INDEX {index} SET (ef_construction = {HNSW_EF_CONSTRUCTION})'"
+            f" -c 'REINDEX INDEX CONCURRENTLY {index}'  # searches keep the old index meanwhile"
+        )
+        out.append({
+            "model": str(name), "structure": f"hnsw (m {HNSW_M}, ef_construction {ef})", "state": "ready", "current": False,
+            "chunks": rows, "floats": rows, "codes": rows, "lists": True, "retraining": None, "retrain_due": None, "due": False,
+            "advice": (detail, fix),
+        })
+    return out
+
+
 def _bulk_key(model_id: int) -> str:
     return f"qmd-hnsw-build:{model_id}"
 
@@ -97,15 +169,15 @@ def build_hnsw(conn: psycopg.Connection, model: VectorModel) -> bool:
     if not (got and got[0]):
         return False  # another process's bulk embed: it builds the index at its end
     try:
-        _build(conn, model.id)
+        _build(conn, model.id, model.dims)
     finally:
         conn.execute("SELECT pg_advisory_unlock(hashtext(current_schema() || %s))", (_bulk_key(model.id),))
     return True
 
 
-def _build(conn: psycopg.Connection, model_id: int) -> None:
+def _build(conn: psycopg.Connection, model_id: int, dims: int) -> None:
     with conn.transaction():
-        conn.execute(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
+        conn.execute(f"SET LOCAL maintenance_work_mem = '{build_memory_kb(conn, model_id, dims)}kB'")
         conn.execute(f"DROP INDEX IF EXISTS {table(model_id)}_hnsw")  # an invalid one, left by an interrupted build
         _create_hnsw(conn, model_id)
 
@@ -136,7 +208,7 @@ def bulk_writes(connection: Callable[[], psycopg.Connection], model: VectorModel
     finally:
         after = connection()
         try:
-            _build(after, model.id)
+            _build(after, model.id, model.dims)
         finally:
             if after is conn:  # a replaced connection took its session lock with it
                 conn.execute("SELECT pg_advisory_unlock(hashtext(current_schema() || %s))", (_bulk_key(model.id),))

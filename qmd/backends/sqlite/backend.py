@@ -54,11 +54,7 @@ class SqliteBackend(IndexBackend):
         conn = self.connection()
         if not approx.wanted(conn, model.id):
             return False
-        found = approx.status(conn, model.id)
-        return (
-            not found["current"] or not found["lists"] or found["state"] != "ready" or found["floats"] != found["chunks"] or found["codes"] != found["chunks"]
-            or found["retraining"] is not None or bool(found["retrain_due"])
-        )
+        return approx.due(conn, model.id, model.dims)  # status()'s verdict, its GROUP BY only after writes
 
     def vector_index_status(self) -> list[dict[str, object]]:
         from qmd.backends.sqlite import approx

@@ -106,6 +106,8 @@ def write_document(conn: apsw.Connection, model: VectorModel, content_hash: str,
         if coded:
             approx.write(conn, model.id, chunk_id, blob)
         n += 1
+    if coded and n:
+        approx.lists_changed(conn, model.id)
     conn.execute(
         "INSERT OR REPLACE INTO embedded (model_id, hash, chunks, embedded_at, chunker) VALUES (?, ?, ?, ?, ?)",
         (model.id, content_hash, n, now_iso(), chunker),

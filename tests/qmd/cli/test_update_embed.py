@@ -147,3 +147,32 @@ def test_an_index_embedded_before_section_units_says_why_it_re_embeds(cli: Cli, 
     assert "never embedded" not in err and _pending() == 0
     code, out, _ = cli("vsearch", "rollout stage")
     assert code == 0 and "runbook.md" in out
+
+
+def test_status_says_why_documents_are_pending(cli: Cli, notes: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: after the switch to section units, `qmd status` gives `qmd embed`'s reason
+    (vectors cut with other settings) and counts the never-embedded apart, in text and --json;
+    the original's `Pending:` line and JSON keys stay as they were."""
+    import json
+
+    monkeypatch.setenv("QMD_EMBED_MODEL", str(tiny_models["embed"]))
+    monkeypatch.setenv("QMD_CHUNK_SECTIONS", "0")  # the windows alone, as qmd embedded before
+    assert cli("collection", "add", str(notes), "--name", "notes")[0] == 0
+    assert cli("embed")[0] == 0
+    monkeypatch.delenv("QMD_CHUNK_SECTIONS")
+    (notes / "fresh.md").write_text("# Fresh\n\nwritten after the last embed\n")
+    assert cli("update")[0] == 0
+    code, out, err = cli("status")
+    assert code == 0, err
+    lines = out.splitlines()
+    pending = next(i for i, line in enumerate(lines) if line.startswith("  Pending:"))
+    total = int(lines[pending].split()[1])
+    assert lines[pending] == f"  Pending:  {total} need embedding (run 'qmd embed')"
+    assert lines[pending + 1].strip() == f"{total - 1} have vectors cut with other chunk settings or another build of the model, 1 never embedded", out
+    code, out, err = cli("status", "--json")
+    vectors = json.loads(out)["vectors"]
+    assert {"model", "embedded_documents", "pending_documents"} <= set(vectors)
+    assert (vectors["pending_documents"], vectors["pending_other_settings"], vectors["pending_never_embedded"]) == (total, total - 1, 1)
+    assert cli("embed")[0] == 0
+    code, out, _ = cli("status")
+    assert "Pending:" not in out and "other chunk settings" not in out

@@ -764,3 +764,52 @@ def test_codes_read_during_a_retrain_are_read_again_when_it_ends(index: tuple[qm
     kept = approx._nearest_codes(conn, model.id, queries, [16] * len(queries))
     approx._MATRICES.clear()
     assert kept == approx._nearest_codes(conn, model.id, queries, [16] * len(queries))
+
+
+def test_an_embed_with_nothing_to_do_skips_the_skew_scan(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`vector_index_due` runs on every `qmd embed`: the skew rule's GROUP BY over every code
+    runs once, then again only after a chunk is coded or dropped (or new centroids), also in a
+    later process; each verdict is status()'s."""
+    _, backend, model, vecs = index
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    backend.build_vector_index(model)
+    scans: list[int] = []
+    skewed = approx._skewed
+    monkeypatch.setattr(approx, "_skewed", lambda conn, model_id, n_lists: scans.append(model_id) or skewed(conn, model_id, n_lists))
+
+    def due() -> bool:
+        got = backend.vector_index_due(model)
+        before = len(scans)
+        assert got == approx.due_of(approx.status(backend.connection(), model.id))
+        del scans[before:]  # status's own scan is not embed's
+        return got
+
+    def build() -> None:
+        before = len(scans)
+        backend.build_vector_index(model)
+        del scans[before:]  # the build's own status
+
+    assert not due() and len(scans) == 1
+    assert not due() and not due() and len(scans) == 1
+    later = SqliteBackend(backend.path)  # a later process finds it remembered
+    later.open(create=False)
+    assert not later.vector_index_due(model) and len(scans) == 1
+    later.close()
+    rng = np.random.default_rng(9)
+    crowd = _unit(vecs[0] + 0.5 * rng.standard_normal((500, DIMS)) / np.sqrt(DIMS))
+    backend.write_vectors(model, [("h00001", [ChunkVector("h00001", j, 0, 5, 3, v.tolist()) for j, v in enumerate(crowd)])])
+    assert due() and due() and len(scans) == 3  # crowded: due (and never remembered as quiet)
+    backend.write_vectors(model, [("h00001", [ChunkVector("h00001", 0, 0, 5, 3, vecs[1].tolist())])])  # back to one chunk
+    assert not due() and not due() and len(scans) == 4
+    backend.write_vectors(model, [("h00001", [ChunkVector("h00001", 0, 0, 5, 3, vecs[1].tolist())])])  # same count, rewritten
+    assert not due() and len(scans) == 5
+    backend.drop_vectors(model, ["h00002"])  # one chunk fewer
+    assert not due() and len(scans) == 6
+    conn = backend.connection()
+    with conn:  # damage behind qmd's back: a remembered verdict is not trusted
+        conn.execute(f"DELETE FROM {approx.floats(model.id)} WHERE chunk_id = (SELECT max(chunk_id) FROM {approx.floats(model.id)})")
+    assert due() and len(scans) == 6
+    build()  # codes it again
+    assert not due() and len(scans) == 7
+    build()  # nothing to code or move: still remembered
+    assert not due() and len(scans) == 7
