@@ -536,12 +536,8 @@ def test_a_crowded_list_is_due_a_retrain(index: tuple[qmd.Store, SqliteBackend, 
     assert conn.execute(largest.format(approx.floats(model.id))).fetchall()[0][0] < before / 2
 
 
-def test_a_killed_retrain_resumes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
-    """A retrain killed while moving chunks keeps its new centroids and the batches it moved;
-    searches stay exact, doctor says so, and the next build moves only the rest."""
-    store, backend, model, vecs = index
-    _grown(index, monkeypatch)
-    conn = backend.connection()
+def _kill_the_retrain(conn: apsw.Connection, model: VectorModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build `qmd embed` runs (a retrain: the index was grown) killed on its third batch of 100 moved chunks."""
     real = approx._lists_of
     calls: list[int] = []
 
@@ -555,6 +551,15 @@ def test_a_killed_retrain_resumes(index: tuple[qmd.Store, SqliteBackend, VectorM
     with pytest.raises(KeyboardInterrupt):
         approx.build(conn, model, f"vec_{model.id}", batch=100)
     monkeypatch.setattr(approx, "_lists_of", real)
+
+
+def test_a_killed_retrain_resumes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retrain killed while moving chunks keeps its new centroids and the batches it moved;
+    searches stay exact, doctor says so, and the next build moves only the rest."""
+    store, backend, model, vecs = index
+    _grown(index, monkeypatch)
+    conn = backend.connection()
+    _kill_the_retrain(conn, model, monkeypatch)
     token = conn.execute(f"SELECT trained FROM {approx.centres(model.id)} WHERE list = 0").fetchall()
     moved = approx.retraining(conn, model.id)
     assert moved is not None and approx.status(conn, model.id)["lists"] == 24
@@ -743,19 +748,7 @@ def test_codes_read_during_a_retrain_are_read_again_when_it_ends(index: tuple[qm
     _, backend, model, vecs = index
     _grown(index, monkeypatch)
     conn = backend.connection()
-    real = approx._lists_of
-    calls: list[int] = []
-
-    def dies_on_the_third(c: object, model_id: int, blobs: list[bytes]) -> list[int]:
-        calls.append(len(blobs))
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(conn, model_id, blobs)
-
-    monkeypatch.setattr(approx, "_lists_of", dies_on_the_third)
-    with pytest.raises(KeyboardInterrupt):
-        approx.build(conn, model, f"vec_{model.id}", batch=100)
-    monkeypatch.setattr(approx, "_lists_of", real)
+    _kill_the_retrain(conn, model, monkeypatch)
     monkeypatch.setattr(approx, "PROBE_SHARE", 0.1)
     queries = [q.astype(np.float32).tobytes() for q in vecs[:40:4]]
     approx._nearest_codes(conn, model.id, queries, [16] * len(queries))  # mid-retrain: two batches of 600 moved

@@ -547,18 +547,7 @@ def test_a_decompression_bomb_is_refused_in_one_line(tmp_path: Path, cli, monkey
 def test_a_file_that_lies_about_its_model_s_dims_is_refused(exported: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     """The file names this index's embed model (its fingerprint) with vectors of half the dims:
     it was imported, then every vsearch and embed exited 3 (reshape / dimension mismatch)."""
-    import numpy as np
-
-    records = _records(exported)
-    model = records[0]["model"]
-    assert isinstance(model, dict)
-    dims = int(model["dims"])
-    model["dims"] = dims // 2
-    for r in records:
-        if "v" in r:
-            full = np.frombuffer(base64.b64decode(str(r["data"])), "<f4").reshape(-1, dims)
-            r["data"] = base64.b64encode(full[:, : dims // 2].copy().tobytes()).decode()
-    _write(exported, records)
+    dims = _halve_dims(exported)
     for force in ([], ["--force-model"]):
         code, _, err = cli("import", str(exported), "--root", str(tmp_path), *force)
         assert code == 1 and f"have {dims // 2} dims; that model makes {dims}" in err and err.count("Error") == 1, err
