@@ -568,6 +568,7 @@ def test_a_killed_retrain_resumes(index: tuple[qmd.Store, SqliteBackend, VectorM
     [check] = _vector_index(store, "index")
     assert check.status == Status.WARN and "retraining" in check.detail, check
     seen: list[int] = []
+    real = approx._lists_of
     monkeypatch.setattr(approx, "_lists_of", lambda c, model_id, blobs: seen.append(len(blobs)) or real(c, model_id, blobs))
     approx.build(conn, model, f"vec_{model.id}", batch=100)
     assert sum(seen) == N - 200  # the rest only, not a restart
