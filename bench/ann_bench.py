@@ -141,7 +141,7 @@ def measure(report: Report, backend: Any, model: Any, qv: np.ndarray, tag0: str,
     approximate against the exact, and a scope's approximate p50 against the unscoped one."""
     labels = args.scopes.split(",")
     times = {label: {"exact": list[float](), "approx": list[float]()} for label in labels}
-    hits = dict.fromkeys(labels, 0)
+    hits, wanted = dict.fromkeys(labels, 0), dict.fromkeys(labels, 0)
     for r in range(args.rounds):
         for i, q in enumerate(qv):
             for label in (labels if (i + r) % 2 == 0 else labels[::-1]):
@@ -156,10 +156,11 @@ def measure(report: Report, backend: Any, model: Any, qv: np.ndarray, tag0: str,
                     got[mode] = {d for d, _, _ in found}
                 if r == 0:
                     hits[label] += len(got["exact"] & got["approx"])
+                    wanted[label] += len(got["exact"])  # 10, or all a scope of fewer documents holds
     out: dict[str, float] = {}
     for label in labels:
         took = times[label]
-        recall = hits[label] / (10 * len(qv))
+        recall = hits[label] / max(1, wanted[label])
         ratio = p50(took["approx"]) / p50(took["exact"])
         tag = f"{tag0} {label}"
         report.row(f"{tag}: exact / approx p50 (p95)", f"{ms(p50(took['exact']))} / {ms(p50(took['approx']))} ({ms(percentile(took['exact'], 95))} / {ms(percentile(took['approx'], 95))})")
@@ -263,6 +264,68 @@ def run_grown(report: Report, n: int, dims: int, args: Any) -> dict[str, float]:
     return out
 
 
+def run_real(report: Report, args: Any) -> dict[str, float]:
+    """`--from-index DIR`: a copy of an index `qmd embed` built (export_bench.py --keep: the
+    tldr pages with MiniLM, chunked as embed does), its approximate index built on the copy,
+    queried with the bench's fixed tldr questions (queries_semantic.txt, queries_keyword.txt;
+    never tuned on) embedded by the index's own model. Scopes: `--scopes` labels other than
+    `all` name a pages folder (`pages` = English, `pages.de`, …), made its own collection in
+    the copy, so a scope is a real language's share of real vectors."""
+    import shutil
+
+    from _common import BENCH, cache_root, resolve_model
+
+    source = Path(args.from_index)
+    with isolated_home("ann-real") as tmp:
+        path = tmp / "index.sqlite"
+        shutil.copyfile(source / "index.sqlite", path)
+        os.environ["QMD_EMBED_MODEL"] = str(resolve_model(args.model, cache_root()))
+        store = qmd.Store(path, tmp / "index.yml")
+        backend = store.backend
+        backend.open(create=False)
+        conn = backend.connection()
+        (fingerprint,) = [str(r[0]) for r in conn.execute("SELECT fingerprint FROM embed_models")]
+        model = backend.vector_model(fingerprint)
+        assert model is not None
+        labels = [label for label in args.scopes.split(",") if label != "all"]
+        with conn:
+            for label in labels:
+                conn.execute("UPDATE documents SET collection = ? WHERE path LIKE ?", (label, f"{label}/%"))
+                SCOPES[label] = [label]
+        docs = as_counts(conn, labels)
+        chunks = int(conn.execute("SELECT count(*) FROM chunks WHERE model_id = ?", (model.id,)).fetchall()[0][0])
+        report.row("real index: documents; chunks (model)", f"{docs['all']:,}; {chunks:,} ({model.model}, {model.dims} dims)")
+        for label in labels:
+            report.row(f"scope {label}: documents", f"{docs[label]:,} ({docs[label] / docs['all']:.1%})")
+        lines = [line.strip() for name in ("queries_semantic.txt", "queries_keyword.txt") for line in (BENCH / name).read_text(encoding="utf-8").splitlines()]
+        questions = [line for line in lines if line and not line.startswith("#")]
+        embedder = store.embedder()
+        qv = np.array([embedder.embed_query(q) for q in questions], np.float32)
+        os.environ["QMD_VECTOR_INDEX"] = "approx"
+        t0 = time.perf_counter()
+        backend.build_vector_index(model)
+        build_s = time.perf_counter() - t0
+        found = approx.status(conn, model.id)
+        report.row("approximate index: build; lists; structure", f"{build_s:.1f} s; {found['lists']}; {found['structure']}")
+        approx._MATRICES.clear()
+        s = time.perf_counter()
+        backend.nearest_documents(model, qv[0].tolist(), 10, None)
+        first_ms = (time.perf_counter() - s) * 1000
+        report.row("first approx query of a connection (reads the codes)", ms(first_ms / 1000))
+        out = {"chunks": float(chunks), "build_s": build_s, "first_query_ms": first_ms, "queries": float(len(qv))}
+        out.update(measure(report, backend, model, qv, f"tldr {chunks // 1000}k x {model.dims}, {len(qv)} questions", args))
+        store.close()
+    return out
+
+
+def as_counts(conn: Any, labels: list[str]) -> dict[str, int]:
+    """Active documents in all and in each of `labels`' collections."""
+    out = {"all": int(conn.execute("SELECT count(*) FROM documents WHERE active").fetchall()[0][0])}
+    for label in labels:
+        out[label] = int(conn.execute("SELECT count(*) FROM documents WHERE active AND collection = ?", (label,)).fetchall()[0][0])
+    return out
+
+
 def main() -> int:
     parser = arg_parser(__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated vector counts (default 10000,100000; the issue's curve adds 1000000)")
@@ -278,9 +341,17 @@ def main() -> int:
     parser.add_argument("--build-only", action="store_true", help="load and build, report time, size and the WAL's peak; no queries")
     parser.add_argument("--grow-from", type=int, default=0, help="build on the first N vectors, grow to each size, measure before and after embed's retrain")
     parser.add_argument("--drift", action="store_true", help="with --grow-from: the first vectors from one side of the space (content that drifted)")
+    parser.add_argument("--from-index", metavar="DIR", help="real vectors: a copy of DIR/index.sqlite (export_bench.py --keep), queried with the tldr questions; --scopes labels name pages folders (pages, pages.de, ...)")
+    parser.add_argument("--model", default="minilm", help="with --from-index: the model that embedded it, for the questions (default minilm)")
     args = parser.parse_args()
     approx.OVERSAMPLE = args.oversample
     report = Report("ann_bench")
+    if args.from_index:
+        got = report.data["real"] = run_real(report, args)
+        for label in args.scopes.split(","):
+            report.target(Target(f"real {label} recall@10", got[f"{label}_recall"], 0.95, "", "min"))
+            report.target(Target(f"real {label} approx/exact p50", got[f"{label}_ratio"], 0.05, "x"))
+        return report.finish(args.json)
     runs = [(int(n), int(d)) for n in args.sizes.split(",") for d in args.dims.split(",")]
     if args.grow_from:
         for n, dims in runs:

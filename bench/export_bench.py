@@ -46,9 +46,13 @@ def main() -> int:
     parser = arg_parser(__doc__.splitlines()[0])
     parser.add_argument("--stride", type=int, default=10, help="every N-th English page (1: all 7,424)")
     parser.add_argument("--model", default="minilm")
+    parser.add_argument("--languages", choices=("en", "all"), default="en", help="English pages only (7,424; default) or every language (38,405: the issue's index)")
+    parser.add_argument("--keep", metavar="DIR", help="copy the freshly built index (index.sqlite, index.yml, pages) to DIR for later benches (ann_bench.py --from-index)")
     args = parser.parse_args()
-    pages = data_dir() / "tldr-pages" / "pages"
-    chosen = sorted(p.relative_to(pages).as_posix() for p in pages.rglob("*.md") if not p.name.startswith("."))[:: args.stride]
+    tldr = data_dir() / "tldr-pages"
+    roots = [tldr / "pages"] if args.languages == "en" else sorted(p for p in tldr.glob("pages*") if p.is_dir())
+    every = sorted(p.relative_to(tldr).as_posix() for r in roots for p in r.rglob("*.md") if not p.name.startswith("."))
+    chosen = every[:: args.stride]
     model = resolve_model(args.model, cache_root())
     report = Report("export_bench.py")
     qs = questions()
@@ -62,8 +66,9 @@ def main() -> int:
             for rel in chosen:
                 dest = root / side / "tldr" / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(pages / rel, dest)
-        report.row("pages", f"{len(chosen):,} (every {args.stride}th English page)")
+                shutil.copyfile(tldr / rel, dest)
+        which = "English" if args.languages == "en" else "any-language"
+        report.row("pages", f"{len(chosen):,} (every {args.stride}th {which} page)")
 
         with qmd.Store(root / "a" / "index.sqlite", root / "a" / "index.yml") as a:
             t0 = time.perf_counter()
@@ -76,6 +81,12 @@ def main() -> int:
             exported = a.export(root / "tldr.qmd.gz")
             t_export = time.perf_counter() - t0
             want = answers(a, qs)
+        if args.keep:
+            keep = Path(args.keep)
+            keep.mkdir(parents=True, exist_ok=True)
+            for name in ("index.sqlite", "index.yml"):
+                shutil.copyfile(root / "a" / name, keep / name)
+            (keep / "source.txt").write_text(f"{root / 'a' / 'tldr'}\n{len(chosen)} pages, model {model}\n", encoding="utf-8")
         report.row("fresh update", f"{t_update:.1f} s")
         report.row("fresh embed", f"{t_embed:.1f} s ({built.chunks:,} chunks)")
         report.row("export", f"{t_export:.2f} s, {exported.bytes / 1e6:.1f} MB, {exported.chunks:,} chunks")
