@@ -202,7 +202,7 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
         if not space["current"]:
             out.append(warn(label, f"{space['structure']} is an earlier structure: searches stay exact until it is rebuilt", f"{fix}  # rebuilds it (resumable)"))
         elif space["retraining"] is not None:
-            out.append(warn(label, f"{space['structure']}: retraining its centroids (chunks moving to their new lists); searches stay exact meanwhile", f"{fix}  # resumes the retrain"))
+            out.append(warn(label, f"{space['structure']}: retraining its centroids (chunks moving to their new lists); meanwhile searches rank every code, lists aside", f"{fix}  # resumes the retrain"))
         elif space["state"] != "ready":
             out.append(warn(label, f"{space['structure']}: building, {floats} of {chunks} chunks coded; searches stay exact meanwhile", f"{fix}  # resumes the build"))
         elif not space["lists"]:
@@ -210,7 +210,7 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
         elif floats != chunks or codes != chunks:
             out.append(fail(label, f"{space['structure']} recorded, but {floats} float rows and {codes} codes for {chunks} chunks", f"{fix}  # rebuilds it (resumable)"))
         elif space["retrain_due"]:
-            out.append(warn(label, f"{space['structure']}: its centroids no longer fit: {space['retrain_due']}; searches read more codes or miss more", f"{fix}  # retrains them (resumable; searches stay exact meanwhile)"))
+            out.append(warn(label, f"{space['structure']}: its centroids no longer fit: {space['retrain_due']}; searches read more codes or miss more", f"{fix}  # retrains them (resumable; meanwhile searches rank every code)"))
         else:
             out.append(ok(label, f"{space['structure']}: {chunks} chunks coded"))
     return out

@@ -159,7 +159,9 @@ def searchable(conn: apsw.Connection, model_id: int, total: int) -> bool:
     if chosen == "exact":
         return False
     found = recorded(conn, model_id)
-    return found is not None and found[:2] == (STRUCTURE, "ready") and (chosen == "approx" or total >= APPROX_MIN_CHUNKS) and present(conn, model_id)
+    if found is None or found[0] != STRUCTURE or not (chosen == "approx" or total >= APPROX_MIN_CHUNKS) or not present(conn, model_id):
+        return False
+    return found[1] == "ready" or (found[1] == "building" and retraining(conn, model_id) is not None)  # a retrain: every code ranked (_nearest_codes)
 
 
 def build(
@@ -171,7 +173,7 @@ def build(
     chunks coded now. Resumable: a killed build leaves its centroids and committed batches,
     and the next one codes the rest. `retrain`: when the centroids no longer fit the chunks
     (`retrain_due`), train new ones and move every chunk to its new list first (`_reassign`,
-    resumable too; searches stay exact until it is done). Each batch is read by short
+    resumable too; meanwhile searches rank every code, lists aside: the codes do not change). Each batch is read by short
     statements and checkpointed (PASSIVE: never waits on a reader), so the WAL stays about a
     batch, not the whole build (a scan held open across the commits pinned it: 5.5 GB at 1M)."""
     found = status(conn, model.id)
@@ -713,7 +715,8 @@ def _nearest_codes(
         centroids = _centroids(conn, model_id)
     except (apsw.SQLError, ValueError):
         return None
-    if len(centroids) and centroids.shape[1] * 4 != len(queries[0]) or cached.damaged:
+    moving = stamp[3].startswith("building")  # searchable() lets a query here mid-build only during a retrain
+    if len(centroids) and centroids.shape[1] * 4 != len(queries[0]) or cached.damaged and not moving:
         return None  # centroids of other dims, or lists past them: not probed (sqlite-vec's KNN reads every code)
     n_lists = len(cached.starts) - 1
     probes = min(n_lists, max(MIN_PROBE, int(np.ceil(n_lists * PROBE_SHARE))))
@@ -722,7 +725,9 @@ def _nearest_codes(
     if allowed is not None:  # a scope or filter: only its chunks' codes, cut once (_scoped)
         view = _scoped(conn, cached, allowed, allowed_ids)
         budget = int(np.ceil(len(cached.ids) * probes / max(1, n_lists) * SCOPE_WIDEN))
-    every = (probes >= n_lists if allowed is None else budget >= len(view.ids)) or len(centroids) != n_lists
+    # A retrain under way moves chunks between old and new lists, so none can be trusted: every code is ranked, as
+    # before lists (1M x 768: 0.109x of the exact scan, recall@10 1.000), until it ends ('ready' anew: read again)
+    every = (probes >= n_lists if allowed is None else budget >= len(view.ids)) or len(centroids) != n_lists or moving
     if every:  # all the lists: one set of positions, shared by every query
         shared = np.arange(len(view.ids))
     sizes = np.diff(view.starts)

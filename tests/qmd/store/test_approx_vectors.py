@@ -555,7 +555,9 @@ def _kill_the_retrain(conn: apsw.Connection, model: VectorModel, monkeypatch: py
 
 def test_a_killed_retrain_resumes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     """A retrain killed while moving chunks keeps its new centroids and the batches it moved;
-    searches stay exact, doctor says so, and the next build moves only the rest."""
+    doctor says so, and the next build moves only the rest. Meanwhile searches keep the codes
+    (they did not change) but rank every one, since the lists are half old, half new: probing
+    them would miss (the exact scan instead cost 10x at 1M)."""
     store, backend, model, vecs = index
     _grown(index, monkeypatch)
     conn = backend.connection()
@@ -564,9 +566,19 @@ def test_a_killed_retrain_resumes(index: tuple[qmd.Store, SqliteBackend, VectorM
     moved = approx.retraining(conn, model.id)
     assert moved is not None and approx.status(conn, model.id)["lists"] == 24
     assert conn.execute(f"SELECT count(*) FROM {approx.floats(model.id)} WHERE chunk_id <= ?", (moved,)).fetchall()[0][0] == 200  # two batches
-    assert not approx.searchable(conn, model.id, N) and backend.vector_index_due(model)
+    assert approx.searchable(conn, model.id, N) and backend.vector_index_due(model)
+    queries = _unit(vecs[300:316] + 0.3 * np.random.default_rng(5).standard_normal((16, DIMS)) / np.sqrt(DIMS))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    read: list[object] = []
+    load = approx._load_codes
+    monkeypatch.setattr(approx, "_load_codes", lambda c, model_id, stamp: read.append(stamp) or load(c, model_id, stamp))
+    assert _recall([_search(backend, model, q) for q in queries], exact) == 1.0
+    assert len(read) == 1 and str(read[0][3]).startswith("building")  # the codes, read once, not the exact scan
+    monkeypatch.setattr(approx, "_load_codes", load)
     [check] = _vector_index(store, "index")
-    assert check.status == Status.WARN and "retraining" in check.detail, check
+    assert check.status == Status.WARN and "retraining" in check.detail and "rank every code" in check.detail, check
     seen: list[int] = []
     real = approx._lists_of
     monkeypatch.setattr(approx, "_lists_of", lambda c, model_id, blobs: seen.append(len(blobs)) or real(c, model_id, blobs))
