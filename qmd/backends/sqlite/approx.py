@@ -32,7 +32,7 @@ from qmd.core.clock import now_iso
 from qmd.core.errors import QmdError
 from qmd.backends.rows import VectorModel
 from qmd.backends.sql import as_int, count
-from qmd.backends.sqlite.connection import transaction
+from qmd.backends.sqlite.connection import data_changes, side_writes, transaction
 
 STRUCTURE = "ivf+bit+rescore"  # recorded so another can be told apart (the earlier `bit+rescore`, no lists: rebuilt by `qmd embed`)
 MODES = ("exact", "approx", "auto")
@@ -336,7 +336,7 @@ def _remember(conn: apsw.Connection, key: str, value: str) -> None:
 
     conn.set_busy_timeout(50)
     try:
-        with conn:
+        with side_writes(conn), conn:
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
     except (apsw.BusyError, apsw.LockedError, apsw.ReadOnlyError):
         pass
@@ -579,12 +579,12 @@ SCOPE_OVERSAMPLE = 8  # a scope's Hamming candidates per one rescored: its in-sc
 
 
 def _data_stamp(conn: apsw.Connection) -> tuple[int, int] | None:
-    """What changes whenever the file's rows may have: this connection's writes (total_changes)
-    and any other's commits (data_version). A scope's chunk ids stand while it stands. None inside
+    """What changes whenever the file's rows may have: this connection's writes (data_changes:
+    its cache writes aside) and any other's commits (data_version). A scope's chunk ids stand while it stands. None inside
     an open transaction: what it read may roll back, leaving both counters where they were."""
     if not conn.getautocommit():
         return None
-    return conn.total_changes(), as_int(conn.execute("PRAGMA data_version").fetchall()[0][0])
+    return data_changes(conn), as_int(conn.execute("PRAGMA data_version").fetchall()[0][0])
 
 
 _REMEMBERED: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple[int, int], dict[tuple[object, ...], object]]] = weakref.WeakKeyDictionary()

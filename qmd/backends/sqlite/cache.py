@@ -11,7 +11,7 @@ import json
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, values_in
+from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, side_writes, values_in
 
 
 def get_many(conn: apsw.Connection, keys: list[str]) -> dict[str, object]:
@@ -28,7 +28,7 @@ def put_many(conn: apsw.Connection, kind: str, items: dict[str, object]) -> bool
         return True
     conn.set_busy_timeout(50)
     try:
-        with conn:
+        with side_writes(conn), conn:
             now = now_iso()
             for key, value in items.items():
                 conn.execute(

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 import time
+import weakref
 from pathlib import Path
 
 import apsw
@@ -299,3 +300,23 @@ def values_in(values: Sequence[object]) -> tuple[str, list[object]]:
     if len(values) <= 500:
         return ",".join("?" * len(values)), list(values)
     return "SELECT value FROM json_each(?)", [json.dumps(list(values))]
+
+
+_SIDE_WRITES: weakref.WeakKeyDictionary[apsw.Connection, int] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def side_writes(conn: apsw.Connection) -> Iterator[None]:
+    """Writes in the block change no document, chunk or vector (the LLM cache, a note in
+    `meta`): `data_changes` leaves them out, so a reranked query's cache write does not throw
+    away what was read for the next query (approx.py's kept scopes: seconds to cut again at 1M)."""
+    before = conn.total_changes()
+    try:
+        yield
+    finally:
+        _SIDE_WRITES[conn] = _SIDE_WRITES.get(conn, 0) + conn.total_changes() - before
+
+
+def data_changes(conn: apsw.Connection) -> int:
+    """Rows this connection has changed, besides its `side_writes`."""
+    return conn.total_changes() - _SIDE_WRITES.get(conn, 0)

@@ -409,6 +409,27 @@ def test_a_scope_is_cut_once_and_follows_every_document_change(index: tuple[qmd.
     assert _search(backend, model, q, ["b", "c"])[0] == (9001, 1.0)
 
 
+def test_a_cache_write_keeps_the_scopes_cut(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reranked or expanded query writes its scores to the LLM cache in the same file: that
+    changes no document, so the scope cut for it stays (it was cut again each query: seconds at
+    1M); a document write after it still is seen."""
+    from qmd.backends.sqlite import cache
+
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    reads: list[int] = []
+    real = approx.chunk_ids
+    monkeypatch.setattr(approx, "chunk_ids", lambda *a: reads.append(1) or real(*a))
+    first = _search(backend, model, vecs[7], ["a"])
+    assert cache.put_many(conn, "rerank", {"k1": 0.5, "k2": 0.25})
+    assert _search(backend, model, vecs[7], ["a"]) == first and len(reads) == 1
+    with conn:
+        conn.execute("UPDATE documents SET collection = 'a' WHERE id = 8")
+    assert _search(backend, model, vecs[7], ["a"])[0] == (8, 1.0) and len(reads) == 2
+
+
 def test_a_scope_probes_the_lists_that_hold_it(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     """A collection of one topic lives in the few lists near it: a query far from them probes
     lists in order until they hold as many in-scope codes as an unscoped query ranks (here all
