@@ -493,10 +493,13 @@ class Store:
 
     def export(self, path: str | os.PathLike[str], collections: list[str] | None = None, progress: Callable[[int, int], None] | None = None) -> ExportReport:
         """Write the collections (None: all indexed) with their documents and the current embed
-        model's vectors to one portable file (qmd/store/bundle.py), atomically."""
+        model's vectors to one portable file (qmd/store/bundle.py), atomically. Refused, nothing
+        written, when those vectors have other dims than the model's header says (poisoned)."""
         from qmd.store.transfer import export_index
 
-        return export_index(self._state, self._models.current_vector_space(), Path(path), collections, progress)
+        probe = self._models.embed_probe()
+        dims = None if probe is None else getattr(probe.info, "embedding_length", None)
+        return export_index(self._state, self._models.current_vector_space(), Path(path), collections, progress, int(dims) if dims else None)
 
     def import_file(
         self, path: str | os.PathLike[str], *, places: dict[str, str | os.PathLike[str]] | None = None, root: str | os.PathLike[str] | None = None,

@@ -79,12 +79,25 @@ class ImportReport:
 
 def export_index(
     state: IndexState, vector_model: VectorModel | None, path: Path, names: Sequence[str] | None, progress: Callable[[int, int], None] | None = None,
+    model_dims: int | None = None,
 ) -> ExportReport:
     """Write the collections `names` (None: all) with the vectors of `vector_model` (the
-    configured embed model's space; None: documents only) to `path`, atomically."""
+    configured embed model's space; None: documents only) to `path`, atomically.
+
+    `model_dims`: the dims the model's header says (None: unknown). A space stored with other
+    dims (poisoned by an old import) is refused before anything is written: every importer
+    of this model would refuse the file, and one without the model (--force-model) would be
+    poisoned the same way. Dropping the vectors instead would hide that the index here is broken."""
     import time
 
     started = time.perf_counter()
+    if vector_model is not None and model_dims is not None and vector_model.dims != model_dims:
+        from qmd.search.vector import dims_mismatch
+
+        raise QmdError(
+            f"not exporting: {dims_mismatch(vector_model, model_dims)}; every importer would refuse them",
+            "run: qmd embed (or qmd doctor --fix) to embed them again, then export (nothing was written)",
+        )
     colls = state.collections()
     chosen = [state.collection(n).name for n in dict.fromkeys(names)] if names else list(colls)
     backend = state.db()
