@@ -10,8 +10,10 @@ collection (`places`, else `<root>/<its folder's name>`); compare every document
 file at its place (match: its stat is taken, so the next `update` skips it; differs: kept as
 exported but marked to be read again, so the next `update` and `embed` bring it in line;
 missing: kept until the next `update` removes it); then write vectors, documents (one
-transaction per collection) and last the config. A failure after the first write drops the
-collections it added and leaves the config as it was.
+transaction for every collection) and last the config. A failure after the first write drops the
+collections it added and leaves the config as it was. Once committed, a large import is
+followed by what a large update is (`IndexBackend.after_atomic`: PostgreSQL's VACUUM and
+ANALYZE, which no transaction may run).
 """
 
 from __future__ import annotations
@@ -314,6 +316,7 @@ def import_index(
                 saved = True
                 state.save_config()
             done = True
+        backend.after_atomic(sum(len(docs) for _, _, docs in writes))  # committed: the planner's statistics, outside the deferred Ctrl-C
     except BaseException:
         if not done:  # the index rolled back: so does the config, to the collections it had
             for name in added:
