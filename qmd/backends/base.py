@@ -225,6 +225,12 @@ class IndexBackend(abc.ABC):
         """One transaction around many writes (collection writers nest inside it): an import
         replacing collections is all or nothing, even when interrupted part way."""
 
+    def after_atomic(self, documents: int) -> None:
+        """`documents` documents were written inside `atomic` and committed: do what a large
+        write is followed by but no transaction may run (PostgreSQL: VACUUM and ANALYZE, as
+        after an update, so the planner has statistics at once). Best effort: the data is
+        committed, so a failure here is not the write's. Nothing by default."""
+
     def drop_collection(self, name: str) -> int:
         """Delete every row of a collection; returns the documents dropped."""
         return self.DOCUMENTS.drop_collection(self.connection(), name)

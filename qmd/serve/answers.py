@@ -78,10 +78,18 @@ def freshness_line(f: dict[str, Any]) -> str:
     return f"Index {when}; {flag}."
 
 
-def build_instructions(status: StatusInfo | None, index: str, vectors: bool | None) -> str:
-    """Server instructions from the index: size, collections, how to query. Under 2 KB."""
+BUSY_LINE = "The index is being written by another process right now, so its size and collections are not listed here: the status tool lists them, and searches wait for the write."
+
+
+def build_instructions(status: StatusInfo | None, index: str, vectors: bool | None, busy: bool = False) -> str:
+    """Server instructions from the index: size, collections, how to query. Under 2 KB.
+    `busy`: the index could not be read (another process holds it locked): no counts."""
     head = []
-    if status is None or not status.collections:
+    if busy:
+        head.append(f"qmd: local search over the user's markdown notes (index '{index}') — their notes, runbooks, decisions and docs.")
+        head.append("Search here before answering from general knowledge about the user's projects, systems or past decisions; cite the qmd:// paths you used.")
+        head.append(BUSY_LINE)
+    elif status is None or not status.collections:
         head.append(f"qmd searches the user's local markdown notes (index '{index}'), but the index is empty: the user can add a folder with `qmd collection add DIR`.")
     else:
         head.append(f"qmd: local search over {status.documents} markdown documents (index '{index}') — the user's notes, runbooks, decisions and docs.")
@@ -123,11 +131,14 @@ def build_instructions(status: StatusInfo | None, index: str, vectors: bool | No
 
 
 def store_instructions(store: Store, index: str) -> str:
-    """The instructions for `store`'s index (an unreadable index: the empty-index text)."""
-    from qmd.core.errors import QmdError
+    """The instructions for `store`'s index (an unreadable index: the empty-index text; one
+    another process holds locked: the text without counts, `BUSY_LINE`)."""
+    from qmd.core.errors import IndexBusyError, QmdError
 
     try:
         info = store.status(grammars=False)  # the text names no grammar: tree-sitter stays unloaded
+    except IndexBusyError:
+        return build_instructions(None, index, None, busy=True)
     except QmdError:
         return build_instructions(None, index, None)
     try:

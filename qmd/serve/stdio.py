@@ -106,12 +106,16 @@ class StdioServer:
             self._service_ready.set()
 
     def _open_index(self) -> None:
+        busy = False  # the index was locked: its text is not kept
         try:
             store = self._open_store()
             if self._kept is None:  # `initialize` waits for these
-                from qmd.serve.answers import store_instructions
+                from qmd.core.cancel import without_waiting
+                from qmd.serve.answers import BUSY_LINE, store_instructions
 
-                self._instructions = store_instructions(store, self.index)
+                with without_waiting():  # an index another process holds locked: answered at once, saying so (the calls wait as usual)
+                    self._instructions = store_instructions(store, self.index)
+                busy = BUSY_LINE in self._instructions
             else:  # the kept text answers; it is checked once the calls already received are answered (_check_kept)
                 self._instructions = self._kept
         except QmdError as exc:
@@ -120,7 +124,7 @@ class StdioServer:
             self._service_ready.set()
             return
         self._ready.set()
-        if self._keep is not None and self._kept is None:
+        if self._keep is not None and self._kept is None and not busy:
             self._keep(store, self._instructions)
         try:
             from qmd.serve.service import ToolService

@@ -469,14 +469,20 @@ class Store:
         """The line saying the current embed model's vectors are stored with other dims than
         its file's header says (an earlier import's lie; `qmd embed` recreates them), else None.
         Reads the header only; a remote model is not asked."""
-        probe = self._models.embed_probe()
-        dims = None if probe is None else getattr(probe.info, "embedding_length", None)
+        dims = self._header_dims()
         model = self._models.current_vector_space() if dims else None
-        if model is None or not dims or model.dims == int(dims):
+        if model is None or not dims or model.dims == dims:
             return None
         from qmd.search.vector import dims_mismatch
 
-        return dims_mismatch(model, int(dims))
+        return dims_mismatch(model, dims)
+
+    def _header_dims(self) -> int | None:
+        """The dims the embed model's file header says; None without a local model file (or a
+        remote model's, unknown without a request)."""
+        probe = self._models.embed_probe()
+        dims = None if probe is None else getattr(probe.info, "embedding_length", None)
+        return int(dims) if dims else None
 
     def repair_fts(self) -> int:
         """Rewrite the full-text rows from the stored content (they drifted); returns rows written."""
@@ -493,10 +499,11 @@ class Store:
 
     def export(self, path: str | os.PathLike[str], collections: list[str] | None = None, progress: Callable[[int, int], None] | None = None) -> ExportReport:
         """Write the collections (None: all indexed) with their documents and the current embed
-        model's vectors to one portable file (qmd/store/bundle.py), atomically."""
+        model's vectors to one portable file (qmd/store/bundle.py), atomically. Refused, nothing
+        written, when those vectors have other dims than the model's header says (poisoned)."""
         from qmd.store.transfer import export_index
 
-        return export_index(self._state, self._models.current_vector_space(), Path(path), collections, progress)
+        return export_index(self._state, self._models.current_vector_space(), Path(path), collections, progress, self._header_dims())
 
     def import_file(
         self, path: str | os.PathLike[str], *, places: dict[str, str | os.PathLike[str]] | None = None, root: str | os.PathLike[str] | None = None,

@@ -10,8 +10,10 @@ collection (`places`, else `<root>/<its folder's name>`); compare every document
 file at its place (match: its stat is taken, so the next `update` skips it; differs: kept as
 exported but marked to be read again, so the next `update` and `embed` bring it in line;
 missing: kept until the next `update` removes it); then write vectors, documents (one
-transaction per collection) and last the config. A failure after the first write drops the
-collections it added and leaves the config as it was.
+transaction for every collection) and last the config. A failure after the first write drops the
+collections it added and leaves the config as it was. Once committed, a large import is
+followed by what a large update is (`IndexBackend.after_atomic`: PostgreSQL's VACUUM and
+ANALYZE, which no transaction may run).
 """
 
 from __future__ import annotations
@@ -79,12 +81,25 @@ class ImportReport:
 
 def export_index(
     state: IndexState, vector_model: VectorModel | None, path: Path, names: Sequence[str] | None, progress: Callable[[int, int], None] | None = None,
+    model_dims: int | None = None,
 ) -> ExportReport:
     """Write the collections `names` (None: all) with the vectors of `vector_model` (the
-    configured embed model's space; None: documents only) to `path`, atomically."""
+    configured embed model's space; None: documents only) to `path`, atomically.
+
+    `model_dims`: the dims the model's header says (None: unknown). A space stored with other
+    dims (poisoned by an old import) is refused before anything is written: every importer
+    of this model would refuse the file, and one without the model (--force-model) would be
+    poisoned the same way. Dropping the vectors instead would hide that the index here is broken."""
     import time
 
     started = time.perf_counter()
+    if vector_model is not None and model_dims is not None and vector_model.dims != model_dims:
+        from qmd.search.vector import dims_mismatch
+
+        raise QmdError(
+            f"not exporting: {dims_mismatch(vector_model, model_dims)}; every importer would refuse them",
+            "run: qmd embed (or qmd doctor --fix) to embed them again, then export (nothing was written)",
+        )
     colls = state.collections()
     chosen = [state.collection(n).name for n in dict.fromkeys(names)] if names else list(colls)
     backend = state.db()
@@ -301,6 +316,7 @@ def import_index(
                 saved = True
                 state.save_config()
             done = True
+        backend.after_atomic(sum(len(docs) for _, _, docs in writes))  # committed: the planner's statistics, outside the deferred Ctrl-C
     except BaseException:
         if not done:  # the index rolled back: so does the config, to the collections it had
             for name in added:

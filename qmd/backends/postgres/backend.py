@@ -170,6 +170,16 @@ class PostgresBackend(IndexBackend):
 
         return outer()
 
+    def after_atomic(self, documents: int) -> None:
+        if documents < fulltext.OPTIMIZE_AFTER:  # as an update's collection writer decides (documents.py)
+            return
+        try:
+            conn = self.connection()
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                fulltext.optimize(conn)
+        except (psycopg.Error, QmdError):  # autovacuum catches up; the import is done
+            pass
+
     def cleanup(self) -> tuple[int, int]:
         from qmd.backends.postgres import vectors
 

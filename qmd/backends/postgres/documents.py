@@ -124,7 +124,7 @@ def collection_writer(conn: psycopg.Connection, collection: str) -> Iterator[Pos
     with conn.transaction():
         yield writer
         writer.finish()
-    if writer.written >= fulltext.OPTIMIZE_AFTER and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:  # VACUUM: never inside an import's transaction
+    if writer.written >= fulltext.OPTIMIZE_AFTER and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:  # VACUUM: never inside an import's transaction (after_atomic runs it)
         fulltext.optimize(conn)
 
 

@@ -248,7 +248,8 @@ def delete_all(conn: psycopg.Connection) -> None:
 
 
 def optimize(conn: psycopg.Connection) -> None:
-    """After a large write (autocommit, outside any transaction): mark the new rows all-visible,
-    so keyword searches read `fts_terms` by index-only scans, and refresh the planner's statistics."""
+    """After a large write (an update, an import; autocommit, outside any transaction): mark the
+    new rows all-visible, so keyword searches read `fts_terms` by index-only scans, and refresh
+    the planner's statistics of every table a write of documents fills."""
     conn.execute("VACUUM (ANALYZE) fts_terms")
-    conn.execute("ANALYZE fts_docs, fts_postings, documents")
+    conn.execute("ANALYZE fts_docs, fts_postings, documents, content, document_meta")

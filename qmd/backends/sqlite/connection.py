@@ -13,7 +13,7 @@ from pathlib import Path
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.core.errors import IndexDamagedError, QmdError
+from qmd.core.errors import IndexBusyError, IndexDamagedError, QmdError
 from qmd.core.cancel import waiting
 from qmd.backends.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
@@ -229,6 +229,8 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     except apsw.Error as exc:
         if conn is not None:
             conn.close()
+        if isinstance(exc, apsw.BusyError):  # another process holds it locked: nothing is wrong with the file
+            raise IndexBusyError(f"cannot open the index {path}: {exc} (another process holds it)", "retry when that process is done") from exc
         raise translate(path, exc) or QmdError(f"cannot open the index {path}: {exc}", "check the file; `qmd doctor` can rebuild a broken index") from exc
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)  # its queries wait as any other's
     return conn

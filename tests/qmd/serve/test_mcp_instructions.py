@@ -345,3 +345,35 @@ def test_an_opener_error_that_is_no_qmd_error_is_answered_not_a_hang(env: dict[s
     with os.fdopen(read_out, "rb") as out:
         answers_sent = [json.loads(line) for line in out.read().splitlines() if line.strip()]
     assert [a.get("id") for a in answers_sent] == [0] and "database is locked" in json.dumps(answers_sent[0]), answers_sent
+
+
+def test_initialize_on_an_index_another_process_holds_locked_is_answered_at_once(env: dict[str, str], tmp_path: Path) -> None:
+    """`initialize` read the index for its counts and waited the whole busy timeout (5 s) when
+    another process held it locked, then said the index was empty. It now answers at once
+    with the text that needs no read, saying the index is busy; the calls wait as usual.
+    (A plain BEGIN IMMEDIATE does not stop a WAL reader: the lock here is one every reader meets.)"""
+    import apsw
+
+    from qmd.serve.answers import BUSY_LINE
+
+    holder = apsw.Connection(str(resolve_index(None).index_path))
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE").fetchall()
+    holder.execute("BEGIN EXCLUSIVE; CREATE TABLE held (x)").fetchall()
+    s = RawStdio(env, tmp_path / "stderr.log")
+    try:
+        assert s.request(9, "ping")["result"] == {}  # the server is up (its start is not what is measured)
+        started = time.monotonic()
+        text = s.initialize()["result"]["instructions"]
+        took = time.monotonic() - started
+        assert took < 3.0, f"initialize took {took:.1f} s on a locked index"  # generous: the point is not the 5 s busy timeout
+        assert BUSY_LINE in text and "index is empty" not in text and "Tools: query" in text, text
+        s.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "rollback"}]}}})
+        time.sleep(0.3)  # the call waits on the lock (its busy timeout) ...
+        holder.execute("ROLLBACK").fetchall()
+        holder.close()  # ... which goes away: the call is answered, not refused
+        hits = s.until(lambda m: isinstance(m, dict) and m.get("id") == 1)[0]
+        assert hits["result"]["structuredContent"]["results"], hits
+    finally:
+        holder.close()  # a second close does nothing
+        assert s.close() == 0
+    assert not instructions.cache_path("index").exists()  # the busy text is never kept for the next start

@@ -76,3 +76,26 @@ def test_a_poisoned_index_says_so_and_embed_recovers_it(poisoned: int, cli) -> N
         assert store.vector_dims_mismatch() is None
     finally:
         store.close()
+
+
+@pytest.mark.slow
+def test_a_poisoned_index_is_not_exported_until_embed_recovers_it(poisoned: int, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The export carried the 192-dim vectors under the model's fingerprint: every importer with
+    the model refused the file, one without it (--force-model) was poisoned the same way. Now
+    it is refused in one line naming the fix, nothing written, and exports once embedded again."""
+    from qmd.store.bundle import read_bundle
+
+    dims = poisoned
+    out = tmp_path / "out"
+    out.mkdir()
+    for extra in ([], ["--json"]):
+        code, said, err = cli("export", str(out / "notes.qmd.gz"), *extra)
+        assert code == 1 and "have 192 dims" in err and "qmd embed" in err and "qmd doctor --fix" in err and err.count("Error") == 1, (said, err)
+        assert said == "" and list(out.iterdir()) == []  # no file, no temporary left behind
+    code, said, err = cli("embed")
+    assert code == 0, (said, err)
+    code, said, err = cli("export", str(out / "notes.qmd.gz"))
+    assert code == 0 and "embedded" in err, err
+    bundle = read_bundle(out / "notes.qmd.gz")
+    assert bundle.model is not None and bundle.model.dims == dims and bundle.vectors
+    assert all(len(c.vector) == dims for _, chunks in bundle.vectors.values() for c in chunks)

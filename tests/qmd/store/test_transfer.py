@@ -194,6 +194,38 @@ def test_a_collection_already_here_is_refused_unless_replace(exported: Path, tmp
     assert "x.md" not in cli("ls", "notes")[1]
 
 
+@pytest.mark.parametrize("index_backend", ["postgres"], indirect=True)
+def test_a_large_import_into_postgres_leaves_the_planner_its_statistics(
+    exported: Path, tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str,
+) -> None:
+    """An update of many documents vacuums and analyzes what it wrote; an import writes every
+    collection in one transaction, where VACUUM cannot run, so it skipped that and the planner
+    met the new rows without statistics. Now the tables are optimized once the import commits."""
+    import os
+    import time
+    from urllib.parse import parse_qs, urlsplit
+
+    import psycopg
+
+    from qmd.backends.postgres import fulltext
+
+    monkeypatch.setattr(fulltext, "OPTIMIZE_AFTER", 4)  # the 4 notes count as a large import
+    schema = parse_qs(urlsplit(os.environ["QMD_DATABASE_URL"]).query)["schema"][0]
+    with _target(tmp_path) as store:
+        assert store.import_file(exported, places={"notes": notes}).documents == 4
+    tables = ("documents", "content", "document_meta", "fts_docs", "fts_terms", "fts_postings")
+    query = "SELECT relname, last_analyze IS NOT NULL, last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE schemaname = %s AND relname = ANY(%s)"
+    deadline = time.monotonic() + 10
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        while True:  # the statistics are visible to another session once reported: poll briefly
+            rows = {r[0]: (r[1], r[2]) for r in conn.execute(query, (schema, list(tables))).fetchall()}
+            if all(rows.get(t, (False, False))[0] for t in tables) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    assert all(rows.get(t, (False, False))[0] for t in tables), rows  # analyzed
+    assert rows["fts_terms"][1], rows  # vacuumed: keyword searches read it by index-only scans
+
+
 @pytest.mark.slow
 def test_a_failed_write_leaves_the_index_as_it_was(exported: Path, tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from qmd.store.state import IndexState
