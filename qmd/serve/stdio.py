@@ -170,8 +170,10 @@ class StdioServer:
         if not due or self._service is None or self._keep is None:
             return
         try:
-            text = self._service.instructions()
-            if text != self._kept:
+            from qmd.serve.answers import BUSY_LINE
+
+            text = self._fresh_instructions(self._service)
+            if text != self._kept and BUSY_LINE not in text:  # a locked index's text is never kept (see _open_index)
                 self._keep(self._service.store, text)
         except QmdError:
             return
@@ -190,8 +192,21 @@ class StdioServer:
         if self._failure is not None:
             raise self._refuse()
         if self._service_ready.is_set() and self._service is not None:
-            return self._service.instructions()  # fresh, under the service's lock
+            from qmd.serve.answers import BUSY_LINE
+
+            text = self._fresh_instructions(self._service)  # fresh, under the service's lock
+            return self._kept if self._kept is not None and BUSY_LINE in text else text  # the kept text has the counts
         return self._instructions
+
+    @staticmethod
+    def _fresh_instructions(service: ToolService) -> str:
+        """The service's instructions, never waiting on another process's lock: a locked index
+        answers the busy text at once, as the opener's does (an `initialize` once the service
+        was up waited the 5 s busy timeout, behind the kept text's check waiting as long)."""
+        from qmd.core.cancel import without_waiting
+
+        with without_waiting():
+            return service.instructions()
 
     def _wait_service(self) -> ToolService:
         self._service_ready.wait()
