@@ -172,7 +172,7 @@ class StdioServer:
         try:
             from qmd.serve.answers import BUSY_LINE
 
-            text = self._fresh_instructions(self._service)
+            text = self._service.instructions()
             if text != self._kept and BUSY_LINE not in text:  # a locked index's text is never kept (see _open_index)
                 self._keep(self._service.store, text)
         except QmdError:
@@ -194,19 +194,9 @@ class StdioServer:
         if self._service_ready.is_set() and self._service is not None:
             from qmd.serve.answers import BUSY_LINE
 
-            text = self._fresh_instructions(self._service)  # fresh, under the service's lock
+            text = self._service.instructions()  # fresh, under the service's lock; a locked index's at once (busy)
             return self._kept if self._kept is not None and BUSY_LINE in text else text  # the kept text has the counts
         return self._instructions
-
-    @staticmethod
-    def _fresh_instructions(service: ToolService) -> str:
-        """The service's instructions, never waiting on another process's lock: a locked index
-        answers the busy text at once, as the opener's does (an `initialize` once the service
-        was up waited the 5 s busy timeout, behind the kept text's check waiting as long)."""
-        from qmd.core.cancel import without_waiting
-
-        with without_waiting():
-            return service.instructions()
 
     def _wait_service(self) -> ToolService:
         self._service_ready.wait()

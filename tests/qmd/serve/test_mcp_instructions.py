@@ -425,3 +425,33 @@ def test_a_locked_index_is_answered_at_once_after_the_service_opened_and_its_bus
         os.close(write_out)
         os.close(read_out)
     assert not thread.is_alive()
+
+
+def test_a_locked_index_gives_the_busy_text_at_once_to_every_initialize_scoped_too(env: dict[str, str]) -> None:
+    """The tools' own instructions (HTTP's `initialize`, and stdio's once its service is up):
+    unscoped they waited the 5 s busy timeout before the busy text; a scoped token's waited
+    twice as long and then said the index was empty (`qmd collection add`), as the stdio text
+    did before it knew a locked index."""
+    import apsw
+
+    from qmd.serve.answers import BUSY_LINE
+    from qmd.serve.service import ToolService
+    from qmd.store.store import Store
+
+    paths = resolve_index(None)
+    holder = apsw.Connection(str(paths.index_path))
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE").fetchall()
+    holder.execute("BEGIN EXCLUSIVE; CREATE TABLE held (x)").fetchall()
+    service = ToolService(Store(paths.index_path, paths.config_path), "index", idle_s=0)
+    try:
+        for scope in (None, frozenset({"notes"})):
+            started = time.monotonic()
+            text = service.instructions(scope)
+            took = time.monotonic() - started
+            assert took < 3.0 and BUSY_LINE in text and "index is empty" not in text, (scope, took, text)
+    finally:
+        holder.close()
+    try:
+        assert "markdown documents" in service.instructions(frozenset({"notes"}))  # the lock gone: the counts again
+    finally:
+        service.close()
