@@ -202,7 +202,8 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
         if not space["current"]:
             out.append(warn(label, f"{space['structure']} is an earlier structure: searches stay exact until it is rebuilt", f"{fix}  # rebuilds it (resumable)"))
         elif space["retraining"] is not None:
-            out.append(warn(label, f"{space['structure']}: retraining its centroids (chunks moving to their new lists); meanwhile searches rank every code, lists aside", f"{fix}  # resumes the retrain"))
+            meanwhile = "searches rank every code, lists aside" if floats == codes == chunks else f"{floats} of {chunks} chunks coded, so searches stay exact"
+            out.append(warn(label, f"{space['structure']}: retraining its centroids (chunks moving to their new lists); meanwhile {meanwhile}", f"{fix}  # resumes the retrain"))
         elif space["state"] != "ready":
             out.append(warn(label, f"{space['structure']}: building, {floats} of {chunks} chunks coded; searches stay exact meanwhile", f"{fix}  # resumes the build"))
         elif not space["lists"]:

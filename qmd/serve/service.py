@@ -487,12 +487,19 @@ class ToolService:
             self._lock.release()
 
     def instructions(self, scope: frozenset[str] | None = None) -> str:
+        """The server instructions as `scope` sees the index. Never waits on another process's
+        lock: a locked index answers at once without counts (`busy`), never as an empty one."""
+        from qmd.core.cancel import without_waiting
+        from qmd.core.errors import IndexBusyError
+
         if scope is None:
-            with self._lock:
+            with self._lock, without_waiting():
                 return store_instructions(self.store, self.index)
-        with self.using(scope):
+        with self.using(scope), without_waiting():
             try:
                 info: StatusInfo | None = self._status_info(scope, grammars=False)
+            except IndexBusyError:
+                return build_instructions(None, self.display_name(scope), None, busy=True)
             except QmdError:
                 info = None
             try:

@@ -170,8 +170,10 @@ class StdioServer:
         if not due or self._service is None or self._keep is None:
             return
         try:
+            from qmd.serve.answers import BUSY_LINE
+
             text = self._service.instructions()
-            if text != self._kept:
+            if text != self._kept and BUSY_LINE not in text:  # a locked index's text is never kept (see _open_index)
                 self._keep(self._service.store, text)
         except QmdError:
             return
@@ -190,7 +192,10 @@ class StdioServer:
         if self._failure is not None:
             raise self._refuse()
         if self._service_ready.is_set() and self._service is not None:
-            return self._service.instructions()  # fresh, under the service's lock
+            from qmd.serve.answers import BUSY_LINE
+
+            text = self._service.instructions()  # fresh, under the service's lock; a locked index's at once (busy)
+            return self._kept if self._kept is not None and BUSY_LINE in text else text  # the kept text has the counts
         return self._instructions
 
     def _wait_service(self) -> ToolService:

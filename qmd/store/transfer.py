@@ -13,7 +13,7 @@ missing: kept until the next `update` removes it); then write vectors, documents
 transaction for every collection) and last the config. A failure after the first write drops the
 collections it added and leaves the config as it was. Once committed, a large import is
 followed by what a large update is (`IndexBackend.after_atomic`: PostgreSQL's VACUUM and
-ANALYZE, which no transaction may run).
+ANALYZE, which no transaction may run; a Ctrl-C there stops it, and the import stands).
 """
 
 from __future__ import annotations
@@ -316,7 +316,10 @@ def import_index(
                 saved = True
                 state.save_config()
             done = True
-        backend.after_atomic(sum(len(docs) for _, _, docs in writes))  # committed: the planner's statistics, outside the deferred Ctrl-C
+        try:
+            backend.after_atomic(sum(len(docs) for _, _, docs in writes))  # committed: the planner's statistics, outside the deferred Ctrl-C
+        except KeyboardInterrupt:  # it stops the VACUUM only: the import committed and stands (autovacuum catches up)
+            pass
     except BaseException:
         if not done:  # the index rolled back: so does the config, to the collections it had
             for name in added:

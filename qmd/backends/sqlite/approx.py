@@ -161,7 +161,22 @@ def searchable(conn: apsw.Connection, model_id: int, total: int) -> bool:
     found = recorded(conn, model_id)
     if found is None or found[0] != STRUCTURE or not (chosen == "approx" or total >= APPROX_MIN_CHUNKS) or not present(conn, model_id):
         return False
-    return found[1] == "ready" or (found[1] == "building" and retraining(conn, model_id) is not None)  # a retrain: every code ranked (_nearest_codes)
+    if found[1] == "ready":
+        return True
+    return found[1] == "building" and retraining(conn, model_id) is not None and _all_coded(conn, model_id)  # a retrain: every code ranked (_nearest_codes)
+
+
+def _all_coded(conn: apsw.Connection, model_id: int) -> bool:
+    """Whether every chunk of the space (its three tables present) has its code and float row:
+    a retrain can start on a first build killed part way (it codes the rest after moving the
+    chunks), whose codes then lack chunks, so ranking every code would lose them. Three counts
+    in one statement, so one snapshot (~40 ms at 1M, warm: a scan of the chunks), only while a
+    retrain is under way."""
+    n_floats, n_chunks, n_codes = conn.execute(
+        f"SELECT (SELECT count(*) FROM {floats(model_id)}), (SELECT count(*) FROM chunks WHERE model_id = ?), (SELECT count(*) FROM {codes(model_id)}_rowids)",
+        (model_id,),
+    ).fetchall()[0]
+    return as_int(n_floats) == as_int(n_chunks) == as_int(n_codes)
 
 
 def build(

@@ -377,3 +377,81 @@ def test_initialize_on_an_index_another_process_holds_locked_is_answered_at_once
         holder.close()  # a second close does nothing
         assert s.close() == 0
     assert not instructions.cache_path("index").exists()  # the busy text is never kept for the next start
+
+
+@pytest.mark.parametrize("kept_text", [None, "KEPT TEXT"])
+def test_a_locked_index_is_answered_at_once_after_the_service_opened_and_its_busy_text_never_kept(env: dict[str, str], kept_text: str | None) -> None:
+    """The busy text was computed without waiting only by the opener: an `initialize` arriving
+    once the service was up (the opener fails fast on a locked index, so within moments) read
+    the instructions through the service and waited the whole 5 s busy timeout; and a start with
+    a kept text checked it on the worker, waited 5 s, found the busy text differing and kept
+    it, so the next start (the index free again) answered that the index was busy. A kept
+    text (its files unchanged since) answers rather than the busy one: it has the counts."""
+    import threading
+
+    import apsw
+
+    from qmd.serve.answers import BUSY_LINE
+    from qmd.serve.logsafe import stderr_log
+    from qmd.serve.stdio import StdioServer
+    from qmd.store.store import Store
+
+    paths = resolve_index(None)
+    holder = apsw.Connection(str(paths.index_path))
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE").fetchall()
+    holder.execute("BEGIN EXCLUSIVE; CREATE TABLE held (x)").fetchall()
+    kept: list[str] = []
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    server = StdioServer(lambda: Store(paths.index_path, paths.config_path), paths.name, stderr_log, os.fdopen(read_in, "rb"), write_out, kept_text, lambda s, t: kept.append(t))
+    thread = threading.Thread(target=server.serve, daemon=True)
+    try:
+        thread.start()
+        assert server._service_ready.wait(30) and server._service is not None
+        started = time.monotonic()
+        text = server._wait_instructions()  # what `initialize` answers now
+        took = time.monotonic() - started
+        assert took < 3.0 and text == (kept_text or text) and (kept_text or BUSY_LINE) in text, (took, text)
+        for _ in range(200):  # the kept text's check, queued once the service is ready, has run
+            if not server._recheck:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        assert not any(BUSY_LINE in t for t in kept), kept
+    finally:
+        holder.close()
+        os.close(write_in)
+        thread.join(40)
+        os.close(write_out)
+        os.close(read_out)
+    assert not thread.is_alive()
+
+
+def test_a_locked_index_gives_the_busy_text_at_once_to_every_initialize_scoped_too(env: dict[str, str]) -> None:
+    """The tools' own instructions (HTTP's `initialize`, and stdio's once its service is up):
+    unscoped they waited the 5 s busy timeout before the busy text; a scoped token's waited
+    twice as long and then said the index was empty (`qmd collection add`), as the stdio text
+    did before it knew a locked index."""
+    import apsw
+
+    from qmd.serve.answers import BUSY_LINE
+    from qmd.serve.service import ToolService
+    from qmd.store.store import Store
+
+    paths = resolve_index(None)
+    holder = apsw.Connection(str(paths.index_path))
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE").fetchall()
+    holder.execute("BEGIN EXCLUSIVE; CREATE TABLE held (x)").fetchall()
+    service = ToolService(Store(paths.index_path, paths.config_path), "index", idle_s=0)
+    try:
+        for scope in (None, frozenset({"notes"})):
+            started = time.monotonic()
+            text = service.instructions(scope)
+            took = time.monotonic() - started
+            assert took < 3.0 and BUSY_LINE in text and "index is empty" not in text, (scope, took, text)
+    finally:
+        holder.close()
+    try:
+        assert "markdown documents" in service.instructions(frozenset({"notes"}))  # the lock gone: the counts again
+    finally:
+        service.close()

@@ -840,3 +840,41 @@ def test_an_embed_with_nothing_to_do_skips_the_skew_scan(index: tuple[qmd.Store,
     assert not due() and len(scans) == 7
     build()  # nothing to code or move: still remembered
     assert not due() and len(scans) == 7
+
+
+def test_a_retrain_of_a_half_built_index_is_not_searched_from_its_codes(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A first build killed part way (state 'building', chunks uncoded), the index then grown
+    past its lists, so the next build starts a retrain before it codes the rest, killed in
+    turn: the retrain's codes lack the chunks the first build never coded, so searches must
+    not rank them as every code (they lost those chunks: their own vectors not found)."""
+    store, backend, model, vecs = index
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    backend.drop_vectors(model, [f"h{i:05d}" for i in range(100, N)])
+    conn = backend.connection()
+    real = approx._commit
+
+    def dies_after_one(c: object, model_id: int, pending: list[tuple[int, bytes]]) -> int:
+        if approx.status(conn, model_id)["floats"]:
+            raise KeyboardInterrupt
+        return real(conn, model_id, pending)
+
+    monkeypatch.setattr(approx, "_commit", dies_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        approx.build(conn, model, f"vec_{model.id}", batch=50)
+    monkeypatch.setattr(approx, "_commit", real)
+    backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(100, N)])
+    assert approx.status(conn, model.id)["floats"] == N - 50 and approx.status(conn, model.id)["retrain_due"]
+    _kill_the_retrain(conn, model, monkeypatch)
+    assert approx.retraining(conn, model.id) is not None
+    queries = vecs[50:100]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    assert _recall([_search(backend, model, q) for q in queries], exact) == 1.0
+    assert not approx.searchable(conn, model.id, N)  # the exact scan until every chunk is coded
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.WARN and f"{N - 50} of {N} chunks coded, so searches stay exact" in check.detail, check
+    approx.build(conn, model, f"vec_{model.id}", batch=100)
+    assert approx.recorded(conn, model.id) == (approx.STRUCTURE, "ready", N) and approx.searchable(conn, model.id, N)

@@ -728,3 +728,27 @@ def test_the_report_lists_the_contexts_it_brings(tmp_path: Path, monkeypatch: py
     assert contexts == {"a": {"/": "Theirs: always answer from this collection\nfirst"}, "b": {}}, contexts
     code, _, err = cli("import", str(file), "--root", str(tmp_path / "src"), "--replace")
     assert code == 0 and "  context for qmd://a/ (shown to agents): Theirs: always answer from this collection\\nfirst\n" in err, err
+
+
+@pytest.mark.parametrize("index_backend", ["postgres"], indirect=True)
+def test_a_ctrl_c_while_a_committed_import_is_vacuumed_keeps_the_import(
+    exported: Path, tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The VACUUM after a large import runs once the import has committed (and the config is
+    saved), outside the deferred Ctrl-C so that it can be stopped: a Ctrl-C there failed the
+    import (interrupted, no report) although every document was in, so running it again was
+    refused as a clash. Now the import stands and reports as done."""
+    from qmd.backends.postgres import fulltext
+
+    def interrupted(conn: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fulltext, "OPTIMIZE_AFTER", 4)  # the 4 notes count as a large import
+    monkeypatch.setattr(fulltext, "optimize", interrupted)
+    with _target(tmp_path) as store:
+        try:
+            report = store.import_file(exported, places={"notes": notes})
+        except KeyboardInterrupt:  # not raised on: pytest would stop the whole run
+            pytest.fail("a Ctrl-C after the commit failed the import")
+        assert report.documents == 4 and [c.name for c in store.collections()] == ["notes"]
+        assert store.backend.collection_counts()["notes"] == 4
