@@ -47,7 +47,8 @@ def main() -> int:
     parser.add_argument("--stride", type=int, default=10, help="every N-th English page (1: all 7,424)")
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--languages", choices=("en", "all"), default="en", help="English pages only (7,424; default) or every language (38,405: the issue's index)")
-    parser.add_argument("--keep", metavar="DIR", help="copy the freshly built index (index.sqlite, index.yml, pages) to DIR for later benches (ann_bench.py --from-index)")
+    parser.add_argument("--keep", metavar="DIR", help="copy the freshly built index (index.sqlite, index.yml, build.json) to DIR for later benches (ann_bench.py --from-index, --reuse)")
+    parser.add_argument("--reuse", metavar="DIR", help="no build: start from the index a --keep run left in DIR (same --stride/--languages), its update and embed times read from DIR/build.json")
     args = parser.parse_args()
     tldr = data_dir() / "tldr-pages"
     roots = [tldr / "pages"] if args.languages == "en" else sorted(p for p in tldr.glob("pages*") if p.is_dir())
@@ -70,13 +71,27 @@ def main() -> int:
         which = "English" if args.languages == "en" else "any-language"
         report.row("pages", f"{len(chosen):,} (every {args.stride}th {which} page)")
 
+        if args.reuse:  # the kept index, its collection pointed at this run's copy of the pages
+            import json
+
+            kept = Path(args.reuse)
+            shutil.copyfile(kept / "index.sqlite", root / "a" / "index.sqlite")
+            (root / "a" / "index.yml").write_text(f"collections:\n  tldr:\n    path: {root / 'a' / 'tldr'}\n    pattern: '**/*.md'\n", encoding="utf-8")
+            timed = json.loads((kept / "build.json").read_text(encoding="utf-8"))
+            report.row("build", f"reused from {kept} (built {timed['at']})")
         with qmd.Store(root / "a" / "index.sqlite", root / "a" / "index.yml") as a:
-            t0 = time.perf_counter()
-            a.add_collection(root / "a" / "tldr", name="tldr")
-            t_update = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            built = a.embed()
-            t_embed = time.perf_counter() - t0
+            if args.reuse:
+                t_update, t_embed, n_chunks = float(timed["update_s"]), float(timed["embed_s"]), int(timed["chunks"])
+                t0 = time.perf_counter()
+                same = a.update().collections[0]
+                report.row("update of the reused index over this run's pages", f"{time.perf_counter() - t0:.1f} s, {same.new + same.updated + same.removed} changed")
+            else:
+                t0 = time.perf_counter()
+                a.add_collection(root / "a" / "tldr", name="tldr")
+                t_update = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                n_chunks = a.embed().chunks
+                t_embed = time.perf_counter() - t0
             t0 = time.perf_counter()
             exported = a.export(root / "tldr.qmd.gz")
             t_export = time.perf_counter() - t0
@@ -87,8 +102,15 @@ def main() -> int:
             for name in ("index.sqlite", "index.yml"):
                 shutil.copyfile(root / "a" / name, keep / name)
             (keep / "source.txt").write_text(f"{root / 'a' / 'tldr'}\n{len(chosen)} pages, model {model}\n", encoding="utf-8")
+            if not args.reuse:
+                import json
+
+                from qmd.core.clock import now_iso
+
+                build = {"update_s": t_update, "embed_s": t_embed, "chunks": n_chunks, "pages": len(chosen), "at": now_iso()}
+                (keep / "build.json").write_text(json.dumps(build) + "\n", encoding="utf-8")
         report.row("fresh update", f"{t_update:.1f} s")
-        report.row("fresh embed", f"{t_embed:.1f} s ({built.chunks:,} chunks)")
+        report.row("fresh embed", f"{t_embed:.1f} s ({n_chunks:,} chunks)")
         report.row("export", f"{t_export:.2f} s, {exported.bytes / 1e6:.1f} MB, {exported.chunks:,} chunks")
 
         with qmd.Store(root / "b" / "index.sqlite", root / "b" / "index.yml") as b:
