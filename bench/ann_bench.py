@@ -268,12 +268,13 @@ def run_real(report: Report, args: Any) -> dict[str, float]:
     """`--from-index DIR`: a copy of an index `qmd embed` built (export_bench.py --keep: the
     tldr pages with MiniLM, chunked as embed does), its approximate index built on the copy,
     queried with the bench's fixed tldr questions (queries_semantic.txt, queries_keyword.txt;
-    never tuned on) embedded by the index's own model. Scopes: `--scopes` labels other than
+    PROBE_MIN_CODES was chosen on them) or, held out, the descriptions of every 500th page
+    (`--questions descriptions`), embedded by the index's own model. Scopes: `--scopes` labels other than
     `all` name a pages folder (`pages` = English, `pages.de`, …), made its own collection in
     the copy, so a scope is a real language's share of real vectors."""
     import shutil
 
-    from _common import BENCH, cache_root, resolve_model
+    from _common import BENCH, cache_root, data_dir, resolve_model
 
     source = Path(args.from_index)
     with isolated_home("ann-real") as tmp:
@@ -297,8 +298,13 @@ def run_real(report: Report, args: Any) -> dict[str, float]:
         report.row("real index: documents; chunks (model)", f"{docs['all']:,}; {chunks:,} ({model.model}, {model.dims} dims)")
         for label in labels:
             report.row(f"scope {label}: documents", f"{docs[label]:,} ({docs[label] / docs['all']:.1%})")
-        lines = [line.strip() for name in ("queries_semantic.txt", "queries_keyword.txt") for line in (BENCH / name).read_text(encoding="utf-8").splitlines()]
-        questions = [line for line in lines if line and not line.startswith("#")]
+        if args.questions == "tldr":
+            lines = [line.strip() for name in ("queries_semantic.txt", "queries_keyword.txt") for line in (BENCH / name).read_text(encoding="utf-8").splitlines()]
+            questions = [line for line in lines if line and not line.startswith("#")]
+        else:  # held out: the one-line description ("> …") of every 500th page, any language; PROBE_MIN_CODES was not tuned on them
+            pages = sorted(str(p) for p in (data_dir() / "tldr-pages").glob("pages*/**/*.md"))[7::500]
+            questions = [next((line[2:].strip() for line in Path(p).read_text(encoding="utf-8").splitlines() if line.startswith("> ")), "") for p in pages]
+            questions = [q for q in questions if q]
         embedder = store.embedder()
         qv = np.array([embedder.embed_query(q) for q in questions], np.float32)
         os.environ["QMD_VECTOR_INDEX"] = "approx"
@@ -313,7 +319,7 @@ def run_real(report: Report, args: Any) -> dict[str, float]:
         first_ms = (time.perf_counter() - s) * 1000
         report.row("first approx query of a connection (reads the codes)", ms(first_ms / 1000))
         out = {"chunks": float(chunks), "build_s": build_s, "first_query_ms": first_ms, "queries": float(len(qv))}
-        out.update(measure(report, backend, model, qv, f"tldr {chunks // 1000}k x {model.dims}, {len(qv)} questions", args))
+        out.update(measure(report, backend, model, qv, f"tldr {chunks // 1000}k x {model.dims}, {len(qv)} {args.questions} questions", args))
         store.close()
     return out
 
@@ -343,6 +349,7 @@ def main() -> int:
     parser.add_argument("--drift", action="store_true", help="with --grow-from: the first vectors from one side of the space (content that drifted)")
     parser.add_argument("--from-index", metavar="DIR", help="real vectors: a copy of DIR/index.sqlite (export_bench.py --keep), queried with the tldr questions; --scopes labels name pages folders (pages, pages.de, ...)")
     parser.add_argument("--model", default="minilm", help="with --from-index: the model that embedded it, for the questions (default minilm)")
+    parser.add_argument("--questions", choices=("tldr", "descriptions"), default="tldr", help="with --from-index: the bench's 72 tldr questions, or (held out) the descriptions of every 500th page")
     args = parser.parse_args()
     approx.OVERSAMPLE = args.oversample
     report = Report("ann_bench")

@@ -45,6 +45,10 @@ MAX_LISTS = 4096
 PROBE_SHARE = 1 / 16  # of the lists probed per query, at least MIN_PROBE: recall@10 at 1M x 768 clustered, 1000 lists
 # (numpy replay of this pipeline, 50 queries): 16 lists 0.934, 32 0.972 (ann_bench: 0.94), 64 0.982, 96 0.992
 MIN_PROBE = 8
+PROBE_MIN_CODES = 16_384  # ... and the nearest lists until they hold this many codes: real text is not clustered as the
+# synthetic sets are (the tldr pages' 51k MiniLM chunks, 227 lists: a question's nearest are spread over languages' lists).
+# Held-out page descriptions (77), recall@10: 1/16 of the lists 0.874; 16k codes 0.925, with the asymmetric pass
+# (SCOPE_OVERSAMPLE) 0.975; ranking 16k codes costs ~1 ms, and from 262k chunks 1/16 of the lists holds more anyway
 REGROW = 3  # retrain once the chunks reach REGROW x those the lists fit (lists²; one list: from IVF_MIN_CHUNKS):
 # content that drifted while the index grew 4x lost recall@10 0.80 vs 1.00 retrained (docs/performance.md)
 SKEW = 8  # ... or once the largest list holds more than SKEW x the mean (content drifted away from the centroids)
@@ -424,14 +428,21 @@ def _blocks(conn: apsw.Connection, source: str) -> Iterator[tuple[int, bytes]]:
 
 
 def _train(conn: apsw.Connection, source: str, n_lists: int) -> Any:
-    """`n_lists` unit centroids by spherical k-means (KMEANS_ROUNDS rounds) over every
-    n-th vector of the exact table (SAMPLE_PER_LIST a list; one pass, no writes). At 1M x
-    768: 1000 lists, 32k vectors."""
+    """`n_lists` unit centroids by spherical k-means (KMEANS_ROUNDS rounds) over about one
+    vector in n of the exact table (SAMPLE_PER_LIST a list; one pass, no writes). At 1M x
+    768: 1000 lists, 32k vectors. The sample is chosen and ordered by the vectors' own bytes
+    (their CRC-32), not by the table's order, so two indexes of the same vectors (an export
+    and its import, whose chunk ids follow another order) train the same centroids and put
+    each chunk in the same list: the 38k tldr round trip answered 18 of 20 questions alike
+    with centroids of their own, against 20 with exact search."""
+    import zlib
+
     import numpy as np
 
     total = count(conn, f"SELECT count(*) FROM {source}")
     step = max(1, total // max(1, n_lists * SAMPLE_PER_LIST))
-    rows = [blob for i, (_, blob) in enumerate(_scan(conn, source)) if i % step == 0]
+    keyed = sorted((key, blob) for key, blob in ((zlib.crc32(blob), blob) for _, blob in _scan(conn, source)) if key % step == 0)
+    rows = [blob for _, blob in keyed]
     if not rows:
         return np.zeros((0, 0), np.float32)
     sample = _unit(np.frombuffer(b"".join(rows), np.float32).reshape(len(rows), -1))
@@ -586,7 +597,8 @@ SCOPE_WIDEN = 1.0  # a scope's in-scope codes ranked, per code an unscoped query
 SCOPE_NARROW = 2  # a scope within one query's budget (every code of it ranked, so a cheaper pass: 1% at 1M) but
 # past what Hamming keeps has twice the candidates rescored: 1M x 768, 1% collection (10k chunks), recall@10 0.945 ->
 # 0.995; one Hamming keeps whole (1% at 100k) is ranked whole by the asymmetric score, and doubling cost 1.38x there
-SCOPE_OVERSAMPLE = 8  # a scope's Hamming candidates per one rescored: its in-scope nearest are farther than an
+SCOPE_OVERSAMPLE = 8  # Hamming candidates per one rescored (every query since real text showed unscoped ones need it too:
+# tldr 51k, 16k codes ranked, held-out recall@10 0.925 -> 0.975): a scope's in-scope nearest are farther than an
 # unscoped query's, where sign bits tell neighbours apart less well, so Hamming picks 8x and the asymmetric score
 # (_asymmetric: the query's floats against the codes' signs) keeps the k x OVERSAMPLE rescored. 1M x 768, 10% / 1%
 # collection, recall@10 against exact: Hamming alone 0.920 / 0.730; 1600 rescored 0.960 / 0.955 (but rescoring
@@ -700,8 +712,9 @@ def _nearest_codes(
     own KNN then). The queries share the codes' read and the scope's ids (`allowed_ids`: the
     caller's sorted copy, read once; else `allowed` is run here); each ranks its own lists.
 
-    Probed: the PROBE_SHARE of the lists whose centroids are nearest the query (at least
-    MIN_PROBE). `allowed` (a SELECT of chunk ids, a scope or filter) ranks only those codes
+    Probed: the lists whose centroids are nearest the query, until they hold PROBE_SHARE of the
+    codes (as many as that share of the lists does, at least MIN_PROBE lists' worth, and at
+    least PROBE_MIN_CODES). `allowed` (a SELECT of chunk ids, a scope or filter) ranks only those codes
     (`_scoped`: cut once and kept), from the nearest lists on until they hold as many as an
     unscoped query ranks (every list for a narrow scope), so a scope costs about what an
     unscoped query does, wherever its chunks lie. sqlite-vec's KNN keeps its top k by insertion, so its
@@ -736,13 +749,17 @@ def _nearest_codes(
     n_lists = len(cached.starts) - 1
     probes = min(n_lists, max(MIN_PROBE, int(np.ceil(n_lists * PROBE_SHARE))))
     view: _Lists = cached
-    budget = 0  # a scope: the in-scope codes each query ranks (as many as an unscoped query ranks, on average)
-    if allowed is not None:  # a scope or filter: only its chunks' codes, cut once (_scoped)
+    # the codes each query ranks, its nearest lists first: PROBE_SHARE of them on average (`share`), at least
+    # PROBE_MIN_CODES; a scope or filter ranks as many of its own (only its chunks' codes, cut once: _scoped), wherever
+    # its lists lie. Only a scope within `share` is narrow (SCOPE_NARROW), not one the floor takes whole: a 10% scope at
+    # 100k x 768 then rescored twice the candidates, 1.26-1.31x unscoped against 1.15-1.17x
+    share = int(np.ceil(len(cached.ids) * probes / max(1, n_lists) * SCOPE_WIDEN))
+    budget = max(PROBE_MIN_CODES, share)
+    if allowed is not None:
         view = _scoped(conn, cached, allowed, allowed_ids)
-        budget = int(np.ceil(len(cached.ids) * probes / max(1, n_lists) * SCOPE_WIDEN))
     # A retrain under way moves chunks between old and new lists, so none can be trusted: every code is ranked, as
     # before lists (1M x 768: 0.109x of the exact scan, recall@10 1.000), until it ends ('ready' anew: read again)
-    every = (probes >= n_lists if allowed is None else budget >= len(view.ids)) or len(centroids) != n_lists or moving
+    every = budget >= len(view.ids) or len(centroids) != n_lists or moving
     if every:  # all the lists: one set of positions, shared by every query
         shared = np.arange(len(view.ids))
     sizes = np.diff(view.starts)
@@ -751,12 +768,9 @@ def _nearest_codes(
         vector = np.frombuffer(query, np.float32)
         if every:
             positions = shared
-        else:
-            if allowed is None:
-                nearest_lists = np.argpartition(-(centroids @ vector), probes)[:probes]
-            else:  # the nearest lists until they hold `budget` in-scope codes (a collection need not be spread evenly)
-                order = np.argsort(-(centroids @ vector), kind="stable")
-                nearest_lists = order[:int(np.searchsorted(np.cumsum(sizes[order]), budget)) + 1]
+        else:  # the nearest lists until they hold `budget` codes (in scope: a collection need not be spread evenly)
+            order = np.argsort(-(centroids @ vector), kind="stable")
+            nearest_lists = order[:int(np.searchsorted(np.cumsum(sizes[order]), budget)) + 1]
             lens = sizes[nearest_lists]
             positions = np.repeat(view.starts[nearest_lists] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
         code = np.packbits(vector > 0, bitorder="little")
@@ -767,15 +781,12 @@ def _nearest_codes(
             global _POPCOUNT
             _POPCOUNT = _popcounts() if _POPCOUNT is None else _POPCOUNT
             distance = _POPCOUNT[diff].sum(axis=1, dtype=np.int32)
-        if allowed is None:
-            if c < len(positions):
-                positions = positions[np.argpartition(distance, c)[:c]]
-        else:  # Hamming keeps SCOPE_OVERSAMPLE x, the asymmetric score the rescored (twice as many: SCOPE_NARROW)
-            kept = c * (SCOPE_NARROW if every and len(view.ids) > c * SCOPE_OVERSAMPLE else 1)
-            if kept * SCOPE_OVERSAMPLE < len(positions):
-                positions = positions[np.argpartition(distance, kept * SCOPE_OVERSAMPLE)[:kept * SCOPE_OVERSAMPLE]]
-            if kept < len(positions):
-                positions = positions[np.argpartition(-_asymmetric(vector, view.matrix[positions]), kept)[:kept]]
+        # Hamming keeps SCOPE_OVERSAMPLE x, the asymmetric score the rescored (a narrow scope: twice as many, SCOPE_NARROW)
+        kept = c * (SCOPE_NARROW if allowed is not None and share >= len(view.ids) > c * SCOPE_OVERSAMPLE else 1)
+        if kept * SCOPE_OVERSAMPLE < len(positions):
+            positions = positions[np.argpartition(distance, kept * SCOPE_OVERSAMPLE)[:kept * SCOPE_OVERSAMPLE]]
+        if kept < len(positions):
+            positions = positions[np.argpartition(-_asymmetric(vector, view.matrix[positions]), kept)[:kept]]
         out.append([int(i) for i in view.ids[positions]])
     return out
 
