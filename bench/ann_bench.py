@@ -308,6 +308,10 @@ def run_real(report: Report, args: Any) -> dict[str, float]:
         embedder = store.embedder()
         qv = np.array([embedder.embed_query(q) for q in questions], np.float32)
         os.environ["QMD_VECTOR_INDEX"] = "approx"
+        from qmd.backends.sqlite.vectors import ensure_vec
+
+        ensure_vec(conn)
+        approx.reset(conn, model.id)  # built anew by this code (the kept one may predate it)
         t0 = time.perf_counter()
         backend.build_vector_index(model)
         build_s = time.perf_counter() - t0
