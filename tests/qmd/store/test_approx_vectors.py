@@ -4,7 +4,7 @@ up by writes and drops; doctor tells a mismatch; a killed build resumes; QMD_VEC
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import apsw
@@ -379,19 +379,26 @@ def test_a_damaged_code_block_is_never_read_as_fewer_codes(index: tuple[qmd.Stor
     assert approx._nearest_codes(conn, model.id, [vecs[0].tobytes()], [40]) is None
 
 
+def _counting_scope_reads(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> tuple[SqliteBackend, VectorModel, np.ndarray, apsw.Connection, list[int]]:
+    """The index's lists built (IVF from any size), and a list that grows by one each time a scope's chunk ids are read."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    reads: list[int] = []
+    real = approx.chunk_ids
+    monkeypatch.setattr(approx, "chunk_ids", lambda *a: reads.append(1) or real(*a))
+    return backend, model, vecs, backend.connection(), reads
+
+
 def test_a_scope_is_cut_once_and_follows_every_document_change(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     """A scope's chunk ids are read once (~0.7 s for a 10% collection at 1M) and its codes kept
     while nothing in the file changes: a later query of the same scope reads no ids. A change
     by this connection or by another one (a document moved, added in another collection with
     the same content, deactivated) is seen by the next query; a chunk shared by documents of
     two collections is in both scopes."""
-    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
-    _, backend, model, vecs = index
-    backend.build_vector_index(model)
-    conn = backend.connection()
-    reads: list[int] = []
-    real = approx.chunk_ids
-    monkeypatch.setattr(approx, "chunk_ids", lambda *a: reads.append(1) or real(*a))
+    backend, model, vecs, conn, reads = _counting_scope_reads(index, monkeypatch)
     q = vecs[7]
     first = _search(backend, model, q, ["a"])
     assert len(first) == 10 and len(reads) == 1
@@ -441,13 +448,7 @@ def test_a_cache_write_keeps_the_scopes_cut(index: tuple[qmd.Store, SqliteBacken
     1M); a document write after it still is seen."""
     from qmd.backends.sqlite import cache
 
-    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
-    _, backend, model, vecs = index
-    backend.build_vector_index(model)
-    conn = backend.connection()
-    reads: list[int] = []
-    real = approx.chunk_ids
-    monkeypatch.setattr(approx, "chunk_ids", lambda *a: reads.append(1) or real(*a))
+    backend, model, vecs, conn, reads = _counting_scope_reads(index, monkeypatch)
     first = _search(backend, model, vecs[7], ["a"])
     assert cache.put_many(conn, "rerank", {"k1": 0.5, "k2": 0.25})
     assert _search(backend, model, vecs[7], ["a"]) == first and len(reads) == 1
@@ -583,21 +584,25 @@ def test_a_crowded_list_is_due_a_retrain(index: tuple[qmd.Store, SqliteBackend, 
     assert conn.execute(largest.format(approx.floats(model.id))).fetchall()[0][0] < before / 2
 
 
+def _build_killed(conn: apsw.Connection, model: VectorModel, monkeypatch: pytest.MonkeyPatch, step: str, dies: Callable[..., bool], batch: int) -> None:
+    """A build killed (KeyboardInterrupt) at the first call of approx.`step` for which `dies(conn, model_id)` holds."""
+    real = getattr(approx, step)
+
+    def killing(c: object, model_id: int, rows: object) -> object:
+        if dies(conn, model_id):
+            raise KeyboardInterrupt
+        return real(conn, model_id, rows)
+
+    monkeypatch.setattr(approx, step, killing)
+    with pytest.raises(KeyboardInterrupt):
+        approx.build(conn, model, f"vec_{model.id}", batch=batch)
+    monkeypatch.setattr(approx, step, real)
+
+
 def _kill_the_retrain(conn: apsw.Connection, model: VectorModel, monkeypatch: pytest.MonkeyPatch) -> None:
     """The build `qmd embed` runs (a retrain: the index was grown) killed on its third batch of 100 moved chunks."""
-    real = approx._lists_of
     calls: list[int] = []
-
-    def dies_on_the_third(c: object, model_id: int, blobs: list[bytes]) -> list[int]:
-        calls.append(len(blobs))
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(conn, model_id, blobs)
-
-    monkeypatch.setattr(approx, "_lists_of", dies_on_the_third)
-    with pytest.raises(KeyboardInterrupt):
-        approx.build(conn, model, f"vec_{model.id}", batch=100)
-    monkeypatch.setattr(approx, "_lists_of", real)
+    _build_killed(conn, model, monkeypatch, "_lists_of", lambda c, model_id: calls.append(1) or len(calls) == 3, batch=100)
 
 
 def test_a_killed_retrain_resumes(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -879,17 +884,7 @@ def test_a_retrain_of_a_half_built_index_is_not_searched_from_its_codes(
     monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
     backend.drop_vectors(model, [f"h{i:05d}" for i in range(100, N)])
     conn = backend.connection()
-    real = approx._commit
-
-    def dies_after_one(c: object, model_id: int, pending: list[tuple[int, bytes]]) -> int:
-        if approx.status(conn, model_id)["floats"]:
-            raise KeyboardInterrupt
-        return real(conn, model_id, pending)
-
-    monkeypatch.setattr(approx, "_commit", dies_after_one)
-    with pytest.raises(KeyboardInterrupt):
-        approx.build(conn, model, f"vec_{model.id}", batch=50)
-    monkeypatch.setattr(approx, "_commit", real)
+    _build_killed(conn, model, monkeypatch, "_commit", lambda c, model_id: bool(approx.status(c, model_id)["floats"]), batch=50)  # after one batch
     backend.write_vectors(model, [(f"h{i:05d}", [ChunkVector(f"h{i:05d}", 0, 0, 5, 3, vecs[i].tolist())]) for i in range(100, N)])
     assert approx.status(conn, model.id)["floats"] == N - 50 and approx.status(conn, model.id)["retrain_due"]
     _kill_the_retrain(conn, model, monkeypatch)
