@@ -521,7 +521,28 @@ def knn_many(
     pass sqlite-vec's KNN limit (the caller then searches exactly). Sharing the work: one read of the codes
     and of the scope's ids for them all (`_nearest_codes`), then each query's candidates ranked by their
     exact distances (so each answer is the one its query alone gets). `allowed_ids`: the
-    allowed chunk ids, sorted (the caller's copy, read once), instead of running `allowed` here."""
+    allowed chunk ids, sorted (the caller's copy, read once), instead of running `allowed` here.
+    Tables dropped since the caller's `searchable()` (another process rebuilding, resetting or
+    retraining them): every query None, so the caller scans exactly (never "no such table")."""
+    try:
+        return _knn_many(conn, model_id, queries, ks, allowed, allowed_ids)
+    except _Unsearchable:  # a build begun since (the tables dropped and made anew): its codes lack chunks
+        return [None] * len(queries)
+    except apsw.SQLError:
+        if present(conn, model_id):
+            raise  # the tables are there: a real error (a damaged block names itself)
+        return [None] * len(queries)
+
+
+class _Unsearchable(Exception):
+    """The structure is no longer one `searchable()` takes (a build under way that is no retrain)."""
+
+
+def _knn_many(
+    conn: apsw.Connection, model_id: int, queries: Sequence[bytes], ks: Sequence[int], allowed: tuple[str, Sequence[object]] | None,
+    allowed_ids: Callable[[], Any] | None,
+) -> list[list[tuple[int, float]] | None]:
+    """knn_many while the tables stand."""
     out: list[list[tuple[int, float]] | None] = [None] * len(queries)
     todo = [i for i, k in enumerate(ks) if max(k * OVERSAMPLE, 32) <= KNN_MAX]
     if not todo:
@@ -709,8 +730,9 @@ def _nearest_codes(
 ) -> list[list[int]] | None:
     """For each query, the `coarse` chunk ids whose codes are nearest (Hamming) to its code
     among the lists it probes, by numpy; None when the codes cannot be read so (sqlite-vec's
-    own KNN then). The queries share the codes' read and the scope's ids (`allowed_ids`: the
-    caller's sorted copy, read once; else `allowed` is run here); each ranks its own lists.
+    own KNN then); _Unsearchable when a build began since the caller's `searchable()`. The
+    queries share the codes' read and the scope's ids (`allowed_ids`: the caller's sorted
+    copy, read once; else `allowed` is run here); each ranks its own lists.
 
     Probed: the lists whose centroids are nearest the query, until they hold PROBE_SHARE of the
     codes (as many as that share of the lists does, at least MIN_PROBE lists' worth, and at
@@ -732,6 +754,9 @@ def _nearest_codes(
             (f"{t}_rowids", f"{t}_chunks", model_id),  # between lists is 'building' until it ends: codes read meanwhile are read again
         ).fetchall()[0]
         stamp = (as_int(counters[0]), as_int(counters[1]), str(counters[2]), str(counters[3]))
+        state = stamp[3].split(" ")[0]
+        if state != "ready" and not (state == "building" and retraining(conn, model_id) is not None and _all_coded(conn, model_id)):
+            raise _Unsearchable  # searchable()'s rule, read again: no statement more while 'ready'
         spaces = _MATRICES.setdefault(conn, {})
         cached = spaces.get(model_id)
         if cached is None or cached.stamp != stamp:

@@ -914,3 +914,46 @@ def test_the_same_vectors_in_another_order_train_the_same_centroids(index: tuple
             conn.executemany(f"INSERT INTO {name} (chunk_id, embedding) VALUES (?, ?)", ((1000 + j, vecs[int(i)].astype(np.float32).tobytes()) for j, i in enumerate(ids)))
     a, b = approx._train(conn, "vec_same_a", 12), approx._train(conn, "vec_same_b", 12)
     assert a.shape == (12, DIMS) and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("rebuilt", [False, True])
+@pytest.mark.parametrize("kept", [False, True])
+@pytest.mark.parametrize("scope", [None, ["a"]])
+def test_tables_dropped_after_searchable_said_yes_give_the_exact_answer(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch, kept: bool, scope: list[str] | None, rebuilt: bool,
+) -> None:
+    """Another process drops the approximate tables (a rebuild, `qmd embed` resetting the model,
+    a retrain starting over) between `searchable()` saying they are usable and the pass that
+    reads them: the query falls back to the exact scan (its answer), never "no such table".
+    `kept`: the codes were read into memory by an earlier query, so only later reads meet it.
+    `rebuilt`: a new build has begun meanwhile (one batch coded): its few codes are not searched."""
+    from qmd.backends.sqlite import vectors
+
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    queries = _unit(vecs[:4] + 0.3 * np.random.default_rng(8).standard_normal((4, DIMS)) / np.sqrt(DIMS))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q, scope) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    if kept:
+        _search(backend, model, queries[0], scope)
+    real = approx.searchable
+    dropped: list[bool] = []
+
+    def then_dropped(conn: apsw.Connection, model_id: int, total: int) -> bool:
+        found = real(conn, model_id, total)
+        other = apsw.Connection(str(backend.path))
+        vectors.ensure_vec(other)
+        approx.reset(other, model_id)
+        if rebuilt:
+            _build_killed(other, model, monkeypatch, "_commit", lambda c, m: bool(approx.status(c, m)["floats"]), batch=50)
+            assert approx.recorded(other, model_id) == (approx.STRUCTURE, "building", 0)
+        other.close()
+        dropped.append(found)
+        return found
+
+    monkeypatch.setattr(approx, "searchable", then_dropped)
+    assert _search(backend, model, queries[0], scope) == exact[0]
+    assert dropped == [True]
+    monkeypatch.setattr(approx, "searchable", real)
+    assert [_search(backend, model, q, scope) for q in queries] == exact
