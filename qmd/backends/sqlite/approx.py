@@ -175,12 +175,16 @@ def _all_coded(conn: apsw.Connection, model_id: int) -> bool:
     a retrain can start on a first build killed part way (it codes the rest after moving the
     chunks), whose codes then lack chunks, so ranking every code would lose them. Three counts
     in one statement, so one snapshot (~40 ms at 1M, warm: a scan of the chunks), only while a
-    retrain is under way."""
-    n_floats, n_chunks, n_codes = conn.execute(
-        f"SELECT (SELECT count(*) FROM {floats(model_id)}), (SELECT count(*) FROM chunks WHERE model_id = ?), (SELECT count(*) FROM {codes(model_id)}_rowids)",
-        (model_id,),
-    ).fetchall()[0]
-    return as_int(n_floats) == as_int(n_chunks) == as_int(n_codes)
+    retrain is under way, and counted again only once something in the file changed (`remembered`)."""
+
+    def counted() -> bool:
+        n_floats, n_chunks, n_codes = conn.execute(
+            f"SELECT (SELECT count(*) FROM {floats(model_id)}), (SELECT count(*) FROM chunks WHERE model_id = ?), (SELECT count(*) FROM {codes(model_id)}_rowids)",
+            (model_id,),
+        ).fetchall()[0]
+        return as_int(n_floats) == as_int(n_chunks) == as_int(n_codes)
+
+    return remembered(conn, ("all coded", model_id), counted)
 
 
 def build(

@@ -957,3 +957,39 @@ def test_tables_dropped_after_searchable_said_yes_give_the_exact_answer(
     assert dropped == [True]
     monkeypatch.setattr(approx, "searchable", real)
     assert [_search(backend, model, q, scope) for q in queries] == exact
+
+
+def test_a_retrain_under_way_counts_the_coded_chunks_once_while_nothing_changes(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a retrain is under way every query asked whether every chunk is coded (_all_coded:
+    three counts, ~40 ms at 1M); the answer is kept while nothing in the file changes (this
+    connection's writes, another's commits), as the kept codes are."""
+    _, backend, model, vecs = index
+    _grown(index, monkeypatch)
+    conn = backend.connection()
+    _kill_the_retrain(conn, model, monkeypatch)
+    assert approx.retraining(conn, model.id) is not None
+    counted: list[str] = []
+
+    def trace(cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
+        if "count(*)" in sql and "_rowids" in sql and "FROM chunks" in sql:
+            counted.append(sql)
+        return True
+
+    conn.exec_trace = trace
+    try:
+        first = _search(backend, model, vecs[5])
+        assert len(counted) == 1 and _search(backend, model, vecs[5]) == first and _search(backend, model, vecs[9])
+        assert len(counted) == 1, counted  # unchanged: not counted again
+        backend.drop_vectors(model, ["h00003"])  # this connection's write
+        _search(backend, model, vecs[5])
+        assert len(counted) == 2
+        other = apsw.Connection(str(backend.path))
+        with other:  # another connection's commit
+            other.execute("DELETE FROM chunks WHERE hash = 'h00004'")
+        other.close()
+        assert not approx.searchable(conn, model.id, N) and len(counted) == 3  # a chunk gone uncoded: seen
+        assert not approx.searchable(conn, model.id, N) and len(counted) == 3
+    finally:
+        conn.exec_trace = None
