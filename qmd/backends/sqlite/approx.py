@@ -48,7 +48,7 @@ MIN_PROBE = 8
 PROBE_MIN_CODES = 16_384  # ... and the nearest lists until they hold this many codes: real text is not clustered as the
 # synthetic sets are (the tldr pages' 51k MiniLM chunks, 227 lists: a question's nearest are spread over languages' lists).
 # Held-out page descriptions (77), recall@10: 1/16 of the lists 0.874; 16k codes 0.925, with the asymmetric pass
-# (SCOPE_OVERSAMPLE) 0.975; ranking 16k codes costs ~1 ms, and from 262k chunks 1/16 of the lists holds more anyway
+# (HAMMING_OVERSAMPLE) 0.975; ranking 16k codes costs ~1 ms, and from 262k chunks 1/16 of the lists holds more anyway
 REGROW = 3  # retrain once the chunks reach REGROW x those the lists fit (lists²; one list: from IVF_MIN_CHUNKS):
 # content that drifted while the index grew 4x lost recall@10 0.80 vs 1.00 retrained (docs/performance.md)
 SKEW = 8  # ... or once the largest list holds more than SKEW x the mean (content drifted away from the centroids)
@@ -445,7 +445,12 @@ def _train(conn: apsw.Connection, source: str, n_lists: int) -> Any:
 
     total = count(conn, f"SELECT count(*) FROM {source}")
     step = max(1, total // max(1, n_lists * SAMPLE_PER_LIST))
-    keyed = sorted((key, blob) for key, blob in ((zlib.crc32(blob), blob) for _, blob in _scan(conn, source)) if key % step == 0)
+    keyed: list[tuple[int, bytes]] = []  # (CRC-32, vector) of about one vector in `step`
+    for _, blob in _scan(conn, source):
+        key = zlib.crc32(blob)
+        if key % step == 0:
+            keyed.append((key, blob))
+    keyed.sort()  # by CRC (equal ones by their bytes): the table's order plays no part
     rows = [blob for _, blob in keyed]
     if not rows:
         return np.zeros((0, 0), np.float32)
@@ -622,7 +627,7 @@ SCOPE_WIDEN = 1.0  # a scope's in-scope codes ranked, per code an unscoped query
 SCOPE_NARROW = 2  # a scope within one query's budget (every code of it ranked, so a cheaper pass: 1% at 1M) but
 # past what Hamming keeps has twice the candidates rescored: 1M x 768, 1% collection (10k chunks), recall@10 0.945 ->
 # 0.995; one Hamming keeps whole (1% at 100k) is ranked whole by the asymmetric score, and doubling cost 1.38x there
-SCOPE_OVERSAMPLE = 8  # Hamming candidates per one rescored (every query since real text showed unscoped ones need it too:
+HAMMING_OVERSAMPLE = 8  # codes Hamming keeps per candidate rescored, for every query (first for scopes; unscoped too since real text showed they need it:
 # tldr 51k, 16k codes ranked, held-out recall@10 0.925 -> 0.975): a scope's in-scope nearest are farther than an
 # unscoped query's, where sign bits tell neighbours apart less well, so Hamming picks 8x and the asymmetric score
 # (_asymmetric: the query's floats against the codes' signs) keeps the k x OVERSAMPLE rescored. 1M x 768, 10% / 1%
@@ -810,10 +815,10 @@ def _nearest_codes(
             global _POPCOUNT
             _POPCOUNT = _popcounts() if _POPCOUNT is None else _POPCOUNT
             distance = _POPCOUNT[diff].sum(axis=1, dtype=np.int32)
-        # Hamming keeps SCOPE_OVERSAMPLE x, the asymmetric score the rescored (a narrow scope: twice as many, SCOPE_NARROW)
-        kept = c * (SCOPE_NARROW if allowed is not None and share >= len(view.ids) > c * SCOPE_OVERSAMPLE else 1)
-        if kept * SCOPE_OVERSAMPLE < len(positions):
-            positions = positions[np.argpartition(distance, kept * SCOPE_OVERSAMPLE)[:kept * SCOPE_OVERSAMPLE]]
+        # Hamming keeps HAMMING_OVERSAMPLE x, the asymmetric score the rescored (a narrow scope: twice as many, SCOPE_NARROW)
+        kept = c * (SCOPE_NARROW if allowed is not None and share >= len(view.ids) > c * HAMMING_OVERSAMPLE else 1)
+        if kept * HAMMING_OVERSAMPLE < len(positions):
+            positions = positions[np.argpartition(distance, kept * HAMMING_OVERSAMPLE)[:kept * HAMMING_OVERSAMPLE]]
         if kept < len(positions):
             positions = positions[np.argpartition(-_asymmetric(vector, view.matrix[positions]), kept)[:kept]]
         out.append([int(i) for i in view.ids[positions]])

@@ -500,7 +500,7 @@ def test_a_scope_ranks_more_codes_by_hamming_and_rescores_the_asymmetric_best(
     index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A scope's nearest are farther than an unscoped query's, where sign bits tell them apart
-    less well: Hamming keeps SCOPE_OVERSAMPLE times the candidates and the query's floats
+    less well: Hamming keeps HAMMING_OVERSAMPLE times the candidates and the query's floats
     against the codes' signs keep the k x OVERSAMPLE that are rescored (as many rows read as
     unscoped; twice as many for a scope whose every code is ranked and more than Hamming keeps);
     recall rises over Hamming alone."""
@@ -516,13 +516,13 @@ def test_a_scope_ranks_more_codes_by_hamming_and_rescores_the_asymmetric_best(
     real = approx._nearest_codes
     monkeypatch.setattr(approx, "_nearest_codes", lambda *a, **kw: (found := real(*a, **kw)) and rescored.extend(map(len, found)) or found)
     got = [_search(backend, model, q, ["b"]) for q in queries]
-    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 1)
+    monkeypatch.setattr(approx, "HAMMING_OVERSAMPLE", 1)
     hamming = [_search(backend, model, q, ["b"]) for q in queries]
     assert set(rescored) == {40}
-    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 2)
+    monkeypatch.setattr(approx, "HAMMING_OVERSAMPLE", 2)
     rescored.clear()
     _search(backend, model, queries[0], ["a"])  # 120 chunks, within one query's budget (200) and past Hamming's 80: 2 x 40
-    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 4)
+    monkeypatch.setattr(approx, "HAMMING_OVERSAMPLE", 4)
     _search(backend, model, queries[0], ["a"])  # Hamming keeps all 120: the asymmetric score ranks them whole, 40 rescored
     assert rescored == [80, 40]
     assert _recall(got, exact) >= 0.95 and _recall(got, exact) > _recall(hamming, exact), (_recall(got, exact), _recall(hamming, exact))
@@ -993,3 +993,26 @@ def test_a_retrain_under_way_counts_the_coded_chunks_once_while_nothing_changes(
         assert not approx.searchable(conn, model.id, N) and len(counted) == 3
     finally:
         conn.exec_trace = None
+
+
+def test_the_k_means_sample_of_a_fixed_table_stays_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training sample (every vector whose CRC-32 is a multiple of the stride, ordered by
+    it) decides every chunk's list, so an index trained by one qmd and searched by another
+    must get the same one: its rows and order for a fixed table, pinned."""
+    import zlib
+
+    from qmd.backends.sqlite import vectors
+
+    conn = apsw.Connection(":memory:")
+    vectors.ensure_vec(conn)
+    conn.execute("CREATE VIRTUAL TABLE vec_fixed USING vec0(chunk_id INTEGER PRIMARY KEY, embedding float[8])")
+    grid = np.sin(np.arange(300)[:, None] * 0.37 + np.arange(8)[None, :] * 1.3).astype(np.float32)
+    conn.executemany("INSERT INTO vec_fixed (chunk_id, embedding) VALUES (?, ?)", ((i + 1, grid[i].tobytes()) for i in range(300)))
+    seen: list[np.ndarray] = []
+    real = approx._unit
+    monkeypatch.setattr(approx, "_unit", lambda x: seen.append(x.copy()) or real(x))  # first call: the sample as read
+    approx._train(conn, "vec_fixed", 2)  # 300 // (2 x 32): every 4th CRC
+    sample = seen[0].astype(np.float32)
+    keys = [zlib.crc32(row.tobytes()) for row in sample]
+    assert len(sample) == 74 and keys == sorted(keys) and all(k % 4 == 0 for k in keys)
+    assert zlib.crc32(sample.tobytes()) == 650096469
