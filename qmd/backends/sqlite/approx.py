@@ -355,7 +355,7 @@ def due_of(found: Mapping[str, object]) -> bool:
 
 def _remember(conn: apsw.Connection, key: str, value: str) -> None:
     """Write one `meta` row if the index is free now (never waits on another writer)."""
-    from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS
+    from qmd.backends.sqlite.connection import busy_timeout_ms
 
     conn.set_busy_timeout(50)
     try:
@@ -364,7 +364,7 @@ def _remember(conn: apsw.Connection, key: str, value: str) -> None:
     except (apsw.BusyError, apsw.LockedError, apsw.ReadOnlyError):
         pass
     finally:
-        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.set_busy_timeout(busy_timeout_ms())
 
 
 def _reassign(conn: apsw.Connection, model_id: int, after: int, batch: int) -> None:
