@@ -137,14 +137,16 @@ def store_instructions(store: Store, index: str) -> str:
 
     try:
         info = store.status(grammars=False)  # the text names no grammar: tree-sitter stays unloaded
+        try:
+            vectors: bool | None = store.vector_status().embedded_documents > 0
+        except IndexBusyError:
+            raise  # locked since the status: the busy text, not "vector search is off"
+        except QmdError:
+            vectors = False
     except IndexBusyError:
         return build_instructions(None, index, None, busy=True)
     except QmdError:
         return build_instructions(None, index, None)
-    try:
-        vectors: bool | None = store.vector_status().embedded_documents > 0
-    except QmdError:
-        vectors = False
     return build_instructions(info, index, vectors)
 
 

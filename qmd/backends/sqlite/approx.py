@@ -48,7 +48,7 @@ MIN_PROBE = 8
 PROBE_MIN_CODES = 16_384  # ... and the nearest lists until they hold this many codes: real text is not clustered as the
 # synthetic sets are (the tldr pages' 51k MiniLM chunks, 227 lists: a question's nearest are spread over languages' lists).
 # Held-out page descriptions (77), recall@10: 1/16 of the lists 0.874; 16k codes 0.925, with the asymmetric pass
-# (SCOPE_OVERSAMPLE) 0.975; ranking 16k codes costs ~1 ms, and from 262k chunks 1/16 of the lists holds more anyway
+# (HAMMING_OVERSAMPLE) 0.975; ranking 16k codes costs ~1 ms, and from 262k chunks 1/16 of the lists holds more anyway
 REGROW = 3  # retrain once the chunks reach REGROW x those the lists fit (lists²; one list: from IVF_MIN_CHUNKS):
 # content that drifted while the index grew 4x lost recall@10 0.80 vs 1.00 retrained (docs/performance.md)
 SKEW = 8  # ... or once the largest list holds more than SKEW x the mean (content drifted away from the centroids)
@@ -175,12 +175,16 @@ def _all_coded(conn: apsw.Connection, model_id: int) -> bool:
     a retrain can start on a first build killed part way (it codes the rest after moving the
     chunks), whose codes then lack chunks, so ranking every code would lose them. Three counts
     in one statement, so one snapshot (~40 ms at 1M, warm: a scan of the chunks), only while a
-    retrain is under way."""
-    n_floats, n_chunks, n_codes = conn.execute(
-        f"SELECT (SELECT count(*) FROM {floats(model_id)}), (SELECT count(*) FROM chunks WHERE model_id = ?), (SELECT count(*) FROM {codes(model_id)}_rowids)",
-        (model_id,),
-    ).fetchall()[0]
-    return as_int(n_floats) == as_int(n_chunks) == as_int(n_codes)
+    retrain is under way, and counted again only once something in the file changed (`remembered`)."""
+
+    def counted() -> bool:
+        n_floats, n_chunks, n_codes = conn.execute(
+            f"SELECT (SELECT count(*) FROM {floats(model_id)}), (SELECT count(*) FROM chunks WHERE model_id = ?), (SELECT count(*) FROM {codes(model_id)}_rowids)",
+            (model_id,),
+        ).fetchall()[0]
+        return as_int(n_floats) == as_int(n_chunks) == as_int(n_codes)
+
+    return remembered(conn, ("all coded", model_id), counted)
 
 
 def build(
@@ -351,7 +355,7 @@ def due_of(found: Mapping[str, object]) -> bool:
 
 def _remember(conn: apsw.Connection, key: str, value: str) -> None:
     """Write one `meta` row if the index is free now (never waits on another writer)."""
-    from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS
+    from qmd.backends.sqlite.connection import busy_timeout_ms
 
     conn.set_busy_timeout(50)
     try:
@@ -360,7 +364,7 @@ def _remember(conn: apsw.Connection, key: str, value: str) -> None:
     except (apsw.BusyError, apsw.LockedError, apsw.ReadOnlyError):
         pass
     finally:
-        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.set_busy_timeout(busy_timeout_ms())
 
 
 def _reassign(conn: apsw.Connection, model_id: int, after: int, batch: int) -> None:
@@ -441,7 +445,12 @@ def _train(conn: apsw.Connection, source: str, n_lists: int) -> Any:
 
     total = count(conn, f"SELECT count(*) FROM {source}")
     step = max(1, total // max(1, n_lists * SAMPLE_PER_LIST))
-    keyed = sorted((key, blob) for key, blob in ((zlib.crc32(blob), blob) for _, blob in _scan(conn, source)) if key % step == 0)
+    keyed: list[tuple[int, bytes]] = []  # (CRC-32, vector) of about one vector in `step`
+    for _, blob in _scan(conn, source):
+        key = zlib.crc32(blob)
+        if key % step == 0:
+            keyed.append((key, blob))
+    keyed.sort()  # by CRC (equal ones by their bytes): the table's order plays no part
     rows = [blob for _, blob in keyed]
     if not rows:
         return np.zeros((0, 0), np.float32)
@@ -521,7 +530,28 @@ def knn_many(
     pass sqlite-vec's KNN limit (the caller then searches exactly). Sharing the work: one read of the codes
     and of the scope's ids for them all (`_nearest_codes`), then each query's candidates ranked by their
     exact distances (so each answer is the one its query alone gets). `allowed_ids`: the
-    allowed chunk ids, sorted (the caller's copy, read once), instead of running `allowed` here."""
+    allowed chunk ids, sorted (the caller's copy, read once), instead of running `allowed` here.
+    Tables dropped since the caller's `searchable()` (another process rebuilding, resetting or
+    retraining them): every query None, so the caller scans exactly (never "no such table")."""
+    try:
+        return _knn_many(conn, model_id, queries, ks, allowed, allowed_ids)
+    except _Unsearchable:  # a build begun since (the tables dropped and made anew): its codes lack chunks
+        return [None] * len(queries)
+    except apsw.SQLError:
+        if present(conn, model_id):
+            raise  # the tables are there: a real error (a damaged block names itself)
+        return [None] * len(queries)
+
+
+class _Unsearchable(Exception):
+    """The structure is no longer one `searchable()` takes (a build under way that is no retrain)."""
+
+
+def _knn_many(
+    conn: apsw.Connection, model_id: int, queries: Sequence[bytes], ks: Sequence[int], allowed: tuple[str, Sequence[object]] | None,
+    allowed_ids: Callable[[], Any] | None,
+) -> list[list[tuple[int, float]] | None]:
+    """knn_many while the tables stand."""
     out: list[list[tuple[int, float]] | None] = [None] * len(queries)
     todo = [i for i, k in enumerate(ks) if max(k * OVERSAMPLE, 32) <= KNN_MAX]
     if not todo:
@@ -597,7 +627,7 @@ SCOPE_WIDEN = 1.0  # a scope's in-scope codes ranked, per code an unscoped query
 SCOPE_NARROW = 2  # a scope within one query's budget (every code of it ranked, so a cheaper pass: 1% at 1M) but
 # past what Hamming keeps has twice the candidates rescored: 1M x 768, 1% collection (10k chunks), recall@10 0.945 ->
 # 0.995; one Hamming keeps whole (1% at 100k) is ranked whole by the asymmetric score, and doubling cost 1.38x there
-SCOPE_OVERSAMPLE = 8  # Hamming candidates per one rescored (every query since real text showed unscoped ones need it too:
+HAMMING_OVERSAMPLE = 8  # codes Hamming keeps per candidate rescored, for every query (first for scopes; unscoped too since real text showed they need it:
 # tldr 51k, 16k codes ranked, held-out recall@10 0.925 -> 0.975): a scope's in-scope nearest are farther than an
 # unscoped query's, where sign bits tell neighbours apart less well, so Hamming picks 8x and the asymmetric score
 # (_asymmetric: the query's floats against the codes' signs) keeps the k x OVERSAMPLE rescored. 1M x 768, 10% / 1%
@@ -709,8 +739,9 @@ def _nearest_codes(
 ) -> list[list[int]] | None:
     """For each query, the `coarse` chunk ids whose codes are nearest (Hamming) to its code
     among the lists it probes, by numpy; None when the codes cannot be read so (sqlite-vec's
-    own KNN then). The queries share the codes' read and the scope's ids (`allowed_ids`: the
-    caller's sorted copy, read once; else `allowed` is run here); each ranks its own lists.
+    own KNN then); _Unsearchable when a build began since the caller's `searchable()`. The
+    queries share the codes' read and the scope's ids (`allowed_ids`: the caller's sorted
+    copy, read once; else `allowed` is run here); each ranks its own lists.
 
     Probed: the lists whose centroids are nearest the query, until they hold PROBE_SHARE of the
     codes (as many as that share of the lists does, at least MIN_PROBE lists' worth, and at
@@ -732,6 +763,9 @@ def _nearest_codes(
             (f"{t}_rowids", f"{t}_chunks", model_id),  # between lists is 'building' until it ends: codes read meanwhile are read again
         ).fetchall()[0]
         stamp = (as_int(counters[0]), as_int(counters[1]), str(counters[2]), str(counters[3]))
+        state = stamp[3].split(" ")[0]
+        if state != "ready" and not (state == "building" and retraining(conn, model_id) is not None and _all_coded(conn, model_id)):
+            raise _Unsearchable  # searchable()'s rule, read again: no statement more while 'ready'
         spaces = _MATRICES.setdefault(conn, {})
         cached = spaces.get(model_id)
         if cached is None or cached.stamp != stamp:
@@ -781,10 +815,10 @@ def _nearest_codes(
             global _POPCOUNT
             _POPCOUNT = _popcounts() if _POPCOUNT is None else _POPCOUNT
             distance = _POPCOUNT[diff].sum(axis=1, dtype=np.int32)
-        # Hamming keeps SCOPE_OVERSAMPLE x, the asymmetric score the rescored (a narrow scope: twice as many, SCOPE_NARROW)
-        kept = c * (SCOPE_NARROW if allowed is not None and share >= len(view.ids) > c * SCOPE_OVERSAMPLE else 1)
-        if kept * SCOPE_OVERSAMPLE < len(positions):
-            positions = positions[np.argpartition(distance, kept * SCOPE_OVERSAMPLE)[:kept * SCOPE_OVERSAMPLE]]
+        # Hamming keeps HAMMING_OVERSAMPLE x, the asymmetric score the rescored (a narrow scope: twice as many, SCOPE_NARROW)
+        kept = c * (SCOPE_NARROW if allowed is not None and share >= len(view.ids) > c * HAMMING_OVERSAMPLE else 1)
+        if kept * HAMMING_OVERSAMPLE < len(positions):
+            positions = positions[np.argpartition(distance, kept * HAMMING_OVERSAMPLE)[:kept * HAMMING_OVERSAMPLE]]
         if kept < len(positions):
             positions = positions[np.argpartition(-_asymmetric(vector, view.matrix[positions]), kept)[:kept]]
         out.append([int(i) for i in view.ids[positions]])

@@ -13,7 +13,7 @@ from qmd.backends.base import FieldsFor, IndexBackend, IndexCheck, RebuildReport
 from qmd.backends.owner import Owner
 from qmd.backends.sql import count, drop_inactive, scalar
 from qmd.backends.sqlite import cache, documents, fulltext
-from qmd.backends.sqlite.connection import connect, transaction, translate
+from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, busy_timeout_ms, connect, transaction, translate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,9 +38,16 @@ class SqliteBackend(IndexBackend):
         self.owner = owner
         self._conn: apsw.Connection | None = None
         self._file: tuple[int, int] | None = None  # (device, inode) of the file `_conn` has open
+        self._busy_ms = BUSY_TIMEOUT_MS  # `_conn`'s busy timeout (connect leaves it so)
 
     def _failure(self, exc: Exception) -> QmdError | None:
-        """apsw's "corrupt" and "not a database" errors: IndexDamagedError naming the file and `qmd doctor --fix`."""
+        """apsw's "corrupt" and "not a database" errors: IndexDamagedError naming the file and
+        `qmd doctor --fix`; "database is locked" (a statement that met another process's lock
+        past its busy timeout): IndexBusyError, as when the index cannot be opened for it."""
+        if isinstance(exc, apsw.BusyError):
+            from qmd.core.errors import IndexBusyError
+
+            return IndexBusyError(f"the index {self.path} is locked by another process ({exc})", "retry when that process is done")
         return translate(self.path, exc) if isinstance(exc, apsw.Error) else None
 
     def check_vector_settings(self) -> None:
@@ -93,11 +100,19 @@ class SqliteBackend(IndexBackend):
             self._write_owner()
 
     def connection(self) -> apsw.Connection:
-        """The open connection (opened on first use; never creates the file)."""
-        return self._conn if self._conn is not None else self._connect(create=False)
+        """The open connection (opened on first use; never creates the file). Inside
+        `without_waiting()` its statements do not wait on another process's lock either (only
+        its opening did: `initialize` on an index already open waited the 5 s busy timeout)."""
+        conn = self._conn if self._conn is not None else self._connect(create=False)
+        wait = busy_timeout_ms()
+        if wait != self._busy_ms:
+            conn.set_busy_timeout(wait)
+            self._busy_ms = wait
+        return conn
 
     def _connect(self, *, create: bool) -> apsw.Connection:
         conn = self._conn = connect(self.path, create=create)
+        self._busy_ms = BUSY_TIMEOUT_MS
         self._file = self._identity()  # what `follow` compares the path with
         self._check_owner(create)
         return conn

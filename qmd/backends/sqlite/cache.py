@@ -11,7 +11,7 @@ import json
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, side_writes, values_in
+from qmd.backends.sqlite.connection import busy_timeout_ms, side_writes, values_in
 
 
 def get_many(conn: apsw.Connection, keys: list[str]) -> dict[str, object]:
@@ -39,4 +39,4 @@ def put_many(conn: apsw.Connection, kind: str, items: dict[str, object]) -> bool
     except (apsw.BusyError, apsw.LockedError, apsw.ReadOnlyError):
         return False
     finally:
-        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.set_busy_timeout(busy_timeout_ms())

@@ -116,6 +116,14 @@ MIGRATIONS: list[tuple[str, str]] = [
 
 
 BUSY_TIMEOUT_MS = 5000
+
+
+def busy_timeout_ms() -> int:
+    """How long a statement waits on another process's lock here: BUSY_TIMEOUT_MS, none inside
+    `without_waiting()` (qmd/core/cancel.py), where a locked index is said busy at once."""
+    return BUSY_TIMEOUT_MS if waiting() else 0
+
+
 _FOREIGN_SCHEMA = r"no such (table|column)|cannot (modify|UPSERT|insert|update|delete)\b.*\bview|has no column named|may not be modified"  # compiled by re's cache when an error is read
 
 HEADER_MAGIC = b"SQLite format 3\x00"
@@ -218,7 +226,7 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     conn: apsw.Connection | None = None
     try:
         conn = apsw.Connection(str(path), flags=flags)
-        conn.set_busy_timeout(BUSY_TIMEOUT_MS if waiting() else 0)  # the warm-up's open never waits (locks.without_waiting)
+        conn.set_busy_timeout(busy_timeout_ms())  # the warm-up's open never waits (cancel.without_waiting)
         conn.execute("PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16000; PRAGMA journal_size_limit = 67108864")  # a WAL restarted after a big write shrinks to 64 MB
         if conn.execute("PRAGMA journal_mode").fetchall()[0][0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")

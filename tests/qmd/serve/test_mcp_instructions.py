@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -455,3 +456,119 @@ def test_a_locked_index_gives_the_busy_text_at_once_to_every_initialize_scoped_t
         assert "markdown documents" in service.instructions(frozenset({"notes"}))  # the lock gone: the counts again
     finally:
         service.close()
+
+
+def _held_write(path: Path) -> Any:
+    """Another process's write lock, as `qmd update` or `embed` holds it between two statements
+    of a transaction (a real second connection)."""
+    import apsw
+
+    holder = apsw.Connection(str(path))
+    holder.set_busy_timeout(10_000)  # a write of the server's own (the kept text's check) may be finishing
+    holder.execute("BEGIN IMMEDIATE; CREATE TABLE held (x)").fetchall()
+    return holder
+
+
+def _status_meets_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The status behind the instructions runs a statement the held lock stops. A WAL reader's
+    reads never wait on a writer, so a write stands for it (SQLite's busy handler and error are
+    the same for any statement that meets a lock)."""
+    from qmd.store.maintenance import Maintenance
+
+    real = Maintenance.status
+
+    def status(self: Maintenance, grammars: bool = True) -> Any:
+        self.state.backend.set_meta("windows-probe", "1")
+        return real(self, grammars)
+
+    monkeypatch.setattr(Maintenance, "status", status)
+
+
+def _server(open_store: Any, kept_text: str | None, kept: list[str]) -> tuple[Any, Any, int, int, int]:
+    import threading
+
+    from qmd.serve.logsafe import stderr_log
+    from qmd.serve.stdio import StdioServer
+
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    server = StdioServer(open_store, resolve_index(None).name, stderr_log, os.fdopen(read_in, "rb"), write_out, kept_text, lambda s, t: kept.append(t))
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    return server, thread, write_in, write_out, read_out
+
+
+def test_a_lock_taken_after_the_store_opened_gives_the_busy_text_at_once(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process's write lock taken between the Store opening (its connection open) and
+    the status behind `initialize`'s instructions: the status waited the connection's busy
+    timeout (5 s) and the server answered SQLite's own "database is locked" as a failure to
+    serve. It answers at once with the busy text, as for a lock held from the start, and never
+    keeps that text."""
+    from qmd.serve.answers import BUSY_LINE
+    from qmd.store.store import Store
+
+    paths = resolve_index(None)
+    holders: list[Any] = []
+
+    def open_store() -> Store:
+        store = Store(paths.index_path, paths.config_path)
+        store.document_count()  # its connection open
+        holders.append(_held_write(paths.index_path))  # ... and now the lock
+        return store
+
+    _status_meets_the_lock(monkeypatch)
+    kept: list[str] = []
+    server, thread, write_in, write_out, read_out = _server(open_store, None, kept)
+    try:
+        started = time.monotonic()
+        text = server._wait_instructions()  # what `initialize` answers
+        took = time.monotonic() - started
+        assert took < 3.0 and BUSY_LINE in text and "database is locked" not in text and "Tools: query" in text, (took, text)
+        assert server._failure is None
+    finally:
+        for holder in holders:
+            holder.close()
+        os.close(write_in)
+        thread.join(40)
+        os.close(write_out)
+        os.close(read_out)
+    assert not thread.is_alive() and not any(BUSY_LINE in t for t in kept), kept
+
+
+@pytest.mark.parametrize("kept_text", [None, "KEPT TEXT"])
+def test_a_lock_arriving_once_the_index_is_open_gives_the_busy_text_at_once(env: dict[str, str], monkeypatch: pytest.MonkeyPatch, kept_text: str | None) -> None:
+    """The index open and served, then another process takes its write lock: `initialize`'s
+    instructions waited the connection's busy timeout (5 s), as only a connection opened
+    inside `without_waiting` did not. They answer at once: the busy text, or the kept text
+    (it has the counts), as when the lock was held from the start."""
+    from qmd.serve.answers import BUSY_LINE
+    from qmd.store.store import Store
+
+    paths = resolve_index(None)
+    kept: list[str] = []
+    server, thread, write_in, write_out, read_out = _server(lambda: Store(paths.index_path, paths.config_path), kept_text, kept)
+    holder = None
+    try:
+        assert server._service_ready.wait(30) and server._service is not None
+        server._service.warm()  # its connection open (what the worker does once a request is answered)
+        for _ in range(200):  # the kept text's check, queued once the service is ready, has run
+            if not server._recheck:
+                break
+            time.sleep(0.05)
+        with server._service._lock:  # ... and ended (it holds the service's lock)
+            pass
+        assert server._service.store.backend._conn is not None  # type: ignore[attr-defined]
+        _status_meets_the_lock(monkeypatch)
+        holder = _held_write(paths.index_path)
+        started = time.monotonic()
+        text = server._wait_instructions()
+        took = time.monotonic() - started
+        assert took < 3.0 and text == (kept_text or text) and (kept_text or BUSY_LINE) in text, (took, text)
+    finally:
+        if holder is not None:
+            holder.close()
+        os.close(write_in)
+        thread.join(40)
+        os.close(write_out)
+        os.close(read_out)
+    assert not thread.is_alive() and not any(BUSY_LINE in t for t in kept), kept

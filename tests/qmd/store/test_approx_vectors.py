@@ -500,7 +500,7 @@ def test_a_scope_ranks_more_codes_by_hamming_and_rescores_the_asymmetric_best(
     index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A scope's nearest are farther than an unscoped query's, where sign bits tell them apart
-    less well: Hamming keeps SCOPE_OVERSAMPLE times the candidates and the query's floats
+    less well: Hamming keeps HAMMING_OVERSAMPLE times the candidates and the query's floats
     against the codes' signs keep the k x OVERSAMPLE that are rescored (as many rows read as
     unscoped; twice as many for a scope whose every code is ranked and more than Hamming keeps);
     recall rises over Hamming alone."""
@@ -516,13 +516,13 @@ def test_a_scope_ranks_more_codes_by_hamming_and_rescores_the_asymmetric_best(
     real = approx._nearest_codes
     monkeypatch.setattr(approx, "_nearest_codes", lambda *a, **kw: (found := real(*a, **kw)) and rescored.extend(map(len, found)) or found)
     got = [_search(backend, model, q, ["b"]) for q in queries]
-    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 1)
+    monkeypatch.setattr(approx, "HAMMING_OVERSAMPLE", 1)
     hamming = [_search(backend, model, q, ["b"]) for q in queries]
     assert set(rescored) == {40}
-    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 2)
+    monkeypatch.setattr(approx, "HAMMING_OVERSAMPLE", 2)
     rescored.clear()
     _search(backend, model, queries[0], ["a"])  # 120 chunks, within one query's budget (200) and past Hamming's 80: 2 x 40
-    monkeypatch.setattr(approx, "SCOPE_OVERSAMPLE", 4)
+    monkeypatch.setattr(approx, "HAMMING_OVERSAMPLE", 4)
     _search(backend, model, queries[0], ["a"])  # Hamming keeps all 120: the asymmetric score ranks them whole, 40 rescored
     assert rescored == [80, 40]
     assert _recall(got, exact) >= 0.95 and _recall(got, exact) > _recall(hamming, exact), (_recall(got, exact), _recall(hamming, exact))
@@ -914,3 +914,105 @@ def test_the_same_vectors_in_another_order_train_the_same_centroids(index: tuple
             conn.executemany(f"INSERT INTO {name} (chunk_id, embedding) VALUES (?, ?)", ((1000 + j, vecs[int(i)].astype(np.float32).tobytes()) for j, i in enumerate(ids)))
     a, b = approx._train(conn, "vec_same_a", 12), approx._train(conn, "vec_same_b", 12)
     assert a.shape == (12, DIMS) and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("rebuilt", [False, True])
+@pytest.mark.parametrize("kept", [False, True])
+@pytest.mark.parametrize("scope", [None, ["a"]])
+def test_tables_dropped_after_searchable_said_yes_give_the_exact_answer(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch, kept: bool, scope: list[str] | None, rebuilt: bool,
+) -> None:
+    """Another process drops the approximate tables (a rebuild, `qmd embed` resetting the model,
+    a retrain starting over) between `searchable()` saying they are usable and the pass that
+    reads them: the query falls back to the exact scan (its answer), never "no such table".
+    `kept`: the codes were read into memory by an earlier query, so only later reads meet it.
+    `rebuilt`: a new build has begun meanwhile (one batch coded): its few codes are not searched."""
+    from qmd.backends.sqlite import vectors
+
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    queries = _unit(vecs[:4] + 0.3 * np.random.default_rng(8).standard_normal((4, DIMS)) / np.sqrt(DIMS))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q, scope) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    if kept:
+        _search(backend, model, queries[0], scope)
+    real = approx.searchable
+    dropped: list[bool] = []
+
+    def then_dropped(conn: apsw.Connection, model_id: int, total: int) -> bool:
+        found = real(conn, model_id, total)
+        other = apsw.Connection(str(backend.path))
+        vectors.ensure_vec(other)
+        approx.reset(other, model_id)
+        if rebuilt:
+            _build_killed(other, model, monkeypatch, "_commit", lambda c, m: bool(approx.status(c, m)["floats"]), batch=50)
+            assert approx.recorded(other, model_id) == (approx.STRUCTURE, "building", 0)
+        other.close()
+        dropped.append(found)
+        return found
+
+    monkeypatch.setattr(approx, "searchable", then_dropped)
+    assert _search(backend, model, queries[0], scope) == exact[0]
+    assert dropped == [True]
+    monkeypatch.setattr(approx, "searchable", real)
+    assert [_search(backend, model, q, scope) for q in queries] == exact
+
+
+def test_a_retrain_under_way_counts_the_coded_chunks_once_while_nothing_changes(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a retrain is under way every query asked whether every chunk is coded (_all_coded:
+    three counts, ~40 ms at 1M); the answer is kept while nothing in the file changes (this
+    connection's writes, another's commits), as the kept codes are."""
+    _, backend, model, vecs = index
+    _grown(index, monkeypatch)
+    conn = backend.connection()
+    _kill_the_retrain(conn, model, monkeypatch)
+    assert approx.retraining(conn, model.id) is not None
+    counted: list[str] = []
+
+    def trace(cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
+        if "count(*)" in sql and "_rowids" in sql and "FROM chunks" in sql:
+            counted.append(sql)
+        return True
+
+    conn.exec_trace = trace
+    try:
+        first = _search(backend, model, vecs[5])
+        assert len(counted) == 1 and _search(backend, model, vecs[5]) == first and _search(backend, model, vecs[9])
+        assert len(counted) == 1, counted  # unchanged: not counted again
+        backend.drop_vectors(model, ["h00003"])  # this connection's write
+        _search(backend, model, vecs[5])
+        assert len(counted) == 2
+        other = apsw.Connection(str(backend.path))
+        with other:  # another connection's commit
+            other.execute("DELETE FROM chunks WHERE hash = 'h00004'")
+        other.close()
+        assert not approx.searchable(conn, model.id, N) and len(counted) == 3  # a chunk gone uncoded: seen
+        assert not approx.searchable(conn, model.id, N) and len(counted) == 3
+    finally:
+        conn.exec_trace = None
+
+
+def test_the_k_means_sample_of_a_fixed_table_stays_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training sample (every vector whose CRC-32 is a multiple of the stride, ordered by
+    it) decides every chunk's list, so an index trained by one qmd and searched by another
+    must get the same one: its rows and order for a fixed table, pinned."""
+    import zlib
+
+    from qmd.backends.sqlite import vectors
+
+    conn = apsw.Connection(":memory:")
+    vectors.ensure_vec(conn)
+    conn.execute("CREATE VIRTUAL TABLE vec_fixed USING vec0(chunk_id INTEGER PRIMARY KEY, embedding float[8])")
+    grid = np.sin(np.arange(300)[:, None] * 0.37 + np.arange(8)[None, :] * 1.3).astype(np.float32)
+    conn.executemany("INSERT INTO vec_fixed (chunk_id, embedding) VALUES (?, ?)", ((i + 1, grid[i].tobytes()) for i in range(300)))
+    seen: list[np.ndarray] = []
+    real = approx._unit
+    monkeypatch.setattr(approx, "_unit", lambda x: seen.append(x.copy()) or real(x))  # first call: the sample as read
+    approx._train(conn, "vec_fixed", 2)  # 300 // (2 x 32): every 4th CRC
+    sample = seen[0].astype(np.float32)
+    keys = [zlib.crc32(row.tobytes()) for row in sample]
+    assert len(sample) == 74 and keys == sorted(keys) and all(k % 4 == 0 for k in keys)
+    assert zlib.crc32(sample.tobytes()) == 650096469
