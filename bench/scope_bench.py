@@ -16,7 +16,8 @@ recall, and targets recall@10 >= 0.95. `--before REV` also times that git revisi
 `nearest_documents` of the same backend on the same index, interleaved: before and after
 ratios from one run. On a local PostgreSQL it also totals the server process's CPU time per
 scope (from /proc: where a search's work is, and less moved by other jobs than wall time).
-`--scopes rest+bucket,big` times only those.
+`--scopes rest+bucket,big` times only those. `--exact` also times QMD_VECTOR_INDEX=exact
+(every distance computed) on the same index, interleaved.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ def main() -> int:
     parser.add_argument("--noise", type=float, default=None, help="clustered vectors at this spread (postgres_bench's set) instead of uniform")
     parser.add_argument("--reuse", action="store_true", help="postgres: keep the index a previous run with the same --docs/--dims/--noise left (QMD_BENCH_DATABASE_URL)")
     parser.add_argument("--before", default=None, metavar="REV", help="also time this git revision's nearest_documents, same run")
+    parser.add_argument("--exact", action="store_true", help="also time QMD_VECTOR_INDEX=exact (every distance computed), interleaved, on the same index")
     parser.add_argument("--scopes", default=",".join(SCOPES), help=f"comma-separated scopes to time (default all: {','.join(SCOPES)})")
     args = parser.parse_args()
     report = Report("scope_bench")
@@ -171,6 +173,15 @@ def run(store: qmd.Store, args: argparse.Namespace, report: Report) -> None:
     if args.before:
         old = before_module(args.before, args.backend)
         impls["before"] = lambda *a: old.nearest_documents(backend.connection(), model, *a)  # type: ignore[attr-defined,union-attr]
+    if args.exact:
+        def exact_impl(*a: object) -> list[tuple[int, float, tuple[int, int]]]:
+            was = os.environ.get("QMD_VECTOR_INDEX")
+            os.environ["QMD_VECTOR_INDEX"] = "exact"
+            try:
+                return backend.nearest_documents(model, *a)  # type: ignore[arg-type]
+            finally:
+                os.environ.pop("QMD_VECTOR_INDEX") if was is None else os.environ.__setitem__("QMD_VECTOR_INDEX", was)
+        impls["exact"] = exact_impl
     goal = 1.0 if args.backend == "sqlite" else 0.95
     server_pid = backend_pid(backend)
 

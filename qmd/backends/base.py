@@ -61,6 +61,26 @@ if TYPE_CHECKING:
     from qmd.backends.parts import CacheSql, Connection, DocumentsSql, FulltextSql, VectorsSql
 
 
+VECTOR_INDEX_ENV = "QMD_VECTOR_INDEX"
+VECTOR_INDEX_MODES = ("exact", "approx", "auto")
+
+
+def vector_index_mode() -> str:
+    """exact | approx | auto, from QMD_VECTOR_INDEX (a bad value: an error naming the choices).
+    exact: every vector search computes all distances, on both backends (recall 1.0; a
+    near-uniform set beats every approximate structure measured: docs/performance.md);
+    auto (default) and approx: SQLite's approximate index from APPROX_MIN_CHUNKS (approx: at
+    any size), PostgreSQL's HNSW past its exact sizes."""
+    import os
+
+    value = os.environ.get(VECTOR_INDEX_ENV, "auto").strip().lower() or "auto"
+    if value not in VECTOR_INDEX_MODES:
+        from qmd.core.errors import QmdError
+
+        raise QmdError(f"{VECTOR_INDEX_ENV}={value!r} is not one of {', '.join(VECTOR_INDEX_MODES)}", f"set {VECTOR_INDEX_ENV} to exact, approx or auto (the default), or unset it")
+    return value
+
+
 class IndexBackend(abc.ABC):
     """Where one index lives. Opened lazily; every method opens it when needed.
 
@@ -343,8 +363,9 @@ class IndexBackend(abc.ABC):
         return nullcontext()
 
     def check_vector_settings(self) -> None:
-        """Raise the QmdError of a bad vector-search setting of this backend (QMD_VECTOR_INDEX
-        for SQLite) before `qmd embed` spends hours embedding. Default: none to check."""
+        """Raise the QmdError of a bad vector-search setting (QMD_VECTOR_INDEX, read by both
+        backends) before `qmd embed` spends hours embedding."""
+        vector_index_mode()
 
     def vector_index_due(self, model: VectorModel) -> bool:
         """Whether the settings want an approximate vector index for `model` that is not built

@@ -5,7 +5,9 @@ A search is exact whenever it can be cheap: over a table of at most EXACT_CHUNKS
 a collection scope / filter allowing at most SCOPED_EXACT_CHUNKS (when the planner's estimate
 of its chunks says it may be that few, the exact scan lists them, up to the cap, and gives up
 past it), the distance of every candidate is computed.
-Past that, one pass through the HNSW index: the scope and filter are tested inside the
+Past that (unless QMD_VECTOR_INDEX=exact, which computes every distance at any size: on a
+near-uniform set nothing approximate measured reaches recall 0.95 at 1M for less than that
+scan, docs/performance.md), one pass through the HNSW index: the scope and filter are tested inside the
 index-ordered query (nested loops from the HNSW scan to each chunk's documents, no sort),
 pgvector's iterative scan keeps walking the graph while a cursor fetches rows, until the
 page holds `limit` documents; ef_search is pgvector's widest (1000). Only a pass that runs
@@ -24,6 +26,7 @@ import psycopg
 
 from qmd.core.clock import now_iso
 from qmd.backends.postgres.connection import ensure_vector_extension, marks, quote_ident
+from qmd.backends.base import vector_index_mode
 from qmd.backends.rows import ChunkVector, Nearest, VectorModel
 from qmd.backends.sql import count, model_row
 
@@ -504,7 +507,7 @@ def nearest_documents(
     assert row is not None
     few, ready = int(row[0]) <= EXACT_CHUNKS, bool(row[2])
     total = max(int(row[0]), int(row[1] or 0))
-    if limit is None or few or model.dims > 2000 or not ready:
+    if limit is None or few or model.dims > 2000 or not ready or vector_index_mode() == "exact":  # QMD_VECTOR_INDEX=exact: every distance
         return _exact(conn, model, q, limit, allowed, params) or []
     share = 1.0
     if scope is not None or where is not None:

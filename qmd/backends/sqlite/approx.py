@@ -15,7 +15,7 @@ The structure is recorded in `vector_index` (one row a vector space: structure, 
 rows); only `ready` ones are searched. Building copies, in short transactions, the chunks
 not yet coded (so a killed build resumes where it stopped, and readers, in WAL, never
 wait); once built, every chunk written or dropped updates it in the same transaction.
-`QMD_VECTOR_INDEX=exact|approx|auto` (default auto: built and used from APPROX_MIN_CHUNKS).
+`QMD_VECTOR_INDEX=exact|approx|auto` (`vector_index_mode`; default auto: built and used from APPROX_MIN_CHUNKS).
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.core.errors import QmdError
+from qmd.backends.base import vector_index_mode
 from qmd.backends.rows import VectorModel
 from qmd.backends.sql import as_int, count
 from qmd.backends.sqlite.connection import data_changes, side_writes, transaction
 
 STRUCTURE = "ivf+bit+rescore"  # recorded so another can be told apart (the earlier `bit+rescore`, no lists: rebuilt by `qmd embed`)
-MODES = ("exact", "approx", "auto")
 APPROX_MIN_CHUNKS = 50_000  # auto: from here exact scans of 768-d vectors pass ~100 ms on a quiet machine (docs/performance.md)
 OVERSAMPLE = 10  # candidates coded-nearest per result wanted: recall@10 1.0 on clustered 768-d sets at 100k (bench/ann_bench.py)
 KNN_MAX = 4096  # sqlite-vec's most rows a KNN returns
@@ -55,18 +54,9 @@ SKEW = 8  # ... or once the largest list holds more than SKEW x the mean (conten
 SAMPLE_PER_LIST = 32  # training vectors per centroid (a strided sample of the exact table)
 KMEANS_ROUNDS = 8
 
-ENV = "QMD_VECTOR_INDEX"
 T = TypeVar("T")
 META = "CREATE TABLE IF NOT EXISTS vector_index (model_id INTEGER PRIMARY KEY, structure TEXT NOT NULL, state TEXT NOT NULL, rows INTEGER NOT NULL DEFAULT 0, built_at TEXT)"
 RETRAIN = "CREATE TABLE IF NOT EXISTS vector_retrain (model_id INTEGER PRIMARY KEY, after_chunk INTEGER NOT NULL)"  # a retrain under way: lists reassigned up to this chunk id
-
-
-def mode() -> str:
-    """exact | approx | auto, from QMD_VECTOR_INDEX (a bad value: an error naming the choices)."""
-    value = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    if value not in MODES:
-        raise QmdError(f"{ENV}={value!r} is not one of {', '.join(MODES)}", f"set {ENV} to exact, approx or auto (the default), or unset it")
-    return value
 
 
 def codes(model_id: int) -> str:
@@ -151,7 +141,7 @@ def chunks_of(conn: apsw.Connection, model_id: int) -> int:
 
 def wanted(conn: apsw.Connection, model_id: int, total: int | None = None) -> bool:
     """Whether `qmd embed` should build (or finish) the structure for this space."""
-    chosen = mode()
+    chosen = vector_index_mode()
     if chosen == "exact":
         return False
     return chosen == "approx" or (chunks_of(conn, model_id) if total is None else total) >= APPROX_MIN_CHUNKS
@@ -159,7 +149,7 @@ def wanted(conn: apsw.Connection, model_id: int, total: int | None = None) -> bo
 
 def searchable(conn: apsw.Connection, model_id: int, total: int) -> bool:
     """Whether a query of this space takes the approximate pass: built and ready, and wanted."""
-    chosen = mode()
+    chosen = vector_index_mode()
     if chosen == "exact":
         return False
     found = recorded(conn, model_id)

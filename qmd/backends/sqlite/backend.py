@@ -50,11 +50,6 @@ class SqliteBackend(IndexBackend):
             return IndexBusyError(f"the index {self.path} is locked by another process ({exc})", "retry when that process is done")
         return translate(self.path, exc) if isinstance(exc, apsw.Error) else None
 
-    def check_vector_settings(self) -> None:
-        from qmd.backends.sqlite import approx
-
-        approx.mode()
-
     def vector_index_due(self, model: VectorModel) -> bool:
         from qmd.backends.sqlite import approx
 

@@ -135,3 +135,36 @@ def test_ef_search_is_pgvectors_widest() -> None:
 
     assert ef_search(40, 30_000) == ef_search(40, 100_000) == ef_search(40, 5_000_000) == EF_SEARCH_MAX == 1000
     assert ef_search(5000, 10) == 1000
+
+
+def test_qmd_vector_index_exact_is_exact_on_postgresql(pg: qmd.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QMD_VECTOR_INDEX=exact computes every distance on PostgreSQL as on SQLite (it was
+    read by SQLite only: PostgreSQL answered through HNSW whatever it said), scoped or not,
+    and a bad value is refused before an embed starts."""
+    from qmd.backends.postgres import vectors
+    from qmd.core.errors import QmdError
+
+    backend = pg.backend
+    model, hashes, vecs = _vectors(backend)
+    _write(backend, model, hashes, vecs)
+    assert vectors.hnsw_ready(backend.connection(), model.id)  # type: ignore[attr-defined]
+    passes: list[int] = []
+    real = vectors._hnsw
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        passes.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(vectors, "_hnsw", counted)
+    q = np.random.default_rng(9).standard_normal(DIMS).astype(np.float32)
+    backend.nearest_documents(model, q.tolist(), 10, None)
+    assert passes, "auto: HNSW answers past EXACT_CHUNKS"
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    passes.clear()
+    for scope in (None, ["small"], ["big", "small"]):
+        got = _hashes(backend, backend.nearest_documents(model, q.tolist(), 10, scope))
+        assert got == _exact(backend, hashes, vecs, q, 10, scope[0] if scope and len(scope) == 1 else None)
+    assert not passes
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "fastest")
+    with pytest.raises(QmdError, match="QMD_VECTOR_INDEX"):
+        backend.check_vector_settings()

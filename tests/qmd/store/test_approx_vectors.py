@@ -14,7 +14,7 @@ import pytest
 import qmd
 from doctor.index import _vector_index
 from doctor.results import Status
-from qmd.backends.base import ChunkVector, VectorModel
+from qmd.backends.base import ChunkVector, VectorModel, vector_index_mode
 from qmd.backends.sqlite import approx
 from qmd.backends.sqlite.backend import SqliteBackend
 from qmd.core.errors import QmdError
@@ -212,7 +212,7 @@ def test_the_setting_chooses(index: tuple[qmd.Store, SqliteBackend, VectorModel,
     assert not approx.searchable(conn, model.id, N) and not backend.vector_index_due(model)
     monkeypatch.setenv("QMD_VECTOR_INDEX", "fast")
     with pytest.raises(QmdError, match="QMD_VECTOR_INDEX"):
-        approx.mode()
+        vector_index_mode()
 
 
 @pytest.mark.slow
