@@ -379,11 +379,47 @@ def _exact(conn: psycopg.Connection, model: VectorModel, q: str, limit: int | No
     Never a prepared statement (nor the other queries of a search): psycopg prepares one run
     five times, and PostgreSQL's generic plan, blind to the scope's and filter's values, made a
     collection + filter search 3.7x the unscoped one at 100k."""
+    if cap is None and limit is not None and not params and allowed == "d.active":  # unscoped: nearest chunks first
+        return _exact_nearest_first(conn, model, q, limit)
     sql = exact_sql(model, limit, allowed, cap)
     rows = conn.execute(sql, (*params, model.id, q), prepare=False).fetchall()
     if cap is not None and rows and int(rows[0][0]) > cap:
         return None
     return [(int(i), float(s), (int(a), int(b))) for _, i, s, a, b in rows if i is not None]
+
+
+NEAREST_FIRST = 64  # chunks an unscoped exact search ranks first, per document wanted (x4 while short)
+
+
+def _exact_nearest_first(conn: psycopg.Connection, model: VectorModel, q: str, limit: int) -> list[Nearest]:
+    """The `limit` active documents nearest to `q`, exactly, from the table's nearest chunks:
+    one scan computing every distance and keeping the n nearest (PostgreSQL's parallel
+    top-N sort, no index), then only those n looked up in their documents. A document none of
+    the n chunks belongs to is no nearer than the n-th, so once they hold `limit` documents
+    the page is the exact one; else n grows 4x (the nearest chunks mostly one long
+    document's, or inactive ones) until the scan returns fewer than n: every chunk seen.
+    Joining every chunk to its documents first cost 4.8x a plain scan's time at 100k (313
+    vs 65 ms on the hard set) and grew with the table."""
+    n = max(limit * NEAREST_FIRST, KNN_PAGE)
+    best: dict[int, tuple[float, int, int]] = {}
+    while True:
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_indexscan = off")  # every distance: never the HNSW order (approximate)
+            near = conn.execute(
+                f"SELECT chunk_id, embedding <=> %s::vector AS distance FROM {table(model.id)} ORDER BY distance LIMIT {int(n)}", (q,), prepare=False,
+            ).fetchall()
+        distance = {int(i): float(dist) for i, dist in near if dist == dist}  # NaN: a broken vector stored by an older qmd
+        best = {}
+        sql = 'SELECT c.id, d.id, c.start, c."end" FROM chunks c JOIN documents d ON d.hash = c.hash WHERE c.id = ANY(%s) AND d.active'
+        for chunk_id, doc_id, start, end in conn.execute(sql, (list(distance),), prepare=False):
+            d, dist = int(doc_id), distance[int(chunk_id)]
+            if d not in best or dist < best[d][0]:
+                best[d] = (dist, int(start), int(end))
+        if len(best) >= limit or len(near) < n:
+            break
+        n *= 4
+    ranked = sorted(((d, max(0.0, 1.0 - dist), (a, b)) for d, (dist, a, b) in best.items()), key=lambda item: (-item[1], item[0]))
+    return ranked[:limit]
 
 
 def exact_sql(model: VectorModel, limit: int | None, allowed: str, cap: int | None = None) -> str:

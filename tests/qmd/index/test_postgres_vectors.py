@@ -168,3 +168,27 @@ def test_qmd_vector_index_exact_is_exact_on_postgresql(pg: qmd.Store, monkeypatc
     monkeypatch.setenv("QMD_VECTOR_INDEX", "fastest")
     with pytest.raises(QmdError, match="QMD_VECTOR_INDEX"):
         backend.check_vector_settings()
+
+
+def test_unscoped_exact_search_grows_past_one_long_documents_chunks(pg: qmd.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unscoped exact search ranks the table's nearest chunks first and looks up only their
+    documents: when those are all one long document's (or inactive ones), it reads further
+    until it holds the page, and the page is the exact one (numpy over every chunk)."""
+    from qmd.backends.postgres import vectors
+
+    monkeypatch.setattr(vectors, "EXACT_CHUNKS", 10_000)  # exact: the path under test
+    monkeypatch.setattr(vectors, "NEAREST_FIRST", 1)  # the first read: `limit` chunks only
+    backend = pg.backend
+    model, hashes, vecs = _vectors(backend)
+    q = np.random.default_rng(3).standard_normal(DIMS).astype(np.float32)
+    q /= np.linalg.norm(q)
+    long_doc = hashes[0]
+    near = [q + 0.01 * (i + 1) * np.eye(DIMS, dtype=np.float32)[i % DIMS] for i in range(60)]  # 60 chunks nearer than any other
+    rows = [(long_doc, [ChunkVector(long_doc, i, i, i + 1, 1, (v / np.linalg.norm(v)).tolist()) for i, v in enumerate(near)])]
+    rows += [(h, [ChunkVector(h, 0, 0, 5, 3, vecs[j].tolist())]) for j, h in enumerate(hashes) if j > 0]
+    backend.write_vectors(model, rows)
+    inactive = hashes[1]
+    backend.connection().execute("UPDATE documents SET active = false WHERE hash = %s", (inactive,))  # type: ignore[attr-defined]
+    got = _hashes(backend, backend.nearest_documents(model, q.tolist(), 10, None))
+    others = [h for h in _exact(backend, hashes, vecs, q, 12) if h not in (long_doc, inactive)]
+    assert got == [long_doc] + others[:9]
