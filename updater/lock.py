@@ -31,11 +31,16 @@ class UpdaterBusy(QmdError):
 
 
 def holder(layout: harness.StateLayout) -> dict[str, Any] | None:
-    """Who holds (or last held) the lock, if its process is still alive."""
+    """Who holds the lock, as it recorded itself; None while nobody holds it.
+
+    The lock itself is asked too: a holder killed by SIGKILL leaves its record behind,
+    and once its PID is reused by another process the record alone reads as a live updater
+    (doctor then says one runs, and the agents' stale-queue line stays silent).
+    """
     data = harness.read_json(layout.holder)
-    if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not harness.process_alive(data["pid"]):
         return None
-    return data if harness.process_alive(data["pid"]) else None
+    return data if harness.is_locked(layout.lock) else None  # probed last: only a live-looking record costs a probe
 
 
 class UpdaterLock:

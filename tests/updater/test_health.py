@@ -115,3 +115,36 @@ def test_guard_uninstall_after_user_edits_removes_the_session_hook_too(cli, stat
     settings.write_text(json.dumps(data, indent=2) + "\n")
     assert cli("guard", "uninstall", "--claude")[0] == 0
     assert json.loads(settings.read_text()) == {"model": "opus"}
+
+
+def test_a_dead_updaters_record_naming_a_reused_pid_is_not_a_running_updater(state: Path) -> None:
+    """kill -9 leaves updater.lock.json behind; once its PID belongs to another process, that
+    record must not pass for a running updater (health, doctor and the session line trust it)."""
+    from qmd import harness
+    from updater import spool
+
+    daemon = subprocess.Popen([sys.executable, "-m", "qmd", "updater", "daemon"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    record = state / "updater.lock.json"
+    deadline = time.time() + 30
+    while not record.exists():
+        assert daemon.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    daemon.kill()
+    daemon.wait(timeout=30)
+    other = subprocess.Popen(["sleep", "60"])  # the dead updater's PID, reused by another process
+    try:
+        data = json.loads(record.read_text())
+        data["pid"] = other.pid
+        record.write_text(json.dumps(data))
+        path = spool.enqueue(harness.StateLayout(state), "/srv/notes", "post-commit")
+        queued = json.loads(path.read_text())
+        queued["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+        path.write_text(json.dumps(queued))
+        status = json.loads(run_qmd("updater", "status", "--json").stdout)
+        assert status["updater"] is None
+        assert "updater: not running" in run_qmd("health").stdout
+        start = run_qmd("health", "--session-start")
+        assert start.stdout.startswith("qmd: 1 index update request has waited 1h and no updater is running"), start.stdout
+    finally:
+        other.kill()
+        other.wait()
