@@ -29,6 +29,7 @@ _EXPORTS = {
     "DEFAULT_INDEX": "core.paths",
     # files, time, locks, processes
     "read_json": "core.fileio",
+    "open_regular": "core.fileio",
     "write_json": "core.fileio",
     "write_text": "core.fileio",
     "replace_file": "core.fileio",
@@ -66,7 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.buildinfo import build_id
     from qmd.core.clock import age, ago, now_iso, parse_iso
     from qmd.core.defaults import BUILTIN as BUILTIN_MODELS
-    from qmd.core.fileio import read_json, replace_file, write_json, write_text
+    from qmd.core.fileio import open_regular, read_json, replace_file, write_json, write_text
     from qmd.core.indexes import ConfiguredIndex, index_keys, local_configs, read_index
     from qmd.core.locks import FileLockHandle, is_locked, lock_file, try_lock
     from qmd.core.paths import DEFAULT_INDEX, StateLayout, cache_dir, config_dir, models_dir, state_dir

@@ -125,3 +125,32 @@ def test_routing_reaches_every_index_and_nested_collections(cli, state: Path, tm
         assert [h.uri for h in store.search("freshword")] == ["qmd://docs/new.md"]  # "outside" was not touched
     with qmd.Store(work.index_path, work.config_path) as store:
         assert {h.uri for h in store.search("freshword")} == {"qmd://everything/mono/docs/new.md", "qmd://everything/elsewhere/o2.md"}
+
+
+def test_junk_in_the_spool_never_hangs_the_updater_health_or_doctor(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A FIFO (or a link to /dev/zero) among the requests or the failure records: reading it
+    blocked forever, so the updater held its lock for good and `qmd health --session-start`
+    (an agent's SessionStart hook) and `qmd doctor` hung. It is unreadable junk: moved to failed/."""
+    import os
+
+    repo = make_repo(tmp_path / "notes")
+    with _store() as store:
+        store.add_collection(repo, name="notes")
+    assert cli("hooks", "install", str(repo))[0] == 0
+    commit(repo, "a.md", "# A\n\nzebrafish\n")
+    for folder in ("failures", "queue/cur"):
+        (state / folder).mkdir(parents=True, exist_ok=True)
+    for path in (state / "queue" / "new" / "fifo", state / "queue" / "cur" / "fifo2", state / "failures" / "x.json"):
+        os.mkfifo(path)
+    os.symlink("/dev/zero", state / "queue" / "new" / "zero")
+    for args in (("health", "--session-start"), ("health",), ("updater", "status", "--json"), ("doctor", "--quick")):
+        proc = run_qmd(*args, timeout=30)
+        assert proc.returncode in (0, 1, 2) and "Traceback" not in proc.stderr, (args, proc.stderr)
+    proc = run_qmd("updater", "run", "--json", timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["invalid"] == 3 and result["succeeded_repos"] == [str(repo)]
+    assert sorted(queue_files(state, "failed")) == ["fifo", "fifo2", "zero"]
+    assert queue_files(state, "new") == queue_files(state, "cur") == []
+    with _store() as store:
+        assert [h.uri for h in store.search("zebrafish")] == ["qmd://notes/a.md"]
