@@ -595,3 +595,18 @@ def test_vectors_embedded_before_section_units_warn_with_qmd_embed(indexed: Path
     assert "come from another model or settings" in vectors["detail"] and "6 documents need re-embedding" in vectors["detail"]
     assert qmd_in("embed", env=env).returncode == 0
     assert find(doctor("--quick", env=env)[1], "vectors")["status"] == "ok"
+
+
+def test_a_broken_second_config_fails_its_own_index_and_hides_no_other_models_check(indexed: Path) -> None:
+    """A second index whose YAML is broken: its index row fails with the file named; the models
+    group still checks the healthy index (it read 'the check itself failed … report this',
+    a doctor bug, and dropped every index's model rows)."""
+    broken = _config_file().with_name("work.yml")
+    broken.write_text("collections:\n  notes: [unclosed\n")
+    code, report = doctor("--quick")
+    models = [c for c in report["checks"] if c["group"] == "models"]
+    assert not any("the check itself failed" in c["detail"] for c in report["checks"]), models
+    assert any(c["name"] == "embed model" for c in models), models
+    [row] = [c for c in models if c["name"] == "models [work]"]
+    assert row["status"] == "fail" and "not valid YAML" in row["detail"] and str(broken) in row["fix"]
+    assert code == 2
