@@ -22,6 +22,7 @@ from qmd.core.lazy import lazy_exports
 _EXPORTS = {
     # the state dir and the other folders
     "StateLayout": "core.paths",
+    "QUEUE_DIRS": "core.paths",
     "state_dir": "core.paths",
     "config_dir": "core.paths",
     "cache_dir": "core.paths",
@@ -70,7 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.fileio import open_regular, read_json, replace_file, write_json, write_text
     from qmd.core.indexes import ConfiguredIndex, index_keys, local_configs, read_index
     from qmd.core.locks import FileLockHandle, is_locked, lock_file, try_lock
-    from qmd.core.paths import DEFAULT_INDEX, StateLayout, cache_dir, config_dir, models_dir, state_dir
+    from qmd.core.paths import DEFAULT_INDEX, QUEUE_DIRS, StateLayout, cache_dir, config_dir, models_dir, state_dir
     from qmd.core.process import process_alive, remove_own_record
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
     from qmd.index.folder_cache import local_trust, refresh_folder_cache

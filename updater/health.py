@@ -10,7 +10,9 @@ freshness). Nothing at all when healthy.
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -24,6 +26,18 @@ from .records import index_phrase
 from .lock import holder
 
 STALE_QUEUE_S = 15 * 60  # doctor's queue_warn_minutes default
+
+
+def blocked_folder(layout: harness.StateLayout) -> Path | None:
+    """The first state path that must be a folder and is something else (a file, a dangling link).
+
+    Every queue folder counts: with queue/tmp in the way each hook logs 'NOT queued' and the
+    updater cannot start, which health and doctor must say rather than look fine.
+    """
+    for path in (layout.root, layout.queue, *(layout.q(name) for name in harness.QUEUE_DIRS), layout.failures):
+        if os.path.lexists(path) and not path.is_dir():
+            return path
+    return None
 
 
 def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
@@ -40,11 +54,8 @@ def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
         flag["since"] = None
     elif not flag.get("since"):
         flag["since"] = min(f.first_at for f in live)
-    problems = []
-    for path in (layout.root, layout.queue, layout.q("new"), layout.failures):
-        if path.exists() and not path.is_dir():
-            problems.append(f"{path} is not a folder: commits cannot be queued nor failures recorded")
-            break
+    blocked = blocked_folder(layout)
+    problems = [f"{blocked} is not a folder: commits cannot be queued nor failures recorded"] if blocked else []
     return {
         "problems": problems,
         "health": flag,

@@ -610,3 +610,24 @@ def test_a_broken_second_config_fails_its_own_index_and_hides_no_other_models_ch
     [row] = [c for c in models if c["name"] == "models [work]"]
     assert row["status"] == "fail" and "not valid YAML" in row["detail"] and str(broken) in row["fix"]
     assert code == 2
+
+
+@pytest.mark.parametrize("sub", ["tmp", "cur", "failed"])
+def test_a_queue_subfolder_in_the_way_is_a_failure_not_a_quiet_loss(indexed: Path, state: Path, sub: str) -> None:
+    """queue/tmp as a file (or a dangling link): every hook logs 'NOT queued' and the updater
+    cannot start, while health said 'not raised' and doctor's queue row was ✓ (only the root,
+    queue/, queue/new and failures/ were looked at)."""
+    from updater import health
+
+    folder = state / "queue" / sub
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    if sub == "cur":
+        folder.symlink_to(state / "nowhere")
+    else:
+        folder.write_text("not a folder\n")
+    assert health.snapshot(__import__("qmd").harness.StateLayout(state))["problems"]
+    code, report = doctor("--quick")
+    check = find(report, "state folder")
+    assert code == 2 and check["status"] == "fail" and str(folder) in check["detail"], check
+    assert check["fix"].startswith("mv " + shlex.quote(str(folder))), check
