@@ -631,3 +631,31 @@ def test_a_queue_subfolder_in_the_way_is_a_failure_not_a_quiet_loss(indexed: Pat
     check = find(report, "state folder")
     assert code == 2 and check["status"] == "fail" and str(folder) in check["detail"], check
     assert check["fix"].startswith("mv " + shlex.quote(str(folder))), check
+
+
+def test_a_commit_the_hook_could_not_queue_fails_until_a_later_commit_queues(indexed: Path, state: Path) -> None:
+    """The hook's only trace of a lost request is 'NOT queued' in hooks.log (a state dir a
+    `sudo qmd …` left root-owned, a full disk, a folder in the way): doctor reads the latest
+    line of each repository there, and a later commit that queues clears it."""
+    assert run_qmd("hooks", "install", str(indexed)).returncode == 0
+    tmp = state / "queue" / "tmp"
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.write_text("in the way\n")
+    assert commit(indexed, "lost.md", "# Lost\n").returncode == 0
+    tmp.unlink()  # the cause is gone, the request is still lost
+    code, report = doctor("--quick")
+    check = find(report, "hook queueing")
+    assert code == 2 and check["status"] == "fail", check
+    assert str(indexed) in check["detail"] and "NOT queued" in check["detail"] and check["fix"].startswith("qmd doctor --fix"), check
+    code, report = doctor("--quick", "--fix")  # queues the lost request again
+    assert find(report, "hook queueing")["status"] == "ok", report["checks"]
+    [request] = [json.loads(p.read_text()) for p in (state / "queue" / "new").iterdir()]
+    assert request["repo"] == str(indexed) and request["event"] == "doctor"
+    shutil.rmtree(tmp)
+    tmp.write_text("in the way again\n")
+    assert commit(indexed, "lost.md", "# Lost again\n").returncode == 0
+    tmp.unlink()
+    assert find(doctor("--quick")[1], "hook queueing")["status"] == "fail"
+    assert commit(indexed, "kept.md", "# Kept\n").returncode == 0  # a later commit that queues clears it
+    assert find(doctor("--quick")[1], "hook queueing")["status"] == "ok"
