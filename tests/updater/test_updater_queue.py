@@ -196,3 +196,23 @@ def test_an_updater_killed_mid_update_raises_the_flag_and_backs_off(cli, state: 
     assert not list((state / "failures").iterdir()) and queue_files(state, "cur") == []
     with _store() as store:
         assert [h.uri for h in store.search("zebrafish")] == ["qmd://notes/a.md"]
+
+
+def test_a_death_during_the_embed_is_recorded_as_an_embed_failure(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """What a SIGKILL during the embed leaves (working.json naming the embed step) becomes a
+    failed embed attempt; a malformed working.json is removed and records nothing."""
+    from qmd import harness
+
+    repo = make_repo(tmp_path / "notes")
+    with _store() as store:
+        store.add_collection(repo, name="notes")
+    layout = harness.StateLayout(state)
+    layout.working.parent.mkdir(parents=True, exist_ok=True)
+    layout.working.write_text(json.dumps({"pid": 4242, "started_at": "2026-01-01T00:00:00Z", "index": "index", "step": "embed", "repos": {str(repo): ["notes"]}}))
+    assert run_qmd("updater", "run").returncode == 0
+    [failure] = [json.loads(p.read_text()) for p in (state / "failures").iterdir()]
+    assert failure["step"] == "embed" and failure["collections"] == ["notes"] and "pid 4242" in failure["error"]
+    assert not layout.working.exists() and run_qmd("health").returncode == 1
+    layout.working.write_text("[not what a run writes")
+    assert run_qmd("updater", "run").returncode == 0
+    assert not layout.working.exists() and len(list((state / "failures").iterdir())) == 1
