@@ -216,3 +216,10 @@ def test_a_death_during_the_embed_is_recorded_as_an_embed_failure(cli, state: Pa
     layout.working.write_text("[not what a run writes")
     assert run_qmd("updater", "run").returncode == 0
     assert not layout.working.exists() and len(list((state / "failures").iterdir())) == 1
+
+
+def test_a_folder_where_the_updater_lock_goes_is_one_error_line_not_a_crash(state: Path) -> None:
+    (state / "updater.lock").mkdir(parents=True)
+    proc = run_qmd("updater", "run")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "this is a bug" not in proc.stderr, proc.stderr
+    assert f"cannot take the updater lock {state / 'updater.lock'}" in proc.stderr and "hint: mv " in proc.stderr, proc.stderr
