@@ -145,6 +145,40 @@ def _codex_trust(hooks_json: Path) -> CheckResult:
     return ok(name, f"{' and '.join(h.event for h in hooks)} trusted ({config})", ms=c.ms)
 
 
+def _refresh_cache() -> str:
+    return f"rewrote {home_path(harness.refresh_folder_cache())}"
+
+
+def _guard_cache(ctx: Context) -> CheckResult:
+    """folders.json against what the configs say now. qmd rewrites it when it saves a config;
+    a config edited by hand leaves it stale: a collection added that way goes unprotected and
+    one removed stays blocked, with nothing else saying so."""
+    name = "guard folder cache"
+    path = ctx.layout.guard_folders
+    if not guard_install.status() and claude_plugin(Path.cwd()) is None:
+        return ok(name, "not used (no guard installed)")
+    with Clock() as c:
+        cached = harness.read_json(path)
+        fresh = harness.collect_folders()
+    if not isinstance(cached, dict):
+        return fail(name, f"{home_path(path)} is missing or unreadable: the guard allows every search", "qmd guard refresh", ms=c.ms, repair=_refresh_cache)
+    def same(key: str) -> bool:  # order-blind: the order of the config files is not a change
+        a, b = cached.get(key), fresh.get(key)
+        return sorted(map(repr, a)) == sorted(map(repr, b)) if isinstance(a, list) and isinstance(b, list) else a == b
+
+    if all(same(k) for k in ("folders", "patterns", "protect", "allow", "project_allow")):
+        return ok(name, f"{home_path(path)} matches the configs ({len(fresh['folders'])} knowledge folders)", ms=c.ms)
+    had = {f.get("path") for f in cached.get("folders") or [] if isinstance(f, dict)}
+    now = {f["path"] for f in fresh["folders"]}
+    parts = []
+    if now - had:
+        parts.append(f"not protected: {', '.join(sorted(now - had))}")
+    if had - now:
+        parts.append(f"still blocked though no config names them: {', '.join(sorted(str(p) for p in had - now))}")
+    what = "; ".join(parts) or "its patterns or guard globs differ from the configs"
+    return fail(name, f"{home_path(path)} is stale (a config edited by hand?): {what}", "qmd guard refresh", ms=c.ms, repair=_refresh_cache)
+
+
 def _guard_errors(ctx: Context) -> CheckResult:
     """New lines in the guard's error log since the last doctor run (a watermark in the state dir)."""
     log = ctx.layout.guard_errors
@@ -194,4 +228,4 @@ def _claude_plugin() -> list[CheckResult]:
 
 
 def check(ctx: Context) -> list[CheckResult]:
-    return [*_repos(ctx), _queueing(ctx), *_guard(), *_claude_plugin(), _guard_errors(ctx)]
+    return [*_repos(ctx), _queueing(ctx), *_guard(), _guard_cache(ctx), *_claude_plugin(), _guard_errors(ctx)]

@@ -51,6 +51,7 @@ _EXPORTS = {
     "local_configs": "core.indexes",
     "local_trust": "index.folder_cache",
     "refresh_folder_cache": "index.folder_cache",
+    "collect_folders": "index.folder_cache:collect",
     # what doctor reports
     "build_id": "core.buildinfo",
     "BUILTIN_MODELS": "core.defaults:BUILTIN",
@@ -74,4 +75,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.paths import DEFAULT_INDEX, QUEUE_DIRS, StateLayout, cache_dir, config_dir, models_dir, state_dir
     from qmd.core.process import process_alive, remove_own_record
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
-    from qmd.index.folder_cache import local_trust, refresh_folder_cache
+    from qmd.index.folder_cache import collect as collect_folders, local_trust, refresh_folder_cache

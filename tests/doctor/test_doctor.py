@@ -659,3 +659,28 @@ def test_a_commit_the_hook_could_not_queue_fails_until_a_later_commit_queues(ind
     assert find(doctor("--quick")[1], "hook queueing")["status"] == "fail"
     assert commit(indexed, "kept.md", "# Kept\n").returncode == 0  # a later commit that queues clears it
     assert find(doctor("--quick")[1], "hook queueing")["status"] == "ok"
+
+
+def test_a_config_edited_by_hand_leaves_the_guard_cache_stale_until_fix_refreshes_it(indexed: Path, state: Path, tmp_path: Path) -> None:
+    """The guard reads folders.json only, which qmd rewrites when it saves a config: a collection
+    added to the YAML by hand went unprotected (and one removed stayed blocked) with nothing
+    saying so, though the cache's own docstring promised doctor would."""
+    config = _config_file()
+
+    def add_by_hand(name: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        config.write_text(config.read_text() + f"  {name}:\n    path: {folder}\n    pattern: '**/*.md'\n")
+        return folder
+
+    add_by_hand("first")
+    assert find(doctor("--quick")[1], "guard folder cache")["status"] == "ok"  # no guard installed: the cache is unused
+    assert run_qmd("guard", "install", "--claude").returncode == 0  # rewrites the cache from the configs
+    assert find(doctor("--quick")[1], "guard folder cache")["status"] == "ok"
+    second = add_by_hand("second")
+    code, report = doctor("--quick")
+    check = find(report, "guard folder cache")
+    assert code == 2 and check["status"] == "fail" and f"not protected: {second}" in check["detail"] and check["fix"] == "qmd guard refresh", check
+    code, report = doctor("--quick", "--fix")
+    assert find(report, "guard folder cache")["status"] == "ok", report["checks"]
+    assert str(second) in (state / "guard" / "folders.json").read_text()
