@@ -305,3 +305,23 @@ def test_a_project_with_only_guard_allow_needs_approval_and_its_protect_stays_in
     refresh_folder_cache()
     assert decide("rg foo docs", "clone") == "allow"
     assert decide("grep -r foo .", "notes") == "deny"
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("grep -R foo .", "deny"),  # -R follows every symlink it meets: `docs` leads into the notes
+    ("grep --dereference-recursive foo .", "deny"),
+    ("rg -L foo", "deny"),
+    ("rg --follow foo .", "deny"),
+    ("grep -r foo .", "allow"),  # -r follows only the links named on its command line
+    ("rg foo", "allow"),
+    ("grep -R --exclude-dir=docs foo .", "allow"),
+    ("grep -R foo src", "allow"),
+])
+def test_a_search_that_follows_symlinks_sees_a_link_into_the_notes(notes_world: Path, command: str, expected: str) -> None:
+    """A code repository with a symlink to a knowledge folder (`docs -> ~/notes`, a common
+    set-up): a search that follows symlinks (grep -R, rg -L) reads the notes through it, and
+    the guard, judging the paths alone, let it through."""
+    code = notes_world / CODE
+    (code / "src").mkdir(exist_ok=True)
+    (code / "docs").symlink_to(notes_world / NOTES)
+    assert outcome(notes_world, B, command, CODE)[0] == expected
