@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from tests.support.run import run_qmd
+from tests.support.run import command, run_qmd
 
 
 HEALTH = shlex.quote(str(Path(sys.executable).parent / "qmd")) + " health --session-start"
@@ -123,7 +123,7 @@ def test_a_dead_updaters_record_naming_a_reused_pid_is_not_a_running_updater(sta
     from qmd import harness
     from updater import spool
 
-    daemon = subprocess.Popen([sys.executable, "-m", "qmd", "updater", "daemon"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon = subprocess.Popen(command("updater", "daemon"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     record = state / "updater.lock.json"
     deadline = time.time() + 30
     while not record.exists():
