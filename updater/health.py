@@ -115,6 +115,21 @@ def render(snap: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def refresh_stale_guard_cache(layout: harness.StateLayout) -> None:
+    """Rewrite the guard's folders.json when a config in the config dir is newer than it.
+
+    qmd rewrites it whenever it saves a config; one edited by hand left it stale (a collection
+    added that way unprotected, one removed still blocked) until `qmd guard refresh`. An agent
+    session starts here, so each one starts with it fresh. Best-effort and silent.
+    """
+    try:
+        cached = layout.guard_folders.stat().st_mtime
+        if any(p.stat().st_mtime > cached for p in harness.config_dir().glob("*.yml")):
+            harness.refresh_folder_cache()
+    except Exception:  # noqa: BLE001 - an agent's session must start whatever happens here
+        pass
+
+
 def session_line(snap: dict[str, Any]) -> str | None:
     """One plain factual line for an agent's context, or None when all is well."""
     flag = snap["health"]
@@ -144,6 +159,7 @@ def health(
     """The health flag: raised while an index update keeps failing (exit 1 when raised)."""
     layout = harness.StateLayout.current()
     if session_start:
+        refresh_stale_guard_cache(layout)
         try:
             line = session_line(snapshot(layout))
         except Exception as exc:  # an agent's session must start whatever happens here

@@ -148,3 +148,24 @@ def test_a_dead_updaters_record_naming_a_reused_pid_is_not_a_running_updater(sta
     finally:
         other.kill()
         other.wait()
+
+
+def test_session_start_refreshes_a_guard_cache_older_than_a_hand_edited_config(state: Path, tmp_path: Path) -> None:
+    """A collection added to the YAML by hand stayed unprotected by the guard until someone ran
+    `qmd guard refresh`; each agent session now starts with the cache rewritten when a config
+    is newer than it (and silently: the session line is unchanged)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    config_dir = Path(os.environ["XDG_CONFIG_HOME"]) / "qmd"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "index.yml").write_text("collections: {}\n")
+    assert run_qmd("guard", "refresh").returncode == 0
+    cache = state / "guard" / "folders.json"
+    assert str(notes) not in cache.read_text()
+    config = config_dir / "index.yml"
+    config.write_text(f"collections:\n  notes:\n    path: {notes}\n")
+    later = cache.stat().st_mtime + 5
+    os.utime(config, (later, later))
+    start = run_qmd("health", "--session-start")
+    assert start.returncode == 0 and start.stdout == "" and start.stderr == ""
+    assert str(notes) in cache.read_text()
