@@ -288,6 +288,9 @@ class _Walker:
                 name, _, value = argv[0].partition("=")
                 if len(argv) == 1:
                     state.vars[name.rstrip("+")] = [value]
+            elif argv[0] == "time":  # the keyword's own option: `time -p [--] grep …`
+                while len(argv) > 1 and argv[1] in ("-p", "--"):
+                    argv = argv[1:]
             argv = argv[1:]
         if not argv:
             return None

@@ -90,6 +90,8 @@ def test_quoted_wildcards_are_not_globs() -> None:
         ("timeout -s KILL 5 nohup nice rg x", ["rg", "x"], "/w"),
         ("X=notes; Y=$X/sub; rg x $Y", ["rg", "x", "notes/sub"], "/w"),
         ("time rg x", ["rg", "x"], "/w"),
+        ("time -p rg x", ["rg", "x"], "/w"),  # bash's keyword takes -p (POSIX output): it was read as a command `-p`
+        ("time -p -- rg x", ["rg", "x"], "/w"),
         ("if true; then rg x; fi", ["rg", "x"], "/w"),
         ("cd ~ && rg x", ["rg", "x"], "HOME"),
     ],
