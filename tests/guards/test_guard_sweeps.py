@@ -56,6 +56,9 @@ CODE = "work/code"
 CASES: list[tuple[str, object, str, str]] = [
     # 1. the collections' own patterns decide what a file filter lets through
     (B, "grep -r --include=*.rst foo .", "manual", "deny"),
+    (B, "grep -rn foo {src,notes}", REPO, "deny"),  # bash's brace expansion hands grep the notes folder
+    (B, "rg foo {src,tests}", REPO, "allow"),
+    (B, "grep -rn foo '{src,notes}'", REPO, "allow"),  # quoted: one (missing) folder named {src,notes}
     (B, "grep -r --include='*.rst' foo manual", ".", "deny"),
     (B, "rg -t rst foo", "manual", "deny"),
     (B, "rg --type=rst foo manual", ".", "deny"),
