@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from qmd.agents import claude_config_dir, claude_json, claude_plugin, claude_set
 from guards import codex_trust
 from guards import install as guard_install
 from hooks import install as hook_install
-from updater import registry
+from updater import registry, spool
 
 from .context import Context, home_path
 from .results import CheckResult, Clock, fail, ok, warn
@@ -42,6 +44,58 @@ def _repos(ctx: Context) -> list[CheckResult]:
         else:
             out.append(ok(name, f"{', '.join(s.name for s in states)} installed and executable", ms=c.ms))
     return out
+
+
+# one line a hook call (enqueue-tmpl): `<time> <event> <repo> <commit or -> queued|NOT queued: <why>`
+HOOK_LINE = re.compile(r"^(?P<time>\S+) (?P<event>\S+) (?P<repo>.+) (?:[0-9a-f]+|-) (?P<outcome>queued|NOT queued: .*)$")
+HOOK_LOG_TAIL = 256 << 10
+
+
+def lost_requests(layout: harness.StateLayout) -> dict[str, str]:
+    """{repo: its latest hooks.log line} for each repository whose latest hook call could not
+    queue its request (read from the tail of hooks.log.1 then hooks.log; a later line wins)."""
+    latest: dict[str, tuple[str, bool]] = {}  # repo → (line, queued)
+    for path in (layout.hooks_log.with_name(layout.hooks_log.name + ".1"), layout.hooks_log):
+        try:
+            with harness.open_regular(path) as fh:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - HOOK_LOG_TAIL))
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            found = HOOK_LINE.match(line)
+            if found:
+                latest[found["repo"]] = (line, found["outcome"] == "queued")
+    return {repo: line for repo, (line, queued) in latest.items() if not queued}
+
+
+def _queue_again(layout: harness.StateLayout, repos: list[str]) -> str:
+    """--fix: queue each lost request again (a request is a kick: the update rescans the whole
+    collection) and log it as the hook would, so the check reads the repo as queued."""
+    for repo in repos:
+        spool.enqueue(layout, repo, "doctor")
+        layout.hooks_log.parent.mkdir(parents=True, exist_ok=True)
+        with open(layout.hooks_log, "a", encoding="utf-8") as log:
+            log.write(f"{harness.now_iso()} doctor {repo} - queued\n")
+    return f"queued a request again for {', '.join(home_path(r) for r in repos)}"
+
+
+def _queueing(ctx: Context) -> CheckResult:
+    """A hook that cannot queue leaves only a 'NOT queued' line in hooks.log (the commit must
+    succeed whatever happens): a state dir a `sudo qmd …` left root-owned, a full disk, a
+    folder in the way. Silent otherwise: health and the queue look fine, the index goes stale."""
+    with Clock() as c:
+        lost = lost_requests(ctx.layout)
+    if not lost:
+        return ok("hook queueing", f"every enrolled repository's latest hook call queued its request ({home_path(ctx.layout.hooks_log)})", ms=c.ms)
+    repo, line = sorted(lost.items())[-1]
+    why = line.split(" NOT queued: ", 1)[-1]
+    return fail(
+        "hook queueing",
+        f"the latest commit of {len(lost)} repositor{'y' if len(lost) == 1 else 'ies'} was NOT queued ({repo}: {why})",
+        "qmd doctor --fix  # once what it names is fixed (a folder in the way, permissions, a full disk): queues them again",
+        ms=c.ms, repair=partial(_queue_again, ctx.layout, sorted(lost)),
+    )
 
 
 def _guard() -> list[CheckResult]:
@@ -89,6 +143,40 @@ def _codex_trust(hooks_json: Path) -> CheckResult:
     if disabled:
         return warn(name, f"{' and '.join(disabled)} trusted but disabled in Codex: it does not run", "start codex, open /hooks and enable the qmd hooks", ms=c.ms)
     return ok(name, f"{' and '.join(h.event for h in hooks)} trusted ({config})", ms=c.ms)
+
+
+def _refresh_cache() -> str:
+    return f"rewrote {home_path(harness.refresh_folder_cache())}"
+
+
+def _guard_cache(ctx: Context) -> CheckResult:
+    """folders.json against what the configs say now. qmd rewrites it when it saves a config;
+    a config edited by hand leaves it stale: a collection added that way goes unprotected and
+    one removed stays blocked, with nothing else saying so."""
+    name = "guard folder cache"
+    path = ctx.layout.guard_folders
+    if not guard_install.status() and claude_plugin(Path.cwd()) is None:
+        return ok(name, "not used (no guard installed)")
+    with Clock() as c:
+        cached = harness.read_json(path)
+        fresh = harness.collect_folders()
+    if not isinstance(cached, dict):
+        return fail(name, f"{home_path(path)} is missing or unreadable: the guard allows every search", "qmd guard refresh", ms=c.ms, repair=_refresh_cache)
+    def same(key: str) -> bool:  # order-blind: the order of the config files is not a change
+        a, b = cached.get(key), fresh.get(key)
+        return sorted(map(repr, a)) == sorted(map(repr, b)) if isinstance(a, list) and isinstance(b, list) else a == b
+
+    if all(same(k) for k in ("folders", "patterns", "protect", "allow", "project_allow")):
+        return ok(name, f"{home_path(path)} matches the configs ({len(fresh['folders'])} knowledge folders)", ms=c.ms)
+    had = {f.get("path") for f in cached.get("folders") or [] if isinstance(f, dict)}
+    now = {f["path"] for f in fresh["folders"]}
+    parts = []
+    if now - had:
+        parts.append(f"not protected: {', '.join(sorted(now - had))}")
+    if had - now:
+        parts.append(f"still blocked though no config names them: {', '.join(sorted(str(p) for p in had - now))}")
+    what = "; ".join(parts) or "its patterns or guard globs differ from the configs"
+    return fail(name, f"{home_path(path)} is stale (a config edited by hand?): {what}", "qmd guard refresh", ms=c.ms, repair=_refresh_cache)
 
 
 def _guard_errors(ctx: Context) -> CheckResult:
@@ -140,4 +228,4 @@ def _claude_plugin() -> list[CheckResult]:
 
 
 def check(ctx: Context) -> list[CheckResult]:
-    return [*_repos(ctx), *_guard(), *_claude_plugin(), _guard_errors(ctx)]
+    return [*_repos(ctx), _queueing(ctx), *_guard(), _guard_cache(ctx), *_claude_plugin(), _guard_errors(ctx)]

@@ -113,7 +113,11 @@ def check(ctx: Context) -> list[CheckResult]:
     results: list[CheckResult] = []
     seen: set[tuple[str, str]] = set()
     for index in ctx.indexes:
-        store = ctx.store(index)
+        try:  # opening reads the config: a broken one fails this index's row, not the whole group
+            store = ctx.store(index)
+        except qmd.QmdError as exc:
+            results.append(fail(f"models [{index}]", exc.message, exc.cli_hint))
+            continue
         try:
             statuses = store.models()
         except qmd.QmdError as exc:

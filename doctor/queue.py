@@ -42,10 +42,10 @@ def run_updater(ctx: Context) -> str:
 def _move_aside(ctx: Context) -> str:
     """The command that moves the state path that should be a folder (and is not) aside, whole."""
     layout = ctx.layout
-    for path in (layout.root, layout.queue, layout.q("new"), layout.failures):
-        if path.exists() and not path.is_dir():
-            aside = path.with_name(f"{path.name}.moved-aside")
-            return f"mv {shlex.quote(str(path))} {shlex.quote(str(aside))}  # the hooks and the updater re-create the folder"
+    path = health.blocked_folder(layout)
+    if path is not None:
+        aside = path.with_name(f"{path.name}.moved-aside")
+        return f"mv {shlex.quote(str(path))} {shlex.quote(str(aside))}  # the hooks and the updater re-create the folder"
     return f"ls -la {shlex.quote(str(layout.root))}  # a state path that should be a folder is not one"
 
 

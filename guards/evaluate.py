@@ -224,10 +224,42 @@ def _dir(kn: Knowledge, search: Search, target: Target, real: str, tally: _Tally
         return None
     reached = kn.inside(real, lambda path: excluded(search, target, real, path))
     inside = [f for f in reached if _reads(search, f)]
+    if not inside and search.follows:
+        inside = _linked(kn, search, target, real)
     if inside:
         return Decision(True, base + "-root", inside[0], search, root=real, target=target)
     tally.seen.add("filtered" if reached else ("exempt" if kn.exemptions and kn.allowed(real) else "outside"))
     return None
+
+
+_MAX_LINK_WALK = 5000  # entries a symlink-following search's tree is walked for links into the notes
+
+
+def _linked(kn: Knowledge, search: Search, target: Target, root: str) -> list[Folder]:
+    """The knowledge folders a search that follows symlinks (grep -R, rg -L) reaches through a
+    link below `root` (`docs -> ~/notes` in a code repository), found by a bounded walk that
+    follows no link itself; past its budget it has found nothing (fail open)."""
+    stack, seen = [root], 0
+    while stack and seen < _MAX_LINK_WALK:
+        budget.check()
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if entry.name in (".git", "node_modules") or excluded(search, target, root, entry.path):
+                continue
+            if entry.is_symlink():
+                real = os.path.realpath(entry.path)
+                folder = kn.folder_of(real)
+                found = [folder] if folder is not None else (kn.inside(real, lambda path: False) if os.path.isdir(real) else [])
+                hits = [f for f in found if _reads(search, f)]
+                if hits:
+                    return hits
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return []
 
 
 def _glob(kn: Knowledge, search: Search, target: Target, recursive: bool, tally: _Tally) -> Decision | None:

@@ -51,6 +51,51 @@ def bounded_text(text: str) -> str:
     return text if len(text) <= MAX_VALUE else text[:MAX_VALUE] + UNKNOWN
 
 
+MAX_BRACE_WORDS = 256  # words one word's braces may make (`{a,b}{c,d}` makes 4); past it the rest is UNKNOWN
+MAX_BRACE_WORD = 4096  # a longer word is left unexpanded: real brace lists are short, and this bounds the work
+
+
+def _brace_span(word: str) -> tuple[int, int, list[int]] | None:
+    """(open, close, top-level comma positions) of the leftmost `{…,…}` bash would expand: not
+    `${`, commas unquoted (the lexer marks quoted ones), nested braces matched. One pass."""
+    stack: list[tuple[int, list[int]]] = []
+    best: tuple[int, int, list[int]] | None = None
+    for i, c in enumerate(word):
+        if c == "{" and not (i and word[i - 1] == "$"):
+            stack.append((i, []))
+        elif c == "," and stack:
+            stack[-1][1].append(i)
+        elif c == "}" and stack:
+            start, commas = stack.pop()
+            if commas and (best is None or start < best[0]):
+                best = (start, i, commas)
+            if best is not None and not stack:
+                return best  # nothing still open can start further left
+    return best
+
+
+def braces(word: str) -> list[str]:
+    """Bash's brace expansion of one word (`{src,notes}` → `src notes`, nested, several per word);
+    the comma form only (`{1..3}` is left as it is), bounded by MAX_BRACE_WORDS and MAX_BRACE_WORD."""
+    if "{" not in word or "," not in word or len(word) > MAX_BRACE_WORD:
+        return [word]
+    out: list[str] = []
+    todo = [word]
+    while todo:
+        item = todo.pop(0)
+        budget.charge(len(item))
+        span = _brace_span(item)
+        if span is None:
+            out.append(item)
+        else:
+            start, end, commas = span
+            cuts = [start, *commas, end]
+            todo[:0] = [item[:start] + item[a + 1 : b] + item[end + 1 :] for a, b in zip(cuts, cuts[1:])]
+        if len(out) + len(todo) > MAX_BRACE_WORDS:
+            return [*out, UNKNOWN]
+    return out
+
+
 def bounded_words(words: list[str]) -> list[str]:
     """A list of at most MAX_WORDS words: its distinct words, or the first MAX_WORDS and UNKNOWN."""
     budget.charge(8 * len(words) + 256)

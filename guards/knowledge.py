@@ -249,10 +249,20 @@ def parse(data: object) -> Knowledge:
 
 
 def load(path: str) -> Knowledge | None:
-    """Read `folders.json` at `path`; None when it does not exist. Raises on a file that cannot be parsed."""
+    """Read `folders.json` at `path`; None when it does not exist. Raises on a file that cannot be parsed.
+
+    Only a regular file is read: a FIFO (opened without waiting for a writer) or a device such
+    as /dev/zero raises at once, where open() or read() blocked until the agent's hook timeout
+    on every shell call."""
+    import stat
+
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return None
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file (a pipe, device or folder): allowed; run `qmd guard refresh` after moving it away")
+        os.set_blocking(fd, True)
+        raw = fh.read()
     return parse(loads(raw.decode("utf-8")))

@@ -20,8 +20,9 @@ import shlex
 OP = "\x01"
 SUB = "\x02"
 HEREDOC = "\x03"
-_QUOTED = {"$": "\ue001", "~": "\ue002", "*": "\ue003", "?": "\ue004", "[": "\ue005"}
-_RESTORE = str.maketrans({v: k for k, v in _QUOTED.items()})
+_QUOTED = {"$": "\ue001", "~": "\ue002", "*": "\ue003", "?": "\ue004", "[": "\ue005", ",": "\ue006"}  # ",": no brace expansion
+ESCAPED_BRACE = "\ue007"  # `\{`: a brace no brace expansion starts at (quoted ones have their commas marked)
+_RESTORE = str.maketrans({**{v: k for k, v in _QUOTED.items()}, ESCAPED_BRACE: "{"})
 _QUOTE_TABLE = str.maketrans(_QUOTED)
 # Longest first: the scanner takes the first that matches.
 _OPERATORS = ("&>>", "<<<", "<<-", "&&", "||", ";;", "|&", "&>", ">>", ">&", "<&", ">|", "<>", "<<", ";", "&", "|", "<", ">", "(", ")")
@@ -293,7 +294,7 @@ class _Scanner:
             if ch == "\\":
                 if i + 1 < n and text[i + 1] != "\n":
                     nxt = text[i + 1]
-                    self._emit(_QUOTED.get(nxt) or "\\" + nxt)
+                    self._emit(_QUOTED.get(nxt) or (ESCAPED_BRACE if nxt == "{" else "\\" + nxt))
                 i += 2
             elif ch == "'":
                 i = self._single(i)

@@ -54,7 +54,7 @@ class Search:
     __slots__ = (
         "kind", "tool", "command", "patterns", "targets", "recursive", "stdin", "listing",
         "includes", "include_regexes", "types", "type_nots", "type_defs", "file_excludes", "excludes", "path_excludes",
-        "implicit", "suffix",
+        "implicit", "suffix", "follows",
     )
 
     def __init__(self, kind: str, tool: str, command: Command | None) -> None:
@@ -76,6 +76,7 @@ class Search:
         self.path_excludes: list[str] = []  # find -path globs (matched against the path find prints)
         self.implicit = "append"  # how to name paths when the search had none: append | pathspec | after-name | none
         self.suffix = ""  # text after the rewritten command (`| xargs grep …`)
+        self.follows = False  # follows the symlinks it meets while recursing (grep -R, rg -L)
 
     def copy(self) -> Search:
         """A shallow copy (lists shared until replaced)."""

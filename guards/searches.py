@@ -169,6 +169,9 @@ def grep_family(cmd: Command, name: str, start: int = 1) -> Search:
             from_flags = True
         elif spec is GREP and (opt in ("-r", "-R", "--recursive", "--dereference-recursive") or (opt in ("-d", "--directories") and value == "recurse")):
             search.recursive = True
+            search.follows = search.follows or opt in ("-R", "--dereference-recursive")
+        elif (spec is RG and opt in ("-L", "--follow")) or (spec in (AG, ACK) and opt == "--follow") or (spec is AG and opt == "-f"):
+            search.follows = True
         elif spec is GREP and opt == "--include" and value:
             search.includes.append(value)
         elif spec is GREP and opt == "--exclude" and value:

@@ -28,7 +28,7 @@ import re
 
 from . import budget
 from .command import UNKNOWN, Command, State, cd, git_root, resolve
-from .expand import ASSIGN, bounded_text, bounded_words, expand, join_words, output_of
+from .expand import ASSIGN, bounded_text, bounded_words, braces, expand, join_words, output_of
 from .lexer import HEREDOC, OP, REDIRECTS, STDIN_REDIRECTS, SUB, heredoc_key, literal, quoted, tokenize
 from .unwrap import SHELLS, option_value, script_operand, shell_string, tokenize_words, unwrap
 
@@ -282,12 +282,15 @@ class _Walker:
                 self._walk_sub(key, state)
         argv: list[str] = []
         for word in raw:
-            argv.extend(expand(self._with_outputs(word), state))
+            argv.extend(w for v in expand(self._with_outputs(word), state) for w in braces(v))
         while argv and (argv[0] in _KEYWORDS or ASSIGN.match(argv[0])):  # `while IFS= read -r f`
             if argv[0] not in _KEYWORDS:
                 name, _, value = argv[0].partition("=")
                 if len(argv) == 1:
                     state.vars[name.rstrip("+")] = [value]
+            elif argv[0] == "time":  # the keyword's own option: `time -p [--] grep …`
+                while len(argv) > 1 and argv[1] in ("-p", "--"):
+                    argv = argv[1:]
             argv = argv[1:]
         if not argv:
             return None

@@ -172,7 +172,10 @@ def install(path: Path | str, layout: StateLayout | None = None) -> Outcome:
     hooks: dict[str, Any] = {}
     if repo.husky_dir is None and not repo.hooks_dir.is_dir():
         missing = [repo.hooks_dir, *(p for p in repo.hooks_dir.parents if not p.exists())]
-        repo.hooks_dir.mkdir(parents=True)
+        try:
+            repo.hooks_dir.mkdir(parents=True)
+        except OSError as exc:  # a file in its place (or on the way to it), a read-only repository
+            raise QmdError(f"cannot create the hooks folder {repo.hooks_dir}: {exc.strerror or exc}", "move whatever is in the way aside (or fix core.hooksPath), then run qmd hooks install again") from exc
         created += [str(p) for p in missing]  # deepest first, the order uninstall removes them in
     for name in script.HOOK_NAMES:
         if repo.husky_dir is not None:

@@ -22,6 +22,7 @@ from qmd.core.lazy import lazy_exports
 _EXPORTS = {
     # the state dir and the other folders
     "StateLayout": "core.paths",
+    "QUEUE_DIRS": "core.paths",
     "state_dir": "core.paths",
     "config_dir": "core.paths",
     "cache_dir": "core.paths",
@@ -29,6 +30,7 @@ _EXPORTS = {
     "DEFAULT_INDEX": "core.paths",
     # files, time, locks, processes
     "read_json": "core.fileio",
+    "open_regular": "core.fileio",
     "write_json": "core.fileio",
     "write_text": "core.fileio",
     "replace_file": "core.fileio",
@@ -38,6 +40,7 @@ _EXPORTS = {
     "ago": "core.clock",
     "lock_file": "core.locks",
     "try_lock": "core.locks",
+    "is_locked": "core.locks",
     "FileLockHandle": "core.locks",
     "process_alive": "core.process",
     "remove_own_record": "core.process",
@@ -48,6 +51,7 @@ _EXPORTS = {
     "local_configs": "core.indexes",
     "local_trust": "index.folder_cache",
     "refresh_folder_cache": "index.folder_cache",
+    "collect_folders": "index.folder_cache:collect",
     # what doctor reports
     "build_id": "core.buildinfo",
     "BUILTIN_MODELS": "core.defaults:BUILTIN",
@@ -65,10 +69,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.buildinfo import build_id
     from qmd.core.clock import age, ago, now_iso, parse_iso
     from qmd.core.defaults import BUILTIN as BUILTIN_MODELS
-    from qmd.core.fileio import read_json, replace_file, write_json, write_text
+    from qmd.core.fileio import open_regular, read_json, replace_file, write_json, write_text
     from qmd.core.indexes import ConfiguredIndex, index_keys, local_configs, read_index
-    from qmd.core.locks import FileLockHandle, lock_file, try_lock
-    from qmd.core.paths import DEFAULT_INDEX, StateLayout, cache_dir, config_dir, models_dir, state_dir
+    from qmd.core.locks import FileLockHandle, is_locked, lock_file, try_lock
+    from qmd.core.paths import DEFAULT_INDEX, QUEUE_DIRS, StateLayout, cache_dir, config_dir, models_dir, state_dir
     from qmd.core.process import process_alive, remove_own_record
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
-    from qmd.index.folder_cache import local_trust, refresh_folder_cache
+    from qmd.index.folder_cache import collect as collect_folders, local_trust, refresh_folder_cache

@@ -9,5 +9,6 @@ goes through qmd's public API (`qmd`, `qmd.harness`); the state lives in `qmd.ha
     failures/<id>.json            one record per failing (repo, index, step)
     health.json                   the flag: {raised, since, failures, last_success}
     updater/stats.json            runs, documents updated, chunks embedded, the last run
+    updater/working.json          the step in progress; one found by the next holder is a death
     logs/                         updater.log (rotating), hooks.log (one line per hook call)
 """

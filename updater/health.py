@@ -10,7 +10,9 @@ freshness). Nothing at all when healthy.
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -24,6 +26,18 @@ from .records import index_phrase
 from .lock import holder
 
 STALE_QUEUE_S = 15 * 60  # doctor's queue_warn_minutes default
+
+
+def blocked_folder(layout: harness.StateLayout) -> Path | None:
+    """The first state path that must be a folder and is something else (a file, a dangling link).
+
+    Every queue folder counts: with queue/tmp in the way each hook logs 'NOT queued' and the
+    updater cannot start, which health and doctor must say rather than look fine.
+    """
+    for path in (layout.root, layout.queue, *(layout.q(name) for name in harness.QUEUE_DIRS), layout.failures):
+        if os.path.lexists(path) and not path.is_dir():
+            return path
+    return None
 
 
 def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
@@ -40,11 +54,8 @@ def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
         flag["since"] = None
     elif not flag.get("since"):
         flag["since"] = min(f.first_at for f in live)
-    problems = []
-    for path in (layout.root, layout.queue, layout.q("new"), layout.failures):
-        if path.exists() and not path.is_dir():
-            problems.append(f"{path} is not a folder: commits cannot be queued nor failures recorded")
-            break
+    blocked = blocked_folder(layout)
+    problems = [f"{blocked} is not a folder: commits cannot be queued nor failures recorded"] if blocked else []
     return {
         "problems": problems,
         "health": flag,
@@ -104,6 +115,21 @@ def render(snap: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def refresh_stale_guard_cache(layout: harness.StateLayout) -> None:
+    """Rewrite the guard's folders.json when a config in the config dir is newer than it.
+
+    qmd rewrites it whenever it saves a config; one edited by hand left it stale (a collection
+    added that way unprotected, one removed still blocked) until `qmd guard refresh`. An agent
+    session starts here, so each one starts with it fresh. Best-effort and silent.
+    """
+    try:
+        cached = layout.guard_folders.stat().st_mtime
+        if any(p.stat().st_mtime > cached for p in harness.config_dir().glob("*.yml")):
+            harness.refresh_folder_cache()
+    except Exception:  # noqa: BLE001 - an agent's session must start whatever happens here
+        pass
+
+
 def session_line(snap: dict[str, Any]) -> str | None:
     """One plain factual line for an agent's context, or None when all is well."""
     flag = snap["health"]
@@ -133,6 +159,7 @@ def health(
     """The health flag: raised while an index update keeps failing (exit 1 when raised)."""
     layout = harness.StateLayout.current()
     if session_start:
+        refresh_stale_guard_cache(layout)
         try:
             line = session_line(snapshot(layout))
         except Exception as exc:  # an agent's session must start whatever happens here

@@ -31,11 +31,20 @@ class UpdaterBusy(QmdError):
 
 
 def holder(layout: harness.StateLayout) -> dict[str, Any] | None:
-    """Who holds (or last held) the lock, if its process is still alive."""
+    """Who holds the lock, as it recorded itself; None while nobody holds it.
+
+    The lock itself is asked too: a holder killed by SIGKILL leaves its record behind,
+    and once its PID is reused by another process the record alone reads as a live updater
+    (doctor then says one runs, and the agents' stale-queue line stays silent).
+    """
     data = harness.read_json(layout.holder)
-    if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not harness.process_alive(data["pid"]):
         return None
-    return data if harness.process_alive(data["pid"]) else None
+    try:
+        held = harness.is_locked(layout.lock)  # probed last: only a live-looking record costs a probe
+    except OSError:
+        held = False  # a folder in its place: nobody can hold it
+    return data if held else None
 
 
 class UpdaterLock:
@@ -48,7 +57,13 @@ class UpdaterLock:
         self._handle: harness.FileLockHandle | None = None
 
     def __enter__(self) -> UpdaterLock:
-        handle = harness.try_lock(self.layout.lock)
+        try:
+            handle = harness.try_lock(self.layout.lock)
+        except OSError as exc:  # a folder in its place, a read-only state dir: not a bug of qmd's
+            import shlex
+
+            where = shlex.quote(str(self.layout.lock))
+            raise QmdError(f"cannot take the updater lock {self.layout.lock}: {exc.strerror or exc}", f"mv {where} {where}.moved-aside  # or set QMD_STATE_DIR to a writable folder") from exc
         if handle is None:
             raise UpdaterBusy(holder(self.layout), str(self.layout.lock))
         self._handle = handle

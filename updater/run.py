@@ -90,6 +90,44 @@ def _revalidate(ledger: records.Ledger, indexes: routing.Indexes, log: logging.L
             ledger.remove(failure.id)
 
 
+DIED_HINT = "if it keeps happening, look for the kernel's OOM killer (dmesg, journalctl -k) and at the end of the updater log; then: qmd updater run"
+
+
+def _mark_working(layout: StateLayout, index: str, repos: dict[str, list[str]], step: str) -> None:
+    """Say what this run is doing, so the next lock holder can tell a death from a clean stop."""
+    try:
+        harness.write_json(layout.working, {"pid": os.getpid(), "started_at": now_iso(), "index": index, "step": step, "repos": repos}, fsync=False)
+    except OSError:
+        pass  # a full disk costs only the record of a death
+
+
+def _unmark_working(layout: StateLayout) -> None:
+    try:
+        layout.working.unlink()
+    except OSError:
+        pass
+
+
+def _record_death(layout: StateLayout, ledger: records.Ledger, log: logging.Logger) -> None:
+    """A `working.json` found under the lock was left by an updater that died mid-step (SIGKILL,
+    the OOM killer, a power cut): record that step as a failed attempt of each repo it served.
+    Without this the flag stayed down, and a supervisor restarting the updater repeated the
+    fatal step at once, forever; now it backs off like any failure, dead after 5 attempts.
+    Not a failure of this run: a retry that succeeds now clears it."""
+    if not os.path.lexists(layout.working):
+        return
+    data = harness.read_json(layout.working)
+    _unmark_working(layout)
+    if not isinstance(data, dict) or not isinstance(data.get("index"), str) or not isinstance(data.get("repos"), dict):
+        return
+    step = "embed" if data.get("step") == "embed" else "update"
+    message = f"the updater (pid {data.get('pid', '?')}) died during this {step}, started at {data.get('started_at', '?')}: killed, or out of memory?"
+    for repo, names in sorted(data["repos"].items()):
+        if isinstance(repo, str) and isinstance(names, list):
+            ledger.record_failure(repo, data["index"], [str(n) for n in names], step, message, DIED_HINT)
+            log.error("%s → %s: %s", repo, index_name(data["index"]), message)
+
+
 def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = False) -> RunResult:
     """Process every request in the queue once (see the module docstring)."""
     started = time.time()
@@ -101,6 +139,7 @@ def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = F
     result.requests = len(requests)
     indexes = routing.load()
     ledger = records.Ledger(layout)
+    _record_death(layout, ledger, log)
     for index, (message, hint) in indexes.errors.items():
         failure = ledger.record_failure(None, index, [], "update", f"config of {index_phrase(index)}: {message}", hint)
         log.error("%s: %s", index_name(index), message)
@@ -201,6 +240,7 @@ class _IndexRun:
         self.log.info("%s: %s", index_name(self.index), line)
 
     def updated(self, report: qmd.UpdateReport) -> None:
+        _mark_working(self.ledger.layout, self.index, self.repos, "embed")
         self.result.documents_updated += sum(coll.new + coll.updated + coll.removed for coll in report.collections)
 
     def record(self, report: qmd.RefreshReport) -> None:
@@ -241,11 +281,13 @@ def _run_index(ledger: records.Ledger, log: logging.Logger, configured: harness.
     union = sorted({name for names in repos.values() for name in names})
     try:
         log.info("%s: updating %s for %d repo(s)", index_name(run.index), ", ".join(union), len(repos))
+        _mark_working(ledger.layout, run.index, repos, "update")
         report = store.refresh(union, run_commands=False, on_wait=run.waiting, on_updated=run.updated, embed_progress=qmd.ProgressLines(run.say))
     except Exception as exc:
         run.fail_all(exc, f"{index_name(run.index)} update")
         return run.failed
     finally:
+        _unmark_working(ledger.layout)  # also on SIGTERM (SystemExit) and Ctrl-C: a clean stop, not a death
         store.close()
     run.record(report)
     return run.failed

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qmd import harness
 from qmd.harness import StateLayout, now_iso, parse_iso, replace_file, write_text
 
 
@@ -52,10 +53,22 @@ def enqueue(layout: StateLayout, repo: str, event: str, commit: str = "", extra:
     return target
 
 
+MAX_REQUEST = 64 << 10  # a request is a few hundred bytes; a bigger file is not one
+
+
 def parse(path: Path) -> Request | None:
-    """The request in `path`; None when it is not a readable request."""
+    """The request in `path`; None when it is not a readable request.
+
+    Only a regular file is read, and only its first MAX_REQUEST bytes: a FIFO or a link to
+    /dev/zero dropped into the spool blocked this read forever (the updater holding its lock,
+    `qmd health --session-start` and doctor hanging); now it is junk, moved to failed/.
+    """
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"), strict=False)
+        with harness.open_regular(path) as fh:
+            raw = fh.read(MAX_REQUEST + 1)
+        if len(raw) > MAX_REQUEST:
+            return None
+        data = json.loads(raw.decode("utf-8", errors="replace"), strict=False)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("repo"), str) or not data["repo"]:

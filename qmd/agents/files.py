@@ -9,6 +9,7 @@ name is taken), with its mode.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -78,8 +79,13 @@ def backup(path: Path) -> Path | None:
 
 
 def write_file(path: Path, data: bytes | str) -> None:
-    """Replace `path` atomically with `data` (text is UTF-8), keeping an existing file's mode."""
-    write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+    """Replace `path` atomically with `data` (text is UTF-8), keeping an existing file's mode.
+
+    A symlink to an existing file (a dotfiles manager's: stow, chezmoi, yadm) is written
+    through: its target is replaced and the link stays, where replacing the link left the
+    dotfiles copy silently out of use. A dangling link is replaced by a file."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() and path.is_file() else path
+    write_bytes(target, data.encode("utf-8") if isinstance(data, str) else data)
 
 
 def write_with_backup(path: Path, data: bytes | str) -> Path | None:

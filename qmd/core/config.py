@@ -170,12 +170,15 @@ class Config:
         A parsed copy in the cache dir (see `config_cache_path`) spares every search the
         import and run of the YAML parser; it is used only when it cannot be stale.
         """
+        from qmd.core.fileio import open_regular
+
         try:
-            text = path.read_text(encoding="utf-8")
+            with open_regular(path) as fh:  # a FIFO here blocked every command (and the updater) in open()
+                text = fh.read().decode("utf-8")
         except FileNotFoundError:
             return cls(path, {})
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}", "check the path, the file's permissions and its encoding") from exc
+            raise ConfigError(f"cannot read config {path}: {getattr(exc, 'strerror', None) or exc}", "check the path, the file's permissions and its encoding") from exc
         cached = _read_cache(path, text)
         if cached is not None:
             config = cls(path, cached)

@@ -90,9 +90,11 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """The JSON in `path`, or None when it is missing, unreadable or not JSON."""
+    """The JSON in `path`, or None when it is missing, unreadable, not a regular file (a FIFO
+    in a state folder blocked the reader forever) or not JSON."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        with open_regular(path) as fh:
+            return json.loads(fh.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
 

@@ -250,6 +250,11 @@ class StateLayout:
         return self.root / "updater" / "stats.json"
 
     @property
+    def working(self) -> Path:
+        """What the lock holder is updating or embedding right now; left behind only by a death."""
+        return self.root / "updater" / "working.json"
+
+    @property
     def repos(self) -> Path:
         """The repositories `qmd hooks install` enrolled."""
         return self.root / "hooks" / "repos.json"

@@ -595,3 +595,92 @@ def test_vectors_embedded_before_section_units_warn_with_qmd_embed(indexed: Path
     assert "come from another model or settings" in vectors["detail"] and "6 documents need re-embedding" in vectors["detail"]
     assert qmd_in("embed", env=env).returncode == 0
     assert find(doctor("--quick", env=env)[1], "vectors")["status"] == "ok"
+
+
+def test_a_broken_second_config_fails_its_own_index_and_hides_no_other_models_check(indexed: Path) -> None:
+    """A second index whose YAML is broken: its index row fails with the file named; the models
+    group still checks the healthy index (it read 'the check itself failed … report this',
+    a doctor bug, and dropped every index's model rows)."""
+    broken = _config_file().with_name("work.yml")
+    broken.write_text("collections:\n  notes: [unclosed\n")
+    code, report = doctor("--quick")
+    models = [c for c in report["checks"] if c["group"] == "models"]
+    assert not any("the check itself failed" in c["detail"] for c in report["checks"]), models
+    assert any(c["name"] == "embed model" for c in models), models
+    [row] = [c for c in models if c["name"] == "models [work]"]
+    assert row["status"] == "fail" and "not valid YAML" in row["detail"] and str(broken) in row["fix"]
+    assert code == 2
+
+
+@pytest.mark.parametrize("sub", ["tmp", "cur", "failed"])
+def test_a_queue_subfolder_in_the_way_is_a_failure_not_a_quiet_loss(indexed: Path, state: Path, sub: str) -> None:
+    """queue/tmp as a file (or a dangling link): every hook logs 'NOT queued' and the updater
+    cannot start, while health said 'not raised' and doctor's queue row was ✓ (only the root,
+    queue/, queue/new and failures/ were looked at)."""
+    from updater import health
+
+    folder = state / "queue" / sub
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    if sub == "cur":
+        folder.symlink_to(state / "nowhere")
+    else:
+        folder.write_text("not a folder\n")
+    assert health.snapshot(__import__("qmd").harness.StateLayout(state))["problems"]
+    code, report = doctor("--quick")
+    check = find(report, "state folder")
+    assert code == 2 and check["status"] == "fail" and str(folder) in check["detail"], check
+    assert check["fix"].startswith("mv " + shlex.quote(str(folder))), check
+
+
+def test_a_commit_the_hook_could_not_queue_fails_until_a_later_commit_queues(indexed: Path, state: Path) -> None:
+    """The hook's only trace of a lost request is 'NOT queued' in hooks.log (a state dir a
+    `sudo qmd …` left root-owned, a full disk, a folder in the way): doctor reads the latest
+    line of each repository there, and a later commit that queues clears it."""
+    assert run_qmd("hooks", "install", str(indexed)).returncode == 0
+    tmp = state / "queue" / "tmp"
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.write_text("in the way\n")
+    assert commit(indexed, "lost.md", "# Lost\n").returncode == 0
+    tmp.unlink()  # the cause is gone, the request is still lost
+    code, report = doctor("--quick")
+    check = find(report, "hook queueing")
+    assert code == 2 and check["status"] == "fail", check
+    assert str(indexed) in check["detail"] and "NOT queued" in check["detail"] and check["fix"].startswith("qmd doctor --fix"), check
+    code, report = doctor("--quick", "--fix")  # queues the lost request again
+    assert find(report, "hook queueing")["status"] == "ok", report["checks"]
+    [request] = [json.loads(p.read_text()) for p in (state / "queue" / "new").iterdir()]
+    assert request["repo"] == str(indexed) and request["event"] == "doctor"
+    shutil.rmtree(tmp)
+    tmp.write_text("in the way again\n")
+    assert commit(indexed, "lost.md", "# Lost again\n").returncode == 0
+    tmp.unlink()
+    assert find(doctor("--quick")[1], "hook queueing")["status"] == "fail"
+    assert commit(indexed, "kept.md", "# Kept\n").returncode == 0  # a later commit that queues clears it
+    assert find(doctor("--quick")[1], "hook queueing")["status"] == "ok"
+
+
+def test_a_config_edited_by_hand_leaves_the_guard_cache_stale_until_fix_refreshes_it(indexed: Path, state: Path, tmp_path: Path) -> None:
+    """The guard reads folders.json only, which qmd rewrites when it saves a config: a collection
+    added to the YAML by hand went unprotected (and one removed stayed blocked) with nothing
+    saying so, though the cache's own docstring promised doctor would."""
+    config = _config_file()
+
+    def add_by_hand(name: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        config.write_text(config.read_text() + f"  {name}:\n    path: {folder}\n    pattern: '**/*.md'\n")
+        return folder
+
+    add_by_hand("first")
+    assert find(doctor("--quick")[1], "guard folder cache")["status"] == "ok"  # no guard installed: the cache is unused
+    assert run_qmd("guard", "install", "--claude").returncode == 0  # rewrites the cache from the configs
+    assert find(doctor("--quick")[1], "guard folder cache")["status"] == "ok"
+    second = add_by_hand("second")
+    code, report = doctor("--quick")
+    check = find(report, "guard folder cache")
+    assert code == 2 and check["status"] == "fail" and f"not protected: {second}" in check["detail"] and check["fix"] == "qmd guard refresh", check
+    code, report = doctor("--quick", "--fix")
+    assert find(report, "guard folder cache")["status"] == "ok", report["checks"]
+    assert str(second) in (state / "guard" / "folders.json").read_text()

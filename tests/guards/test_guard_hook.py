@@ -282,6 +282,23 @@ def test_folders_json_that_fails_to_parse(world: Path) -> None:
     assert len(errors()) == 1 and "JSONDecodeError" in errors()[0]
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_folders_json_that_is_not_a_regular_file_allows_at_once(world: Path, kind: str) -> None:
+    """A FIFO nobody writes (or a link to /dev/zero) where folders.json goes: the hook blocked in
+    open()/read() until the agent's hook timeout, on every shell call the agent made."""
+    import os
+
+    folders = guard_dir() / "folders.json"
+    folders.unlink()
+    if kind == "fifo":
+        os.mkfifo(folders)
+    else:
+        folders.symlink_to("/dev/zero")
+    proc = subprocess.run([str(GUARD)], input=_deny_payload(world), capture_output=True, env=qmd_env(), timeout=20)
+    _assert_allowed(proc)
+    assert len(errors()) == 1 and "folders.json" in errors()[0] and "not a regular file" in errors()[0], errors()
+
+
 def test_missing_folders_json(world: Path) -> None:
     (guard_dir() / "folders.json").unlink()
     _assert_allowed(run_guard(_deny_payload(world)))

@@ -115,6 +115,30 @@ def test_claude_round_trip_keeps_other_hooks_and_restores_bytes(cli, home: Path)
     assert path.read_text() == CLAUDE_SETTINGS
 
 
+def test_symlinked_settings_from_a_dotfiles_repo_are_written_through(cli, home: Path) -> None:  # type: ignore[no-untyped-def]
+    """~/.claude/settings.json and ~/.codex/config.toml as links into a dotfiles repository (stow,
+    chezmoi, yadm): install replaced each link with a regular file, so the dotfiles copy silently
+    stopped being the one in use. The link stays; its target gets the hook and gets it back out."""
+    dotfiles = home / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "settings.json").write_text(CLAUDE_SETTINGS)
+    (dotfiles / "config.toml").write_text('model = "o3"\n')
+    links = {home / ".claude" / "settings.json": dotfiles / "settings.json", home / ".codex" / "config.toml": dotfiles / "config.toml"}
+    for link, target in links.items():
+        link.parent.mkdir()
+        link.symlink_to(target)
+    code, _out, err = cli("guard", "install", "--claude", "--codex")
+    assert code == 0, err
+    assert all(link.is_symlink() for link in links)
+    assert "qmd-guard" in (dotfiles / "settings.json").read_text()
+    assert "hooks = true" in (dotfiles / "config.toml").read_text()
+    code, _out, err = cli("guard", "uninstall", "--claude", "--codex")
+    assert code == 0, err
+    assert all(link.is_symlink() for link in links)
+    assert (dotfiles / "settings.json").read_text() == CLAUDE_SETTINGS
+    assert (dotfiles / "config.toml").read_text() == 'model = "o3"\n'
+
+
 def test_claude_uninstall_after_user_edits_removes_only_our_hook(cli, home: Path) -> None:  # type: ignore[no-untyped-def]
     path = home / ".claude" / "settings.json"
     path.parent.mkdir()

@@ -90,6 +90,12 @@ def test_quoted_wildcards_are_not_globs() -> None:
         ("timeout -s KILL 5 nohup nice rg x", ["rg", "x"], "/w"),
         ("X=notes; Y=$X/sub; rg x $Y", ["rg", "x", "notes/sub"], "/w"),
         ("time rg x", ["rg", "x"], "/w"),
+        ("time -p rg x", ["rg", "x"], "/w"),  # bash's keyword takes -p (POSIX output): it was read as a command `-p`
+        ("time -p -- rg x", ["rg", "x"], "/w"),
+        ("rg x {src,notes}", ["rg", "x", "src", "notes"], "/w"),  # brace expansion: bash hands rg two folders
+        ("rg x notes/{a,b{c,d}}.md", ["rg", "x", "notes/a.md", "notes/bc.md", "notes/bd.md"], "/w"),
+        ("rg 'x{1,2}' \"{a,b}\" \\{c,d} {e} {} a{,}", ["rg", "x{1,2}", "{a,b}", "{c,d}", "{e}", "{}", "a", "a"], "/w"),
+        ("D=notes; rg x {$D,src}", ["rg", "x", "notes", "src"], "/w"),
         ("if true; then rg x; fi", ["rg", "x"], "/w"),
         ("cd ~ && rg x", ["rg", "x"], "HOME"),
     ],

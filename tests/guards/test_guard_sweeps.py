@@ -56,6 +56,9 @@ CODE = "work/code"
 CASES: list[tuple[str, object, str, str]] = [
     # 1. the collections' own patterns decide what a file filter lets through
     (B, "grep -r --include=*.rst foo .", "manual", "deny"),
+    (B, "grep -rn foo {src,notes}", REPO, "deny"),  # bash's brace expansion hands grep the notes folder
+    (B, "rg foo {src,tests}", REPO, "allow"),
+    (B, "grep -rn foo '{src,notes}'", REPO, "allow"),  # quoted: one (missing) folder named {src,notes}
     (B, "grep -r --include='*.rst' foo manual", ".", "deny"),
     (B, "rg -t rst foo", "manual", "deny"),
     (B, "rg --type=rst foo manual", ".", "deny"),
@@ -305,3 +308,23 @@ def test_a_project_with_only_guard_allow_needs_approval_and_its_protect_stays_in
     refresh_folder_cache()
     assert decide("rg foo docs", "clone") == "allow"
     assert decide("grep -r foo .", "notes") == "deny"
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("grep -R foo .", "deny"),  # -R follows every symlink it meets: `docs` leads into the notes
+    ("grep --dereference-recursive foo .", "deny"),
+    ("rg -L foo", "deny"),
+    ("rg --follow foo .", "deny"),
+    ("grep -r foo .", "allow"),  # -r follows only the links named on its command line
+    ("rg foo", "allow"),
+    ("grep -R --exclude-dir=docs foo .", "allow"),
+    ("grep -R foo src", "allow"),
+])
+def test_a_search_that_follows_symlinks_sees_a_link_into_the_notes(notes_world: Path, command: str, expected: str) -> None:
+    """A code repository with a symlink to a knowledge folder (`docs -> ~/notes`, a common
+    set-up): a search that follows symlinks (grep -R, rg -L) reads the notes through it, and
+    the guard, judging the paths alone, let it through."""
+    code = notes_world / CODE
+    (code / "src").mkdir(exist_ok=True)
+    (code / "docs").symlink_to(notes_world / NOTES)
+    assert outcome(notes_world, B, command, CODE)[0] == expected

@@ -320,3 +320,16 @@ def test_install_names_what_drains_the_queue_here(cli, state: Path, tmp_path: Pa
         assert "install-service" not in note and f"{qmd} updater daemon" in note and "*/2 * * * * " in note
     else:
         assert "qmd updater install-service" in note
+
+
+def test_a_file_where_the_hooks_folder_goes_is_one_error_line(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`.git/hooks` as a file (or core.hooksPath naming one): exit 3 'this is a bug' before."""
+    repo = make_repo(tmp_path / "repo")
+    hooks = repo / ".git" / "hooks"
+    for child in hooks.iterdir():
+        child.unlink()
+    hooks.rmdir()
+    hooks.write_text("not a folder\n")
+    code, _out, err = cli("hooks", "install", str(repo))
+    assert code == 1 and f"cannot create the hooks folder {hooks}" in err and "hint:" in err, err
+    assert hooks.read_text() == "not a folder\n"

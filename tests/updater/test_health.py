@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from tests.support.run import run_qmd
+from tests.support.run import command, run_qmd
 
 
 HEALTH = shlex.quote(str(Path(sys.executable).parent / "qmd")) + " health --session-start"
@@ -115,3 +115,57 @@ def test_guard_uninstall_after_user_edits_removes_the_session_hook_too(cli, stat
     settings.write_text(json.dumps(data, indent=2) + "\n")
     assert cli("guard", "uninstall", "--claude")[0] == 0
     assert json.loads(settings.read_text()) == {"model": "opus"}
+
+
+def test_a_dead_updaters_record_naming_a_reused_pid_is_not_a_running_updater(state: Path) -> None:
+    """kill -9 leaves updater.lock.json behind; once its PID belongs to another process, that
+    record must not pass for a running updater (health, doctor and the session line trust it)."""
+    from qmd import harness
+    from updater import spool
+
+    daemon = subprocess.Popen(command("updater", "daemon"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    record = state / "updater.lock.json"
+    deadline = time.time() + 30
+    while not record.exists():
+        assert daemon.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    daemon.kill()
+    daemon.wait(timeout=30)
+    other = subprocess.Popen(["sleep", "60"])  # the dead updater's PID, reused by another process
+    try:
+        data = json.loads(record.read_text())
+        data["pid"] = other.pid
+        record.write_text(json.dumps(data))
+        path = spool.enqueue(harness.StateLayout(state), "/srv/notes", "post-commit")
+        queued = json.loads(path.read_text())
+        queued["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+        path.write_text(json.dumps(queued))
+        status = json.loads(run_qmd("updater", "status", "--json").stdout)
+        assert status["updater"] is None
+        assert "updater: not running" in run_qmd("health").stdout
+        start = run_qmd("health", "--session-start")
+        assert start.stdout.startswith("qmd: 1 index update request has waited 1h and no updater is running"), start.stdout
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_session_start_refreshes_a_guard_cache_older_than_a_hand_edited_config(state: Path, tmp_path: Path) -> None:
+    """A collection added to the YAML by hand stayed unprotected by the guard until someone ran
+    `qmd guard refresh`; each agent session now starts with the cache rewritten when a config
+    is newer than it (and silently: the session line is unchanged)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    config_dir = Path(os.environ["XDG_CONFIG_HOME"]) / "qmd"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "index.yml").write_text("collections: {}\n")
+    assert run_qmd("guard", "refresh").returncode == 0
+    cache = state / "guard" / "folders.json"
+    assert str(notes) not in cache.read_text()
+    config = config_dir / "index.yml"
+    config.write_text(f"collections:\n  notes:\n    path: {notes}\n")
+    later = cache.stat().st_mtime + 5
+    os.utime(config, (later, later))
+    start = run_qmd("health", "--session-start")
+    assert start.returncode == 0 and start.stdout == "" and start.stderr == ""
+    assert str(notes) in cache.read_text()

@@ -125,3 +125,101 @@ def test_routing_reaches_every_index_and_nested_collections(cli, state: Path, tm
         assert [h.uri for h in store.search("freshword")] == ["qmd://docs/new.md"]  # "outside" was not touched
     with qmd.Store(work.index_path, work.config_path) as store:
         assert {h.uri for h in store.search("freshword")} == {"qmd://everything/mono/docs/new.md", "qmd://everything/elsewhere/o2.md"}
+
+
+def test_junk_in_the_spool_never_hangs_the_updater_health_or_doctor(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A FIFO (or a link to /dev/zero) among the requests or the failure records: reading it
+    blocked forever, so the updater held its lock for good and `qmd health --session-start`
+    (an agent's SessionStart hook) and `qmd doctor` hung. It is unreadable junk: moved to failed/."""
+    import os
+
+    repo = make_repo(tmp_path / "notes")
+    with _store() as store:
+        store.add_collection(repo, name="notes")
+    assert cli("hooks", "install", str(repo))[0] == 0
+    commit(repo, "a.md", "# A\n\nzebrafish\n")
+    for folder in ("failures", "queue/cur"):
+        (state / folder).mkdir(parents=True, exist_ok=True)
+    for path in (state / "queue" / "new" / "fifo", state / "queue" / "cur" / "fifo2", state / "failures" / "x.json"):
+        os.mkfifo(path)
+    os.symlink("/dev/zero", state / "queue" / "new" / "zero")
+    for args in (("health", "--session-start"), ("health",), ("updater", "status", "--json")):  # doctor's queue check is this snapshot
+        proc = run_qmd(*args, timeout=30)
+        assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, (args, proc.stderr)
+    proc = run_qmd("updater", "run", "--json", timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["invalid"] == 3 and result["succeeded_repos"] == [str(repo)]
+    assert sorted(queue_files(state, "failed")) == ["fifo", "fifo2", "zero"]
+    assert queue_files(state, "new") == queue_files(state, "cur") == []
+    with _store() as store:
+        assert [h.uri for h in store.search("zebrafish")] == ["qmd://notes/a.md"]
+
+
+def test_an_updater_killed_mid_update_raises_the_flag_and_backs_off(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL (the OOM killer during an embed, say) left no failure record: the flag stayed down
+    and a supervisor restarting the updater repeated the fatal step at once, forever. The next
+    updater records the death as a failed attempt of that step (flag up, backoff, dead after 5);
+    the request is kept, and a later success clears it all."""
+    from qmd.core.locks import lock_file, lock_path
+
+    repo = make_repo(tmp_path / "notes")
+    with _store() as store:
+        store.add_collection(repo, name="notes")
+        index_path = qmd.resolve_index(None).index_path
+    assert cli("hooks", "install", str(repo))[0] == 0
+    commit(repo, "a.md", "# A\n\nzebrafish\n")
+    log = state / "logs" / "updater.log"
+    with lock_file(lock_path(index_path)):  # the update waits on the index's writer lock: mid-update
+        victim = subprocess.Popen(command("updater", "run"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while "waiting for its writer lock" not in (log.read_text() if log.exists() else ""):
+            assert victim.poll() is None and time.time() < deadline
+            time.sleep(0.05)
+        victim.kill()
+        victim.wait(timeout=30)
+    assert len(queue_files(state, "cur")) == 1  # claimed, not lost
+
+    proc = run_qmd("updater", "run", "--respect-backoff", "--json")  # what a restarted daemon or the timer does
+    assert proc.returncode == 0, proc.stderr
+    [failure] = [json.loads(p.read_text()) for p in (state / "failures").iterdir()]
+    assert failure["repo"] == str(repo) and failure["step"] == "update" and failure["attempts"] == 1
+    assert f"pid {victim.pid}" in failure["error"] and "died" in failure["error"]
+    assert json.loads(proc.stdout)["deferred"] == [str(repo)]  # backoff: not retried at once
+    assert json.loads((state / "health.json").read_text())["raised"] is True
+    assert run_qmd("health").returncode == 1
+    assert len(queue_files(state, "cur")) == 1
+
+    proc = run_qmd("updater", "run", "--json")  # a manual run retries now, succeeds, clears
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((state / "health.json").read_text())["raised"] is False
+    assert not list((state / "failures").iterdir()) and queue_files(state, "cur") == []
+    with _store() as store:
+        assert [h.uri for h in store.search("zebrafish")] == ["qmd://notes/a.md"]
+
+
+def test_a_death_during_the_embed_is_recorded_as_an_embed_failure(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """What a SIGKILL during the embed leaves (working.json naming the embed step) becomes a
+    failed embed attempt; a malformed working.json is removed and records nothing."""
+    from qmd import harness
+
+    repo = make_repo(tmp_path / "notes")
+    with _store() as store:
+        store.add_collection(repo, name="notes")
+    layout = harness.StateLayout(state)
+    layout.working.parent.mkdir(parents=True, exist_ok=True)
+    layout.working.write_text(json.dumps({"pid": 4242, "started_at": "2026-01-01T00:00:00Z", "index": "index", "step": "embed", "repos": {str(repo): ["notes"]}}))
+    assert run_qmd("updater", "run").returncode == 0
+    [failure] = [json.loads(p.read_text()) for p in (state / "failures").iterdir()]
+    assert failure["step"] == "embed" and failure["collections"] == ["notes"] and "pid 4242" in failure["error"]
+    assert not layout.working.exists() and run_qmd("health").returncode == 1
+    layout.working.write_text("[not what a run writes")
+    assert run_qmd("updater", "run").returncode == 0
+    assert not layout.working.exists() and len(list((state / "failures").iterdir())) == 1
+
+
+def test_a_folder_where_the_updater_lock_goes_is_one_error_line_not_a_crash(state: Path) -> None:
+    (state / "updater.lock").mkdir(parents=True)
+    proc = run_qmd("updater", "run")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "this is a bug" not in proc.stderr, proc.stderr
+    assert f"cannot take the updater lock {state / 'updater.lock'}" in proc.stderr and "hint: mv " in proc.stderr, proc.stderr

@@ -661,6 +661,16 @@ def test_index_file_is_not_a_database(indexed: Path, cli: Cli, tmp_path: Path, m
     assert junk.read_bytes() == b"this is not sqlite\n" * 100
 
 
+def test_config_that_is_a_fifo_is_an_error_not_a_hang(indexed: Path, tmp_path: Path) -> None:
+    """A FIFO where the config goes: every command (and the updater, which reads every config
+    holding its lock) blocked in open() for good; now one line naming the file."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "qmd" / "index.yml"
+    config.unlink()
+    os.mkfifo(config)
+    proc = run_qmd("status", timeout=30)
+    assert proc.returncode == 1 and f"cannot read config {config}" in proc.stderr and "not a regular file" in proc.stderr, proc.stderr
+
+
 def test_config_dir_is_a_file(indexed: Path, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "cfg-file"
     blocker.write_text("x")
