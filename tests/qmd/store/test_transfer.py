@@ -703,6 +703,7 @@ def test_a_replace_interrupted_by_ctrl_c_leaves_every_collection_as_it_was(  # t
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
         "import os, signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # as at a terminal: a shell's background job (CI under nohup &) inherits SIGINT ignored
         "from qmd.backends import sql\n"
         "from qmd.backends.owner import WRITER_PREFIX\n"
         "_set = sql.set_meta\n"
