@@ -136,14 +136,33 @@ def damaged(path: Path, detail: str) -> IndexDamagedError:
     return IndexDamagedError(f"the index {path} is damaged: {detail}", REBUILD_HINT)
 
 
+def _not_a_file(path: Path) -> str | None:
+    """Why what is at `path` is not a regular file (a folder, a FIFO, a device), or None (a
+    file, or nothing there). SQLite and a plain read both wait forever on a FIFO nobody writes."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return None if stat.S_ISREG(mode) else "a pipe, a device or a socket"
+
+
 def _header_problem(path: Path) -> str | None:
     """One look at the file's first 100 bytes and its size (no SQLite involved)."""
+    from qmd.core.fileio import NotRegularFile, open_regular
+
+    kind = _not_a_file(path)
+    if kind:
+        return f"it is {kind}, not a file"
     try:
         size = path.stat().st_size
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # never waits: swapped for a FIFO since the look above, it is refused
             header = f.read(100)
-    except IsADirectoryError:
-        return "it is a folder, not a file"
+    except NotRegularFile:
+        return f"it is {_not_a_file(path) or 'not a regular file'}, not a file"
     except OSError as exc:
         return None if isinstance(exc, FileNotFoundError) else f"it cannot be read ({exc.strerror or exc})"
     if size == 0:
@@ -211,8 +230,9 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     """
     if not create and not path.exists():
         raise QmdError(f"no index at {path}", "add a collection first: qmd collection add DIR --name NAME")
-    if path.is_dir():
-        raise QmdError(f"the index path {path} is a folder, not an index file", f"move the folder aside (mv {path} {path}.moved-aside), or set INDEX_PATH to a file")
+    kind = _not_a_file(path)
+    if kind:  # a FIFO would make SQLite (and the header's read) wait forever
+        raise QmdError(f"the index path {path} is {kind}, not an index file", f"move {'the folder' if kind == 'a folder' else 'it'} aside (mv {path} {path}.moved-aside), or set INDEX_PATH to a file")
     if path.exists() or path.is_symlink():
         problem = file_problem(path)
         if problem:

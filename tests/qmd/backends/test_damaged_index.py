@@ -172,6 +172,18 @@ def test_a_folder_in_place_of_the_index_names_the_folder_not_a_rebuild(built: tu
     assert proc.returncode == 1 and f"Error: the index path {path} is a folder" in proc.stderr and "move the folder aside" in proc.stderr, proc.stderr
 
 
+def test_a_fifo_in_place_of_the_index_is_one_line_not_a_hang(built: tuple[Path, bytes]) -> None:
+    """A FIFO at the index path (red team): SQLite's open and the header's read both waited
+    forever for a writer, so `qmd search` and `qmd doctor` hung. Now: one line, exit 1."""
+    path, _ = built
+    path.unlink()
+    os.mkfifo(path)
+    proc = run_qmd("search", "rollback", timeout=60)
+    assert proc.returncode == 1 and f"Error: the index path {path} is a pipe, a device or a socket" in proc.stderr and "move it aside" in proc.stderr, proc.stderr
+    doctor = run_qmd("doctor", "--quick", timeout=60)
+    assert doctor.returncode != 0 and "pipe" in doctor.stdout + doctor.stderr, doctor.stdout + doctor.stderr
+
+
 TAMPERED = {
     "a view in place of a table": "DROP TABLE file_issues; CREATE VIEW file_issues AS SELECT 1 AS x",
     "a table dropped": "DROP TABLE documents",
