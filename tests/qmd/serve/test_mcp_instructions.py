@@ -498,6 +498,14 @@ def _server(open_store: Any, kept_text: str | None, kept: list[str]) -> tuple[An
     return server, thread, write_in, write_out, read_out
 
 
+def _end(thread: Any, write_in: int, write_out: int, read_out: int) -> None:
+    """Close the server's stdin (it stops), wait for it, then close the other pipe ends."""
+    os.close(write_in)
+    thread.join(40)
+    os.close(write_out)
+    os.close(read_out)
+
+
 def test_a_lock_taken_after_the_store_opened_gives_the_busy_text_at_once(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Another process's write lock taken between the Store opening (its connection open) and
     the status behind `initialize`'s instructions: the status waited the connection's busy
@@ -528,10 +536,7 @@ def test_a_lock_taken_after_the_store_opened_gives_the_busy_text_at_once(env: di
     finally:
         for holder in holders:
             holder.close()
-        os.close(write_in)
-        thread.join(40)
-        os.close(write_out)
-        os.close(read_out)
+        _end(thread, write_in, write_out, read_out)
     assert not thread.is_alive() and not any(BUSY_LINE in t for t in kept), kept
 
 
@@ -567,8 +572,5 @@ def test_a_lock_arriving_once_the_index_is_open_gives_the_busy_text_at_once(env:
     finally:
         if holder is not None:
             holder.close()
-        os.close(write_in)
-        thread.join(40)
-        os.close(write_out)
-        os.close(read_out)
+        _end(thread, write_in, write_out, read_out)
     assert not thread.is_alive() and not any(BUSY_LINE in t for t in kept), kept
