@@ -213,8 +213,22 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
         elif space["retrain_due"]:
             out.append(warn(label, f"{space['structure']}: its centroids no longer fit: {space['retrain_due']}; searches read more codes or miss more", f"{fix}  # retrains them (resumable; meanwhile searches rank every code)"))
         else:
-            out.append(ok(label, f"{space['structure']}: {chunks} chunks coded"))
+            out.append(_recall_check(label, space, fix))
     return out
+
+
+def _recall_check(label: str, space: dict[str, object], fix: str) -> CheckResult:
+    """A built approximate index is searched (under QMD_VECTOR_INDEX=auto) only once `qmd embed`
+    has measured its recall@10 against exact search at 0.95 or better for what it holds now."""
+    held = f"{space['structure']}: {space['chunks']} chunks coded"
+    if space.get("recall_due"):
+        before = f" (last: {space['recall_words']})" if space.get("recall_words") else ""
+        return warn(label, f"{held}; its recall against exact search is not measured for what it holds now{before}, so searches compute every distance (slower) until it is", f"{fix}  # measures it")
+    if space.get("recall_words") is None:  # QMD_VECTOR_INDEX=exact: never searched, never measured
+        return ok(label, held)
+    if space.get("recall_trusted"):
+        return ok(label, f"{held}; {space['recall_words']}")
+    return ok(label, f"{held}; {space['recall_words']}: under 0.95, so searches compute every distance (exact, slower; QMD_VECTOR_INDEX=approx searches the index anyway)")
 
 
 def _drop_orphaned(ctx: Context, index: str) -> str:

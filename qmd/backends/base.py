@@ -28,6 +28,7 @@ import abc
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from types import FunctionType
 
@@ -58,6 +59,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.errors import QmdError
     from qmd.core.filters import Filter
+    from qmd.backends.recall import Recall
     from qmd.backends.parts import CacheSql, Connection, DocumentsSql, FulltextSql, VectorsSql
 
 
@@ -65,14 +67,33 @@ VECTOR_INDEX_ENV = "QMD_VECTOR_INDEX"
 VECTOR_INDEX_MODES = ("exact", "approx", "auto")
 
 
+_FORCED_MODE: ContextVar[str | None] = ContextVar("qmd_vector_index", default=None)
+
+
+@contextmanager
+def forced_vector_index(mode: str) -> Iterator[None]:
+    """`vector_index_mode()` answers `mode` inside the block (this thread or task only):
+    measuring an index's recall searches it both ways (qmd/backends/recall.py)."""
+    token = _FORCED_MODE.set(mode)
+    try:
+        yield
+    finally:
+        _FORCED_MODE.reset(token)
+
+
 def vector_index_mode() -> str:
     """exact | approx | auto, from QMD_VECTOR_INDEX (a bad value: an error naming the choices).
     exact: every vector search computes all distances, on both backends (recall 1.0; a
     near-uniform set beats every approximate structure measured: docs/performance.md);
-    auto (default) and approx: SQLite's approximate index from APPROX_MIN_CHUNKS (approx: at
-    any size), PostgreSQL's HNSW past its exact sizes."""
+    auto (default): SQLite's approximate index from APPROX_MIN_CHUNKS, PostgreSQL's HNSW past
+    its exact sizes, each only while its measured recall stands at RECALL_TARGET
+    (qmd/backends/recall.py); approx: the approximate index whenever it is built (SQLite: at
+    any size), whatever it measured."""
     import os
 
+    forced = _FORCED_MODE.get()
+    if forced is not None:
+        return forced
     value = os.environ.get(VECTOR_INDEX_ENV, "auto").strip().lower() or "auto"
     if value not in VECTOR_INDEX_MODES:
         from qmd.core.errors import QmdError
@@ -368,19 +389,91 @@ class IndexBackend(abc.ABC):
         vector_index_mode()
 
     def vector_index_due(self, model: VectorModel) -> bool:
-        """Whether the settings want an approximate vector index for `model` that is not built
-        (or not finished): `qmd embed` then builds it. Default: the backend has none."""
+        """Whether `qmd embed` has work on `model`'s approximate vector index: the settings want
+        one that is not built (or not finished), or its recall is not measured for what it
+        holds now (`vector_recall_due`)."""
+        return self._structure_due(model) or self.vector_recall_due(model)
+
+    def _structure_due(self, model: VectorModel) -> bool:
+        """Whether the settings want an approximate structure for `model` that is not built or
+        not finished. Default: the backend has none to build."""
         return False
 
     def vector_index_status(self) -> list[dict[str, object]]:
         """Per vector space with chunks: its recorded approximate structure against its rows,
-        for doctor (keys: model, structure, state, chunks, floats, codes, due). Default: none."""
+        for doctor (keys: model, structure, state, chunks, floats, codes, due, recall,
+        recall_due). Default: none."""
         return []
 
     def build_vector_index(self, model: VectorModel) -> int:
-        """Build or finish the approximate vector index (resumable, readers never wait);
-        returns the chunks it coded. Default: nothing."""
+        """Build or finish the approximate vector index (resumable, readers never wait), then
+        measure its recall when due; returns the chunks it coded."""
+        coded = self._build_structure(model)
+        if self.vector_recall_due(model):
+            self.measure_vector_recall(model)
+        return coded
+
+    def _build_structure(self, model: VectorModel) -> int:
+        """Build or finish the approximate structure itself; chunks coded. Default: nothing."""
         return 0
+
+    def _approx_identity(self, model: VectorModel) -> tuple[str, int] | None:
+        """(identity, rows) of the approximate index a search of `model` would take were its
+        recall trusted: words that change when it is rebuilt or retrained, and the vectors it
+        holds; None when searches of this space are exact anyway (small, none built)."""
+        return None
+
+    def vector_recall(self, model: VectorModel) -> Recall | None:
+        """The last measurement of `model`'s approximate index (qmd/backends/recall.py)."""
+        from qmd.backends import recall
+
+        return recall.parse(self.meta_values(recall.key(model.id)).get(recall.key(model.id)))
+
+    def vector_recall_due(self, model: VectorModel) -> bool:
+        """Whether the approximate index a search would take has no measurement that stands for
+        it (so searches under auto stay exact): `qmd embed` measures it. Never under exact."""
+        if vector_index_mode() == "exact":
+            return False
+        found = self._approx_identity(model)
+        if found is None:
+            return False
+        check = self.vector_recall(model)
+        return check is None or not check.stands(found[1], found[0])
+
+    def recall_status(self, model: VectorModel) -> dict[str, object]:
+        """For `vector_index_status`: `recall` (the last measurement's recall@10, or None),
+        `recall_words` (what it measured), `recall_due` (none stands for the index now: searches
+        under auto are exact until `qmd embed` measures it) and `recall_trusted` (auto searches
+        take the index)."""
+        from qmd.backends import recall
+
+        check = self.vector_recall(model)
+        due = self.vector_recall_due(model)
+        return {
+            "recall": check.recall if check else None, "recall_words": check.words() if check else None, "recall_due": due,
+            "recall_trusted": bool(check and not due and check.recall >= recall.RECALL_TARGET),
+        }
+
+    def measure_vector_recall(self, model: VectorModel) -> Recall | None:
+        """Measure recall@10 of `model`'s approximate index against exact search (see
+        qmd/backends/recall.py) and keep it; None when searches of the space are exact anyway.
+        Reads only, then one small write: the caller holds the writer lock."""
+        from qmd.backends import recall
+        from qmd.core.clock import now_iso
+
+        found = self._approx_identity(model)
+        samples = self.vector_sample(model, recall.RECALL_QUERIES) if found else []
+        if found is None or not samples:
+            return None
+        with forced_vector_index("exact"):
+            exact = self.nearest_many(model, samples, recall.RECALL_K + 1, None)
+        with forced_vector_index("approx"):
+            approx = self.nearest_many(model, samples, recall.RECALL_K + 1, None)
+        value, counted = recall.leave_one_out([[hit[0] for hit in page] for page in exact], [[hit[0] for hit in page] for page in approx])
+        check = recall.Recall(round(value, 4), counted, found[1], found[0], now_iso())
+        with self.atomic():
+            self.set_meta(recall.key(model.id), check.to_text())
+        return check
 
     def nearest_documents(
         self, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,

@@ -204,10 +204,30 @@ class PostgresBackend(IndexBackend):
         return vectors.bulk_writes(self.connection, model, documents)
 
     def vector_index_status(self) -> list[dict[str, object]]:
-        """The HNSW indexes an earlier qmd built at a smaller ef_construction (see vectors.outdated_hnsw)."""
+        """The HNSW indexes an earlier qmd built at a smaller ef_construction (see
+        vectors.outdated_hnsw), then each other one searches would take, with its recall."""
         from qmd.backends.postgres import vectors
 
-        return vectors.outdated_hnsw(self.connection(), self.schema, redact(self.url))
+        conn = self.connection()
+        out = vectors.outdated_hnsw(conn, self.schema, redact(self.url))
+        seen = {str(space["model"]) for space in out}
+        for model_id, fp, name, dims in conn.execute("SELECT id, fingerprint, model, dims FROM embed_models ORDER BY id").fetchall():
+            model = VectorModel(int(model_id), str(fp), str(name), int(dims))
+            space = vectors.Space.read(conn, model)
+            if space.identity is None or model.model in seen:
+                continue
+            out.append({
+                "model": model.model, "structure": f"hnsw (m {vectors.HNSW_M}, ef_construction {vectors.hnsw_ef_construction(conn, model.id)})",
+                "state": "ready", "current": True, "chunks": space.rows, "floats": space.rows, "codes": space.rows, "lists": True,
+                "retraining": None, "retrain_due": None, "due": False, **self.recall_status(model),
+            })
+        return out
+
+    def _approx_identity(self, model: VectorModel) -> tuple[str, int] | None:
+        from qmd.backends.postgres import vectors
+
+        space = vectors.Space.read(self.connection(), model)
+        return None if space.identity is None else (space.identity, space.rows)
 
     # --- schema and integrity ---------------------------------------------------------
 

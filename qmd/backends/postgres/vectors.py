@@ -5,9 +5,11 @@ A search is exact whenever it can be cheap: over a table of at most EXACT_CHUNKS
 a collection scope / filter allowing at most SCOPED_EXACT_CHUNKS (when the planner's estimate
 of its chunks says it may be that few, the exact scan lists them, up to the cap, and gives up
 past it), the distance of every candidate is computed.
-Past that (unless QMD_VECTOR_INDEX=exact, which computes every distance at any size: on a
-near-uniform set nothing approximate measured reaches recall 0.95 at 1M for less than that
-scan, docs/performance.md), one pass through the HNSW index: the scope and filter are tested inside the
+Past that, once `qmd embed` has measured the HNSW index's recall@10 against exact search at
+RECALL_TARGET or better for its present size (qmd/backends/recall.py; under
+QMD_VECTOR_INDEX=approx whatever it measured, under exact never: on a near-uniform set at 1M
+it measured 0.575, and nothing approximate reached 0.95 there for less than the exact scan,
+docs/performance.md), one pass through the HNSW index: the scope and filter are tested inside the
 index-ordered query (nested loops from the HNSW scan to each chunk's documents, no sort),
 pgvector's iterative scan keeps walking the graph while a cursor fetches rows, until the
 page holds `limit` documents; ef_search is pgvector's widest (1000). Only a pass that runs
@@ -33,6 +35,7 @@ from qmd.backends.sql import count, model_row
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.filters import Filter
+    from qmd.backends.recall import Recall
 
 EXACT_CHUNKS = 20_000  # up to this many chunks in the table, distances are computed for all (exact)
 SCOPED_EXACT_CHUNKS = 10_000  # a scope or filter allowing up to this many: its exact scan (a key lookup per chunk)
@@ -526,25 +529,52 @@ def _share(conn: psycopg.Connection, model: VectorModel, allowed: str, params: l
     return min(1.0, rows(f"{chunks} AND c.hash IN (SELECT d.hash FROM documents d WHERE {allowed})", [model.id, *params]) / max(1.0, rows(chunks, [model.id])))
 
 
+class Space:
+    """What a search of one vector space decides by, read in one statement: its size (the
+    chunks counted up to EXACT_CHUNKS + 1 only, as a count of a million rows costs more than
+    the search, and the table's size estimate), whether HNSW serves it (a bulk embed drops
+    the index; small tables and wide vectors are exact) and that index's last recall
+    measurement (qmd/backends/recall.py)."""
+
+    def __init__(self, rows: int, identity: str | None, check: Recall | None) -> None:
+        self.rows, self.identity, self.check = rows, identity, check
+
+    @classmethod
+    def read(cls, conn: psycopg.Connection, model: VectorModel) -> Space:
+        from qmd.backends import recall
+
+        index = f"{table(model.id)}_hnsw"
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM (SELECT 1 FROM chunks WHERE model_id = %s LIMIT %s) x),"
+            " (SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)),"
+            " coalesce((SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)), false),"
+            " (SELECT relfilenode::bigint FROM pg_class WHERE oid = to_regclass(%s)),"
+            " (SELECT value FROM meta WHERE key = %s)",
+            (model.id, EXACT_CHUNKS + 1, table(model.id), index, index, recall.key(model.id)),
+        ).fetchone()
+        assert row is not None
+        rows = max(int(row[0]), int(row[1] or 0))
+        identity = None
+        if int(row[0]) > EXACT_CHUNKS and model.dims <= 2000 and bool(row[2]):
+            identity = f"hnsw, ef_search {EF_SEARCH_MIN}, file {row[3]}"  # a rebuild (bulk embed, REINDEX) is a new file
+        return cls(rows, identity, recall.parse(row[4]))
+
+    def trusted(self) -> bool:
+        return self.identity is not None and self.check is not None and self.check.trusted(self.rows, self.identity)
+
+
 def nearest_documents(
     conn: psycopg.Connection, model: VectorModel, query: Sequence[float], limit: int | None, scope: list[str] | None, where: Filter | None = None,
 ) -> list[Nearest]:
     """The allowed documents whose best chunk is nearest to `query`, best first (see the module doc)."""
     q = literal(query)
     allowed, params = _allowed_docs(scope, where)
-    # The chunks counted up to EXACT_CHUNKS + 1 only (a count of a million rows costs more than
-    # the search), the table's size estimate, and whether HNSW is there (a bulk embed drops it).
-    row = conn.execute(
-        "SELECT (SELECT count(*) FROM (SELECT 1 FROM chunks WHERE model_id = %s LIMIT %s) x),"
-        " (SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)),"
-        " coalesce((SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)), false)",
-        (model.id, EXACT_CHUNKS + 1, table(model.id), f"{table(model.id)}_hnsw"),
-    ).fetchone()
-    assert row is not None
-    few, ready = int(row[0]) <= EXACT_CHUNKS, bool(row[2])
-    total = max(int(row[0]), int(row[1] or 0))
-    if limit is None or few or model.dims > 2000 or not ready or vector_index_mode() == "exact":  # QMD_VECTOR_INDEX=exact: every distance
+    space = Space.read(conn, model)
+    mode = vector_index_mode()
+    hnsw = space.identity is not None and mode != "exact" and (mode == "approx" or space.trusted())  # auto: HNSW's recall measured (recall.py)
+    if limit is None or not hnsw:  # QMD_VECTOR_INDEX=exact, a small table, no valid HNSW: every distance
         return _exact(conn, model, q, limit, allowed, params) or []
+    total = space.rows
     share = 1.0
     if scope is not None or where is not None:
         share = _share(conn, model, allowed, params)

@@ -147,17 +147,42 @@ def wanted(conn: apsw.Connection, model_id: int, total: int | None = None) -> bo
     return chosen == "approx" or (chunks_of(conn, model_id) if total is None else total) >= APPROX_MIN_CHUNKS
 
 
-def searchable(conn: apsw.Connection, model_id: int, total: int) -> bool:
-    """Whether a query of this space takes the approximate pass: built and ready, and wanted."""
+def searchable(conn: apsw.Connection, model_id: int, total: int, measured: bool = True) -> bool:
+    """Whether a query of this space takes the approximate pass: built and ready, wanted, and
+    under auto (`measured`) its recall measured at RECALL_TARGET for what it holds now
+    (qmd/backends/recall.py: else every distance is computed, slower and never wrong)."""
     chosen = vector_index_mode()
     if chosen == "exact":
         return False
     found = recorded(conn, model_id)
     if found is None or found[0] != STRUCTURE or not (chosen == "approx" or total >= APPROX_MIN_CHUNKS) or not present(conn, model_id):
         return False
-    if found[1] == "ready":
-        return True
-    return found[1] == "building" and retraining(conn, model_id) is not None and _all_coded(conn, model_id)  # a retrain: every code ranked (_nearest_codes)
+    if found[1] != "ready" and not (found[1] == "building" and retraining(conn, model_id) is not None and _all_coded(conn, model_id)):
+        return False  # a retrain under way is searched: every code ranked (_nearest_codes)
+    return not measured or chosen == "approx" or _trusted(conn, model_id)
+
+
+def identity(conn: apsw.Connection, model_id: int) -> tuple[str, int]:
+    """(identity, rows) of the space's structure for its recall measurement: the structure and
+    its centroids' training (a retrain is another index), and the codes ever inserted
+    (sqlite_sequence: one key lookup, where counting the codes reads ~1M rows)."""
+    row = conn.execute(
+        f"SELECT (SELECT trained FROM {centres(model_id)} WHERE list = 0), (SELECT count(*) FROM {centres(model_id)}),"
+        " coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0)",
+        (f"{codes(model_id)}_rowids",),
+    ).fetchall()[0]
+    return f"{STRUCTURE}, {as_int(row[1])} lists trained {row[0]}", as_int(row[2])
+
+
+def _trusted(conn: apsw.Connection, model_id: int) -> bool:
+    from qmd.backends import recall
+
+    stored = conn.execute("SELECT value FROM meta WHERE key = ?", (recall.key(model_id),)).fetchall()
+    check = recall.parse(stored[0][0]) if stored else None
+    if check is None:
+        return False
+    name, rows = identity(conn, model_id)
+    return check.trusted(rows, name)
 
 
 def _all_coded(conn: apsw.Connection, model_id: int) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import apsw
 
-from qmd.backends.base import FieldsFor, IndexBackend, IndexCheck, RebuildReport
+from qmd.backends.base import FieldsFor, IndexBackend, IndexCheck, RebuildReport, VectorModel
 from qmd.backends.owner import Owner
 from qmd.backends.sql import count, drop_inactive, scalar
 from qmd.backends.sqlite import cache, documents, fulltext
@@ -19,7 +19,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmd.core.errors import QmdError
     from qmd.backends.parts import VectorsSql
-    from qmd.backends.rows import VectorModel
 
 
 class SqliteBackend(IndexBackend):
@@ -50,7 +49,7 @@ class SqliteBackend(IndexBackend):
             return IndexBusyError(f"the index {self.path} is locked by another process ({exc})", "retry when that process is done")
         return translate(self.path, exc) if isinstance(exc, apsw.Error) else None
 
-    def vector_index_due(self, model: VectorModel) -> bool:
+    def _structure_due(self, model: VectorModel) -> bool:
         from qmd.backends.sqlite import approx
 
         conn = self.connection()
@@ -63,16 +62,29 @@ class SqliteBackend(IndexBackend):
 
         conn = self.connection()
         out: list[dict[str, object]] = []
-        for model_id, name in list(conn.execute("SELECT id, model FROM embed_models ORDER BY id")):
+        for model_id, name, fp, dims in list(conn.execute("SELECT id, model, fingerprint, dims FROM embed_models ORDER BY id")):
             found = approx.status(conn, int(model_id))
             if found["chunks"] or found["structure"]:
-                out.append({"model": str(name), **found, "due": approx.wanted(conn, int(model_id), int(str(found["chunks"])))})
+                space = VectorModel(int(model_id), str(fp), str(name), int(dims))
+                out.append({
+                    "model": str(name), **found, "due": approx.wanted(conn, int(model_id), int(str(found["chunks"]))),
+                    **self.recall_status(space),
+                })
         return out
 
-    def build_vector_index(self, model: VectorModel) -> int:
+    def _build_structure(self, model: VectorModel) -> int:
         from qmd.backends.sqlite import vectors
 
         return vectors.build_index(self.connection(), model)
+
+    def _approx_identity(self, model: VectorModel) -> tuple[str, int] | None:
+        from qmd.backends.sqlite import approx, vectors
+
+        conn = self.connection()
+        vectors.ensure_vec(conn)
+        if not approx.searchable(conn, model.id, approx.chunks_of(conn, model.id), measured=False):
+            return None
+        return approx.identity(conn, model.id)
 
     def _vectors(self) -> VectorsSql:
         from qmd.backends.sqlite import vectors

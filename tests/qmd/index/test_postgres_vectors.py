@@ -49,6 +49,7 @@ def _vectors(backend: IndexBackend) -> tuple[VectorModel, list[str], np.ndarray]
 def _write(backend: IndexBackend, model: VectorModel, hashes: list[str], vecs: np.ndarray) -> None:
     for i in range(0, len(hashes), 40):
         backend.write_vectors(model, [(h, [ChunkVector(h, 0, 0, 5, 3, vecs[j].tolist())]) for j, h in enumerate(hashes[i:i + 40], start=i)])
+    backend.build_vector_index(model)  # what `qmd embed` runs after its writes: HNSW's recall measured, so auto searches take it
 
 
 def _exact(backend: IndexBackend, hashes: list[str], vecs: np.ndarray, q: np.ndarray, k: int, scope: str | None = None) -> list[str]:
@@ -192,3 +193,53 @@ def test_unscoped_exact_search_grows_past_one_long_documents_chunks(pg: qmd.Stor
     got = _hashes(backend, backend.nearest_documents(model, q.tolist(), 10, None))
     others = [h for h in _exact(backend, hashes, vecs, q, 12) if h not in (long_doc, inactive)]
     assert got == [long_doc] + others[:9]
+
+
+def test_hnsw_is_searched_under_auto_only_once_its_recall_measures_up(pg: qmd.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under QMD_VECTOR_INDEX=auto the HNSW index answers only once `qmd embed` has measured its
+    recall@10 against exact search at RECALL_TARGET (a near-uniform 1M set measured 0.575):
+    unmeasured, or measured under it, every distance is computed, and doctor gives the number.
+    A poor graph (m 2, ef_construction 4, a 20-wide search, no iterative scan) is the one that misses."""
+    from doctor.index import _vector_index
+    from doctor.results import Status
+    from qmd.backends import recall
+    from qmd.backends.postgres import vectors
+
+    backend = pg.backend
+    for name, value in (("HNSW_M", 2), ("HNSW_EF_CONSTRUCTION", 4)):
+        monkeypatch.setattr(vectors, name, value)
+    monkeypatch.setattr(vectors, "scan_settings", lambda k, size, share: ["SET LOCAL hnsw.ef_search = 20", "SET LOCAL enable_sort = off"])
+    hashes = sorted({row.hash for row in backend.find()})
+    vecs = np.random.default_rng(21).standard_normal((len(hashes), 64)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    model = backend.ensure_vector_model("test-uniform", "uniform", 64)
+    for i in range(0, len(hashes), 100):
+        backend.write_vectors(model, [(h, [ChunkVector(h, 0, 0, 5, 3, vecs[j].tolist())]) for j, h in enumerate(hashes[i:i + 100], start=i)])
+    passes: list[int] = []
+    real = vectors._hnsw
+    monkeypatch.setattr(vectors, "_hnsw", lambda *a: passes.append(1) or real(*a))
+    queries = np.random.default_rng(22).standard_normal((12, 64)).astype(np.float32)
+
+    def answers() -> list[list[str]]:
+        return [_hashes(backend, backend.nearest_documents(model, q.tolist(), 10, None)) for q in queries]
+
+    exact = [_exact(backend, hashes, vecs, q, 10) for q in queries]
+    assert backend.vector_recall_due(model) and answers() == exact and not passes  # unmeasured: exact
+    [check] = [c for c in _vector_index(pg, "index") if "uniform" in c.name]
+    assert check.status == Status.WARN and "not measured" in check.detail, check
+    backend.build_vector_index(model)
+    assert passes  # the measurement searched the index
+    passes.clear()
+    measured = backend.vector_recall(model)
+    assert measured is not None and measured.recall < recall.RECALL_TARGET and not backend.vector_recall_due(model)
+    assert answers() == exact and not passes  # measured under the target: exact
+    [check] = [c for c in _vector_index(pg, "index") if "uniform" in c.name]
+    assert check.status == Status.OK and f"recall@10 {measured.recall:.3f}" in check.detail and "under 0.95" in check.detail, check
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")  # the index whatever it measured: it misses
+    assert answers() != exact and passes
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "auto")
+    conn = backend.connection()  # type: ignore[attr-defined]
+    conn.execute("UPDATE meta SET value = replace(value, %s, %s) WHERE key = %s", (f'"recall": {measured.recall}', '"recall": 0.99', recall.key(model.id)))
+    passes.clear()
+    answers()
+    assert passes  # a measurement at the target: HNSW answers

@@ -637,9 +637,12 @@ def test_a_killed_retrain_resumes(index: tuple[qmd.Store, SqliteBackend, VectorM
     approx.build(conn, model, f"vec_{model.id}", batch=100)
     assert sum(seen) == N - 200  # the rest only, not a restart
     assert conn.execute(f"SELECT trained FROM {approx.centres(model.id)} WHERE list = 0").fetchall() == token
-    assert approx.retraining(conn, model.id) is None and approx.searchable(conn, model.id, N)
+    assert approx.retraining(conn, model.id) is None and approx.searchable(conn, model.id, N, measured=False)
+    [check] = _vector_index(store, "index")  # new centroids: another index, whose recall no measurement speaks for
+    assert check.status == Status.WARN and "not measured" in check.detail, check
+    backend.build_vector_index(model)  # what `qmd embed` runs: nothing to code, the recall measured
     [check] = _vector_index(store, "index")
-    assert check.status == Status.OK, check
+    assert check.status == Status.OK and "recall@10 1.000" in check.detail, check
 
 
 def test_a_build_leaves_a_small_wal(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray]) -> None:
@@ -827,7 +830,8 @@ def test_codes_read_during_a_retrain_are_read_again_when_it_ends(index: tuple[qm
 def test_an_embed_with_nothing_to_do_skips_the_skew_scan(index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     """`vector_index_due` runs on every `qmd embed`: the skew rule's GROUP BY over every code
     runs once, then again only after a chunk is coded or dropped (or new centroids), also in a
-    later process; each verdict is status()'s."""
+    later process; each verdict on the structure is status()'s (the recall's own rule is
+    test_recall_is_measured_again_once_the_index_outgrows_it)."""
     _, backend, model, vecs = index
     monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
     backend.build_vector_index(model)
@@ -836,7 +840,7 @@ def test_an_embed_with_nothing_to_do_skips_the_skew_scan(index: tuple[qmd.Store,
     monkeypatch.setattr(approx, "_skewed", lambda conn, model_id, n_lists: scans.append(model_id) or skewed(conn, model_id, n_lists))
 
     def due() -> bool:
-        got = backend.vector_index_due(model)
+        got = backend._structure_due(model)
         before = len(scans)
         assert got == approx.due_of(approx.status(backend.connection(), model.id))
         del scans[before:]  # status's own scan is not embed's
@@ -851,7 +855,7 @@ def test_an_embed_with_nothing_to_do_skips_the_skew_scan(index: tuple[qmd.Store,
     assert not due() and not due() and len(scans) == 1
     later = SqliteBackend(backend.path)  # a later process finds it remembered
     later.open(create=False)
-    assert not later.vector_index_due(model) and len(scans) == 1
+    assert not later._structure_due(model) and len(scans) == 1
     later.close()
     rng = np.random.default_rng(9)
     crowd = _unit(vecs[0] + 0.5 * rng.standard_normal((500, DIMS)) / np.sqrt(DIMS))
@@ -1016,3 +1020,93 @@ def test_the_k_means_sample_of_a_fixed_table_stays_the_same(monkeypatch: pytest.
     keys = [zlib.crc32(row.tobytes()) for row in sample]
     assert len(sample) == 74 and keys == sorted(keys) and all(k % 4 == 0 for k in keys)
     assert zlib.crc32(sample.tobytes()) == 650096469
+
+
+def _passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the approximate passes (the codes ranked) searches take."""
+    seen: list[int] = []
+    real = approx._nearest_codes
+    monkeypatch.setattr(approx, "_nearest_codes", lambda *a, **k: seen.append(1) or real(*a, **k))
+    return seen
+
+
+def test_auto_searches_the_index_only_while_its_measured_recall_stands(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under QMD_VECTOR_INDEX=auto a built index is searched only once `qmd embed` (its
+    build_vector_index) has measured its recall against exact search at RECALL_TARGET for
+    what it holds now: before that, and again once it grew past REGROWTH, every distance is
+    computed; doctor says which."""
+    from qmd.backends import recall
+
+    store, backend, model, vecs = index
+    monkeypatch.setattr(approx, "APPROX_MIN_CHUNKS", 0)
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    queries = _unit(vecs[:8] + 0.3 * np.random.default_rng(5).standard_normal((8, DIMS)) / np.sqrt(DIMS))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "auto")
+    backend._build_structure(model)  # built, not measured (a build killed before its measurement)
+    conn = backend.connection()
+    assert approx.searchable(conn, model.id, N, measured=False) and not approx.searchable(conn, model.id, N)
+    assert backend.vector_recall(model) is None and backend.vector_recall_due(model) and backend.vector_index_due(model)
+    passes = _passes(monkeypatch)
+    assert [_search(backend, model, q) for q in queries] == exact and not passes
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.WARN and "not measured" in check.detail and check.fix and "qmd embed" in check.fix, check
+    backend.build_vector_index(model)  # nothing to code: measures
+    measured = backend.vector_recall(model)
+    assert measured is not None and measured.recall >= recall.RECALL_TARGET and measured.queries == recall.RECALL_QUERIES
+    assert not backend.vector_index_due(model) and approx.searchable(conn, model.id, N)
+    assert _recall([_search(backend, model, q) for q in queries], exact) >= 0.95 and passes
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK and f"recall@10 {measured.recall:.3f}" in check.detail, check
+    more = _unit(vecs[:200] + 0.2 * np.random.default_rng(8).standard_normal((200, DIMS)) / np.sqrt(DIMS))  # 600 -> 800 chunks: past REGROWTH
+    backend.write_vectors(model, [(f"x{i:05d}", [ChunkVector(f"x{i:05d}", 0, 0, 5, 3, v.tolist())]) for i, v in enumerate(more)])
+    assert backend.vector_recall_due(model) and not approx.searchable(conn, model.id, N)
+    passes.clear()
+    assert [_search(backend, model, q) for q in queries] == exact and not passes  # the new chunks belong to no document
+    backend.build_vector_index(model)
+    again = backend.vector_recall(model)
+    assert again is not None and again.rows > measured.rows and approx.searchable(conn, model.id, N)
+
+
+def test_an_index_measured_below_the_target_is_not_searched_under_auto(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An index that misses: one list probed and no candidates beyond the page. Its measured
+    recall is under RECALL_TARGET, so auto answers exactly (QMD_VECTOR_INDEX=approx still
+    searches it, and misses); doctor gives the number."""
+    from qmd.backends import recall
+
+    store, backend, model, vecs = index
+    for name, value in (("APPROX_MIN_CHUNKS", 0), ("IVF_MIN_CHUNKS", 0), ("MIN_PROBE", 1), ("PROBE_SHARE", 1e-9), ("OVERSAMPLE", 1), ("HAMMING_OVERSAMPLE", 1)):
+        monkeypatch.setattr(approx, name, value)
+    queries = _unit(np.random.default_rng(11).standard_normal((16, DIMS)))
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "exact")
+    exact = [_search(backend, model, q) for q in queries]
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "auto")
+    backend.build_vector_index(model)
+    measured = backend.vector_recall(model)
+    assert measured is not None and measured.recall < recall.RECALL_TARGET and not backend.vector_recall_due(model)
+    passes = _passes(monkeypatch)
+    assert [_search(backend, model, q) for q in queries] == exact and not passes
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK and "under 0.95" in check.detail and "every distance" in check.detail, check
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")
+    assert _recall([_search(backend, model, q) for q in queries], exact) < 0.95 and passes
+
+
+def test_recall_leaves_the_querys_own_document_out() -> None:
+    """A query that is a stored chunk finds its own document first both ways: counting it
+    would lift every measurement; only the exact rest is compared."""
+    from qmd.backends.recall import Recall, leave_one_out, parse
+
+    exact = [[7, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11], [3], [5, 6]]
+    approx_found = [[7, 1, 2, 3, 4, 5, 12, 13, 14, 15, 16], [3], [6, 5]]
+    value, counted = leave_one_out(exact, approx_found)
+    assert counted == 2 and value == (5 + 1) / (10 + 1)
+    check = Recall(0.96, 40, 1000, "x", "2026-12-03T00:00:00Z")
+    assert parse(check.to_text()) == check and parse("{") is None and parse(None) is None
+    assert check.trusted(1250, "x") and not check.trusted(1251, "x") and not check.trusted(1000, "y") and not check.trusted(799, "x")
+    assert not Recall(0.94, 40, 1000, "x", "").trusted(1000, "x")

@@ -249,6 +249,7 @@ def test_postgres_scoped_vector_search_is_exact(pg_index: PgIndexed, exact_chunk
     backend, model, rows, vecs = pg_index
     monkeypatch.setattr(pgvectors, "EXACT_CHUNKS", exact_chunks)
     monkeypatch.setattr(pgvectors, "SCOPED_EXACT_CHUNKS", exact_chunks)
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")  # HNSW past EXACT_CHUNKS, its recall unmeasured (test_postgres_vectors measures it)
     if exact_chunks == 1:  # every page from the index (600 vectors of 8 dims: HNSW finds the true nearest)
         monkeypatch.setattr(pgvectors, "_exact", _fails)
     where = parse_filter(PAYMENTS)
@@ -298,6 +299,7 @@ def test_postgres_tiny_scope_is_never_short(pg_index: PgIndexed, monkeypatch: py
     backend, model, rows, vecs = pg_index
     monkeypatch.setattr(pgvectors, "EXACT_CHUNKS", 1)
     monkeypatch.setattr(pgvectors, "SCOPED_EXACT_CHUNKS", 1)
+    monkeypatch.setenv("QMD_VECTOR_INDEX", "approx")  # HNSW whatever its recall
     monkeypatch.setattr(pgvectors, "SCAN_TUPLES_MIN", 50)
     monkeypatch.setattr(pgvectors, "EF_SEARCH_MIN", 40)  # the first graph search stops short of the whole table
     monkeypatch.setattr(pgvectors, "_share", lambda *a: 1.0)

@@ -1,0 +1,87 @@
+"""The measured recall of an approximate vector index (issue 31): an approximate search is
+taken only once it has been shown to find what the exact one finds.
+
+Neither SQLite's inverted lists of codes nor PostgreSQL's HNSW graph is right by
+construction: on text-like vectors both find 0.95-1.0 of the true 10 nearest, on a
+near-uniform set at 1M HNSW found 0.575 (docs/performance.md). So after `qmd embed` builds
+or grows a space's approximate index it measures it: RECALL_QUERIES of the space's own chunk
+vectors, spread over its ids, are searched exactly and through the index, each for
+RECALL_K + 1 documents; the exact list's first (the chunk's own document, or one of the same
+content) is left out of both, and recall@10 is the share of the exact rest the index also
+returned. The result is kept in `meta` (`vector_recall:<model id>`) with what it measured:
+the index's identity (its structure and build) and its size.
+
+Under QMD_VECTOR_INDEX=auto (the default) a search takes the approximate index only while
+that measurement stands (the same identity, the size within REGROWTH of it) and reached
+RECALL_TARGET; otherwise it computes every distance: slower, never wrong. `approx` takes the
+index whatever it measured (the user's choice); `exact` never does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+RECALL_TARGET = 0.95  # recall@10 against exact an approximate index must measure to be searched under auto
+RECALL_QUERIES = 40  # chunk vectors searched both ways per measurement (1M x 384 on PostgreSQL: ~30 s)
+RECALL_K = 10
+REGROWTH = 1.25  # a measurement stands while the index holds within this factor of the rows it was measured at
+
+
+def key(model_id: int) -> str:
+    return f"vector_recall:{int(model_id)}"
+
+
+@dataclass(frozen=True)
+class Recall:
+    """One measurement: recall@RECALL_K over `queries` chunk vectors, of the index `identity`
+    (a backend's words for its structure and build) holding `rows` vectors."""
+
+    recall: float
+    queries: int
+    rows: int
+    identity: str
+    measured_at: str
+
+    def to_text(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    def stands(self, rows: int, identity: str) -> bool:
+        """Whether it still describes the index: the same build, not grown or shrunk past REGROWTH."""
+        return self.identity == identity and self.rows / REGROWTH <= rows <= self.rows * REGROWTH
+
+    def trusted(self, rows: int, identity: str) -> bool:
+        """Whether a search under auto may take the approximate index."""
+        return self.stands(rows, identity) and self.recall >= RECALL_TARGET
+
+    def words(self) -> str:
+        """For doctor and status: what was measured."""
+        return f"recall@{RECALL_K} {self.recall:.3f} against exact search on {self.queries} of its chunks (measured {self.measured_at[:10]})"
+
+
+def parse(text: object) -> Recall | None:
+    """A stored measurement, or None (none, or written by something else)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        raw = json.loads(text)
+        return Recall(float(raw["recall"]), int(raw["queries"]), int(raw["rows"]), str(raw["identity"]), str(raw["measured_at"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def leave_one_out(exact: Sequence[Sequence[int]], approx: Sequence[Sequence[int]]) -> tuple[float, int]:
+    """(recall@RECALL_K, queries counted) of approximate answers against exact ones, each a list
+    of document ids for one query that is a stored chunk: the exact first is the query's own
+    (distance 0) and is left out, so a trivial hit never counts. A query with no other
+    document counts for nothing."""
+    found = wanted = counted = 0
+    for truth, got in zip(exact, approx):
+        rest = list(truth[1:RECALL_K + 1])
+        if not rest:
+            continue
+        counted += 1
+        wanted += len(rest)
+        found += len(set(rest) & set(got[:RECALL_K + 1]))
+    return (found / wanted if wanted else 1.0), counted
