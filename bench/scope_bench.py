@@ -17,7 +17,11 @@ recall, and targets recall@10 >= 0.95. `--before REV` also times that git revisi
 ratios from one run. On a local PostgreSQL it also totals the server process's CPU time per
 scope (from /proc: where a search's work is, and less moved by other jobs than wall time).
 `--scopes rest+bucket,big` times only those. `--exact` also times QMD_VECTOR_INDEX=exact
-(every distance computed) on the same index, interleaved.
+(every distance computed) on the same index, interleaved. `--measure` runs what `qmd embed`
+runs after writing (build_vector_index: SQLite builds its approximate index from 50k chunks;
+both measure its recall@10 against exact on 40 of its own chunks, which decides whether auto
+searches take it), reports that measurement, and also times QMD_VECTOR_INDEX=approx (the
+index whatever it measured): the measured recall beside the held-out queries' true one.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import numpy as np
 
 import qmd
 from qmd.core.filters import parse_filter
-from qmd.backends.base import ChunkVector
+from qmd.backends.base import ChunkVector, forced_vector_index
 
 from _common import REPO, Report, Target, arg_parser, isolated_home, ms, p50, percentile
 
@@ -142,6 +146,7 @@ def main() -> int:
     parser.add_argument("--reuse", action="store_true", help="postgres: keep the index a previous run with the same --docs/--dims/--noise left (QMD_BENCH_DATABASE_URL)")
     parser.add_argument("--before", default=None, metavar="REV", help="also time this git revision's nearest_documents, same run")
     parser.add_argument("--exact", action="store_true", help="also time QMD_VECTOR_INDEX=exact (every distance computed), interleaved, on the same index")
+    parser.add_argument("--measure", action="store_true", help="run build_vector_index (as qmd embed does: the recall measurement) and also time QMD_VECTOR_INDEX=approx")
     parser.add_argument("--scopes", default=",".join(SCOPES), help=f"comma-separated scopes to time (default all: {','.join(SCOPES)})")
     args = parser.parse_args()
     report = Report("scope_bench")
@@ -173,15 +178,22 @@ def run(store: qmd.Store, args: argparse.Namespace, report: Report) -> None:
     if args.before:
         old = before_module(args.before, args.backend)
         impls["before"] = lambda *a: old.nearest_documents(backend.connection(), model, *a)  # type: ignore[attr-defined,union-attr]
-    if args.exact:
-        def exact_impl(*a: object) -> list[tuple[int, float, tuple[int, int]]]:
-            was = os.environ.get("QMD_VECTOR_INDEX")
-            os.environ["QMD_VECTOR_INDEX"] = "exact"
-            try:
+    def in_mode(mode: str) -> Callable[..., list[tuple[int, float, tuple[int, int]]]]:
+        def impl(*a: object) -> list[tuple[int, float, tuple[int, int]]]:
+            with forced_vector_index(mode):
                 return backend.nearest_documents(model, *a)  # type: ignore[arg-type]
-            finally:
-                os.environ.pop("QMD_VECTOR_INDEX") if was is None else os.environ.__setitem__("QMD_VECTOR_INDEX", was)
-        impls["exact"] = exact_impl
+        return impl
+
+    if args.exact:
+        impls["exact"] = in_mode("exact")
+    if args.measure:
+        t0 = time.perf_counter()
+        coded = backend.build_vector_index(model)
+        check = backend.vector_recall(model)
+        report.data["measured"] = {"seconds": time.perf_counter() - t0, "coded": coded, "recall": check.recall if check else None, "queries": check.queries if check else 0}
+        print(f"  build_vector_index: {coded} chunks coded, {check.words() if check else 'no approximate index: searches exact'}"
+              f" ({time.perf_counter() - t0:.1f} s); auto searches take the index: {backend.recall_status(model)['recall_trusted']}", flush=True)
+        impls["approx"] = in_mode("approx")
     goal = 1.0 if args.backend == "sqlite" else 0.95
     server_pid = backend_pid(backend)
 

@@ -465,11 +465,12 @@ class IndexBackend(abc.ABC):
         samples = self.vector_sample(model, recall.RECALL_QUERIES) if found else []
         if found is None or not samples:
             return None
+        queries = recall.queries_near(samples, model.id)
         with forced_vector_index("exact"):
-            exact = self.nearest_many(model, samples, recall.RECALL_K + 1, None)
+            exact = self.nearest_many(model, queries, recall.RECALL_K, None)
         with forced_vector_index("approx"):
-            approx = self.nearest_many(model, samples, recall.RECALL_K + 1, None)
-        value, counted = recall.leave_one_out([[hit[0] for hit in page] for page in exact], [[hit[0] for hit in page] for page in approx])
+            approx = self.nearest_many(model, queries, recall.RECALL_K, None)
+        value, counted = recall.overlap([[hit[0] for hit in page] for page in exact], [[hit[0] for hit in page] for page in approx])
         check = recall.Recall(round(value, 4), counted, found[1], found[0], now_iso())
         with self.atomic():
             self.set_meta(recall.key(model.id), check.to_text())

@@ -1097,15 +1097,19 @@ def test_an_index_measured_below_the_target_is_not_searched_under_auto(
     assert _recall([_search(backend, model, q) for q in queries], exact) < 0.95 and passes
 
 
-def test_recall_leaves_the_querys_own_document_out() -> None:
-    """A query that is a stored chunk finds its own document first both ways: counting it
-    would lift every measurement; only the exact rest is compared."""
-    from qmd.backends.recall import Recall, leave_one_out, parse
+def test_recall_queries_lie_off_the_chunks_and_a_measurement_stands_for_its_index() -> None:
+    """The measurement's queries are chunk vectors moved to cosine QUERY_COSINE (a stored chunk
+    is found through its own graph links: no test of the index), the same ones each time;
+    recall@10 counts the exact 10 found; a measurement stands for one build within REGROWTH."""
+    from qmd.backends.recall import QUERY_COSINE, Recall, overlap, parse, queries_near
 
-    exact = [[7, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11], [3], [5, 6]]
-    approx_found = [[7, 1, 2, 3, 4, 5, 12, 13, 14, 15, 16], [3], [6, 5]]
-    value, counted = leave_one_out(exact, approx_found)
-    assert counted == 2 and value == (5 + 1) / (10 + 1)
+    chunks = _unit(np.random.default_rng(4).standard_normal((5, DIMS)))
+    queries = np.asarray(queries_near(chunks.tolist(), 3))
+    assert np.allclose(np.linalg.norm(queries, axis=1), 1.0) and np.allclose(np.sum(queries * chunks, axis=1), QUERY_COSINE)
+    assert np.array_equal(queries, np.asarray(queries_near(chunks.tolist(), 3))) and not np.array_equal(queries, np.asarray(queries_near(chunks.tolist(), 4)))
+    exact = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [], [5, 6]]
+    value, counted = overlap(exact, [[1, 2, 3, 4, 5, 11, 12, 13, 14, 15], [3], [6, 5]])
+    assert counted == 2 and value == (5 + 2) / (10 + 2)
     check = Recall(0.96, 40, 1000, "x", "2026-12-03T00:00:00Z")
     assert parse(check.to_text()) == check and parse("{") is None and parse(None) is None
     assert check.trusted(1250, "x") and not check.trusted(1251, "x") and not check.trusted(1000, "y") and not check.trusted(799, "x")
