@@ -50,6 +50,8 @@ def print_embed_report(report: EmbedReport, named: list[str] | None = None) -> N
         err(f"note: {report.notice}")
     for path in report.not_parsed:
         err(f"warning: {path} does not parse (syntax errors): chunked by regex")
+    if report.recall:
+        err(f"Vector index: {report.recall}")
     if report.recut or report.relabeled:
         err(f"Chunk strategy: {report.recut} documents re-embedded (their cut changed), {report.relabeled} kept their vectors (same cut)")
     rate = report.chunks / report.seconds if report.seconds else 0.0

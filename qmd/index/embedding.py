@@ -159,6 +159,7 @@ class EmbedReport:
     not_parsed: list[str] = field(default_factory=list)  # source files cut by regex: syntax errors
     notice: str | None = None  # grammars missing for `auto`
     coded: int = 0  # chunks added to the approximate vector index (issue 31) by this run
+    recall: str | None = None  # what this run measured of the approximate index's recall, and what searches do with it
 
 
 @dataclass
@@ -435,8 +436,7 @@ def run_embed(
     if not force and not todo:
         report.already = backend.embedded_in(model.id if model else None, collections)
         if model is not None and backend.vector_index_due(model):
-            with writing():
-                report.coded = backend.build_vector_index(model)
+            _vector_index(backend, model, report, writing)
         report.seconds = time.perf_counter() - started
         return report
     backend.check_vector_settings()  # a bad QMD_VECTOR_INDEX fails now, not after the embedding
@@ -465,10 +465,22 @@ def run_embed(
     with backend.bulk_vectors(model, len(docs)):
         embed_documents(backend, embedder, model, docs, report, tracker, writing)
     if backend.vector_index_due(model):  # the approximate index (issue 31): built once big enough, then kept up by each write
-        with writing():
-            report.coded = backend.build_vector_index(model)
+        _vector_index(backend, model, report, writing)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _vector_index(backend: IndexBackend, model: VectorModel, report: EmbedReport, writing: Callable[[], AbstractContextManager[None]]) -> None:
+    """Build or finish the approximate vector index and measure its recall when due (under the
+    writer lock); a measurement made is told in `report.recall`."""
+    before = backend.vector_recall(model)
+    with writing():
+        report.coded = backend.build_vector_index(model)
+    after = backend.vector_recall(model)
+    if after is not None and after != before:
+        status = backend.recall_status(model)
+        use = "searches take it" if status["recall_trusted"] else "under 0.95: searches compute every distance (QMD_VECTOR_INDEX=approx takes it anyway)"
+        report.recall = f"{after.words()}; {use}"
 
 
 def source_languages(backend: IndexBackend, ast: Mapping[str, Sequence[str]], hashes: set[str]) -> dict[str, tuple[str, str]]:
