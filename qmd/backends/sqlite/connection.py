@@ -152,14 +152,13 @@ def _not_a_file(path: Path) -> str | None:
 
 def _header_problem(path: Path) -> str | None:
     """One look at the file's first 100 bytes and its size (no SQLite involved)."""
+    import os
+
     from qmd.core.fileio import NotRegularFile, open_regular
 
-    kind = _not_a_file(path)
-    if kind:
-        return f"it is {kind}, not a file"
     try:
-        size = path.stat().st_size
-        with open_regular(path) as f:  # never waits: swapped for a FIFO since the look above, it is refused
+        with open_regular(path) as f:  # never waits: a FIFO, a device or a folder is refused
+            size = os.fstat(f.fileno()).st_size
             header = f.read(100)
     except NotRegularFile:
         return f"it is {_not_a_file(path) or 'not a regular file'}, not a file"
