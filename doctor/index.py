@@ -228,7 +228,7 @@ def _recall_check(label: str, space: dict[str, object], fix: str) -> CheckResult
         return ok(label, held)
     if space.get("recall_trusted"):
         return ok(label, f"{held}; {space['recall_words']}")
-    return ok(label, f"{held}; {space['recall_words']}: under 0.95, so searches compute every distance (exact, slower; QMD_VECTOR_INDEX=approx searches the index anyway)")
+    return ok(label, f"{held}; {space['recall_words']}: not shown to reach 0.95, so searches compute every distance (exact, slower; QMD_VECTOR_INDEX=approx searches the index anyway)")
 
 
 def _drop_orphaned(ctx: Context, index: str) -> str:

@@ -30,7 +30,7 @@ ARGV_TOOLS = frozenset({"shell", "local_shell", "container.exec", "unified_exec"
 MAX_COMMAND = 64 * 1024  # characters of a (shortened) command the shell reader sees; real ones are a few KB
 _LONG_RUN = 256  # a run of word characters this long cannot be a path component (NAME_MAX is 255)
 _KEEP = 128
-_SEARCH_WORDS = frozenset({"rg", "ripgrep", "ag", "ack", "ack-grep", "ug", "ugrep", "git", "find", "fd", "fdfind", "xargs", "eval"})
+_SEARCH_WORDS = frozenset({"rg", "ripgrep", "rga", "ag", "ack", "ack-grep", "ug", "ugrep", "git", "find", "fd", "fdfind", "xargs", "eval"})
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 

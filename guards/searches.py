@@ -64,7 +64,7 @@ TOOLS: dict[str, Spec] = {
     "xzgrep": GREP, "xzegrep": GREP, "xzfgrep": GREP, "bzgrep": GREP, "bzegrep": GREP, "bzfgrep": GREP,
     "lzgrep": GREP, "lzegrep": GREP, "lzfgrep": GREP, "lzmagrep": GREP, "zstdgrep": GREP,
     "rgrep": GREP, "pcregrep": GREP, "pcre2grep": GREP, "ugrep": GREP, "ug": GREP,
-    "rg": RG, "ripgrep": RG, "ag": AG, "ack": ACK, "ack-grep": ACK,
+    "rg": RG, "ripgrep": RG, "rga": RG, "ag": AG, "ack": ACK, "ack-grep": ACK,  # rga: ripgrep-all, rg's options (its own --rga-* take =values)
 }
 _AG_ACK_TYPES = {"python", "py", "js", "ts", "go", "rust", "java", "ruby", "cc", "cpp", "shell", "sh", "html", "css", "yaml",
                  "json", "markdown", "md", "text", "txt", "perl", "php", "csharp", "kotlin", "swift", "sql", "xml", "make",

@@ -451,7 +451,7 @@ class IndexBackend(abc.ABC):
         due = self.vector_recall_due(model)
         return {
             "recall": check.recall if check else None, "recall_words": check.words() if check else None, "recall_due": due,
-            "recall_trusted": bool(check and not due and check.recall >= recall.RECALL_TARGET),
+            "recall_trusted": bool(check and not due and check.low >= recall.RECALL_TARGET),
         }
 
     def measure_vector_recall(self, model: VectorModel) -> Recall | None:
@@ -470,8 +470,8 @@ class IndexBackend(abc.ABC):
             exact = self.nearest_many(model, queries, recall.RECALL_K, None)
         with forced_vector_index("approx"):
             approx = self.nearest_many(model, queries, recall.RECALL_K, None)
-        value, counted = recall.overlap([[hit[0] for hit in page] for page in exact], [[hit[0] for hit in page] for page in approx])
-        check = recall.Recall(round(value, 4), counted, found[1], found[0], now_iso())
+        value, low, counted = recall.overlap([[hit[0] for hit in page] for page in exact], [[hit[0] for hit in page] for page in approx])
+        check = recall.Recall(round(value, 4), counted, found[1], found[0], now_iso(), round(low, 4))
         with self.atomic():
             self.set_meta(recall.key(model.id), check.to_text())
         return check

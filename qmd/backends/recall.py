@@ -6,13 +6,15 @@ construction: on text-like vectors both find 0.95-1.0 of the true 10 nearest, on
 near-uniform set at 1M HNSW found 0.575 (docs/performance.md). So after `qmd embed` builds
 or grows a space's approximate index it measures it: RECALL_QUERIES queries are searched
 exactly and through the index, and recall@10 is the share of the exact 10 the index also
-returned. The queries are the space's own chunk vectors (spread over its ids) each moved
-to cosine QUERY_COSINE from where it was, in a random direction: about as far as a question
-lies from the passage that answers it. A stored chunk itself is no test of a graph (HNSW
-links each to its neighbours: on the near-uniform 300k set stored chunks measured 1.000 and
-chunks moved to cosine 0.7 1.000, against 0.942 at 0.5 and 0.920 for the bench's held-out
-queries). The result is kept in `meta` (`vector_recall:<model id>`) with what it measured:
-the index's identity (its structure and build) and its size.
+returned, averaged over the queries; the index is trusted when that mean, less 1.645 of its
+standard errors (a one-sided 95% lower bound), reaches RECALL_TARGET. The queries are the
+space's own chunk vectors (spread over its ids) each moved to cosine QUERY_COSINE from
+where it was, in a random direction: about as far as a question lies from the passage that
+answers it. A stored chunk itself is no test of a graph (HNSW links each to its neighbours:
+on the near-uniform 300k set stored chunks measured 1.000, and chunks moved to cosine 0.7
+1.000 and to 0.5 0.942-0.960, where the bench's held-out queries, drawn at about 0.45, found
+0.875-0.920). The result is kept in `meta` (`vector_recall:<model id>`) with what it
+measured: the index's identity (its structure and build) and its size.
 
 Under QMD_VECTOR_INDEX=auto (the default) a search takes the approximate index only while
 that measurement stands (the same identity, the size within REGROWTH of it) and reached
@@ -27,9 +29,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 RECALL_TARGET = 0.95  # recall@10 against exact an approximate index must measure to be searched under auto
-RECALL_QUERIES = 40  # chunk vectors searched both ways per measurement (1M x 384 on PostgreSQL: ~30 s)
+RECALL_QUERIES = 60  # queries searched both ways per measurement (1M x 384 on PostgreSQL: ~45 s)
+CONFIDENCE_Z = 1.645  # trusted when the one-sided 95% lower bound of the per-query mean reaches RECALL_TARGET
 RECALL_K = 10
-QUERY_COSINE = 0.5  # a query's cosine to the chunk it was drawn from (see above)
+QUERY_COSINE = 0.45  # a query's cosine to the chunk it was drawn from (see above)
 REGROWTH = 1.25  # a measurement stands while the index holds within this factor of the rows it was measured at
 
 
@@ -47,6 +50,7 @@ class Recall:
     rows: int
     identity: str
     measured_at: str
+    low: float = 0.0  # the one-sided 95% lower bound of `recall` over its queries (CONFIDENCE_Z)
 
     def to_text(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -57,11 +61,11 @@ class Recall:
 
     def trusted(self, rows: int, identity: str) -> bool:
         """Whether a search under auto may take the approximate index."""
-        return self.stands(rows, identity) and self.recall >= RECALL_TARGET
+        return self.stands(rows, identity) and self.low >= RECALL_TARGET
 
     def words(self) -> str:
         """For doctor and status: what was measured."""
-        return f"recall@{RECALL_K} {self.recall:.3f} against exact search on {self.queries} of its chunks (measured {self.measured_at[:10]})"
+        return f"recall@{RECALL_K} {self.recall:.3f} (at least {self.low:.3f} at 95% confidence) against exact search, {self.queries} queries drawn from its chunks (measured {self.measured_at[:10]})"
 
 
 def parse(text: object) -> Recall | None:
@@ -70,7 +74,7 @@ def parse(text: object) -> Recall | None:
         return None
     try:
         raw = json.loads(text)
-        return Recall(float(raw["recall"]), int(raw["queries"]), int(raw["rows"]), str(raw["identity"]), str(raw["measured_at"]))
+        return Recall(float(raw["recall"]), int(raw["queries"]), int(raw["rows"]), str(raw["identity"]), str(raw["measured_at"]), float(raw.get("low", 0.0)))
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -89,15 +93,19 @@ def queries_near(samples: Sequence[Sequence[float]], seed: int) -> list[list[flo
     return [[float(x) for x in row] for row in moved]
 
 
-def overlap(exact: Sequence[Sequence[int]], approx: Sequence[Sequence[int]]) -> tuple[float, int]:
-    """(recall@RECALL_K, queries counted) of approximate answers against exact ones, each a list
-    of document ids for one query; a query the exact search finds nothing for counts for nothing."""
-    found = wanted = counted = 0
+def overlap(exact: Sequence[Sequence[int]], approx: Sequence[Sequence[int]]) -> tuple[float, float, int]:
+    """(recall@RECALL_K, its one-sided 95% lower bound, queries counted) of approximate answers
+    against exact ones, each a list of document ids for one query: the mean over the queries
+    of the share of the exact RECALL_K each found, and that mean less CONFIDENCE_Z standard
+    errors (a query's misses come together: the queries, not the hits, are the samples). A
+    query the exact search finds nothing for counts for nothing."""
+    shares = []
     for truth, got in zip(exact, approx):
         best = set(truth[:RECALL_K])
-        if not best:
-            continue
-        counted += 1
-        wanted += len(best)
-        found += len(best & set(got[:RECALL_K]))
-    return (found / wanted if wanted else 1.0), counted
+        if best:
+            shares.append(len(best & set(got[:RECALL_K])) / len(best))
+    if not shares:
+        return 1.0, 1.0, 0
+    mean = sum(shares) / len(shares)
+    spread = (sum((x - mean) ** 2 for x in shares) / (len(shares) - 1)) ** 0.5 if len(shares) > 1 else 1.0
+    return mean, max(0.0, mean - CONFIDENCE_Z * spread / len(shares) ** 0.5), len(shares)

@@ -45,6 +45,8 @@ DENY: list[tuple[str, object, str, str]] = [
     (B, "fgrep -r foo notes", "repo", "shell-search"),
     (B, "rgrep foo notes", "repo", "shell-search"),
     (B, "rg foo notes", "repo", "shell-search"),
+    (B, "rga foo notes", "repo", "shell-search"),  # ripgrep-all: rg's options, and it reads the notes alike
+    (B, "rga --rga-adapters=+pdf -i foo notes", "repo", "shell-search"),
     (B, 'rg -n -i "retry policy" notes/sub', "repo", "shell-search"),
     (B, "ag foo notes", "repo", "shell-search"),
     (B, "ack foo notes", "repo", "shell-search"),
