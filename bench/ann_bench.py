@@ -171,6 +171,18 @@ def measure(report: Report, backend: Any, model: Any, qv: np.ndarray, tag0: str,
     return out
 
 
+def recall_check(report: Report, backend: Any, model: Any, tag: str, out: dict[str, float]) -> None:
+    """What the build's recall measurement found (qmd/backends/recall.py): what searches under
+    auto decide by, beside the held-out queries' recall that `measure` reports."""
+    check = backend.vector_recall(model)
+    if check is None:
+        report.row(f"{tag}: recall check", "none (searches exact)")
+        return
+    out["check_recall"], out["check_low"] = check.recall, check.low
+    trusted = backend.recall_status(model)["recall_trusted"]
+    report.row(f"{tag}: recall check (auto takes the index: {'yes' if trusted else 'no'})", f"{check.recall:.3f}, 95% lower bound {check.low:.3f}, {check.queries} queries")
+
+
 def run_one(report: Report, n: int, dims: int, args: Any) -> dict[str, float]:
     os.environ["QMD_VECTOR_INDEX"] = "exact"
     queries, noise, keep = args.queries, args.noise, args.keep
@@ -203,6 +215,7 @@ def run_one(report: Report, n: int, dims: int, args: Any) -> dict[str, float]:
             out.update({"load_s": load_s, "build_s": build_s, "exact_mb": before / 1e6, "approx_mb": grown / 1e6, "wal_peak_mb": wal.peak / 1e6, "wal_end_mb": wal_end / 1e6})
             report.row(f"{n // 1000}k x {dims}: load / approx build; exact file / approx growth", f"{load_s:.1f} s / {build_s:.1f} s; {before / 1e6:.0f} MB / {grown / 1e6:.0f} MB")
             report.row(f"{n // 1000}k x {dims}: WAL during the build: peak / at its end", f"{wal.peak / 1e6:.0f} MB / {wal_end / 1e6:.0f} MB")
+            recall_check(report, store.backend, model, f"{n // 1000}k x {dims}", out)
             if keep is not None:
                 np.save(saved_q, qv)
                 done.write_text("built\n")
@@ -317,12 +330,14 @@ def run_real(report: Report, args: Any) -> dict[str, float]:
         build_s = time.perf_counter() - t0
         found = approx.status(conn, model.id)
         report.row("approximate index: build; lists; structure", f"{build_s:.1f} s; {found['lists']}; {found['structure']}")
+        checked: dict[str, float] = {}
+        recall_check(report, backend, model, "real", checked)
         approx._MATRICES.clear()
         s = time.perf_counter()
         backend.nearest_documents(model, qv[0].tolist(), 10, None)
         first_ms = (time.perf_counter() - s) * 1000
         report.row("first approx query of a connection (reads the codes)", ms(first_ms / 1000))
-        out = {"chunks": float(chunks), "build_s": build_s, "first_query_ms": first_ms, "queries": float(len(qv))}
+        out = {"chunks": float(chunks), "build_s": build_s, "first_query_ms": first_ms, "queries": float(len(qv)), **checked}
         out.update(measure(report, backend, model, qv, f"tldr {chunks // 1000}k x {model.dims}, {len(qv)} {args.questions} questions", args))
         store.close()
     return out
