@@ -221,13 +221,16 @@ def _recall_check(label: str, space: dict[str, object], fix: str) -> CheckResult
     """A built approximate index is searched (under QMD_VECTOR_INDEX=auto) only once `qmd embed`
     has measured its recall@10 against exact search at 0.95 or better for what it holds now."""
     held = f"{space['structure']}: {space['chunks']} chunks coded"
+    if space.get("vector_mode") == "exact":
+        return ok(label, f"{held}; QMD_VECTOR_INDEX=exact: searches compute every distance")
     if space.get("recall_due"):
         before = f" (last: {space['recall_words']})" if space.get("recall_words") else ""
         return warn(label, f"{held}; its recall against exact search is not measured for what it holds now{before}, so searches compute every distance (slower) until it is", f"{fix}  # measures it")
-    if space.get("recall_words") is None:  # QMD_VECTOR_INDEX=exact: never searched, never measured
+    if space.get("recall_words") is None:  # nothing the searches would take (its recall is not due)
         return ok(label, held)
     if space.get("recall_trusted"):
-        return ok(label, f"{held}; {space['recall_words']}")
+        taken = "" if space.get("vector_mode") != "approx" else " (QMD_VECTOR_INDEX=approx: searched whatever it measured)"
+        return ok(label, f"{held}; {space['recall_words']}{taken}")
     return ok(label, f"{held}; {space['recall_words']}: not shown to reach 0.95, so searches compute every distance (exact, slower; QMD_VECTOR_INDEX=approx searches the index anyway)")
 
 

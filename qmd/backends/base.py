@@ -432,27 +432,28 @@ class IndexBackend(abc.ABC):
     def vector_recall_due(self, model: VectorModel) -> bool:
         """Whether the approximate index a search would take has no measurement that stands for
         it (so searches under auto stay exact): `qmd embed` measures it. Never under exact."""
-        if vector_index_mode() == "exact":
-            return False
-        found = self._approx_identity(model)
-        if found is None:
-            return False
-        check = self.vector_recall(model)
-        return check is None or not check.stands(found[1], found[0])
+        return self._recall_state(model)[1]
 
     def recall_status(self, model: VectorModel) -> dict[str, object]:
         """For `vector_index_status`: `recall` (the last measurement's recall@10, or None),
         `recall_words` (what it measured), `recall_due` (none stands for the index now: searches
         under auto are exact until `qmd embed` measures it) and `recall_trusted` (auto searches
-        take the index)."""
-        from qmd.backends import recall
-
-        check = self.vector_recall(model)
-        due = self.vector_recall_due(model)
+        take the index; under QMD_VECTOR_INDEX=approx whatever it measured), and `vector_mode`."""
+        check, due, trusted = self._recall_state(model)
+        mode = vector_index_mode()
         return {
             "recall": check.recall if check else None, "recall_words": check.words() if check else None, "recall_due": due,
-            "recall_trusted": bool(check and not due and check.low >= recall.RECALL_TARGET),
+            "recall_trusted": trusted or (mode == "approx" and not due), "vector_mode": mode,
         }
+
+    def _recall_state(self, model: VectorModel) -> tuple[Recall | None, bool, bool]:
+        """(the last measurement, whether one is due, whether auto searches take the index)."""
+        check = self.vector_recall(model)
+        found = self._approx_identity(model) if vector_index_mode() != "exact" else None
+        if found is None:
+            return check, False, False
+        identity, rows = found
+        return check, check is None or not check.stands(rows, identity), check is not None and check.trusted(rows, identity)
 
     def measure_vector_recall(self, model: VectorModel) -> Recall | None:
         """Measure recall@10 of `model`'s approximate index against exact search (see
