@@ -5,7 +5,9 @@ JSON and exits 0; to allow it prints nothing and exits 0. It fails open, always:
 exception, malformed, empty or non-UTF-8 input, a payload over the 16 MiB hard cap, a
 missing, non-string or relative `cwd`, an unknown tool or a missing `folders.json` means
 allow, with one line in `<state>/guard/errors.log`. Every payload under the cap is decided
-(a huge command is read through `decide.bounded`, so the work stays bounded).
+(a huge command is read through `decide.bounded`, so the work stays bounded). A deny stands
+when its line cannot be added to `blocks.jsonl` (a link, a folder, a full disk): errors.log
+says the block went unlogged.
 
 Lean by design (every agent shell call pays for it): no typer, no YAML, no SQLite, and
 not even `json`/`re` unless the call may search or is denied. The knowledge folders come
@@ -123,6 +125,9 @@ def respond(data: bytes) -> str | None:
         record_block(str(session) if session is not None else "", cwd, str(tool), tool_input, decision.rule, decision.folder.path if decision.folder else None)
     except LinkRefused as exc:  # a deliberate refusal, not a failure: the decision stands
         log_error(f"{exc}; the block was not logged (denied all the same)")
+    except OSError as exc:  # the decision was made, only its record failed (a folder or a read-only file in its place,
+        # a full disk): allowing would let whoever can break the log turn the guard off
+        log_error(f"blocks.jsonl could not be written ({exc.strerror or exc}); the block was not logged (denied all the same)")
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": text}},
         ensure_ascii=False,

@@ -127,3 +127,22 @@ def test_record_block_raises_link_refused_in_process(tmp_path: Path) -> None:
     with pytest.raises(blocklog.LinkRefused):
         blocklog.record_block("s", "/w", "Grep", {"pattern": "x"}, "grep-tool", "/w/notes")
     _unchanged(target)
+
+
+@pytest.mark.parametrize("broken", ["folder", "read-only"])
+def test_a_block_log_that_cannot_be_written_still_denies(world: Path, broken: str) -> None:
+    """blocks.jsonl unwritable (a folder in its place, or a read-only file: what an agent could
+    arrange) let the OSError reach the fail-open handler, so the search ran: the guard was off.
+    The decision was made; only its record failed: denied all the same, and errors.log says so."""
+    path = guard_dir() / "blocks.jsonl"
+    if broken == "folder":
+        path.mkdir()
+    else:
+        path.write_text("")
+        path.chmod(0o400)
+        if os.access(path, os.W_OK):  # root writes a 0400 file anyway: make it a folder's child that cannot be created
+            path.unlink()
+            path.mkdir()
+    _still_denied(run_guard(_deny(world)))
+    [line] = errors()
+    assert "blocks.jsonl" in line and "denied all the same" in line, line
