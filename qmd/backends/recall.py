@@ -81,11 +81,17 @@ def parse(text: object) -> Recall | None:
 
 def queries_near(samples: Sequence[Sequence[float]], seed: int) -> list[list[float]]:
     """Each sample (a unit chunk vector) moved to cosine QUERY_COSINE from itself along a
-    random direction orthogonal to it (seeded: the same queries while the samples stand)."""
+    random direction orthogonal to it (seeded: the same queries while the samples stand). A
+    sample with a NaN or infinite component, or all zeros (a broken vector an older qmd
+    stored), is left out."""
     import numpy as np
 
+    if not samples:
+        return []
     vectors = np.asarray([list(v) for v in samples], dtype=np.float64)
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    norms = np.linalg.norm(vectors, axis=1)
+    vectors = vectors[np.isfinite(norms) & (norms > 0)]
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     noise = np.random.default_rng(seed).standard_normal(vectors.shape)
     noise -= np.sum(noise * vectors, axis=1, keepdims=True) * vectors  # orthogonal to its chunk
     noise /= np.maximum(np.linalg.norm(noise, axis=1, keepdims=True), 1e-12)
@@ -98,14 +104,14 @@ def overlap(exact: Sequence[Sequence[int]], approx: Sequence[Sequence[int]]) -> 
     against exact ones, each a list of document ids for one query: the mean over the queries
     of the share of the exact RECALL_K each found, and that mean less CONFIDENCE_Z standard
     errors (a query's misses come together: the queries, not the hits, are the samples). A
-    query the exact search finds nothing for counts for nothing."""
+    query the exact search finds nothing for counts for nothing; none counted is (0, 0, 0)."""
     shares = []
     for truth, got in zip(exact, approx):
         best = set(truth[:RECALL_K])
         if best:
             shares.append(len(best & set(got[:RECALL_K])) / len(best))
-    if not shares:
-        return 1.0, 1.0, 0
+    if not shares:  # nothing measured shows nothing: not trusted
+        return 0.0, 0.0, 0
     mean = sum(shares) / len(shares)
     spread = (sum((x - mean) ** 2 for x in shares) / (len(shares) - 1)) ** 0.5 if len(shares) > 1 else 1.0
     return mean, max(0.0, mean - CONFIDENCE_Z * spread / len(shares) ** 0.5), len(shares)

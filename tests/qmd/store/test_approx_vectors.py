@@ -1108,6 +1108,10 @@ def test_recall_queries_lie_off_the_chunks_and_a_measurement_stands_for_its_inde
     queries = np.asarray(queries_near(chunks.tolist(), 3))
     assert np.allclose(np.linalg.norm(queries, axis=1), 1.0) and np.allclose(np.sum(queries * chunks, axis=1), QUERY_COSINE)
     assert np.array_equal(queries, np.asarray(queries_near(chunks.tolist(), 3))) and not np.array_equal(queries, np.asarray(queries_near(chunks.tolist(), 4)))
+    broken = [[float("nan")] * DIMS, [0.0] * DIMS, [float("inf")] + [0.0] * (DIMS - 1), chunks[0].tolist()]  # vectors an older qmd stored
+    [kept] = queries_near(broken, 3)
+    assert np.all(np.isfinite(kept)) and abs(float(np.dot(kept, chunks[0])) - QUERY_COSINE) < 1e-9
+    assert queries_near([], 3) == [] and overlap([], []) == (0.0, 0.0, 0) and overlap([[]], [[1]]) == (0.0, 0.0, 0)  # nothing shown: not trusted
     exact = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [], [5, 6]]
     value, low, counted = overlap(exact, [[1, 2, 3, 4, 5, 11, 12, 13, 14, 15], [3], [6, 5]])
     assert counted == 2 and value == (0.5 + 1.0) / 2 and 0.0 <= low < value  # per query: 5 of 10, 2 of 2
