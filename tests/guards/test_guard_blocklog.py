@@ -133,7 +133,8 @@ def test_record_block_raises_link_refused_in_process(tmp_path: Path) -> None:
 def test_a_block_log_that_cannot_be_written_still_denies(world: Path, broken: str) -> None:
     """blocks.jsonl unwritable (a folder in its place, or a read-only file: what an agent could
     arrange) let the OSError reach the fail-open handler, so the search ran: the guard was off.
-    The decision was made; only its record failed: denied all the same, and errors.log says so."""
+    The decision was made; only its record failed: denied all the same, and errors.log says so
+    (test_guard_hook's test_block_log_that_cannot_be_written asserted the allow it replaces)."""
     path = guard_dir() / "blocks.jsonl"
     if broken == "folder":
         path.mkdir()

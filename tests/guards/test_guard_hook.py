@@ -315,12 +315,6 @@ def test_guard_dir_is_a_regular_file(world: Path) -> None:
     assert guard_dir().read_text() == "not a folder"
 
 
-def test_block_log_that_cannot_be_written(world: Path) -> None:
-    (guard_dir() / "blocks.jsonl").mkdir()
-    _assert_allowed(run_guard(_deny_payload(world)))
-    assert len(errors()) == 1 and "IsADirectoryError" in errors()[0]
-
-
 def test_state_dir_is_a_regular_file(world: Path, tmp_path: Path) -> None:
     blocker = tmp_path / "state-is-a-file"
     blocker.write_text("x")
