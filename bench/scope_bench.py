@@ -19,8 +19,8 @@ scope (from /proc: where a search's work is, and less moved by other jobs than w
 `--scopes rest+bucket,big` times only those. `--exact` also times QMD_VECTOR_INDEX=exact
 (every distance computed) on the same index, interleaved. `--measure` runs what `qmd embed`
 runs after writing (build_vector_index: SQLite builds its approximate index from 50k chunks;
-both measure its recall@10 against exact on 40 of its own chunks, which decides whether auto
-searches take it), reports that measurement, and also times QMD_VECTOR_INDEX=approx (the
+both measure its recall@10 against exact on 60 queries drawn from its own chunks, which
+decides whether auto searches take it), reports that measurement, and also times QMD_VECTOR_INDEX=approx (the
 index whatever it measured): the measured recall beside the held-out queries' true one.
 """
 

@@ -219,7 +219,7 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
 
 def _recall_check(label: str, space: dict[str, object], fix: str) -> CheckResult:
     """A built approximate index is searched (under QMD_VECTOR_INDEX=auto) only once `qmd embed`
-    has measured its recall@10 against exact search at 0.95 or better for what it holds now."""
+    has measured its recall@10 against exact search at the target (0.95) or better for what it holds now."""
     held = f"{space['structure']}: {space['chunks']} chunks coded"
     if space.get("vector_mode") == "exact":
         return ok(label, f"{held}; QMD_VECTOR_INDEX=exact: searches compute every distance")
@@ -231,7 +231,7 @@ def _recall_check(label: str, space: dict[str, object], fix: str) -> CheckResult
     if space.get("recall_trusted"):
         taken = "" if space.get("vector_mode") != "approx" else " (QMD_VECTOR_INDEX=approx: searched whatever it measured)"
         return ok(label, f"{held}; {space['recall_words']}{taken}")
-    return ok(label, f"{held}; {space['recall_words']}: not shown to reach 0.95, so searches compute every distance (exact, slower; QMD_VECTOR_INDEX=approx searches the index anyway)")
+    return ok(label, f"{held}; {space['recall_words']}: not shown to reach {space['recall_target']}, so searches compute every distance (exact, slower; QMD_VECTOR_INDEX=approx searches the index anyway)")
 
 
 def _drop_orphaned(ctx: Context, index: str) -> str:

@@ -438,12 +438,15 @@ class IndexBackend(abc.ABC):
         """For `vector_index_status`: `recall` (the last measurement's recall@10, or None),
         `recall_words` (what it measured), `recall_due` (none stands for the index now: searches
         under auto are exact until `qmd embed` measures it) and `recall_trusted` (auto searches
-        take the index; under QMD_VECTOR_INDEX=approx whatever it measured), and `vector_mode`."""
+        take the index; under QMD_VECTOR_INDEX=approx whatever it measured), `recall_target`
+        (what a measurement must show) and `vector_mode`."""
+        from qmd.backends.recall import RECALL_TARGET
+
         check, due, trusted = self._recall_state(model)
         mode = vector_index_mode()
         return {
             "recall": check.recall if check else None, "recall_words": check.words() if check else None, "recall_due": due,
-            "recall_trusted": trusted or (mode == "approx" and not due), "vector_mode": mode,
+            "recall_trusted": trusted or (mode == "approx" and not due), "recall_target": RECALL_TARGET, "vector_mode": mode,
         }
 
     def _recall_state(self, model: VectorModel) -> tuple[Recall | None, bool, bool]:

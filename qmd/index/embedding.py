@@ -479,7 +479,7 @@ def _vector_index(backend: IndexBackend, model: VectorModel, report: EmbedReport
     after = backend.vector_recall(model)
     if after is not None and after != before:
         status = backend.recall_status(model)
-        use = "searches take it" if status["recall_trusted"] else "not shown to reach 0.95: searches compute every distance (QMD_VECTOR_INDEX=approx takes it anyway)"
+        use = "searches take it" if status["recall_trusted"] else f"not shown to reach {status['recall_target']}: searches compute every distance (QMD_VECTOR_INDEX=approx takes it anyway)"
         report.recall = f"{after.words()}; {use}"
 
 
