@@ -30,7 +30,8 @@ ARGV_TOOLS = frozenset({"shell", "local_shell", "container.exec", "unified_exec"
 MAX_COMMAND = 64 * 1024  # characters of a (shortened) command the shell reader sees; real ones are a few KB
 _LONG_RUN = 256  # a run of word characters this long cannot be a path component (NAME_MAX is 255)
 _KEEP = 128
-_SEARCH_WORDS = frozenset({"rg", "ripgrep", "rga", "ag", "ack", "ack-grep", "ug", "ugrep", "git", "find", "fd", "fdfind", "xargs", "eval"})
+_SEARCH_WORDS = frozenset({"rg", "ripgrep", "rga", "ag", "ack", "ack-grep", "ug", "ugrep", "git", "find", "fd", "fdfind", "xargs", "eval",
+                           "awk", "gawk", "mawk", "nawk", "sed", "gsed", "perl"})  # the last: pattern programs (guards/scripted.py)
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 

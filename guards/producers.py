@@ -14,7 +14,7 @@ import shlex
 
 from .lexer import SUB, literal
 from .model import Search, Target
-from .searches import TOOLS, getopt, grep_family, git_grep, parse, target, Spec, _dir_excludes
+from .searches import TOOLS, getopt, grep_family, parse, target, Spec, _dir_excludes
 from .shell import Command, tokenize_words
 
 _SUB_KEY = re.compile(f"{SUB}[0-9]+{SUB}")
@@ -49,14 +49,7 @@ def _run_search(argv: list[str], cwd: str | None) -> Search | None:
     if not argv:
         return None
     for cmd in commands(shlex.join(argv), cwd):
-        name = os.path.basename(literal(cmd.argv[0]))
-        found: Search | None
-        if name in TOOLS:
-            found = grep_family(cmd, name)
-        elif name == "git":
-            found = git_grep(cmd)
-        else:
-            continue
+        found = parse(cmd)
         if found is not None and not found.listing:
             found.targets = [t for t in found.targets if t.index is not None and t.path is not None and "{}" not in (t.word or "")]
             found.stdin = False

@@ -1,4 +1,5 @@
-"""Recognise content searches in simple commands: grep/egrep/fgrep/rgrep, rg, ag, ack, git grep.
+"""Recognise content searches in simple commands: grep/egrep/fgrep/rgrep, rg, ag, ack, git grep,
+and awk/sed/perl programs that select lines by a pattern (`scripted.py`).
 
 Each tool's options are parsed the way its getopt would (options that take a value, option
 permutation, `--`), so the pattern, the paths, the recursion flags and the file filters
@@ -11,6 +12,7 @@ import os
 
 from .lexer import glob_pattern, has_glob, literal
 from .model import Search, Target
+from .scripted import TOOLS as PROGRAMS, program_search
 from .shell import Command, git_root, resolve
 
 
@@ -284,4 +286,20 @@ def parse(cmd: Command) -> Search | None:
         return grep_family(cmd, name)
     if name == "git":
         return git_grep(cmd)
+    if name in PROGRAMS:
+        return programmed(cmd, name)
     return None
+
+
+def programmed(cmd: Command, name: str) -> Search | None:
+    """An awk, sed or perl program that prints the lines a pattern selects (`guards/scripted.py`):
+    a search of the files it names, which it never recurses into."""
+    found = program_search(cmd.argv)
+    if found is None:
+        return None
+    pattern, operands = found
+    search = Search("grep", name, cmd)
+    search.patterns.append(pattern)
+    search.targets = [target(i, w, cmd.cwd) for i, w in operands if literal(w) != "-"]
+    search.stdin = not search.targets
+    return search

@@ -152,6 +152,12 @@ CASES: list[tuple[str, object, str, str]] = [
     (B, "find . -name '*.md' | xargs cat | grep foo", NOTES, "deny"),
     (B, "sed -n p *.md | grep foo", NOTES, "deny"),
     (B, "rg foo --iglob '*.MD'", NOTES, "deny"),
+    # pattern programs over several notes (guards/scripted.py)
+    (B, "awk '/retry/ {print FILENAME\": \"$0}' *.md", NOTES, "deny"),
+    (B, "sed -n '/retry/p' *.md", NOTES, "deny"),
+    (B, "perl -ne 'print \"$ARGV: $_\" if /retry/i' *.md", NOTES, "deny"),
+    (B, "find . -name '*.md' -exec awk '/retry/' {} +", NOTES, "deny"),
+    (B, "find . -name '*.md' | xargs perl -nle 'print if /x/'", NOTES, "deny"),
     # code searches stay allowed
     (B, "rg foo", CODE, "allow"),
     (B, "grep -rn foo .", CODE, "allow"),
@@ -191,6 +197,11 @@ CASES: list[tuple[str, object, str, str]] = [
     (B, "grep foo < <(find . -name '*.md')", NOTES, "allow"),
     (B, "rg --files | rg foo", NOTES, "allow"),
     (B, "rg -Tmd foo", NOTES, "allow"),
+    (B, "awk '/retry/' a.md", NOTES, "allow"),
+    (B, "awk 'FNR==1 {print FILENAME}' *.md", NOTES, "allow"),
+    (B, "sed -i 's/retry/Retry/' *.md", NOTES, "allow"),
+    (B, "perl -pe 's/a/b/' *.md", NOTES, "allow"),
+    (B, "awk '/def /' src/*.py", REPO, "allow"),
 ]
 
 
