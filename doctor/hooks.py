@@ -46,9 +46,21 @@ def _repos(ctx: Context) -> list[CheckResult]:
     return out
 
 
-# one line a hook call (enqueue-tmpl): `<time> <event> <repo> <commit or -> queued|NOT queued: <why>`
+# one line a hook call (enqueue-tmpl): `<time> <event> <repo> <commit or -> queued|NOT queued: <why>`,
+# the repo's newlines written `\n` and its backslashes `\\` (log_repo)
 HOOK_LINE = re.compile(r"^(?P<time>\S+) (?P<event>\S+) (?P<repo>.+) (?:[0-9a-f]+|-) (?P<outcome>queued|NOT queued: .*)$")
 HOOK_LOG_TAIL = 256 << 10
+_ESCAPED = re.compile(r"\\([n\\])")
+
+
+def log_repo(repo: str) -> str:
+    """A repository path as hooks.log holds it: one line whatever the path (as enqueue-tmpl writes it)."""
+    return repo.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def logged_repo(text: str) -> str:
+    """The repository path `log_repo` wrote as `text`."""
+    return _ESCAPED.sub(lambda m: "\n" if m[1] == "n" else "\\", text)
 
 
 def lost_requests(layout: harness.StateLayout) -> dict[str, str]:
@@ -62,10 +74,10 @@ def lost_requests(layout: harness.StateLayout) -> dict[str, str]:
                 text = fh.read().decode("utf-8", "replace")
         except OSError:
             continue
-        for line in text.splitlines():
+        for line in text.split("\n"):  # not splitlines(): a path may hold a carriage return or a form feed
             found = HOOK_LINE.match(line)
             if found:
-                latest[found["repo"]] = (line, found["outcome"] == "queued")
+                latest[logged_repo(found["repo"])] = (line, found["outcome"] == "queued")
     return {repo: line for repo, (line, queued) in latest.items() if not queued}
 
 
@@ -76,8 +88,8 @@ def _queue_again(layout: harness.StateLayout, repos: list[str]) -> str:
         spool.enqueue(layout, repo, "doctor")
         layout.hooks_log.parent.mkdir(parents=True, exist_ok=True)
         with open(layout.hooks_log, "a", encoding="utf-8") as log:
-            log.write(f"{harness.now_iso()} doctor {repo} - queued\n")
-    return f"queued a request again for {', '.join(home_path(r) for r in repos)}"
+            log.write(f"{harness.now_iso()} doctor {log_repo(repo)} - queued\n")
+    return f"queued a request again for {', '.join(log_repo(home_path(r)) for r in repos)}"
 
 
 def _queueing(ctx: Context) -> CheckResult:
@@ -92,7 +104,7 @@ def _queueing(ctx: Context) -> CheckResult:
     why = line.split(" NOT queued: ", 1)[-1]
     return fail(
         "hook queueing",
-        f"the latest commit of {len(lost)} repositor{'y' if len(lost) == 1 else 'ies'} was NOT queued ({repo}: {why})",
+        f"the latest commit of {len(lost)} repositor{'y' if len(lost) == 1 else 'ies'} was NOT queued ({log_repo(repo)}: {why})",
         "qmd doctor --fix  # once what it names is fixed (a folder in the way, permissions, a full disk): queues them again",
         ms=c.ms, repair=partial(_queue_again, ctx.layout, sorted(lost)),
     )

@@ -65,9 +65,61 @@ def _ensure_executable(path: Path) -> bool:
     return True
 
 
+def _move_aside(src: Path, dst: Path) -> None:
+    """Rename `src` to `dst`, never replacing a `dst` that appeared meanwhile (a second install
+    running at once, for another state dir): a hard link, then an unlink of `src`. Where the
+    file system has no hard links, a check then a rename."""
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except FileExistsError:
+        raise QmdError(f"{dst} appeared while qmd was installing its hook (another qmd hooks install at once?)", "run qmd hooks install again") from None
+    except OSError:
+        if os.path.lexists(dst):
+            raise QmdError(f"{dst} appeared while qmd was installing its hook (another qmd hooks install at once?)", "run qmd hooks install again") from None
+        replace_file(src, dst)
+        return
+    os.unlink(src)
+
+
+def _plain_problem(hooks_dir: Path, name: str) -> QmdError | None:
+    """Why installing `name` in `hooks_dir` must not go ahead, checked for every hook before any
+    is changed: a `.legacy` that qmd would overwrite, or an orphan one (no hook runs it now;
+    qmd's hook runs `$0.legacy`, so installing would start running it)."""
+    target, legacy = hooks_dir / name, hooks_dir / f"{name}.legacy"
+    current, previous = _read(target), _read(legacy)
+    ours = previous is not None and script.is_ours(previous)
+    if current is None and previous is not None and not ours:
+        return QmdError(
+            f"{legacy} exists but {target} does not: git does not run it now, and qmd's hook would (it runs {legacy.name})",
+            f"delete {legacy} (or rename it to {name} to keep running it), then run qmd hooks install again",
+        )
+    if current is not None and not script.is_ours(current) and not script.is_pre_commit(current) and os.path.lexists(legacy):
+        return QmdError(
+            f"{target} is not qmd's and {legacy.name} already exists: qmd will not overwrite it",
+            f"merge {legacy} into {target} (or move it away), then run qmd hooks install again",
+        )
+    if current is not None and script.is_pre_commit(current) and not ours:
+        older = hooks_dir / f"{name}.legacy.legacy"
+        if previous is not None and os.path.lexists(older):
+            return QmdError(f"{legacy} and {older} both exist: qmd will not overwrite either", "merge them into one, then run qmd hooks install again")
+        found = _read(older) if previous is None else None
+        if found is not None and not script.is_ours(found):
+            return QmdError(
+                f"{older} exists but {legacy} does not: nothing runs it now, and qmd's hook would (as {legacy.name}, which pre-commit's hook runs)",
+                f"delete {older} (or rename it to {legacy.name} to keep running it), then run qmd hooks install again",
+            )
+    return None
+
+
 def _install_plain(hooks_dir: Path, name: str, text: str) -> tuple[str, dict[str, Any]]:
     target, legacy = hooks_dir / name, hooks_dir / f"{name}.legacy"
+    if (problem := _plain_problem(hooks_dir, name)) is not None:
+        raise problem
     current = _read(target)
+    if current is None and (left := _read(legacy)) is not None and script.is_ours(left):
+        legacy.unlink()  # a copy of qmd's own hook left as .legacy (pre-commit's hook removed since): ours runs once
+        _write(target, text)
+        return f"installed (a copy of qmd's hook left as {legacy.name} was removed)", {"how": "created"}
     if current is not None and script.is_ours(current):
         changed = _write(target, text)
         return ("updated" if _ensure_executable(target) or changed else "already installed"), {}
@@ -78,19 +130,14 @@ def _install_plain(hooks_dir: Path, name: str, text: str) -> tuple[str, dict[str
         note = ""
         if previous is not None:
             older = hooks_dir / f"{name}.legacy.legacy"
-            if os.path.lexists(older):
-                raise QmdError(f"{legacy} and {older} both exist: qmd will not overwrite either", f"merge them into one, then run qmd hooks install again")
-            replace_file(legacy, older)
+            _move_aside(legacy, older)
             note = f"; the hook pre-commit chained moved to {older.name} and still runs"
+        elif (left := _read(hooks_dir / f"{name}.legacy.legacy")) is not None and script.is_ours(left):
+            (hooks_dir / f"{name}.legacy.legacy").unlink()  # qmd's own, left behind: ours runs once
         _write(legacy, text)
         return f"installed as {legacy.name}, which pre-commit's hook runs{note}", {"how": "pre-commit"}
     if current is not None:
-        if os.path.lexists(legacy):
-            raise QmdError(
-                f"{target} is not qmd's and {legacy.name} already exists: qmd will not overwrite it",
-                f"merge {legacy} into {target} (or move it away), then run qmd hooks install again",
-            )
-        replace_file(target, legacy)
+        _move_aside(target, legacy)
         _write(target, text)
         return f"installed; the existing hook was kept as {legacy.name} and still runs", {"how": "chained"}
     _write(target, text)
@@ -177,14 +224,18 @@ def install(path: Path | str, layout: StateLayout | None = None) -> Outcome:
         except OSError as exc:  # a file in its place (or on the way to it), a read-only repository
             raise QmdError(f"cannot create the hooks folder {repo.hooks_dir}: {exc.strerror or exc}", "move whatever is in the way aside (or fix core.hooksPath), then run qmd hooks install again") from exc
         created += [str(p) for p in missing]  # deepest first, the order uninstall removes them in
-    for name in script.HOOK_NAMES:
-        if repo.husky_dir is not None:
-            message, info = _install_husky(repo, name, script.husky_block(name, state))
-        else:
-            message, info = _install_plain(repo.hooks_dir, name, script.hook_script(name, state))
-        out.lines.append(f"  {name}: {message}")
-        hooks[name] = info
-    with registry.editing(layout) as repos:
+    with registry.editing(layout) as repos:  # one install or uninstall at a time (for this state dir)
+        if repo.husky_dir is None:
+            for name in script.HOOK_NAMES:  # nothing changed unless every hook can be installed
+                if (problem := _plain_problem(repo.hooks_dir, name)) is not None:
+                    raise problem
+        for name in script.HOOK_NAMES:
+            if repo.husky_dir is not None:
+                message, info = _install_husky(repo, name, script.husky_block(name, state))
+            else:
+                message, info = _install_plain(repo.hooks_dir, name, script.hook_script(name, state))
+            out.lines.append(f"  {name}: {message}")
+            hooks[name] = info
         old = repos.get(str(repo.top)) or {}
         for name, info in hooks.items():  # a re-install keeps what the first install recorded
             hooks[name] = info or (old.get("hooks") or {}).get(name) or {}
@@ -204,7 +255,12 @@ def install(path: Path | str, layout: StateLayout | None = None) -> Outcome:
 def uninstall(path: Path | str, layout: StateLayout | None = None) -> Outcome:
     """Remove our hooks from a repository and forget it (a deleted repository is just forgotten)."""
     layout = layout or StateLayout.current()
-    repos = registry.load(layout)
+    with registry.editing(layout) as repos:  # one install or uninstall at a time (for this state dir)
+        out = _uninstall(path, repos)
+    return out
+
+
+def _uninstall(path: Path | str, repos: dict[str, Any]) -> Outcome:
     key = os.path.realpath(os.path.expanduser(str(path)))
     if key not in repos and os.path.exists(key):
         try:
@@ -238,8 +294,7 @@ def uninstall(path: Path | str, layout: StateLayout | None = None) -> Outcome:
                     os.rmdir(folder)  # only when empty: what qmd created and nobody filled
                 except OSError:
                     pass
-    with registry.editing(layout) as current:
-        current.pop(key, None)
+    repos.pop(key, None)
     return out
 
 

@@ -661,6 +661,34 @@ def test_a_commit_the_hook_could_not_queue_fails_until_a_later_commit_queues(ind
     assert find(doctor("--quick")[1], "hook queueing")["status"] == "ok"
 
 
+def test_a_repository_path_with_a_newline_keeps_its_hooks_log_line_whole(indexed: Path, state: Path, tmp_path: Path) -> None:
+    """A newline in a repository's path split the hook's hooks.log line in two, so neither half
+    was read as a hook call and doctor never reported that repository's lost request. Now the
+    hook writes the path's newlines as `\\n` (and backslashes as `\\\\`), doctor reads them
+    back, and --fix queues the request for the real path."""
+    repo = make_repo(tmp_path / "odd\nname\\x")
+    assert run_qmd("hooks", "install", str(repo)).returncode == 0
+    tmp = state / "queue" / "tmp"
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.write_text("in the way\n")
+    assert commit(repo, "lost.md", "# Lost\n").returncode == 0
+    tmp.unlink()
+    lines = (state / "logs" / "hooks.log").read_text().split("\n")
+    assert lines[-1] == "" and len(lines) == 2 and "NOT queued" in lines[0], lines
+    assert f" post-commit {tmp_path}/odd\\nname\\\\x " in lines[0], lines
+    code, report = doctor("--quick")
+    check = find(report, "hook queueing")
+    assert code == 2 and check["status"] == "fail" and "odd\\nname\\\\x: cannot write" in check["detail"], check
+    assert "\n" not in check["detail"]
+    code, report = doctor("--quick", "--fix")
+    assert find(report, "hook queueing")["status"] == "ok", report["checks"]
+    [request] = [json.loads(p.read_text()) for p in (state / "queue" / "new").iterdir()]
+    assert request["repo"] == str(repo) and request["event"] == "doctor"
+    assert commit(repo, "kept.md", "# Kept\n").returncode == 0  # the hook queues for the real path too
+    assert sorted(json.loads(p.read_text())["repo"] for p in (state / "queue" / "new").iterdir()) == [str(repo)] * 2
+
+
 def test_a_config_edited_by_hand_leaves_the_guard_cache_stale_until_fix_refreshes_it(indexed: Path, state: Path, tmp_path: Path) -> None:
     """The guard reads folders.json only, which qmd rewrites when it saves a config: a collection
     added to the YAML by hand went unprotected (and one removed stayed blocked) with nothing

@@ -8,6 +8,7 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,94 @@ def test_foreign_hook_with_a_foreign_legacy_is_refused(cli, state: Path, tmp_pat
     code, _out, err = cli("hooks", "install", str(repo))
     assert code == 1 and "post-commit.legacy already exists" in err and "hint:" in err
     assert (hooks / "post-commit").read_text() == "#!/bin/sh\n"
+
+
+def test_an_orphan_legacy_hook_is_refused_before_anything_changes(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A `post-rewrite.legacy` with no `post-rewrite` is run by nothing; qmd's hook runs
+    `$0.legacy`, so installing used to start running it on every rewrite (and uninstall then
+    restored it as the live hook). Refused, naming it, before any hook is written."""
+    repo = make_repo(tmp_path / "repo")
+    hooks = repo / ".git" / "hooks"
+    marks = tmp_path / "marks"
+    (hooks / "post-rewrite.legacy").write_text(f"#!/bin/sh\necho orphan >> {marks}\n")
+    (hooks / "post-rewrite.legacy").chmod(0o755)
+    before = snapshot(hooks)
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 1 and "post-rewrite.legacy exists but" in err and "git does not run it now" in err and "hint: delete" in err, err
+    assert snapshot(hooks) == before  # post-commit and post-merge were not written either
+    assert "no repositories are enrolled" in cli("hooks", "status")[1].lower() or str(repo) not in cli("hooks", "status")[1]
+    git(repo, "commit", "-q", "--amend", "-m", "amended")
+    assert not marks.exists()
+    (hooks / "post-rewrite.legacy").rename(hooks / "post-rewrite")  # the hint's other way: keep running it
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0 and "post-rewrite: installed; the existing hook was kept as post-rewrite.legacy" in out, out + err
+
+
+def test_a_leftover_copy_of_qmds_hook_as_legacy_is_not_run_twice(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """qmd's own script left as `post-commit.legacy` (installed after pre-commit's hook, which was
+    removed since): installing again used to queue two requests per commit."""
+    repo = make_repo(tmp_path / "repo")
+    hooks = repo / ".git" / "hooks"
+    assert cli("hooks", "install", str(repo))[0] == 0
+    (hooks / "post-commit").rename(hooks / "post-commit.legacy")
+    code, out, err = cli("hooks", "install", str(repo))
+    assert code == 0 and "post-commit: installed (a copy of qmd's hook left as post-commit.legacy was removed)" in out, out + err
+    assert not (hooks / "post-commit.legacy").exists()
+    commit(repo, "a.md", "# A\n")
+    assert [r["event"] for r in requests(state)] == ["post-commit"]
+
+
+def test_a_legacy_that_appears_during_install_is_never_overwritten(state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two installs at once (for two state dirs, which do not share a lock): one moves the user's
+    hook to `post-commit.legacy` and writes its own while the other, which read the user's hook
+    a moment before, moves what is now qmd's hook onto that `.legacy`, and the user's hook was
+    gone. The move is now a hard link that fails when its target exists."""
+    from hooks import install as hooks_install
+    from hooks import script
+
+    repo = make_repo(tmp_path / "repo")
+    hooks = repo / ".git" / "hooks"
+    (hooks / "post-commit").write_text("#!/bin/sh\necho the user's hook\n")
+    done: list[bool] = []
+
+    def other_install_first(move: Callable[..., None]) -> Callable[..., None]:
+        def moved(src: object, dst: object, *args: object, **kwargs: object) -> None:
+            if not done:  # the other install moves the user's hook aside and writes its own, just before this one's move
+                done.append(True)
+                os.replace(hooks / "post-commit", hooks / "post-commit.legacy")
+                (hooks / "post-commit").write_text(script.hook_script("post-commit", "/other/state"))
+            move(src, dst, *args, **kwargs)
+        return moved
+
+    monkeypatch.setattr(os, "link", other_install_first(os.link))
+    monkeypatch.setattr(hooks_install, "replace_file", other_install_first(hooks_install.replace_file))
+    with pytest.raises(hooks_install.QmdError, match="appeared while qmd was installing"):
+        hooks_install._install_plain(hooks, "post-commit", script.hook_script("post-commit", str(state)))
+    assert done
+    assert (hooks / "post-commit.legacy").read_text() == "#!/bin/sh\necho the user's hook\n"
+
+
+def test_two_installs_at_once_keep_the_users_hook(state: Path, tmp_path: Path) -> None:
+    """Real processes: two `qmd hooks install` of one repository over a foreign hook, started
+    together, for one state dir (serialised) and for two (the link-based move): the user's hook
+    ends up as post-commit.legacy, run by qmd's, every time."""
+    import subprocess
+
+    from tests.support.run import qmd_env
+
+    user = "#!/bin/sh\necho the user's hook\n"
+    for round_, states in enumerate([(state, state), (state, tmp_path / "state2")]):
+        repo = make_repo(tmp_path / f"repo{round_}")
+        hooks = repo / ".git" / "hooks"
+        (hooks / "post-commit").write_text(user)
+        (hooks / "post-commit").chmod(0o755)
+        procs = [subprocess.Popen([sys.executable, "-m", "qmd", "hooks", "install", str(repo)], env={**qmd_env(), "QMD_STATE_DIR": str(s)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in states]
+        results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+        assert any(code == 0 for code, _, _ in results), results
+        assert all(code == 0 or "appeared while qmd was installing" in err or "already exists" in err for code, _, err in results), results
+        assert (hooks / "post-commit.legacy").read_text() == user, results
+        assert "qmd-hooks-v1" in (hooks / "post-commit").read_text()
 
 
 PRE_COMMIT_HOOK = """#!/usr/bin/env bash
