@@ -30,6 +30,8 @@ _TRIM_WORK = 1 << 22  # value length × pattern length a pattern removal may sea
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*)|([0-9@*#?!$-])|\{([^}]*)\})")
 _PARAM = r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(:?[-=+?]|%%|%|##|#)(.*)$"  # compiled on first use (re caches it)
 ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+# `${a[@]}`, `${a[*]}`, `${a[2]}` (a `[` inside quotes is marked, see lexer._QUOTED); `${#a[@]}`
+_ELEMENT = re.compile(r"^(#?)([A-Za-z_][A-Za-z0-9_]*)[\[\ue005]([@*]|[0-9]{1,6})\]$")
 
 
 def _tilde(word: str, state: State | None = None) -> str:
@@ -144,8 +146,27 @@ def _param(name: str, state: State) -> list[str] | None:
     return None
 
 
+def _element(body: str, state: State) -> list[str] | None:
+    """The words of `${a[@]}`, `${a[*]}`, `${a[N]}` or `${#a[@]}` for an array the command
+    assigned (`a=(…)`: its list; any other variable is an array of one word); None otherwise."""
+    match = _ELEMENT.match(body)
+    if match is None or match.group(2) not in state.vars:
+        return None
+    count, name, index = match.groups()
+    value = state.vars[name]
+    if count:
+        return [str(len(value))]
+    if index in ("@", "*"):
+        return list(value)
+    return [value[int(index)]] if int(index) < len(value) else [""]
+
+
 def _braced(body: str, state: State) -> str:
-    """`${…}` other than a plain name: `${X:-default}`, `${X-d}`, `${X:=d}`, `${X:+alt}`; else unknown."""
+    """`${…}` other than a plain name: `${X:-default}`, `${X-d}`, `${X:=d}`, `${X:+alt}`, an array's
+    elements; else unknown."""
+    element = _element(body, state)
+    if element is not None:
+        return join_words(element)
     match = re.match(_PARAM, body, re.DOTALL)
     if match is None:
         return UNKNOWN
@@ -266,6 +287,10 @@ def expand(word: str, state: State) -> list[str]:
     if "$" not in word:
         return [word]
     whole = _VAR.fullmatch(word)
+    if whole and whole.group(4) is not None:  # `"${a[@]}"`: one word per element
+        element = _element(whole.group(4), state)
+        if element is not None:
+            return bounded_words(element)
     if whole and whole.group(4) is None:
         name = whole.group(1) or whole.group(2) or whole.group(3)
         value = _param(name, state)

@@ -2,7 +2,7 @@
 
 Tracks what changes where a command runs and what it reads: `cd`/`pushd`/`popd` (and
 subshells that undo them), variables (`X=notes`, `export`, `for f in notes/*.md`,
-`${X:-default}`, positional parameters of `sh -c '…' _ a b` and of functions), `~`, `~+`,
+`${X:-default}`, arrays (`a=(…)`, `a+=(…)`, `a[N]=…`, `"${a[@]}"`), positional parameters of `sh -c '…' _ a b` and of functions), `~`, `~+`,
 aliases and functions defined in the same command, wrappers (`env X=1 cmd`, `sudo`,
 `timeout 5`, `nice`, `command`, `busybox`, `setsid`, …), shell strings (`bash -c '…'`,
 `sh -lc`, `eval`, `script -c`, `su -c`), scripts a shell reads from its stdin or a file
@@ -38,9 +38,31 @@ MAX_DEPTH = 6
 MAX_LEXED = budget.MAX_LEXED  # characters all nested walks of one call may lex (the outer command counts too)
 MAX_STEPS = 50_000  # simple commands one call may walk (function calls re-walk their bodies)
 MAX_CALLS = 256  # function calls one call may follow
+MAX_INDEX = 4096  # the highest array element `a[N]=…` the guard fills (past it the array is unknown)
 _SUB_KEY = re.compile(f"{SUB}[0-9]+{SUB}")
 _KEYWORDS = frozenset({"!", "{", "}", "then", "do", "else", "elif", "if", "while", "until", "done", "fi", "esac", "time", "coproc"})
 _PLACEHOLDER_OUTPUT = frozenset({"true", ":", "cd", "pushd", "popd", "export", "set", "shopt"})
+
+
+_ARRAY_START = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=$")  # the word before an array's `(`
+
+
+def _assign(state: State, name: str, value: str) -> None:
+    """`NAME=value`, `NAME+=value` (taken as the value: the guard follows paths, not strings) or
+    `NAME[N]=value` (one element of an array)."""
+    name = name.rstrip("+")
+    base, bracket, index = name.partition("[")
+    if not bracket:
+        state.vars[name] = [value]
+        return
+    index = index.rstrip("]")
+    if not index.isdigit() or int(index) >= MAX_INDEX:
+        state.vars[base] = [UNKNOWN]  # `a[$i]=…`, `a[key]=…` (an associative array)
+        return
+    words = list(state.vars.get(base) or [])
+    words.extend([""] * (int(index) + 1 - len(words)))
+    words[int(index)] = value
+    state.vars[base] = words
 
 
 class _Shared:
@@ -153,6 +175,9 @@ class _Walker:
             if op in REDIRECTS:
                 pending = op
                 continue
+            if op == "(" and words and _ARRAY_START.match(words[-1]):  # `a=(x y)`, `declare -a a=(…)`, `a+=(…)`
+                i = self._array(tokens, i, words.pop(), state)
+                continue
             if op == "(" and i < n and tokens[i] == OP + ")" and len(words) in (1, 2) and (len(words) == 1 or words[0] == "function"):
                 i = self._define(tokens, i + 1, words[-1], state)  # NAME () { … }
                 words = []
@@ -171,6 +196,31 @@ class _Walker:
         cmd = self._simple(words, redirects, state, producer, in_pipeline=producer is not None)
         if words:
             self.ends.append(cmd)
+
+    def _array(self, tokens: list[str], i: int, assign: str, state: State) -> int:
+        """Record the array `NAME=(` … `)` whose words start at `tokens[i]`; returns the index after
+        its `)`. An operator inside (not bash) ends it there and leaves the array unknown."""
+        raw: list[str] = []
+        while i < len(tokens) and not tokens[i].startswith(OP):
+            raw.append(tokens[i])
+            i += 1
+        name = assign.split("=", 1)[0]
+        if i < len(tokens) and tokens[i] == OP + ")":
+            value = self._expanded(raw, state)
+            if name.endswith("+"):
+                name = name[:-1]
+                value = [*(state.vars.get(name) or []), *value]
+            state.vars[name] = bounded_words(value)
+            return i + 1
+        state.vars[name.rstrip("+")] = [UNKNOWN]
+        return i
+
+    def _expanded(self, raw: list[str], state: State) -> list[str]:
+        """The words `raw` stands for once expanded (variables, outputs, braces)."""
+        for word in raw:
+            for key in _SUB_KEY.findall(word):
+                self._walk_sub(key, state)
+        return [w for word in raw for v in expand(self._with_outputs(word), state) for w in braces(v)]
 
     def _define(self, tokens: list[str], i: int, name: str, state: State) -> int:
         """Record a function whose body starts at `tokens[i]` (`{`); returns the index after it."""
@@ -277,17 +327,12 @@ class _Walker:
             shared.pending_reads = []
         if not raw:
             return None
-        for word in raw:
-            for key in _SUB_KEY.findall(word):
-                self._walk_sub(key, state)
-        argv: list[str] = []
-        for word in raw:
-            argv.extend(w for v in expand(self._with_outputs(word), state) for w in braces(v))
+        argv = self._expanded(raw, state)
         while argv and (argv[0] in _KEYWORDS or ASSIGN.match(argv[0])):  # `while IFS= read -r f`
             if argv[0] not in _KEYWORDS:
                 name, _, value = argv[0].partition("=")
                 if len(argv) == 1:
-                    state.vars[name.rstrip("+")] = [value]
+                    _assign(state, name, value)
             elif argv[0] == "time":  # the keyword's own option: `time -p [--] grep …`
                 while len(argv) > 1 and argv[1] in ("-p", "--"):
                     argv = argv[1:]
@@ -305,7 +350,7 @@ class _Walker:
             for a in argv[1:]:
                 if ASSIGN.match(a):
                     name, _, value = a.partition("=")
-                    state.vars[name.rstrip("+")] = [value]
+                    _assign(state, name, value)
             return None
         if literal(argv[0]) == "alias":
             for a in argv[1:]:

@@ -152,6 +152,7 @@ CASES: list[tuple[str, object, str, str]] = [
     (B, "find . -name '*.md' | xargs cat | grep foo", NOTES, "deny"),
     (B, "sed -n p *.md | grep foo", NOTES, "deny"),
     (B, "rg foo --iglob '*.MD'", NOTES, "deny"),
+    (B, 'a=(-rn foo .); grep "${a[@]}"', NOTES, "deny"),
     # pattern programs over several notes (guards/scripted.py)
     (B, "awk '/retry/ {print FILENAME\": \"$0}' *.md", NOTES, "deny"),
     (B, "sed -n '/retry/p' *.md", NOTES, "deny"),
