@@ -31,7 +31,7 @@ MAX_COMMAND = 64 * 1024  # characters of a (shortened) command the shell reader 
 _LONG_RUN = 256  # a run of word characters this long cannot be a path component (NAME_MAX is 255)
 _KEEP = 128
 _SEARCH_WORDS = frozenset({"rg", "ripgrep", "rga", "ag", "ack", "ack-grep", "ug", "ugrep", "git", "find", "fd", "fdfind", "xargs", "eval",
-                           "awk", "gawk", "mawk", "nawk", "sed", "gsed", "perl"})  # the last: pattern programs (guards/scripted.py)
+                           "awk", "gawk", "mawk", "nawk", "sed", "gsed", "perl", "perl5"})  # the last: pattern programs (guards/scripted.py)
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 

@@ -155,10 +155,32 @@ def _element(body: str, state: State) -> list[str] | None:
     count, name, index = match.groups()
     value = state.vars[name]
     if count:
-        return [str(len(value))]
+        return None if UNKNOWN in value else [str(len(value))]
     if index in ("@", "*"):
         return list(value)
-    return [value[int(index)]] if int(index) < len(value) else [""]
+    if len(index) > 1 and index.startswith("0"):
+        return None  # `${a[010]}` is element 8: arithmetic, not followed
+    if int(index) < len(value):
+        return [value[int(index)]]
+    return [UNKNOWN] if UNKNOWN in value else [""]
+
+
+def _spread(word: str, state: State) -> list[str] | None:
+    """A word holding one `${a[@]}` of a known array among other text: as bash splits it, one
+    word per element, the text before it joined to the first and the text after to the last."""
+    found = [m for m in _VAR.finditer(word) if m.group(4) is not None and _ELEMENT.match(m.group(4)) and m.group(4)[-2] == "@"]
+    if len(found) != 1:
+        return None
+    element = _element(found[0].group(4), state)
+    if element is None:
+        return None
+    before, after = _substitute(word[: found[0].start()], state), _substitute(word[found[0].end() :], state)
+    if not element:
+        return [before + after]
+    words = list(element)
+    words[0] = before + words[0]
+    words[-1] = words[-1] + after
+    return bounded_words(words)
 
 
 def _braced(body: str, state: State) -> str:
@@ -291,6 +313,10 @@ def expand(word: str, state: State) -> list[str]:
         element = _element(whole.group(4), state)
         if element is not None:
             return bounded_words(element)
+    if whole is None and "[@]" in word.replace("\ue005", "["):  # `"$PWD/${a[@]}"`: the text around joins the first and last
+        spread = _spread(word, state)
+        if spread is not None:
+            return spread
     if whole and whole.group(4) is None:
         name = whole.group(1) or whole.group(2) or whole.group(3)
         value = _param(name, state)

@@ -16,32 +16,41 @@ import re
 
 from .lexer import literal
 
-AWKS = frozenset({"awk", "gawk", "mawk", "nawk", "busybox-awk"})
+AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
 SEDS = frozenset({"sed", "gsed"})
-PERLS = frozenset({"perl"})
+PERLS = frozenset({"perl"})  # and perl5.36.0 and the like (is_perl)
 TOOLS = AWKS | SEDS | PERLS
 
+MAX_PROGRAM = 8192  # characters of a program looked into: a longer one is judged by its start
 _AWK_VALUE = frozenset({"-F", "-v", "-f", "-e", "-i", "-l", "-E", "-W", "--field-separator", "--assign", "--file", "--source", "--include", "--load", "--exec"})
 _AWK_ASSIGN = r"[A-Za-z_][A-Za-z0-9_]*="  # an operand `var=value`: an assignment, not a file
-_SED_VALUE = frozenset({"-e", "-f", "-l", "--expression", "--file", "--line-length"})
+_SED_LONG = ("--quiet", "--silent", "--expression", "--file", "--in-place", "--line-length", "--null-data", "--zero-terminated",
+             "--separate", "--unbuffered", "--regexp-extended", "--posix", "--debug", "--sandbox", "--follow-symlinks", "--binary")
+_SED_VALUE = frozenset({"--expression", "--file", "--line-length"})
 _SED_FLAGS = frozenset("nErsuzb")  # -n and the switches that take no value (bundled as in `-nE`)
-# Patterns are kept as text: `re` compiles each on first use and caches it, so a guard run
-# that meets no awk, sed or perl never pays for compiling them.
 _OCTAL = frozenset("01234567")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
-# a regular expression in a program: `/re/` where an operand may start, a match operator
-# (awk's `~`/`!~`, perl's `=~`/`!~`), awk's match(), perl's m{…}/m!…! and grep {…}
-_SLASHED = r"(?:^|[\s;{}(!&|,=~])/((?:\\.|[^/\\\n])+)/"
-_AWK_MATCH = r"~|\bmatch\s*\("
-_PERL_MATCH = r"[=!]~|(?<![\w$@%])m[^\w\s]|\bgrep\s*[{(]"
+# Patterns are kept as text: `re` compiles each on first use and caches it, so a guard run
+# that meets no awk, sed or perl never pays for compiling them. Each is linear in its input
+# (no two ways to match one character): a guard decision has a deadline, `re` does not.
+_AWK_MATCH = r"~|\b(?:match|index)\s*\("  # a field or the line tested against a pattern, or a string searched
+_PERL_MATCH = r"[=!]~|(?<![\w$@%])m[^\w\s]|\bgrep\s*[{(]|\bindex\s*\("
 _PERL_M = r"(?<![\w$@%])m([^\w\s])"
-_QUOTED = r'~\s*"((?:\\.|[^"\\])+)"'
+_QUOTED = r'~[ \t]*"((?:\\.|[^"\\\n])+)"'
 _CLOSERS = {"{": "}", "(": ")", "[": "]", "<": ">"}
-_PERL_FILTER = r"\b(?:if|unless|next|last)\b|&&|\|\||\?"  # a line kept or dropped by a condition
-# sed: an address that is a regular expression, at the start of a command (`/re/p`, `\%re%d`, `1,/re/`)
-_SED_ADDRESS = r"(?:^|[;\n{}]|,)\s*(?:/((?:\\.|[^/\\\n])+)/|\\([^\w\s])(.+?)\2)"
-_SED_SUBST_PRINT = r"(?:^|[;\n{}]|\s)s([^\w\s\\])((?:\\.|(?!\1).)*)\1(?:\\.|(?!\1).)*\1[gIiMme0-9w]*p"
+_PERL_FILTER = r"\b(?:if|unless|next|last|and|or)\b|&&|\|\||\?"  # a line kept or dropped by a condition
+# words after which a `/` starts a regular expression, not a division
+_BEFORE_REGEX = frozenset({"print", "printf", "return", "if", "unless", "and", "or", "not", "grep", "when", "while", "until", "split"})
+_REWRITES = r"(?:\b(?:g?sub|gensub)\s*\(|\bsplit\s*\([^()\n]*,|\bsplit)[ \t(]*$"  # a regex that rewrites or splits, not selects
+# sed: a command whose address is one regular expression (`/re/p`, `\%re%!d`, `/re/{…}`); group 1 or 3 the
+# regex, 4 a comma (a range: a block, not the lines a pattern selects), 5 `!`, 6 the command
+_SED_COMMAND = r"(?:^|[;\n{}])[ \t]*(?:/((?:\\.|[^/\\\n])+)/|\\([^\w\s\\])((?:\\.|(?!\2)[^\\\n])+)\2)[IM]*[ \t]*(,?)[ \t]*(!?)[ \t]*([a-zA-Z{=]?)"
+_SED_SUBST_PRINT = r"(?:^|[;\n{}]|[ \t])s([^\w\s\\])((?:\\.|(?!\1)[^\\\n])*)\1(?:\\.|(?!\1)[^\\\n])*\1[gIiMme0-9]*p"
+
+
+def is_perl(name: str) -> bool:
+    return name in PERLS or (name.startswith("perl5") and all(c.isdigit() or c == "." for c in name[4:]))
 
 
 def program_search(argv: list[str]) -> tuple[str, list[tuple[int, str]]] | None:
@@ -52,7 +61,7 @@ def program_search(argv: list[str]) -> tuple[str, list[tuple[int, str]]] | None:
         return _awk(argv)
     if name in SEDS:
         return _sed(argv)
-    if name in PERLS:
+    if is_perl(name):
         return _perl(argv)
     return None
 
@@ -83,6 +92,8 @@ def _awk(argv: list[str]) -> tuple[str, list[tuple[int, str]]] | None:
                 i += 1
             if opt in ("-f", "--file", "-E", "--exec"):
                 return None  # the program is in a file the guard does not read
+            if opt in ("-i", "--include") and value in ("inplace", "inplace.awk"):
+                return None  # gawk's in-place edit
             if opt in ("-e", "--source"):
                 sources.append(value)
             i += 1
@@ -92,10 +103,10 @@ def _awk(argv: list[str]) -> tuple[str, list[tuple[int, str]]] | None:
         elif not re.match(_AWK_ASSIGN, arg):
             operands.append((i, argv[i]))
         i += 1
-    text = "\n".join(sources) if sources else program
+    text = ("\n".join(sources) if sources else program or "")[:MAX_PROGRAM]
     if not text:
         return None
-    if re.search(_SLASHED, text) is None and re.search(_AWK_MATCH, text) is None:
+    if not _regexes(text) and re.search(_AWK_MATCH, text) is None:
         return None
     return _pattern(text), operands
 
@@ -112,6 +123,7 @@ def _sed(argv: list[str]) -> tuple[str, list[tuple[int, str]]] | None:
             break
         if arg.startswith("--") and len(arg) > 2:
             opt, eq, value = arg.partition("=")
+            opt = _long_option(opt, _SED_LONG)
             quiet = quiet or opt in ("--quiet", "--silent")
             in_place = in_place or opt == "--in-place"
             from_file = from_file or opt == "--file"
@@ -140,17 +152,26 @@ def _sed(argv: list[str]) -> tuple[str, list[tuple[int, str]]] | None:
         else:
             operands.append((i, argv[i]))
         i += 1
-    script = "\n".join(scripts)
+    script = "\n".join(scripts)[:MAX_PROGRAM]
     if in_place or from_file or not script:
         return None
     quiet = quiet or script.startswith("#n\n") or script == "#n"
-    address = re.search(_SED_ADDRESS, script)
-    if address is not None:
-        return (address.group(1) or address.group(3) or script).strip(), operands
+    for command in re.finditer(_SED_COMMAND, script):
+        ranged, negated, verb = command.group(4), command.group(5), command.group(6)
+        if not ranged and ((quiet and not negated and verb in ("p", "{")) or (negated and verb == "d")):
+            return (command.group(1) or command.group(3)).strip(), operands  # `-n /re/p`, `/re/!d`: the lines it selects
     printed = re.search(_SED_SUBST_PRINT, script) if quiet else None
     if printed is not None:
         return printed.group(2).strip() or script, operands
     return None
+
+
+def _long_option(given: str, names: tuple[str, ...]) -> str:
+    """A GNU long option as getopt reads it: the whole name, or a prefix only one name has."""
+    if given in names:
+        return given
+    found = [name for name in names if name.startswith(given)]
+    return found[0] if len(found) == 1 else given
 
 
 def _perl(argv: list[str]) -> tuple[str, list[tuple[int, str]]] | None:
@@ -182,6 +203,8 @@ def _perl(argv: list[str]) -> tuple[str, list[tuple[int, str]]] | None:
                 j += 1 if digits is _HEX else 0
                 while j < len(arg) and arg[j] in digits:
                     j += 1
+            elif ch == "a":  # autosplit: implies -n
+                loop = True
             elif ch == "F":  # -Fpattern: implies -a, which implies -n
                 loop = True
                 break
@@ -196,12 +219,12 @@ def _perl(argv: list[str]) -> tuple[str, list[tuple[int, str]]] | None:
             elif ch in "dDxC":  # a value attached, if any
                 break
         i += 1
-    text = "\n".join(code)
+    text = "\n".join(code)[:MAX_PROGRAM]
     if not text:
         return None
     if not loop and "<>" not in text and "<ARGV>" not in text and "<<>>" not in text:
         return None  # reads no file line by line
-    if re.search(_SLASHED, text) is None and re.search(_PERL_MATCH, text) is None:
+    if not _regexes(text) and re.search(_PERL_MATCH, text) is None:
         return None
     if printing and re.search(_PERL_FILTER, text) is None:
         return None  # `-pe 's/a/b/'` prints every line: a rewrite, not a search
@@ -212,8 +235,8 @@ def _pattern(program: str) -> str:
     """The first regular expression (or matched string) written in `program`, for the advice's
     example query; the whole program when none is plain to see."""
     found: list[tuple[int, str]] = []
-    if (m := re.search(_SLASHED, program)) is not None:
-        found.append((m.start(1), m.group(1)))
+    if slashed := _regexes(program, first=True):
+        found.append(slashed[0])
     if (m := re.search(_QUOTED, program)) is not None:
         found.append((m.start(1), m.group(1)))
     if (m := re.search(_PERL_M, program)) is not None:
@@ -222,3 +245,40 @@ def _pattern(program: str) -> str:
         if end > m.end():
             found.append((m.end(), program[m.end() : end]))
     return min(found)[1].strip() if found else program.strip()
+
+
+def _regexes(program: str, first: bool = False) -> list[tuple[int, str]]:
+    """The `/re/` literals of an awk or perl program that select lines, as (offset, text): a `/`
+    starts one where an operand may start (after an operator, a bracket or the start, or a
+    word such as `print`, `if`, `grep`); after an operand (`$1 / 1024`, `total / NR`) it is a
+    division. Those that rewrite or split (`gsub(/ +$/, "")`, `split /,/`) do not count. One
+    pass, linear in the program."""
+    found: list[tuple[int, str]] = []
+    i, n = 0, len(program)
+    while i < n:
+        slash = program.find("/", i)
+        if slash < 0:
+            break
+        j = slash - 1
+        while j >= 0 and program[j] in " \t":
+            j -= 1
+        before = program[j] if j >= 0 else ""
+        if before and (before.isalnum() or before in "_)]$.\"'"):
+            word_end = j + 1
+            while j >= 0 and (program[j].isalnum() or program[j] == "_"):
+                j -= 1
+            if program[j + 1 : word_end] not in _BEFORE_REGEX:
+                i = slash + 1  # a division
+                continue
+        k = slash + 1
+        while k < n and program[k] not in "/\n":
+            k += 2 if program[k] == "\\" else 1
+        if k >= n or program[k] != "/" or k == slash + 1:
+            i = slash + 1
+            continue
+        if re.search(_REWRITES, program[max(0, slash - 200) : slash]) is None:
+            found.append((slash + 1, program[slash + 1 : k]))
+            if first:
+                break
+        i = k + 1
+    return found

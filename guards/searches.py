@@ -12,7 +12,7 @@ import os
 
 from .lexer import glob_pattern, has_glob, literal
 from .model import Search, Target
-from .scripted import TOOLS as PROGRAMS, program_search
+from .scripted import TOOLS as PROGRAMS, is_perl, program_search
 from .shell import Command, git_root, resolve
 
 
@@ -286,7 +286,7 @@ def parse(cmd: Command) -> Search | None:
         return grep_family(cmd, name)
     if name == "git":
         return git_grep(cmd)
-    if name in PROGRAMS:
+    if name in PROGRAMS or is_perl(name):
         return programmed(cmd, name)
     return None
 

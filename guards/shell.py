@@ -28,7 +28,7 @@ import re
 
 from . import budget
 from .command import UNKNOWN, Command, State, cd, git_root, resolve
-from .expand import ASSIGN, bounded_text, bounded_words, braces, expand, join_words, output_of
+from .expand import ASSIGN, MAX_WORDS, bounded_text, bounded_words, braces, expand, join_words, output_of
 from .lexer import HEREDOC, OP, REDIRECTS, STDIN_REDIRECTS, SUB, heredoc_key, literal, quoted, tokenize
 from .unwrap import SHELLS, option_value, script_operand, shell_string, tokenize_words, unwrap
 
@@ -45,6 +45,7 @@ _PLACEHOLDER_OUTPUT = frozenset({"true", ":", "cd", "pushd", "popd", "export", "
 
 
 _ARRAY_START = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=$")  # the word before an array's `(`
+_PLACED = re.compile(r"^\[([0-9]{1,6})\]=")  # `[N]=word` inside an array's parentheses
 
 
 def _assign(state: State, name: str, value: str) -> None:
@@ -56,7 +57,7 @@ def _assign(state: State, name: str, value: str) -> None:
         state.vars[name] = [value]
         return
     index = index.rstrip("]")
-    if not index.isdigit() or int(index) >= MAX_INDEX:
+    if not index.isdigit() or int(index) >= MAX_INDEX or (len(index) > 1 and index.startswith("0")):  # 010: octal
         state.vars[base] = [UNKNOWN]  # `a[$i]=…`, `a[key]=…` (an associative array)
         return
     words = list(state.vars.get(base) or [])
@@ -199,21 +200,39 @@ class _Walker:
 
     def _array(self, tokens: list[str], i: int, assign: str, state: State) -> int:
         """Record the array `NAME=(` … `)` whose words start at `tokens[i]`; returns the index after
-        its `)`. An operator inside (not bash) ends it there and leaves the array unknown."""
+        its `)`. Newlines inside are separators; `[N]=word` places a word at N. Any other
+        operator inside (not bash) leaves the array unknown, read through to its `)`."""
         raw: list[str] = []
-        while i < len(tokens) and not tokens[i].startswith(OP):
-            raw.append(tokens[i])
+        known = True
+        while i < len(tokens) and tokens[i] != OP + ")":
+            if tokens[i].startswith(OP):
+                known = known and tokens[i] == OP + ";"  # a newline (the lexer's `;`)
+            else:
+                raw.append(tokens[i])
             i += 1
         name = assign.split("=", 1)[0]
-        if i < len(tokens) and tokens[i] == OP + ")":
-            value = self._expanded(raw, state)
-            if name.endswith("+"):
-                name = name[:-1]
-                value = [*(state.vars.get(name) or []), *value]
-            state.vars[name] = bounded_words(value)
+        append = name.endswith("+")
+        name = name.rstrip("+")
+        if not known or i >= len(tokens):  # another operator inside, or no `)`
+            state.vars[name] = [UNKNOWN]
             return i + 1
-        state.vars[name.rstrip("+")] = [UNKNOWN]
-        return i
+        value = list(state.vars.get(name) or []) if append else []
+        for word in raw:
+            placed = _PLACED.match(word)
+            if placed is None:
+                value.extend(self._expanded([word], state))
+                continue
+            index = placed.group(1)
+            if (len(index) > 1 and index.startswith("0")) or int(index) >= MAX_INDEX:
+                state.vars[name] = [UNKNOWN]  # octal, or past what the guard fills
+                return i + 1
+            value.extend([""] * (int(index) + 1 - len(value)))
+            value[int(index) : int(index) + 1] = self._expanded([word[placed.end() :]], state)[:1] or [""]
+            if len(value) > MAX_WORDS:
+                break
+        state.vars[name] = value if len(value) <= MAX_WORDS else value[:MAX_WORDS] + [UNKNOWN]  # indices kept: no dedupe
+        budget.charge(8 * len(value) + 256)
+        return i + 1
 
     def _expanded(self, raw: list[str], state: State) -> list[str]:
         """The words `raw` stands for once expanded (variables, outputs, braces)."""

@@ -80,6 +80,12 @@ CASES: list[tuple[str, str, str]] = [
     ("function-targets", "f() { grep foo " + "a " * 8000 + "; }; " + "f; " * 256, "budget"),
     ("list-times-10000", "for x in " + "w " * 4000 + "; do :; done; grep foo" + " $x" * 10_000, "budget"),
     ("word-times-10000", "x=" + "c" * 4000 + "; grep foo" + " a$x" * 10_000, "budget"),
+    # sed/awk/perl programs (guards/scripted.py): each of a backslash's two readings doubled a regex's work
+    ("sed-backslashes", "sed -n 's/" + "\\(\\w\\+\\)\\s\\+" * 8 + "$/\\1/;T;p' src/a.txt; " + SWEEP, "deny"),
+    ("sed-backslashes-code", "sed -n 's/" + "\\(\\w\\+\\)\\s\\+" * 8 + "$/\\1/;T;p' src/a.txt", "allow"),
+    ("sed-16000-newlines", "sed -n '" + "\n" * 16_000 + "p' notes/*.md; " + SWEEP, "deny"),  # a quadratic address pattern
+    ("awk-divisions", "awk '{ print " + "$1 / 2 " * 5000 + "}' notes/*.md", "allow"),
+    ("array-20000", "a=(" + "x " * 20_000 + "); grep foo \"${a[@]}\" \"${a[@]}\"; " + SWEEP, "deny"),  # under the 64 KiB read
     ("many-includes", "grep -r " + " ".join(f"--include=*.a{i}" for i in range(4000)) + " foo src", "allow"),
 ]
 

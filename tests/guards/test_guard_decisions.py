@@ -137,6 +137,13 @@ DENY: list[tuple[str, object, str, str]] = [
     (B, "perl -0777 -ne 'print $ARGV if m{retry}i' notes/*.md", "repo", "shell-search"),
     (B, "perl -lane 'print $F[0] if $F[1] =~ /x/' notes/*.md", "repo", "shell-search"),
     (B, "perl -e 'while (<>) { print if /retry/ }' notes/*.md", "repo", "shell-search"),
+    (B, "perl -ne 'print if/retry/' notes/*.md", "repo", "shell-search"),  # a regex right after a keyword
+    (B, "perl -e 'print grep/retry/,<>' notes/*.md", "repo", "shell-search"),
+    (B, "perl -ae 'print if /retry/' notes/*.md", "repo", "shell-search"),  # -a implies -n
+    (B, "perl -pe '/retry/ or $_=\"\"' notes/*.md", "repo", "shell-search"),
+    (B, "perl5.36.0 -ne 'print if /retry/' notes/*.md", "repo", "shell-search"),
+    (B, "awk 'index($0, \"retry\")' notes/*.md", "repo", "shell-search"),
+    (B, "sed --expr='/retry/p' -n notes/*.md", "repo", "shell-search"),  # GNU long options by a unique prefix
     (B, "find notes -name '*.md' -exec awk '/retry/' {} +", "repo", "find-exec"),
     (B, "find notes -name '*.md' | xargs sed -n '/retry/p'", "repo", "file-list"),
     # bash arrays: `a=(…)`, `a+=(…)`, `a[N]=…`, `declare -a`, then "${a[@]}", ${a[N]}
@@ -148,6 +155,10 @@ DENY: list[tuple[str, object, str, str]] = [
     (B, 'a[1]=notes; rg foo "${a[1]}"', "repo", "shell-search"),
     (B, 'd=(src notes); for x in "${d[@]}"; do rg foo "$x"; done', "repo", "shell-search"),
     (B, 'cmd=(grep -r foo); "${cmd[@]}" notes', "repo", "shell-search"),
+    (B, 'dirs=(\n  notes\n  src\n)\nrg foo "${dirs[@]}"', "repo", "shell-search"),  # newlines inside the parentheses
+    (B, "(cd src; a=(\nx\n)\ncd ../notes; rg foo .)", "repo", "shell-search"),  # the array's `)` is not the subshell's
+    (B, 'a=(src notes); rg foo "$PWD/${a[@]}"', "repo", "shell-search"),  # text around [@] joins the first and the last
+    (B, 'a=([0]=notes); rg foo "${a[@]}"', "repo", "shell-search"),
     ("exec_command", {"cmd": "rg foo notes"}, "repo", "shell-search"),
     ("shell", {"command": ["bash", "-lc", "cd notes && rg foo"]}, "repo", "shell-search"),
     ("Grep", {"pattern": "foo"}, "repo", "grep-tool-root"),
@@ -226,8 +237,17 @@ ALLOW: list[tuple[str, object, str, str]] = [
     (B, 'a=(src notes); rg foo "${a[0]}"', "repo", "outside"),
     (B, 'a[$i]=notes; rg foo "${a[0]}"', "repo", "unresolved"),
     (B, 'a[99999]=notes; rg foo "${a[99999]}"', "repo", "unresolved"),  # past MAX_INDEX: not filled in
+    (B, 'a[010]=notes; rg foo "${a[8]}"', "repo", "unresolved"),  # 010 is octal: not followed
+    (B, "awk '{print $1 / 1024 / 1024}' notes/*.md", "repo", "not-a-search"),  # divisions, not regexes
+    (B, "awk '{ total += $2 / 1000 } END { print total / NR }' notes/*.md", "repo", "not-a-search"),
+    (B, "awk '{gsub(/\\r/, \"\")}1' notes/*.md", "repo", "not-a-search"),  # rewrites every line
+    (B, "awk '{sub(/^ +/, \"\"); print}' notes/*.md", "repo", "not-a-search"),
+    (B, "gawk -i inplace '{gsub(/a/, \"b\")}1' notes/*.md", "repo", "not-a-search"),
+    (B, "perl -ne '@f = split /,/; print $f[0]' notes/*.md", "repo", "not-a-search"),
+    (B, "sed '/^---$/,/^---$/d' notes/*.md", "repo", "not-a-search"),  # a block removed, not lines selected
+    (B, "sed -n '1,/^---$/p' notes/*.md", "repo", "not-a-search"),
     (B, "awk '/retry/' notes/a.md", "repo", "named-file"),
-    (B, "sed -n '/retry/,/^$/p' notes/a.md", "repo", "named-file"),
+    (B, "sed -n '/retry/p' notes/a.md", "repo", "named-file"),
     (B, "perl -ne 'print if /x/' notes/a.md", "repo", "named-file"),
     (B, "awk 'NR==1' notes/*.md", "repo", "not-a-search"),
     (B, "awk '{print FILENAME}' notes/*.md", "repo", "not-a-search"),
