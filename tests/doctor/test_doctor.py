@@ -633,17 +633,24 @@ def test_a_queue_subfolder_in_the_way_is_a_failure_not_a_quiet_loss(indexed: Pat
     assert check["fix"].startswith("mv " + shlex.quote(str(folder))), check
 
 
-def test_a_commit_the_hook_could_not_queue_fails_until_a_later_commit_queues(indexed: Path, state: Path) -> None:
-    """The hook's only trace of a lost request is 'NOT queued' in hooks.log (a state dir a
-    `sudo qmd …` left root-owned, a full disk, a folder in the way): doctor reads the latest
-    line of each repository there, and a later commit that queues clears it."""
-    assert run_qmd("hooks", "install", str(indexed)).returncode == 0
+def _commit_not_queued(repo: Path, state: Path) -> Path:
+    """Hooks installed in `repo`, then a commit whose request cannot be queued (a file where
+    queue/tmp goes, removed after): returns queue/tmp."""
+    assert run_qmd("hooks", "install", str(repo)).returncode == 0
     tmp = state / "queue" / "tmp"
     tmp.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.write_text("in the way\n")
-    assert commit(indexed, "lost.md", "# Lost\n").returncode == 0
+    assert commit(repo, "lost.md", "# Lost\n").returncode == 0
     tmp.unlink()  # the cause is gone, the request is still lost
+    return tmp
+
+
+def test_a_commit_the_hook_could_not_queue_fails_until_a_later_commit_queues(indexed: Path, state: Path) -> None:
+    """The hook's only trace of a lost request is 'NOT queued' in hooks.log (a state dir a
+    `sudo qmd …` left root-owned, a full disk, a folder in the way): doctor reads the latest
+    line of each repository there, and a later commit that queues clears it."""
+    tmp = _commit_not_queued(indexed, state)
     code, report = doctor("--quick")
     check = find(report, "hook queueing")
     assert code == 2 and check["status"] == "fail", check
@@ -667,13 +674,7 @@ def test_a_repository_path_with_a_newline_keeps_its_hooks_log_line_whole(indexed
     hook writes the path's newlines as `\\n` (and backslashes as `\\\\`), doctor reads them
     back, and --fix queues the request for the real path."""
     repo = make_repo(tmp_path / "odd\nname\\x")
-    assert run_qmd("hooks", "install", str(repo)).returncode == 0
-    tmp = state / "queue" / "tmp"
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.write_text("in the way\n")
-    assert commit(repo, "lost.md", "# Lost\n").returncode == 0
-    tmp.unlink()
+    _commit_not_queued(repo, state)
     lines = (state / "logs" / "hooks.log").read_text().split("\n")
     assert lines[-1] == "" and len(lines) == 2 and "NOT queued" in lines[0], lines
     assert f" post-commit {tmp_path}/odd\\nname\\\\x " in lines[0], lines
