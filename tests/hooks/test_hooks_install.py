@@ -179,7 +179,7 @@ def test_two_installs_at_once_keep_the_users_hook(state: Path, tmp_path: Path) -
     ends up as post-commit.legacy, run by qmd's, every time."""
     import subprocess
 
-    from tests.support.run import qmd_env
+    from tests.support.run import command, qmd_env
 
     user = "#!/bin/sh\necho the user's hook\n"
     for round_, states in enumerate([(state, state), (state, tmp_path / "state2")]):
@@ -187,7 +187,7 @@ def test_two_installs_at_once_keep_the_users_hook(state: Path, tmp_path: Path) -
         hooks = repo / ".git" / "hooks"
         (hooks / "post-commit").write_text(user)
         (hooks / "post-commit").chmod(0o755)
-        procs = [subprocess.Popen([sys.executable, "-m", "qmd", "hooks", "install", str(repo)], env={**qmd_env(), "QMD_STATE_DIR": str(s)},
+        procs = [subprocess.Popen(command("hooks", "install", str(repo)), env={**qmd_env(), "QMD_STATE_DIR": str(s)},
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in states]
         results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
         assert any(code == 0 for code, _, _ in results), results
