@@ -97,7 +97,12 @@ def test_a_corrupt_or_foreign_copy_is_not_used(env: dict[str, str], monkeypatch:
 
 def test_a_stdio_start_answers_initialize_with_the_kept_text(env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real server reads the copy before the index opens (a marked copy proves which text
-    answered), then replaces it with what it computed."""
+    answered), then replaces it with what it computed. A start answers with its kept text only
+    while its index is still opening (once open, its own text answers): the index is held
+    locked, a lock every reader meets, until `initialize` is answered, or the race is the
+    test's (lost under two CPU burners: the fresh text answered)."""
+    import apsw
+
     time.sleep(stamps.RACY_SECONDS + 0.1)  # the server (another process) does not trust a stamp this young: under load the index was
     monkeypatch.setattr(stamps, "RACY_SECONDS", 0.0)  # written within it and the kept copy went unused (CI, 2026-12-02)
     paths = resolve_index(None)
@@ -105,14 +110,20 @@ def test_a_stdio_start_answers_initialize_with_the_kept_text(env: dict[str, str]
     path = instructions.cache_path("index")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"version": 1, "key": key, "text": "KEPT TEXT"}))
+    holder = apsw.Connection(str(paths.index_path))
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE").fetchall()
+    holder.execute("BEGIN EXCLUSIVE").fetchall()
+    holder.execute("COMMIT").fetchall()  # the exclusive lock stays with the connection (locking_mode), nothing written
     s = RawStdio(env, tmp_path / "stderr.log")
     try:
         assert s.initialize()["result"]["instructions"] == "KEPT TEXT"
+        holder.close()
         hits = s.request(1, "tools/call", {"name": "query", "arguments": {"searches": [{"type": "lex", "query": "rollback"}]}})
         assert hits["result"]["structuredContent"]["results"]
         prompt = s.request(2, "prompts/get", {"name": "search-first"})["result"]["messages"][0]["content"]["text"]
         assert "4 markdown documents" in prompt  # once open, the server's own text
     finally:
+        holder.close()  # a second close does nothing
         assert s.close() == 0
 
 
