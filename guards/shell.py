@@ -56,14 +56,19 @@ def _assign(state: State, name: str, value: str) -> None:
     if not bracket:
         state.vars[name] = [value]
         return
-    index = index.rstrip("]")
-    if not index.isdigit() or int(index) >= MAX_INDEX or (len(index) > 1 and index.startswith("0")):  # 010: octal
-        state.vars[base] = [UNKNOWN]  # `a[$i]=…`, `a[key]=…` (an associative array)
-        return
     words = list(state.vars.get(base) or [])
+    state.vars[base] = words if _place(words, index.rstrip("]"), value) else [UNKNOWN]  # `a[$i]=…`, `a[key]=…`: unknown
+
+
+def _place(words: list[str], index: str, value: str) -> bool:
+    """Set element `index` of the array `words` to `value` (filling the gap with empty words);
+    False, nothing set, for an index the guard does not follow: not a number, octal (`010` is
+    element 8), or past MAX_INDEX."""
+    if not index.isdigit() or int(index) >= MAX_INDEX or (len(index) > 1 and index.startswith("0")):
+        return False
     words.extend([""] * (int(index) + 1 - len(words)))
     words[int(index)] = value
-    state.vars[base] = words
+    return True
 
 
 class _Shared:
@@ -222,12 +227,9 @@ class _Walker:
             if placed is None:
                 value.extend(self._expanded([word], state))
                 continue
-            index = placed.group(1)
-            if (len(index) > 1 and index.startswith("0")) or int(index) >= MAX_INDEX:
+            if not _place(value, placed.group(1), (self._expanded([word[placed.end() :]], state) or [""])[0]):
                 state.vars[name] = [UNKNOWN]  # octal, or past what the guard fills
                 return i + 1
-            value.extend([""] * (int(index) + 1 - len(value)))
-            value[int(index) : int(index) + 1] = self._expanded([word[placed.end() :]], state)[:1] or [""]
             if len(value) > MAX_WORDS:
                 break
         state.vars[name] = value if len(value) <= MAX_WORDS else value[:MAX_WORDS] + [UNKNOWN]  # indices kept: no dedupe

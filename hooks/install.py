@@ -69,13 +69,14 @@ def _move_aside(src: Path, dst: Path) -> None:
     """Rename `src` to `dst`, never replacing a `dst` that appeared meanwhile (a second install
     running at once, for another state dir): a hard link, then an unlink of `src`. Where the
     file system has no hard links, a check then a rename."""
+    appeared = QmdError(f"{dst} appeared while qmd was installing its hook (another qmd hooks install at once?)", "run qmd hooks install again")
     try:
         os.link(src, dst, follow_symlinks=False)
     except FileExistsError:
-        raise QmdError(f"{dst} appeared while qmd was installing its hook (another qmd hooks install at once?)", "run qmd hooks install again") from None
+        raise appeared from None
     except OSError:
         if os.path.lexists(dst):
-            raise QmdError(f"{dst} appeared while qmd was installing its hook (another qmd hooks install at once?)", "run qmd hooks install again") from None
+            raise appeared from None
         replace_file(src, dst)
         return
     os.unlink(src)
