@@ -11,12 +11,14 @@ renames back, so what was there returns byte for byte. Idempotent.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qmd import QmdError
-from qmd.harness import StateLayout, now_iso, replace_file, write_text
+from qmd.harness import StateLayout, lock_folder, now_iso, replace_file, write_text
 from updater import registry
 
 from . import script
@@ -210,6 +212,23 @@ def _remove_husky(husky_dir: Path, name: str, entry: dict[str, Any]) -> str:
     return f"removed our block from {path}"
 
 
+@contextmanager
+def _editing_folder(repo: RepoHooks) -> Iterator[None]:
+    """Hold the folder whose hooks qmd edits (husky's, or git's hooks folder): installs and
+    uninstalls of one repository for other state dirs, whose registry locks differ, take turns
+    too, so none sees another's half-done move (the user's hook already `.legacy`, ours not yet
+    written) as an orphan `.legacy`. Taken before the registry's lock, always in that order."""
+    folder = repo.husky_dir or repo.hooks_dir
+    if not folder.is_dir():
+        yield
+        return
+    try:
+        with lock_folder(folder, timeout=registry.EDIT_TIMEOUT_S):
+            yield
+    except TimeoutError:
+        raise QmdError(f"{folder} stayed locked by another qmd hooks install or uninstall for {registry.EDIT_TIMEOUT_S:.0f}s", "run the command again when the other one has finished") from None
+
+
 def install(path: Path | str, layout: StateLayout | None = None) -> Outcome:
     """Enrol the work tree containing `path`: install the three hooks, remember the repo."""
     layout = layout or StateLayout.current()
@@ -225,7 +244,7 @@ def install(path: Path | str, layout: StateLayout | None = None) -> Outcome:
         except OSError as exc:  # a file in its place (or on the way to it), a read-only repository
             raise QmdError(f"cannot create the hooks folder {repo.hooks_dir}: {exc.strerror or exc}", "move whatever is in the way aside (or fix core.hooksPath), then run qmd hooks install again") from exc
         created += [str(p) for p in missing]  # deepest first, the order uninstall removes them in
-    with registry.editing(layout) as repos:  # one install or uninstall at a time (for this state dir)
+    with _editing_folder(repo), registry.editing(layout) as repos:  # one at a time, for this repository and this state dir
         if repo.husky_dir is None:
             for name in script.HOOK_NAMES:  # nothing changed unless every hook can be installed
                 if (problem := _plain_problem(repo.hooks_dir, name)) is not None:
@@ -256,7 +275,11 @@ def install(path: Path | str, layout: StateLayout | None = None) -> Outcome:
 def uninstall(path: Path | str, layout: StateLayout | None = None) -> Outcome:
     """Remove our hooks from a repository and forget it (a deleted repository is just forgotten)."""
     layout = layout or StateLayout.current()
-    with registry.editing(layout) as repos:  # one install or uninstall at a time (for this state dir)
+    try:
+        repo: RepoHooks | None = locate(path)
+    except QmdError:  # gone, or no longer a repository: only forgotten
+        repo = None
+    with _editing_folder(repo) if repo else nullcontext(), registry.editing(layout) as repos:
         out = _uninstall(path, repos)
     return out
 

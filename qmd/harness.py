@@ -39,6 +39,7 @@ _EXPORTS = {
     "age": "core.clock",
     "ago": "core.clock",
     "lock_file": "core.locks",
+    "lock_folder": "core.locks",
     "try_lock": "core.locks",
     "is_locked": "core.locks",
     "FileLockHandle": "core.locks",
@@ -71,7 +72,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.defaults import BUILTIN as BUILTIN_MODELS
     from qmd.core.fileio import open_regular, read_json, replace_file, write_json, write_text
     from qmd.core.indexes import ConfiguredIndex, index_keys, local_configs, read_index
-    from qmd.core.locks import FileLockHandle, is_locked, lock_file, try_lock
+    from qmd.core.locks import FileLockHandle, is_locked, lock_file, lock_folder, try_lock
     from qmd.core.paths import DEFAULT_INDEX, QUEUE_DIRS, StateLayout, cache_dir, config_dir, models_dir, state_dir
     from qmd.core.process import process_alive, remove_own_record
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of

@@ -1,12 +1,14 @@
 """Locks on files (flock via `filelock`: released by the kernel when the holder dies).
 
 One helper for every lock qmd and its harness take: the index's writer lock, the
-updater's global lock, an MCP server's single-instance lock, the hook registry's edit lock.
+updater's global lock, an MCP server's single-instance lock, the hook registry's edit lock,
+the lock on a repository's hooks folder while qmd edits it.
 `filelock` is imported only when a lock is taken, so readers and `--help` never load it.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,6 +70,35 @@ def lock_file(path: Path, timeout: float | None = None) -> FileLockHandle:
     except Timeout:
         raise TimeoutError(f"{path} is still locked after {timeout}s") from None
     return FileLockHandle(path, lock_)
+
+
+@contextmanager
+def lock_folder(path: Path, timeout: float) -> Iterator[None]:
+    """Hold flock on the folder `path` itself (no lock file left in it), waiting up to `timeout`
+    seconds: for folders qmd edits but does not own, such as a repository's hooks. Where the
+    file system refuses flock on a folder, nothing is held (the caller's own checks remain).
+
+    Raises `TimeoutError` when the wait runs out.
+    """
+    import fcntl
+    import time
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"{path} is still locked after {timeout}s") from None
+                time.sleep(0.05)
+            except OSError:  # flock unsupported here (some network file systems)
+                break
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor releases the lock
 
 
 def is_locked(path: Path) -> bool:
