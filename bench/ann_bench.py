@@ -224,7 +224,7 @@ def run_one(report: Report, n: int, dims: int, args: Any) -> dict[str, float]:
             return out
         backend = store.backend
         os.environ["QMD_VECTOR_INDEX"] = "approx"
-        approx._MATRICES.clear()  # the first query of a connection reads the codes (a CLI query pays this each time)
+        approx.forget_codes()  # the first query of a connection reads the codes (a CLI query pays this each time)
         s = time.perf_counter()
         backend.nearest_documents(model, qv[0].tolist(), 10, None)  # type: ignore[arg-type]
         out["first_query_ms"] = (time.perf_counter() - s) * 1000
@@ -261,7 +261,7 @@ def run_grown(report: Report, n: int, dims: int, args: Any) -> dict[str, float]:
         found = approx.status(conn, model.id)  # type: ignore[attr-defined]
         largest = conn.execute(f"SELECT max(n) FROM (SELECT count(*) AS n FROM {approx.floats(model.id)} GROUP BY list)").fetchall()[0][0]  # type: ignore[attr-defined]
         report.row(f"{tag}: lists, largest list; retrain due", f"{found['lists']}, {largest}; {found['retrain_due']}")
-        approx._MATRICES.clear()
+        approx.forget_codes()
         out = {f"stale_{k}": v for k, v in measure(report, backend, model, qv, f"{tag}, stale", args).items()}
         t0 = time.perf_counter()
         with WalPeak(path) as wal:
@@ -270,7 +270,7 @@ def run_grown(report: Report, n: int, dims: int, args: Any) -> dict[str, float]:
         found = approx.status(conn, model.id)  # type: ignore[attr-defined]
         largest = conn.execute(f"SELECT max(n) FROM (SELECT count(*) AS n FROM {approx.floats(model.id)} GROUP BY list)").fetchall()[0][0]  # type: ignore[attr-defined]
         report.row(f"{tag}: retrain (embed's build) time, WAL peak; lists, largest list now", f"{out['retrain_s']:.1f} s, {wal.peak / 1e6:.0f} MB; {found['lists']}, {largest}")
-        approx._MATRICES.clear()
+        approx.forget_codes()
         out.update({f"retrained_{k}": v for k, v in measure(report, backend, model, qv, f"{tag}, retrained", args).items()})
         store.close()
     print(f"  {tag} done", flush=True)
@@ -332,7 +332,7 @@ def run_real(report: Report, args: Any) -> dict[str, float]:
         report.row("approximate index: build; lists; structure", f"{build_s:.1f} s; {found['lists']}; {found['structure']}")
         checked: dict[str, float] = {}
         recall_check(report, backend, model, "real", checked)
-        approx._MATRICES.clear()
+        approx.forget_codes()
         s = time.perf_counter()
         backend.nearest_documents(model, qv[0].tolist(), 10, None)
         first_ms = (time.perf_counter() - s) * 1000

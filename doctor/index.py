@@ -210,6 +210,8 @@ def _vector_index(store: qmd.Store, index: str) -> list[CheckResult]:
             out.append(fail(label, f"{space['structure']} recorded, but its centroids are missing or damaged", f"{fix}  # rebuilds it (resumable)"))
         elif floats != chunks or codes != chunks:
             out.append(fail(label, f"{space['structure']} recorded, but {floats} float rows and {codes} codes for {chunks} chunks", f"{fix}  # rebuilds it (resumable)"))
+        elif not space.get("by_list", True):
+            out.append(warn(label, f"{space['structure']}: its codes are not indexed by list (built by an earlier qmd), so each new process reads every code before its first search", f"{fix}  # indexes them (one pass over the float rows)"))
         elif space["retrain_due"]:
             out.append(warn(label, f"{space['structure']}: its centroids no longer fit: {space['retrain_due']}; searches read more codes or miss more", f"{fix}  # retrains them (resumable; meanwhile searches rank every code)"))
         else:

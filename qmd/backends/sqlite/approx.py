@@ -10,6 +10,11 @@ each chunk's list is its nearest centroid. A query ranks by Hamming distance onl
 of the lists whose centroids are nearest (PROBE_SHARE of them: ~6% of the codes at 1M, where
 reading all was ~0.3-0.5 s), takes the k × OVERSAMPLE nearest and ranks those by their exact
 cosine, so the distances it returns are exact ones and only the candidate set is approximate.
+An expression index on the floats table, `vecr_{id}_codes` (list, vec_quantize_binary(embedding)),
+holds every chunk's code grouped by list, so an unscoped query reads only the lists it probes
+(`_probe_lists`: a new process's first query, a CLI search, reads ~6% of the codes, where
+reading all of them from vec0 first took ~1 s at 1M); scoped ones read them all once per
+connection from vec0's blocks (`_load_codes`).
 
 The structure is recorded in `vector_index` (one row a vector space: structure, state,
 rows); only `ready` ones are searched. Building copies, in short transactions, the chunks
@@ -69,6 +74,15 @@ def floats(model_id: int) -> str:
 
 def centres(model_id: int) -> str:
     return f"vecc_{int(model_id)}"
+
+
+def by_list(model_id: int) -> str:
+    """The expression index of the codes by list on the floats table (SQLite keeps it with every write)."""
+    return f"{floats(model_id)}_codes"
+
+
+def _has_by_list(conn: apsw.Connection, model_id: int) -> bool:
+    return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (by_list(model_id),)).fetchall())
 
 
 def lists_for(chunks: int) -> int:
@@ -236,6 +250,8 @@ def build(
         conn.execute(META)
         conn.execute(f"CREATE TABLE IF NOT EXISTS {floats(model.id)} (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL, list INTEGER NOT NULL)")
         conn.execute(f"CREATE INDEX IF NOT EXISTS {floats(model.id)}_list ON {floats(model.id)} (list)")
+        # the codes by list (an index built by an earlier qmd gets it here: one pass over the float rows)
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {by_list(model.id)} ON {floats(model.id)} (list, vec_quantize_binary(embedding))")
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {codes(model.id)} USING vec0(chunk_id INTEGER PRIMARY KEY, embedding bit[{model.dims}])")
         conn.execute(f"CREATE TABLE IF NOT EXISTS {centres(model.id)} (list INTEGER PRIMARY KEY, centroid BLOB NOT NULL, trained TEXT NOT NULL)")
         if trained is not None:
@@ -344,6 +360,8 @@ def due(conn: apsw.Connection, model_id: int, dims: int) -> bool:
         return due_of(status(conn, model_id))  # a damaged structure: status's own reading of it
     if not centres_fit(conn, model_id, dims):
         return True  # status counts no lists: due
+    if not _has_by_list(conn, model_id):
+        return True  # built by an earlier qmd: the build adds it
     stamp = _codes_stamp(conn, model_id)
     held = conn.execute("SELECT value FROM meta WHERE key = ?", (_quiet_key(model_id),)).fetchall()
     if held and held[0][0] == stamp:
@@ -364,7 +382,7 @@ def due_of(found: Mapping[str, object]) -> bool:
     """Whether `status`'s reading of a space leaves anything for `qmd embed` to do."""
     return (
         not found["current"] or not found["lists"] or found["state"] != "ready" or found["floats"] != found["chunks"] or found["codes"] != found["chunks"]
-        or found["retraining"] is not None or bool(found["retrain_due"])
+        or found["retraining"] is not None or bool(found["retrain_due"]) or not found.get("by_list", True)
     )
 
 
@@ -710,6 +728,25 @@ connection opened after another closed (a replaced file followed, a Store reopen
 (total_changes, data_version) and may get its id() (a freed address), and its scopes would answer for the new file."""
 
 
+class _ListCodes:
+    """The lists an unscoped query has read through the by-list index (`_probe_lists`), each
+    (chunk ids ascending, their codes), kept per connection while `stamp` stands."""
+
+    def __init__(self, stamp: tuple[object, ...], total: int) -> None:
+        self.stamp = stamp
+        self.total = total  # float rows (each a code by list)
+        self.lists: dict[int, tuple[Any, Any]] = {}
+
+
+_PROBED: weakref.WeakKeyDictionary[apsw.Connection, dict[int, _ListCodes]] = weakref.WeakKeyDictionary()
+
+
+def forget_codes() -> None:
+    """Drop every connection's codes read so far, as a new process starts (tests, benches)."""
+    _MATRICES.clear()
+    _PROBED.clear()
+
+
 def _load_codes(conn: apsw.Connection, model_id: int, stamp: tuple[object, ...]) -> _Codes | None:
     """Every code from vec0's chunk tables (1024 codes a row), grouped by list from the
     floats' (list) index: at 1M x 768 ~100 MB of codes, read once per connection."""
@@ -741,7 +778,7 @@ def _load_codes(conn: apsw.Connection, model_id: int, stamp: tuple[object, ...])
         at = np.clip(np.searchsorted(by_id, ids), 0, len(by_id) - 1)
         damaged = bool(of.max() >= n_lists)
         lists = np.where(by_id[at] == ids, np.clip(of[at], 0, n_lists - 1), 0)
-    order = np.argsort(lists, kind="stable")
+    order = np.lexsort((ids, lists))  # by list, then chunk id: the order `_probe_lists` ranks a list's codes in
     starts = np.searchsorted(lists[order], np.arange(n_lists + 1))
     found = _Codes(stamp, ids[order], np.ascontiguousarray(matrix[order]), starts)  # bytes: numpy's 8-bit popcount is ~10x its 64-bit one here
     found.damaged = damaged
@@ -774,13 +811,20 @@ def _nearest_codes(
         counters = conn.execute(
             f"SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0), coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0),"
             f" (SELECT trained FROM {centres(model_id)} WHERE list = 0),"
-            f" (SELECT state || ' ' || coalesce(built_at, '') FROM vector_index WHERE model_id = ?)",  # a retrain moving chunks
-            (f"{t}_rowids", f"{t}_chunks", model_id),  # between lists is 'building' until it ends: codes read meanwhile are read again
+            f" (SELECT state || ' ' || coalesce(built_at, '') FROM vector_index WHERE model_id = ?),"  # a retrain moving chunks
+            # between lists is 'building' until it ends: codes read meanwhile are read again
+            " (SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?),"
+            f" (SELECT min(list) FROM {floats(model_id)}), (SELECT max(list) FROM {floats(model_id)})",  # two seeks of the list index
+            (f"{t}_rowids", f"{t}_chunks", model_id, by_list(model_id)),
         ).fetchall()[0]
         stamp = (as_int(counters[0]), as_int(counters[1]), str(counters[2]), str(counters[3]))
         state = stamp[3].split(" ")[0]
         if state != "ready" and not (state == "building" and retraining(conn, model_id) is not None and _all_coded(conn, model_id)):
             raise _Unsearchable  # searchable()'s rule, read again: no statement more while 'ready'
+        if allowed is None and state == "ready" and as_int(counters[4]):
+            probed = _probe_lists(conn, model_id, queries, coarse, stamp, (counters[5], counters[6]))
+            if probed is not None:
+                return probed
         spaces = _MATRICES.setdefault(conn, {})
         cached = spaces.get(model_id)
         if cached is None or cached.stamp != stamp:
@@ -822,21 +866,78 @@ def _nearest_codes(
             nearest_lists = order[:int(np.searchsorted(np.cumsum(sizes[order]), budget)) + 1]
             lens = sizes[nearest_lists]
             positions = np.repeat(view.starts[nearest_lists] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
-        code = np.packbits(vector > 0, bitorder="little")
-        diff = view.matrix[positions] ^ code
-        if hasattr(np, "bitwise_count"):  # numpy >= 2
-            distance = np.bitwise_count(diff).sum(axis=1, dtype=np.int32)
-        else:
-            global _POPCOUNT
-            _POPCOUNT = _popcounts() if _POPCOUNT is None else _POPCOUNT
-            distance = _POPCOUNT[diff].sum(axis=1, dtype=np.int32)
         # Hamming keeps HAMMING_OVERSAMPLE x, the asymmetric score the rescored (a narrow scope: twice as many, SCOPE_NARROW)
         kept = c * (SCOPE_NARROW if allowed is not None and share >= len(view.ids) > c * HAMMING_OVERSAMPLE else 1)
-        if kept * HAMMING_OVERSAMPLE < len(positions):
-            positions = positions[np.argpartition(distance, kept * HAMMING_OVERSAMPLE)[:kept * HAMMING_OVERSAMPLE]]
-        if kept < len(positions):
-            positions = positions[np.argpartition(-_asymmetric(vector, view.matrix[positions]), kept)[:kept]]
-        out.append([int(i) for i in view.ids[positions]])
+        out.append(_rank(vector, view.matrix[positions], view.ids[positions], kept))
+    return out
+
+
+def _rank(vector: Any, matrix: Any, ids: Any, kept: int) -> list[int]:
+    """The `kept` chunk ids of `ids` (their codes the rows of `matrix`) nearest the query
+    `vector`: HAMMING_OVERSAMPLE x `kept` by Hamming distance to its code, then `kept` of those
+    by the asymmetric score (its floats against their signs)."""
+    import numpy as np
+
+    code = np.packbits(vector > 0, bitorder="little")
+    diff = matrix ^ code
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        distance = np.bitwise_count(diff).sum(axis=1, dtype=np.int32)
+    else:
+        global _POPCOUNT
+        _POPCOUNT = _popcounts() if _POPCOUNT is None else _POPCOUNT
+        distance = _POPCOUNT[diff].sum(axis=1, dtype=np.int32)
+    positions = np.arange(len(ids))
+    if kept * HAMMING_OVERSAMPLE < len(positions):
+        positions = positions[np.argpartition(distance, kept * HAMMING_OVERSAMPLE)[:kept * HAMMING_OVERSAMPLE]]
+    if kept < len(positions):
+        positions = positions[np.argpartition(-_asymmetric(vector, matrix[positions]), kept)[:kept]]
+    return [int(i) for i in ids[positions]]
+
+
+def _probe_lists(
+    conn: apsw.Connection, model_id: int, queries: Sequence[bytes], coarse: Sequence[int], stamp: tuple[object, ...], bounds: tuple[object, object],
+) -> list[list[int]] | None:
+    """`_nearest_codes` of unscoped queries, reading through the by-list index only the lists
+    they probe (kept per connection while `stamp` stands, so later queries read only lists not
+    yet read); the same lists and ranking as the pass over every code, so the same answers.
+    None when that pass must run instead: every list is probed anyway (a small index), or the
+    lists are not the centroids' (centroids of other dims or fewer than the lists the float rows
+    name: the full pass finds it damaged and leaves the search to sqlite-vec)."""
+    import numpy as np
+
+    centroids = _centroids(conn, model_id)
+    n_lists = len(centroids)
+    low, high = bounds
+    if not n_lists or centroids.shape[1] * 4 != len(queries[0]) or low is None or as_int(low) < 0 or as_int(high) >= n_lists:
+        return None
+    spaces = _PROBED.setdefault(conn, {})
+    held = spaces.get(model_id)
+    if held is None or held.stamp != stamp:  # the codes counted once while they stand (~2 ms at 300k, warm): the
+        # budget the full pass takes from them, so an index and its imported copy (other insert counters) answer alike
+        held = spaces[model_id] = _ListCodes(stamp, count(conn, f"SELECT count(*) FROM {floats(model_id)}"))
+    probes = min(n_lists, max(MIN_PROBE, int(np.ceil(n_lists * PROBE_SHARE))))
+    budget = max(PROBE_MIN_CODES, int(np.ceil(held.total * probes / n_lists * SCOPE_WIDEN)))
+    if budget >= held.total:
+        return None
+    read = f"SELECT chunk_id, vec_quantize_binary(embedding) FROM {floats(model_id)} INDEXED BY {by_list(model_id)} WHERE list = ?"
+    width = centroids.shape[1] // 8
+    out = []
+    for query, c in zip(queries, coarse):
+        vector = np.frombuffer(query, np.float32)
+        parts, have = [], 0
+        for list_id in np.argsort(-(centroids @ vector), kind="stable"):
+            part = held.lists.get(int(list_id))
+            if part is None:
+                rows = conn.execute(read, (int(list_id),)).fetchall()
+                ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+                matrix = np.frombuffer(b"".join(cast(bytes, r[1]) for r in rows), np.uint8).reshape(len(rows), width)
+                order = np.argsort(ids, kind="stable")
+                part = held.lists[int(list_id)] = (ids[order], matrix[order])
+            parts.append(part)
+            have += len(part[0])
+            if have >= budget:  # the nearest lists until they hold `budget` codes, as the full pass takes them
+                break
+        out.append(_rank(vector, np.concatenate([m for _, m in parts]), np.concatenate([i for i, _ in parts]), c))
     return out
 
 
@@ -874,7 +975,7 @@ def status(conn: apsw.Connection, model_id: int) -> dict[str, object]:
     found = recorded(conn, model_id)
     out: dict[str, object] = {
         "structure": None, "state": None, "recorded_rows": 0, "chunks": chunks_of(conn, model_id), "floats": 0, "codes": 0, "lists": 0, "current": False,
-        "retraining": None, "retrain_due": None,
+        "retraining": None, "retrain_due": None, "by_list": False,
     }
     if found is None:
         return out
@@ -882,6 +983,7 @@ def status(conn: apsw.Connection, model_id: int) -> dict[str, object]:
     tables = _tables(conn, model_id)
     if floats(model_id) in tables:
         out["floats"] = count(conn, f"SELECT count(*) FROM {floats(model_id)}")
+        out["by_list"] = _has_by_list(conn, model_id)
     if codes(model_id) in tables:
         out["codes"] = count(conn, f"SELECT count(*) FROM {codes(model_id)}_rowids")
     dims = conn.execute("SELECT dims FROM embed_models WHERE id = ?", (model_id,)).fetchall()

@@ -147,7 +147,7 @@ def test_a_lost_table_is_no_damaged_index(lost: str, index: tuple[qmd.Store, Sql
     backend.build_vector_index(model)
     conn = backend.connection()
     conn.execute(f"DROP TABLE {getattr(approx, lost)(model.id)}")
-    approx._MATRICES.clear()
+    approx.forget_codes()
     assert _search(backend, model, vecs[0]) == exact
     backend.write_vectors(model, [("h00001", [ChunkVector("h00001", 0, 0, 5, 3, vecs[1].tolist())])])
     [check] = _vector_index(store, "index")
@@ -354,7 +354,7 @@ def test_damaged_centroids_are_no_traceback_and_embed_rebuilds_them(
     conn = backend.connection()
     assert approx.status(conn, model.id)["lists"] == approx.lists_for(N) > approx.MIN_PROBE
     conn.execute(damage.format(c=approx.centres(model.id)))
-    approx._MATRICES.clear()
+    approx.forget_codes()
     approx._CENTRES.clear()  # as a new process reads them (the build token is unchanged)
     for i in range(0, N, 37):  # each vector's own document first, whichever list it was in
         assert backend.nearest_documents(model, vecs[i].tolist(), 1, None)[0][0] == i + 1
@@ -376,7 +376,7 @@ def test_a_damaged_code_block_is_never_read_as_fewer_codes(index: tuple[qmd.Stor
     backend.build_vector_index(model)
     conn = backend.connection()
     conn.execute(f"UPDATE {approx.codes(model.id)}_chunks SET {damage}")
-    approx._MATRICES.clear()
+    approx.forget_codes()
     assert approx._nearest_codes(conn, model.id, [vecs[0].tobytes()], [40]) is None
 
 
@@ -752,7 +752,7 @@ def test_a_killed_embed_resumes_its_inverted_lists(tmp_path: Path, tiny_models: 
         queries = _unit(vecs[:20] + 0.3 * rng.standard_normal((20, dims)) / np.sqrt(dims)).astype(np.float32)
         got = approx.knn_many(conn, model_id, [q.tobytes() for q in queries], [10] * 20, None)
         approx.reset(conn, model_id)  # the same chunks built in one go (the same strided sample, the same centroids)
-        approx._MATRICES.clear()
+        approx.forget_codes()
         backend.build_vector_index(VectorModel(model_id, "", "", dims))
         assert approx.knn_many(conn, model_id, [q.tobytes() for q in queries], [10] * 20, None) == got
 
@@ -824,7 +824,7 @@ def test_codes_read_during_a_retrain_are_read_again_when_it_ends(index: tuple[qm
     approx.build(conn, model, f"vec_{model.id}", batch=100)  # the retrain ends
     assert approx.searchable(conn, model.id, N)
     kept = approx._nearest_codes(conn, model.id, queries, [16] * len(queries))
-    approx._MATRICES.clear()
+    approx.forget_codes()
     assert kept == approx._nearest_codes(conn, model.id, queries, [16] * len(queries))
 
 
@@ -1121,3 +1121,60 @@ def test_recall_queries_lie_off_the_chunks_and_a_measurement_stands_for_its_inde
     assert parse(check.to_text()) == check and parse("{") is None and parse(None) is None
     assert check.trusted(1250, "x") and not check.trusted(1251, "x") and not check.trusted(1000, "y") and not check.trusted(799, "x")
     assert not Recall(0.97, 60, 1000, "x", "", 0.94).trusted(1000, "x")  # the mean is not enough: its lower bound decides
+
+
+def test_a_new_connections_unscoped_query_reads_only_the_lists_it_probes(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CLI search is a new process: its first unscoped query reads, through the codes' index
+    by list, only the lists it probes (reading every code from vec0 first took ~1 s at 1M),
+    later queries only the lists not yet read, and the answers are the ones the pass over
+    every code gives; a scope still reads every code once."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)  # 24 lists at N chunks, 8 probed
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    queries = _unit(vecs[:12] + 0.3 * np.random.default_rng(8).standard_normal((12, DIMS)) / np.sqrt(DIMS))
+    approx.forget_codes()
+    statements: list[str] = []
+    conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+    first = _search(backend, model, queries[0])
+    conn.exec_trace = None
+    assert model.id not in approx._MATRICES.get(conn, {})  # vec0's blocks untouched
+    read = approx._PROBED[conn][model.id].lists
+    assert approx.MIN_PROBE <= len(read) < approx.lists_for(N) and sum(len(ids) for ids, _ in read.values()) < N * 0.6
+    assert not any(f"{approx.codes(model.id)}_vector_chunks" in s for s in statements)
+    by_list = [_search(backend, model, q) for q in queries]
+    assert by_list[0] == first and len(read) <= approx.lists_for(N)
+    conn.execute(f"DROP INDEX {approx.by_list(model.id)}")  # the pass over every code: the same answers
+    approx.forget_codes()
+    assert [_search(backend, model, q) for q in queries] == by_list
+    assert model.id in approx._MATRICES[conn]
+
+
+def test_an_index_without_codes_by_list_is_searched_and_embed_adds_it(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An approximate index built by an earlier qmd has no codes by list: searches read every
+    code as before, doctor says so with `qmd embed` as the fix, and the build adds the index
+    (nothing re-coded), which every write then keeps up (a chunk written and one dropped)."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    store, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    conn.execute(f"DROP INDEX {approx.by_list(model.id)}")
+    approx.forget_codes()
+    before = _search(backend, model, vecs[5])
+    assert before[0][0] == 6 and backend.vector_index_due(model)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.WARN and "not indexed by list" in check.detail and "qmd embed" in (check.fix or ""), check
+    assert backend.build_vector_index(model) == 0
+    assert not backend.vector_index_due(model)
+    [check] = _vector_index(store, "index")
+    assert check.status == Status.OK, check
+    approx.forget_codes()
+    assert _search(backend, model, vecs[5]) == before
+    backend.write_vectors(model, [("h00009", [ChunkVector("h00009", 0, 0, 5, 3, vecs[400].tolist())])])  # h00009's chunk replaced
+    top = _search(backend, model, vecs[400])[:2]
+    assert {d for d, _ in top} == {10, 401}
+    assert conn.execute(f"SELECT count(*) FROM {approx.floats(model.id)} INDEXED BY {approx.by_list(model.id)} WHERE list >= 0").fetchall()[0][0] == N
