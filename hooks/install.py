@@ -280,17 +280,15 @@ def uninstall(path: Path | str, layout: StateLayout | None = None) -> Outcome:
     except QmdError:  # gone, or no longer a repository: only forgotten
         repo = None
     with _editing_folder(repo) if repo else nullcontext(), registry.editing(layout) as repos:
-        out = _uninstall(path, repos)
+        out = _uninstall(path, repos, repo)
     return out
 
 
-def _uninstall(path: Path | str, repos: dict[str, Any]) -> Outcome:
+def _uninstall(path: Path | str, repos: dict[str, Any], located: RepoHooks | None) -> Outcome:
+    """`located`: the work tree containing `path` (None: none), found once by the caller."""
     key = os.path.realpath(os.path.expanduser(str(path)))
-    if key not in repos and os.path.exists(key):
-        try:
-            key = str(locate(key).top)
-        except QmdError:
-            pass
+    if key not in repos and located is not None:
+        key = str(located.top)
     entry = repos.get(key) or {}
     out = Outcome(Path(key), entry=entry)
     if not os.path.isdir(key):
@@ -298,7 +296,7 @@ def _uninstall(path: Path | str, repos: dict[str, Any]) -> Outcome:
             raise QmdError(f"{path} is not an enrolled repository", "see the enrolled ones with: qmd hooks status")
         out.lines.append(f"{key}: no longer exists; forgotten")
     else:
-        repo = locate(key)
+        repo = located if located is not None and str(located.top) == key else locate(key)
         shared = [
             other for other, e in repos.items()
             if other != key and os.path.isdir(other) and e.get("hooks_dir") == str(repo.hooks_dir)

@@ -840,14 +840,12 @@ def _nearest_codes(
     if len(centroids) and centroids.shape[1] * 4 != len(queries[0]) or cached.damaged and not moving:
         return None  # centroids of other dims, or lists past them: not probed (sqlite-vec's KNN reads every code)
     n_lists = len(cached.starts) - 1
-    probes = min(n_lists, max(MIN_PROBE, int(np.ceil(n_lists * PROBE_SHARE))))
     view: _Lists = cached
     # the codes each query ranks, its nearest lists first: PROBE_SHARE of them on average (`share`), at least
     # PROBE_MIN_CODES; a scope or filter ranks as many of its own (only its chunks' codes, cut once: _scoped), wherever
     # its lists lie. Only a scope within `share` is narrow (SCOPE_NARROW), not one the floor takes whole: a 10% scope at
     # 100k x 768 then rescored twice the candidates, 1.26-1.31x unscoped against 1.15-1.17x
-    share = int(np.ceil(len(cached.ids) * probes / max(1, n_lists) * SCOPE_WIDEN))
-    budget = max(PROBE_MIN_CODES, share)
+    share, budget = _budget(len(cached.ids), n_lists)
     if allowed is not None:
         view = _scoped(conn, cached, allowed, allowed_ids)
     # A retrain under way moves chunks between old and new lists, so none can be trusted: every code is ranked, as
@@ -870,6 +868,15 @@ def _nearest_codes(
         kept = c * (SCOPE_NARROW if allowed is not None and share >= len(view.ids) > c * HAMMING_OVERSAMPLE else 1)
         out.append(_rank(vector, view.matrix[positions], view.ids[positions], kept))
     return out
+
+
+def _budget(total: int, n_lists: int) -> tuple[int, int]:
+    """(share, budget) of a space of `total` codes in `n_lists` lists: the codes PROBE_SHARE of
+    the lists hold on average (at least MIN_PROBE lists' worth), and the codes a query ranks,
+    nearest lists first (at least PROBE_MIN_CODES). One rule for both passes, so they probe alike."""
+    probes = min(n_lists, max(MIN_PROBE, math.ceil(n_lists * PROBE_SHARE)))
+    share = math.ceil(total * probes / max(1, n_lists) * SCOPE_WIDEN)
+    return share, max(PROBE_MIN_CODES, share)
 
 
 def _rank(vector: Any, matrix: Any, ids: Any, kept: int) -> list[int]:
@@ -915,8 +922,7 @@ def _probe_lists(
     if held is None or held.stamp != stamp:  # the codes counted once while they stand (~2 ms at 300k, warm): the
         # budget the full pass takes from them, so an index and its imported copy (other insert counters) answer alike
         held = spaces[model_id] = _ListCodes(stamp, count(conn, f"SELECT count(*) FROM {floats(model_id)}"))
-    probes = min(n_lists, max(MIN_PROBE, int(np.ceil(n_lists * PROBE_SHARE))))
-    budget = max(PROBE_MIN_CODES, int(np.ceil(held.total * probes / n_lists * SCOPE_WIDEN)))
+    budget = _budget(held.total, n_lists)[1]
     if budget >= held.total:
         return None
     read = f"SELECT chunk_id, vec_quantize_binary(embedding) FROM {floats(model_id)} INDEXED BY {by_list(model_id)} WHERE list = ?"
