@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +112,17 @@ def _plain_problem(hooks_dir: Path, name: str) -> QmdError | None:
                 f"delete {older} (or rename it to {legacy.name} to keep running it), then run qmd hooks install again",
             )
     return None
+
+
+def _check_writable(folder: Path) -> None:
+    """Refuse, before anything is changed, a hooks folder this user cannot create files in
+    (each hook is written beside itself, then renamed into place)."""
+    probe = folder / f".qmd-probe.{os.getpid()}.tmp"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+        os.unlink(probe)
+    except OSError as exc:
+        raise QmdError(f"cannot write in the hooks folder {folder}: {exc.strerror or exc}", f"make it writable to you (chmod u+rwx {folder}), or run as its owner") from None
 
 
 def _install_plain(hooks_dir: Path, name: str, text: str) -> tuple[str, dict[str, Any]]:
@@ -222,11 +233,14 @@ def _editing_folder(repo: RepoHooks) -> Iterator[None]:
     if not folder.is_dir():
         yield
         return
-    try:
-        with lock_folder(folder, timeout=registry.EDIT_TIMEOUT_S):
-            yield
-    except TimeoutError:
-        raise QmdError(f"{folder} stayed locked by another qmd hooks install or uninstall for {registry.EDIT_TIMEOUT_S:.0f}s", "run the command again when the other one has finished") from None
+    with ExitStack() as held:
+        try:
+            held.enter_context(lock_folder(folder, timeout=registry.EDIT_TIMEOUT_S))
+        except TimeoutError:
+            raise QmdError(f"{folder} stayed locked by another qmd hooks install or uninstall for {registry.EDIT_TIMEOUT_S:.0f}s", "run the command again when the other one has finished") from None
+        except OSError as exc:  # unreadable to this user (flock needs the folder open)
+            raise QmdError(f"cannot open the hooks folder {folder}: {exc.strerror}", f"make it readable and writable to you (chmod u+rwx {folder}), or run as its owner") from None
+        yield
 
 
 def install(path: Path | str, layout: StateLayout | None = None) -> Outcome:
@@ -245,6 +259,7 @@ def install(path: Path | str, layout: StateLayout | None = None) -> Outcome:
             raise QmdError(f"cannot create the hooks folder {repo.hooks_dir}: {exc.strerror or exc}", "move whatever is in the way aside (or fix core.hooksPath), then run qmd hooks install again") from exc
         created += [str(p) for p in missing]  # deepest first, the order uninstall removes them in
     with _editing_folder(repo), registry.editing(layout) as repos:  # one at a time, for this repository and this state dir
+        _check_writable(repo.husky_dir or repo.hooks_dir)
         if repo.husky_dir is None:
             for name in script.HOOK_NAMES:  # nothing changed unless every hook can be installed
                 if (problem := _plain_problem(repo.hooks_dir, name)) is not None:
@@ -305,6 +320,8 @@ def _uninstall(path: Path | str, repos: dict[str, Any], located: RepoHooks | Non
         if shared:
             out.lines.append(f"  hooks kept: {repo.hooks_dir} also serves the enrolled {', '.join(shared)}")
         else:
+            if os.path.isdir(repo.husky_dir or repo.hooks_dir):
+                _check_writable(repo.husky_dir or repo.hooks_dir)
             for name in script.HOOK_NAMES:
                 if repo.husky_dir is not None:
                     message = _remove_husky(repo.husky_dir, name, (entry.get("hooks") or {}).get(name) or {})

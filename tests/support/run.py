@@ -32,6 +32,23 @@ def command(*args: str) -> list[str]:
     return [*QMD, *args]
 
 
+def bound_by_modes(argv: list[str]) -> list[str]:
+    """`argv` run so that file modes bind it: as root (CI's user), without the capabilities that
+    override them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), through util-linux's setpriv; as anyone
+    else, unchanged. Skips the calling test where root has no setpriv."""
+    import shutil
+
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        import pytest
+
+        pytest.skip("running as root without setpriv: file modes cannot be made to bind")
+    drop = "-dac_override,-dac_read_search"
+    return [setpriv, f"--bounding-set={drop}", f"--inh-caps={drop}", *argv]
+
+
 def qmd_on_path(folder: Path) -> Path:
     """A `qmd` executable in `folder` running this qmd (put `folder` first on PATH); returns `folder`."""
     import shlex
