@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -21,6 +21,7 @@ from qmd.core.filters import document_date_ns
 from qmd.core.text import content_hash, extract_title, parse_front_matter, segment_cjk
 from qmd.index.scan import SkippedFile, scan
 from qmd.backends.base import DocumentWrite, IndexBackend, SearchFields
+from qmd.backends.rows import KnownFile
 from qmd.core.config import CollectionConfig
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -137,6 +138,9 @@ def _opened_path(fd: int, path: str) -> str | None:
     return real if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino) else None
 
 
+CANNOT_READ = "cannot read: "  # read_text's reason when the file is there but could not be read (kept as indexed)
+
+
 def read_text(path: str, size_hint: int, root: str | None = None) -> tuple[str | None, str | None, str | None]:
     """(text, skip_reason, warning) for one file; never raises for file-level problems.
 
@@ -159,7 +163,7 @@ def read_text(path: str, size_hint: int, root: str | None = None) -> tuple[str |
     except NotRegularFile:
         return None, "not a regular file", None
     except OSError as exc:
-        return None, f"cannot read: {exc.strerror or exc}", None
+        return None, f"{CANNOT_READ}{exc.strerror or exc}", None
     if len(data) > MAX_FILE_BYTES:
         return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB", None
     return decode_text(data)
@@ -227,7 +231,7 @@ def _percent(share: float) -> str:
 
 
 def check_root(coll: CollectionConfig) -> None:
-    """Raise a QmdError naming the fix when a collection's folder is missing or not a folder."""
+    """Raise a QmdError naming the fix when a collection's folder is missing, not a folder, or not listable."""
     if not coll.path.exists():
         raise QmdError(
             f"collection '{coll.name}': folder {coll.path} does not exist",
@@ -235,11 +239,30 @@ def check_root(coll: CollectionConfig) -> None:
         )
     if not coll.path.is_dir():
         raise QmdError(f"collection '{coll.name}': {coll.path} is not a folder", "point the collection at a folder of markdown files")
+    try:
+        with os.scandir(coll.path):
+            pass
+    except OSError as exc:  # unlistable to this user: as a missing folder, refused (nothing indexed is dropped)
+        raise QmdError(f"collection '{coll.name}': cannot list {coll.path}: {exc.strerror or exc}", f"make it readable to you (chmod u+rx {coll.path}), or run as its owner") from None
 
 
 def search_fields(collection: str, rel: str, text: str) -> SearchFields:
     """The full-text fields of a stored document (what renames and FTS repairs rewrite)."""
     return fts_values(collection, rel, prepare(text, rel))
+
+
+def _keep(existing: Mapping[str, KnownFile], seen: set[str], rel: str, folder: bool) -> str:
+    """Keep the indexed document at `rel` (or, for a folder, every one below it; "." is the
+    root) as it is: counted as seen, so not removed. Returns the words the skip reason gains."""
+    if not folder:
+        row = existing.get(rel)
+        if row is None or not row.active:
+            return ""
+        seen.add(rel)
+        return "; its indexed version is kept"
+    below = [name for name, row in existing.items() if row.active and (rel == "." or name.startswith(rel + "/"))]
+    seen.update(below)
+    return f"; what is indexed below it ({len(below)} document{'s' if len(below) != 1 else ''}) is kept as it was" if below else ""
 
 
 def index_collection(backend: IndexBackend, coll: CollectionConfig, progress: Progress | None = None) -> CollectionReport:
@@ -255,7 +278,7 @@ def index_collection(backend: IndexBackend, coll: CollectionConfig, progress: Pr
         matched = 0
         for item in scan(coll.path, coll.pattern, coll.ignore):
             if isinstance(item, SkippedFile):
-                report.skipped.append((item.rel, item.reason))
+                report.skipped.append((item.rel, item.reason + _keep(existing, seen, item.rel, item.folder) if item.kept else item.reason))
                 continue
             seen.add(item.rel)
             matched += 1
@@ -268,6 +291,10 @@ def index_collection(backend: IndexBackend, coll: CollectionConfig, progress: Pr
                 continue
             text, skip, warning = read_text(item.path, item.size, root)
             if text is None:
+                if skip is not None and skip.startswith(CANNOT_READ):  # there, not readable now: its indexed version stands
+                    seen.discard(item.rel)
+                    report.skipped.append((item.rel, skip + _keep(existing, seen, item.rel, False)))
+                    continue
                 report.skipped.append((item.rel, skip or "unreadable"))
                 seen.discard(item.rel)
                 continue

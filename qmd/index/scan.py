@@ -212,6 +212,11 @@ class FoundFile:
 class SkippedFile:
     rel: str
     reason: str
+    # The file (or, for a folder, everything below it) may well still be there, only not
+    # readable now (a permission, an I/O error): what the index holds for it stands, where a
+    # file that is gone or no longer a document is dropped.
+    kept: bool = False
+    folder: bool = False
 
 
 def _dir_ignored(rel: str, ignore: list[str]) -> bool:
@@ -236,8 +241,10 @@ def scan(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | Sk
             item.rel.encode("utf-8")
         except UnicodeEncodeError:
             shown = item.rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            reason = item.reason if isinstance(item, SkippedFile) else "the file name is not valid UTF-8: rename it to index it"
-            yield SkippedFile(shown, reason)
+            if isinstance(item, SkippedFile):
+                yield SkippedFile(shown, item.reason, item.kept, item.folder)
+            else:
+                yield SkippedFile(shown, "the file name is not valid UTF-8: rename it to index it")
             continue
         yield item
 
@@ -253,7 +260,7 @@ def _walk(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | S
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
-            yield SkippedFile(rel_folder or ".", f"cannot list folder: {exc.strerror or exc}")
+            yield SkippedFile(rel_folder or ".", f"cannot list folder: {exc.strerror or exc}", kept=True, folder=True)
             continue
         subdirs: list[tuple[str, str]] = []
         for entry in entries:
@@ -265,8 +272,9 @@ def _walk(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | S
                 is_link = entry.is_symlink()
                 is_dir = entry.is_dir()
             except OSError as exc:
-                if regex.match(rel) or entry.is_symlink():
-                    yield SkippedFile(rel, "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}")
+                if regex.match(rel) or entry.is_symlink():  # a folder or a file: unless a loop, what is indexed at or below it stands
+                    looped = exc.errno == errno.ELOOP
+                    yield SkippedFile(rel, "symlink loop" if looped else f"cannot read: {exc.strerror or exc}", kept=not looped, folder=not looped)
                 continue
             if is_link:
                 target = os.path.realpath(entry.path)
@@ -293,7 +301,7 @@ def _walk(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | S
             try:
                 st = entry.stat()
             except OSError as exc:
-                yield SkippedFile(rel, f"cannot stat: {exc.strerror or exc}")
+                yield SkippedFile(rel, f"cannot stat: {exc.strerror or exc}", kept=True)
                 continue
             if not stat.S_ISREG(st.st_mode):
                 yield SkippedFile(rel, f"not a regular file ({_kind(st.st_mode)})")

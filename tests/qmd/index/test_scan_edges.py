@@ -207,3 +207,58 @@ def test_adding_a_folder_that_is_a_symlink_loop_is_one_clear_error(tmp_path: Pat
     code, _, err = cli("collection", "add", str(tmp_path / "loop"), "--name", "loop")
     assert code == 1 and err.startswith("Error: ") and "symlink loop" in err and "hint: " in err, (code, err)
     assert "loop" not in cli("collection", "list")[1]
+
+
+def test_notes_this_user_cannot_read_now_keep_what_is_indexed(tmp_path: Path) -> None:
+    """An unlistable subfolder, and a changed file that cannot be read, are skipped with what
+    the index holds for them kept (update removed them, exit 0: a later cleanup purged them and
+    their vectors); an unlistable collection folder is refused as a missing one is, on update and
+    on add, with nothing dropped or added. Real file modes (root runs through setpriv)."""
+    import subprocess
+
+    from tests.support.run import bound_by_modes, command, qmd_env
+
+    notes = tmp_path / "notes"
+    (notes / "sub").mkdir(parents=True)
+    for rel in ("a.md", "b.md", "sub/c.md"):
+        (notes / rel).write_text(f"# {rel}\n\nabout postgres failover {rel}\n")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        proc = subprocess.run(bound_by_modes(command(*args)), env=qmd_env(), capture_output=True, text=True, timeout=120)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def listed() -> list[str]:
+        code, out, err = run("ls", "notes")
+        assert code == 0, err
+        return sorted(line.rsplit("qmd://notes/", 1)[1] for line in out.splitlines() if "qmd://notes/" in line)
+
+    assert run("collection", "add", str(notes), "--name", "notes")[0] == 0
+    everything = ["a.md", "b.md", "sub/c.md"]
+    assert listed() == everything
+    (notes / "b.md").write_text("# b.md\n\nchanged since\n")
+    modes = [(notes / "sub", 0o000), (notes / "b.md", 0o000)]
+    for path, mode in modes:
+        path.chmod(mode)
+    try:
+        code, _, out = run("update")  # the report goes to stderr
+        assert code == 0, out
+        assert "0 removed" in out and "2 skipped" in out, out
+        assert "skipped sub: cannot list folder: Permission denied; what is indexed below it (1 document) is kept as it was" in out, out
+        assert "skipped b.md: cannot read: Permission denied; its indexed version is kept" in out, out
+        assert listed() == everything
+        (notes / "sub").chmod(0o755)
+        notes.chmod(0o000)
+        code, out, err = run("update")
+        assert code == 1 and err.startswith("Error: collection 'notes': cannot list") and f"chmod u+rx {notes}" in err and "Traceback" not in err, (code, out, err)
+        code, out, err = run("collection", "add", str(notes), "--name", "other")
+        assert code == 1 and "cannot list" in err, (code, out, err)
+    finally:
+        notes.chmod(0o755)
+        for path, _ in modes:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    assert listed() == everything
+    assert "other" not in run("collection", "list")[1]
+    code, _, out = run("update")
+    assert code == 0 and "1 updated" in out and "0 removed" in out, (code, out)
+    code, out, err = run("search", "changed since")
+    assert code == 0 and "b.md" in out, (code, out, err)
