@@ -51,7 +51,12 @@ def update(
     wait: WaitOpt = None,
     no_wait: NoWaitOpt = False,
 ) -> None:
-    """Re-index collections: new, changed and deleted files (unchanged files are not re-read)."""
+    """Re-index collections: new, changed and deleted files (unchanged files are not re-read).
+
+    A file or subfolder that is there but cannot be read now (its permissions, an I/O error) is
+    listed as skipped and what the index holds for it is kept as it was; a collection folder that
+    cannot be listed is refused, as a missing one is (exit 1), with nothing dropped.
+    """
     if pull and no_commands:
         raise typer.BadParameter("--pull runs the update commands and --no-commands skips them: give one", param_hint="--pull/--no-commands")
     with open_store() as store:
