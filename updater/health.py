@@ -40,11 +40,29 @@ def blocked_folder(layout: harness.StateLayout) -> Path | None:
     return None
 
 
+def unreadable_folder(layout: harness.StateLayout) -> tuple[str, str] | None:
+    """(problem, hint) for the first state folder this user may not read (a mode, another
+    owner: `sudo -u alice qmd health` with root's state dir), else None: then the failures and
+    the queue are unknown, which health must say rather than look fine."""
+    for path in (layout.root, layout.queue, *(layout.q(name) for name in harness.QUEUE_DIRS), layout.failures):
+        try:
+            os.listdir(path)  # the root first: the outermost folder in the way is the one named
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # missing: re-created on use; in the way: blocked_folder says so
+        except OSError as exc:
+            problem = f"cannot read {path}: {exc.strerror or exc} (the failures and the queue are unknown)"
+            if isinstance(exc, PermissionError):
+                return problem, f"make it readable to you (chmod u+rwx {path}), or run qmd as the user who owns it"
+            return problem, "check that folder (or move it away: the hooks and the updater re-create it)"
+    return None
+
+
 def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
     """Everything status and health report, read without the lock."""
     now = time.time()
-    failures = records.load_all(layout)
-    queue = spool.info(layout)
+    unreadable = unreadable_folder(layout)
+    failures = records.load_all(layout) if unreadable is None else []
+    queue = spool.info(layout) if unreadable is None else spool.QueueInfo(0, None, 0, {})
     flag = records.health(layout)
     live = [f for f in failures if f.live]
     # health.json is rewritten after every run; the records are the truth in between
@@ -56,6 +74,8 @@ def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
         flag["since"] = min(f.first_at for f in live)
     blocked = blocked_folder(layout)
     problems = [f"{blocked} is not a folder: commits cannot be queued nor failures recorded"] if blocked else []
+    if unreadable is not None:
+        problems.append(unreadable[0])
     return {
         "problems": problems,
         "health": flag,
@@ -170,7 +190,9 @@ def health(
     snap = snapshot(layout)
     typer.echo(json.dumps(snap, indent=2, sort_keys=True, default=str) if json_ else render(snap))
     if snap["problems"]:
-        raise QmdError(snap["problems"][0], "move it away; the hooks and the updater re-create the folders")
+        unreadable = unreadable_folder(layout)
+        hint = unreadable[1] if unreadable is not None and unreadable[0] == snap["problems"][0] else "move it away; the hooks and the updater re-create the folders"
+        raise QmdError(snap["problems"][0], hint)
     if snap["health"]["raised"]:
         n = len(snap["health"]["failures"])
         raise QmdError(f"the health flag is raised: {n} index update failure{'s' if n != 1 else ''}", "fix the cause shown above, then: qmd updater run")

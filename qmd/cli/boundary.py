@@ -1,7 +1,9 @@
 """The CLI's one error boundary: every outcome of a command as the documented exit code.
 
-Exit codes: 0 ok, 1 a QmdError (message + hint), 2 usage, 3 unexpected (traceback
-written under the state dir's logs/), 130 on Ctrl-C.
+Exit codes: 0 ok, 1 a QmdError (message + hint) or a refusal of the environment that
+reached the top (permission denied, a read-only file system: the path to fix and the chmod
+that fixes it, never "this is a bug"), 2 usage, 3 unexpected (traceback written under the
+state dir's logs/), 130 on Ctrl-C.
 
 Both entry paths end here: the typer app (main.py) and the lean path (fast.py), which runs
 a command the way typer's `Command.main` does (`run_command`), so a command behaves the
@@ -39,6 +41,13 @@ def guarded(body: Callable[[], int]) -> int:
         code = _typer_outcome(exc)
         if code is not None:
             return code
+        from qmd.core.fileio import denial
+
+        refused = denial(exc)
+        if refused is not None:  # a mode, an owner or a read-only mount: the environment's, not a bug
+            err(f"Error: {refused[0]}")
+            err(f"hint: {refused[1]}")
+            return 1
         where = _crash_log(exc)
         err(f"Unexpected error: {type(exc).__name__}: {exc}")
         err(f"hint: this is a bug; the traceback is in {where}")

@@ -211,7 +211,10 @@ class Config:
         yaml, _, dumper = _yaml()
         text = yaml.dump(self.raw, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
         # A new config is private (0600); an existing one keeps its mode.
-        write_text(self.path, text, mode=None if self.path.exists() else 0o600)
+        try:
+            write_text(self.path, text, mode=None if self.path.exists() else 0o600)
+        except OSError as exc:
+            raise self._unwritable(exc) from exc
         # Keep the parse of what was written: the next process (a server's first start) reads no YAML.
         _, loader, _ = _yaml()
         try:
@@ -219,6 +222,26 @@ class Config:
         except yaml.YAMLError:
             pass
         self.path.with_name(f".{self.path.name}.json").unlink(missing_ok=True)  # the copy older qmds kept beside it
+
+    def check_writable(self) -> None:
+        """A ConfigError naming the fix when `save()` could not write the file (its folder
+        read-only, not creatable); changes nothing. Called before a change that must not
+        reach the index unless the config can follow it (rename, remove)."""
+        from qmd.core.fileio import check_writable
+
+        try:
+            check_writable(self.path)
+        except OSError as exc:
+            raise self._unwritable(exc) from exc
+
+    def _unwritable(self, exc: OSError) -> ConfigError:
+        from qmd.core.fileio import denial
+
+        doing = f"cannot save the config {self.path}"
+        refused = denial(exc, doing)
+        if refused is not None:
+            return ConfigError(*refused)
+        return ConfigError(f"{doing}: {exc.strerror or exc}", f"check that {self.path.parent} is a folder you can write in (or set QMD_CONFIG_DIR to one)")
 
     # --- reading -------------------------------------------------------------------
 

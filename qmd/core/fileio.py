@@ -8,6 +8,7 @@ renames files (`os.replace`): everything else calls `replace_file` or one of the
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -16,6 +17,52 @@ from pathlib import Path
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (3 ms) on a first query's path
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
+
+
+DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)  # the environment refuses: modes, ownership, a read-only mount
+
+
+def denial(exc: BaseException, doing: str | None = None) -> tuple[str, str] | None:
+    """(message, hint) for an OSError that is a refusal of the environment (permission
+    denied, operation not permitted, read-only file system), else None.
+
+    The message names what is in the way, not the file qmd was touching: a folder above it
+    that this user cannot look into, else the file or folder itself when it exists, else the
+    folder it was to be created in (a temp file's, a new folder's); the hint names the chmod
+    that fixes it. `doing` ("cannot save the config X") goes first when given.
+    """
+    if not isinstance(exc, OSError) or exc.errno not in DENIED:
+        return None
+    why = exc.strerror or os.strerror(exc.errno)
+    if not exc.filename:
+        return (f"{doing}: {why}" if doing else f"{why} ({exc})"), "check the permissions of qmd's folders (the config, cache and state folders) and run qmd as the user who owns them"
+    culprit, what = _in_the_way(os.fsdecode(exc.filename))
+    said = f"cannot {what} {culprit}: {why}"
+    message = f"{doing}: {said}" if doing else said
+    if exc.errno == errno.EROFS:
+        return message, f"{culprit} is on a read-only file system: remount it read-write, or point qmd at a writable folder (QMD_CONFIG_DIR, QMD_STATE_DIR, XDG_CACHE_HOME)"
+    bits = "rw" if what == "read or write" and not os.path.isdir(culprit) else "rwx"
+    able = {"look into": "accessible", "create files in": "writable"}.get(what, "readable and writable")
+    return message, f"make it {able} to you (chmod u+{bits} {culprit}), or run qmd as the user who owns it"
+
+
+def _in_the_way(name: str) -> tuple[str, str]:
+    """(the path to fix, what could not be done to it) for a refused operation on `name`."""
+    absolute = os.path.abspath(name)
+    search = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
+    folders = []
+    folder = os.path.dirname(absolute)
+    while True:
+        folders.append(folder)
+        if os.path.dirname(folder) == folder:
+            break
+        folder = os.path.dirname(folder)
+    for folder in reversed(folders):  # from the root down: the first one this user cannot look into
+        if not os.access(folder, os.X_OK, **search):
+            return folder, "look into"
+    if os.path.lexists(absolute):
+        return absolute, "read or write"
+    return os.path.dirname(absolute), "create files in"
 
 
 def replace_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
@@ -30,16 +77,17 @@ def _tmp_for(path: Path) -> Path:
 def write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None, keep_mode: bool = True, fsync: bool = True) -> Path:
     """Atomically replace `path` with `data`; returns the path.
 
-    The new file gets `mode` when given, else the existing file's mode (`keep_mode`), else
-    the umask default. The parent folder is created when missing. A symlink at `path` is
-    replaced by a regular file, never written through.
+    The new file gets `mode` when given, else the existing file's mode (`keep_mode`; plus
+    owner-read: what qmd writes it must be able to read back), else the umask default. The
+    parent folder is created when missing. A symlink at `path` is replaced by a regular file,
+    never written through.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     if mode is None and keep_mode:
         try:
             if not target.is_symlink():
-                mode = target.stat().st_mode & 0o7777
+                mode = target.stat().st_mode & 0o7777 | stat.S_IRUSR  # a file qmd writes stays readable to its owner (a 000 one never healed)
         except OSError:
             mode = None
     tmp = _tmp_for(target)
@@ -57,6 +105,18 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int | None =
         tmp.unlink(missing_ok=True)
         raise
     return target
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Raise the OSError that `write_bytes(path, …)` would meet creating its temp file (its
+    folder missing and not creatable, not writable, on a read-only mount); changes nothing.
+    For a step that must not start unless the file can be written after it."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_for(target)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)  # as write_bytes opens it
+    os.close(fd)
+    tmp.unlink()
 
 
 def write_text(path: str | os.PathLike[str], text: str, *, mode: int | None = None, keep_mode: bool = True, fsync: bool = True) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from qmd.core.records import record
 from pathlib import Path
 
@@ -152,7 +153,13 @@ def index_name(index: str) -> str:
 
 def find_local_config(start: str | os.PathLike[str] | None = None) -> Path | None:
     """`.qmd/index.yaml` or `.qmd/index.yml` in `start` (default: the working directory) or
-    the nearest folder above it that has one; None when there is none."""
+    the nearest folder above it that has one; None when there is none.
+
+    A folder this user cannot look into (`sudo -u alice qmd …` started in /root, a working
+    folder at mode 000) cannot hold a project index they could use: it is passed over, as is
+    someone else's `.qmd` they may not read. Their own `.qmd` they may not read is a QmdError
+    naming it and the chmod: searching another index instead, or adding a collection to it,
+    would quietly do the wrong thing."""
     try:
         folder = Path(os.path.abspath(start if start is not None else os.getcwd()))
     except OSError:  # the working directory was deleted
@@ -160,11 +167,32 @@ def find_local_config(start: str | os.PathLike[str] | None = None) -> Path | Non
     while True:
         for name in LOCAL_CONFIG_NAMES:
             candidate = folder / LOCAL_DIR / name
-            if candidate.is_file():
-                return candidate
+            try:
+                if stat.S_ISREG(os.stat(candidate).st_mode):
+                    return candidate
+            except PermissionError as exc:
+                _unreadable_local_dir(folder / LOCAL_DIR, exc)
+                break  # not this user's, or the folder cannot be looked into: look further up
+            except (OSError, ValueError):  # none here (missing, not a folder, a link loop)
+                continue
         if folder.parent == folder:
             return None
         folder = folder.parent
+
+
+def _unreadable_local_dir(local: Path, exc: PermissionError) -> None:
+    """Raise for this user's own `.qmd` they may not read; return for one of someone else's,
+    or in a folder they cannot look into (see `find_local_config`)."""
+    try:
+        owner = os.lstat(local).st_uid
+    except OSError:  # its folder cannot be looked into: nothing there is theirs to use
+        return
+    if owner != os.geteuid():
+        return
+    raise QmdError(
+        f"cannot look into the project-local index folder {local}: {exc.strerror or exc}",
+        f"make it accessible to you (chmod u+rwx {local}), or choose another index with --index NAME",
+    )
 
 
 def local_index(config_path: str | os.PathLike[str]) -> IndexPaths:

@@ -95,6 +95,7 @@ class Collections:
             with backend.writer_lock():
                 return self._drop(name)
         self.state.collection(name)
+        self.state.config.check_writable()  # before the rows go: an index emptied under a config that still lists it
         dropped = 0
         if backend.exists():
             with backend.writer_lock():
@@ -117,20 +118,38 @@ class Collections:
         check_collection_name(new)
         if new in self.state.collections():
             raise QmdError(f"collection '{new}' already exists", "pick another name")
+        # The index and the config name it together or not at all: one renamed without the
+        # other serves nothing, and the next update drops the rows and re-adds them (vectors lost).
+        from qmd.core.cancel import interrupts_deferred
+
+        self.state.config.check_writable()
+        with interrupts_deferred():  # a Ctrl-C waits until both are renamed (or neither)
+            renamed = self._rename_rows(old, new)
+            self.state.config.rename_collection(old, new)
+            try:
+                self.state.save_config()
+            except Exception:
+                self.state.config.rename_collection(new, old)
+                if renamed:
+                    self._rename_rows(new, old)
+                raise
+
+    def _rename_rows(self, old: str, new: str) -> bool:
+        """Rename a collection's rows and writer record in the index; False when there is no index."""
         backend = self.state.backend
-        if backend.exists():
-            with backend.writer_lock():
-                from qmd.index.indexer import search_fields  # the indexer loads only for what writes
+        if not backend.exists():
+            return False
+        with backend.writer_lock():
+            from qmd.index.indexer import search_fields  # the indexer loads only for what writes
 
-                from qmd.backends.owner import WRITER_PREFIX
+            from qmd.backends.owner import WRITER_PREFIX
 
-                db = self.state.db()
-                db.rename_collection(old, new, search_fields)
-                writer = db.meta_values(WRITER_PREFIX + old).get(WRITER_PREFIX + old)
-                db.set_meta(WRITER_PREFIX + old, None)
-                db.set_meta(WRITER_PREFIX + new, writer)
-        self.state.config.rename_collection(old, new)
-        self.state.save_config()
+            db = self.state.db()
+            db.rename_collection(old, new, search_fields)
+            writer = db.meta_values(WRITER_PREFIX + old).get(WRITER_PREFIX + old)
+            db.set_meta(WRITER_PREFIX + old, None)
+            db.set_meta(WRITER_PREFIX + new, writer)
+        return True
 
     def set_include_by_default(self, name: str, include: bool) -> None:
         coll = self.state.editable(name)
