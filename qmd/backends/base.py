@@ -469,13 +469,16 @@ class IndexBackend(abc.ABC):
         samples = self.vector_sample(model, recall.RECALL_QUERIES) if found else []
         if found is None or not samples:
             return None
-        queries = recall.queries_near(samples, model.id)
+        with forced_vector_index("approx"):  # each sample's nearest other document, through the index (a miss only moves the queries farther)
+            neighbours = self.nearest_many(model, samples, 2, None)
+        cosine = round(recall.query_cosine([[hit[1] for hit in page] for page in neighbours]), 4)
+        queries = recall.queries_near(samples, model.id, cosine)
         with forced_vector_index("exact"):
             exact = self.nearest_many(model, queries, recall.RECALL_K, None)
         with forced_vector_index("approx"):
             approx = self.nearest_many(model, queries, recall.RECALL_K, None)
         value, low, counted = recall.overlap([[hit[0] for hit in page] for page in exact], [[hit[0] for hit in page] for page in approx])
-        check = recall.Recall(round(value, 4), counted, found[1], found[0], now_iso(), round(low, 4))
+        check = recall.Recall(round(value, 4), counted, found[1], found[0], now_iso(), round(low, 4), cosine, recall.METHOD)
         with self.atomic():
             self.set_meta(recall.key(model.id), check.to_text())
         return check

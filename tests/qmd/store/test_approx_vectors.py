@@ -229,7 +229,7 @@ def test_embed_builds_it_and_each_write_keeps_it_up(tmp_path: Path, tiny_models:
         (notes / f"n{i}.md").write_text(f"# note {i}\n\nthe release process, step {i}\n")
     assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
     proc = run_qmd("embed")
-    assert proc.returncode == 0 and "Vector index: recall@10 " in proc.stderr and "drawn from its chunks" in proc.stderr, proc.stderr  # measured, and said
+    assert proc.returncode == 0 and "Vector index: recall@10 " in proc.stderr and "from its chunks" in proc.stderr, proc.stderr  # measured, and said
     (notes / "n9.md").write_text("# late\n\na note written after the index was built\n")
     assert run_qmd("update", "--embed").returncode == 0
     with qmd.open_index() as store:
@@ -1058,6 +1058,7 @@ def test_auto_searches_the_index_only_while_its_measured_recall_stands(
     backend.build_vector_index(model)  # nothing to code: measures
     measured = backend.vector_recall(model)
     assert measured is not None and measured.low >= recall.RECALL_TARGET and measured.queries == recall.RECALL_QUERIES
+    assert measured.method == recall.METHOD and 0 < measured.cosine <= recall.QUERY_COSINE_MAX and f"cosine {measured.cosine:.2f}" in measured.words()
     assert not backend.vector_index_due(model) and approx.searchable(conn, model.id, N)
     assert _recall([_search(backend, model, q) for q in queries], exact) >= 0.95 and passes
     [check] = _vector_index(store, "index")
@@ -1099,12 +1100,18 @@ def test_an_index_measured_below_the_target_is_not_searched_under_auto(
 
 
 def test_recall_queries_lie_off_the_chunks_and_a_measurement_stands_for_its_index() -> None:
-    """The measurement's queries are chunk vectors moved to cosine QUERY_COSINE (a stored chunk
-    is found through its own graph links: no test of the index), the same ones each time;
-    recall@10 counts the exact 10 found; a measurement stands for one build within REGROWTH."""
-    from qmd.backends.recall import QUERY_COSINE, Recall, overlap, parse, queries_near
+    """The measurement's queries are chunk vectors moved off them (a stored chunk is found
+    through its own graph links: no test of the index), to the median cosine of a chunk's
+    nearest other document (at most QUERY_COSINE_MAX), the same ones each time; recall@10
+    counts the exact 10 found; a measurement stands for one build within REGROWTH, and a first
+    method's refusal (queries at a fixed, too far, cosine) not at all."""
+    from qmd.backends.recall import METHOD, QUERY_COSINE, QUERY_COSINE_MAX, Recall, overlap, parse, queries_near, query_cosine
 
+    assert query_cosine([[1.0, 0.6], [1.0, 0.7, 0.5], [0.99, 0.65], [1.0]]) == 0.65  # the second of each: its nearest other document
+    assert query_cosine([[1.0, 0.99], [1.0, 1.0]]) == QUERY_COSINE_MAX and query_cosine([[1.0], []]) == QUERY_COSINE  # near-copies; alone
     chunks = _unit(np.random.default_rng(4).standard_normal((5, DIMS)))
+    near = np.asarray(queries_near(chunks.tolist(), 3, 0.7))
+    assert np.allclose(np.linalg.norm(near, axis=1), 1.0) and np.allclose(np.sum(near * chunks, axis=1), 0.7)
     queries = np.asarray(queries_near(chunks.tolist(), 3))
     assert np.allclose(np.linalg.norm(queries, axis=1), 1.0) and np.allclose(np.sum(queries * chunks, axis=1), QUERY_COSINE)
     assert np.array_equal(queries, np.asarray(queries_near(chunks.tolist(), 3))) and not np.array_equal(queries, np.asarray(queries_near(chunks.tolist(), 4)))
@@ -1117,10 +1124,15 @@ def test_recall_queries_lie_off_the_chunks_and_a_measurement_stands_for_its_inde
     assert counted == 2 and value == (0.5 + 1.0) / 2 and 0.0 <= low < value  # per query: 5 of 10, 2 of 2
     value, low, counted = overlap([list(range(10))] * 30, [list(range(10))] * 29 + [list(range(9))])
     assert counted == 30 and abs(value - (29 + 0.9) / 30) < 1e-12 and value - 0.01 < low < value
-    check = Recall(0.97, 60, 1000, "x", "2026-12-03T00:00:00Z", 0.955)
+    check = Recall(0.97, 60, 1000, "x", "2026-12-03T00:00:00Z", 0.955, 0.8, METHOD)
     assert parse(check.to_text()) == check and parse("{") is None and parse(None) is None
     assert check.trusted(1250, "x") and not check.trusted(1251, "x") and not check.trusted(1000, "y") and not check.trusted(799, "x")
-    assert not Recall(0.97, 60, 1000, "x", "", 0.94).trusted(1000, "x")  # the mean is not enough: its lower bound decides
+    assert not Recall(0.97, 60, 1000, "x", "", 0.94, 0.8, METHOD).trusted(1000, "x")  # the mean is not enough: its lower bound decides
+    assert Recall(0.97, 60, 1000, "x", "", 0.94, 0.8, METHOD).stands(1000, "x")
+    old = parse('{"recall": 0.947, "queries": 60, "rows": 1000, "identity": "x", "measured_at": "2026-12-03", "low": 0.925}')  # a first-method record
+    assert old is not None and (old.method, old.cosine) == (1, QUERY_COSINE) and not old.stands(1000, "x")  # its refusal is measured again
+    kept = parse('{"recall": 0.99, "queries": 60, "rows": 1000, "identity": "x", "measured_at": "2026-12-03", "low": 0.97}')
+    assert kept is not None and kept.trusted(1000, "x")  # what the harsher first method trusted stands
 
 
 def test_a_new_connections_unscoped_query_reads_only_the_lists_it_probes(
