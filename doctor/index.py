@@ -83,11 +83,11 @@ def _readable(found: qmd.IndexCheck) -> bool:
     return found.exists and not found.corrupted and not found.unknown_migrations and not found.pending_migrations
 
 
-def _folders(store: qmd.Store, index: str, found: qmd.IndexCheck) -> list[CheckResult]:
+def _folders(store: qmd.Store, index: str, found: qmd.IndexCheck | None) -> list[CheckResult]:
     """Every configured collection's folder is still a folder (else update fails for it and
-    search serves notes that are gone)."""
+    search serves notes that are gone). `found` is None when the index could not be looked at."""
     counts: dict[str, int] = {}
-    if _readable(found):
+    if found is not None and _readable(found):
         try:
             counts = {c.name: c.documents for c in store.collections()}
         except qmd.QmdError:  # the index checks say why
@@ -254,7 +254,10 @@ def _one(ctx: Context, index: str) -> list[CheckResult]:
             config = _config_warnings(store, index)
             if not store.config.collections():
                 return [*config, ok(f"index {tag}", "no collections yet", fix=qmd_command("collection", "add", "DIR", "--name", "NAME", index=index), ms=c.ms)]
-            found = store.check(quick=ctx.quick)
+            try:
+                found = store.check(quick=ctx.quick)
+            except qmd.IndexAccessError as exc:  # a sound file this user may not use: never "corrupted", never rebuilt
+                return [*config, _denied(index, exc, c.ms), *_folders(store, index, None)]
             folders = _folders(store, index, found)
         finally:
             store.close()
@@ -270,6 +273,14 @@ def _one(ctx: Context, index: str) -> list[CheckResult]:
         finally:
             store.close()
     return [*config, *out, *folders]
+
+
+def _denied(index: str, exc: qmd.IndexAccessError, ms: float) -> CheckResult:
+    """The index's files refuse this user (a mode, an owner, a read-only mount): the chmod is the
+    fix; --fix gives a -wal/-shm of this user's the index file's mode when that is safe
+    (access.py), and never moves the file aside or rebuilds it."""
+    fix = exc.command + ("  # or: qmd doctor --fix" if exc.repair else "")
+    return fail(f"index [{index}]", exc.message, fix, ms=ms, repair=exc.repair)
 
 
 def _index(ctx: Context, index: str, found: qmd.IndexCheck, ms: float) -> list[CheckResult]:

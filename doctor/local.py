@@ -60,8 +60,9 @@ def _file(ctx: Context, local: qmd.IndexPaths) -> CheckResult:
         with open(path, "rb") as fh:
             head = fh.read(len(SQLITE_HEADER))
         size = path.stat().st_size
-    except OSError as exc:
-        return fail(name, f"{where} cannot be read: {exc.strerror or exc}", f"fix its permissions (chmod u+rw {where}), or: {rebuild}")
+    except OSError as exc:  # a mode or an owner is no damage: never a rebuild for it
+        fix = f"chmod u+rw {where}  # or run qmd as the user who owns it" if isinstance(exc, PermissionError) else f"fix its permissions (chmod u+rw {where}), or: {rebuild}"
+        return fail(name, f"{where} cannot be read: {exc.strerror or exc}", fix)
     if size == 0:
         return fail(name, f"{where} is EMPTY (0 bytes): not an index; every command that reads it stops with 'the index is damaged'", f"{rebuild}  # or: qmd doctor --fix")
     if head != SQLITE_HEADER:

@@ -89,6 +89,8 @@ def _vectors(ctx: Context, index: str) -> CheckResult | None:
             if not found.exists or found.corrupted or found.pending_migrations:
                 return None  # the index checks say why
             vs = store.vector_status()
+        except qmd.IndexAccessError:
+            return None  # the index checks say which file refuses this user
         except qmd.QmdError as exc:
             return warn(name, f"cannot read the vector state: {exc.message}", exc.cli_hint, ms=c.ms)
         finally:

@@ -33,6 +33,7 @@ _EXPORTS = {
     "ConfigError": "core.errors",
     "IndexBusyError": "core.errors",
     "IndexDamagedError": "core.errors",
+    "IndexAccessError": "core.errors",
     "NotFoundError": "core.errors",
     # the config
     "CollectionConfig": "core.config",
@@ -75,7 +76,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.config import DEFAULT_PATTERN, CollectionConfig
-    from qmd.core.errors import ConfigError, IndexBusyError, IndexDamagedError, NotFoundError, QmdError
+    from qmd.core.errors import ConfigError, IndexAccessError, IndexBusyError, IndexDamagedError, NotFoundError, QmdError
     from qmd.core.paths import IndexPaths, resolve_index
     from qmd.core.requests import Outcome, QueryRequest, SearchRequest
     from qmd.core.results import (

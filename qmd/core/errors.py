@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class QmdError(Exception):
     """An expected failure: a message saying what went wrong and a hint naming the fix.
@@ -31,6 +33,20 @@ class ConfigError(QmdError):
 
 class IndexBusyError(QmdError):
     """The index's writer lock is held by another process."""
+
+
+class IndexAccessError(QmdError):
+    """The index's files are sound, but this user may not read or write one of them (a mode,
+    an owner, a read-only mount): never damage, never a rebuild.
+
+    `command` is the shell command that fixes it (a chmod), for doctor's fix column;
+    `repair` (doctor --fix) is set when it is safe: only the -wal/-shm are refused, they and the
+    index are this user's, and the index is readable and writable: they get the index's mode."""
+
+    def __init__(self, message: str, command: str, able: str, repair: Callable[[], str] | None = None, *, owner: bool = True) -> None:
+        super().__init__(message, f"make {able} to you ({command})" + (", or run qmd as the user who owns it" if owner else ""))
+        self.command = command
+        self.repair = repair
 
 
 class IndexDamagedError(QmdError):

@@ -155,8 +155,14 @@ class SqliteBackend(IndexBackend):
         return (self._file, scalar(conn, "PRAGMA data_version"))
 
     def writer_lock(self, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+        """Refuses first, before anything is written, an index, -wal, -shm, folder or lock file
+        this user may not write (IndexAccessError naming it and its chmod)."""
+        from qmd.backends.sqlite import access
         from qmd.core.locks import writer_lock
 
+        denied = access.problem(self.path, write=True)
+        if denied is not None:
+            raise denied
         return writer_lock(self.path, timeout=timeout, on_wait=on_wait)
 
     def lock_holder(self) -> str | None:
@@ -191,8 +197,13 @@ class SqliteBackend(IndexBackend):
     # --- schema and integrity ---------------------------------------------------------
 
     def inspect(self, *, quick: bool = False) -> IndexCheck:
-        from qmd.backends.sqlite import integrity
+        """Also raises IndexAccessError for a file this user may not read or write: that is
+        no damage (a rebuild would move a sound file aside), so it is not reported as one."""
+        from qmd.backends.sqlite import access, integrity
 
+        denied = access.problem(self.path, write=True)
+        if denied is not None:
+            raise denied
         return integrity.inspect(self.path, quick=quick)
 
     def backup(self) -> Path:

@@ -16,6 +16,7 @@ from qmd.core.clock import now_iso
 from qmd.core.errors import IndexBusyError, IndexDamagedError, QmdError
 from qmd.core.cancel import waiting
 from qmd.backends.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
+from qmd.backends.sqlite import access
 
 # Each migration is applied once, in order, inside one transaction, and recorded by name
 # in schema_migrations; `pending_migrations` lets doctor say "schema behind" read-only.
@@ -207,7 +208,15 @@ def file_problem(path: Path) -> str | None:
 
 
 def translate(path: Path, exc: apsw.Error) -> QmdError | None:
-    """The QmdError an apsw error reading `path` means, or None when it is not about damage."""
+    """The QmdError an apsw error on `path` means (damage, or a file this user may not read or
+    write: `access.IndexAccessError`, never "damaged"), or None when it is neither."""
+    if isinstance(exc, (apsw.ReadOnlyError, apsw.CantOpenError)):
+        denied = access.problem(path, write=isinstance(exc, apsw.ReadOnlyError))
+        if denied is not None:
+            return denied
+        if isinstance(exc, apsw.ReadOnlyError):
+            return QmdError(f"the index {path} cannot be written: SQLite says: {exc}", "check that it, its -wal and -shm files and its folder are writable by you")
+        return None
     if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
         return damaged(path, f"SQLite says: {exc}")
     if isinstance(exc, apsw.IOError) and "short read" in str(exc).lower():
@@ -232,6 +241,9 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     kind = _not_a_file(path)
     if kind:  # a FIFO would make SQLite (and the header's read) wait forever
         raise QmdError(f"the index path {path} is {kind}, not an index file", f"move {'the folder' if kind == 'a folder' else 'it'} aside (mv {path} {path}.moved-aside), or set INDEX_PATH to a file")
+    denied = access.problem(path, write=create)  # a file this user may not read is not a damaged one
+    if denied is not None:
+        raise denied
     if path.exists() or path.is_symlink():
         problem = file_problem(path)
         if problem:
@@ -243,12 +255,14 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
             raise QmdError(f"cannot create the index folder {path.parent}: {exc}", "set XDG_CACHE_HOME or INDEX_PATH to a writable place") from exc
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
     conn: apsw.Connection | None = None
+    unmade = access.unmade_sidecars(path)  # a read-only index: SQLite makes them read-only too
     try:
         conn = apsw.Connection(str(path), flags=flags)
         conn.set_busy_timeout(busy_timeout_ms())  # the warm-up's open never waits (cancel.without_waiting)
         conn.execute("PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16000; PRAGMA journal_size_limit = 67108864")  # a WAL restarted after a big write shrinks to 64 MB
         if conn.execute("PRAGMA journal_mode").fetchall()[0][0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
+        access.writable_sidecars(unmade)
         migrate(conn)
         stranger = foreign_object(conn)
         if stranger:

@@ -19,6 +19,7 @@ from qmd.core.fileio import replace_file
 from qmd.backends.rows import FieldsFor, IndexCheck, RebuildReport
 from qmd.backends.sql import active_texts, count, survey
 from qmd.backends.sqlite import fulltext
+from qmd.backends.sqlite.access import sidecars
 from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, file_problem, foreign_object
 
 
@@ -102,11 +103,6 @@ def verified_backup(conn: apsw.Connection, path: Path) -> Path:
         dest.unlink(missing_ok=True)
         raise QmdError(f"the backup copy of {path} failed its integrity check: {verdict[0]}", "run: qmd rebuild")
     return dest
-
-
-def sidecars(path: Path) -> list[Path]:
-    """The index's WAL and shared-memory files (they belong to that one file)."""
-    return [Path(f"{path}-wal"), Path(f"{path}-shm")]
 
 
 def swap_in(new: Path, path: Path, label: str = "broken") -> Path | None:
