@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qmd.core.errors import IndexAccessError
-from qmd.core.locks import lock_path
 
 
 def sidecars(path: Path) -> list[Path]:
@@ -115,15 +114,19 @@ def problem(path: Path, *, write: bool) -> IndexAccessError | None:
             f"{why}; the index is not damaged",
             f"chmod u+rw {_listed(refused)}", f"{'it' if one else 'them'} readable and writable", _mode_repair(path, refused) if write else None,
         )
-    lock = lock_path(path)
-    made_here = [p for p in [path, *sidecars(path)] if not os.path.lexists(p)] + ([lock] if write and not os.path.lexists(lock) else [])
+    lock = None
+    if write:
+        from qmd.core.locks import lock_path  # not on a search's path (it loads dataclasses and typing)
+
+        lock = lock_path(path)
+    made_here = [p for p in [path, *sidecars(path)] if not os.path.lexists(p)] + ([lock] if lock is not None and not os.path.lexists(lock) else [])
     if made_here and _refused(folder, os.W_OK | os.X_OK):
         return IndexAccessError(
             f"the index folder {folder} is not writable by this user: qmd and SQLite (WAL mode) create "
             f"{_names(made_here)} there{'; the index is not damaged' if path.exists() else ''}",
             f"chmod u+rwx {folder}", "it writable",
         )
-    if write and _refused(lock, os.R_OK | os.W_OK):
+    if lock is not None and _refused(lock, os.R_OK | os.W_OK):
         return IndexAccessError(
             f"the index's writer lock {lock} cannot be opened by this user (permission denied)",
             f"chmod u+rw {lock}", "it readable and writable",
