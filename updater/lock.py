@@ -63,7 +63,14 @@ class UpdaterLock:
             import shlex
 
             where = shlex.quote(str(self.layout.lock))
-            raise QmdError(f"cannot take the updater lock {self.layout.lock}: {exc.strerror or exc}", f"mv {where} {where}.moved-aside  # or set QMD_STATE_DIR to a writable folder") from exc
+            folder = shlex.quote(str(self.layout.lock.parent))
+            if os.path.isdir(self.layout.lock):  # a folder in its place
+                fix = f"mv {where} {where}.moved-aside  # or set QMD_STATE_DIR to a writable folder"
+            elif os.path.lexists(self.layout.lock):  # there, but not this user's to open
+                fix = f"chmod u+rw {where}  # or run as the user who owns it, or set QMD_STATE_DIR to a writable folder"
+            else:  # the state folder will not take it
+                fix = f"chmod u+rwx {folder}  # or set QMD_STATE_DIR to a writable folder"
+            raise QmdError(f"cannot take the updater lock {self.layout.lock}: {exc.strerror or exc}", fix) from exc
         if handle is None:
             raise UpdaterBusy(holder(self.layout), str(self.layout.lock))
         self._handle = handle

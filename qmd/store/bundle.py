@@ -182,6 +182,11 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise QmdError(f"{path} does not exist", "give the path of a file written by qmd export") from None
         if isinstance(exc, NotRegularFile):
             raise QmdError(f"{path} is not a regular file (a pipe, device or folder)", "save the export to a file first, then import that file (nothing was imported)") from None
+        from qmd.core.fileio import denial
+
+        refused = denial(exc, f"cannot import {path}")
+        if refused is not None:  # a mode or an owner: the file may be sound
+            raise QmdError(refused[0], f"{refused[1]} (nothing was imported)") from None
         raise bad(path, f"cannot be read: {exc.strerror or exc}") from None
 
 

@@ -59,3 +59,17 @@ def test_updater_status_lists_the_unreadable_state_and_retry_refuses_in_one_line
     assert code == 1, (code, out, err)
     no_crash(err)
     assert f"chmod u+rwx {unreadable_state}" in err and len(err.strip().splitlines()) == 2, err
+
+
+def test_updater_run_in_a_state_folder_it_may_not_write_names_the_chmod_not_a_move(state: Path, tmp_path: Path) -> None:
+    """A read-only state folder: the lock cannot be made there. The hint was `mv updater.lock
+    …moved-aside` for a file that does not exist (and could not be moved in that folder)."""
+    state.mkdir(parents=True, exist_ok=True)
+    state.chmod(0o500)
+    try:
+        code, out, err = qmd("updater", "run", cwd=tmp_path)
+    finally:
+        state.chmod(0o755)
+    assert code == 1, (code, out, err)
+    no_crash(err)
+    assert "cannot take the updater lock" in err and f"chmod u+rwx {state}" in err and "moved-aside" not in err, err

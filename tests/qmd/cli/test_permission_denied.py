@@ -219,3 +219,17 @@ def test_the_boundary_turns_a_permission_error_into_one_line_naming_the_folder(t
         raise OSError(errno.EIO, "Input/output error", str(folder))
 
     assert guarded(other) == 3  # not a refusal of the environment: still the crash handler's
+
+
+def test_an_export_file_this_user_may_not_read_names_the_chmod_not_a_new_export(indexed: Path, isolated_home: Path, tmp_path: Path) -> None:
+    """The file may be sound: "export it again" was the wrong fix for a mode."""
+    bundle = tmp_path / "notes.qmd.gz"
+    code, out, err = qmd("export", str(bundle), cwd=isolated_home)
+    assert code == 0, err
+    bundle.chmod(0o000)
+    try:
+        code, out, err = qmd("import", str(bundle), "--index", "other", cwd=isolated_home)
+    finally:
+        bundle.chmod(0o644)
+    one_clear_error(code, out, err, f"chmod u+rw {bundle}")
+    assert "export it again" not in err and "nothing was imported" in err, err
