@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.run import qmd_at
+from tests.support.run import local_project, qmd_at
 
 LOCAL = ("project-local index", "project-local index file", "project-local trust")
 
@@ -20,12 +20,7 @@ LOCAL = ("project-local index", "project-local index file", "project-local trust
 @pytest.fixture
 def project(tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project with a built local index; doctor runs from its docs folder."""
-    root = tmp_path / "proj"
-    (root / "docs").mkdir(parents=True)
-    (root / "docs" / "a.md").write_text("# A\n\nalpha words\n")
-    for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
-        done = qmd_at(root, *argv)
-        assert done.returncode == 0, done.stderr
+    root = local_project(tmp_path / "proj")
     for var in ("QMD_TRUST_LOCAL_CONFIG", "QMD_TRUST_UPDATE_HOOKS"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(root / "docs")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.modes import everything
 from tests.support.run import bound_by_modes, command, qmd_env
 
 pytestmark = pytest.mark.usefixtures("in_home")
@@ -33,8 +34,13 @@ def index_file(home: Path) -> Path:
     return home / ".cache" / "qmd" / "index.sqlite"
 
 
-def everything(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+def read_only_sidecars(index: Path) -> tuple[Path, Path]:
+    """The index's -wal and -shm, made (empty) at mode 0444: what a read of a 0444 index left."""
+    wal, shm = Path(f"{index}-wal"), Path(f"{index}-shm")
+    for side in (wal, shm):
+        side.touch()
+        side.chmod(0o444)
+    return wal, shm
 
 
 @pytest.fixture
@@ -74,10 +80,7 @@ def test_an_index_this_user_cannot_read_is_named_and_fix_never_moves_it_aside(in
 
 def test_read_only_wal_and_shm_are_a_failure_and_fix_gives_them_the_index_mode(index: Path) -> None:
     """Doctor said all was well while every update failed on the 0444 -wal and -shm."""
-    wal, shm = Path(f"{index}-wal"), Path(f"{index}-shm")
-    for side in (wal, shm):
-        side.touch()
-        side.chmod(0o444)
+    wal, shm = read_only_sidecars(index)
     index.chmod(0o640)
     code, check = doctor()
     assert code == 2
@@ -94,10 +97,7 @@ def test_read_only_wal_and_shm_are_a_failure_and_fix_gives_them_the_index_mode(i
 
 def test_a_read_only_index_is_a_failure_and_fix_leaves_its_mode_alone(index: Path) -> None:
     """A 0444 index (with 0444 -wal/-shm) is a choice doctor does not undo: the chmod is shown."""
-    wal, shm = Path(f"{index}-wal"), Path(f"{index}-shm")
-    for side in (wal, shm):
-        side.touch()
-        side.chmod(0o444)
+    wal, shm = read_only_sidecars(index)
     index.chmod(0o444)
     code, check = doctor("--fix")
     assert code == 2 and check["repaired"] is None, check
@@ -128,14 +128,9 @@ def test_a_writer_lock_this_user_cannot_open_is_named(index: Path) -> None:
 def test_a_project_local_index_this_user_cannot_read_names_the_chmod_not_a_rebuild(isolated_home: Path, tmp_path: Path) -> None:
     """The project-local index file's check said "fix its permissions …, or: qmd rebuild"; its
     index check said "corrupted" and --fix rebuilt it."""
-    from tests.support.run import local_env, qmd_at
+    from tests.support.run import local_env, local_project
 
-    root = tmp_path / "proj"
-    (root / "docs").mkdir(parents=True)
-    (root / "docs" / "a.md").write_text("# A\n\nalpha words\n")
-    for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
-        done = qmd_at(root, *argv)
-        assert done.returncode == 0, done.stderr
+    root = local_project(tmp_path / "proj")
     index = root / ".qmd" / "index.sqlite"
     before = everything(index.parent)
     index.chmod(0o000)

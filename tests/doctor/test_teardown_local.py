@@ -10,16 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.run import qmd_at
+from tests.support.run import local_project, qmd_at
 
 
 def project(root: Path) -> Path:
     """A project with a built local index (`qmd init`, a collection, `update`)."""
-    (root / "docs").mkdir(parents=True)
-    (root / "docs" / "a.md").write_text("# A\n\nalpha words\n")
-    for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
-        done = qmd_at(root, *argv)
-        assert done.returncode == 0, done.stderr
+    local_project(root)
     assert (root / ".qmd" / "index.sqlite").is_file()
     return root
 

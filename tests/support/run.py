@@ -97,6 +97,16 @@ def qmd_at(cwd: Path | str, *args: str, input: str | None = None, timeout: float
     return run_qmd(*args, env=local_env(**extra), cwd=cwd, input=input, timeout=timeout)
 
 
+def local_project(root: Path) -> Path:
+    """A project at `root`: docs/a.md, `qmd init`, its `docs` collection added and indexed; returns `root`."""
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("# A\n\nalpha words\n")
+    for argv in (("init",), ("collection", "add", "docs", "--name", "docs"), ("update",)):
+        done = qmd_at(root, *argv)
+        assert done.returncode == 0, done.stderr
+    return root
+
+
 def qmd_on_pty(*args: str, env: Mapping[str, str] | None = None, columns: int = 80, timeout: float = 300) -> tuple[int, str]:
     """Run `qmd ARGS` with its stdout on a pseudo-terminal `columns` wide (what a person's
     terminal gives it: isatty, a window size); returns (exit code, what it printed there,

@@ -6,18 +6,12 @@ state), status lists as a problem, and retry refuses (all four crashed with exit
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.run import bound_by_modes, command, qmd_env
-
-
-def qmd(*args: str, cwd: Path) -> tuple[int, str, str]:
-    proc = subprocess.run(bound_by_modes(command(*args)), env=qmd_env(), cwd=cwd, capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
+from tests.support.modes import qmd_bound as qmd
 
 
 @pytest.fixture

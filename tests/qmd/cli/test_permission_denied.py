@@ -7,31 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.run import bound_by_modes, command, qmd_env
-
-
-def qmd(*args: str, cwd: Path) -> tuple[int, str, str]:
-    proc = subprocess.run(bound_by_modes(command(*args)), env=qmd_env({"QMD_SERVER": "off"}), cwd=cwd, capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def one_clear_error(code: int, out: str, err: str, fix: str) -> None:
-    """Exit 1, an `Error:` line and a `hint:` line naming `fix`; no traceback, no 'this is a bug'."""
-    assert code == 1, (code, out, err)
-    assert "Traceback" not in err and "bug" not in err and "Unexpected" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("Error: ") and lines[1].startswith("hint: "), err
-    assert fix in lines[1], err
-
-
-def everything(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+from tests.support.modes import everything, one_clear_error
+from tests.support.modes import qmd_bound as qmd
 
 
 @pytest.fixture

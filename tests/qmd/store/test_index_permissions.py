@@ -7,35 +7,22 @@ runs with file modes binding (`bound_by_modes`: root without its DAC override)."
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.run import bound_by_modes, command, qmd_env
-
-
-def qmd(*args: str, cwd: Path) -> tuple[int, str, str]:
-    proc = subprocess.run(bound_by_modes(command(*args)), env=qmd_env({"QMD_SERVER": "off"}), cwd=cwd, capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
+from tests.support.modes import everything, one_clear_error as _one_clear_error
+from tests.support.modes import qmd_bound as qmd
 
 
 def one_clear_error(code: int, out: str, err: str, fix: str) -> str:
-    """Exit 1, an `Error:` line and a `hint:` line naming `fix`; never "damaged" or a rebuild,
-    no traceback, no 'this is a bug'. Returns the Error line."""
-    assert code == 1, (code, out, err)
-    assert "Traceback" not in err and "bug" not in err and "Unexpected" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("Error: ") and lines[1].startswith("hint: "), err
-    assert fix in lines[1], err
+    """One clear line naming `fix` (tests/support/modes.py), and never "damaged" or a rebuild."""
+    line = _one_clear_error(code, out, err, fix)
     assert "is damaged" not in err and "doctor --fix" not in err and "rebuild" not in err and "cannot open the index" not in err, err
-    return lines[0]
+    return line
 
 
-def everything(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` with its bytes (as root: modes do not bind this process)."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture
