@@ -7,6 +7,11 @@ hooks at the top of the work tree), the commit from the git dir, write
 `queue/tmp/<unique>` as JSON {repo, event, commit, time}, rename it into `queue/new/`,
 append one line to `logs/hooks.log`. Two short processes (date, mv); whatever fails, it
 exits 0.
+What it cannot finish stays in `queue/tmp/` as its trace, never deleted: on a full disk `date`
+creates `<pid>.<event>.<commit>` and cannot write it (0 bytes; hooks.log cannot be written
+either), and a request whose rename failed is whole. The updater turns such a leftover into
+requests once it is a minute old (`updater/lost.py`: the name carries the event and commit,
+which tells it the repository), and until then status and health count it as pending.
 A shell has no fsync: a request written just before a power cut may be lost, which
 costs freshness only until the next request (every update rescans whole collections).
 """

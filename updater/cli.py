@@ -68,6 +68,8 @@ def run(
             f"{result.requests} request(s), {len(result.succeeded_repos)} repo(s) updated: "
             f"{result.documents_updated} documents changed, {result.chunks_embedded} chunks embedded ({result.seconds:.2f}s)"
         )
+        for name, repos in result.lost.items():
+            typer.echo(f"recovered: {name}, a request the git hooks could not finish writing (a full disk?), queued again for {', '.join(repos) or 'nothing (no repository enrolled, no collection configured)'}")
         for repo in result.dropped:
             typer.echo(f"dropped: {repo} no longer exists")
         for repo in result.unrouted:
@@ -79,6 +81,8 @@ def run(
         for f in result.failures:
             state = ", dead: no more automatic retries" if f["dead"] else ""
             typer.echo(f"failed: {f['step']} of {f['repo'] or 'every repo'} into {index_phrase(f['index'])} (attempt {f['attempts']}{state}): {f['error']}")
+    if result.lost_error:
+        raise QmdError(result.lost_error, f"free space there, then run it again (or: qmd update --embed); details in {layout.updater_log}")
     if result.failures:
         raise QmdError(f"{len(result.failures)} step(s) failed; requests kept for retry", f"qmd health shows why; details in {layout.updater_log}")
 

@@ -1,10 +1,11 @@
 """`qmd health`: the flag, the failures behind it, the queue; `--session-start` for agent hooks.
 
-Exit codes: 0 when the flag is not raised, 1 when it is raised (a QmdError naming the fix, so
+Exit codes: 0 when the flag is not raised, 1 when it is raised, the harness is broken, or a
+request the hooks could not finish writing is stuck in queue/tmp (a QmdError naming the fix, so
 scripts can `qmd health || notify`). `--session-start` always exits 0 and prints one plain
-line for the agent's context only when something needs attention: the flag is raised, or
-requests have waited more than STALE_QUEUE_S with no updater running (silence is not
-freshness). Nothing at all when healthy.
+line for the agent's context only when something needs attention: the flag is raised, a
+request was lost in queue/tmp (`lost.py`), or requests have waited more than STALE_QUEUE_S
+with no updater running (silence is not freshness). Nothing at all when healthy.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from qmd import harness
 from qmd import QmdError
 from qmd.harness import age, parse_iso
 
-from . import records, spool, stats
+from . import lost, records, spool, stats
 from .records import index_phrase
 from .lock import holder
 
@@ -63,6 +64,10 @@ def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
     unreadable = unreadable_folder(layout)
     failures = records.load_all(layout) if unreadable is None else []
     queue = spool.info(layout) if unreadable is None else spool.QueueInfo(0, None, 0, {})
+    leftovers = lost.leftovers(layout, now) if unreadable is None else []
+    if leftovers:  # lost requests are pending too: not queued yet, not indexed either
+        queue.pending += len(leftovers)
+        queue.oldest = leftovers[0].mtime if queue.oldest is None else min(queue.oldest, leftovers[0].mtime)
     flag = records.health(layout)
     live = [f for f in failures if f.live]
     # health.json is rewritten after every run; the records are the truth in between
@@ -86,6 +91,8 @@ def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
             "oldest_age_s": round(now - queue.oldest, 1) if queue.oldest else None,
             "failed_requests": queue.failed,
             "by_repo": queue.by_repo,
+            "lost": [left.name for left in leftovers],
+            "lost_detail": lost.describe(leftovers, now) if leftovers else None,
         },
         "failures": [dict(f.__dict__) for f in failures if not f.dead and not f.dropped],
         "dead": [dict(f.__dict__) for f in failures if f.dead and not f.dropped],
@@ -129,6 +136,8 @@ def render(snap: dict[str, Any]) -> str:
     q = snap["queue"]
     oldest = f" (oldest {age(q['oldest_age_s'])} old)" if q["oldest_age_s"] is not None else ""
     lines.append(f"queue: {q['pending']} pending{oldest}, {q['failed_requests']} in queue/failed")
+    if q.get("lost_detail"):
+        lines.append(f"lost: {q['lost_detail']}; {lost.FIX}")
     who = snap["updater"]
     lines.append(f"updater: running ({who.get('mode')}, pid {who['pid']}, since {who.get('started_at')})" if who else "updater: not running (start one: qmd updater daemon, under a supervisor or from cron, or qmd updater install-service where systemd runs)")
     lines.append(f"last success: {_when(flag.get('last_success'), now)}")
@@ -164,6 +173,8 @@ def session_line(snap: dict[str, Any]) -> str | None:
     if snap["problems"]:
         return f"qmd: the index freshness harness is broken: {snap['problems'][0]}. Search results from qmd may be stale. Details: qmd health."
     q = snap["queue"]
+    if q.get("lost_detail"):
+        return f"qmd: {q['lost_detail']}; search results from qmd may be stale. Fix: {lost.FIX}."
     if q["pending"] and not snap["updater"] and (q["oldest_age_s"] or 0) > STALE_QUEUE_S:
         return (
             f"qmd: {q['pending']} index update request{'s have' if q['pending'] != 1 else ' has'} waited {age(q['oldest_age_s'])} and no updater is running; "
@@ -193,6 +204,8 @@ def health(
         unreadable = unreadable_folder(layout)
         hint = unreadable[1] if unreadable is not None and unreadable[0] == snap["problems"][0] else "move it away; the hooks and the updater re-create the folders"
         raise QmdError(snap["problems"][0], hint)
+    if snap["queue"]["lost_detail"]:
+        raise QmdError(snap["queue"]["lost_detail"], lost.FIX)
     if snap["health"]["raised"]:
         n = len(snap["health"]["failures"])
         raise QmdError(f"the health flag is raised: {n} index update failure{'s' if n != 1 else ''}", "fix the cause shown above, then: qmd updater run")

@@ -1,6 +1,8 @@
 """One drain of the queue: claim, coalesce per repo, route, refresh (update, embed), record, delete.
 
 Steps (the caller holds the global lock):
+0. Recover: a file left in queue/tmp/ past its grace period is a request its writer could not
+   finish (a full disk): it becomes requests in new/ (`lost.recover`).
 1. Claim: rename new/* into cur/ (cur/ may still hold requests of a killed or failed run).
 2. Revalidate the failure records (read once per run: `records.Ledger`): a record whose
    repo is gone becomes a dropped one; a record whose repo no longer routes to its index
@@ -36,7 +38,7 @@ from qmd import harness
 from qmd import QmdError
 from qmd.harness import StateLayout, now_iso
 
-from . import records, routing, spool, stats
+from . import lost, records, routing, spool, stats
 from .records import index_name, index_phrase
 from .logs import rotate_hooks_log
 
@@ -54,13 +56,16 @@ class RunResult:
     deferred: list[str] = field(default_factory=list)
     unrouted: list[str] = field(default_factory=list)
     invalid: int = 0
+    lost: dict[str, list[str]] = field(default_factory=dict)  # leftover in queue/tmp → the repos queued again for it
+    lost_stuck: list[str] = field(default_factory=list)  # leftovers whose requests could not be written (still in queue/tmp)
+    lost_error: str | None = None
     embed_skipped: dict[str, str] = field(default_factory=dict)  # index → why
     documents_updated: int = 0
     chunks_embedded: int = 0
 
     @property
     def succeeded(self) -> bool:
-        return not self.failures
+        return not self.failures and not self.lost_stuck
 
     def as_dict(self) -> dict[str, Any]:
         return dict(asdict(self), succeeded=self.succeeded)
@@ -132,8 +137,10 @@ def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = F
     """Process every request in the queue once (see the module docstring)."""
     started = time.time()
     result = RunResult(now_iso(started))
+    recovered = lost.recover(layout, log, started)
+    result.lost, result.lost_stuck, result.lost_error = recovered.queued, recovered.stuck, recovered.error
     requests, bad = spool.claim(layout)
-    result.invalid = len(bad)
+    result.invalid = len(bad) + len(recovered.junk)
     for path in bad:
         log.warning("unreadable request moved to %s", path)
     result.requests = len(requests)

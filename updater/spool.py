@@ -82,7 +82,8 @@ def parse(path: Path) -> Request | None:
     return Request(path, data["repo"], str(data.get("event") or "?"), str(data.get("commit") or ""), when, retry=bool(data.get("retry")))
 
 
-def _names(folder: Path) -> list[str]:
+def names(folder: Path) -> list[str]:
+    """The entries of a queue folder, sorted, without dot-files (`write_text`'s temporaries); [] when it is missing."""
     try:
         return sorted(n for n in os.listdir(folder) if not n.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
@@ -93,14 +94,14 @@ def claim(layout: StateLayout) -> tuple[list[Request], list[Path]]:
     """Move everything in new/ into cur/; return (all requests in cur/, unreadable files moved to failed/)."""
     layout.ensure_queue()
     fresh: set[str] = set()
-    for name in _names(layout.q("new")):
+    for name in names(layout.q("new")):
         try:
             replace_file(layout.q("new") / name, layout.q("cur") / name)
             fresh.add(name)
         except FileNotFoundError:
             continue  # another claimer took it (cannot happen under the lock, harmless anyway)
     requests, bad = [], []
-    for name in _names(layout.q("cur")):
+    for name in names(layout.q("cur")):
         path = layout.q("cur") / name
         request = parse(path)
         if request is None:
@@ -133,7 +134,7 @@ def delete(paths: list[Path]) -> None:
 def failed_for(layout: StateLayout, repo: str) -> list[Path]:
     """Requests in failed/ about `repo` (superseded once the repo updates successfully)."""
     out = []
-    for name in _names(layout.q("failed")):
+    for name in names(layout.q("failed")):
         request = parse(layout.q("failed") / name)
         if request is not None and os.path.realpath(request.repo) == repo:
             out.append(request.path)
@@ -155,11 +156,11 @@ def info(layout: StateLayout) -> QueueInfo:
     pending = 0
     for sub in ("new", "cur"):
         folder = layout.q(sub)
-        for name in _names(folder):
+        for name in names(folder):
             request = parse(folder / name)
             if request is None:
                 continue  # claimed (renamed) while we looked, or unreadable: the updater handles it
             pending += 1
             by_repo[request.repo] = by_repo.get(request.repo, 0) + 1
             oldest = request.time if oldest is None else min(oldest, request.time)
-    return QueueInfo(pending, oldest, len(_names(layout.q("failed"))), by_repo)
+    return QueueInfo(pending, oldest, len(names(layout.q("failed"))), by_repo)

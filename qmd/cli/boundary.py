@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok, 1 a QmdError (message + hint) or a refusal of the environment that
 reached the top (permission denied, a read-only file system: the path to fix and the chmod
-that fixes it, never "this is a bug"), 2 usage, 3 unexpected (traceback written under the
+that fixes it; a full disk or a spent quota: the file, its file system and where to free
+space; never "this is a bug"), 2 usage, 3 unexpected (traceback written under the
 state dir's logs/), 130 on Ctrl-C.
 
 Both entry paths end here: the typer app (main.py) and the lean path (fast.py), which runs
@@ -44,7 +45,7 @@ def guarded(body: Callable[[], int]) -> int:
         from qmd.core.fileio import denial
 
         refused = denial(exc)
-        if refused is not None:  # a mode, an owner or a read-only mount: the environment's, not a bug
+        if refused is not None:  # a mode, an owner, a read-only mount or a full disk: the environment's, not a bug
             err(f"Error: {refused[0]}")
             err(f"hint: {refused[1]}")
             return 1
@@ -118,10 +119,14 @@ def _crash_log(exc: BaseException) -> str:
     from qmd.core.paths import state_dir
 
     folder = state_dir() / "logs"
+    path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
         path.write_text("qmd " + " ".join(sys.argv[1:]) + "\n\n" + "".join(traceback.format_exception(exc)), encoding="utf-8", errors="backslashreplace")
         return str(path)
     except OSError:
+        try:
+            path.unlink(missing_ok=True)  # created but not written (a full disk): no empty log to mislead whoever looks
+        except OSError:
+            pass
         return "(could not write a crash log; traceback follows)\n" + "".join(traceback.format_exception(exc))

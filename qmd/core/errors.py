@@ -36,15 +36,18 @@ class IndexBusyError(QmdError):
 
 
 class IndexAccessError(QmdError):
-    """The index's files are sound, but this user may not read or write one of them (a mode,
-    an owner, a read-only mount): never damage, never a rebuild.
+    """The index's files are sound, but the environment refuses this user reading or writing
+    one of them (a mode, an owner, a read-only mount, a full disk): never damage, never a rebuild.
 
-    `command` is the shell command that fixes it (a chmod), for doctor's fix column;
-    `repair` (doctor --fix) is set when it is safe: only the -wal/-shm are refused, they and the
-    index are this user's, and the index is readable and writable: they get the index's mode."""
+    `command` is the shell command that fixes it (a chmod; `df -h` for a full disk), for
+    doctor's fix column; `hint` replaces the "make … to you" one built from `able`; `repair`
+    (doctor --fix) is set when it is safe: only the -wal/-shm are refused, they and the index
+    are this user's, and the index is readable and writable: they get the index's mode."""
 
-    def __init__(self, message: str, command: str, able: str, repair: Callable[[], str] | None = None, *, owner: bool = True) -> None:
-        super().__init__(message, f"make {able} to you ({command})" + (", or run qmd as the user who owns it" if owner else ""))
+    def __init__(
+        self, message: str, command: str, able: str, repair: Callable[[], str] | None = None, *, owner: bool = True, hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint or f"make {able} to you ({command})" + (", or run qmd as the user who owns it" if owner else ""))
         self.command = command
         self.repair = repair
 

@@ -20,20 +20,26 @@ if TYPE_CHECKING:
 
 
 DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)  # the environment refuses: modes, ownership, a read-only mount
+FULL = (errno.ENOSPC, errno.EDQUOT)  # the file system has no room: no space left on it, or this user's quota spent
 
 
 def denial(exc: BaseException, doing: str | None = None) -> tuple[str, str] | None:
-    """(message, hint) for an OSError that is a refusal of the environment (permission
-    denied, operation not permitted, read-only file system), else None.
+    """(message, hint) for an OSError that the environment is to blame for, else None: a
+    refusal (permission denied, operation not permitted, read-only file system) or a full
+    file system (no space left on the device, a disk quota exceeded).
 
-    The message names what is in the way, not the file qmd was touching: a folder above it
-    that this user cannot look into, else the file or folder itself when it exists, else the
-    folder it was to be created in (a temp file's, a new folder's); the hint names the chmod
-    that fixes it. `doing` ("cannot save the config X") goes first when given.
+    For a refusal the message names what is in the way, not the file qmd was touching: a
+    folder above it that this user cannot look into, else the file or folder itself when it
+    exists, else the folder it was to be created in (a temp file's, a new folder's); the hint
+    names the chmod that fixes it. For a full file system it names the file being written and
+    the file system's mount point, and the hint says to free space there (`df -h FOLDER`).
+    `doing` ("cannot save the config X") goes first when given.
     """
-    if not isinstance(exc, OSError) or exc.errno not in DENIED:
+    if not isinstance(exc, OSError) or exc.errno not in DENIED + FULL:
         return None
     why = exc.strerror or os.strerror(exc.errno)
+    if exc.errno in FULL:
+        return _no_room(exc, why, doing)
     if not exc.filename:
         return (f"{doing}: {why}" if doing else f"{why} ({exc})"), "check the permissions of qmd's folders (the config, cache and state folders) and run qmd as the user who owns them"
     culprit, what = _in_the_way(os.fsdecode(exc.filename))
@@ -44,6 +50,41 @@ def denial(exc: BaseException, doing: str | None = None) -> tuple[str, str] | No
     bits = "rw" if what == "read or write" and not os.path.isdir(culprit) else "rwx"
     able = {"look into": "accessible", "create files in": "writable"}.get(what, "readable and writable")
     return message, f"make it {able} to you (chmod u+{bits} {culprit}), or run qmd as the user who owns it"
+
+
+def _no_room(exc: OSError, why: str, doing: str | None) -> tuple[str, str]:
+    """`denial`'s (message, hint) for a write that found its file system full (ENOSPC) or the
+    user's quota on it spent (EDQUOT): the file, the mount point, and where to free space."""
+    quota = exc.errno == errno.EDQUOT
+    if not exc.filename:
+        said = f"{why} (the disk is full)" if not quota else why
+        where = "the file system qmd was writing to (its config, cache and state folders; see: df -h)"
+        return (f"{doing}: {said}" if doing else said), f"free space on {where}, then run the command again"
+    name = os.path.abspath(os.fsdecode(exc.filename))
+    folder = _existing_folder(name)
+    mount = mount_point(folder)
+    full = f"your disk quota on {mount} is used up" if quota else f"the file system at {mount} is full"
+    said = f"{why} ({full})" if doing and name in doing else f"cannot write {name}: {why} ({full})"  # the file named once
+    message = f"{doing}: {said}" if doing else said
+    if quota:
+        return message, f"free space within your quota on {mount} (see: quota -s; df -h {folder}), or ask for a larger quota, then run the command again"
+    return message, f"free space on {mount} (see: df -h {folder}), then run the command again"
+
+
+def _existing_folder(name: str) -> str:
+    """The nearest folder at or above `name` that exists."""
+    folder = name if os.path.isdir(name) else os.path.dirname(name)
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def mount_point(path: str | os.PathLike[str]) -> str:
+    """The mount point of the file system holding `path` (or its nearest existing folder)."""
+    current = os.path.realpath(_existing_folder(os.path.abspath(path)))
+    while not os.path.ismount(current) and os.path.dirname(current) != current:
+        current = os.path.dirname(current)
+    return current
 
 
 def _in_the_way(name: str) -> tuple[str, str]:
@@ -101,10 +142,18 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int | None =
         if mode is not None:
             os.chmod(tmp, mode)
         replace_file(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        _name_the_target(exc, tmp, target)
         raise
     return target
+
+
+def _name_the_target(exc: BaseException, tmp: Path, target: Path) -> None:
+    """Give a full disk's OSError the file being written: write() and close() raise it
+    without a name, and the temp file's name is not the one the user knows."""
+    if isinstance(exc, OSError) and exc.errno in FULL and (not exc.filename or os.fsdecode(exc.filename) == str(tmp)):
+        exc.filename = str(target)
 
 
 def check_writable(path: str | os.PathLike[str]) -> None:
@@ -114,9 +163,59 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_for(target)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)  # as write_bytes opens it
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)  # as write_bytes opens it
+    except OSError as exc:
+        _name_the_target(exc, tmp, target)
+        raise
     os.close(fd)
     tmp.unlink()
+
+
+class KeptFile:
+    """A file as it is before a change that may have to be undone, put back by `restore`
+    without needing any room on its file system (the change may have failed for a full disk):
+    the old file is kept under a hard link (`.<name>.<pid>.kept.tmp`) and renamed back over
+    the new one, or, when it did not exist, the new one is removed. Where a link cannot be
+    made (a file system without them) its bytes are kept and written back. `drop` (always
+    call it, e.g. in a `finally`) removes the link once the change stands or was undone."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._link: Path | None = None
+        self._data: bytes | None = None
+        try:
+            self.absent = not os.path.lexists(self.path)
+            if not self.absent:
+                link = self.path.with_name(f".{self.path.name}.{os.getpid()}.kept.tmp")
+                link.unlink(missing_ok=True)
+                try:
+                    os.link(self.path, link, follow_symlinks=False)
+                    self._link = link
+                except OSError:
+                    self._data = self.path.read_bytes()
+        except OSError:
+            self.absent = False  # unreadable: `restore` leaves the file alone (its write was refused too)
+
+    def restore(self) -> None:
+        """Put the file back as it was when kept (raises the OSError of a failed restore)."""
+        if self.absent:
+            self.path.unlink(missing_ok=True)
+        elif self._link is not None:
+            replace_file(self._link, self.path)
+            self._link = None
+        elif self._data is not None:
+            write_bytes(self.path, self._data)
+
+    def drop(self) -> None:
+        """Forget the kept copy (removes the link; the file stays as it now is). Never raises:
+        it runs in a `finally`, where an error would hide the one being reported."""
+        link, self._link, self._data = self._link, None, None
+        if link is not None:
+            try:
+                link.unlink(missing_ok=True)
+            except OSError:
+                pass
 
 
 def write_text(path: str | os.PathLike[str], text: str, *, mode: int | None = None, keep_mode: bool = True, fsync: bool = True) -> Path:

@@ -110,7 +110,11 @@ class BundleWriter:
         self._raw: IO[bytes] = os.fdopen(fd, "wb")  # closed by finish/abort
         self._gz = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=3, mtime=0)
         self.counts = {"contents": 0, "documents": 0, "vectors": 0, "chunks": 0}
-        self._line(manifest)
+        try:
+            self._line(manifest)
+        except BaseException:
+            self.abort()
+            raise
 
     def _line(self, record: dict[str, Any]) -> None:
         self._gz.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n")
@@ -139,11 +143,17 @@ class BundleWriter:
         replace_file(self.tmp, self.path)
 
     def abort(self) -> None:
+        """Close and remove the temporary file; never raises: closing flushes what is
+        buffered, which on a full disk fails again and hid the error that stopped the export."""
+        for close in (self._gz.close, self._raw.close):  # each closes its file even when its flush fails
+            try:
+                close()
+            except OSError:
+                pass
         try:
-            self._gz.close()
-            self._raw.close()
-        finally:
             self.tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 # --- reading ---------------------------------------------------------------------------

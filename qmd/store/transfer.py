@@ -10,9 +10,11 @@ collection (`places`, else `<root>/<its folder's name>`); compare every document
 file at its place (match: its stat is taken, so the next `update` skips it; differs: kept as
 exported but marked to be read again, so the next `update` and `embed` bring it in line;
 missing: kept until the next `update` removes it); then write vectors, documents (one
-transaction for every collection) and last the config. A failure after the first write drops the
-collections it added and leaves the config as it was. Once committed, a large import is
-followed by what a large update is (`IndexBackend.after_atomic`: PostgreSQL's VACUUM and
+transaction for every collection) and last the config, saved just before the commit. A failure
+after the first write drops the collections it added and leaves the config as it was: after a
+commit that fails (a full disk) the old config file is renamed back over the new one, which
+needs no room on its file system. Once committed, a large import is followed by what a large
+update is (`IndexBackend.after_atomic`: PostgreSQL's VACUUM and
 ANALYZE, which no transaction may run; a Ctrl-C there stops it, and the import stands).
 """
 
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from qmd.core.cancel import interrupts_deferred
 from qmd.core.errors import QmdError
+from qmd.core.fileio import FULL, KeptFile, denial
 from qmd.core.version import __version__
 from qmd.backends.base import ChunkVector, DocumentWrite, IndexBackend, VectorModel
 from qmd.backends.owner import WRITER_PREFIX, writer_for
@@ -127,7 +130,7 @@ def export_index(
     try:
         writer = BundleWriter(path, manifest)
     except OSError as exc:
-        raise QmdError(f"cannot write {path}: {exc.strerror or exc}", "give a file in a folder that exists and that you can write") from None
+        raise _unwritable(path, exc, "give a file in a folder that exists and that you can write") from None
     try:
         written: set[str] = set()
         total = sum(indexed[n] for n in chosen)
@@ -154,7 +157,7 @@ def export_index(
     except BaseException as exc:
         writer.abort()
         if isinstance(exc, OSError):
-            raise QmdError(f"cannot write {path}: {exc.strerror or exc}", "free some space or pick another folder; nothing was written") from None
+            raise _unwritable(path, exc, "pick another folder") from None
         raise
     counts = writer.counts
     return ExportReport(
@@ -162,6 +165,17 @@ def export_index(
         None if vector_model is None else vector_model.model, None if vector_model is None else vector_model.fingerprint,
         path.stat().st_size, time.perf_counter() - started,
     )
+
+
+def _unwritable(path: Path, exc: OSError, fix: str) -> QmdError:
+    """The one line an export file that could not be written gets (nothing was: the temporary
+    file is gone): a full disk or a refusal names its file system or folder and the fix."""
+    if not exc.filename or (exc.errno in FULL and os.path.basename(os.fsdecode(exc.filename)).startswith(f".{path.name}.")):
+        exc.filename = str(path)  # a write or close says no name; a full disk's temporary file is not the one the user knows
+    known = denial(exc, f"cannot export to {path}")
+    if known is not None:
+        return QmdError(f"{known[0]}; nothing was written", known[1])
+    return QmdError(f"cannot write {path}: {exc.strerror or exc}; nothing was written", fix)
 
 
 def _regular_or_absent(path: Path) -> bool:
@@ -287,6 +301,7 @@ def import_index(
     before = [existing_config[n] for n in clashes if n in existing_config]
     mine = writer_for(state.config_path)
     saved = done = False
+    kept = KeptFile(state.config_path)  # put back without needing room: the disk that failed the commit may hold the config too
     try:
         backend.open(create=True)
         if bundle.model is not None and bundle.vectors:  # keyed by content: left unused by a failed import, cleanup drops them
@@ -327,13 +342,28 @@ def import_index(
             for old in before:
                 state.config.set_collection(old)
             if saved:
-                try:
-                    state.save_config()
-                except Exception:  # noqa: BLE001 - the first error is the one to report
-                    pass
+                _put_back(state, kept)
         raise
+    finally:
+        kept.drop()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _put_back(state: IndexState, kept: KeptFile) -> None:
+    """The config file as it was before a failed import saved it (renamed back: a full disk
+    left no room to write it again), and what is derived from it refreshed."""
+    from qmd.index.folder_cache import refresh_quietly
+
+    try:
+        kept.restore()
+    except OSError:  # no link was kept, or renaming it back failed: write the reverted config instead (best effort)
+        try:
+            state.save_config()
+        except Exception:  # noqa: BLE001 - as above
+            pass
+        return
+    refresh_quietly(state.config_path)
 
 
 def _refuse_foreign(state: IndexState, names: Sequence[str]) -> None:

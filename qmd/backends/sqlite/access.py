@@ -97,9 +97,9 @@ def problem(path: Path, *, write: bool) -> IndexAccessError | None:
             f"chmod u+rw {path}", "it readable and writable",
         )
     if write and os.statvfs(folder).f_flag & os.ST_RDONLY:
-        mount = folder.resolve()
-        while not os.path.ismount(mount):
-            mount = mount.parent
+        from qmd.core.fileio import mount_point
+
+        mount = mount_point(folder)
         return IndexAccessError(f"the index {path} is on a read-only file system ({mount})", f"mount -o remount,rw {mount}", "that file system writable", owner=False)
     need = os.R_OK | (os.W_OK if write else 0)
     refused = [p for p in ([path] if write else []) + sidecars(path) if _refused(p, need)]
@@ -132,3 +132,28 @@ def problem(path: Path, *, write: bool) -> IndexAccessError | None:
             f"chmod u+rw {lock}", "it readable and writable",
         )
     return None
+
+
+SHORT_OF_SPACE = 1 << 20  # bytes free under which an I/O error opening or writing the index is put down to a full disk
+
+
+def short_of_space(path: Path) -> bool:
+    """Whether the file system holding the index at `path` has (almost) no room left for this user."""
+    try:
+        st = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < SHORT_OF_SPACE
+
+
+def disk_full(path: Path, said: object) -> IndexAccessError:
+    """The error a write of the index that found its disk full becomes (SQLite rolled it back:
+    the index is as it was, not damaged): names the file system and the fix."""
+    from qmd.core.fileio import mount_point
+
+    folder = path.parent
+    mount = mount_point(folder)
+    return IndexAccessError(
+        f"the disk holding the index {path} is full ({mount}; SQLite says: {said}); the index is not damaged and this change was not written",
+        f"df -h {folder}", "", owner=False, hint=f"free space on {mount} (see: df -h {folder}), then run the command again",
+    )

@@ -183,8 +183,13 @@ class SqliteBackend(IndexBackend):
             if count(conn, "SELECT count(*) FROM embed_models"):
                 vectors.ensure_vec(conn)
                 vectors.drop_orphans(conn)
-        conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try:
+            conn.execute("VACUUM")  # a copy of the whole file: the disk may not hold it
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except apsw.FullError as exc:
+            from qmd.backends.sqlite import access
+
+            raise access.disk_full(self.path, exc) from exc
         return dropped
 
     def repair_fulltext(self, fields: FieldsFor) -> int:

@@ -189,12 +189,64 @@ def _wal_has_frames(path: Path) -> bool:
         return False
 
 
+def _wal_pages(path: Path, page_size: int) -> set[int]:
+    """The pages the -wal beside `path` holds in its committed frames (those of its current
+    salt, up to the last commit frame), read from the frame headers alone; empty when it has
+    none or is not a WAL of this page size."""
+    import struct
+
+    pages: set[int] = set()
+    try:
+        with open(f"{path}-wal", "rb") as wal:
+            head = wal.read(32)
+            if len(head) < 32 or struct.unpack(">I", head[:4])[0] not in (0x377F0682, 0x377F0683) or struct.unpack(">I", head[8:12])[0] != page_size:
+                return pages
+            salts, pending = head[16:24], set()
+            while True:
+                frame = wal.read(24)
+                if len(frame) < 24 or frame[8:16] != salts:
+                    return pages
+                page, size_after = struct.unpack(">II", frame[:8])
+                pending.add(page)
+                if size_after:  # a commit frame: what came before it is committed
+                    pages |= pending
+                    pending = set()
+                wal.seek(page_size, 1)
+    except OSError:
+        return pages
+
+
+def _wal_holds_the_rest(path: Path) -> bool:
+    """Whether the pages a cut-short file lacks are all in its -wal's committed frames: a
+    checkpoint stopped part way (the disk filled, the process died) after writing the header's
+    new page count, and SQLite reads those pages from the WAL. That file is sound."""
+    import os
+
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            header = f.read(100)
+    except OSError:
+        return False
+    if len(header) < 100:
+        return False
+    raw_page = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if raw_page == 1 else raw_page
+    pages = int.from_bytes(header[28:32], "big")
+    missing = range(size // page_size + 1, pages + 1)
+    held = _wal_pages(path, page_size)
+    return bool(held) and all(page in held for page in missing)
+
+
 def file_problem(path: Path) -> str | None:
     """Why the file at `path` cannot be a sound index, from its header and size alone; None if it may be.
 
     A missing file is no problem here (the callers say "not built"). A problem is looked at
     twice, a moment apart, when it could be a writer caught mid-step: a file just created
     (empty until its first pragma) or a checkpoint growing the file (header first, pages after).
+    A file cut short whose -wal holds every page it lacks is sound: a checkpoint stopped part
+    way (a full disk) and SQLite reads them from the WAL (it was called damaged, and doctor
+    --fix moved the sound index aside).
     """
     problem = _header_problem(path)
     if problem is None:
@@ -204,6 +256,8 @@ def file_problem(path: Path) -> str | None:
     if problem and "cut short" in problem and _wal_has_frames(path):
         time.sleep(FRESH_FILE_WAIT_S * 4)  # a checkpoint may still be writing the pages
         problem = _header_problem(path)
+        if problem and "cut short" in problem and _wal_holds_the_rest(path):
+            return None
     return problem
 
 
@@ -217,6 +271,8 @@ def translate(path: Path, exc: apsw.Error) -> QmdError | None:
         if isinstance(exc, apsw.ReadOnlyError):
             return QmdError(f"the index {path} cannot be written: SQLite says: {exc}", "check that it, its -wal and -shm files and its folder are writable by you")
         return None
+    if isinstance(exc, apsw.FullError) or (isinstance(exc, apsw.IOError) and access.short_of_space(path)):
+        return access.disk_full(path, exc)  # SQLite rolled the write back: nothing is damaged
     if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
         return damaged(path, f"SQLite says: {exc}")
     if isinstance(exc, apsw.IOError) and "short read" in str(exc).lower():
@@ -323,18 +379,22 @@ def transaction(conn: apsw.Connection) -> Iterator[None]:
         try:
             yield
         except BaseException:
-            conn.execute("ROLLBACK TO qmd_nested")
-            conn.execute("RELEASE qmd_nested")
+            if not conn.getautocommit():  # else SQLite already rolled the whole transaction back (a full disk)
+                conn.execute("ROLLBACK TO qmd_nested")
+                conn.execute("RELEASE qmd_nested")
             raise
         conn.execute("RELEASE qmd_nested")
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
-    except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        if not conn.getautocommit():  # SQLite rolls back by itself on a full disk: a second ROLLBACK fails and hides why
+            conn.execute("ROLLBACK")
+        if isinstance(exc, apsw.FullError):
+            raise access.disk_full(Path(conn.db_filename("main")), exc) from exc
         raise
-    conn.execute("COMMIT")
 
 
 def values_in(values: Sequence[object]) -> tuple[str, list[object]]:

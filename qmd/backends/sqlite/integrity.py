@@ -19,7 +19,7 @@ from qmd.core.fileio import replace_file
 from qmd.backends.rows import FieldsFor, IndexCheck, RebuildReport
 from qmd.backends.sql import active_texts, count, survey
 from qmd.backends.sqlite import fulltext
-from qmd.backends.sqlite.access import sidecars
+from qmd.backends.sqlite.access import disk_full, short_of_space, sidecars
 from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, file_problem, foreign_object
 
 
@@ -51,6 +51,7 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
     try:
         conn = _readonly(path)
     except apsw.Error as exc:
+        _refuse_if_full(path, exc)
         check.error = f"cannot open: {exc}"
         return check
     try:
@@ -69,10 +70,18 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
         )
         check.fts_extra = count(conn, "SELECT count(*) FROM documents_fts WHERE rowid NOT IN (SELECT id FROM documents WHERE active = 1)")
     except apsw.Error as exc:
+        _refuse_if_full(path, exc)
         check.error = f"{type(exc).__name__}: {exc}"
     finally:
         conn.close()
     return check
+
+
+def _refuse_if_full(path: Path, exc: apsw.Error) -> None:
+    """Raise the full-disk error for an I/O error met on a disk with no room: a sound index
+    SQLite could not even read (no room for its -shm) is not a corrupted one."""
+    if isinstance(exc, (apsw.FullError, apsw.IOError, apsw.CantOpenError)) and short_of_space(path):
+        raise disk_full(path, exc) from exc
 
 
 def repair_fts(conn: apsw.Connection, fields: FieldsFor) -> int:
