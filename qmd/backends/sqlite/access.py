@@ -85,6 +85,17 @@ def writable_sidecars(made: list[Path]) -> None:
             pass  # gone again, or refused: the write that needs it says which file
 
 
+def _read_only_mount(folder: Path) -> bool:
+    return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+
+
+def _on_read_only_mount(path: Path) -> IndexAccessError:
+    from qmd.core.fileio import mount_point
+
+    mount = mount_point(path.parent)
+    return IndexAccessError(f"the index {path} is on a read-only file system ({mount})", f"mount -o remount,rw {mount}", "that file system writable", owner=False)
+
+
 def problem(path: Path, *, write: bool) -> IndexAccessError | None:
     """Why this user cannot read (or, with `write`, write) the index at `path`, or None when
     nothing is refused; a missing file or folder is not this function's to say."""
@@ -96,11 +107,8 @@ def problem(path: Path, *, write: bool) -> IndexAccessError | None:
             f"the index {path} cannot be read by this user (permission denied); the file is not damaged",
             f"chmod u+rw {path}", "it readable and writable",
         )
-    if write and os.statvfs(folder).f_flag & os.ST_RDONLY:
-        from qmd.core.fileio import mount_point
-
-        mount = mount_point(folder)
-        return IndexAccessError(f"the index {path} is on a read-only file system ({mount})", f"mount -o remount,rw {mount}", "that file system writable", owner=False)
+    if write and _read_only_mount(folder):
+        return _on_read_only_mount(path)
     need = os.R_OK | (os.W_OK if write else 0)
     refused = [p for p in ([path] if write else []) + sidecars(path) if _refused(p, need)]
     if refused:
@@ -121,6 +129,8 @@ def problem(path: Path, *, write: bool) -> IndexAccessError | None:
         lock = lock_path(path)
     made_here = [p for p in [path, *sidecars(path)] if not os.path.lexists(p)] + ([lock] if lock is not None and not os.path.lexists(lock) else [])
     if made_here and _refused(folder, os.W_OK | os.X_OK):
+        if _read_only_mount(folder):  # a read too makes its -shm there: no chmod helps
+            return _on_read_only_mount(path)
         return IndexAccessError(
             f"the index folder {folder} is not writable by this user: qmd and SQLite (WAL mode) create "
             f"{_names(made_here)} there{'; the index is not damaged' if path.exists() else ''}",

@@ -119,3 +119,22 @@ def test_an_index_whose_checkpoint_the_full_disk_stopped_is_sound_not_damaged(is
         assert check.execute("SELECT count(*) FROM llm_cache WHERE kind = 'test'").fetchall() == [(400,)]
     finally:
         check.close()
+
+
+def test_an_index_on_a_read_only_mount_names_the_remount_for_reads_too(cache_on_small_disk: Path, notes: Path) -> None:
+    """A read makes the -shm beside the index: on a read-only mount search and status said
+    "the index folder is not writable by this user" with a chmod, which no chmod can fix."""
+    import subprocess
+
+    code, out, err = qmd("collection", "add", str(notes), "--name", "notes")
+    assert code == 0, err
+    subprocess.run(["mount", "-o", "remount,ro", str(cache_on_small_disk)], check=True)
+    try:
+        for args in (("search", "rollback"), ("status",), ("update",)):
+            code, out, err = qmd(*args)
+            line = one_clear_error(code, out, err, f"mount -o remount,rw {cache_on_small_disk}")
+            assert "read-only file system" in line and "chmod" not in err, (args, err)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(cache_on_small_disk)], check=True)
+    code, out, err = qmd("search", "rollback", "--json")
+    assert code == 0 and "deploy.md" in out, (code, out, err)
