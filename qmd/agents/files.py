@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import QmdError
-from qmd.core.fileio import write_bytes
+from qmd.core.fileio import refuse_read_only, write_bytes
 
 FIX_HINT = "fix the file (or move it away) and run the command again"
 
@@ -83,13 +83,15 @@ def write_file(path: Path, data: bytes | str) -> None:
 
     A symlink to an existing file (a dotfiles manager's: stow, chezmoi, yadm) is written
     through: its target is replaced and the link stays, where replacing the link left the
-    dotfiles copy silently out of use. A dangling link is replaced by a file."""
+    dotfiles copy silently out of use. A dangling link is replaced by a file. A file the user
+    made read-only is refused (ReadOnlyFile), never replaced under its protection."""
     target = Path(os.path.realpath(path)) if path.is_symlink() and path.is_file() else path
-    write_bytes(target, data.encode("utf-8") if isinstance(data, str) else data)
+    write_bytes(target, data.encode("utf-8") if isinstance(data, str) else data, keep_read_only=True)  # a file made read-only is refused, not replaced
 
 
 def write_with_backup(path: Path, data: bytes | str) -> Path | None:
     """Back up `path` (when it exists), then replace it with `data`; returns the backup's path."""
+    refuse_read_only(path)  # before the backup: a refused write leaves no stray copy
     saved = backup(path)
     write_file(path, data)
     return saved
@@ -98,6 +100,7 @@ def write_with_backup(path: Path, data: bytes | str) -> Path | None:
 def write_or_remove(path: Path, data: bytes | str | None) -> None:
     """Replace `path` with `data`, or delete it when nothing of the user's is left (`None`)."""
     if data is None:
+        refuse_read_only(path)  # removing it would override the protection as replacing it would
         path.unlink(missing_ok=True)
     else:
         write_file(path, data)

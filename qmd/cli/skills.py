@@ -249,6 +249,23 @@ def _ask_claude(link: Path) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def _ready_for_claude(agents: Path, claude_dir: Path, text: str, force: bool) -> None:
+    """Raise what `_link_claude` would meet, changing nothing: a different skill standing at
+    `claude_dir` (without --force), or a folder qmd may not create the link in."""
+    from qmd.core.fileio import check_writable
+
+    if claude_dir.parent.exists() and os.path.realpath(claude_dir.parent) == os.path.realpath(agents.parent):
+        return  # Claude sees the skill through a linked folder: nothing to make
+    ours = claude_dir.is_symlink() and os.path.realpath(claude_dir) == os.path.realpath(agents)
+    if (claude_dir.is_symlink() or claude_dir.exists()) and not (ours or force or _is_ours(claude_dir, text)):
+        _claude_taken(claude_dir)
+    check_writable(claude_dir, make_folders=False)
+
+
+def _claude_taken(claude_dir: Path) -> None:
+    raise QmdError(f"Claude skill path already exists: {claude_dir}", "replace it with: qmd skill install --yes --force")
+
+
 def _link_claude(agents: Path, claude_dir: Path, text: str, force: bool) -> None:
     from qmd.core.fileio import write_text
 
@@ -263,7 +280,7 @@ def _link_claude(agents: Path, claude_dir: Path, text: str, force: bool) -> None
         return
     if claude_dir.is_symlink() or claude_dir.exists():
         if not (force or _is_ours(claude_dir, text)):
-            raise QmdError(f"Claude skill path already exists: {claude_dir}", "replace it with: qmd skill install --yes --force")
+            _claude_taken(claude_dir)
         if claude_dir.is_dir() and not claude_dir.is_symlink():
             if not force and any(p.name != "SKILL.md" for p in claude_dir.iterdir()):
                 out(f"✓ Claude has this skill at {claude_dir} (a folder holding files of its own too: left as it is)\n")
@@ -276,7 +293,7 @@ def _link_claude(agents: Path, claude_dir: Path, text: str, force: bool) -> None
         out(f"✓ Linked Claude skill at {claude_dir}\n")
     except OSError:
         claude_dir.mkdir()
-        write_text(claude_dir / "SKILL.md", text)
+        write_text(claude_dir / "SKILL.md", text, keep_read_only=True)
         out(f"✓ Installed a copy for Claude at {claude_dir}\n")
 
 
@@ -291,22 +308,29 @@ def skill_install(
     terminal, link it for Claude Code (.claude/skills/qmd)."""
     from qmd.core.fileio import write_text
 
+    from qmd.agents import claude_plugin
+
     text = skill_text()
     agents, claude_dir = skill_dirs(global_)
+    plugin_id = None if claude is False else claude_plugin(Path.cwd())
     try:
+        if (yes or claude) and plugin_id is None:  # both or neither: Claude's side is checked before anything is written
+            _ready_for_claude(agents, claude_dir, text, force)
         _clear(agents, text, force)
         agents.mkdir(parents=True, exist_ok=True)
-        write_text(agents / "SKILL.md", text)  # replaces a link named SKILL.md, never writes through it
+        write_text(agents / "SKILL.md", text, keep_read_only=True)  # replaces a link named SKILL.md, never writes through it
         out(f"✓ Installed QMD skill to {agents}\n")
         if claude is False:
             return
-        from qmd.agents import claude_plugin
-
-        if (plugin_id := claude_plugin(Path.cwd())) is not None:  # Claude Code lists the plugin's copy already
+        if plugin_id is not None:  # Claude Code lists the plugin's copy already
             out(f"✓ Claude Code has this skill from qmd's plugin ({plugin_id}): not linking a second copy\n")
             return
         if yes or claude or _ask_claude(claude_dir):
             _link_claude(agents, claude_dir, text, force)
     except OSError as exc:  # a file or a broken link where a folder goes, a folder where SKILL.md goes, no permission
+        from qmd.core.fileio import denial
+
+        if (refused := denial(exc, "cannot install the skill")) is not None:
+            raise QmdError(*refused) from None
         where = exc.filename2 or exc.filename or agents  # a rename's target, not its temporary file
         raise QmdError(f"cannot install the skill: {exc.strerror or exc}: {where}", f"move {where} aside (or make it a folder qmd may write in), then run this again") from None

@@ -212,7 +212,7 @@ class Config:
         text = yaml.dump(self.raw, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
         # A new config is private (0600); an existing one keeps its mode.
         try:
-            write_text(self.path, text, mode=None if self.path.exists() else 0o600)
+            write_text(self.path, text, mode=None if self.path.exists() else 0o600, keep_read_only=True)
         except OSError as exc:
             raise self._unwritable(exc) from exc
         # Keep the parse of what was written: the next process (a server's first start) reads no YAML.
@@ -230,7 +230,7 @@ class Config:
         from qmd.core.fileio import check_writable
 
         try:
-            check_writable(self.path)
+            check_writable(self.path, keep_read_only=True)
         except OSError as exc:
             raise self._unwritable(exc) from exc
 

@@ -23,6 +23,37 @@ DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)  # the environment refuses: mo
 FULL = (errno.ENOSPC, errno.EDQUOT)  # the file system has no room: no space left on it, or this user's quota spent
 
 
+class ReadOnlyFile(PermissionError):
+    """A file the user made read-only (no write bit for them) that qmd was to replace: an
+    atomic replace needs only its folder's write bit and would override the protection."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: int) -> None:
+        super().__init__(errno.EACCES, f"read-only (mode {mode:04o})", os.fspath(path))
+        self.mode = mode
+
+
+def read_only(path: str | os.PathLike[str]) -> int | None:
+    """The mode of `path` when it is an existing regular file that a plain write (`>`, `cp`,
+    an editor) would be refused by its modes or ACLs, else None: the protection an atomic
+    rename, which needs only the folder's write bit, would override. A read-only mount is
+    not this: the write itself fails there, naming the mount."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or os.statvfs(path).f_flag & os.ST_RDONLY:
+            return None
+    except OSError:
+        return None
+    search = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
+    return None if os.access(path, os.W_OK, **search) else stat.S_IMODE(st.st_mode)
+
+
+def refuse_read_only(path: str | os.PathLike[str]) -> None:
+    """Raise ReadOnlyFile when `path` is a file the user made read-only (see `read_only`)."""
+    mode = read_only(path)
+    if mode is not None:
+        raise ReadOnlyFile(path, mode)
+
+
 def denial(exc: BaseException, doing: str | None = None) -> tuple[str, str] | None:
     """(message, hint) for an OSError that the environment is to blame for, else None: a
     refusal (permission denied, operation not permitted, read-only file system) or a full
@@ -38,6 +69,10 @@ def denial(exc: BaseException, doing: str | None = None) -> tuple[str, str] | No
     if not isinstance(exc, OSError) or exc.errno not in DENIED + FULL:
         return None
     why = exc.strerror or os.strerror(exc.errno)
+    if isinstance(exc, ReadOnlyFile):
+        name = os.path.abspath(os.fsdecode(exc.filename))
+        said = f"it is {why}" if doing and name in doing else f"{name} is {why}, so qmd leaves it as it is"
+        return (f"{doing}: {said}" if doing else said), f"make it writable (chmod u+w {name}) to let qmd change it, or keep it read-only and leave it be"
     if exc.errno in FULL:
         return _no_room(exc, why, doing)
     if not exc.filename:
@@ -115,15 +150,21 @@ def _tmp_for(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
-def write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None, keep_mode: bool = True, fsync: bool = True) -> Path:
+def write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, mode: int | None = None, keep_mode: bool = True, fsync: bool = True, keep_read_only: bool = False,
+) -> Path:
     """Atomically replace `path` with `data`; returns the path.
 
     The new file gets `mode` when given, else the existing file's mode (`keep_mode`; plus
     owner-read: what qmd writes it must be able to read back), else the umask default. The
     parent folder is created when missing. A symlink at `path` is replaced by a regular file,
-    never written through.
+    never written through. `keep_read_only` (the user's own files: the config, agents'
+    settings, a hook, an export's target) refuses a file the user made read-only
+    (ReadOnlyFile) instead of replacing it; qmd's own caches and state heal such a mode.
     """
     target = Path(path)
+    if keep_read_only:
+        refuse_read_only(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     if mode is None and keep_mode:
         try:
@@ -156,12 +197,20 @@ def _name_the_target(exc: BaseException, tmp: Path, target: Path) -> None:
         exc.filename = str(target)
 
 
-def check_writable(path: str | os.PathLike[str]) -> None:
+def check_writable(path: str | os.PathLike[str], *, keep_read_only: bool = False, make_folders: bool = True) -> None:
     """Raise the OSError that `write_bytes(path, …)` would meet creating its temp file (its
-    folder missing and not creatable, not writable, on a read-only mount); changes nothing.
-    For a step that must not start unless the file can be written after it."""
+    folder missing and not creatable, not writable, on a read-only mount; with
+    `keep_read_only`, a file the user made read-only). For a step that must not start unless
+    the file can be written after it. Missing folders are made, unless `make_folders` is
+    false: then the probe is made in the nearest folder that exists, where the first would
+    be, and nothing is changed at all."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if keep_read_only:
+        refuse_read_only(target)
+    if make_folders:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        target = Path(_existing_folder(str(target.parent))) / target.name
     tmp = _tmp_for(target)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)  # as write_bytes opens it
@@ -218,15 +267,19 @@ class KeptFile:
                 pass
 
 
-def write_text(path: str | os.PathLike[str], text: str, *, mode: int | None = None, keep_mode: bool = True, fsync: bool = True) -> Path:
+def write_text(
+    path: str | os.PathLike[str], text: str, *, mode: int | None = None, keep_mode: bool = True, fsync: bool = True, keep_read_only: bool = False,
+) -> Path:
     """Atomically replace `path` with `text` (UTF-8); see `write_bytes`."""
-    return write_bytes(path, text.encode("utf-8"), mode=mode, keep_mode=keep_mode, fsync=fsync)
+    return write_bytes(path, text.encode("utf-8"), mode=mode, keep_mode=keep_mode, fsync=fsync, keep_read_only=keep_read_only)
 
 
-def write_json(path: str | os.PathLike[str], data: Any, *, indent: int | None = 2, sort_keys: bool = False, mode: int | None = None, fsync: bool = True) -> Path:
+def write_json(
+    path: str | os.PathLike[str], data: Any, *, indent: int | None = 2, sort_keys: bool = False, mode: int | None = None, fsync: bool = True, keep_read_only: bool = False,
+) -> Path:
     """Atomically write `data` as JSON (with a final newline); see `write_bytes`."""
     text = json.dumps(data, indent=indent, sort_keys=sort_keys)
-    return write_text(path, text + "\n", mode=mode, fsync=fsync)
+    return write_text(path, text + "\n", mode=mode, fsync=fsync, keep_read_only=keep_read_only)
 
 
 class NotRegularFile(OSError):

@@ -32,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 
 from qmd.core.errors import QmdError
-from qmd.core.fileio import NotRegularFile, open_regular, replace_file
+from qmd.core.fileio import NotRegularFile, open_regular, refuse_read_only, replace_file
 from qmd.core.text import content_hash
 from qmd.backends.base import ChunkVector
 
@@ -103,6 +103,7 @@ class BundleWriter:
     interrupted export leaves no file that looks whole."""
 
     def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
+        refuse_read_only(path)  # a file the user made read-only is not replaced by a rename
         self.path = path
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         # never through a link planted at the temporary name (a shared folder such as /tmp)
