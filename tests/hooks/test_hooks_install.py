@@ -401,7 +401,9 @@ def test_a_commit_succeeds_when_the_queue_is_unusable(cli, state: Path, tmp_path
     os.rename(state / "queue", tmp_path / "old-queue")
     (state / "queue").write_text("a regular file where the queue folder should be\n")
     proc = commit(repo, "a.md", "# A\n")
-    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.returncode == 0
+    head = git(repo, "rev-parse", "HEAD").stdout.strip()
+    assert proc.stderr == f"qmd: commit {head} was not queued for indexing: cannot write {state}/queue/tmp; once it can be written, run: qmd update --embed\n"
     assert git(repo, "log", "--format=%s", "-1").stdout.strip() == "add a.md"
     assert "NOT queued" in (state / "logs" / "hooks.log").read_text()
 

@@ -15,19 +15,34 @@ import pytest
 
 
 @contextmanager
-def small_disk(folder: Path, megabytes: int) -> Iterator[Path]:
-    """`folder` (created) as a tmpfs of `megabytes` MB for the body; unmounted after it, whatever happens."""
+def small_disk(folder: Path, megabytes: int, inodes: int | None = None) -> Iterator[Path]:
+    """`folder` (created) as a tmpfs of `megabytes` MB (and at most `inodes` files and folders,
+    when given) for the body; unmounted after it, whatever happens."""
     folder.mkdir(parents=True, exist_ok=True)
     mount = shutil.which("mount")
     if os.geteuid() != 0 or mount is None:
         pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run([mount, "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(folder)], capture_output=True, text=True)
+    done = subprocess.run([mount, "-t", "tmpfs", "-o", f"size={megabytes}m" + (f",nr_inodes={inodes}" if inodes else ""), "tmpfs", str(folder)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def use_every_inode(folder: Path) -> int:
+    """Empty files in `folder/.inodes` until the file system can make no more (a tmpfs mounted
+    with few inodes); returns how many were made."""
+    holder = folder / ".inodes"
+    made = 0
+    try:
+        holder.mkdir()
+        while True:
+            (holder / str(made)).touch()
+            made += 1
+    except OSError:
+        return made
 
 
 def free_bytes(folder: Path) -> int:

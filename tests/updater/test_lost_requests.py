@@ -11,7 +11,7 @@ from pathlib import Path
 
 import qmd
 from qmd import harness
-from tests.support.diskfull import fill, small_disk
+from tests.support.diskfull import fill, small_disk, use_every_inode
 from tests.support.harness import commit, git, make_repo, queue_files
 from tests.support.run import run_qmd
 from updater import lost
@@ -42,8 +42,9 @@ def test_a_commit_made_while_the_disk_is_full_is_indexed_once_space_is_back(cli,
         assert run_qmd("updater", "run").returncode == 0  # the queue folders, health.json: a used state dir
         filler = fill(state)
         proc = commit(repo, "lost.md", "# Lost\n\nzebracrossing of the full disk\n")
-        assert proc.returncode == 0 and proc.stderr == ""  # fail-open: the commit is not slowed nor failed
         head = git(repo, "rev-parse", "HEAD").stdout.strip()
+        assert proc.returncode == 0, proc.stderr  # fail-open: the commit is not failed, and the user is told
+        assert proc.stderr == f"qmd: commit {head} was not queued for indexing: cannot write {state}/queue/tmp; once it can be written, run: qmd update --embed\n", proc.stderr
         [left] = queue_files(state, "tmp")
         assert left.endswith(f".post-commit.{head}") and (state / "queue" / "tmp" / left).stat().st_size == 0
         assert queue_files(state, "new") == []
@@ -98,3 +99,25 @@ def test_a_tmp_file_younger_than_the_grace_period_is_left_alone(cli, state: Path
     now = time.time()
     assert lost.leftovers(layout, now) == []
     assert [left.path for left in lost.leftovers(layout, now + lost.LOST_GRACE_S + 5)] == [fresh]  # a minute on, it is one
+
+
+def test_a_commit_whose_request_has_no_room_at_all_is_told_on_the_terminal(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Not even an empty file could be made (no inode left): the hook left no request, no
+    hooks.log line, nothing for the updater or health to find, and said nothing; the commit's
+    change was never indexed. Now git shows the hook's one line naming the fix, and the fix works."""
+    repo = make_repo(tmp_path / "notes repo")
+    with _store() as store:
+        store.add_collection(repo, name="notes")
+    with small_disk(state, 2, inodes=64):
+        assert cli("hooks", "install", str(repo))[0] == 0
+        assert run_qmd("updater", "run").returncode == 0
+        use_every_inode(state)
+        proc = commit(repo, "gone.md", "# Gone\n\nplatypusmarch on a disk without inodes\n")
+        head = git(repo, "rev-parse", "HEAD").stdout.strip()
+        assert proc.returncode == 0, proc.stderr
+        assert queue_files(state, "tmp") == queue_files(state, "new") == []  # no trace on disk: the terminal is the only one
+        [line] = proc.stderr.splitlines()
+        assert line.startswith(f"qmd: commit {head} was not queued for indexing") and line.endswith("run: qmd update --embed"), proc.stderr
+    assert run_qmd("update").returncode == 0  # the fix it names
+    with _store() as store:
+        assert [h.uri for h in store.search("platypusmarch")] == ["qmd://notes/gone.md"]
