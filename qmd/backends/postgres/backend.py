@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg
 
-from qmd.core.errors import QmdError
+from qmd.core.errors import IndexAccessError, QmdError
 from qmd.backends.base import FieldsFor, IndexBackend, IndexCheck, RebuildReport, VectorModel
 from qmd.backends.owner import Owner
 from qmd.backends.postgres import cache, documents, fulltext
@@ -28,9 +28,12 @@ if TYPE_CHECKING:
     from qmd.backends.parts import VectorsSql
 
 
-def _meaning(exc: psycopg.Error, location: str) -> QmdError | None:
-    """The QmdError a psycopg error means for a person: the server gone, or a value it refuses."""
+def _meaning(exc: psycopg.Error, location: str, *, dropped: bool = False) -> QmdError | None:
+    """The QmdError a psycopg error means for a person: the server's disk full, the server gone,
+    or a value it refuses. `dropped`: the connection did not survive the error."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return _disk_full(first, location, dropped)
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
         return QmdError(f"lost the connection to the database at {location}: {first}", "check that the database server is running, then run the command again")
     if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):
@@ -38,6 +41,20 @@ def _meaning(exc: psycopg.Error, location: str) -> QmdError | None:
     if isinstance(exc, psycopg.DataError):
         return QmdError(f"the database at {location} refused a value: {first}", "remove the character it names (PostgreSQL text cannot hold NUL) and try again")
     return None
+
+
+def _disk_full(said: str, location: str, dropped: bool) -> IndexAccessError:
+    """The server could not write a file on its disk (SQLSTATE 53100). It rolled the transaction
+    back (an ERROR), or PANICked when its write-ahead log could not grow and dropped every
+    connection: then it recovers to the last commit, or stops when it has no room to finish
+    recovery. Either way the index is as it was. The disk is the server's, maybe another machine's:
+    no `df` here can see it, so the fix names the server's disk, not a mount point."""
+    gone = " and the database server dropped the connection" if dropped else ""
+    fix = "free space on the database server's disk" + (" (and start the database server again if it stopped)" if dropped else "")
+    return IndexAccessError(
+        f"the disk of the database server at {location} is full{gone} (PostgreSQL says: {said}); the index is not damaged and this change was not written",
+        fix, "", owner=False, hint=f"{fix}, then run the command again",
+    )
 
 
 class PostgresBackend(IndexBackend):
@@ -60,11 +77,14 @@ class PostgresBackend(IndexBackend):
         self._opened = False  # migrated on this connection (open() need not ask again)
 
     def _failure(self, exc: Exception) -> QmdError | None:
-        """The server going away mid-command, or a value PostgreSQL refuses: one QmdError naming
-        the database, never a traceback (the CLI exits 1, the HTTP server answers 400); a
-        connection the server dropped is forgotten (the next call reconnects)."""
-        meaning = _meaning(exc, self.location) if isinstance(exc, psycopg.Error) else None
-        if meaning is not None and self._conn is not None and (self._conn.closed or self._conn.broken):
+        """The server going away mid-command, its disk full, or a value PostgreSQL refuses: one
+        QmdError naming the database, never a traceback (the CLI exits 1, the HTTP server answers
+        400); a connection the server dropped is forgotten (the next call reconnects)."""
+        if not isinstance(exc, psycopg.Error):
+            return None
+        dropped = self._conn is not None and (self._conn.closed or self._conn.broken)
+        meaning = _meaning(exc, self.location, dropped=dropped)
+        if meaning is not None and dropped:
             self._conn = None
             self._opened = False
         return meaning

@@ -264,7 +264,8 @@ def connect(url: str, schema: str, *, application: str = "qmd") -> psycopg.Conne
     try:
         conn = psycopg.connect(url, autocommit=True, application_name=application[:63], connect_timeout=10)
     except psycopg.Error as exc:
-        raise QmdError(f"cannot connect to the database {redact(url)}: {str(exc).strip()}", CONNECT_HINT) from exc
+        said = " ".join(str(exc).split())  # libpq's lines (a DETAIL, "Is the server running…?") as one
+        raise QmdError(f"cannot connect to the database {redact(url)}: {said}", CONNECT_HINT) from exc
     conn.execute(f"SET search_path TO {quote_ident(schema)}, public")
     return conn
 
@@ -314,6 +315,8 @@ def ensure_vector_extension(conn: psycopg.Connection) -> None:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('qmd-create-extension-vector'))")
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+    except psycopg.errors.DiskFull:
+        raise  # the server's disk, not pgvector: the backend names it (PostgresBackend._failure)
     except psycopg.Error as exc:
         raise QmdError(f"the database has no pgvector extension and it cannot be created: {str(exc).strip()}",
                        "install pgvector on the server, or have an administrator run: CREATE EXTENSION vector") from exc
