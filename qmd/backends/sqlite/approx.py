@@ -13,8 +13,9 @@ cosine, so the distances it returns are exact ones and only the candidate set is
 An expression index on the floats table, `vecr_{id}_codes` (list, vec_quantize_binary(embedding)),
 holds every chunk's code grouped by list, so an unscoped query reads only the lists it probes
 (`_probe_lists`: a new process's first query, a CLI search, reads ~6% of the codes, where
-reading all of them from vec0 first took ~1 s at 1M); scoped ones read them all once per
-connection from vec0's blocks (`_load_codes`).
+reading all of them from vec0 first took ~1 s at 1M); a narrow scope reads only its own
+chunks' codes, by chunk id (`_probe_scope`); wider ones read every code once per connection
+from vec0's blocks (`_load_codes`).
 
 The structure is recorded in `vector_index` (one row a vector space: structure, state,
 rows); only `ready` ones are searched. Building copies, in short transactions, the chunks
@@ -821,12 +822,16 @@ def _nearest_codes(
         state = stamp[3].split(" ")[0]
         if state != "ready" and not (state == "building" and retraining(conn, model_id) is not None and _all_coded(conn, model_id)):
             raise _Unsearchable  # searchable()'s rule, read again: no statement more while 'ready'
-        if allowed is None and state == "ready" and as_int(counters[4]):
-            probed = _probe_lists(conn, model_id, queries, coarse, stamp, (counters[5], counters[6]))
-            if probed is not None:
-                return probed
         spaces = _MATRICES.setdefault(conn, {})
         cached = spaces.get(model_id)
+        if state == "ready" and as_int(counters[4]) and (cached is None or cached.stamp != stamp):  # no codes read yet: by list
+            bounds = (counters[5], counters[6])
+            if allowed is None:
+                probed = _probe_lists(conn, model_id, queries, coarse, stamp, bounds)
+            else:
+                probed = _probe_scope(conn, model_id, queries, coarse, stamp, bounds, allowed, allowed_ids)
+            if probed is not None:
+                return probed
         if cached is None or cached.stamp != stamp:
             spaces.pop(model_id, None)  # the old codes freed before the new are read
             loaded = _load_codes(conn, model_id, stamp)
@@ -901,6 +906,96 @@ def _rank(vector: Any, matrix: Any, ids: Any, kept: int) -> list[int]:
     return [int(i) for i in ids[positions]]
 
 
+SCOPE_BY_ROWS = 1 / 32  # a scope up to this share of the codes is read by its chunks' float rows (their lists and codes,
+# ~3 KB a row at 768 dims), not every code from vec0: 300k x 768, a new connection's first query of a 1% scope
+# 155-390 -> 54 ms (docs/performance.md)
+
+
+def _probe_scope(
+    conn: apsw.Connection, model_id: int, queries: Sequence[bytes], coarse: Sequence[int], stamp: tuple[object, ...], bounds: tuple[object, object],
+    allowed: tuple[str, Sequence[object]], allowed_ids: Callable[[], Any] | None,
+) -> list[list[int]] | None:
+    """`_nearest_codes` of queries in a narrow scope (at most SCOPE_BY_ROWS of the codes) on a
+    connection that has not read every code: the scope's own chunks' lists and codes read by
+    chunk id (`_scope_rows`, once while the file stands), every one of them ranked as the pass
+    over every code ranks a scope within a query's budget, so the same answers. None for a wider
+    scope (the pass over every code reads it, once for the connection: probing the lists of a
+    10% scope cost as much for a first query and ~7x for each later one, which reads new lists)
+    or for lists that cannot be probed (as `_probe_lists`)."""
+    import numpy as np
+
+    held = _held_lists(conn, model_id, stamp, bounds, len(queries[0]))
+    if held is None:
+        return None
+    centroids = _centroids(conn, model_id)
+    key = (allowed[0], *allowed[1])
+    wanted = remembered(conn, ("scope ids", key), lambda: allowed_ids() if allowed_ids is not None else chunk_ids(conn, allowed))
+    share, budget = _budget(held.total, len(centroids))
+    if len(wanted) > min(budget, held.total * SCOPE_BY_ROWS):
+        return None
+    view = remembered(conn, ("scope codes", model_id, stamp, key), lambda: _scope_rows(conn, model_id, wanted, len(centroids), centroids.shape[1] // 8))
+    if view is None:
+        return None
+    return [  # kept as the full pass keeps them: a scope within one query's share has twice the candidates rescored
+        _rank(np.frombuffer(q, np.float32), view.matrix, view.ids, c * (SCOPE_NARROW if share >= len(view.ids) > c * HAMMING_OVERSAMPLE else 1))
+        for q, c in zip(queries, coarse)
+    ]
+
+
+def _scope_rows(conn: apsw.Connection, model_id: int, wanted: Any, n_lists: int, width: int) -> _Lists | None:
+    """The codes of the chunks `wanted` (sorted ids), read by chunk id from the float rows (their
+    list, their code), grouped by list as `_load_codes` groups them: by list, then chunk id.
+    None when a row names a list past the centroids (the full pass finds it damaged)."""
+    import numpy as np
+
+    ids_, lists_, codes_ = [], [], []
+    step = 4096
+    for lo in range(0, len(wanted), step):
+        marks = ",".join(map(str, wanted[lo:lo + step].tolist()))  # integers from the index itself
+        for chunk_id, list_id, code in conn.execute(f"SELECT chunk_id, list, vec_quantize_binary(embedding) FROM {floats(model_id)} WHERE chunk_id IN ({marks})"):
+            ids_.append(int(chunk_id))
+            lists_.append(int(list_id))
+            codes_.append(cast(bytes, code))
+    ids = np.asarray(ids_, np.int64)
+    lists = np.asarray(lists_, np.int64)
+    if len(lists) and (lists.min() < 0 or lists.max() >= n_lists):
+        return None
+    order = np.lexsort((ids, lists))
+    matrix = np.frombuffer(b"".join(codes_), np.uint8).reshape(len(ids_), width) if ids_ else np.zeros((0, width), np.uint8)
+    return _Lists(ids[order], np.ascontiguousarray(matrix[order]), np.searchsorted(lists[order], np.arange(n_lists + 1)))
+
+
+def _held_lists(conn: apsw.Connection, model_id: int, stamp: tuple[object, ...], bounds: tuple[object, object], query_bytes: int) -> _ListCodes | None:
+    """This connection's lists read by list while `stamp` stands (with the codes' count), or None
+    when they cannot be probed so: no centroids, centroids of other dims than the queries, or a
+    float row's list past them (the full pass then finds it damaged and leaves it to sqlite-vec)."""
+    centroids = _centroids(conn, model_id)
+    n_lists = len(centroids)
+    low, high = bounds
+    if not n_lists or centroids.shape[1] * 4 != query_bytes or low is None or as_int(low) < 0 or as_int(high) >= n_lists:
+        return None
+    spaces = _PROBED.setdefault(conn, {})
+    held = spaces.get(model_id)
+    if held is None or held.stamp != stamp:  # the codes counted once while they stand (~2 ms at 300k, warm): the
+        # budget the full pass takes from them, so an index and its imported copy (other insert counters) answer alike
+        held = spaces[model_id] = _ListCodes(stamp, count(conn, f"SELECT count(*) FROM {floats(model_id)}"))
+    return held
+
+
+def _list_codes(conn: apsw.Connection, model_id: int, held: _ListCodes, list_id: int, width: int) -> tuple[Any, Any]:
+    """List `list_id`'s (chunk ids ascending, codes), read through the codes by list once while `held` stands."""
+    import numpy as np
+
+    part = held.lists.get(list_id)
+    if part is None:
+        rows = conn.execute(f"SELECT chunk_id, vec_quantize_binary(embedding) FROM {floats(model_id)} INDEXED BY {by_list(model_id)} WHERE list = ?", (list_id,)).fetchall()
+        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        matrix = np.frombuffer(b"".join(cast(bytes, r[1]) for r in rows), np.uint8).reshape(len(rows), width)
+        order = np.argsort(ids, kind="stable")
+        part = held.lists[list_id] = (ids[order], matrix[order])
+    return part
+
+
 def _probe_lists(
     conn: apsw.Connection, model_id: int, queries: Sequence[bytes], coarse: Sequence[int], stamp: tuple[object, ...], bounds: tuple[object, object],
 ) -> list[list[int]] | None:
@@ -912,33 +1007,20 @@ def _probe_lists(
     name: the full pass finds it damaged and leaves the search to sqlite-vec)."""
     import numpy as np
 
-    centroids = _centroids(conn, model_id)
-    n_lists = len(centroids)
-    low, high = bounds
-    if not n_lists or centroids.shape[1] * 4 != len(queries[0]) or low is None or as_int(low) < 0 or as_int(high) >= n_lists:
+    held = _held_lists(conn, model_id, stamp, bounds, len(queries[0]))
+    if held is None:
         return None
-    spaces = _PROBED.setdefault(conn, {})
-    held = spaces.get(model_id)
-    if held is None or held.stamp != stamp:  # the codes counted once while they stand (~2 ms at 300k, warm): the
-        # budget the full pass takes from them, so an index and its imported copy (other insert counters) answer alike
-        held = spaces[model_id] = _ListCodes(stamp, count(conn, f"SELECT count(*) FROM {floats(model_id)}"))
-    budget = _budget(held.total, n_lists)[1]
+    centroids = _centroids(conn, model_id)
+    budget = _budget(held.total, len(centroids))[1]
     if budget >= held.total:
         return None
-    read = f"SELECT chunk_id, vec_quantize_binary(embedding) FROM {floats(model_id)} INDEXED BY {by_list(model_id)} WHERE list = ?"
     width = centroids.shape[1] // 8
     out = []
     for query, c in zip(queries, coarse):
         vector = np.frombuffer(query, np.float32)
         parts, have = [], 0
         for list_id in np.argsort(-(centroids @ vector), kind="stable"):
-            part = held.lists.get(int(list_id))
-            if part is None:
-                rows = conn.execute(read, (int(list_id),)).fetchall()
-                ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-                matrix = np.frombuffer(b"".join(cast(bytes, r[1]) for r in rows), np.uint8).reshape(len(rows), width)
-                order = np.argsort(ids, kind="stable")
-                part = held.lists[int(list_id)] = (ids[order], matrix[order])
+            part = _list_codes(conn, model_id, held, int(list_id), width)
             parts.append(part)
             have += len(part[0])
             if have >= budget:  # the nearest lists until they hold `budget` codes, as the full pass takes them

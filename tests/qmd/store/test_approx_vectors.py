@@ -1190,3 +1190,54 @@ def test_an_index_without_codes_by_list_is_searched_and_embed_adds_it(
     top = _search(backend, model, vecs[400])[:2]
     assert {d for d, _ in top} == {10, 401}
     assert conn.execute(f"SELECT count(*) FROM {approx.floats(model.id)} INDEXED BY {approx.by_list(model.id)} WHERE list >= 0").fetchall()[0][0] == N
+
+
+def test_a_new_connections_narrow_scope_reads_only_its_own_chunks(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CLI search in one small collection is a new process: it read every code from vec0 first
+    (300k x 768, 1% scope: 155-390 ms against 30 ms unscoped); a scope within SCOPE_BY_ROWS now
+    reads only its own chunks' lists and codes, by chunk id, once while the file stands, and
+    answers as the pass over every code does. A wider scope still takes that pass."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)  # 24 lists at N chunks, 8 probed
+    monkeypatch.setattr(approx, "SCOPE_BY_ROWS", 0.25)  # `a`, every 5th document, is narrow here
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    queries = _unit(vecs[:12] + 0.3 * np.random.default_rng(9).standard_normal((12, DIMS)) / np.sqrt(DIMS))
+    approx.forget_codes()
+    statements: list[str] = []
+    conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+    by_rows = [_search(backend, model, q, ["a"]) for q in queries]
+    conn.exec_trace = None
+    assert model.id not in approx._MATRICES.get(conn, {})  # vec0's blocks untouched
+    assert not any(f"{approx.codes(model.id)}_vector_chunks" in s for s in statements), statements
+    assert sum(f"vec_quantize_binary(embedding) FROM {approx.floats(model.id)} WHERE chunk_id IN" in s for s in statements) == 1  # read once for the 12 queries
+    assert all(len(hits) == 10 and all((d - 1) % 5 == 0 for d, _ in hits) for hits in by_rows)  # documents of `a` only
+    monkeypatch.setattr(approx, "SCOPE_BY_ROWS", 0.0)  # the pass over every code: the same answers
+    approx.forget_codes()
+    assert [_search(backend, model, q, ["a"]) for q in queries] == by_rows
+    assert model.id in approx._MATRICES[conn]
+    approx.forget_codes()
+    monkeypatch.setattr(approx, "SCOPE_BY_ROWS", 0.25)
+    _search(backend, model, queries[0], ["b"])  # 80%: wider than SCOPE_BY_ROWS, so every code is read
+    assert model.id in approx._MATRICES[conn]
+
+
+def test_a_narrow_scope_read_by_rows_follows_a_document_change(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scope's codes read by chunk id are kept only while nothing in the file changes: a
+    document moved into the collection is found by the next query."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    monkeypatch.setattr(approx, "SCOPE_BY_ROWS", 0.25)
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    conn = backend.connection()
+    approx.forget_codes()
+    q = vecs[7]  # document 8's own vector (collection b)
+    assert 8 not in {d for d, _ in _search(backend, model, q, ["a"])}
+    with conn:
+        conn.execute("UPDATE documents SET collection = 'a' WHERE id = 8")
+    assert _search(backend, model, q, ["a"])[0] == (8, 1.0)
+    assert model.id not in approx._MATRICES.get(conn, {})
