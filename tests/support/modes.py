@@ -6,6 +6,8 @@ them: `bound_by_modes` (tests/support/run.py) drops them through setpriv."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.run import bound_by_modes, command, qmd_env
@@ -31,3 +33,20 @@ def one_clear_error(code: int, out: str, err: str, fix: str) -> str:
 def everything(folder: Path) -> dict[str, bytes]:
     """Every file under `folder` with its bytes (read as root: modes do not bind the test itself)."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def indexed_home(home: Path, notes: Path) -> Path:
+    """`home` with its default index holding `notes` (collection 'notes'); returns the config folder."""
+    code, out, err = qmd_bound("collection", "add", str(notes), "--name", "notes", cwd=home)
+    assert code == 0, err
+    return home / ".config" / "qmd"
+
+
+@contextmanager
+def moded(path: Path, mode: int, after: int) -> Iterator[Path]:
+    """`path` at `mode` for the body, at `after` once it ends, whatever happens."""
+    path.chmod(mode)
+    try:
+        yield path
+    finally:
+        path.chmod(after)

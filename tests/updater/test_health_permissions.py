@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.modes import moded
 from tests.support.modes import qmd_bound as qmd
 
 
@@ -18,11 +19,8 @@ from tests.support.modes import qmd_bound as qmd
 def unreadable_state(state: Path) -> Iterator[Path]:
     for name in ("failures", "queue/new", "queue/failed"):
         (state / name).mkdir(parents=True)
-    state.chmod(0o000)
-    try:
+    with moded(state, 0o000, 0o755):
         yield state
-    finally:
-        state.chmod(0o755)
 
 
 def no_crash(err: str) -> None:

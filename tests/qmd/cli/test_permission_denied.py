@@ -12,26 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.modes import everything, one_clear_error
+from tests.support.modes import everything, indexed_home, moded, one_clear_error
 from tests.support.modes import qmd_bound as qmd
 
 
 @pytest.fixture
 def indexed(isolated_home: Path, notes: Path) -> Path:
-    """The home with the default index holding `notes` (collection 'notes'); returns the config folder."""
-    code, out, err = qmd("collection", "add", str(notes), "--name", "notes", cwd=isolated_home)
-    assert code == 0, err
-    return isolated_home / ".config" / "qmd"
+    return indexed_home(isolated_home, notes)
 
 
 @pytest.fixture
 def read_only(indexed: Path) -> Iterator[Path]:
     """The config folder at 0500 for the test's body."""
-    indexed.chmod(0o500)
-    try:
+    with moded(indexed, 0o500, 0o755):
         yield indexed
-    finally:
-        indexed.chmod(0o755)
 
 
 def search_paths(home: Path, query: str = "rollback") -> list[str]:

@@ -12,27 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.modes import everything, one_clear_error
+from tests.support.modes import everything, indexed_home, moded, one_clear_error
 from tests.support.modes import qmd_bound as qmd
 
 
 @pytest.fixture
 def indexed(isolated_home: Path, notes: Path) -> Path:
-    """The home with the default index holding `notes`; returns the config folder."""
-    code, out, err = qmd("collection", "add", str(notes), "--name", "notes", cwd=isolated_home)
-    assert code == 0, err
-    return isolated_home / ".config" / "qmd"
+    return indexed_home(isolated_home, notes)
 
 
 @pytest.fixture
 def frozen_config(indexed: Path) -> Iterator[Path]:
     """index.yml at 0400 (its folder writable) for the test's body; returns the config file."""
-    config = indexed / "index.yml"
-    config.chmod(0o400)
-    try:
+    with moded(indexed / "index.yml", 0o400, 0o600) as config:
         yield config
-    finally:
-        config.chmod(0o600)
 
 
 def listing(home: Path) -> str:

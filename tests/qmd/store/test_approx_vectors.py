@@ -1135,23 +1135,38 @@ def test_recall_queries_lie_off_the_chunks_and_a_measurement_stands_for_its_inde
     assert kept is not None and kept.trusted(1000, "x")  # what the harsher first method trusted stands
 
 
+def _fresh_connection(
+    index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch, seed: int,
+) -> tuple[SqliteBackend, VectorModel, apsw.Connection, np.ndarray]:
+    """The index's lists built (24 at N chunks, 8 probed), its connection as a new process finds
+    it (no codes read yet), and 12 queries near its first vectors."""
+    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
+    _, backend, model, vecs = index
+    backend.build_vector_index(model)
+    queries = _unit(vecs[:12] + 0.3 * np.random.default_rng(seed).standard_normal((12, DIMS)) / np.sqrt(DIMS))
+    approx.forget_codes()
+    return backend, model, backend.connection(), queries
+
+
+def _traced(conn: apsw.Connection, run: Callable[[], list[list[tuple[int, float]]]]) -> tuple[list[list[tuple[int, float]]], list[str]]:
+    """run()'s answers and the SQL statements it ran on `conn`."""
+    statements: list[str] = []
+    conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+    try:
+        return run(), statements
+    finally:
+        conn.exec_trace = None
+
+
 def test_a_new_connections_unscoped_query_reads_only_the_lists_it_probes(
     index: tuple[qmd.Store, SqliteBackend, VectorModel, np.ndarray], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A CLI search is a new process: its first unscoped query reads, through the codes' index
     by list, only the lists it probes (reading every code from vec0 first took ~1 s at 1M),
     later queries only the lists not yet read, and the answers are the ones the pass over
-    every code gives; a scope still reads every code once."""
-    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)  # 24 lists at N chunks, 8 probed
-    _, backend, model, vecs = index
-    backend.build_vector_index(model)
-    conn = backend.connection()
-    queries = _unit(vecs[:12] + 0.3 * np.random.default_rng(8).standard_normal((12, DIMS)) / np.sqrt(DIMS))
-    approx.forget_codes()
-    statements: list[str] = []
-    conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
-    first = _search(backend, model, queries[0])
-    conn.exec_trace = None
+    every code gives; a scope wider than SCOPE_BY_ROWS still reads every code once."""
+    backend, model, conn, queries = _fresh_connection(index, monkeypatch, 8)
+    [first], statements = _traced(conn, lambda: [_search(backend, model, queries[0])])
     assert model.id not in approx._MATRICES.get(conn, {})  # vec0's blocks untouched
     read = approx._PROBED[conn][model.id].lists
     assert approx.MIN_PROBE <= len(read) < approx.lists_for(N) and sum(len(ids) for ids, _ in read.values()) < N * 0.6
@@ -1199,17 +1214,9 @@ def test_a_new_connections_narrow_scope_reads_only_its_own_chunks(
     (300k x 768, 1% scope: 155-390 ms against 30 ms unscoped); a scope within SCOPE_BY_ROWS now
     reads only its own chunks' lists and codes, by chunk id, once while the file stands, and
     answers as the pass over every code does. A wider scope still takes that pass."""
-    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)  # 24 lists at N chunks, 8 probed
     monkeypatch.setattr(approx, "SCOPE_BY_ROWS", 0.25)  # `a`, every 5th document, is narrow here
-    _, backend, model, vecs = index
-    backend.build_vector_index(model)
-    conn = backend.connection()
-    queries = _unit(vecs[:12] + 0.3 * np.random.default_rng(9).standard_normal((12, DIMS)) / np.sqrt(DIMS))
-    approx.forget_codes()
-    statements: list[str] = []
-    conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
-    by_rows = [_search(backend, model, q, ["a"]) for q in queries]
-    conn.exec_trace = None
+    backend, model, conn, queries = _fresh_connection(index, monkeypatch, 9)
+    by_rows, statements = _traced(conn, lambda: [_search(backend, model, q, ["a"]) for q in queries])
     assert model.id not in approx._MATRICES.get(conn, {})  # vec0's blocks untouched
     assert not any(f"{approx.codes(model.id)}_vector_chunks" in s for s in statements), statements
     assert sum(f"vec_quantize_binary(embedding) FROM {approx.floats(model.id)} WHERE chunk_id IN" in s for s in statements) == 1  # read once for the 12 queries
@@ -1229,13 +1236,9 @@ def test_a_narrow_scope_read_by_rows_follows_a_document_change(
 ) -> None:
     """The scope's codes read by chunk id are kept only while nothing in the file changes: a
     document moved into the collection is found by the next query."""
-    monkeypatch.setattr(approx, "IVF_MIN_CHUNKS", 0)
     monkeypatch.setattr(approx, "SCOPE_BY_ROWS", 0.25)
-    _, backend, model, vecs = index
-    backend.build_vector_index(model)
-    conn = backend.connection()
-    approx.forget_codes()
-    q = vecs[7]  # document 8's own vector (collection b)
+    backend, model, conn, _ = _fresh_connection(index, monkeypatch, 9)
+    q = index[3][7]  # document 8's own vector (collection b)
     assert 8 not in {d for d, _ in _search(backend, model, q, ["a"])}
     with conn:
         conn.execute("UPDATE documents SET collection = 'a' WHERE id = 8")
