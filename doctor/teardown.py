@@ -42,6 +42,7 @@ class Step:
     summary: str
     run: Callable[[], list[str]]
     keeps: bool = False  # a line saying what --purge leaves, not a removal
+    unless_failed: str | None = None  # skipped, saying this, when a step before it failed (the backups: what it did not undo)
 
 
 def launcher() -> Path | None:
@@ -227,10 +228,14 @@ def plan(purge: bool) -> list[Step]:
     script = launcher()
     if script:
         steps.append(Step(f"remove the launcher {home_path(script)}", lambda: _remove(script)))
-    touched = guard_files + [Path.home() / ".claude.json", Path.cwd() / ".mcp.json", qmd.agents.codex_home() / "config.toml"]
+    touched = list(dict.fromkeys(guard_files + [Path.home() / ".claude.json", Path.cwd() / ".mcp.json", qmd.agents.codex_home() / "config.toml"]))  # each file once
     copies = _backups(touched)
     if copies:
-        steps.append(Step(f"remove {len(copies)} backup cop{'y' if len(copies) == 1 else 'ies'} qmd's installers made (" + ", ".join(home_path(c) for c in copies[:3]) + (", …" if len(copies) > 3 else "") + ")", lambda: [line for c in _backups(touched) for line in _remove(c)]))
+        steps.append(Step(
+            f"remove {len(copies)} backup cop{'y' if len(copies) == 1 else 'ies'} qmd's installers made (" + ", ".join(home_path(c) for c in copies[:3]) + (", …" if len(copies) > 3 else "") + ")",
+            lambda: [line for c in _backups(touched) for line in _remove(c)],
+            unless_failed="kept the backup copies: a step above failed, and they hold what it left undone",
+        ))
     parents = [qmd.agents.claude_config_dir(), qmd.agents.codex_home(), service.systemd_dir(), Path.home() / ".local" / "bin"]
     if steps:
         steps.append(Step("remove the folders above if that left them empty", lambda: _prune(parents)))
@@ -290,13 +295,17 @@ def teardown(
         typer.confirm("Proceed?", abort=True)
     failed = 0
     for step in steps:
+        if failed and step.unless_failed:
+            typer.echo(step.unless_failed)
+            continue
         try:
             for line in step.run():
                 typer.echo(line)
         except (qmd.QmdError, OSError) as exc:
             failed += 1
-            message = exc.message if isinstance(exc, qmd.QmdError) else str(exc)
-            typer.echo(f"failed: {step.summary}: {message}", err=True)
+            refused = harness.denial(exc) if isinstance(exc, OSError) else None
+            message, fix = (exc.message, exc.cli_hint) if isinstance(exc, qmd.QmdError) else refused or (str(exc), None)
+            typer.echo(f"failed: {step.summary}: {message}" + (f"; fix: {fix}" if fix else ""), err=True)
     if failed:
         raise qmd.QmdError(f"{failed} step(s) of the teardown failed (see above)", "fix what they name, then run qmd teardown again")
     spared = any(step.keeps for step in steps)

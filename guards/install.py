@@ -19,6 +19,7 @@ from typing import Any
 from qmd import harness
 from qmd import QmdError
 from qmd.agents import (
+    check_changeable,
     HOOKS_FEATURE_LINE,
     claude_plugin,
     claude_settings,
@@ -31,6 +32,7 @@ from qmd.agents import (
     plugin_notice,
     read_json_object,
     remove_hook_states,
+    write_or_remove,
     write_with_backup,
 )
 
@@ -122,7 +124,7 @@ def _uninstall_json(path: Path, lines: list[str]) -> None:
     original = Path(entry["backup"]) if entry.get("backup") else None
     untouched = entry.get("written_sha256") == _sha(raw)
     if untouched and "file" in entry.get("created", []):
-        path.unlink()  # exactly the bytes qmd wrote into a file qmd created: nothing to back up
+        write_or_remove(path, None)  # exactly the bytes qmd wrote into a file qmd created: nothing to back up (one made read-only is refused)
         lines.append(f"{path}: removed (qmd created it)")
     elif untouched and original is not None and original.exists():
         saved = write_with_backup(path, original.read_bytes())
@@ -146,20 +148,22 @@ def _would_write(path: Path, new: bytes | str, exists: bool) -> str:
     return f"# {path} would be {how}:\n{text.rstrip(chr(10))}"
 
 
-def _install_feature(path: Path, lines: list[str], dry_run: bool = False) -> None:
+def _install_feature(path: Path, lines: list[str], dry_run: bool = False) -> bool:
+    """Enable Codex's hooks flag in `path` when needed; True when it was (or, `dry_run`, would be) written."""
     new, how, note = enable_hooks_feature(path)
     if note:
         lines.append(f"note: {note}")
     if new is None or how is None:
-        return
+        return False
     if dry_run:
         lines.append(_would_write(path, new, path.exists()))
-        return
+        return True
     saved = write_with_backup(path, new)
     manifest = _load_manifest()
     manifest[str(path)] = {"feature": how}
     _save_manifest(manifest)
     lines.append(f"{path}: enabled hooks ([features] {HOOKS_FEATURE_LINE}) for Codex versions that need the flag" + (f"; backup: {saved}" if saved else ""))
+    return True
 
 
 def _uninstall_feature(path: Path, lines: list[str]) -> None:
@@ -169,7 +173,7 @@ def _uninstall_feature(path: Path, lines: list[str]) -> None:
         return
     new, delete = disable_hooks_feature(path, how)
     if delete:
-        path.unlink()  # still exactly what qmd created
+        write_or_remove(path, None)  # still exactly what qmd created (one made read-only is refused)
         lines.append(f"{path}: removed (qmd created it)")
     elif new is not None:
         saved = write_with_backup(path, new)
@@ -182,14 +186,15 @@ def install(claude: bool, codex: bool, scope: str = "user", dry_run: bool = Fals
     """Register the hook; returns the lines to print. `dry_run`: change nothing; the lines show
     every file that would be written, with its whole new content."""
     command = hook_command()
-    lines: list[str] = []
-    if claude:
-        plugin_id = claude_plugin(Path.cwd())
-        if plugin_id:  # the plugin's hooks/hooks.json runs the same two commands: never twice
-            lines.append(plugin_notice(plugin_id, "the PreToolUse guard and the SessionStart notice"))
-        else:
-            _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines, dry_run)
+    claude_plugin_id = claude_plugin(Path.cwd()) if claude else None
     codex_plugin_id = codex_plugin() if codex else None
+    if not dry_run:  # every file to change checked first: a command changes all of them or none
+        check_changeable(_changes(claude and not claude_plugin_id, codex and not codex_plugin_id, scope, command))
+    lines: list[str] = []
+    if claude_plugin_id:  # the plugin's hooks/hooks.json runs the same two commands: never twice
+        lines.append(plugin_notice(claude_plugin_id, "the PreToolUse guard and the SessionStart notice"))
+    elif claude:
+        _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines, dry_run)
     if codex_plugin_id:
         lines.append(plugin_notice(codex_plugin_id, "the PreToolUse guard and the SessionStart notice", "codex"))
     elif codex:
@@ -198,6 +203,16 @@ def install(claude: bool, codex: bool, scope: str = "user", dry_run: bool = Fals
         if changed:
             lines.append(f"\nnote: {TRUST_NOTE}" if dry_run else TRUST_NOTE)
     return lines
+
+
+def _changes(claude: bool, codex: bool, scope: str, command: str) -> list[Path]:
+    """The files `install` would write (what its dry run would show)."""
+    scratch: list[str] = []
+    files = [claude_settings(scope)] if claude and _install_json(claude_settings(scope), CLAUDE_MATCHER, command, scratch, True) else []
+    if codex:
+        files += [codex_hooks_json()] if _install_json(codex_hooks_json(), CODEX_MATCHER, command, scratch, True) else []
+        files += [codex_config()] if _install_feature(codex_config(), scratch, True) else []
+    return files
 
 
 def uninstall(claude: bool, codex: bool, scope: str = "user") -> list[str]:

@@ -21,7 +21,7 @@ qmd's Claude Code plugin (`plugin`):
   `remove_command(id, client)`: the client's command that removes the plugin (teardown names it).
 Editing them (`files`, `codex`):
 - `read_json_object`, `dump_json`: read a JSON object file, write JSON in its style.
-- `backup`, `write_file`, `write_with_backup`, `write_or_remove`: `*.qmd-backup-<time>`
+- `backup`, `write_file`, `write_with_backup`, `write_or_remove`, `check_changeable`: `*.qmd-backup-<time>`
   copies and atomic, mode-keeping writes.
 - `enable_hooks_feature`, `disable_hooks_feature`, `HOOKS_FEATURE_LINE`: Codex's
   `[features] hooks = true` flag, added and removed as text.
@@ -53,6 +53,7 @@ _EXPORTS = {
     "dump_json": "files",
     "backup": "files",
     "write_file": "files",
+    "check_changeable": "files",
     "write_with_backup": "files",
     "write_or_remove": "files",
     "enable_hooks_feature": "codex",
@@ -74,7 +75,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.agents.codex import HOOKS_FEATURE_LINE, disable_hooks_feature, enable_hooks_feature, remove_hook_states
-    from qmd.agents.files import backup, dump_json, read_json_object, write_file, write_or_remove, write_with_backup
+    from qmd.agents.files import backup, check_changeable, dump_json, read_json_object, write_file, write_or_remove, write_with_backup
     from qmd.agents.plugin import PLUGIN_SERVER, claude_plugin, codex_plugin, plugin_notice, remove_command
     from qmd.agents.locations import claude_config_dir, claude_json, claude_settings, codex_config, codex_home, codex_hooks_json, project_mcp_json
     from qmd.agents.registration import apply, plan_claude, plan_codex, registered_token_env, registrations, unregister_all

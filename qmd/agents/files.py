@@ -12,11 +12,12 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import QmdError
-from qmd.core.fileio import refuse_read_only, write_bytes
+from qmd.core.fileio import check_writable, refuse_read_only, write_bytes
 
 FIX_HINT = "fix the file (or move it away) and run the command again"
 
@@ -78,6 +79,22 @@ def backup(path: Path) -> Path | None:
     return target
 
 
+def _written(path: Path) -> Path:
+    """The file a write of `path` changes: a link's target when it links to an existing file (see `write_file`)."""
+    return Path(os.path.realpath(path)) if path.is_symlink() and path.is_file() else path
+
+
+def check_changeable(paths: Iterable[Path]) -> None:
+    """Raise what writing or removing each of `paths` would meet, changing nothing: a file a
+    plain write may not change (ReadOnlyFile: its mode, owner, an immutable flag, a mount of
+    its own), a folder it cannot be written or made in. For a command that changes several
+    files: checked all before any is written, so it changes all of them or none."""
+    for path in paths:
+        target = _written(path)
+        refuse_read_only(target)
+        check_writable(target, make_folders=False)
+
+
 def write_file(path: Path, data: bytes | str) -> None:
     """Replace `path` atomically with `data` (text is UTF-8), keeping an existing file's mode.
 
@@ -85,13 +102,12 @@ def write_file(path: Path, data: bytes | str) -> None:
     through: its target is replaced and the link stays, where replacing the link left the
     dotfiles copy silently out of use. A dangling link is replaced by a file. A file the user
     made read-only is refused (ReadOnlyFile), never replaced under its protection."""
-    target = Path(os.path.realpath(path)) if path.is_symlink() and path.is_file() else path
-    write_bytes(target, data.encode("utf-8") if isinstance(data, str) else data, keep_read_only=True)  # a file made read-only is refused, not replaced
+    write_bytes(_written(path), data.encode("utf-8") if isinstance(data, str) else data, keep_read_only=True)  # a file made read-only is refused, not replaced
 
 
 def write_with_backup(path: Path, data: bytes | str) -> Path | None:
     """Back up `path` (when it exists), then replace it with `data`; returns the backup's path."""
-    refuse_read_only(path)  # before the backup: a refused write leaves no stray copy
+    check_changeable([path])  # before the backup: a refused write leaves no stray copy
     saved = backup(path)
     write_file(path, data)
     return saved

@@ -190,6 +190,11 @@ class Plan:
     check: list[str] | None = None  # run after writing: the client must read the entry, else the file is put back
     old_text: str | None = None
 
+    @property
+    def writes(self) -> Path | None:
+        """The file `apply` will write, if it writes one."""
+        return self.path if not self.commands and self.changed and self.new_text is not None else None
+
     def describe(self) -> str:
         import shlex
 

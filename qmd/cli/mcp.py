@@ -114,7 +114,7 @@ def install(
     print_: Annotated[bool, typer.Option("--print", help="Show what would be run or written; change nothing.")] = False,
 ) -> None:
     """Register qmd's MCP server with Claude Code and/or Codex."""
-    from qmd.agents import apply, plan_claude, plan_codex
+    from qmd.agents import apply, check_changeable, plan_claude, plan_codex
     from qmd.serve import DEFAULT_PORT, inspect, read_pid_file
     from qmd.serve.daemon import choose_port
 
@@ -136,6 +136,8 @@ def install(
         plans.append(plan_claude(index, scope, http, port or DEFAULT_PORT, token_env=token_env, url=url))
     if codex:
         plans.append(plan_codex(index, http, port or DEFAULT_PORT, token_env=token_env, url=url))
+    if not print_:  # both clients' files checked first: registered with both or neither
+        check_changeable([path for plan in plans if (path := plan.writes) is not None])
     for plan in plans:
         if print_:
             out(plan.describe() + "\n")

@@ -256,9 +256,16 @@ def _ready_for_claude(agents: Path, claude_dir: Path, text: str, force: bool) ->
 
     if claude_dir.parent.exists() and os.path.realpath(claude_dir.parent) == os.path.realpath(agents.parent):
         return  # Claude sees the skill through a linked folder: nothing to make
+    for above in claude_dir.parents:  # the folders to make: a file standing where one goes stops mkdir
+        if os.path.lexists(above):
+            if not above.is_dir():
+                raise QmdError(f"cannot install the skill for Claude: {above} is a file where a folder goes", f"move {above} aside, then run this again")
+            break
     ours = claude_dir.is_symlink() and os.path.realpath(claude_dir) == os.path.realpath(agents)
     if (claude_dir.is_symlink() or claude_dir.exists()) and not (ours or force or _is_ours(claude_dir, text)):
         _claude_taken(claude_dir)
+    if claude_dir.is_dir() and not claude_dir.is_symlink() and (force or all(p.name == "SKILL.md" for p in claude_dir.iterdir())):
+        check_writable(claude_dir / "SKILL.md", make_folders=False)  # a copy to be replaced by the link: emptied first
     check_writable(claude_dir, make_folders=False)
 
 

@@ -24,34 +24,98 @@ FULL = (errno.ENOSPC, errno.EDQUOT)  # the file system has no room: no space lef
 
 
 class ReadOnlyFile(PermissionError):
-    """A file the user made read-only (no write bit for them) that qmd was to replace: an
-    atomic replace needs only its folder's write bit and would override the protection."""
+    """A file of the user's that qmd was to replace or remove and a plain write may not change
+    (its mode, its owner, an immutable flag, an ACL, a read-only or bind mount of its own): an
+    atomic replace needs only its folder's write bit and would override that. `fix` is the
+    hint naming what would let qmd change it."""
 
-    def __init__(self, path: str | os.PathLike[str], mode: int) -> None:
-        super().__init__(errno.EACCES, f"read-only (mode {mode:04o})", os.fspath(path))
-        self.mode = mode
+    def __init__(self, path: str | os.PathLike[str], why: str, fix: str) -> None:
+        super().__init__(errno.EACCES, why, os.fspath(path))
+        self.fix = fix
 
 
-def read_only(path: str | os.PathLike[str]) -> int | None:
-    """The mode of `path` when it is an existing regular file that a plain write (`>`, `cp`,
-    an editor) would be refused by its modes or ACLs, else None: the protection an atomic
-    rename, which needs only the folder's write bit, would override. A read-only mount is
-    not this: the write itself fails there, naming the mount."""
+_IMMUTABLE, _APPEND_ONLY = 0x10, 0x20  # FS_IMMUTABLE_FL, FS_APPEND_FL (linux/fs.h)
+
+
+def _inode_flags(path: str | os.PathLike[str]) -> int:
+    """The file's inode flags (lsattr's), 0 where they cannot be read (not Linux, no such ioctl)."""
+    try:
+        import fcntl
+        import struct
+
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            return int(struct.unpack_from("i", fcntl.ioctl(fd, 0x80086601, b"\0" * 8))[0])  # FS_IOC_GETFLAGS
+        finally:
+            os.close(fd)
+    except (OSError, ImportError):  # not Linux, or a file system without the flags
+        return 0
+
+
+def read_only(path: str | os.PathLike[str]) -> ReadOnlyFile | None:
+    """Why a plain write (`>`, `cp`, an editor) of the existing regular file `path` would be
+    refused, as the error to raise, else None: the protection an atomic rename, which needs
+    only the folder's write bit, would override; or a file mounted on its own (a container's
+    `-v FILE:FILE`), which a rename cannot replace. The hint names what fixes the cause."""
     try:
         st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or os.statvfs(path).f_flag & os.ST_RDONLY:
+        if not stat.S_ISREG(st.st_mode):
             return None
+        folder = os.stat(os.path.dirname(os.path.abspath(path)))
+        mounted_ro = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
         return None
+    name = os.path.abspath(path)
+    if st.st_dev != folder.st_dev or _mount_point_file(name):
+        return ReadOnlyFile(
+            path, "a file mounted on its own (a bind mount" + (", read-only" if mounted_ro else "") + "), which qmd cannot replace: it writes a new file and renames it over the old one",
+            "mount the folder that holds it instead, or change the file where it is mounted from",
+        )
+    if mounted_ro:
+        return None  # the write itself fails there, naming the mount and the remount
     search = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
-    return None if os.access(path, os.W_OK, **search) else stat.S_IMODE(st.st_mode)
+    if os.access(path, os.W_OK, **search):
+        return None
+    mode = stat.S_IMODE(st.st_mode)
+    flags = _inode_flags(path)
+    if flags & (_IMMUTABLE | _APPEND_ONLY):
+        kind, flag = ("immutable", "i") if flags & _IMMUTABLE else ("append-only", "a")
+        return ReadOnlyFile(path, f"{kind} (chattr +{flag})", f"clear the flag to let qmd change it (sudo chattr -{flag} {name}), or leave it as it is")
+    euid = os.geteuid()
+    if euid != 0 and st.st_uid != euid:
+        owner = _user_name(st.st_uid)
+        return ReadOnlyFile(path, f"read-only to you (mode {mode:04o}, owned by {owner})", f"run qmd as {owner}, or make the file yours (sudo chown {_user_name(euid)} {name})")
+    if mode & stat.S_IWUSR:  # its mode lets its owner write: an ACL or a security module refuses
+        return ReadOnlyFile(path, f"not writable to you although its mode is {mode:04o} (an ACL?)", f"see what refuses it (getfacl {name}; lsattr {name})")
+    return ReadOnlyFile(path, f"read-only (mode {mode:04o})", f"make it writable (chmod u+w {name}) to let qmd change it, or keep it read-only and leave it be")
+
+
+def _mount_point_file(name: str) -> bool:
+    """Whether the file `name` is itself a mount point (a bind mount of one file, as a
+    container's `-v FILE:FILE` makes: on the same file system, so its device tells nothing)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            points = {line.split(b" ")[4] for line in fh if line.count(b" ") >= 4}
+    except OSError:
+        return False
+    real = os.path.realpath(name).encode()
+    return real.replace(b" ", b"\\040") in points
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def refuse_read_only(path: str | os.PathLike[str]) -> None:
-    """Raise ReadOnlyFile when `path` is a file the user made read-only (see `read_only`)."""
-    mode = read_only(path)
-    if mode is not None:
-        raise ReadOnlyFile(path, mode)
+    """Raise ReadOnlyFile when `path` is a file a plain write may not change (see `read_only`)."""
+    refused = read_only(path)
+    if refused is not None:
+        raise refused
 
 
 def denial(exc: BaseException, doing: str | None = None) -> tuple[str, str] | None:
@@ -72,7 +136,7 @@ def denial(exc: BaseException, doing: str | None = None) -> tuple[str, str] | No
     if isinstance(exc, ReadOnlyFile):
         name = os.path.abspath(os.fsdecode(exc.filename))
         said = f"it is {why}" if doing and name in doing else f"{name} is {why}, so qmd leaves it as it is"
-        return (f"{doing}: {said}" if doing else said), f"make it writable (chmod u+w {name}) to let qmd change it, or keep it read-only and leave it be"
+        return (f"{doing}: {said}" if doing else said), exc.fix
     if exc.errno in FULL:
         return _no_room(exc, why, doing)
     if not exc.filename:
@@ -159,12 +223,15 @@ def write_bytes(
     owner-read: what qmd writes it must be able to read back), else the umask default. The
     parent folder is created when missing. A symlink at `path` is replaced by a regular file,
     never written through. `keep_read_only` (the user's own files: the config, agents'
-    settings, a hook, an export's target) refuses a file the user made read-only
-    (ReadOnlyFile) instead of replacing it; qmd's own caches and state heal such a mode.
+    settings, the tokens, an export's target) refuses a file a plain write may not change
+    (ReadOnlyFile: see `read_only`) instead of replacing it, unless it already holds `data`;
+    qmd's own caches and state heal such a mode.
     """
     target = Path(path)
-    if keep_read_only:
-        refuse_read_only(target)
+    if keep_read_only and (refused := read_only(target)) is not None:
+        if _holds(target, data):
+            return target  # nothing to change: a command run again over a protected file is no error
+        raise refused
     target.parent.mkdir(parents=True, exist_ok=True)
     if mode is None and keep_mode:
         try:
@@ -190,6 +257,14 @@ def write_bytes(
     return target
 
 
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at `path` holds exactly `data`."""
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
+
+
 def _name_the_target(exc: BaseException, tmp: Path, target: Path) -> None:
     """Give a full disk's OSError the file being written: write() and close() raise it
     without a name, and the temp file's name is not the one the user knows."""
@@ -200,7 +275,7 @@ def _name_the_target(exc: BaseException, tmp: Path, target: Path) -> None:
 def check_writable(path: str | os.PathLike[str], *, keep_read_only: bool = False, make_folders: bool = True) -> None:
     """Raise the OSError that `write_bytes(path, …)` would meet creating its temp file (its
     folder missing and not creatable, not writable, on a read-only mount; with
-    `keep_read_only`, a file the user made read-only). For a step that must not start unless
+    `keep_read_only`, a file a plain write may not change: `read_only`). For a step that must not start unless
     the file can be written after it. Missing folders are made, unless `make_folders` is
     false: then the probe is made in the nearest folder that exists, where the first would
     be, and nothing is changed at all."""

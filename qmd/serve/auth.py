@@ -114,7 +114,7 @@ def load(path: Path) -> list[TokenEntry] | None:
 def save(path: Path, entries: list[TokenEntry]) -> None:
     from qmd.core.fileio import write_json
 
-    write_json(path, {"version": VERSION, "tokens": [e.to_json() for e in entries]}, mode=0o600)
+    write_json(path, {"version": VERSION, "tokens": [e.to_json() for e in entries]}, mode=0o600, keep_read_only=True)
 
 
 def check_name(name: str) -> str:
