@@ -40,22 +40,38 @@ def _low_priority(threads: int | None) -> None:
     os.environ["QMD_THREADS"] = str(threads or os.environ.get("QMD_UPDATER_THREADS") or 1)
 
 
+def _enrolled(path: str, layout: harness.StateLayout) -> str:
+    """The enrolled work tree `path` names (as its hook names it: the top of the work tree), or a QmdError naming `qmd hooks install`."""
+    from .registry import load
+
+    enrolled = load(layout)
+    real = os.path.realpath(path)
+    for tree in enrolled:
+        if os.path.realpath(tree) == real:
+            return tree
+    raise QmdError(f"{path} is not a repository qmd's hooks are installed in", f"install them first: qmd hooks install {path}")
+
+
 @app.command(short_help="Drain the queue once.")
 def run(
     respect_backoff: Annotated[bool, typer.Option("--respect-backoff", help="Leave failed repos alone until their backoff elapses (what the daemon and the timer do); by default a manual run retries them now.")] = False,
     if_idle: Annotated[bool, typer.Option("--if-idle", help="Exit 0 quietly when another updater holds the lock.")] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print the run's result as JSON.")] = False,
     threads: ThreadsOpt = None,
+    repos: Annotated[list[str] | None, typer.Option("--repo", metavar="PATH", help="First queue a request for this enrolled repository, as its hook would (a commit whose request the hook could not write); repeatable.", show_default=False)] = None,
 ) -> None:
     """Drain the queue once: claim, coalesce per repo, update then embed, delete what succeeded."""
     from .logs import setup
     from .run import drain
 
     layout = harness.StateLayout.current()
+    asked = [_enrolled(path, layout) for path in repos or []]
     _low_priority(threads)
     log = setup(layout, stderr=True, plain=True)  # what it does, as it goes, on stderr too (the result goes to stdout)
     try:
         with UpdaterLock(layout, "run"):
+            for path in asked:
+                spool.enqueue(layout, path, "manual")
             result = drain(layout, log, respect_backoff=respect_backoff)
     except UpdaterBusy:
         if if_idle:

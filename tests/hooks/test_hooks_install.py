@@ -403,7 +403,7 @@ def test_a_commit_succeeds_when_the_queue_is_unusable(cli, state: Path, tmp_path
     proc = commit(repo, "a.md", "# A\n")
     assert proc.returncode == 0
     head = git(repo, "rev-parse", "HEAD").stdout.strip()
-    assert proc.stderr == f"qmd: commit {head} was not queued for indexing: cannot write {state}/queue/tmp; once it can be written, run: qmd update --embed\n"
+    assert proc.stderr == f"qmd: commit {head} was not queued for indexing: cannot write {state}/queue/tmp; once it can be written, run: qmd updater run --repo '{repo}'\n"
     assert git(repo, "log", "--format=%s", "-1").stdout.strip() == "add a.md"
     assert "NOT queued" in (state / "logs" / "hooks.log").read_text()
 

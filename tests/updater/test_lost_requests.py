@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def test_a_commit_made_while_the_disk_is_full_is_indexed_once_space_is_back(cli,
         proc = commit(repo, "lost.md", "# Lost\n\nzebracrossing of the full disk\n")
         head = git(repo, "rev-parse", "HEAD").stdout.strip()
         assert proc.returncode == 0, proc.stderr  # fail-open: the commit is not failed, and the user is told
-        assert proc.stderr == f"qmd: commit {head} was not queued for indexing: cannot write {state}/queue/tmp; once it can be written, run: qmd update --embed\n", proc.stderr
+        assert proc.stderr == f"qmd: commit {head} was not queued for indexing: cannot write {state}/queue/tmp; once it can be written, run: qmd updater run --repo '{repo}'\n", proc.stderr
         [left] = queue_files(state, "tmp")
         assert left.endswith(f".post-commit.{head}") and (state / "queue" / "tmp" / left).stat().st_size == 0
         assert queue_files(state, "new") == []
@@ -117,7 +118,8 @@ def test_a_commit_whose_request_has_no_room_at_all_is_told_on_the_terminal(cli, 
         assert proc.returncode == 0, proc.stderr
         assert queue_files(state, "tmp") == queue_files(state, "new") == []  # no trace on disk: the terminal is the only one
         [line] = proc.stderr.splitlines()
-        assert line.startswith(f"qmd: commit {head} was not queued for indexing") and line.endswith("run: qmd update --embed"), proc.stderr
-    assert run_qmd("update").returncode == 0  # the fix it names
-    with _store() as store:
-        assert [h.uri for h in store.search("platypusmarch")] == ["qmd://notes/gone.md"]
+        assert line.startswith(f"qmd: commit {head} was not queued for indexing") and line.endswith(f"run: qmd updater run --repo '{repo}'"), proc.stderr
+        shutil.rmtree(state / ".inodes")  # room again
+        assert run_qmd("updater", "run", "--repo", str(repo)).returncode == 0  # the fix it names
+        with _store() as store:
+            assert [h.uri for h in store.search("platypusmarch")] == ["qmd://notes/gone.md"]
