@@ -212,7 +212,7 @@ class Config:
         text = yaml.dump(self.raw, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
         # A new config is private (0600); an existing one keeps its mode.
         try:
-            write_text(self.path, text, mode=None if self.path.exists() else 0o600, keep_read_only=True)
+            write_text(self.written_path(), text, mode=None if self.path.exists() else 0o600, keep_read_only=True)
         except OSError as exc:
             raise self._unwritable(exc) from exc
         # Keep the parse of what was written: the next process (a server's first start) reads no YAML.
@@ -223,6 +223,17 @@ class Config:
             pass
         self.path.with_name(f".{self.path.name}.json").unlink(missing_ok=True)  # the copy older qmds kept beside it
 
+    def written_path(self) -> Path:
+        """The file `save()` replaces: in qmd's own config folder, a link to an existing file (a
+        dotfiles manager's: stow, chezmoi, yadm) is written through, so the copy it keeps stays
+        the one in use (replacing the link left it silently behind); anywhere else (a project's
+        `.qmd/`, which a cloned repository controls) a link is replaced, never written through."""
+        from qmd.core.paths import config_dir
+
+        if self.path.is_symlink() and self.path.is_file() and os.path.abspath(self.path.parent) == os.path.abspath(config_dir()):
+            return Path(os.path.realpath(self.path))
+        return self.path
+
     def check_writable(self) -> None:
         """A ConfigError naming the fix when `save()` could not write the file (its folder
         read-only, not creatable); changes nothing. Called before a change that must not
@@ -230,7 +241,7 @@ class Config:
         from qmd.core.fileio import check_writable
 
         try:
-            check_writable(self.path, keep_read_only=True)
+            check_writable(self.written_path(), keep_read_only=True)
         except OSError as exc:
             raise self._unwritable(exc) from exc
 
