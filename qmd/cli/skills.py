@@ -215,8 +215,15 @@ def skill_dirs(global_: bool, cwd: Path | None = None) -> tuple[Path, Path]:
 
 
 def _is_ours(folder: Path, text: str) -> bool:
+    """Whether `folder` holds this skill, or no skill yet: empty, or only another install's
+    temporary file (six installs at once: five said "a different skill already exists")."""
     skill = folder / "SKILL.md"
-    return skill.is_file() and skill.read_text(encoding="utf-8", errors="replace") == text
+    if skill.is_file():
+        return skill.read_text(encoding="utf-8", errors="replace") == text
+    try:
+        return not skill.is_symlink() and all(p.name.startswith(".SKILL.md.") and p.name.endswith(".tmp") for p in folder.iterdir())
+    except OSError:
+        return False
 
 
 def _clear(path: Path, text: str, force: bool) -> None:

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from qmd.cli.skills import SKILLS_DIR
-from tests.support.run import qmd_env, qmd_on_path, qmd_on_terminal, run_qmd
+from tests.support.run import command, qmd_env, qmd_on_path, qmd_on_terminal, run_qmd
 
 SKILL = SKILLS_DIR / "qmd" / "SKILL.md"
 
@@ -177,3 +177,23 @@ def test_install_on_a_terminal_asks_before_linking_claude(tmp_path: Path) -> Non
         code, screen = qmd_on_terminal(project, "skill", "install", answer=answer)
         assert code == 0 and "Create a symlink in" in screen, screen
         assert (project / ".claude" / "skills" / "qmd").is_symlink() is linked
+
+
+def test_installs_at_once_all_succeed(tmp_path: Path) -> None:
+    """Six `skill install --global --claude` at once: five exited 1 saying "a different skill
+    already exists", having found the folder another had just made, still empty. An empty
+    folder (or one holding only another install's temporary file) holds no other skill."""
+    home = tmp_path / "h1"
+    (home / ".agents" / "skills" / "qmd").mkdir(parents=True)  # made by another install, SKILL.md not yet written
+    done = run_qmd("skill", "install", "--global", "--claude", env=qmd_env({"HOME": str(home)}))
+    assert done.returncode == 0, done.stderr
+    env = qmd_env({"HOME": str(tmp_path / "h2")})
+    (tmp_path / "h2").mkdir()
+    procs = [subprocess.Popen(command("skill", "install", "--global", "--claude"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    results = [(p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in procs]
+    for p in procs:
+        for stream in (p.stdout, p.stderr):
+            if stream:
+                stream.close()
+    assert [code for code, _ in results] == [0] * 6, results
+    assert (tmp_path / "h2" / ".agents" / "skills" / "qmd" / "SKILL.md").read_text() == SKILL.read_text()
