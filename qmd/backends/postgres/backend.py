@@ -16,11 +16,11 @@ from pathlib import Path
 
 import psycopg
 
-from qmd.core.errors import IndexAccessError, QmdError
+from qmd.core.errors import QmdError
 from qmd.backends.base import FieldsFor, IndexBackend, IndexCheck, RebuildReport, VectorModel
 from qmd.backends.owner import Owner
 from qmd.backends.postgres import cache, documents, fulltext
-from qmd.backends.postgres.connection import adopt_schema, connect, migrate, quote_ident, redact, schema_exists, schema_for, split_url
+from qmd.backends.postgres.connection import adopt_schema, connect, disk_full, migrate, quote_ident, redact, schema_exists, schema_for, split_url
 from qmd.backends.sql import count, drop_inactive
 
 TYPE_CHECKING = False
@@ -33,7 +33,7 @@ def _meaning(exc: psycopg.Error, location: str, *, dropped: bool = False) -> Qmd
     or a value it refuses. `dropped`: the connection did not survive the error."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     if isinstance(exc, psycopg.errors.DiskFull):
-        return _disk_full(first, location, dropped)
+        return disk_full(first, location, dropped)
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
         return QmdError(f"lost the connection to the database at {location}: {first}", "check that the database server is running, then run the command again")
     if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):
@@ -41,20 +41,6 @@ def _meaning(exc: psycopg.Error, location: str, *, dropped: bool = False) -> Qmd
     if isinstance(exc, psycopg.DataError):
         return QmdError(f"the database at {location} refused a value: {first}", "remove the character it names (PostgreSQL text cannot hold NUL) and try again")
     return None
-
-
-def _disk_full(said: str, location: str, dropped: bool) -> IndexAccessError:
-    """The server could not write a file on its disk (SQLSTATE 53100). It rolled the transaction
-    back (an ERROR), or PANICked when its write-ahead log could not grow and dropped every
-    connection: then it recovers to the last commit, or stops when it has no room to finish
-    recovery. Either way the index is as it was. The disk is the server's, maybe another machine's:
-    no `df` here can see it, so the fix names the server's disk, not a mount point."""
-    gone = " and the database server dropped the connection" if dropped else ""
-    fix = "free space on the database server's disk" + (" (and start the database server again if it stopped)" if dropped else "")
-    return IndexAccessError(
-        f"the disk of the database server at {location} is full{gone} (PostgreSQL says: {said}); the index is not damaged and this change was not written",
-        fix, "", owner=False, hint=f"{fix}, then run the command again",
-    )
 
 
 class PostgresBackend(IndexBackend):

@@ -19,7 +19,7 @@ import logging
 import psycopg
 
 from qmd.core.clock import now_iso
-from qmd.core.errors import QmdError
+from qmd.core.errors import IndexAccessError, QmdError
 from qmd.backends.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 
 # psycopg logs "error ignored terminating <Pipeline>" when the server vanished mid-batch;
@@ -259,12 +259,30 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def disk_full(said: str, location: str, dropped: bool) -> IndexAccessError:
+    """The server could not write a file on its disk (SQLSTATE 53100). It rolled the transaction
+    back (an ERROR), or PANICked when its write-ahead log could not grow and dropped every
+    connection: then it recovers to the last commit, or stops when it has no room to finish
+    recovery; or it refused a new connection whose start-up files it could not write. Either way
+    the index is as it was. The disk is the server's, maybe another machine's: no `df` here can
+    see it, so the fix names the server's disk, not a mount point."""
+    gone = " and the database server dropped the connection" if dropped else ""
+    fix = "free space on the database server's disk" + (" (and start the database server again if it stopped)" if dropped else "")
+    return IndexAccessError(
+        f"the disk of the database server at {location} is full{gone} (PostgreSQL says: {said}); the index is not damaged and this change was not written",
+        fix, "", owner=False, hint=f"{fix}, then run the command again",
+    )
+
+
 def connect(url: str, schema: str, *, application: str = "qmd") -> psycopg.Connection:
     """A connection in autocommit whose search_path is the index's schema (then public, for pgvector)."""
     try:
         conn = psycopg.connect(url, autocommit=True, application_name=application[:63], connect_timeout=10)
     except psycopg.Error as exc:
         said = " ".join(str(exc).split())  # libpq's lines (a DETAIL, "Is the server running…?") as one
+        if isinstance(exc, psycopg.errors.DiskFull) or getattr(exc, "sqlstate", None) == "53100" or "No space left on device" in said:
+            # a running server refusing the connection: "FATAL: could not write init file: No space left on device"
+            raise disk_full(said, redact(url), False) from exc
         raise QmdError(f"cannot connect to the database {redact(url)}: {said}", CONNECT_HINT) from exc
     conn.execute(f"SET search_path TO {quote_ident(schema)}, public")
     return conn

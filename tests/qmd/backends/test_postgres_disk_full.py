@@ -178,3 +178,25 @@ def test_a_panic_over_a_full_wal_disk_names_the_disk_and_the_dropped_connection(
         postgres.start_again(srv)
         assert backend.connection().execute("SELECT count(*) FROM filled").fetchone() == (0,)  # a new connection; nothing of the transaction
         backend.close()
+
+
+def test_a_connection_the_full_disk_refuses_names_the_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A running server on a full disk may refuse a new connection whose start-up files it
+    cannot write (CI, a busy run: the update's connection came after the fill). That read
+    "cannot connect … check that the server is running". psycopg raises it as libpq gives it,
+    without a SQLSTATE, so its words are read: the server's own, copied from that run."""
+    import psycopg
+
+    from qmd.backends.postgres.connection import connect
+    from qmd.core.errors import IndexAccessError
+
+    said = 'connection failed: connection to server on socket "/tmp/qmd-pg-x/data/.s.PGSQL.5432" failed: FATAL:  could not write init file: No space left on device'
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise psycopg.OperationalError(said)
+
+    monkeypatch.setattr(psycopg, "connect", refuse)
+    with pytest.raises(IndexAccessError) as caught:
+        connect("postgresql://qmd:secret@/t?host=/tmp/qmd-pg-x/data", "qmd_index")
+    assert "the disk of the database server at postgresql://qmd:" in caught.value.message and "secret" not in caught.value.message
+    assert "No space left on device" in caught.value.message and caught.value.cli_hint and SERVER_FULL in caught.value.cli_hint
