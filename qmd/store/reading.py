@@ -11,7 +11,6 @@ from qmd.search.confidence import THRESHOLD, Judged, VectorScale, judge_keyword,
 from qmd.search.fts import bm25_search
 from qmd.search.snippets import make_snippet
 from qmd.search.syntax import parse_query
-from qmd.store import refs
 from qmd.backends.base import DocRow, FileRow
 from qmd.core.contexts import normalise_subpath
 from qmd.core.records import replace
@@ -193,6 +192,7 @@ class Reader:
         """The document `query --why` asks about: found, searched, matching the filter, its chunks."""
         from qmd.search.vector import current_model
         from qmd.search.why import WhyTarget, chunk_states, not_found
+        from qmd.store import refs
 
         backend, colls = self.state.db(), self.state.collections()
         try:
@@ -243,6 +243,8 @@ class Reader:
         return THRESHOLD if configured is None else configured
 
     def get(self, ref: str, from_line: int | None, max_lines: int | None, cwd: str | None) -> Document:
+        from qmd.store import refs  # here: a search never reads a reference
+
         target, start, count = refs.split_range(ref)
         from_line = from_line or start
         max_lines = max_lines if max_lines is not None else count
@@ -267,6 +269,8 @@ class Reader:
         )
 
     def multi_get(self, pattern: str, max_lines: int | None, max_bytes: int, cwd: str | None) -> list[MultiGetItem]:
+        from qmd.store import refs
+
         backend = self.state.db()
         colls = self.state.collections()
         wanted: list[Wanted] = []
@@ -303,6 +307,8 @@ class Reader:
         """multi-get's items for `wanted` (each document and range once), with the `missing`
         names put back where they stood. A document over `max_bytes` is skipped, unless a
         line range was asked for: then the lines shown are what must fit."""
+        from qmd.store import refs
+
         backend = self.state.db()
         out: list[MultiGetItem] = []
         unique = {(r.collection, r.path, start, count): (r, start, count) for r, start, count in wanted}  # in order (a row holding metadata is not hashable)

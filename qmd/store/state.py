@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 from qmd.core.errors import QmdError
-from qmd.store import refs
 from qmd.backends.base import IndexBackend
 from qmd.core.config import CollectionConfig, Config
 from qmd.core.contexts import contexts_for
@@ -118,7 +117,9 @@ class IndexState:
     def collection(self, name: str) -> CollectionConfig:
         colls = self.collections()
         if name not in colls:
-            raise refs.unknown_collection(name, colls)
+            from qmd.store.refs import unknown_collection
+
+            raise unknown_collection(name, colls)
         return colls[name]
 
     def editable(self, name: str) -> CollectionConfig:
@@ -126,7 +127,9 @@ class IndexState:
         what a change made through `config.set_collection` starts from."""
         colls = self.config.collections()
         if name not in colls:
-            raise refs.unknown_collection(name, colls)
+            from qmd.store.refs import unknown_collection
+
+            raise unknown_collection(name, colls)
         return colls[name]
 
     def context(self, collection: str, path: str) -> str | None:
@@ -153,5 +156,7 @@ class IndexState:
 
     def fs_context_target(self, target: str, cwd: str | None) -> tuple[str, str] | None:
         """(collection, sub-path) of a file-system path inside a collection, or None."""
+        from qmd.store.refs import collection_of_path
+
         fs = os.path.join(cwd or os.getcwd(), os.path.expanduser(target))
-        return refs.collection_of_path(self.collections(), fs)
+        return collection_of_path(self.collections(), fs)

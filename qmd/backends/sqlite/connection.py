@@ -7,7 +7,6 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 import time
-import weakref
 from pathlib import Path
 
 import apsw
@@ -17,6 +16,10 @@ from qmd.core.errors import IndexBusyError, IndexDamagedError, QmdError
 from qmd.core.cancel import waiting
 from qmd.backends.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 from qmd.backends.sqlite import access
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from weakref import WeakKeyDictionary
 
 # Each migration is applied once, in order, inside one transaction, and recorded by name
 # in schema_migrations; `pending_migrations` lets doctor say "schema behind" read-only.
@@ -405,7 +408,7 @@ def values_in(values: Sequence[object]) -> tuple[str, list[object]]:
     return "SELECT value FROM json_each(?)", [json.dumps(list(values))]
 
 
-_SIDE_WRITES: weakref.WeakKeyDictionary[apsw.Connection, int] = weakref.WeakKeyDictionary()
+_SIDE_WRITES: dict[str, WeakKeyDictionary[apsw.Connection, int]] = {}  # "writes": made by the first side write (a search never imports weakref)
 
 
 @contextmanager
@@ -417,9 +420,15 @@ def side_writes(conn: apsw.Connection) -> Iterator[None]:
     try:
         yield
     finally:
-        _SIDE_WRITES[conn] = _SIDE_WRITES.get(conn, 0) + conn.total_changes() - before
+        if not _SIDE_WRITES:
+            from weakref import WeakKeyDictionary
+
+            _SIDE_WRITES.setdefault("writes", WeakKeyDictionary())
+        kept = _SIDE_WRITES["writes"]
+        kept[conn] = kept.get(conn, 0) + conn.total_changes() - before
 
 
 def data_changes(conn: apsw.Connection) -> int:
     """Rows this connection has changed, besides its `side_writes`."""
-    return conn.total_changes() - _SIDE_WRITES.get(conn, 0)
+    kept = _SIDE_WRITES.get("writes")
+    return conn.total_changes() - (kept.get(conn, 0) if kept is not None else 0)
