@@ -349,7 +349,7 @@ def test_first_stdio_call_loads_nothing_it_does_not_use(tmp_path: Path, first: s
 NOT_ON_A_FIRST_CALL = (
     "qmd.store.maintenance", "qmd.store.collections", "qmd.store.activity", "qmd.core.trust", "qmd.search.vector",
     "hashlib", "datetime", "shlex", "typing", "yaml", "tree_sitter", "llama_cpp", "numpy",
-    "weakref", "zlib",  # kept side writes (only a write records one), the config copy's name (0.7 and 0.2 ms)
+    "weakref", "zlib",  # kept side writes (only a write records one), the config copy's name (0.4 and 0.2 ms)
 )
 NOT_ON_A_FIRST_QUERY = ("qmd.store.refs",)  # references: a get's, never a search's
 
