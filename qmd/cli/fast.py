@@ -229,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command = route(args) if os.environ.get("QMD_FAST") != "0" else None
     if command is None:
+        import gc
+
+        gc.enable()  # typer's commands include the long ones (update, embed, the HTTP server): collected as usual
         from qmd.cli.main import main as typer_main
 
         return typer_main(args)
@@ -236,4 +239,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
+    """The console script. The cyclic collector is off for a routed command (one search, get
+    or status, then the process ends): its passes walked every module's objects while they
+    were imported, ≈ 7% of a `qmd search` (stdio's server turns it on again after its first
+    answer; every other command turns it on in `main`)."""
+    import gc
+
+    gc.disable()
     sys.exit(main())

@@ -297,6 +297,23 @@ def test_a_routed_search_never_imports_typer_or_yaml(indexed: Path) -> None:
     assert "LOADED []" in proc.stdout, proc.stdout  # each of these costs milliseconds of every search
 
 
+@pytest.mark.parametrize(("argv", "collected"), [(["search", "rollback"], False), (["status"], False), (["update"], True), (["collection", "list"], True)], ids=repr)
+def test_the_collector_is_off_only_for_a_routed_command(argv: list[str], collected: bool, indexed: Path) -> None:
+    """The console script holds the cyclic collector off for a routed command (one search,
+    get or status: ≈ 7% of its start-up); the typer commands, the long ones among them
+    (update, embed, the HTTP server), run with it on."""
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: sys.stderr.write(f'COLLECTED {gc.isenabled()}\\n'))\n"
+        f"sys.argv = ['qmd', *{argv!r}]\n"
+        "from qmd.cli.fast import run\n"
+        "run()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=qmd_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.rstrip().endswith(f"COLLECTED {collected}"), proc.stderr
+
+
 @pytest.mark.parametrize("module", ["qmd", "qmd.store.store"])
 def test_the_public_api_and_the_store_import_cheaply(module: str) -> None:
     """`import qmd` and the Store module (the MCP server's first status) load no typing,
