@@ -370,10 +370,13 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularFile(0, "it is not a regular file (a pipe, device, socket or folder)")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+    # Outside the try: once fdopen's file object holds the descriptor, closing it here again
+    # failed with EBADF, and that OSError replaced a Ctrl-C arriving inside fdopen (the
+    # indexer then listed the file as unreadable and the interrupted command exited 0).
+    return os.fdopen(fd, "rb")
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
