@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from qmd.core.errors import QmdError
 from qmd.backends.base import IndexBackend
 from qmd.core.config import CollectionConfig, Config
 from qmd.core.contexts import contexts_for
+
+CONFIG_LOCK_S = 30.0  # how long a config change waits for another process's (each holds it for one read and one write)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,14 +62,48 @@ class IndexState:
         """Re-read the config file if it changed on disk, and reconnect if the index was
         replaced under its path (`IndexBackend.follow`); True if either happened."""
         followed = self.backend.follow()
+        return self.read_config_again() or followed
+
+    def read_config_again(self, force: bool = False) -> bool:
+        """Re-read the config file if it changed on disk (or `force`); True if it was read.
+        Its stat (mtime, size, inode) can miss a change: two saves within one tick of the file
+        system's clock, of the same size, the second taking the inode the first freed. A
+        change made under a lock (`editing_config`, `update`) forces the read."""
         stat = stat_key(self.config_path)
-        if stat == self.config_stat:
-            return followed
+        if stat == self.config_stat and not force:
+            return False
         self.config = Config.load(self.config_path)
         self.config_stat = stat
         self._colls = None
         self._trust = None
         return True
+
+    @contextmanager
+    def editing_config(self) -> Iterator[Config]:
+        """One change to the config, made to the file as it is now and saved when the block
+        ends. Under a lock on the config's folder (flock, no file left there), the config is
+        read again if another process changed it, the block changes it, and it is saved: four
+        `qmd collection add` at once each saved the copy it had read, and the config kept one
+        to three of the four collections. A block that raises leaves the file as it was (the
+        copy in memory is read again)."""
+        from qmd.core.locks import lock_folder
+
+        held = ExitStack()
+        try:
+            self.config_path.parent.mkdir(parents=True, exist_ok=True)  # the first changes of a fresh home race to make it
+            held.enter_context(lock_folder(self.config_path.parent, CONFIG_LOCK_S))
+        except TimeoutError:
+            raise QmdError(f"the config {self.config_path} is being changed by another qmd process", "try again in a moment") from None
+        except OSError:
+            pass  # a folder this user cannot make or open: the save names the fix
+        with held:
+            self.read_config_again(force=True)
+            try:
+                yield self.config
+                self.save_config()
+            except BaseException:
+                self.read_config_again(force=True)
+                raise
 
     def save_config(self) -> None:
         from qmd.index.folder_cache import refresh_quietly

@@ -322,14 +322,14 @@ def import_index(
                         writer.set_issues([])
                     backend.set_meta(WRITER_PREFIX + entry.name, mine)  # this config's: another config's update keeps it
                 later.enter_context(interrupts_deferred())  # the config's save and the commit go together
-                for entry, place, _ in writes:
-                    state.config.set_collection(
-                        CollectionConfig(
-                            entry.name, place, entry.pattern, list(entry.ignore), None, entry.include_by_default, entry.embed, dict(entry.context), entry.chunk_strategy,
+                saved = True  # from here a failure puts the file back as it was (kept), whatever part of the save happened
+                with state.editing_config() as config:  # the config as it is now: another process may have changed it meanwhile
+                    for entry, place, _ in writes:
+                        config.set_collection(
+                            CollectionConfig(
+                                entry.name, place, entry.pattern, list(entry.ignore), None, entry.include_by_default, entry.embed, dict(entry.context), entry.chunk_strategy,
+                            )
                         )
-                    )
-                saved = True
-                state.save_config()
             done = True
         try:
             backend.after_atomic(sum(len(docs) for _, _, docs in writes))  # committed: the planner's statistics, outside the deferred Ctrl-C

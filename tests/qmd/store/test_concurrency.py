@@ -177,3 +177,70 @@ def test_qmd_search_does_not_import_llama_cpp(tmp_path: Path) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], env=qmd_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_an_update_that_waited_follows_the_config_another_process_changed(tmp_path: Path) -> None:
+    """`qmd update` reads the config when it starts, then waits for the writer lock; a
+    `qmd collection add` that saved and indexed a collection meanwhile must not see its
+    documents dropped as "no longer in the config" by the update that read the old config
+    (the session 21 red team: `ls notes` empty after both exited 0, 7 runs in 30)."""
+    root, other = tmp_path / "notes", tmp_path / "other"
+    _tree(root, 3, "alpha")
+    _tree(other, 4, "beta")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(root, name="notes")
+    waiting = qmd.Store(paths.index_path, paths.config_path)  # the update's process: config read, lock not yet taken
+    store.add_collection(other, name="other")  # the add's process: config saved, collection indexed
+    report = waiting.update()
+    assert report.dropped_collections == [] and sorted(c.name for c in report.collections) == ["notes", "other"]
+    assert len(store.search("beta")) == 4 and len(store.ls("other")) == 4
+    waiting.close()
+    # and a collection removed meanwhile is not indexed again by the update that read the old config
+    waiting = qmd.Store(paths.index_path, paths.config_path)
+    store.remove_collection("other")
+    report = waiting.update()
+    assert sorted(c.name for c in report.collections) == ["notes"] and store.search("beta") == []
+    waiting.close()
+    store.close()
+
+
+def test_config_changes_of_two_processes_both_stand(tmp_path: Path) -> None:
+    """Each change to the config is made to the file as it is now, under a lock: four `qmd
+    collection add` at once each saved the copy it had read, and the config kept one to three
+    of the four collections (the other documents then dropped as "no longer in the config").
+    Read again even when its stat looks unchanged: two saves in one tick of the file system's
+    clock, of the same size, can share an inode number (here: every stat the same)."""
+    import qmd.store.state
+
+    for name in ("a", "b", "c"):
+        _tree(tmp_path / name, 2, name)
+    paths = qmd.resolve_index(None)
+    first = qmd.Store(paths.index_path, paths.config_path)
+    first.add_collection(tmp_path / "a", name="a")
+    second = qmd.Store(paths.index_path, paths.config_path)  # read the config holding a
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(qmd.store.state, "stat_key", lambda path: (0, 0, 0))
+        first.add_collection(tmp_path / "b", name="b")
+        second.add_collection(tmp_path / "c", name="c")  # its copy had no b
+        first.add_context("qmd://a/", "alpha notes", None)
+        second.add_context("qmd://c/", "gamma notes", None)  # its copy had no context on a
+    again = qmd.Store(paths.index_path, paths.config_path)
+    assert sorted(again.config.collections()) == ["a", "b", "c"]
+    assert {c.target: c.text for c in again.contexts()} == {"qmd://a/": "alpha notes", "qmd://c/": "gamma notes"}
+    assert again.status().documents == 6  # and none dropped as "no longer in the config"
+    for store in (first, second, again):
+        store.close()
+
+
+def test_four_collection_adds_at_once_all_stand(tmp_path: Path) -> None:
+    for name in ("a", "b", "c", "d"):
+        _tree(tmp_path / name, 2, name)
+    procs = [_spawn("collection", "add", str(tmp_path / name), "--name", name) for name in ("a", "b", "c", "d")]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    assert sorted(store.config.collections()) == ["a", "b", "c", "d"] and store.status().documents == 8
+    store.close()
