@@ -246,4 +246,23 @@ def run() -> None:
     import gc
 
     gc.disable()
+    _open_closed_streams()
     sys.exit(main())
+
+
+def _open_closed_streams() -> None:
+    """A command line ending in `>&-` (or `2>&-`, `<&-`) starts qmd with that descriptor
+    closed: Python's stream is None, so every write crashed (exit 3), and the next file qmd
+    opened would take the descriptor, so a write meant for the terminal (a library's log line)
+    could land in that file. Each closed one is /dev/null instead, as `> /dev/null` makes it."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="replace", closefd=False))
