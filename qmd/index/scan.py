@@ -276,8 +276,14 @@ def _walk(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | S
                     looped = exc.errno == errno.ELOOP
                     yield SkippedFile(rel, "symlink loop" if looped else f"cannot read: {exc.strerror or exc}", kept=not looped, folder=not looped)
                 continue
+            target = ""
             if is_link:
-                target = os.path.realpath(entry.path)
+                try:
+                    target = os.path.realpath(entry.path)
+                except OSError as exc:  # a link the kernel cannot read back (a zombie's /proc/PID/exe): once exit 3
+                    if is_dir or regex.match(rel):
+                        yield SkippedFile(rel, f"cannot read the symlink: {exc.strerror or exc}")
+                    continue
                 if not (target + os.sep).startswith(prefix) and target != real_root:
                     if is_dir or regex.match(rel):
                         yield SkippedFile(rel, "symlink points outside the collection root")
@@ -289,7 +295,7 @@ def _walk(root: Path, pattern: str, ignore: list[str]) -> Iterator[FoundFile | S
             if is_dir:
                 if name in SKIP_DIRS or (ignore and _dir_ignored(rel, ignore)):
                     continue
-                real = os.path.realpath(entry.path) if is_link else entry.path
+                real = target if is_link else entry.path
                 if is_link and real in seen_dirs:
                     yield SkippedFile(rel, "symlink to a folder already indexed (a loop, or a second way in)")
                     continue

@@ -262,3 +262,24 @@ def test_notes_this_user_cannot_read_now_keep_what_is_indexed(tmp_path: Path) ->
     assert code == 0 and "1 updated" in out and "0 removed" in out, (code, out)
     code, out, err = run("search", "changed since")
     assert code == 0 and "b.md" in out, (code, out, err)
+
+
+@pytest.mark.skipif(not os.path.lexists("/proc/2/exe"), reason="needs Linux's /proc with a kernel thread at pid 2")
+def test_a_link_the_kernel_cannot_read_back_is_skipped_not_a_crash(tmp_path: Path, cli: Cli) -> None:
+    """A link whose target `realpath` cannot read (a kernel thread's or a zombie's
+    /proc/PID/exe: readlink says ENOENT) crashed `collection add` with exit 3 (the session 21
+    red team); it is listed as skipped, and the other notes are indexed."""
+    try:
+        os.path.realpath("/proc/2/exe")
+        pytest.skip("/proc/2/exe reads back here")
+    except OSError:
+        pass
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "ok.md").write_text("# ok\n\nA plain note.\n")
+    os.symlink("/proc/2/exe", root / "ghost.md")
+    os.symlink("/proc/2/exe", root / "ghostdir")
+    skipped = {i.rel: i.reason for i in scan(root, "**/*.md", []) if isinstance(i, SkippedFile)}
+    assert skipped == {"ghost.md": "cannot read the symlink: No such file or directory"}
+    code, out, err = cli("collection", "add", str(root), "--name", "notes")
+    assert code == 0 and "1 new" in err and "ghost.md" in err and "Unexpected error" not in err, err
