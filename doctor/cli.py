@@ -1,7 +1,7 @@
 """`qmd doctor`: check what breaks quietly, `--fix` what is safe, exit with the worst status.
 
 Exit codes: 0 no failures (warnings allowed), 1 warnings under --strict, 2 a failed
-check, 3 doctor itself could not run.
+check, or a doctor that could not start (a bad --index: one line says why).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def doctor(
     """Check native modules, models, indexes, the MCP server, the queue, hooks, guard and services.
 
     Exit codes: 0 no failures (warnings allowed), 1 warnings under --strict, 2 a failed
-    check, 3 doctor itself could not run.
+    check, or a doctor that could not start (a bad --index: one line says why).
     """
     from .context import Context
     from .results import exit_code
@@ -36,7 +36,9 @@ def doctor(
         run_ctx = Context.create(index or ctx.meta.get("qmd.index"), quick=quick, fix=fix)
         report = run(run_ctx)
     except qmd.QmdError as exc:
+        # Bad input (an index name that cannot be, a path that is no config): one line and
+        # exit 2, never 3 (qmd's code for its own bugs).
         sys.stderr.write(f"Error: doctor could not run: {exc.message}\n" + (f"hint: {exc.cli_hint}\n" if exc.cli_hint else ""))
-        raise typer.Exit(3) from None
+        raise typer.Exit(2) from None
     typer.echo(render(report, json_, strict, Style.of(sys.stdout)))
     raise typer.Exit(exit_code(report.results, strict))

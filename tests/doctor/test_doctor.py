@@ -394,9 +394,11 @@ def test_a_guard_hook_removed_from_the_settings_fails_loudly(indexed: Path, stat
     assert code == 2 and "no qmd-guard PreToolUse hook" in check["detail"] and check["fix"] == "qmd guard install --claude"
 
 
-def test_doctor_that_cannot_run_exits_3(indexed: Path) -> None:
-    proc = run_qmd("doctor", "--index", "no/such name")
-    assert proc.returncode == 3 and "doctor could not run" in proc.stderr and "invalid index name" in proc.stderr
+@pytest.mark.parametrize("index", ["no/such name", "a b", "/etc/passwd"])
+def test_doctor_that_cannot_start_is_one_line_and_exit_2(indexed: Path, index: str) -> None:
+    """A bad --index is bad input: one line, exit 2 (it was 3, qmd's code for its own bugs)."""
+    proc = run_qmd("doctor", "--quick", "--index", index)
+    assert proc.returncode == 2 and "doctor could not run" in proc.stderr and len(proc.stderr.strip().splitlines()) <= 2, proc.stderr
 
 
 def _tree(root: Path, skip: Path | None = None) -> dict[str, bytes]:
