@@ -185,11 +185,22 @@ def check_bench_collection(collections: list[tuple[str, int]], name: str | None)
         raise QmdError("no indexed documents", "index a collection first: qmd collection add DIR, then qmd update")
 
 
-def read_tsv(path: Path, columns: int) -> list[list[str]]:
+def _text_of(path: Path, fix: str) -> str:
+    """The UTF-8 text of the regular file `path`; a QmdError naming `fix` for anything else
+    (a file in another encoding crashed `qmd bench` with exit 3; a FIFO blocked it)."""
+    from qmd.core.fileio import open_regular
+
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with open_regular(path) as fh:
+            return fh.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise QmdError(f"{path} is not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r})", fix) from None
     except OSError as exc:
-        raise QmdError(f"cannot read {path}: {exc.strerror or exc}", "check the path") from exc
+        raise QmdError(f"cannot read {path}: {exc.strerror or exc}", fix) from exc
+
+
+def read_tsv(path: Path, columns: int) -> list[list[str]]:
+    lines = _text_of(path, "give a UTF-8 text file of tab-separated lines (queries: qid<TAB>text; qrels: qid<TAB>docid<TAB>gain)").splitlines()
     rows = [line.split("\t") for line in lines if line.strip() and not line.startswith("#")]
     bad = next((i for i, r in enumerate(rows, 1) if len(r) < columns), None)
     if bad:
@@ -221,9 +232,10 @@ def qrels_report(store: Any, queries_tsv: Path, qrels_tsv: Path, collections: li
 
 
 def load_fixture(path: Path) -> dict[str, Any]:
+    text = _text_of(path, "give a JSON file like qmd-eval/example.json")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(text)
+    except ValueError as exc:
         raise QmdError(f"cannot read the fixture {path}: {exc}", "give a JSON file like qmd-eval/example.json") from exc
     if not isinstance(data, dict):
         raise QmdError(f"{path} is not a JSON object", "give a JSON file like qmd-eval/example.json")

@@ -72,3 +72,30 @@ def test_bench_fixture_and_qrels_modes(tmp_path: Path, tiny_models: dict[str, Pa
     assert bm25.split()[1:4] == ["1.000", "1.000", "1.000"]  # nDCG@10, Recall@10, MRR@10
     bad = run_qmd("bench", env=qmd_env(env))
     assert bad.returncode == 2
+
+
+@pytest.mark.parametrize("which", ["queries", "qrels", "fixture"])
+@pytest.mark.parametrize("kind", ["latin-1", "fifo"])
+def test_bench_files_that_are_not_utf8_text_are_one_line(tmp_path: Path, which: str, kind: str) -> None:
+    """A queries, qrels or fixture file in another encoding crashed `qmd bench` with exit 3
+    (the session 21 red team); a FIFO blocked it. One line naming the file, exit 1."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "api.md").write_text("# API\n\nREST endpoints and versioning.\n")
+    assert run_qmd("collection", "add", str(docs), "--name", "eval").returncode == 0
+    files = {"queries": tmp_path / "q.tsv", "qrels": tmp_path / "qrels.tsv", "fixture": tmp_path / "fixture.json"}
+    files["queries"].write_text("1\tversioning\n")
+    files["qrels"].write_text("1\tapi\t1\n")
+    files["fixture"].write_text(json.dumps({"collection": "eval", "queries": [{"id": "a", "query": "versioning", "expected_files": ["api.md"]}]}))
+    bad = files[which]
+    bad.unlink()
+    if kind == "fifo":
+        import os
+
+        os.mkfifo(bad)
+    else:
+        bad.write_bytes("1\tcaf\xe9 versioning\n".encode("latin-1") if which != "fixture" else b'{"collection": "caf\xe9"}')
+    args = ["bench", str(files["fixture"])] if which == "fixture" else ["bench", "--queries", str(files["queries"]), "--qrels", str(files["qrels"])]
+    proc = run_qmd(*args, timeout=60)
+    assert proc.returncode == 1 and str(bad) in proc.stderr and "Unexpected error" not in proc.stderr, proc.stderr
+    assert ("not UTF-8 text" if kind == "latin-1" else "not a regular file") in proc.stderr
