@@ -55,13 +55,21 @@ def open_store() -> Store:
 
 
 def out(text: str) -> None:
-    """Write `text` to stdout as is; a closed pipe (`| head`) is not an error."""
+    """Write `text` to stdout as is; a closed pipe (`| head`) is not an error, and output that
+    cannot be written (`> /dev/full`, a full disk under `> file`) is said to be the output's
+    (it read as qmd's own folders being full)."""
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    except OSError as exc:
+        from qmd.core.errors import QmdError
+
+        devnull = os.open(os.devnull, os.O_WRONLY)  # what is still buffered goes nowhere at exit
+        os.dup2(devnull, sys.stdout.fileno())
+        raise QmdError(f"cannot write the output: {exc.strerror or exc}", "free space where the output goes, or send it elsewhere (> FILE on another disk)") from None
 
 
 def err(text: str) -> None:

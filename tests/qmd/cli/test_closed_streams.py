@@ -48,3 +48,13 @@ def test_an_update_with_stdout_closed_leaves_no_stray_write_in_its_files(indexed
     assert found.returncode == 0 and "new.md" in found.stdout
     check = run_qmd("status")
     assert check.returncode == 0 and "Unexpected error" not in check.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [("search", "rollback"), ("search", "--json", "rollback"), ("status",), ("ls",)], ids=" ".join)
+def test_output_that_cannot_be_written_is_said_to_be_the_outputs(indexed: Path, args: tuple[str, ...]) -> None:
+    """`> /dev/full` (or a full disk under `> FILE`): the output could not be written. It read
+    "free space on the file system qmd was writing to (its config, cache and state folders)"."""
+    proc = closed("> /dev/full", *args)
+    assert proc.returncode == 1 and proc.stderr.startswith("Error: cannot write the output: No space left on device"), proc.stderr
+    assert "config, cache" not in proc.stderr and len(proc.stderr.splitlines()) == 2
