@@ -102,6 +102,11 @@ def problem(path: Path, *, write: bool) -> IndexAccessError | None:
     folder = path.parent
     if not folder.is_dir():
         return None
+    if os.path.islink(path) and not os.path.exists(path):  # it read as "permission denied" (update) or "not built" (search)
+        return IndexAccessError(
+            f"the index {path} is a link that leads to no file (its target is missing, or the link loops back on itself)", f"rm {path}", "", owner=False,
+            hint=f"point the link at the index file, or remove it (rm {path}) and run qmd update to build a new index there",
+        )
     if _refused(path, os.R_OK):
         return IndexAccessError(
             f"the index {path} cannot be read by this user (permission denied); the file is not damaged",

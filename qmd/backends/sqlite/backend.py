@@ -98,7 +98,7 @@ class SqliteBackend(IndexBackend):
         return str(self.path)
 
     def exists(self) -> bool:
-        return self.path.exists()
+        return os.path.lexists(self.path)  # a link that leads nowhere is an index that cannot be opened (access.problem says why), not one never built
 
     def open(self, *, create: bool) -> None:
         if self._conn is None:

@@ -177,3 +177,25 @@ def test_an_unreadable_index_is_not_moved_aside_by_rebuild(home: Path, moded: li
     code, out, err = qmd("rebuild", cwd=home)
     one_clear_error(code, out, err, f"chmod u+rw {index}")
     assert everything(index.parent) == before
+
+
+@pytest.mark.parametrize("link", ["loop", "missing target"])
+@pytest.mark.parametrize("args", [("update",), ("search", "rollback"), ("status",), ("ls",), ("collection", "list"), ("collection", "remove", "notes")], ids=" ".join)
+def test_an_index_path_that_is_a_link_to_no_file_says_so(home: Path, notes: Path, link: str, args: tuple[str, ...]) -> None:
+    """The index path a symlink that loops, or whose target is gone (an unmounted disk): update
+    said "cannot be read by this user (permission denied)", search "has not been built", and
+    `collection remove` dropped the collection from the config with exit 0 while its rows
+    stayed in the index it could not reach (the session 21 red team). Every command now names
+    the link, the config keeps the collection, and removing the link lets update build anew."""
+    index = index_of(home)
+    index.unlink()
+    index.symlink_to(index.name if link == "loop" else str(home / "unmounted" / "index.sqlite"))
+    config = (home / ".config" / "qmd" / "index.yml").read_text()
+    code, out, err = qmd(*args, cwd=home)
+    line = one_clear_error(code, out, err, f"rm {index}")
+    assert "is a link that leads to no file" in line
+    assert (home / ".config" / "qmd" / "index.yml").read_text() == config
+    index.unlink()
+    code, out, err = qmd("update", cwd=home)
+    assert code == 0, err
+    search_works(home)
