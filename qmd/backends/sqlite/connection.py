@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -12,7 +13,7 @@ from pathlib import Path
 import apsw
 
 from qmd.core.clock import now_iso
-from qmd.core.errors import IndexBusyError, IndexDamagedError, QmdError
+from qmd.core.errors import IndexAccessError, IndexBusyError, IndexDamagedError, QmdError
 from qmd.core.cancel import waiting
 from qmd.backends.sql import CONTENT_TABLE, LLM_CACHE_TABLE, STATE_TABLES
 from qmd.backends.sqlite import access
@@ -295,7 +296,7 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     at before SQLite opens it: an empty, cut-short or foreign file is IndexDamagedError,
     never an empty index with fresh tables written into it.
     """
-    if not create and not path.exists():
+    if not create and not os.path.lexists(path):  # a link that leads nowhere: access.problem below says so
         raise QmdError(f"no index at {path}", "add a collection first: qmd collection add DIR --name NAME")
     kind = _not_a_file(path)
     if kind:  # a FIFO would make SQLite (and the header's read) wait forever
@@ -318,6 +319,10 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     try:
         conn = apsw.Connection(str(path), flags=flags)
         conn.set_busy_timeout(busy_timeout_ms())  # the warm-up's open never waits (cancel.without_waiting)
+        refused = not_qmds_error(conn, path)
+        if refused is not None:  # before WAL mode or a migration writes into it: not damaged, never rebuilt, nothing changed
+            conn.close()
+            raise refused
         conn.execute("PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16000; PRAGMA journal_size_limit = 67108864")  # a WAL restarted after a big write shrinks to 64 MB
         if conn.execute("PRAGMA journal_mode").fetchall()[0][0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
@@ -342,6 +347,33 @@ def foreign_object(conn: apsw.Connection) -> str | None:
     for kind, name in conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view') LIMIT 1"):
         return f"it holds a {kind} qmd never makes ({str(name)[:80]!r})"
     return None
+
+
+def not_qmds(conn: apsw.Connection) -> str | None:
+    """What the file is when it is an SQLite database qmd never made (tables, and no record of
+    qmd's migrations), or None. INDEX_PATH set to another program's database had qmd's tables
+    written into it; the original qmd's index at the same default path (~/.cache/qmd) failed
+    every command with "table content already exists", its hint offering a rebuild."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_migrations'").fetchall():
+        return None
+    tables = [str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    if not tables:
+        return None  # an empty database: the index is made in it
+    if {"content", "documents", "store_collections"} <= set(tables):
+        return "the original qmd's index (npm @tobilu/qmd keeps its own schema there)"
+    return f"an SQLite database of something else (its tables: {', '.join(tables[:4])}{', …' if len(tables) > 4 else ''})"
+
+
+def not_qmds_error(conn: apsw.Connection, path: Path) -> IndexAccessError | None:
+    """The error for a database qmd never made at the index path (`not_qmds`), or None. An
+    IndexAccessError: doctor names the move as the fix and `--fix` never rebuilds over it."""
+    what = not_qmds(conn)
+    if what is None:
+        return None
+    return IndexAccessError(
+        f"{path} is {what}, not this qmd's index; nothing in it was changed", f"mv {path} {path}.moved-aside", "", owner=False,
+        hint=f"keep it and give this qmd its own file: mv {path} {path}.moved-aside (qmd builds a new index there), or set INDEX_PATH to another file",
+    )
 
 
 def applied_migrations(conn: apsw.Connection) -> set[str]:

@@ -20,7 +20,7 @@ from qmd.backends.rows import FieldsFor, IndexCheck, RebuildReport
 from qmd.backends.sql import active_texts, count, survey
 from qmd.backends.sqlite import fulltext
 from qmd.backends.sqlite.access import disk_full, short_of_space, sidecars
-from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, file_problem, foreign_object
+from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, file_problem, foreign_object, not_qmds_error
 
 
 def _readonly(path: Path) -> apsw.Connection:
@@ -55,6 +55,9 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
         check.error = f"cannot open: {exc}"
         return check
     try:
+        refused = not_qmds_error(conn, path)
+        if refused is not None:  # another program's database, the original qmd's index: never "corrupted", never rebuilt
+            raise refused
         stranger = foreign_object(conn)
         if stranger:
             check.error = stranger
