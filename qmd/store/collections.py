@@ -354,8 +354,10 @@ class Collections:
         with self.state.backend.writer_lock(timeout=wait, on_wait=on_wait):
             # The config as it is now, not as it was before the wait: a `collection add` that
             # saved and indexed a collection meanwhile would see its documents dropped as "no
-            # longer in the config", and a removed one indexed again.
-            if self.state.read_config_again(force=True):
+            # longer in the config", and a removed one indexed again. Read when its stat moved
+            # (a collection added or removed changes the size): an update reads each config
+            # once when nothing changed (tests/updater/test_updater_reads.py).
+            if self.state.read_config_again():
                 colls = self.state.collections()
                 names = list(colls) if collections is None else [self.state.collection(n).name for n in collections]
             backend = self.state.db(create=True)
