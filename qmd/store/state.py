@@ -68,7 +68,8 @@ class IndexState:
         """Re-read the config file if it changed on disk (or `force`); True if it was read.
         Its stat (mtime, size, inode) can miss a change: two saves within one tick of the file
         system's clock, of the same size, the second taking the inode the first freed. A
-        change made under a lock (`editing_config`, `update`) forces the read."""
+        change to the config (`editing_config`) forces the read; `update` trusts the stat (a
+        collection added or removed changes the size)."""
         stat = stat_key(self.config_path)
         if stat == self.config_stat and not force:
             return False
