@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from qmd.core.errors import NotFoundError, QmdError
@@ -103,12 +104,15 @@ class Collections:
                 return self._drop(name)
         self.state.collection(name)
         self.state.config.check_writable()  # before the rows go: an index emptied under a config that still lists it
-        dropped = 0
-        if backend.exists():
-            with backend.writer_lock():
+        with ExitStack() as held:
+            dropped = 0
+            if backend.exists():
+                # The rows and the config go under one hold of the writer lock: an update that
+                # got in between read the config still naming the collection and indexed it again.
+                held.enter_context(backend.writer_lock())
                 dropped = self._drop(name)
-        with self.state.editing_config() as config:
-            config.remove_collection(name)
+            with self.state.editing_config() as config:
+                config.remove_collection(name)
         return dropped
 
     def _drop(self, name: str) -> int:
@@ -130,8 +134,15 @@ class Collections:
         from qmd.core.cancel import interrupts_deferred
 
         self.state.config.check_writable()
-        with interrupts_deferred():  # a Ctrl-C waits until both are renamed (or neither)
-            renamed = self._rename_rows(old, new)
+        backend = self.state.backend
+        with interrupts_deferred(), ExitStack() as held:  # a Ctrl-C waits until both are renamed (or neither)
+            renamed = backend.exists()
+            if renamed:
+                # One hold of the writer lock over the rows and the config: an update that got
+                # in between read the config's old name, dropped the renamed rows as "no longer
+                # in the config" (their vectors with them) and indexed the old name again.
+                held.enter_context(backend.writer_lock())
+                self._rename_rows(old, new)
             try:
                 with self.state.editing_config() as config:
                     if old not in config.collections() or new in config.collections():  # another process changed it meanwhile
@@ -142,22 +153,17 @@ class Collections:
                     self._rename_rows(new, old)
                 raise
 
-    def _rename_rows(self, old: str, new: str) -> bool:
-        """Rename a collection's rows and writer record in the index; False when there is no index."""
-        backend = self.state.backend
-        if not backend.exists():
-            return False
-        with backend.writer_lock():
-            from qmd.index.indexer import search_fields  # the indexer loads only for what writes
+    def _rename_rows(self, old: str, new: str) -> None:
+        """Rename a collection's rows and writer record in the index (the caller holds the writer lock)."""
+        from qmd.index.indexer import search_fields  # the indexer loads only for what writes
 
-            from qmd.backends.owner import WRITER_PREFIX
+        from qmd.backends.owner import WRITER_PREFIX
 
-            db = self.state.db()
-            db.rename_collection(old, new, search_fields)
-            writer = db.meta_values(WRITER_PREFIX + old).get(WRITER_PREFIX + old)
-            db.set_meta(WRITER_PREFIX + old, None)
-            db.set_meta(WRITER_PREFIX + new, writer)
-        return True
+        db = self.state.db()
+        db.rename_collection(old, new, search_fields)
+        writer = db.meta_values(WRITER_PREFIX + old).get(WRITER_PREFIX + old)
+        db.set_meta(WRITER_PREFIX + old, None)
+        db.set_meta(WRITER_PREFIX + new, writer)
 
     def set_include_by_default(self, name: str, include: bool) -> None:
         with self.state.editing_config() as config:

@@ -244,3 +244,50 @@ def test_four_collection_adds_at_once_all_stand(tmp_path: Path) -> None:
     store = qmd.Store(paths.index_path, paths.config_path)
     assert sorted(store.config.collections()) == ["a", "b", "c", "d"] and store.status().documents == 8
     store.close()
+
+
+@pytest.mark.parametrize("change", ["rename", "remove"])
+def test_a_rename_or_remove_holds_the_writer_lock_until_the_config_says_so(tmp_path: Path, change: str) -> None:
+    """The rows and the config change under one hold of the writer lock. An update that got in
+    between read the config's old name: after a rename it dropped the renamed rows as "no
+    longer in the config" (vectors too) and indexed the old name again; after a remove it
+    indexed the removed collection again, `remove` having said its documents were dropped
+    (the session 21 red team: both hit with real processes)."""
+    import contextlib
+
+    import qmd.store.state
+    from qmd.core.errors import IndexBusyError
+
+    _tree(tmp_path / "notes", 4, "alpha")
+    _tree(tmp_path / "other", 2, "beta")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(tmp_path / "notes", name="notes")
+    store.add_collection(tmp_path / "other", name="other")
+    other = qmd.Store(paths.index_path, paths.config_path)  # another process's update
+    tried: list[str] = []
+    editing = qmd.store.state.IndexState.editing_config
+
+    @contextlib.contextmanager
+    def update_between(self: qmd.store.state.IndexState):  # type: ignore[no-untyped-def]
+        try:
+            other.update(wait=0)
+            tried.append("ran")
+        except IndexBusyError:
+            tried.append("waited")
+        with editing(self) as config:
+            yield config
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(qmd.store.state.IndexState, "editing_config", update_between)
+        if change == "rename":
+            store.rename_collection("notes", "renamed")
+        else:
+            store.remove_collection("notes")
+    assert tried == ["waited"]
+    again = qmd.Store(paths.index_path, paths.config_path)
+    expected = ["other", "renamed"] if change == "rename" else ["other"]
+    assert sorted(c.name for c in again.collections()) == expected
+    assert again.status().documents == (6 if change == "rename" else 2)
+    for s in (store, other, again):
+        s.close()
