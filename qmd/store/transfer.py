@@ -104,9 +104,19 @@ def export_index(
             "run: qmd embed (or qmd doctor --fix) to embed them again, then export (nothing was written)",
         )
     colls = state.collections()
-    chosen = [state.collection(n).name for n in dict.fromkeys(names)] if names else list(colls)
     backend = state.db()
     indexed = backend.collection_counts()
+    if not names and set(colls) - set(indexed) and set(indexed) - set(colls):
+        # Rows under a name the config does not have, and a config name without rows: a
+        # rename part way (its rows renamed, its config not yet saved) left the collection
+        # out of the file, exit 0. The rename holds the writer lock until both are done:
+        # wait for it, then look again.
+        with backend.writer_lock():
+            pass
+        state.read_config_again(force=True)
+        colls = state.collections()
+        indexed = backend.collection_counts()
+    chosen = [state.collection(n).name for n in dict.fromkeys(names)] if names else list(colls)
     missing = [n for n in chosen if n not in indexed]
     if missing and names:
         raise QmdError(f"collection '{missing[0]}' has no documents in the index", f"run: qmd update {missing[0]}, then export again")

@@ -291,3 +291,39 @@ def test_a_rename_or_remove_holds_the_writer_lock_until_the_config_says_so(tmp_p
     assert again.status().documents == (6 if change == "rename" else 2)
     for s in (store, other, again):
         s.close()
+
+
+def test_an_export_during_a_rename_holds_the_renamed_collection(tmp_path: Path) -> None:
+    """An export that read the index between a rename's rows and its config left the renamed
+    collection out of the file, exit 0 (the session 21 red team, with real processes)."""
+    import threading
+
+    from qmd.store.bundle import read_bundle
+
+    _tree(tmp_path / "a", 3, "alpha")
+    _tree(tmp_path / "b", 2, "beta")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(tmp_path / "a", name="a")
+    store.add_collection(tmp_path / "b", name="b")
+    exporter = qmd.Store(paths.index_path, paths.config_path)
+    exporter.status()  # its config read, its connection open: another process's export
+    renamed, release = threading.Event(), threading.Event()
+
+    def rename_part_way() -> None:  # what `collection rename a a2` does, paused between its two steps
+        with store.backend.writer_lock():
+            store._collections._rename_rows("a", "a2")
+            renamed.set()
+            release.wait(30)
+            with store._state.editing_config() as config:
+                config.rename_collection("a", "a2")
+
+    worker = threading.Thread(target=rename_part_way)
+    worker.start()
+    assert renamed.wait(30)
+    threading.Timer(0.5, release.set).start()
+    report = exporter.export(tmp_path / "all.qmd.gz")
+    worker.join(30)
+    assert sorted(c.name for c in read_bundle(tmp_path / "all.qmd.gz").collections) == ["a2", "b"] and report.documents == 5
+    for s in (store, exporter):
+        s.close()
