@@ -82,21 +82,35 @@ def interrupts_checked() -> Iterator[None]:
 
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Run the body (in the main thread) with a Ctrl-C held back until it ends, then raised:
-    for steps that must happen together (an import's config save and its commit)."""
+    """Run the body (in the main thread) with Ctrl-C, SIGTERM and SIGHUP held back until it
+    ends: for steps that must happen together (an import's config save and its commit, a
+    rename's rows and config). Then a held SIGTERM or SIGHUP is delivered as it would have
+    been (by default it ends the process) and a held Ctrl-C raises KeyboardInterrupt. SIGTERM
+    is what `timeout`, `kill` and agent harnesses send: it ended a rename between its index
+    and its config, leaving the two naming the collection differently."""
+    import os
     import signal
 
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous is signal.SIG_IGN:
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = {}
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        handler = signal.getsignal(number)
+        if handler is not None and handler is not signal.SIG_IGN:  # None: set outside Python, left alone
+            previous[number] = handler
     held: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    for number in previous:
+        signal.signal(number, lambda signum, frame: held.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if held:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    for signum in dict.fromkeys(held):
+        if signum != signal.SIGINT:
+            os.kill(os.getpid(), signum)  # delivered now, to the handler it would have met
+    if signal.SIGINT in held:
         raise KeyboardInterrupt
 
 

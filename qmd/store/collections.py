@@ -135,13 +135,15 @@ class Collections:
 
         self.state.config.check_writable()
         backend = self.state.backend
-        with interrupts_deferred(), ExitStack() as held:  # a Ctrl-C waits until both are renamed (or neither)
+        with ExitStack() as held:
             renamed = backend.exists()
             if renamed:
                 # One hold of the writer lock over the rows and the config: an update that got
                 # in between read the config's old name, dropped the renamed rows as "no longer
                 # in the config" (their vectors with them) and indexed the old name again.
-                held.enter_context(backend.writer_lock())
+                held.enter_context(backend.writer_lock())  # waited for before signals are held: a Ctrl-C stops the wait
+            held.enter_context(interrupts_deferred())  # a Ctrl-C or SIGTERM waits until both are renamed (or neither)
+            if renamed:
                 self._rename_rows(old, new)
             try:
                 with self.state.editing_config() as config:
