@@ -74,7 +74,7 @@ class CollectionEntry:
     embed: bool
     context: dict[str, str]
     chunk_strategy: str
-    documents: int = 0
+    documents: int = 0  # read: the manifest's count (-1 when it gave none), then what the file holds
 
 
 @dataclass
@@ -303,6 +303,7 @@ def _manifest(record: dict[str, Any], path: Path) -> Bundle:
             CollectionEntry(
                 name, folder, _setting(item.get("pattern", "**/*.md"), MAX_SHORT, "a pattern", path) or "**/*.md",
                 [_setting(g, MAX_SHORT, "an ignore rule", path) for g in ignore], include, embed, contexts, str(strategy),
+                listed if isinstance(listed := item.get("documents"), int) and not isinstance(listed, bool) and listed >= 0 else -1,
             )
         )
     return Bundle(version, qmd_version, model, collections)
@@ -404,5 +405,8 @@ def read_bundle(path: Path) -> Bundle:
     if any(ended.get(k) != v for k, v in got.items()):
         raise bad(path, "its counts do not match its end record")
     for coll in bundle.collections:
-        coll.documents = len(bundle.documents[coll.name])
+        held = len(bundle.documents[coll.name])
+        if coll.documents not in (-1, held):  # -1: the manifest gave no count  # an export that read a collection renamed away under it wrote its entry and none of its documents
+            raise bad(path, f"its collection '{coll.name}' has {held} documents where its manifest says {coll.documents} (an export the index changed under)")
+        coll.documents = held
     return bundle

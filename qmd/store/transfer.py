@@ -103,19 +103,48 @@ def export_index(
             f"not exporting: {dims_mismatch(vector_model, model_dims)}; every importer would refuse them",
             "run: qmd embed (or qmd doctor --fix) to embed them again, then export (nothing was written)",
         )
+    path = path.expanduser()
+    if path.is_dir():
+        raise QmdError(f"{path} is a folder", "give a file name, e.g. notes.qmd.gz")
+    if not _regular_or_absent(path):  # renaming over /dev/null (as root) or a FIFO replaces what is not a file
+        raise QmdError(f"{path} is not a regular file (a pipe or device): not replacing it", "give a file name, e.g. notes.qmd.gz")
+    if not _replaceable(path):
+        raise QmdError(f"{path} exists and is not a qmd export file: not overwriting it", "give a new file name (an earlier export is replaced), e.g. notes.qmd.gz")
+    try:  # no lock: writers go on while an export reads
+        chosen, counts = _export_once(state, vector_model, path, names, progress, settled=False)
+    except _Changed:
+        # Another process changed what was being read (a rename: its rows under the new name
+        # before the config says it, or renamed away mid-read; an update's removals). The
+        # second pass holds the writer lock: nothing changes while it reads.
+        with state.db().writer_lock():
+            state.read_config_again(force=True)
+            try:
+                chosen, counts = _export_once(state, vector_model, path, names, progress, settled=True)
+            except _Changed as exc:  # not expected: nothing writes while the lock is held
+                raise QmdError(f"the index changed while it was exported ({exc}); nothing was written", "run the export again") from None
+    return ExportReport(
+        str(path), chosen, counts["documents"], counts["contents"], counts["vectors"], counts["chunks"],
+        None if vector_model is None else vector_model.model, None if vector_model is None else vector_model.fingerprint,
+        path.stat().st_size, time.perf_counter() - started,
+    )
+
+
+class _Changed(Exception):
+    """What an export read changed under it (`_export_once`): its file is dropped and read again."""
+
+
+def _export_once(
+    state: IndexState, vector_model: VectorModel | None, path: Path, names: Sequence[str] | None, progress: Callable[[int, int], None] | None, *, settled: bool,
+) -> tuple[list[str], dict[str, int]]:
+    """One pass of `export_index`: the collections written and the writer's counts. Raises
+    _Changed (the file dropped) when the rows read do not match the counts the manifest
+    gave, or, unless `settled` (the writer lock held), when the config and the index name
+    different collections: a rename part way, whose collection the file would leave out."""
     colls = state.collections()
     backend = state.db()
     indexed = backend.collection_counts()
-    if not names and set(colls) - set(indexed) and set(indexed) - set(colls):
-        # Rows under a name the config does not have, and a config name without rows: a
-        # rename part way (its rows renamed, its config not yet saved) left the collection
-        # out of the file, exit 0. The rename holds the writer lock until both are done:
-        # wait for it, then look again.
-        with backend.writer_lock():
-            pass
-        state.read_config_again(force=True)
-        colls = state.collections()
-        indexed = backend.collection_counts()
+    if not settled and not names and set(colls) - set(indexed) and set(indexed) - set(colls):
+        raise _Changed("the config and the index name different collections")
     chosen = [state.collection(n).name for n in dict.fromkeys(names)] if names else list(colls)
     missing = [n for n in chosen if n not in indexed]
     if missing and names:
@@ -130,13 +159,6 @@ def export_index(
         "model": None if vector_model is None else {"fingerprint": vector_model.fingerprint, "name": vector_model.model, "dims": vector_model.dims},
         "collections": [_entry(colls[n], indexed.get(n, 0)) for n in chosen],
     }
-    path = path.expanduser()
-    if path.is_dir():
-        raise QmdError(f"{path} is a folder", "give a file name, e.g. notes.qmd.gz")
-    if not _regular_or_absent(path):  # renaming over /dev/null (as root) or a FIFO replaces what is not a file
-        raise QmdError(f"{path} is not a regular file (a pipe or device): not replacing it", "give a file name, e.g. notes.qmd.gz")
-    if not _replaceable(path):
-        raise QmdError(f"{path} exists and is not a qmd export file: not overwriting it", "give a new file name (an earlier export is replaced), e.g. notes.qmd.gz")
     try:
         writer = BundleWriter(path, manifest)
     except OSError as exc:
@@ -147,9 +169,14 @@ def export_index(
         done = 0
         for name in chosen:
             rows = backend.find(collection=name)
+            if len(rows) != indexed[name]:
+                raise _Changed(f"collection '{name}': {indexed[name]} documents counted, {len(rows)} read")
             for start in range(0, len(rows), BATCH):
                 part = rows[start : start + BATCH]
                 texts = backend.documents([r.id for r in part])
+                gone = [row for row in part if row.id not in texts]
+                if gone:
+                    raise _Changed(f"'{name}/{gone[0].path}' went while it was read")
                 for row in part:
                     if row.hash not in written:
                         writer.content(row.hash, texts[row.id][1])
@@ -169,12 +196,7 @@ def export_index(
         if isinstance(exc, OSError):
             raise _unwritable(path, exc, "pick another folder") from None
         raise
-    counts = writer.counts
-    return ExportReport(
-        str(path), chosen, counts["documents"], counts["contents"], counts["vectors"], counts["chunks"],
-        None if vector_model is None else vector_model.model, None if vector_model is None else vector_model.fingerprint,
-        path.stat().st_size, time.perf_counter() - started,
-    )
+    return chosen, writer.counts
 
 
 def _unwritable(path: Path, exc: OSError, fix: str) -> QmdError:

@@ -327,3 +327,35 @@ def test_an_export_during_a_rename_holds_the_renamed_collection(tmp_path: Path) 
     assert sorted(c.name for c in read_bundle(tmp_path / "all.qmd.gz").collections) == ["a2", "b"] and report.documents == 5
     for s in (store, exporter):
         s.close()
+
+
+def test_an_export_that_a_rename_overtakes_reads_again_under_the_writer_lock(tmp_path: Path) -> None:
+    """A rename that finished after the export counted the documents and before it read them
+    left the collection's entry in the file with none of its documents, exit 0 (and `import`
+    took it as an empty collection). The export now reads again, holding the writer lock."""
+    from qmd.store.bundle import read_bundle
+
+    _tree(tmp_path / "a", 3, "alpha")
+    _tree(tmp_path / "b", 2, "beta")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(tmp_path / "a", name="a")
+    store.add_collection(tmp_path / "b", name="b")
+    exporter = qmd.Store(paths.index_path, paths.config_path)
+    backend = exporter.backend
+    counted = backend.collection_counts
+    calls: list[int] = []
+
+    def counts_then_a_rename() -> dict[str, int]:
+        out = counted()
+        calls.append(1)
+        if len(calls) == 1:
+            store.rename_collection("a", "a2")  # another process, done before the rows are read
+        return out
+
+    backend.collection_counts = counts_then_a_rename  # type: ignore[method-assign]
+    report = exporter.export(tmp_path / "all.qmd.gz")
+    bundle = read_bundle(tmp_path / "all.qmd.gz")
+    assert sorted((c.name, c.documents) for c in bundle.collections) == [("a2", 3), ("b", 2)] and report.documents == 5 and len(calls) == 2
+    for s in (store, exporter):
+        s.close()
