@@ -460,6 +460,7 @@ def rerank(
         return False
     top = candidates[: request.candidates]
     docs.load([c.doc_id for c in top])
+    top = [c for c in top if c.doc_id in docs.rows]  # removed since the lists were read: not reranked (it crashed, exit 3)
     say(f"reranking {len(top)} chunks…")
     with timer("rerank"):
         hashes = [docs.rows[c.doc_id].hash for c in top]
@@ -484,8 +485,14 @@ def make_hits(
     """Stage 6's page: the best `limit` candidates scoring at least `min_score`, as hits
     (their docid lengths read once for the page), each with its confidence (`judge`);
     `typed`: the lists are the user's own lines."""
-    page = [c for c in ranked if c.score >= request.min_score][: request.limit]
-    docs.load([c.doc_id for c in page])
+    eligible = [c for c in ranked if c.score >= request.min_score]
+    page: list[Candidate] = []
+    taken = 0
+    while len(page) < request.limit and taken < len(eligible):  # a document removed since the lists were read is left out, the next one taken
+        more = eligible[taken : taken + request.limit - len(page)]
+        taken += len(more)
+        docs.load([c.doc_id for c in more])
+        page += [c for c in more if c.doc_id in docs.rows]
     lengths = ctx.backend.docid_lengths([docs.rows[c.doc_id].hash for c in page])
     hits: list[SearchHit] = []
     for c in page:

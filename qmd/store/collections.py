@@ -104,12 +104,17 @@ class Collections:
                 return self._drop(name)
         self.state.collection(name)
         self.state.config.check_writable()  # before the rows go: an index emptied under a config that still lists it
+        from qmd.core.cancel import interrupts_deferred
+
         with ExitStack() as held:
             dropped = 0
-            if backend.exists():
+            exists = backend.exists()
+            if exists:
                 # The rows and the config go under one hold of the writer lock: an update that
                 # got in between read the config still naming the collection and indexed it again.
                 held.enter_context(backend.writer_lock())
+            held.enter_context(interrupts_deferred())  # a Ctrl-C or SIGTERM waits until both are gone (it ended a remove between them)
+            if exists:
                 dropped = self._drop(name)
             with self.state.editing_config() as config:
                 config.remove_collection(name)

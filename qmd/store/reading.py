@@ -97,14 +97,20 @@ class Reader:
         limit = checked(request.limit, request.min_score)
         parsed = parse_query(request.text)
         backend = self.state.db()
-        # One hit more than the page: the last hit's lead over the next (its confidence) does not depend on -n.
-        listed = bm25_search(backend, parsed, None if limit is None else limit + 1, self.state.search_scope(request.collections), 0.0, where)
-        hits = [h for h in listed[:limit] if h.score >= request.min_score]
-        if request.match == "all":  # the all-terms hits rank before any fill: dropping it leaves the exact top-k
-            hits = [h for h in hits if h.match == "all"]
-        elif request.match not in MATCHES:
+        if request.match not in MATCHES:
             raise QmdError(f"match must be one of {', '.join(MATCHES)}, not {request.match!r}", "--match all (every term) or any (then the best partial matches)")
-        found = backend.documents([h.doc_id for h in hits])
+        for attempt in (1, 2):
+            # One hit more than the page: the last hit's lead over the next (its confidence) does not depend on -n.
+            listed = bm25_search(backend, parsed, None if limit is None else limit + 1, self.state.search_scope(request.collections), 0.0, where)
+            hits = [h for h in listed[:limit] if h.score >= request.min_score]
+            if request.match == "all":  # the all-terms hits rank before any fill: dropping it leaves the exact top-k
+                hits = [h for h in hits if h.match == "all"]
+            found = backend.documents([h.doc_id for h in hits])
+            if attempt == 2 or all(h.doc_id in found for h in hits):
+                break
+            # another process removed a listed document since the list was read (its row
+            # missing crashed the search, exit 3): the list is read again, once
+        hits = [h for h in hits if h.doc_id in found]
         words = parsed.words
         lengths = backend.docid_lengths([row.hash for row, _ in found.values()])  # one round trip for the page
         out = [
@@ -133,6 +139,7 @@ class Reader:
         words = parse_query(request.text).words
         found = [n for n in listed[:limit] if n[1] >= request.min_score]
         rows = backend.documents([doc_id for doc_id, _, _ in found])
+        found = [n for n in found if n[0] in rows]  # removed since the list was read: left out
         lengths = backend.docid_lengths([row.hash for row, _ in rows.values()])
         out = [
             self.hit(*rows[doc_id], similarity, "vector", words, request.snippet_chars, request.line_numbers, chunk, request.full, lengths)
