@@ -15,10 +15,15 @@ import pytest
 
 from tests.support.run import qmd_env
 
+# Each script starts from an interactive run's dispositions: a shell's background job (CI run
+# with `&`) starts with SIGINT ignored, and a child inherits that.
+DEFAULTS = "signal.signal(signal.SIGINT, signal.default_int_handler); signal.signal(signal.SIGTERM, signal.SIG_DFL); signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
+
 
 def test_a_sigterm_inside_waits_for_the_block_then_ends_the_process() -> None:
     code = (
         "import os, signal, time\n"
+        f"{DEFAULTS}"
         "from qmd.core.cancel import interrupts_deferred\n"
         "with interrupts_deferred():\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
@@ -33,6 +38,7 @@ def test_a_sigterm_inside_waits_for_the_block_then_ends_the_process() -> None:
 def test_a_ctrl_c_inside_is_raised_after_the_block_and_a_handler_still_runs() -> None:
     code = (
         "import os, signal\n"
+        f"{DEFAULTS}"
         "from qmd.core.cancel import interrupts_deferred\n"
         "signal.signal(signal.SIGHUP, lambda *a: print('hup handled', flush=True))\n"
         "try:\n"
@@ -50,7 +56,8 @@ def test_a_ctrl_c_inside_is_raised_after_the_block_and_a_handler_still_runs() ->
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_rename_signalled_between_its_index_and_its_config_does_both(isolated_home: Path, notes: Path, signum: int) -> None:
     code = (
-        "import os, sys\n"
+        "import os, signal, sys\n"
+        f"{DEFAULTS}"
         "import qmd\n"
         "from qmd.store.collections import Collections\n"
         "store = qmd.open_index(None)\n"
@@ -79,7 +86,8 @@ def test_a_remove_signalled_between_its_index_and_its_config_does_both(isolated_
     """SIGTERM ended `collection remove` after its rows were dropped: the config still listed
     the collection, with no documents (4 in 40 runs; the session 21 red team)."""
     code = (
-        "import os, sys\n"
+        "import os, signal, sys\n"
+        f"{DEFAULTS}"
         "import qmd\n"
         "from qmd.store.collections import Collections\n"
         "store = qmd.open_index(None)\n"
