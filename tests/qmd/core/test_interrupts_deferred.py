@@ -53,8 +53,10 @@ def test_a_ctrl_c_inside_is_raised_after_the_block_and_a_handler_still_runs() ->
     assert proc.returncode == 0 and proc.stdout == "the block ended\nhup handled\ninterrupted after\n", (proc.stdout, proc.stderr)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_rename_signalled_between_its_index_and_its_config_does_both(isolated_home: Path, notes: Path, signum: int) -> None:
+def _signalled(notes: Path, step: str, change: str, signum: int) -> int:
+    """Run `change` (a Store call) on an index of `notes` in a fresh interpreter, `signum`
+    sent to it right after the Collections method `step` (the first of the two steps) is
+    done; its exit status."""
     code = (
         "import os, signal, sys\n"
         f"{DEFAULTS}"
@@ -62,18 +64,25 @@ def test_a_rename_signalled_between_its_index_and_its_config_does_both(isolated_
         "from qmd.store.collections import Collections\n"
         "store = qmd.open_index(None)\n"
         f"store.add_collection({str(notes)!r}, name='notes')\n"
-        "rename_rows = Collections._rename_rows\n"
-        "def signalled(self, old, new):\n"
-        "    rename_rows(self, old, new)\n"
+        f"first = Collections.{step}\n"
+        "def signalled(self, *args):\n"
+        "    done = first(self, *args)\n"
         f"    os.kill(os.getpid(), {int(signum)})  # the signal lands between the two steps\n"
-        "Collections._rename_rows = signalled\n"
+        "    return done\n"
+        f"Collections.{step} = signalled\n"
         "try:\n"
-        "    store.rename_collection('notes', 'renamed')\n"
+        f"    store.{change}\n"
         "except KeyboardInterrupt:\n"
         "    sys.exit(130)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=qmd_env())
     assert proc.returncode in (-signal.SIGTERM, 130), proc.stderr
+    return proc.returncode
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_rename_signalled_between_its_index_and_its_config_does_both(isolated_home: Path, notes: Path, signum: int) -> None:
+    _signalled(notes, "_rename_rows", "rename_collection('notes', 'renamed')", signum)
     import qmd
 
     with qmd.open_index(None) as store:
@@ -85,26 +94,7 @@ def test_a_rename_signalled_between_its_index_and_its_config_does_both(isolated_
 def test_a_remove_signalled_between_its_index_and_its_config_does_both(isolated_home: Path, notes: Path, signum: int) -> None:
     """SIGTERM ended `collection remove` after its rows were dropped: the config still listed
     the collection, with no documents (4 in 40 runs; the session 21 red team)."""
-    code = (
-        "import os, signal, sys\n"
-        f"{DEFAULTS}"
-        "import qmd\n"
-        "from qmd.store.collections import Collections\n"
-        "store = qmd.open_index(None)\n"
-        f"store.add_collection({str(notes)!r}, name='notes')\n"
-        "drop = Collections._drop\n"
-        "def signalled(self, name):\n"
-        "    dropped = drop(self, name)\n"
-        f"    os.kill(os.getpid(), {int(signum)})  # the signal lands between the two steps\n"
-        "    return dropped\n"
-        "Collections._drop = signalled\n"
-        "try:\n"
-        "    store.remove_collection('notes')\n"
-        "except KeyboardInterrupt:\n"
-        "    sys.exit(130)\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=qmd_env())
-    assert proc.returncode in (-signal.SIGTERM, 130), proc.stderr
+    _signalled(notes, "_drop", "remove_collection('notes')", signum)
     import qmd
 
     with qmd.open_index(None) as store:

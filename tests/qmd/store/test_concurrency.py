@@ -258,13 +258,7 @@ def test_a_rename_or_remove_holds_the_writer_lock_until_the_config_says_so(tmp_p
     import qmd.store.state
     from qmd.core.errors import IndexBusyError
 
-    _tree(tmp_path / "notes", 4, "alpha")
-    _tree(tmp_path / "other", 2, "beta")
-    paths = qmd.resolve_index(None)
-    store = qmd.Store(paths.index_path, paths.config_path)
-    store.add_collection(tmp_path / "notes", name="notes")
-    store.add_collection(tmp_path / "other", name="other")
-    other = qmd.Store(paths.index_path, paths.config_path)  # another process's update
+    store, other = _a_and_b(tmp_path)  # other: another process's update
     tried: list[str] = []
     editing = qmd.store.state.IndexState.editing_config
 
@@ -281,16 +275,28 @@ def test_a_rename_or_remove_holds_the_writer_lock_until_the_config_says_so(tmp_p
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(qmd.store.state.IndexState, "editing_config", update_between)
         if change == "rename":
-            store.rename_collection("notes", "renamed")
+            store.rename_collection("a", "renamed")
         else:
-            store.remove_collection("notes")
+            store.remove_collection("a")
     assert tried == ["waited"]
+    paths = qmd.resolve_index(None)
     again = qmd.Store(paths.index_path, paths.config_path)
-    expected = ["other", "renamed"] if change == "rename" else ["other"]
+    expected = ["b", "renamed"] if change == "rename" else ["b"]
     assert sorted(c.name for c in again.collections()) == expected
-    assert again.status().documents == (6 if change == "rename" else 2)
+    assert again.status().documents == (5 if change == "rename" else 2)
     for s in (store, other, again):
         s.close()
+
+
+def _a_and_b(tmp_path: Path) -> tuple[qmd.Store, qmd.Store]:
+    """An index of collections a (3 notes) and b (2), and a second Store on it: another process's."""
+    _tree(tmp_path / "a", 3, "alpha")
+    _tree(tmp_path / "b", 2, "beta")
+    paths = qmd.resolve_index(None)
+    store = qmd.Store(paths.index_path, paths.config_path)
+    store.add_collection(tmp_path / "a", name="a")
+    store.add_collection(tmp_path / "b", name="b")
+    return store, qmd.Store(paths.index_path, paths.config_path)
 
 
 def test_an_export_during_a_rename_holds_the_renamed_collection(tmp_path: Path) -> None:
@@ -300,13 +306,7 @@ def test_an_export_during_a_rename_holds_the_renamed_collection(tmp_path: Path) 
 
     from qmd.store.bundle import read_bundle
 
-    _tree(tmp_path / "a", 3, "alpha")
-    _tree(tmp_path / "b", 2, "beta")
-    paths = qmd.resolve_index(None)
-    store = qmd.Store(paths.index_path, paths.config_path)
-    store.add_collection(tmp_path / "a", name="a")
-    store.add_collection(tmp_path / "b", name="b")
-    exporter = qmd.Store(paths.index_path, paths.config_path)
+    store, exporter = _a_and_b(tmp_path)
     exporter.status()  # its config read, its connection open: another process's export
     renamed, release = threading.Event(), threading.Event()
 
@@ -335,13 +335,7 @@ def test_an_export_that_a_rename_overtakes_reads_again_under_the_writer_lock(tmp
     took it as an empty collection). The export now reads again, holding the writer lock."""
     from qmd.store.bundle import read_bundle
 
-    _tree(tmp_path / "a", 3, "alpha")
-    _tree(tmp_path / "b", 2, "beta")
-    paths = qmd.resolve_index(None)
-    store = qmd.Store(paths.index_path, paths.config_path)
-    store.add_collection(tmp_path / "a", name="a")
-    store.add_collection(tmp_path / "b", name="b")
-    exporter = qmd.Store(paths.index_path, paths.config_path)
+    store, exporter = _a_and_b(tmp_path)
     backend = exporter.backend
     counted = backend.collection_counts
     calls: list[int] = []
@@ -389,7 +383,7 @@ def test_documents_removed_between_the_list_and_their_rows_are_left_out(tmp_path
             removed.append(other.remove_collection("b"))
         return read_rows(ids)
 
-    backend.documents = rows_after_a_removal  # type: ignore[method-assign]
+    backend.documents = rows_after_a_removal  # type: ignore[method-assign,assignment]
     if how == "search":
         hits = store.search("alpha", limit=3)
         assert removed == [3] and [h.collection for h in hits] == ["a", "a", "a"]
