@@ -13,9 +13,11 @@ PAUSE_S after the answer to `initialize` (a client whose model turn comes first)
 sending it to its answer (the server prepares its path in that pause); a 2026-07-28 session's
 `server/discover` and keyword query (with its `_meta`) sent at once; each one's ratio to
 `python -I -c pass`, and the first query's ratio to `initialize` (issue 31), all measured interleaved in the same run on an index with the
-bundled example notes (or --notes DIR; no embedding).
+bundled example notes (or --notes DIR; no embedding), in a home as install.sh leaves it:
+its `models.yml` names the embedding model (`qmd models import --set-default`; --bare: none,
+the home `qmd collection add` alone leaves).
 
-    python bench/mcp_initialize.py [-n 30] [--notes DIR] [--cmd qmd [--cmd other-qmd]]
+    python bench/mcp_initialize.py [-n 30] [--notes DIR] [--bare] [--cmd qmd [--cmd other-qmd]]
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolV
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}
 DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}  # Claude Code 2.1.332's probe (3 s over stdio)
 MODERN_FIRST = "discover, then query (_meta)"  # the 2026-07-28 session: no initialize, each request carries its _meta
+# models.yml as install.sh writes it (the file need not exist: a keyword call loads no model)
+INSTALL_EMBEDDER = "from qmd.llm.models import set_installed_default\nset_installed_default('embed', '/models/all-MiniLM-L6-v2-f16.gguf')"
 
 
 def env_for(home: Path, pycache: Path) -> dict[str, str]:
@@ -129,6 +133,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=30)
     ap.add_argument("--notes", type=Path, default=REPO / "examples" / "notes")
+    ap.add_argument("--bare", action="store_true", help="no models.yml in the homes (a home install.sh did not set up)")
     ap.add_argument("--cmd", action="append", help="the qmd launcher to time (default: qmd on PATH); given twice or more, each is timed, interleaved, on its own copy of the index (before/after a change)")
     args = ap.parse_args()
     cmds: list[str] = args.cmd or [shutil.which("qmd") or "qmd"]
@@ -140,6 +145,8 @@ def main() -> int:
         for cmd, env, template, scratch, pycache in zip(cmds, envs, templates, fresh, pycaches):
             for where in (env, env_for(scratch, pycache)):  # the first-start home made where it is used: same paths
                 subprocess.run([cmd, "collection", "add", str(args.notes), "--name", "notes"], env=where, check=True, capture_output=True)
+                if not args.bare:  # install.sh's `qmd models import --set-default` (this checkout's code writes it)
+                    subprocess.run([sys.executable, "-c", INSTALL_EMBEDDER], env=where, check=True, capture_output=True)
             shutil.copytree(scratch, template, symlinks=True)
         # The kept instructions are written once the index has settled for 2 s, as every real
         # one has; a first start after that writes them (the "first start" rows copy the

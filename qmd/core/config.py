@@ -105,7 +105,8 @@ def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
 
 # --- the parsed-config cache ------------------------------------------------------
 # Parsing YAML (import included) costs more than a whole `qmd search`, so the parsed form
-# of each config is kept as JSON under the cache dir with the exact text it was parsed from.
+# of each config (an index's, and `models.yml`: qmd.llm.models) is kept as JSON under the
+# cache dir with the exact text it was parsed from.
 # A copy is used only when the file's text is that text, so it cannot be stale whatever
 # happened to the file's times (no "racily clean" window: a same-size edit within the file
 # system's timestamp granularity is seen as well). So it can be written the moment qmd saves
@@ -127,8 +128,8 @@ def config_cache_path(path: Path) -> Path:
     return cache_dir() / "config" / f"{os.path.basename(absolute)}-{key:08x}.json"
 
 
-def _read_cache(path: Path, text: str) -> dict[str, Any] | None:
-    """The cached parse of `path` when it was made from exactly `text`, else None (parse the YAML)."""
+def read_parsed_copy(path: Path, text: str) -> dict[str, Any] | None:
+    """The kept parse of the YAML file `path` when it was made from exactly `text`, else None (parse the YAML)."""
     import json
 
     try:
@@ -142,9 +143,11 @@ def _read_cache(path: Path, text: str) -> dict[str, Any] | None:
     return raw if isinstance(raw, dict) else None
 
 
-def _write_cache(path: Path, text: str, raw: dict[str, Any]) -> None:
-    """Best effort: a config JSON cannot hold exactly (dates, number keys), or an unwritable
-    cache dir gets no copy; the next load parses the YAML again."""
+def keep_parsed_copy(path: Path, text: str, raw: dict[str, Any]) -> None:
+    """Keep `raw`, the parse of `text` (the YAML file at `path`), for `read_parsed_copy`. Best
+    effort: what JSON cannot hold exactly (dates, number keys), or an unwritable cache dir,
+    gets no copy; the next load parses the YAML again. `raw` must be bounded (yamlcore.bounded):
+    an alias bomb's shared nodes would be written out in full."""
     import json
 
     from qmd.core.fileio import write_text
@@ -182,7 +185,7 @@ class Config:
             return cls(path, {})
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config {path}: {getattr(exc, 'strerror', None) or exc}", "check the path, the file's permissions and its encoding") from exc
-        cached = _read_cache(path, text)
+        cached = read_parsed_copy(path, text)
         if cached is not None:
             config = cls(path, cached)
             config.validate()  # a copy written by an older qmd may hold what this one refuses
@@ -200,7 +203,7 @@ class Config:
             raise ConfigError(f"config {path} expands to more than {CONFIG_NODES} values through its YAML aliases (&name/*name used inside each other)", f"write the values out instead of nesting aliases in {path}")
         config = cls(path, raw)
         config.validate()  # eagerly, so errors surface at load time (and a cached copy is valid)
-        _write_cache(path, text, raw)
+        keep_parsed_copy(path, text, raw)
         return config
 
     def save(self) -> None:
@@ -221,7 +224,7 @@ class Config:
         # Keep the parse of what was written: the next process (a server's first start) reads no YAML.
         _, loader, _ = _yaml()
         try:
-            _write_cache(self.path, text, yaml.load(text, Loader=loader) or {})
+            keep_parsed_copy(self.path, text, yaml.load(text, Loader=loader) or {})
         except yaml.YAMLError:
             pass
         self.path.with_name(f".{self.path.name}.json").unlink(missing_ok=True)  # the copy older qmds kept beside it

@@ -33,40 +33,68 @@ def installed_defaults_path() -> Path:
     return config_dir() / "models.yml"
 
 
+MODELS_NODES = 1_000  # values models.yml may hold once its YAML aliases are expanded (it names three files)
+
+
 def installed_defaults() -> dict[str, str]:
+    """The installed default of each role named in `models.yml` (a missing file: none).
+
+    Its parse is kept beside the index config's (`read_parsed_copy`, keyed by the file's exact
+    text): every `qmd query` and every MCP session's first call looks up the rerank model, and
+    importing and running the YAML parser for these few lines cost about 25 ms, more than the
+    rest of a first keyword call."""
+    path = installed_defaults_path()
     try:
-        text = installed_defaults_path().read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
-    except OSError as exc:
-        raise QmdError(f"cannot read {installed_defaults_path()}: {exc}", "fix or delete that file") from exc
-    import yaml  # only when there is a file to parse
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QmdError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}", "fix or delete that file") from exc
+    from qmd.core.config import keep_parsed_copy, read_parsed_copy
+
+    raw = read_parsed_copy(path, text)
+    if raw is None:
+        parsed = _parse_installed(path, text)
+        if not isinstance(parsed, dict):
+            return {}
+        from qmd.core.yamlcore import bounded
+
+        if bounded(parsed, MODELS_NODES):
+            keep_parsed_copy(path, text, parsed)
+        raw = parsed
+    for role, spec in raw.items():
+        if role in ROLES and spec and not isinstance(spec, (str, int, float)):  # a list, a mapping, an alias bomb: never str() it
+            raise QmdError(f"cannot read {path}: the model of '{role}' must be a path or an hf: URI, not a {type(spec).__name__}", "fix or delete that file")
+    return {k: str(v) for k, v in raw.items() if k in ROLES and v}
+
+
+def _parse_installed(path: Path, text: str) -> object:
+    import yaml
 
     from qmd.core.yamlcore import load
 
     try:
-        raw = load(text) or {}
+        return load(text) or {}
     except yaml.YAMLError as exc:
-        raise QmdError(f"cannot read {installed_defaults_path()}: {exc}", "fix or delete that file") from exc
-    if not isinstance(raw, dict):
-        return {}
-    for role, spec in raw.items():
-        if role in ROLES and spec and not isinstance(spec, (str, int, float)):  # a list, a mapping, an alias bomb: never str() it
-            raise QmdError(f"cannot read {installed_defaults_path()}: the model of '{role}' must be a path or an hf: URI, not a {type(spec).__name__}", "fix or delete that file")
-    return {k: str(v) for k, v in raw.items() if k in ROLES and v}
+        raise QmdError(f"cannot read {path}: {exc}".replace("\n", " "), "fix or delete that file") from exc
 
 
 def set_installed_default(role: str, spec: str) -> Path:
-    """Record `spec` as the installed default for `role` (atomic write)."""
+    """Record `spec` as the installed default for `role` (atomic write), and keep its parse:
+    the first MCP session after `install.sh` reads no YAML."""
     import yaml
 
-    from qmd.core.yamlcore import dumper
+    from qmd.core.config import keep_parsed_copy
+    from qmd.core.yamlcore import dumper, load
 
     if role not in ROLES:
         raise QmdError(f"unknown model role {role}", f"roles: {', '.join(ROLES)}")
     current = installed_defaults()
     current[role] = spec
-    return write_text(installed_defaults_path(), yaml.dump(current, Dumper=dumper(), sort_keys=True))
+    text = yaml.dump(current, Dumper=dumper(), sort_keys=True)
+    written = write_text(installed_defaults_path(), text)
+    keep_parsed_copy(installed_defaults_path(), text, load(text) or {})
+    return written
 
 
 def parse_hf(spec: str) -> tuple[str, str, str]:

@@ -496,6 +496,54 @@ def test_a_models_yml_whose_model_is_not_text_is_a_clear_error() -> None:
     assert str(path) in exc.value.message and "'embed'" in exc.value.message
 
 
+def test_models_yml_is_parsed_once_per_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: every `qmd query` and each MCP session's first call looks up the rerank model,
+    and with models.yml present (as install.sh leaves it) each imported and ran the YAML
+    parser (about 25 ms of a 20 ms first keyword call). Its parse is kept, keyed by the
+    file's exact text: a same-size edit is read again, never the stale copy."""
+    from qmd.core.config import config_cache_path
+    from qmd.llm import models
+
+    path = installed_defaults_path()
+    written = set_installed_default("embed", "/m/one.gguf")  # install.sh's way: the copy is kept as it writes
+    assert config_cache_path(written).is_file()
+
+    def no_yaml(path: Path, text: str) -> object:
+        raise AssertionError("models.yml parsed again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(models, "_parse_installed", no_yaml)
+        assert resolve_model("embed").spec == "/m/one.gguf"
+        path.write_text(path.read_text().replace("one", "two"))  # same size, maybe the same mtime
+        with pytest.raises(AssertionError, match="parsed again"):
+            resolve_model("embed")
+    assert resolve_model("embed").spec == "/m/two.gguf"  # parsed, and kept for the next one
+    with monkeypatch.context() as patched:
+        patched.setattr(models, "_parse_installed", no_yaml)
+        assert resolve_model("embed").spec == "/m/two.gguf"
+
+
+def test_a_models_yml_alias_bomb_is_refused_without_keeping_its_parse() -> None:
+    """Kept as JSON, the shared nodes of an alias bomb would be written out in full (10^9 values)."""
+    from qmd.core.config import config_cache_path
+
+    path = installed_defaults_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"] + [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    path.write_text("\n".join(lines) + "\nembed: /m/e.gguf\n")
+    assert resolve_model("embed").spec == "/m/e.gguf"
+    assert not config_cache_path(path).exists()
+
+
+def test_a_models_yml_that_is_not_utf8_is_a_clear_error() -> None:
+    path = installed_defaults_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"embed: /m/\xff.gguf\n")
+    with pytest.raises(QmdError) as exc:
+        resolve_model("embed")
+    assert str(path) in exc.value.message
+
+
 @pytest.mark.parametrize("spec", ["hf:user/repo", "hf:user//file.gguf", "hf:user/repo/file.bin", "hf:"])
 def test_bad_hf_uri(spec: str, fake_hub: FakeHub) -> None:
     with pytest.raises(QmdError) as exc:

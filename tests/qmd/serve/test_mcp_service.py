@@ -297,10 +297,16 @@ FIRST_CALLS = {
 }
 
 
-def first_session(tmp_path: Path, first: str, script: str) -> tuple[dict[int, dict[str, Any]], str]:
+# models.yml as install.sh leaves it (`qmd models import --set-default`): the query's rerank
+# lookup read it with the YAML parser, 25 ms of a 20 ms first keyword call in a real home.
+INSTALLED = "from qmd.llm.models import set_installed_default\nset_installed_default('embed', '/models/minilm.gguf')\n"
+
+
+def first_session(tmp_path: Path, first: str, script: str, installed: bool = False) -> tuple[dict[int, dict[str, Any]], str]:
     """Run `script` (a stdio server in a fresh interpreter) over a small index with initialize,
     initialized and the FIRST_CALLS tool call `first` as request 2; its answers by id and its
-    stderr, once the call's answer is checked to hold the deploy runbook."""
+    stderr, once the call's answer is checked to hold the deploy runbook. `installed`: the
+    home as install.sh leaves it (INSTALLED), no model named by the environment."""
     import subprocess
     import sys
 
@@ -308,6 +314,10 @@ def first_session(tmp_path: Path, first: str, script: str) -> tuple[dict[int, di
 
     env = make_env(tmp_path)
     setup_index(tmp_path, env)
+    if installed:
+        for role in ("EMBED", "RERANK", "GENERATE"):
+            env.pop(f"QMD_{role}_MODEL")
+        subprocess.run([sys.executable, "-c", INSTALLED], env=env, check=True, timeout=60)
     tool, arguments = FIRST_CALLS[first]
     messages = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
@@ -354,10 +364,12 @@ NOT_ON_A_FIRST_CALL = (
 NOT_ON_A_FIRST_QUERY = ("qmd.store.refs",)  # references: a get's, never a search's
 
 
+@pytest.mark.parametrize("installed", [False, True], ids=["bare home", "installed home"])
 @pytest.mark.parametrize("first", sorted(FIRST_CALLS))
-def test_a_later_starts_first_call_imports_only_what_its_answer_uses(tmp_path: Path, first: str) -> None:
+def test_a_later_starts_first_call_imports_only_what_its_answer_uses(tmp_path: Path, first: str, installed: bool) -> None:
     """Issue 31: the modules loaded when the answer to a stdio session's first tool call is
-    written (a start that finds kept instructions, as every start after the first does)."""
+    written (a start that finds kept instructions, as every start after the first does), in
+    a home as `collection add` leaves it and in one install.sh set up."""
     code = (
         "import json, sys\n"
         "from qmd.core.paths import resolve_index\n"
@@ -388,7 +400,7 @@ def test_a_later_starts_first_call_imports_only_what_its_answer_uses(tmp_path: P
         "sys.stderr.write('LOADED ' + json.dumps(sorted(loaded)) + '\\n')\n"
         "sys.exit(code)\n"
     )
-    answers, stderr = first_session(tmp_path, first, code)
+    answers, stderr = first_session(tmp_path, first, code, installed)
     assert answers[1]["result"]["instructions"] == "KEPT"  # a later start: the kept text answered
     loaded = json.loads(stderr.rsplit("LOADED ", 1)[1])
     assert "qmd.store.store" in loaded  # the snapshot is the answer's
