@@ -455,7 +455,7 @@ def test_the_session_start_notice_is_there_iff_the_flag_is_raised(session: Sessi
 # --- a server that is slow to start ----------------------------------------------------------
 
 
-def _launcher_venv(venv: Path, script: str) -> Path:
+def launcher_venv(venv: Path, script: str) -> Path:
     """A venv whose `qmd` is the shell `script` (which ends up running the real qmd); `qmd mcp
     install` run with its python (returned) registers that launcher, as it registers any venv's."""
     real = Path(sys.prefix)
@@ -473,7 +473,7 @@ def _launcher_venv(venv: Path, script: str) -> Path:
 
 def _slow_venv(root: Path) -> Path:
     """A venv whose `qmd` takes SLOW_START_S to start its MCP server (the real qmd after that)."""
-    return _launcher_venv(root / "slow-venv", f'#!/bin/sh\nif [ "$1" = mcp ]; then sleep {SLOW_START_S}; fi\nexec {QMD} "$@"\n')
+    return launcher_venv(root / "slow-venv", f'#!/bin/sh\nif [ "$1" = mcp ]; then sleep {SLOW_START_S}; fi\nexec {QMD} "$@"\n')
 
 
 def tracing_venv(box: Box) -> Path:
@@ -486,7 +486,7 @@ def tracing_venv(box: Box) -> Path:
         f'  tee -a "{trace}/$$.in" | "{QMD}" "$@" | tee -a "{trace}/$$.out"\n  exit 0\nfi\n'
         f'exec "{QMD}" "$@"\n'
     )
-    python = _launcher_venv(box.launcher.parent.parent, script)
+    python = launcher_venv(box.launcher.parent.parent, script)
     assert python.parent / "qmd" == box.launcher
     return python
 
