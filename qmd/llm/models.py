@@ -18,7 +18,7 @@ from pathlib import Path
 
 from qmd.core.defaults import BUILTIN
 from qmd.core.errors import QmdError
-from qmd.core.fileio import write_text
+from qmd.core.fileio import open_regular, write_text
 from qmd.core.paths import config_dir, models_dir
 
 ROLES = ("embed", "rerank", "generate")
@@ -45,7 +45,8 @@ def installed_defaults() -> dict[str, str]:
     rest of a first keyword call."""
     path = installed_defaults_path()
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path) as fh:  # a FIFO here blocked every query in open()
+            text = fh.read().decode("utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:

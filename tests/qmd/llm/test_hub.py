@@ -535,6 +535,17 @@ def test_a_models_yml_alias_bomb_is_refused_without_keeping_its_parse() -> None:
     assert not config_cache_path(path).exists()
 
 
+def test_a_models_yml_that_is_a_fifo_is_refused_at_once() -> None:
+    import os
+
+    path = installed_defaults_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)  # nobody writes it: open() for reading waited forever
+    with pytest.raises(QmdError) as exc:
+        resolve_model("rerank")
+    assert str(path) in exc.value.message and "not a regular file" in exc.value.message
+
+
 def test_a_models_yml_that_is_not_utf8_is_a_clear_error() -> None:
     path = installed_defaults_path()
     path.parent.mkdir(parents=True, exist_ok=True)
