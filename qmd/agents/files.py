@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import QmdError
-from qmd.core.fileio import check_writable, refuse_read_only, write_bytes
+from qmd.core.fileio import NotRegularFile, check_writable, open_regular, refuse_read_only, write_bytes
 
 FIX_HINT = "fix the file (or move it away) and run the command again"
 
@@ -29,9 +29,12 @@ def read_json_object(path: Path, fix: str = FIX_HINT) -> tuple[dict[str, Any], b
     object raises a QmdError whose hint is `fix` (for the last two).
     """
     try:
-        raw = path.read_bytes()
+        with open_regular(path) as fh:  # a cloned repo's .mcp.json linked to /dev/zero read until memory ran out
+            raw = fh.read()
     except FileNotFoundError:
         return {}, None
+    except NotRegularFile as exc:
+        raise QmdError(f"cannot read {path}: {exc.strerror}", f"move {path} away: qmd reads only a regular file there") from exc
     except OSError as exc:
         raise QmdError(f"cannot read {path}: {exc.strerror or exc}", "check the file's permissions") from exc
     if not raw.strip():

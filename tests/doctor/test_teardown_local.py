@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.run import local_project, qmd_at
+from tests.support.run import local_env, local_project, qmd_at
 
 
 def project(root: Path) -> Path:
@@ -129,3 +129,24 @@ def test_purge_that_keeps_an_index_says_so_at_the_end(home: Path, tmp_path: Path
     done = qmd_at(linked, "teardown", "--yes", "--purge")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "except the index(es) kept above" in done.stdout and "All its data is deleted." not in done.stdout
+
+
+def test_a_cloned_repos_mcp_json_linked_to_a_device_is_refused(home: Path, tmp_path: Path) -> None:
+    """A repository can hold `.mcp.json` as a link to /dev/zero: teardown (and doctor, mcp
+    install) run in it read the file, which never ended: the memory filled (MemoryError, exit 3
+    under a 3 GB limit). Now only a regular file is read there, and the rest of teardown runs."""
+    import resource
+    import subprocess
+
+    from tests.support.run import command
+
+    repo = tmp_path / "cloned"
+    repo.mkdir()
+    (repo / ".mcp.json").symlink_to("/dev/zero")
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    done = subprocess.run(command("teardown", "--yes"), env=local_env(), cwd=repo, capture_output=True, text=True, timeout=120, preexec_fn=limited, stdin=subprocess.DEVNULL)
+    assert done.returncode != 3 and "MemoryError" not in done.stderr + done.stdout, done.stderr
+    assert done.returncode == 0, done.stderr

@@ -333,7 +333,7 @@ def test_error_lines_are_not_repeated_within_a_minute(world: Path) -> None:
 HEAVY = {"typer", "click", "yaml", "apsw", "sqlite_vec", "llama_cpp", "numpy", "rich", "tomllib"}
 # A deny may use qmd's clock (the block line's timestamp) and where the agents' files are (the advice);
 # an allow imports nothing of qmd.
-DENY_QMD = {"qmd", "qmd.harness", "qmd.core", "qmd.core.lazy", "qmd.core.clock", "qmd.core.errors", "qmd.agents", "qmd.agents.locations", "qmd.agents.plugin"}  # plugin: json, pathlib and locations (os, pathlib, errors) only
+DENY_QMD = {"qmd", "qmd.harness", "qmd.core", "qmd.core.lazy", "qmd.core.clock", "qmd.core.errors", "qmd.agents", "qmd.agents.locations", "qmd.agents.plugin", "qmd.core.fileio"}  # plugin: json, pathlib and locations (os, pathlib, errors) only; fileio (errno, json, os, stat): the agents' files are read only when regular (a repository's link to /dev/zero or a FIFO)
 
 
 def _check_lean(modules: set[str], denied: bool) -> None:
