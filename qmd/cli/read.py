@@ -25,6 +25,7 @@ from qmd.cli.options import (
     with_output_format,
 )
 from qmd.cli.shared import err, index_uri, open_store, out
+from qmd.core.errors import QmdError
 
 
 @with_output_format
@@ -65,7 +66,7 @@ def get(
 
 @with_output_format
 def multi_get(
-    pattern: Annotated[str, typer.Argument(help="Glob over collection/path ('notes/**/*.md'), or a comma-separated list of paths/#docids, each with an optional line range (notes/a.md:10:5: from line 10, 5 lines).")],
+    patterns: Annotated[list[str], typer.Argument(metavar="PATTERN", help="Glob over collection/path ('notes/**/*.md': quote it), or a comma-separated list of paths/#docids, each with an optional line range (notes/a.md:10:5: from line 10, 5 lines). Several arguments (a glob the shell expanded) are read as that list.")],
     lines: Annotated[int | None, typer.Option("-l", "--lines", help="At most this many lines per document.")] = None,
     max_bytes: Annotated[int, typer.Option("--max-bytes", help="Skip documents larger than this.")] = 65536,
     line_numbers: Annotated[bool, typer.Option("--line-numbers/--no-line-numbers", help="Number the lines.")] = True,
@@ -77,7 +78,7 @@ def multi_get(
 
     non_negative(lines, "-l")
     non_negative(max_bytes, "--max-bytes")
-    pattern = named_index(pattern)  # URIs printed for a named index read that index
+    pattern = named_index(one_pattern(patterns))  # URIs printed for a named index read that index
     with open_store() as store:
         items = store.multi_get(pattern, lines, max_bytes)
         names = display_names(roots_of(store), items, full_path) or {}
@@ -90,6 +91,18 @@ def multi_get(
         # A glob: the collection-relative path, as the original names its matches.
         names = {it.uri: it.path for it in items} | {k: v for k, v in names.items() if not v.startswith("qmd://")}
     out(format_multi(items, kind, line_numbers, names))
+
+
+def one_pattern(patterns: list[str]) -> str:
+    """The pattern of `multi-get ARG...`: one argument as it is; several (`multi-get notes/*.md`
+    unquoted: the shell expanded the glob into paths) as the comma list they name."""
+    if len(patterns) == 1:
+        return patterns[0]
+    with_comma = next((p for p in patterns if "," in p), None)
+    if with_comma is not None:
+        raise QmdError(f"multi-get takes one pattern, and '{with_comma[:80]}' holds a comma, so the {len(patterns)} arguments cannot be read as one list",
+                       "quote the glob so the shell does not expand it: qmd multi-get 'notes/*.md'")
+    return ",".join(patterns)
 
 
 def is_list_pattern(pattern: str) -> bool:

@@ -790,3 +790,17 @@ def test_multi_get_of_commas_alone_is_refused(indexed: Path) -> None:
     for pattern in (",", ",,,", " , ,"):
         proc = run_qmd("multi-get", pattern, "--json", cwd=indexed)
         assert_error(proc.returncode, proc.stdout, proc.stderr, "no document names")
+
+
+def test_multi_get_of_a_glob_the_shell_expanded_reads_the_files_it_names(indexed: Path) -> None:
+    """`qmd multi-get notes/*.md` unquoted: the shell hands over one path an argument, and
+    typer said "Got unexpected extra argument(s)" (exit 2) with no fix named. The arguments
+    are now the comma list they spell; one holding a comma cannot be, and says to quote."""
+    names = sorted(str(p.relative_to(indexed)) for p in indexed.rglob("*.md"))  # as `*.md */*.md` expands
+    assert len(names) == 2
+    several = run_qmd("multi-get", *names, "--json", cwd=indexed)
+    listed = run_qmd("multi-get", ",".join(names), "--json", cwd=indexed)
+    assert several.returncode == 0, several.stderr
+    assert several.stdout == listed.stdout and len(json.loads(several.stdout)) == 2
+    proc = run_qmd("multi-get", names[0], "a,b", cwd=indexed)
+    assert_error(proc.returncode, proc.stdout, proc.stderr, "holds a comma", "quote the glob")
