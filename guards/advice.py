@@ -72,11 +72,15 @@ def _qmd_in(servers: object) -> str | None:
     return None
 
 
+MAX_FILE = 16 * 1024 * 1024  # an agent's settings are kilobytes; a repository's link to /dev/zero is endless
+
+
 def _read_json(path: str) -> object:
+    from qmd.harness import read_regular
+
     try:
-        with open(path, "rb") as fh:
-            return json.loads(fh.read())
-    except (OSError, ValueError, RecursionError):  # a hostile file is no registration
+        return json.loads(read_regular(path, MAX_FILE))
+    except (OSError, ValueError, RecursionError):  # a hostile file (a link to /dev/zero, a sparse 4 GB one, bad JSON) is no registration
         return None
 
 
@@ -114,11 +118,12 @@ def codex_mcp(cwd: str | None) -> str | None:
     if codex_plugin():
         return "qmd"
 
+    from qmd.harness import read_regular
+
     for path in [codex_config()] + [codex_config(Path(d)) for d in _ancestors(cwd)]:
         try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                if re.search(_CODEX_MCP, fh.read(), re.MULTILINE):
-                    return "qmd"
+            if re.search(_CODEX_MCP, read_regular(path, MAX_FILE).decode("utf-8", "replace"), re.MULTILINE):
+                return "qmd"
         except OSError:
             continue
     return None

@@ -29,6 +29,7 @@ from qmd.agents import (
     disable_hooks_feature,
     dump_json,
     enable_hooks_feature,
+    inside_project,
     plugin_notice,
     read_json_object,
     remove_hook_states,
@@ -182,6 +183,13 @@ def _uninstall_feature(path: Path, lines: list[str]) -> None:
     _save_manifest(manifest)
 
 
+def _claude_settings(scope: str) -> Path:
+    """Claude Code's settings for `scope`; a project's only while it stays in the project (a
+    cloned repository's `.claude -> /elsewhere` had install write there)."""
+    path = claude_settings(scope)
+    return path if scope == "user" else inside_project(path, Path.cwd())
+
+
 def install(claude: bool, codex: bool, scope: str = "user", dry_run: bool = False) -> list[str]:
     """Register the hook; returns the lines to print. `dry_run`: change nothing; the lines show
     every file that would be written, with its whole new content."""
@@ -194,7 +202,7 @@ def install(claude: bool, codex: bool, scope: str = "user", dry_run: bool = Fals
     if claude_plugin_id:  # the plugin's hooks/hooks.json runs the same two commands: never twice
         lines.append(plugin_notice(claude_plugin_id, "the PreToolUse guard and the SessionStart notice"))
     elif claude:
-        _install_json(claude_settings(scope), CLAUDE_MATCHER, command, lines, dry_run)
+        _install_json(_claude_settings(scope), CLAUDE_MATCHER, command, lines, dry_run)
     if codex_plugin_id:
         lines.append(plugin_notice(codex_plugin_id, "the PreToolUse guard and the SessionStart notice", "codex"))
     elif codex:
@@ -208,7 +216,7 @@ def install(claude: bool, codex: bool, scope: str = "user", dry_run: bool = Fals
 def _changes(claude: bool, codex: bool, scope: str, command: str) -> list[Path]:
     """The files `install` would write (what its dry run would show)."""
     scratch: list[str] = []
-    files = [claude_settings(scope)] if claude and _install_json(claude_settings(scope), CLAUDE_MATCHER, command, scratch, True) else []
+    files = [_claude_settings(scope)] if claude and _install_json(_claude_settings(scope), CLAUDE_MATCHER, command, scratch, True) else []
     if codex:
         files += [codex_hooks_json()] if _install_json(codex_hooks_json(), CODEX_MATCHER, command, scratch, True) else []
         files += [codex_config()] if _install_feature(codex_config(), scratch, True) else []
@@ -219,7 +227,7 @@ def uninstall(claude: bool, codex: bool, scope: str = "user") -> list[str]:
     """Remove what install added; returns the lines to print."""
     lines: list[str] = []
     if claude:
-        _uninstall_json(claude_settings(scope), lines)
+        _uninstall_json(_claude_settings(scope), lines)
     if codex:
         _uninstall_codex_hooks(codex_hooks_json(), lines)
         _uninstall_feature(codex_config(), lines)

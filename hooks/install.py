@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qmd import QmdError
-from qmd.harness import StateLayout, lock_folder, now_iso, replace_file, write_text
+from qmd.harness import StateLayout, lock_folder, now_iso, read_regular, replace_file, write_text
 from updater import registry
 
 from . import script
@@ -36,14 +36,29 @@ class Outcome:
     entry: dict[str, Any] = field(default_factory=dict)
 
 
+MAX_HOOK = 1024 * 1024  # a hook script is kilobytes; a repository's hooks folder may hold a sparse file of gigabytes
+
+
 def _read(path: Path) -> str | None:
-    """The text of a hook file; None when there is none; "" for a dangling symlink."""
+    """The text of a hook file; None when there is none; "" for a dangling symlink.
+
+    A link to an existing file is refused: a repository whose tracked hooks folder
+    (`core.hooksPath`, husky) holds `post-commit -> ~/.ssh/id_rsa` had that file's bytes copied
+    into the hook qmd wrote there, ready to be committed; one to /dev/zero was read until the
+    memory ran out. So is anything but a regular file of at most MAX_HOOK bytes."""
+    if os.path.islink(path):
+        if not os.path.exists(path):
+            return ""
+        raise QmdError(
+            f"{path} is a symbolic link (to {os.readlink(path)}): qmd reads and replaces only a regular hook file",
+            "replace the link with a copy of the file it names, or move it away, then run the command again",
+        )
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_regular(path, MAX_HOOK).decode("utf-8", "replace")
     except FileNotFoundError:
-        return "" if os.path.islink(path) else None
-    except IsADirectoryError as exc:
-        raise QmdError(f"{path} is a directory, not a hook file", "move it away, then run qmd hooks install again") from exc
+        return None
+    except OSError as exc:
+        raise QmdError(f"cannot read the hook {path}: {exc.strerror or exc}", "move it away, then run the command again") from exc
 
 
 def _write(path: Path, text: str, mode: int = 0o755) -> bool:

@@ -2,7 +2,7 @@
 beyond the public API (`qmd`).
 
 A library user needs none of it. The harness keeps its state in one folder (`StateLayout`,
-`state_dir()`), writes files atomically (`write_json`, `write_text`, `replace_file`), words an
+`state_dir()`), writes files atomically (`write_json`, `write_text`, `replace_file`) and reads only regular files of a bounded size (`open_regular`, `read_regular`: a repository's link to /dev/zero), words an
 OSError the environment is to blame for as a line and its fix (`denial`), takes
 file locks (`lock_file`, `try_lock`), keeps PID records (`process_alive`,
 `remove_own_record`), reads every index it serves from its config without opening it
@@ -32,6 +32,7 @@ _EXPORTS = {
     # files, time, locks, processes
     "read_json": "core.fileio",
     "open_regular": "core.fileio",
+    "read_regular": "core.fileio",
     "write_json": "core.fileio",
     "write_text": "core.fileio",
     "replace_file": "core.fileio",
@@ -72,7 +73,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.buildinfo import build_id
     from qmd.core.clock import age, ago, now_iso, parse_iso
     from qmd.core.defaults import BUILTIN as BUILTIN_MODELS
-    from qmd.core.fileio import denial, open_regular, read_json, replace_file, write_json, write_text
+    from qmd.core.fileio import denial, open_regular, read_json, read_regular, replace_file, write_json, write_text
     from qmd.core.indexes import ConfiguredIndex, index_keys, local_configs, read_index
     from qmd.core.locks import FileLockHandle, is_locked, lock_file, lock_folder, try_lock
     from qmd.core.paths import DEFAULT_INDEX, QUEUE_DIRS, StateLayout, cache_dir, config_dir, models_dir, state_dir

@@ -22,7 +22,8 @@ qmd's Claude Code plugin (`plugin`):
 Editing them (`files`, `codex`):
 - `read_json_object`, `dump_json`: read a JSON object file, write JSON in its style.
 - `backup`, `write_file`, `write_with_backup`, `write_or_remove`, `check_changeable`: `*.qmd-backup-<time>`
-  copies and atomic, mode-keeping writes.
+  copies and atomic, mode-keeping writes; `inside_project(path, root)`: a project's file, refused
+  when a link leads it outside the project.
 - `enable_hooks_feature`, `disable_hooks_feature`, `HOOKS_FEATURE_LINE`: Codex's
   `[features] hooks = true` flag, added and removed as text.
 - `remove_hook_states`: the trust Codex recorded for qmd's hooks (`[hooks.state."KEY"]`), removed
@@ -56,6 +57,7 @@ _EXPORTS = {
     "check_changeable": "files",
     "write_with_backup": "files",
     "write_or_remove": "files",
+    "inside_project": "files",
     "enable_hooks_feature": "codex",
     "disable_hooks_feature": "codex",
     "remove_hook_states": "codex",
@@ -75,7 +77,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.agents.codex import HOOKS_FEATURE_LINE, disable_hooks_feature, enable_hooks_feature, remove_hook_states
-    from qmd.agents.files import backup, check_changeable, dump_json, read_json_object, write_file, write_or_remove, write_with_backup
+    from qmd.agents.files import backup, check_changeable, dump_json, inside_project, read_json_object, write_file, write_or_remove, write_with_backup
     from qmd.agents.plugin import PLUGIN_SERVER, claude_plugin, codex_plugin, plugin_notice, remove_command
     from qmd.agents.locations import claude_config_dir, claude_json, claude_settings, codex_config, codex_home, codex_hooks_json, project_mcp_json
     from qmd.agents.registration import apply, plan_claude, plan_codex, registered_token_env, registrations, unregister_all

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import QmdError
-from qmd.core.fileio import NotRegularFile, check_writable, open_regular, refuse_read_only, write_bytes
+from qmd.core.fileio import NotRegularFile, TooLarge, check_writable, read_regular, refuse_read_only, write_bytes
 
 FIX_HINT = "fix the file (or move it away) and run the command again"
+MAX_CLIENT_FILE = 16 * 1024 * 1024  # a client's settings or MCP list are kilobytes (a cloned repository's may be a sparse file of gigabytes)
 
 
 def read_json_object(path: Path, fix: str = FIX_HINT) -> tuple[dict[str, Any], bytes | None]:
@@ -29,12 +30,11 @@ def read_json_object(path: Path, fix: str = FIX_HINT) -> tuple[dict[str, Any], b
     object raises a QmdError whose hint is `fix` (for the last two).
     """
     try:
-        with open_regular(path) as fh:  # a cloned repo's .mcp.json linked to /dev/zero read until memory ran out
-            raw = fh.read()
+        raw = read_regular(path, MAX_CLIENT_FILE)  # a cloned repo's .mcp.json linked to /dev/zero was read until memory ran out
     except FileNotFoundError:
         return {}, None
-    except NotRegularFile as exc:
-        raise QmdError(f"cannot read {path}: {exc.strerror}", f"move {path} away: qmd reads only a regular file there") from exc
+    except (NotRegularFile, TooLarge) as exc:
+        raise QmdError(f"cannot read {path}: {exc.strerror}", f"move {path} away: qmd reads only a regular file of at most {MAX_CLIENT_FILE >> 20} MB there") from exc
     except OSError as exc:
         raise QmdError(f"cannot read {path}: {exc.strerror or exc}", "check the file's permissions") from exc
     if not raw.strip():
@@ -80,6 +80,23 @@ def backup(path: Path) -> Path | None:
         target = path.with_name(f"{path.name}.qmd-backup-{stamp}-{n}")
     shutil.copy2(path, target)
     return target
+
+
+def inside_project(path: Path, root: Path) -> Path:
+    """`path`, a project's file under `root` (`./.mcp.json`, `./.claude/settings.json`, the
+    skills folders), when it stays inside the project once its links are followed; else a
+    QmdError. A cloned repository's `.mcp.json -> ~/elsewhere.json` or `.claude -> /etc/x` had
+    install and teardown change that outside file (a user's own links in `~` are written
+    through on purpose: `write_file`)."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+        return path
+    link = next((p for p in [*reversed(path.parents), path] if p.is_symlink() and str(p).startswith(str(root))), path)
+    raise QmdError(
+        f"{path} leads outside the project ({real}) through the symbolic link {link}: qmd changes a project's files only inside it",
+        f"remove the link (rm {link}) or make it a file or folder of the project, then run the command again",
+    )
 
 
 def _written(path: Path) -> Path:

@@ -33,12 +33,10 @@ MAX_FILE = 16 * 1024 * 1024  # a client's plugin list or settings are kilobytes;
 def _load(path: Path) -> object:
     """The JSON in `path`, or None when it is missing, over MAX_FILE, not JSON, or nested too
     deep for the decoder (a hostile file: doctor and install must not crash on it)."""
-    from qmd.core.fileio import open_regular
+    from qmd.core.fileio import read_regular
 
     try:
-        with open_regular(path) as fh:  # a link to a FIFO or a terminal never ended the read
-            raw = fh.read(MAX_FILE + 1)
-        return None if len(raw) > MAX_FILE else json.loads(raw)
+        return json.loads(read_regular(path, MAX_FILE))  # a link to a FIFO or a terminal never ended the read
     except (OSError, ValueError, RecursionError):
         return None
 

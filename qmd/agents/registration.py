@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import qmd.agents.codex as codex
-from qmd.agents.files import dump_json, read_json_object, write_or_remove, write_with_backup
+from qmd.agents.files import dump_json, inside_project, read_json_object, write_or_remove, write_with_backup
 from qmd.agents.locations import claude_json, codex_config, codex_home, project_mcp_json
 from qmd.agents.plugin import claude_plugin, codex_plugin, plugin_notice
 from qmd.core.errors import QmdError
@@ -238,7 +238,7 @@ def plan_claude(
         add = [exe, "mcp", "add-json", "--scope", scope, name, json.dumps(entry, ensure_ascii=False)]
         remove = [exe, "mcp", "remove", "--scope", scope, name]
         return Plan("claude", f"registered '{name}' with Claude Code ({scope} scope) through `claude mcp add-json`", [remove, add])
-    path = claude_json() if scope == "user" else project_mcp_json(cwd)
+    path = claude_json() if scope == "user" else inside_project(project_mcp_json(cwd), cwd or Path.cwd())
     data = _read_json(path)
     servers = data.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
@@ -366,9 +366,22 @@ def unregister_all(*, cwd: Path | None = None, which: Which = shutil.which) -> l
             if proc.returncode == 0:
                 lines.append(f"removed MCP server '{name}' from {client} (`{client} mcp remove`)")
     files = [(claude_json(), unregister_claude_file), (project_mcp_json(cwd), unregister_claude_file), (codex_config(), codex.remove_qmd_servers)]
+    try:
+        inside_project(project_mcp_json(cwd), cwd or Path.cwd())
+    except QmdError as exc:  # a link out of the project: that file is not the project's to change
+        lines.append(f"left {project_mcp_json(cwd)} as it is: {exc.message}")
+        del files[1]
+    unreadable: list[QmdError] = []
     for path, remove in files:
-        for name in remove(path):
+        try:
+            removed = remove(path)
+        except QmdError as exc:  # one unreadable file (not regular, too large, not JSON) does not stop the rest
+            unreadable.append(exc)
+            continue
+        for name in removed:
             lines.append(f"removed MCP server '{name}' from {path}")
+    if unreadable:  # the others are done (said first); this step still failed
+        raise QmdError("; ".join([*lines, *(exc.message for exc in unreadable)]), unreadable[0].cli_hint)
     return lines
 
 

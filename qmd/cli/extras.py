@@ -33,6 +33,8 @@ def init(directory: Annotated[str | None, typer.Argument(help="The project folde
     if not root.is_dir():
         raise QmdError(f"{root} is not a folder", "give the project folder: qmd init DIR")
     folder = root / LOCAL_DIR
+    if folder.is_symlink():  # a cloned repository's `.qmd -> /elsewhere`: init wrote its config and index there
+        raise QmdError(f"{folder} is a symbolic link (to {os.readlink(folder)}), not the folder qmd init makes", f"remove the link (rm {folder}), then: qmd init {root}")
     for path in (folder, *(folder / n for n in LOCAL_CONFIG_NAMES)):
         wrong = path.is_symlink() and not path.exists() or (path.exists() and path.is_dir() != (path == folder))
         if wrong:
@@ -50,7 +52,7 @@ def init(directory: Annotated[str | None, typer.Argument(help="The project folde
         if decision.gated and not decision.allowed:  # your own custom defaults, written by you just now
             record_trust(config_path, decision.digest)
     ignore = folder / ".gitignore"
-    if not ignore.exists():
+    if not os.path.lexists(ignore):  # a link there (dangling: write_text made its target, outside the project) is left alone
         ignore.write_text("# the index is rebuilt from the notes; the config travels with the repository\nindex.sqlite*\n*.lock\n")
     paths = local_index(config_path)
     with Store(paths.index_path, paths.config_path) as store:

@@ -326,6 +326,11 @@ def skill_install(
 
     text = skill_text()
     agents, claude_dir = skill_dirs(global_)
+    if not global_:  # a cloned repository's `.claude -> /elsewhere` had the skill installed there
+        from qmd.agents import inside_project
+
+        for folder in (agents, claude_dir):  # the skill's own folder, a link, is refused by _clear (never written through)
+            inside_project(folder.parent, Path.cwd())
     plugin_id = None if claude is False else claude_plugin(Path.cwd())
     try:
         if (yes or claude) and plugin_id is None:  # both or neither: Claude's side is checked before anything is written

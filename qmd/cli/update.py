@@ -94,7 +94,9 @@ class _Said:
             self.bar.update(n, None, "files new or changed")
 
     def command(self, name: str, cmd: str) -> None:
-        err(f"{name}: running update command: {cmd}")
+        from qmd.core.text import line_safe
+
+        err(f"{line_safe(name)}: running update command: {line_safe(cmd)}")  # as the trust prompt showed it: no \r or escape hides a part
 
     def updated(self, report: UpdateReport) -> None:
         self.bar.close()

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_PATTERN = "**/*.md"
+CONFIG_BYTES = 16 * 1024 * 1024  # a config's size on disk; 2,000 collections with contexts take under 1 MB
 CONFIG_NODES = 200_000  # values a config may hold once its YAML aliases are expanded (an alias bomb: billions)
 
 
@@ -176,13 +177,14 @@ class Config:
         A parsed copy in the cache dir (see `config_cache_path`) spares every search the
         import and run of the YAML parser; it is used only when it cannot be stale.
         """
-        from qmd.core.fileio import open_regular
+        from qmd.core.fileio import TooLarge, read_regular
 
-        try:
-            with open_regular(path) as fh:  # a FIFO here blocked every command (and the updater) in open()
-                text = fh.read().decode("utf-8")
+        try:  # a FIFO here blocked every command (and the updater) in open(); a cloned repository's sparse 4 GB one filled the memory
+            text = read_regular(path, CONFIG_BYTES).decode("utf-8")
         except FileNotFoundError:
             return cls(path, {})
+        except TooLarge as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}", f"a config holds collections and contexts (kilobytes): fix or remove {path}") from exc
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config {path}: {getattr(exc, 'strerror', None) or exc}", "check the path, the file's permissions and its encoding") from exc
         cached = read_parsed_copy(path, text)

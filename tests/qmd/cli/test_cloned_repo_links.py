@@ -1,0 +1,106 @@
+"""A cloned repository's links and huge files, met by the commands a user runs inside it.
+
+A repository can hold symbolic links (to /dev/zero, to a file or folder outside it) and sparse
+files of gigabytes that its git blobs compress to nothing. Each case below once changed a
+file outside the repository through a link, or read until the memory ran out (MemoryError,
+exit 3 under the 3 GB limit these runs get); now each refuses in one line, or leaves the
+outside file alone, and nothing outside changes (red team, 2026-12-04).
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+from pathlib import Path
+
+from tests.support.run import command, local_env
+
+LIMIT = 3 << 30
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+    return subprocess.run(command(*args), env=local_env(), cwd=cwd, capture_output=True, text=True, timeout=120, preexec_fn=limited, stdin=subprocess.DEVNULL)
+
+
+def refused(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    assert done.stderr.startswith("Error: ") and "\nhint: " in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert all(w in done.stderr for w in words), done.stderr
+
+
+def repo(tmp_path: Path) -> tuple[Path, Path]:
+    """(a git repository, a folder outside it holding existing.json)."""
+    root, outside = tmp_path / "cloned", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (outside / "existing.json").write_text('{"keep": 1}\n')
+    return root, outside
+
+
+def test_project_registration_through_a_link_out_of_the_repository_is_refused(tmp_path: Path) -> None:
+    root, outside = repo(tmp_path)
+    (root / ".mcp.json").symlink_to(outside / "existing.json")
+    refused(run(root, "mcp", "install", "--claude", "--scope", "project"), "leads outside the project", "rm ")
+    assert (outside / "existing.json").read_text() == '{"keep": 1}\n'
+    listed = '{"mcpServers": {"qmd": {"type": "stdio", "command": "qmd", "args": ["mcp"]}}}\n'
+    (outside / "existing.json").write_text(listed)  # as the write-through left it
+    done = run(root, "teardown", "--yes")  # teardown leaves it, says so, and goes on
+    assert done.returncode == 0 and "as it is" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert (outside / "existing.json").read_text() == listed
+
+
+def test_project_guard_and_skills_through_a_linked_folder_are_refused(tmp_path: Path) -> None:
+    root, outside = repo(tmp_path)
+    (root / ".claude").symlink_to(outside)
+    refused(run(root, "guard", "install", "--claude", "--scope", "project"), "leads outside the project")
+    refused(run(root, "skill", "install", "--yes"), "leads outside the project")
+    (root / ".claude").unlink()
+    (root / ".agents").symlink_to(outside)
+    refused(run(root, "skill", "install", "--yes"), "leads outside the project")
+    assert sorted(p.name for p in outside.iterdir()) == ["existing.json"]
+
+
+def test_init_never_writes_through_a_linked_qmd_folder_or_gitignore(tmp_path: Path) -> None:
+    root, outside = repo(tmp_path)
+    (root / ".qmd").symlink_to(outside)
+    refused(run(root, "init"), "is a symbolic link")
+    (root / ".qmd").unlink()
+    (root / ".qmd").mkdir()
+    (root / ".qmd" / ".gitignore").symlink_to(outside / "made-by-init")  # dangling: write_text created its target
+    assert run(root, "init").returncode == 0
+    assert sorted(p.name for p in outside.iterdir()) == ["existing.json"]
+
+
+def test_huge_sparse_files_are_one_line(tmp_path: Path) -> None:
+    root, _ = repo(tmp_path)
+    (root / ".qmd").mkdir()
+    with open(root / ".qmd" / "index.yml", "wb") as fh:
+        fh.truncate(4 << 30)
+    refused(run(root, "search", "hello"), "larger than", "index.yml")
+    (root / ".qmd" / "index.yml").unlink()
+    (root / ".qmd").rmdir()
+    with open(root / ".mcp.json", "wb") as fh:
+        fh.truncate(4 << 30)
+    refused(run(root, "mcp", "install", "--claude", "--scope", "project"), "larger than", ".mcp.json")
+
+
+def test_teardown_removes_what_it_can_past_an_unreadable_project_file(tmp_path: Path) -> None:
+    """The user's own registration goes; the project's 4 GB `.mcp.json` is named, and the
+    teardown exits 1 (it once stopped at that file: MemoryError, exit 3)."""
+    import json
+
+    from qmd.agents import claude_json
+
+    root, _ = repo(tmp_path)
+    assert run(tmp_path, "mcp", "install", "--claude").returncode == 0  # user scope: ~/.claude.json
+    user = claude_json()
+    assert "qmd" in json.loads(user.read_text())["mcpServers"]
+    with open(root / ".mcp.json", "wb") as fh:
+        fh.truncate(4 << 30)
+    done = run(root, "teardown", "--yes")
+    assert done.returncode == 1 and "larger than" in done.stderr and ".mcp.json" in done.stderr, done.stderr
+    assert not user.exists() or "qmd" not in json.loads(user.read_text()).get("mcpServers", {})  # removed (the file too: qmd had made it)
