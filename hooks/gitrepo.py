@@ -42,8 +42,25 @@ def locate(path: Path | str) -> RepoHooks:
     top = Path(os.path.realpath(git(where, "rev-parse", "--show-toplevel")))
     hooks = Path(git(top, "rev-parse", "--git-path", "hooks"))
     hooks_dir = Path(os.path.realpath(hooks if hooks.is_absolute() else top / hooks))
+    if not hooks.is_absolute():
+        _inside_work_tree(top, top / hooks, hooks_dir)
     husky_dir, version = _husky(hooks_dir)
     return RepoHooks(top, hooks_dir, husky_dir, version)
+
+
+def _inside_work_tree(top: Path, named: Path, real: Path) -> None:
+    """A relative `core.hooksPath` inside the work tree (`.githooks`, `.husky/_`) whose tracked
+    folder is a link out of it (`.githooks -> ~/bin`): install created and renamed hooks there.
+    The git dir's own hooks folder may be a link anywhere (a user's shared hooks)."""
+    git_dir = os.path.realpath(git(top, "rev-parse", "--absolute-git-dir"))
+    inside = lambda path, folder: path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)  # noqa: E731
+    lexical = os.path.normpath(named)
+    if inside(str(real), git_dir) or not inside(lexical, str(top)) or inside(str(real), str(top)):
+        return
+    raise QmdError(
+        f"the hooks folder {lexical} leads outside the repository ({real}) through a symbolic link in it: qmd writes hooks only inside it",
+        f"make {lexical} a folder of the repository (or set core.hooksPath to an absolute path you chose), then run qmd hooks install again",
+    )
 
 
 def _husky(hooks_dir: Path) -> tuple[Path | None, int | None]:

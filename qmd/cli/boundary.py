@@ -29,9 +29,12 @@ def guarded(body: Callable[[], int]) -> int:
     try:
         return body()
     except QmdError as exc:
-        err(f"Error: {exc.message}")
+        from qmd.core.text import line_safe
+
+        # inert on a terminal: a message may name what a cloned config or a file name holds (`\r`, `\e[2K`)
+        err(f"Error: {line_safe(exc.message, newlines=True)}")
         if exc.cli_hint:  # the command line's fix, not the Python API's
-            err(f"hint: {exc.cli_hint}")
+            err(f"hint: {line_safe(exc.cli_hint, newlines=True)}")
         return 1
     except KeyboardInterrupt:
         err("Interrupted.")

@@ -33,13 +33,15 @@ def print_report(report: UpdateReport) -> int:
         if c.matched_nothing:
             err(f"  warning: the pattern {c.pattern!r} matches no file in this collection's folder (see qmd collection show {c.name})")
     said_dropped(report.dropped_collections, report.kept_collections)
+    from qmd.core.text import line_safe
+
     for name, message in report.command_failures:
-        err(f"Error: {name}: {message}")
-        err("hint: fix the collection's update command (qmd collection show " + name + "); files were indexed as they are on disk")
+        err(f"Error: {line_safe(name)}: {line_safe(message, newlines=True)}")
+        err("hint: fix the collection's update command (qmd collection show " + line_safe(name) + "); files were indexed as they are on disk")
     for name, message, hint in report.errors:
-        err(f"Error: {name}: {message}")
+        err(f"Error: {line_safe(name)}: {line_safe(message, newlines=True)}")
         if hint:
-            err(f"hint: {hint}")
+            err(f"hint: {line_safe(hint, newlines=True)}")
     return 1 if report.command_failures or report.errors else 0
 
 

@@ -347,7 +347,15 @@ class Config:
         return result
 
     def validate(self) -> None:
-        """Check the types of every key qmd reads (collections, global_context, models)."""
+        """Check the types of every key qmd reads (collections, global_context, models), and
+        that no collection's name holds a control character (a cloned config's `"ok\r\e[2K"`
+        rewrote what a terminal showed of every listing and message naming it)."""
+        section = self.raw.get("collections")
+        for name in section if isinstance(section, dict) else ():
+            if isinstance(name, str) and any(ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in name):
+                from qmd.core.text import line_safe
+
+                raise ConfigError(f"config {self.path}: the collection name '{line_safe(name)}' holds a control character", f"rename the collection in {self.path} (letters, digits, - _ .)")
         self.collections()
         text = self.raw.get("global_context")
         if text is not None and not isinstance(text, str):

@@ -104,3 +104,30 @@ def test_teardown_removes_what_it_can_past_an_unreadable_project_file(tmp_path: 
     done = run(root, "teardown", "--yes")
     assert done.returncode == 1 and "larger than" in done.stderr and ".mcp.json" in done.stderr, done.stderr
     assert not user.exists() or "qmd" not in json.loads(user.read_text()).get("mcpServers", {})  # removed (the file too: qmd had made it)
+
+
+def test_a_hooks_folder_linked_out_of_the_repository_is_refused(tmp_path: Path) -> None:
+    """`core.hooksPath .githooks` with the tracked `.githooks -> ~/bin`: install created its three
+    hooks there (executable) and would have renamed a file of that folder to `.legacy`."""
+    root, outside = repo(tmp_path)
+    (root / ".githooks").symlink_to(outside)
+    subprocess.run(["git", "-C", str(root), "config", "core.hooksPath", ".githooks"], check=True)
+    done = run(root, "hooks", "install", ".")
+    assert done.returncode == 1 and "leads outside the repository" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["existing.json"]
+
+
+def test_a_cloned_configs_control_characters_reach_no_terminal(tmp_path: Path) -> None:
+    """A collection named `"ok\\r\\e[2K…"`, or a path holding them: errors, hints and listings
+    printed them raw, so a terminal showed what the config chose. The name is refused, and
+    every error line shows them escaped."""
+    root, _ = repo(tmp_path)
+    (root / ".qmd").mkdir()
+    config = root / ".qmd" / "index.yml"
+    config.write_text('collections:\n  "evil\\r\\e[2Kok":\n    path: notes\n')
+    done = run(root, "collection", "list")
+    refused(done, "holds a control character", "evil\\r\\x1b[2Kok")
+    assert "\x1b" not in done.stderr and "\r" not in done.stderr
+    config.write_text('collections:\n  docs:\n    path: "notes\\r\\e[2K"\n')
+    done = run(root, "update")
+    assert "\x1b" not in done.stdout + done.stderr and "\r" not in done.stderr, done.stderr
