@@ -348,11 +348,12 @@ class Config:
 
     def validate(self) -> None:
         """Check the types of every key qmd reads (collections, global_context, models), and
-        that no collection's name holds a control character (a cloned config's `"ok\r\e[2K"`
-        rewrote what a terminal showed of every listing and message naming it)."""
+        that no collection's name holds a character that rewrites a terminal's line (a cloned
+        config's `"ok\r\e[2K"` changed what a terminal showed of every listing and message
+        naming it). A newline or a tab shows as what it is, and stays allowed."""
         section = self.raw.get("collections")
         for name in section if isinstance(section, dict) else ():
-            if isinstance(name, str) and any(ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in name):
+            if isinstance(name, str) and any((ord(c) < 32 and c not in "\n\t") or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in name):
                 from qmd.core.text import line_safe
 
                 raise ConfigError(f"config {self.path}: the collection name '{line_safe(name)}' holds a control character", f"rename the collection in {self.path} (letters, digits, - _ .)")
