@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qmd import QmdError
+from qmd.harness import within
 
 
 def git(repo: Path | str, *args: str) -> str:
@@ -53,9 +54,8 @@ def _inside_work_tree(top: Path, named: Path, real: Path) -> None:
     folder is a link out of it (`.githooks -> ~/bin`): install created and renamed hooks there.
     The git dir's own hooks folder may be a link anywhere (a user's shared hooks)."""
     git_dir = os.path.realpath(git(top, "rev-parse", "--absolute-git-dir"))
-    inside = lambda path, folder: path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)  # noqa: E731
     lexical = os.path.normpath(named)
-    if inside(str(real), git_dir) or not inside(lexical, str(top)) or inside(str(real), str(top)):
+    if within(str(real), git_dir) or not within(lexical, str(top)) or within(str(real), str(top)):
         return
     raise QmdError(
         f"the hooks folder {lexical} leads outside the repository ({real}) through a symbolic link in it: qmd writes hooks only inside it",

@@ -29,6 +29,7 @@ _EXPORTS = {
     "cache_dir": "core.paths",
     "models_dir": "core.paths",
     "DEFAULT_INDEX": "core.paths",
+    "within": "core.paths",
     # files, time, locks, processes
     "read_json": "core.fileio",
     "open_regular": "core.fileio",
@@ -76,7 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from qmd.core.fileio import denial, open_regular, read_json, read_regular, replace_file, write_json, write_text
     from qmd.core.indexes import ConfiguredIndex, index_keys, local_configs, read_index
     from qmd.core.locks import FileLockHandle, is_locked, lock_file, lock_folder, try_lock
-    from qmd.core.paths import DEFAULT_INDEX, QUEUE_DIRS, StateLayout, cache_dir, config_dir, models_dir, state_dir
+    from qmd.core.paths import DEFAULT_INDEX, QUEUE_DIRS, StateLayout, cache_dir, config_dir, models_dir, state_dir, within
     from qmd.core.process import process_alive, remove_own_record
     from qmd.index.code_chunks import GRAMMARS_INSTALL, grammar_status, language_of
     from qmd.index.folder_cache import collect as collect_folders, local_trust, refresh_folder_cache

@@ -42,9 +42,7 @@ class Indexes:
         return out
 
 
-def inside(path: str, folder: str) -> bool:
-    """`path` is `folder` or below it (both real paths)."""
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+inside = harness.within  # `path` is `folder` or below it (both real paths)
 
 
 def index_names() -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import QmdError
+from qmd.core.paths import within
 from qmd.core.fileio import NotRegularFile, TooLarge, check_writable, read_regular, refuse_read_only, write_bytes
 
 FIX_HINT = "fix the file (or move it away) and run the command again"
@@ -90,7 +91,7 @@ def inside_project(path: Path, root: Path) -> Path:
     through on purpose: `write_file`)."""
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
-    if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+    if within(real, real_root):
         return path
     link = next((p for p in [*reversed(path.parents), path] if p.is_symlink() and str(p).startswith(str(root))), path)
     raise QmdError(

@@ -14,6 +14,11 @@ DEFAULT_INDEX = "index"
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+def within(path: str, folder: str) -> bool:
+    """`path` is `folder` or below it, compared as spelled (give both real or both normalised)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def _xdg(var: str, fallback: str) -> Path:
     value = os.environ.get(var)
     if value:

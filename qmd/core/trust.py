@@ -39,7 +39,7 @@ from pathlib import Path
 
 from qmd.core.errors import QmdError
 from qmd.core.records import field, record
-from qmd.core.paths import is_local_config, trust_file_path
+from qmd.core.paths import is_local_config, trust_file_path, within
 from qmd.core.text import line_safe
 
 TYPE_CHECKING = False
@@ -119,7 +119,7 @@ def inside_project(config_path: str | os.PathLike[str], raw: str) -> bool:
     resolution and symlinks (a link out of the project is outside)."""
     root = os.path.realpath(project_root(config_path))
     target = os.path.realpath(collection_path(raw, config_path))
-    return target == root or target.startswith(root.rstrip(os.sep) + os.sep)
+    return within(target, root)
 
 
 def builtin_models() -> dict[str, str]:

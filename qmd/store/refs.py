@@ -146,20 +146,18 @@ def by_docid(backend: Finder, prefix: str, collections: Mapping[str, CollectionC
     return rows[0]
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def collection_of_path(collections: Mapping[str, CollectionConfig], path: str, *, real: bool = True) -> tuple[str, str] | None:
     """(collection, relative path) for a file-system path inside a collection's folder
     (`real=False`: by the spellings alone, the file system untouched)."""
+    from qmd.core.paths import within  # not at import: qmd.core.paths compiles its name pattern (a get parses no path)
+
     resolved = os.path.realpath if real else os.path.normpath
     real_path = resolved(path)
     best: tuple[str, str] | None = None
     best_len = -1
     for name, coll in collections.items():
         root = resolved(str(coll.path))
-        if _inside(real_path, root) and len(root) > best_len:
+        if within(real_path, root) and len(root) > best_len:
             rel = os.path.relpath(real_path, root).replace(os.sep, "/")
             best, best_len = (name, "" if rel == "." else rel), len(root)
     return best
