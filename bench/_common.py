@@ -194,6 +194,11 @@ def with_child_cpu(fn: Callable[[], T]) -> tuple[float, T]:
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, value
 
 
+# models.yml as install.sh writes it (`qmd models import --set-default`), run with a bench
+# home's environment; the file named need not exist: a keyword call loads no model
+INSTALL_EMBEDDER = "from qmd.llm.models import set_installed_default\nset_installed_default('embed', '/models/all-MiniLM-L6-v2-f16.gguf')"
+
+
 def stdio_first_answer(cmd: list[str], env: dict[str, str], messages: list[dict[str, Any]], want_id: object) -> tuple[float, dict[str, Any]]:
     """Seconds from starting `cmd` to the JSON-RPC answer whose id is `want_id` on its stdout,
     all `messages` written to its stdin at once (as an agent whose first turn calls a tool),

@@ -28,11 +28,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _common import INSTALL_EMBEDDER  # noqa: E402
 from tests.clients.test_real_clients import LABELS, QMD, fake_for, install, launcher_venv, make_box, run_client  # noqa: E402
 
 TAP = Path(__file__).resolve().parent / "_stdio_tap.py"
 HANDSHAKES = ("initialize", "server/discover")
-INSTALL_EMBEDDER = "from qmd.llm.models import set_installed_default\nset_installed_default('embed', '/models/all-MiniLM-L6-v2-f16.gguf')"
 
 
 def timeline(log: Path) -> dict[str, Any] | None:

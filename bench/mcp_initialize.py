@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import stdio_first_answer, with_child_cpu
+from _common import INSTALL_EMBEDDER, stdio_first_answer, with_child_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -50,8 +50,6 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolV
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}
 DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}  # Claude Code 2.1.332's probe (3 s over stdio)
 MODERN_FIRST = "discover, then query (_meta)"  # the 2026-07-28 session: no initialize, each request carries its _meta
-# models.yml as install.sh writes it (the file need not exist: a keyword call loads no model)
-INSTALL_EMBEDDER = "from qmd.llm.models import set_installed_default\nset_installed_default('embed', '/models/all-MiniLM-L6-v2-f16.gguf')"
 
 
 def env_for(home: Path, pycache: Path) -> dict[str, str]:

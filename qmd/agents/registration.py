@@ -365,11 +365,12 @@ def unregister_all(*, cwd: Path | None = None, which: Which = shutil.which) -> l
             proc = subprocess.run([exe, *argv, name], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
             if proc.returncode == 0:
                 lines.append(f"removed MCP server '{name}' from {client} (`{client} mcp remove`)")
-    files = [(claude_json(), unregister_claude_file), (project_mcp_json(cwd), unregister_claude_file), (codex_config(), codex.remove_qmd_servers)]
+    project = project_mcp_json(cwd)
+    files = [(claude_json(), unregister_claude_file), (project, unregister_claude_file), (codex_config(), codex.remove_qmd_servers)]
     try:
-        inside_project(project_mcp_json(cwd), cwd or Path.cwd())
+        inside_project(project, cwd or Path.cwd())
     except QmdError as exc:  # a link out of the project: that file is not the project's to change
-        lines.append(f"left {project_mcp_json(cwd)} as it is: {exc.message}")
+        lines.append(f"left {project} as it is: {exc.message}")
         del files[1]
     unreadable: list[QmdError] = []
     for path, remove in files:

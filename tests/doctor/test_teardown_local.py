@@ -135,18 +135,11 @@ def test_a_cloned_repos_mcp_json_linked_to_a_device_is_refused(home: Path, tmp_p
     """A repository can hold `.mcp.json` as a link to /dev/zero: teardown (and doctor, mcp
     install) run in it read the file, which never ended: the memory filled (MemoryError, exit 3
     under a 3 GB limit). Now only a regular file is read there, and the rest of teardown runs."""
-    import resource
-    import subprocess
-
-    from tests.support.run import command
+    from tests.support.run import run_capped
 
     repo = tmp_path / "cloned"
     repo.mkdir()
     (repo / ".mcp.json").symlink_to("/dev/zero")
-
-    def limited() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-
-    done = subprocess.run(command("teardown", "--yes"), env=local_env(), cwd=repo, capture_output=True, text=True, timeout=120, preexec_fn=limited, stdin=subprocess.DEVNULL)
+    done = run_capped("teardown", "--yes", cwd=repo, env=local_env())
     assert done.returncode != 3 and "MemoryError" not in done.stderr + done.stdout, done.stderr
     assert done.returncode == 0, done.stderr

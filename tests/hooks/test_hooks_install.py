@@ -516,20 +516,14 @@ def test_a_hook_linked_outside_the_repository_is_refused_not_copied(cli, state: 
 def test_a_hook_linked_to_dev_zero_is_one_line_not_a_memory_error(state: Path, tmp_path: Path) -> None:
     """`core.hooksPath` naming a tracked folder whose `post-commit` links to /dev/zero: install,
     status and uninstall read it until MemoryError (exit 3 under a 3 GB limit)."""
-    import resource
-    import subprocess
-
-    from tests.support.run import command, qmd_env
+    from tests.support.run import run_capped
 
     repo = make_repo(tmp_path / "repo")
     (repo / ".githooks").mkdir()
     git(repo, "config", "core.hooksPath", ".githooks")
     (repo / ".githooks" / "post-commit").symlink_to("/dev/zero")
 
-    def limited() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-
     for args in (("hooks", "install", str(repo)), ("hooks", "status")):
-        done = subprocess.run(command(*args), env=qmd_env(), capture_output=True, text=True, timeout=120, preexec_fn=limited, stdin=subprocess.DEVNULL)
+        done = run_capped(*args, cwd=repo)
         assert done.returncode != 3 and "MemoryError" not in done.stderr + done.stdout, (args, done.stderr)
     assert (repo / ".githooks" / "post-commit").is_symlink()

@@ -92,6 +92,21 @@ def run_qmd(*args: str, env: Mapping[str, str] | None = None, cwd: Path | str | 
     return subprocess.run(command(*args), env=environ, cwd=cwd, input=input, stdin=stdin, capture_output=True, text=text, timeout=timeout)
 
 
+MEMORY_CAP = 3 << 30  # what run_capped gives qmd: a read that never ends fails fast (MemoryError) instead of filling the machine
+
+
+def run_capped(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`qmd ARGS` run from `cwd` with its address space capped at MEMORY_CAP (stdin empty): for
+    inputs that once made qmd read without end (a link to /dev/zero, a sparse file of gigabytes)."""
+    import resource
+
+    def capped() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+    environ = qmd_env() if env is None else dict(env)
+    return subprocess.run(command(*args), env=environ, cwd=cwd, capture_output=True, text=True, timeout=timeout, preexec_fn=capped, stdin=subprocess.DEVNULL)
+
+
 def qmd_at(cwd: Path | str, *args: str, input: str | None = None, timeout: float = 300, **extra: str) -> subprocess.CompletedProcess[str]:
     """`qmd ARGS` run from the project folder `cwd`, in `local_env(**extra)`."""
     return run_qmd(*args, env=local_env(**extra), cwd=cwd, input=input, timeout=timeout)

@@ -9,20 +9,14 @@ outside file alone, and nothing outside changes (red team, 2026-12-04).
 
 from __future__ import annotations
 
-import resource
 import subprocess
 from pathlib import Path
 
-from tests.support.run import command, local_env
-
-LIMIT = 3 << 30
+from tests.support.run import local_env, run_capped
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    def limited() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
-
-    return subprocess.run(command(*args), env=local_env(), cwd=cwd, capture_output=True, text=True, timeout=120, preexec_fn=limited, stdin=subprocess.DEVNULL)
+    return run_capped(*args, cwd=cwd, env=local_env())
 
 
 def refused(done: subprocess.CompletedProcess[str], *words: str) -> None:
