@@ -258,6 +258,8 @@ def _one(ctx: Context, index: str) -> list[CheckResult]:
                 found = store.check(quick=ctx.quick)
             except qmd.IndexAccessError as exc:  # a sound file this user may not use: never "corrupted", never rebuilt
                 return [*config, _denied(index, exc, c.ms), *_folders(store, index, None)]
+            except qmd.IndexBusyError as exc:  # another process's lock: no damage, so no rebuild offered
+                return [*config, fail(f"index {tag}", f"{exc.message}: every command that reads it waits, then stops", exc.cli_hint, ms=c.ms), *_folders(store, index, None)]
             folders = _folders(store, index, found)
         finally:
             store.close()

@@ -349,7 +349,7 @@ class Config:
     def validate(self) -> None:
         """Check the types of every key qmd reads (collections, global_context, models), and
         that no collection's name holds a character that rewrites a terminal's line (a cloned
-        config's `"ok\r\e[2K"` changed what a terminal showed of every listing and message
+        config's `"ok\\r\\e[2K"` changed what a terminal showed of every listing and message
         naming it). A newline or a tab shows as what it is, and stays allowed."""
         section = self.raw.get("collections")
         for name in section if isinstance(section, dict) else ():

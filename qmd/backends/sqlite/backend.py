@@ -13,7 +13,7 @@ from qmd.backends.base import FieldsFor, IndexBackend, IndexCheck, RebuildReport
 from qmd.backends.owner import Owner
 from qmd.backends.sql import count, drop_inactive, scalar
 from qmd.backends.sqlite import cache, documents, fulltext
-from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, busy_timeout_ms, connect, transaction, translate
+from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, busy_timeout_ms, connect, locked, transaction, translate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,9 +44,7 @@ class SqliteBackend(IndexBackend):
         `qmd doctor --fix`; "database is locked" (a statement that met another process's lock
         past its busy timeout): IndexBusyError, as when the index cannot be opened for it."""
         if isinstance(exc, apsw.BusyError):
-            from qmd.core.errors import IndexBusyError
-
-            return IndexBusyError(f"the index {self.path} is locked by another process ({exc})", "retry when that process is done")
+            return locked(self.path, exc)
         return translate(self.path, exc) if isinstance(exc, apsw.Error) else None
 
     def _structure_due(self, model: VectorModel) -> bool:

@@ -136,6 +136,12 @@ FRESH_FILE_WAIT_S = 0.05  # a file another process has just created is empty for
 REBUILD_HINT = "run: qmd doctor --fix  (rebuilds it from your notes; the damaged file is kept beside it as .broken-<time>)"
 
 
+def locked(path: Path, exc: apsw.Error) -> IndexBusyError:
+    """The error a lock another process holds past the busy timeout becomes: never "damaged"
+    (a rebuild would move a sound file aside and drop its vectors)."""
+    return IndexBusyError(f"the index {path} is locked by another process ({exc}); the file is not damaged", f"retry when that process is done (fuser {path} names it)")
+
+
 def damaged(path: Path, detail: str) -> IndexDamagedError:
     """The error every damaged-index case becomes: names the file and the fix."""
     return IndexDamagedError(f"the index {path} is damaged: {detail}", REBUILD_HINT)
@@ -335,7 +341,7 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
         if conn is not None:
             conn.close()
         if isinstance(exc, apsw.BusyError):  # another process holds it locked: nothing is wrong with the file
-            raise IndexBusyError(f"cannot open the index {path}: {exc} (another process holds it)", "retry when that process is done") from exc
+            raise locked(path, exc) from exc
         raise translate(path, exc) or QmdError(f"cannot open the index {path}: {exc}", "check the file; `qmd doctor` can rebuild a broken index") from exc
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)  # its queries wait as any other's
     return conn

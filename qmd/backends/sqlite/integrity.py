@@ -20,7 +20,7 @@ from qmd.backends.rows import FieldsFor, IndexCheck, RebuildReport
 from qmd.backends.sql import active_texts, count, survey
 from qmd.backends.sqlite import fulltext
 from qmd.backends.sqlite.access import disk_full, short_of_space, sidecars
-from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, file_problem, foreign_object, not_qmds_error
+from qmd.backends.sqlite.connection import BUSY_TIMEOUT_MS, MIGRATIONS, applied_migrations, file_problem, foreign_object, locked, not_qmds_error
 
 
 def _readonly(path: Path) -> apsw.Connection:
@@ -40,7 +40,9 @@ def _touch_every_table(conn: apsw.Connection) -> None:
 
 
 def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
-    """Read-only health of the index at `path` (`quick` skips PRAGMA quick_check)."""
+    """Read-only health of the index at `path` (`quick` skips PRAGMA quick_check). A lock
+    another process holds past the busy timeout raises IndexBusyError: a locked file is not
+    a damaged one, and "corrupted" would have doctor move it aside and rebuild."""
     check = IndexCheck(str(path), path.exists())
     if not check.exists:
         return check
@@ -50,6 +52,8 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
         return check
     try:
         conn = _readonly(path)
+    except apsw.BusyError as exc:
+        raise locked(path, exc) from exc
     except apsw.Error as exc:
         _refuse_if_full(path, exc)
         check.error = f"cannot open: {exc}"
@@ -72,6 +76,8 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
             conn, "SELECT count(*) FROM documents d WHERE d.active = 1 AND NOT EXISTS (SELECT 1 FROM documents_fts f WHERE f.rowid = d.id)"
         )
         check.fts_extra = count(conn, "SELECT count(*) FROM documents_fts WHERE rowid NOT IN (SELECT id FROM documents WHERE active = 1)")
+    except apsw.BusyError as exc:  # another process's lock, past the busy timeout: no damage
+        raise locked(path, exc) from exc
     except apsw.Error as exc:
         _refuse_if_full(path, exc)
         check.error = f"{type(exc).__name__}: {exc}"
