@@ -294,12 +294,14 @@ def teardown(
             raise qmd.QmdError("teardown asks before removing anything", "run again with --yes")
         typer.confirm("Proceed?", abort=True)
     failed = 0
+    left = False  # a file left as it was (a project's link out of it): not "removed"
     for step in steps:
         if failed and step.unless_failed:
             typer.echo(step.unless_failed)
             continue
         try:
             for line in step.run():
+                left = left or line.startswith("left ")
                 typer.echo(line)
         except (qmd.QmdError, OSError) as exc:
             failed += 1
@@ -309,4 +311,5 @@ def teardown(
     if failed:
         raise qmd.QmdError(f"{failed} step(s) of the teardown failed (see above)", "fix what they name, then run qmd teardown again")
     spared = any(step.keeps for step in steps)
-    typer.echo("qmd's integrations are removed." + ((" Its data is deleted, except the index(es) kept above." if spared else " All its data is deleted.") if purge else ""))
+    said = "qmd's integrations are removed, except the file(s) named 'left ... as it is' above." if left else "qmd's integrations are removed."
+    typer.echo(said + ((" Its data is deleted, except the index(es) kept above." if spared else " All its data is deleted.") if purge else ""))

@@ -387,12 +387,15 @@ def unregister_all(*, cwd: Path | None = None, which: Which = shutil.which) -> l
 
 
 def registrations(*, cwd: Path | None = None) -> list[str]:
-    """Where qmd's MCP server is registered, from the clients' files (for teardown's summary)."""
+    """Where qmd's MCP server is registered, from the clients' files (for teardown's summary);
+    a file that exists but cannot be read is named too (it may hold one: silence said "nothing
+    to remove")."""
     found = []
     for path in (claude_json(), project_mcp_json(cwd)):
         try:
             servers = _read_json(path).get("mcpServers")
-        except QmdError:
+        except QmdError as exc:
+            found.append(f"{path}: perhaps ({exc.message})")
             continue
         if isinstance(servers, dict):
             found += [f"{path}: {n}" for n, e in servers.items() if codex.is_qmd_server(n) and _is_our_entry(e)]

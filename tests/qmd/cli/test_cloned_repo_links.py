@@ -44,7 +44,18 @@ def test_project_registration_through_a_link_out_of_the_repository_is_refused(tm
     (outside / "existing.json").write_text(listed)  # as the write-through left it
     done = run(root, "teardown", "--yes")  # teardown leaves it, says so, and goes on
     assert done.returncode == 0 and "as it is" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "qmd's integrations are removed, except the file(s) named 'left ... as it is' above." in done.stdout, done.stdout  # not "removed" alone
     assert (outside / "existing.json").read_text() == listed
+
+
+def test_teardown_names_a_project_file_it_cannot_read_when_nothing_else_is_registered(tmp_path: Path) -> None:
+    """It said "Nothing to remove" and exited 0 past a `.mcp.json` it could not read (which may
+    hold a registration); now that file is in the plan, and the teardown fails naming it."""
+    root, _ = repo(tmp_path)
+    (root / ".mcp.json").write_text('{"mcpServers": {"qmd": ')  # cut short: not JSON
+    done = run(root, "teardown", "--yes")
+    assert "Nothing to remove" not in done.stdout, done.stdout
+    assert done.returncode == 1 and ".mcp.json" in done.stdout and "not valid JSON" in done.stderr, (done.stdout, done.stderr)
 
 
 def test_project_guard_and_skills_through_a_linked_folder_are_refused(tmp_path: Path) -> None:
