@@ -174,6 +174,8 @@ def writer_lock(index_path: Path, *, timeout: float | None = None, on_wait: Call
     try:
         handle = try_lock(path)
     except OSError as exc:
+        if os.path.islink(path):  # opened without following links (ELOOP): the folder is not the problem
+            raise QmdError(f"the index's writer lock {path} is a symbolic link: qmd opens it only as a plain file", f"remove the link (rm {path}); qmd makes it again") from exc
         raise QmdError(f"cannot create the index folder {path.parent}: {exc.strerror or exc}", "set XDG_CACHE_HOME or INDEX_PATH to a writable folder") from exc
     if handle is None:
         if timeout is not None and timeout <= 0:

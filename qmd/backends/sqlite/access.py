@@ -96,6 +96,29 @@ def _on_read_only_mount(path: Path) -> IndexAccessError:
     return IndexAccessError(f"the index {path} is on a read-only file system ({mount})", f"mount -o remount,rw {mount}", "that file system writable", owner=False)
 
 
+def _linked_side_file(path: Path, write: bool) -> IndexAccessError | None:
+    """A -wal, -shm or (`write`) writer lock beside the index that is a symbolic link (a cloned
+    repository's `.qmd/index.sqlite-wal -> ~/notes.md`): SQLite would write its WAL into the
+    link's target. It read as "permission denied" (chmod), or "unable to open" with a rebuild
+    offered; qmd makes each again as a plain file."""
+    real = Path(os.path.realpath(path))  # SQLite keeps its side files beside the file a link to the index leads to
+    for side in dict.fromkeys([*sidecars(path), *sidecars(real)]):
+        if os.path.islink(side):
+            return _side_link(side, "side file")
+    if write and os.path.islink(f"{path}.lock"):
+        from qmd.core.locks import lock_path  # not on a search's path: only for a link found
+
+        return _side_link(lock_path(path), "writer lock")
+    return None
+
+
+def _side_link(side: Path, kind: str) -> IndexAccessError:
+    return IndexAccessError(
+        f"the index's {kind} {side} is a symbolic link: qmd and SQLite never read or write it through a link (it would change the file it leads to); the index is not damaged",
+        f"rm {side}", "", owner=False, hint=f"remove the link (rm {side}); qmd makes it again as a plain file",
+    )
+
+
 def problem(path: Path, *, write: bool) -> IndexAccessError | None:
     """Why this user cannot read (or, with `write`, write) the index at `path`, or None when
     nothing is refused; a missing file or folder is not this function's to say."""
@@ -107,6 +130,9 @@ def problem(path: Path, *, write: bool) -> IndexAccessError | None:
             f"the index {path} is a link that leads to no file (its target is missing, or the link loops back on itself)", f"rm {path}", "", owner=False,
             hint=f"point the link at the index file, or remove it (rm {path}) and run qmd update to build a new index there",
         )
+    linked = _linked_side_file(path, write)
+    if linked is not None:
+        return linked
     if _refused(path, os.R_OK):
         return IndexAccessError(
             f"the index {path} cannot be read by this user (permission denied); the file is not damaged",

@@ -136,3 +136,25 @@ def test_a_cloned_configs_control_characters_reach_no_terminal(tmp_path: Path) -
     config.write_text('collections:\n  docs:\n    path: "notes\\r\\e[2K"\n')
     done = run(root, "update")
     assert "\x1b" not in done.stdout + done.stderr and "\r" not in done.stderr, done.stderr
+
+
+def test_an_index_side_file_that_is_a_link_is_named_with_rm_and_its_target_left_alone(tmp_path: Path) -> None:
+    """A cloned `.qmd/index.sqlite-wal`, `-shm` or `.lock` that is a link: it read as
+    "permission denied" (chmod), "cannot create the index folder", or "unable to open" with
+    `qmd doctor` offered to rebuild; SQLite would write its WAL into the link's target."""
+    root, outside = repo(tmp_path)
+    (root / "note.md").write_text("# Rollback\n\nThe rollback runbook.\n")
+    assert run(root, "init").returncode == 0
+    assert run(root, "collection", "add", ".", "--name", "notes").returncode == 0
+    qmd = root / ".qmd"
+    for name in ("index.sqlite-wal", "index.sqlite-shm", "index.sqlite.lock"):
+        for target in (outside / "existing.json", outside / "missing"):
+            for side in qmd.glob("index.sqlite?*"):
+                side.unlink()
+            (qmd / name).symlink_to(target)
+            refused(run(root, "update"), f"{qmd / name} is a symbolic link", f"rm {qmd / name}")
+            if not name.endswith(".lock"):  # a search takes no lock: only the WAL's files matter to it
+                refused(run(root, "search", "rollback"), f"{qmd / name} is a symbolic link")
+            (qmd / name).unlink()
+    assert sorted(p.name for p in outside.iterdir()) == ["existing.json"] and (outside / "existing.json").read_text() == '{"keep": 1}\n'
+    assert run(root, "update").returncode == 0 and "note.md" in run(root, "search", "rollback").stdout
