@@ -40,12 +40,12 @@ def install_cmd(repos: ReposArg = None) -> None:
     from updater.lock import holder
 
     layout = harness.StateLayout.current()
-    failed = []
+    failed: list[tuple[str, str | None]] = []
     for path in repos or [Path.cwd()]:
         try:
             outcome = installer.install(path, layout)
         except QmdError as exc:
-            failed.append(f"{path}: {exc.message}" + (f" (hint: {exc.cli_hint})" if exc.cli_hint else ""))
+            failed.append((f"{path}: {exc.message}", exc.cli_hint))
             continue
         for line in outcome.lines:
             typer.echo(line)
@@ -61,8 +61,8 @@ def install_cmd(repos: ReposArg = None) -> None:
             typer.echo("note: nothing drains the queue yet, and no systemd user manager runs here: " + service.run_elsewhere())
         else:
             typer.echo("note: nothing drains the queue yet: qmd updater install-service (or run qmd updater daemon / qmd updater run)")
-    if failed:
-        raise QmdError("; ".join(failed))
+    if failed:  # the hints on the hint line, as every other error's (each once)
+        raise QmdError("; ".join(m for m, _ in failed), "; ".join(dict.fromkeys(h for _, h in failed if h)) or None)
 
 
 @app.command("uninstall", short_help="Remove the hooks and restore what was there.")
