@@ -85,13 +85,9 @@ def _readable(found: qmd.IndexCheck) -> bool:
 
 def _folders(store: qmd.Store, index: str, found: qmd.IndexCheck | None) -> list[CheckResult]:
     """Every configured collection's folder is still a folder (else update fails for it and
-    search serves notes that are gone). `found` is None when the index could not be looked at."""
-    counts: dict[str, int] = {}
-    if found is not None and _readable(found):
-        try:
-            counts = {c.name: c.documents for c in store.collections()}
-        except qmd.QmdError:  # the index checks say why
-            pass
+    search serves notes that are gone). `found` is None when the index could not be looked at;
+    its counts come from the same read-only look (no second connection)."""
+    counts = found.collection_documents if found is not None and _readable(found) else {}
     out: list[CheckResult] = []
     for name, folder in store.collection_folders().items():
         held = f"; the index still holds its {counts[name]} documents" if counts.get(name) else ""

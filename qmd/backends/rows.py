@@ -161,6 +161,7 @@ class IndexCheck:
     pending_migrations: list[str] = field(default_factory=list)
     unknown_migrations: list[str] = field(default_factory=list)  # written by a newer qmd
     documents: int = 0  # active
+    collection_documents: dict[str, int] = field(default_factory=dict)  # active, per collection
     inactive: int = 0
     fts_rows: int = 0
     fts_missing: int = 0  # active documents without a full-text row

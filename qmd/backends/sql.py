@@ -501,7 +501,8 @@ def survey(conn: Connection, check: IndexCheck, done: set[str], known: Sequence[
     if "0001_core" not in done:
         return False
     unused = "NOT EXISTS (SELECT 1 FROM documents d WHERE d.hash = {0}.hash)"
-    check.documents = count(conn, "SELECT count(*) FROM documents WHERE active")
+    check.collection_documents = collection_counts(conn)
+    check.documents = sum(check.collection_documents.values())
     check.inactive = count(conn, "SELECT count(*) FROM documents WHERE NOT active")
     check.content_rows = count(conn, "SELECT count(*) FROM content")
     check.orphan_content = count(conn, "SELECT count(*) FROM content WHERE " + unused.format("content"))
