@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from qmd.core.errors import QmdError
 from qmd.core.paths import within
-from qmd.core.fileio import NotRegularFile, TooLarge, check_writable, read_regular, refuse_read_only, write_bytes
+from qmd.core.fileio import NotRegularFile, TooLarge, check_writable, kept_copy, read_regular, refuse_read_only, write_bytes
 
 FIX_HINT = "fix the file (or move it away) and run the command again"
 MAX_CLIENT_FILE = 16 * 1024 * 1024  # a client's settings or MCP list are kilobytes (a cloned repository's may be a sparse file of gigabytes)
@@ -73,14 +71,7 @@ def backup(path: Path) -> Path | None:
     """Copy `path` (bytes and mode) to `<name>.qmd-backup-<time>` before it changes; None when it does not exist."""
     if not path.exists():
         return None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.qmd-backup-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.qmd-backup-{stamp}-{n}")
-    shutil.copy2(path, target)
-    return target
+    return kept_copy(path, "qmd-backup")
 
 
 def inside_project(path: Path, root: Path) -> Path:

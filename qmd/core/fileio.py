@@ -16,6 +16,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (3 ms) on a first query's path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, BinaryIO
 
 
@@ -203,6 +204,47 @@ def _in_the_way(name: str) -> tuple[str, str]:
     if os.path.lexists(absolute):
         return absolute, "read or write"
     return os.path.dirname(absolute), "create files in"
+
+
+def stamped(path: Path, label: str, make: Callable[[Path], None]) -> Path:
+    """`<name>.<label>-<time>` beside `path`, made by `make(name)`, which must raise
+    FileExistsError when the name is taken (`os.link`, `open(name, "xb")`): two runs in the
+    same second each get their own name (`-2`, `-3`, ...) and no earlier file is written over
+    (a second rebuild's copy once overwrote the first's hard link to the original index)."""
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    n = 1
+    while True:
+        target = path.with_name(f"{path.name}.{label}-{stamp}" + (f"-{n}" if n > 1 else ""))
+        n += 1
+        try:
+            make(target)
+            return target
+        except FileExistsError:
+            continue
+
+
+def kept_copy(path: Path, label: str, *, link: bool = False) -> Path:
+    """A copy of `path` kept beside it under a new `stamped` name (`link`: a hard link where the
+    file system allows one, else a copy of its bytes, mode and times)."""
+
+    def make(target: Path) -> None:
+        import shutil
+
+        if link:
+            try:
+                os.link(path, target)
+                return
+            except FileExistsError:
+                raise
+            except OSError:
+                pass  # no hard links on this file system: a copy
+        with open(path, "rb") as src, open(target, "xb") as dst:
+            shutil.copyfileobj(src, dst)
+        shutil.copystat(path, target)
+
+    return stamped(path, label, make)
 
 
 def replace_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:

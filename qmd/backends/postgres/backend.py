@@ -264,8 +264,12 @@ class PostgresBackend(IndexBackend):
         started = time.perf_counter()
         sound = self.exists() and not self.inspect().corrupted
         tmp = f"{self.schema[:40]}_rebuild_{os.getpid()}"
-        kept = f"{self.schema[:40]}_bak_{time.strftime('%Y%m%d%H%M%S')}"
         conn = self.connection()
+        kept = stamp = f"{self.schema[:40]}_bak_{time.strftime('%Y%m%d%H%M%S')}"
+        n = 1
+        while conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (kept,)).fetchone():  # a rebuild earlier in the same second
+            n += 1
+            kept = f"{stamp}_{n}"
         conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(tmp)} CASCADE")
         fresh = PostgresBackend(self.url, tmp, owner=self.owner)
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 import apsw
 
 from qmd.core.errors import QmdError
-from qmd.core.fileio import replace_file
+from qmd.core.fileio import kept_copy, replace_file, stamped
 from qmd.backends.rows import FieldsFor, IndexCheck, RebuildReport
 from qmd.backends.sql import active_texts, count, survey
 from qmd.backends.sqlite import fulltext
@@ -109,7 +109,7 @@ def repair_fts(conn: apsw.Connection, fields: FieldsFor) -> int:
 def verified_backup(conn: apsw.Connection, path: Path) -> Path:
     """Copy the open index to `<name>.backup-<time>` beside it (SQLite's online backup),
     then prove the copy sound with quick_check; QmdError when it is not."""
-    dest = path.with_name(f"{path.name}.backup-{time.strftime('%Y%m%d-%H%M%S')}")
+    dest = stamped(path, "backup", lambda name: open(name, "xb").close())  # SQLite takes an empty file as a new database
     target = apsw.Connection(str(dest))
     try:
         with target.backup("main", conn, "main") as job:
@@ -130,16 +130,8 @@ def swap_in(new: Path, path: Path, label: str = "broken") -> Path | None:
     The old file is hard-linked first, so the rename swaps the name atomically and a
     reader never finds no index; its WAL is moved away before, so it never meets the new file.
     """
-    kept = path.with_name(f"{path.name}.{label}-{time.strftime('%Y%m%d-%H%M%S')}")
-    moved = None
-    if path.exists():
-        try:
-            os.link(path, kept)
-        except OSError:
-            import shutil
-
-            shutil.copy2(path, kept)
-        moved = kept
+    moved = kept_copy(path, label, link=True) if path.exists() else None
+    kept = moved or path.with_name(f"{path.name}.{label}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")  # a WAL left without its index
     for side in sidecars(path):
         if side.exists():
             replace_file(side, Path(str(kept) + side.name[len(path.name):]))

@@ -62,3 +62,49 @@ def test_rebuilding_a_corrupted_index_keeps_it_aside_as_broken(tmp_path: Path, n
     assert _leftovers(index.parent) == []
     with qmd.open_index() as store:
         assert store.document_count() == 4 and store.search("rollback")
+
+
+def test_two_rebuilds_in_the_same_second_each_keep_their_own_copy(tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept name has only seconds in it: the second rebuild's copy (its hard link failed on
+    the name) was written over the first's hard link to the original index, so the original was
+    lost while both reports named the same file; on PostgreSQL the second rebuild failed on the
+    schema name. Now each keeps its own (`-2`), and the first still holds the original."""
+    import time
+
+    assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
+    monkeypatch.setattr(time, "strftime", lambda fmt, *args: "20261204-120000" if "-" in fmt else "20261204120000")
+    (notes / "added.md").write_text("# Added\n\nA note the original index never saw.\n")
+    with qmd.open_index() as store:
+        first = store.rebuild().kept
+        (notes / "added-later.md").write_text("# Later\n\nA note only the second rebuild sees.\n")
+        second = store.rebuild().kept
+        assert store.document_count() == 6
+    assert first and second and first != second, (first, second)
+    if first.startswith("schema "):
+        return  # PostgreSQL: both schemas kept, under their own names
+    import apsw
+
+    def documents(path: str) -> int:
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            return int(conn.execute("SELECT count(*) FROM documents WHERE active").fetchall()[0][0])
+        finally:
+            conn.close()
+
+    assert (documents(first), documents(second)) == (4, 5)  # the original, then the first rebuild's
+
+
+@pytest.mark.sqlite_only("checks the backup files beside the SQLite index")
+def test_two_backups_in_the_same_second_never_write_over_each_other(tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """doctor --fix's verified backup (before a cleanup) had the same one-second name."""
+    import time
+
+    assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
+    monkeypatch.setattr(time, "strftime", lambda fmt, *args: "20261204-120000")
+    with qmd.open_index() as store:
+        first = store.backup()
+        (notes / "added.md").write_text("# Added\n\nA note only the second backup holds.\n")
+        store.update()
+        second = store.backup()
+    assert first != second and first.stat().st_size and second.stat().st_size
+    assert sorted(p.name for p in first.parent.glob("index.sqlite.backup-*")) == [first.name, second.name]
