@@ -59,6 +59,10 @@ def inspect(path: Path, *, quick: bool = False) -> IndexCheck:
         check.error = f"cannot open: {exc}"
         return check
     try:
+        # one snapshot for every read below: a table dropped between the listing and its read (an
+        # embed resetting a model's vectors) was "no such table", so "corrupted"; and counts read
+        # apart (documents, then their full-text rows) disagreed across an update's commit
+        conn.execute("BEGIN")
         refused = not_qmds_error(conn, path)
         if refused is not None:  # another program's database, the original qmd's index: never "corrupted", never rebuilt
             raise refused

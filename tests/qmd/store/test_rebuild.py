@@ -108,3 +108,38 @@ def test_two_backups_in_the_same_second_never_write_over_each_other(tmp_path: Pa
         second = store.backup()
     assert first != second and first.stat().st_size and second.stat().st_size
     assert sorted(p.name for p in first.parent.glob("index.sqlite.backup-*")) == [first.name, second.name]
+
+
+@pytest.mark.sqlite_only("drops a table of the SQLite file from a second connection while it is inspected")
+def test_a_table_dropped_while_the_index_is_inspected_is_no_damage(tmp_path: Path, notes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inspection listed the tables, then read each: one dropped in between by another
+    process (an embed resetting a model's vectors) was "no such table", and doctor called the
+    sound index corrupted and offered to rebuild it. Its reads now share one snapshot."""
+    import apsw
+
+    from qmd.backends.sqlite import integrity
+
+    assert run_qmd("collection", "add", str(notes), "--name", "notes").returncode == 0
+    index = qmd.resolve_index(None).index_path
+    other = apsw.Connection(str(index))
+    other.execute("CREATE TABLE scratch_vectors (id INTEGER PRIMARY KEY)")  # a table another process will drop
+    real = integrity._readonly
+    dropped: list[str] = []
+
+    def readonly(path: Path) -> apsw.Connection:
+        conn = real(path)
+
+        def trace(cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
+            if '"scratch_vectors"' in sql and not dropped:
+                other.execute("DROP TABLE scratch_vectors")
+                dropped.append(sql)
+            return True
+
+        conn.exec_trace = trace
+        return conn
+
+    monkeypatch.setattr(integrity, "_readonly", readonly)
+    found = integrity.inspect(index, quick=True)
+    other.close()
+    assert dropped, "the table was never read: the test did not race"
+    assert found.error is None and not found.corrupted, found.error
