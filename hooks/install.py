@@ -61,14 +61,15 @@ def _read(path: Path) -> str | None:
         raise QmdError(f"cannot read the hook {path}: {exc.strerror or exc}", "move it away, then run the command again") from exc
 
 
-def _write(path: Path, text: str, mode: int = 0o755) -> bool:
-    """Atomically replace `path` with `text` (keeping an existing file's mode); False when unchanged.
+def _write(path: Path, text: str, mode: int = 0o755, *, fresh: bool = False) -> bool:
+    """Atomically replace `path` with `text` (keeping an existing file's mode unless `fresh`:
+    the file there is another hook's, kept aside); False when unchanged.
 
     A symlink (dangling or not) is replaced by a regular file, never written through.
     """
     if _read(path) == text and not os.path.islink(path):
         return False
-    keep = path.exists() and not os.path.islink(path)
+    keep = path.exists() and not os.path.islink(path) and not fresh
     write_text(path, text, mode=None if keep else mode)
     return True
 
@@ -82,10 +83,12 @@ def _ensure_executable(path: Path) -> bool:
     return True
 
 
-def _move_aside(src: Path, dst: Path) -> None:
+def _move_aside(src: Path, dst: Path, *, replaced: bool = False) -> None:
     """Rename `src` to `dst`, never replacing a `dst` that appeared meanwhile (a second install
     running at once, for another state dir): a hard link, then an unlink of `src`. Where the
-    file system has no hard links, a check then a rename."""
+    file system has no hard links, a check then a rename. `replaced`: the caller writes a new
+    `src` at once (atomically, over the old name), so `src` is left for that write to replace:
+    git never finds the hook missing (a commit in that moment ran neither hook)."""
     appeared = QmdError(f"{dst} appeared while qmd was installing its hook (another qmd hooks install at once?)", "run qmd hooks install again")
     try:
         os.link(src, dst, follow_symlinks=False)
@@ -96,7 +99,8 @@ def _move_aside(src: Path, dst: Path) -> None:
             raise appeared from None
         replace_file(src, dst)
         return
-    os.unlink(src)
+    if not replaced:
+        os.unlink(src)
 
 
 def _plain_problem(hooks_dir: Path, name: str) -> QmdError | None:
@@ -159,15 +163,15 @@ def _install_plain(hooks_dir: Path, name: str, text: str) -> tuple[str, dict[str
         note = ""
         if previous is not None:
             older = hooks_dir / f"{name}.legacy.legacy"
-            _move_aside(legacy, older)
+            _move_aside(legacy, older, replaced=True)
             note = f"; the hook pre-commit chained moved to {older.name} and still runs"
         elif (left := _read(hooks_dir / f"{name}.legacy.legacy")) is not None and script.is_ours(left):
             (hooks_dir / f"{name}.legacy.legacy").unlink()  # qmd's own, left behind: ours runs once
-        _write(legacy, text)
+        _write(legacy, text, fresh=True)
         return f"installed as {legacy.name}, which pre-commit's hook runs{note}", {"how": "pre-commit"}
     if current is not None:
-        _move_aside(target, legacy)
-        _write(target, text)
+        _move_aside(target, legacy, replaced=True)
+        _write(target, text, fresh=True)
         return f"installed; the existing hook was kept as {legacy.name} and still runs", {"how": "chained"}
     _write(target, text)
     return "installed", {"how": "created"}
@@ -177,18 +181,18 @@ def _remove_plain(hooks_dir: Path, name: str) -> str:
     target, legacy = hooks_dir / name, hooks_dir / f"{name}.legacy"
     current = _read(target)
     if current is not None and script.is_ours(current):
-        target.unlink()
-        if os.path.lexists(legacy):
+        if os.path.lexists(legacy):  # renamed over ours: git finds one hook or the other, never none
             replace_file(legacy, target)
             return f"removed; restored the previous hook from {legacy.name}"
+        target.unlink()
         return "removed"
     previous = _read(legacy)
     if previous is not None and script.is_ours(previous):
-        legacy.unlink()
         older = hooks_dir / f"{name}.legacy.legacy"
         if os.path.lexists(older):
             replace_file(older, legacy)
             return f"removed from after pre-commit's hook; {older.name} is {legacy.name} again"
+        legacy.unlink()
         return "removed from after pre-commit's hook"
     return "not installed"
 

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from qmd import harness
+from qmd import QmdError, harness
 
 from . import registry, routing
 from .run import drain
@@ -103,6 +103,9 @@ class Daemon:
         self.draining = True
         try:
             result = drain(self.layout, self.log, respect_backoff=True)
+        except QmdError as exc:  # recorded (the flag is raised) and logged: the daemon waits for the next request, no restart loop
+            self.log.error("%s", exc.message)
+            return
         finally:
             self.draining = False
         if result.requests:

@@ -25,13 +25,14 @@ from qmd.harness import StateLayout, now_iso, parse_iso, read_json
 
 
 def index_name(key: str) -> str:
-    """How the log names an index: `index` for the default one (not "index index"), else `index KEY`."""
-    return "index" if key == harness.DEFAULT_INDEX else f"index {key}"
+    """How the log names an index: `index` for the default one (not "index index"), else `index KEY`
+    (no key: a record of no one index's, a dropped repository's or the drain's own)."""
+    return "every index" if not key else "index" if key == harness.DEFAULT_INDEX else f"index {key}"
 
 
 def index_phrase(key: str) -> str:
-    """How a sentence names an index: `the default index`, else `index KEY`."""
-    return "the default index" if key == harness.DEFAULT_INDEX else f"index {key}"
+    """How a sentence names an index: `the default index`, else `index KEY` (no key: every index)."""
+    return "every index" if not key else "the default index" if key == harness.DEFAULT_INDEX else f"index {key}"
 
 
 MAX_ATTEMPTS = 5

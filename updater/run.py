@@ -83,7 +83,7 @@ def _revalidate(ledger: records.Ledger, indexes: routing.Indexes, log: logging.L
     known = set(indexes.keys)
     for failure in ledger.all():
         if failure.dropped or failure.repo is None:
-            if failure.repo is None and failure.index not in known:
+            if failure.repo is None and failure.index not in known and failure.index != CRASH_INDEX:  # that one: cleared when a drain ends
                 ledger.remove(failure.id)
             continue
         if not os.path.isdir(failure.repo):
@@ -133,8 +133,32 @@ def _record_death(layout: StateLayout, ledger: records.Ledger, log: logging.Logg
             log.error("%s → %s: %s", repo, index_name(data["index"]), message)
 
 
+CRASH_INDEX = ""  # the failure record of a drain that stopped on an error of its own (no index's)
+
+
 def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = False) -> RunResult:
-    """Process every request in the queue once (see the module docstring)."""
+    """Process every request in the queue once (see the module docstring). An error of the
+    drain's own (not one an update or embed met: those are recorded per repository) raises
+    the flag and is a QmdError: a request it could not handle once made every run and every
+    daemon start exit 3 on it, forever, with the flag down and doctor saying "ok"; a later
+    drain that completes clears that record."""
+    try:
+        result = _drain(layout, log, respect_backoff)
+    except (QmdError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded, then said in one line (its traceback in the log file only)
+        trace = log.makeRecord(log.name, logging.ERROR, __file__, 0, "%s", ("".join(traceback.format_exception(exc)),), None)
+        for handler in log.handlers:
+            if isinstance(handler, logging.FileHandler):
+                handler.handle(trace)
+        what = f"the updater stopped on an error of its own: {type(exc).__name__}: {exc}"
+        hint = f"report this (the log {layout.updater_log} has the traceback); a request in {layout.q('cur')} may be what it could not handle"
+        records.Ledger(layout).record_failure(None, CRASH_INDEX, [], "update", what, hint)
+        raise QmdError(what + " (the health flag is raised)", hint) from exc
+    return result
+
+
+def _drain(layout: StateLayout, log: logging.Logger, respect_backoff: bool) -> RunResult:
     started = time.time()
     result = RunResult(now_iso(started))
     recovered = lost.recover(layout, log, started)
@@ -207,6 +231,7 @@ def drain(layout: StateLayout, log: logging.Logger, *, respect_backoff: bool = F
             log.error("%s: gave up after %d attempts; requests moved to %s (retry with: qmd updater retry)", repo, records.MAX_ATTEMPTS, layout.q("failed"))
 
     ledger.expire_dropped(time.time())
+    ledger.clear(None, CRASH_INDEX, ("update",))  # this drain ran to its end: an earlier one's own error is over
     result.finished_at = now_iso()
     result.seconds = round(time.time() - started, 3)
     last_success = result.finished_at if result.succeeded_repos else None

@@ -71,15 +71,16 @@ def parse(path: Path) -> Request | None:
         data = json.loads(raw.decode("utf-8", errors="replace"), strict=False)
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("repo"), str) or not data["repo"]:
-        return None
+    repo = data.get("repo") if isinstance(data, dict) else None
+    if not isinstance(repo, str) or not os.path.isabs(repo) or "\0" in repo:
+        return None  # the hook writes an absolute path; a NUL made every drain crash (exit 3) on this file, a relative one named a folder of the updater's cwd
     when = parse_iso(data.get("time"))
     if when is None:
         try:
             when = path.stat().st_mtime
         except OSError:
             when = 0.0
-    return Request(path, data["repo"], str(data.get("event") or "?"), str(data.get("commit") or ""), when, retry=bool(data.get("retry")))
+    return Request(path, repo, str(data.get("event") or "?"), str(data.get("commit") or ""), when, retry=bool(data.get("retry")))
 
 
 def names(folder: Path) -> list[str]:

@@ -527,3 +527,36 @@ def test_a_hook_linked_to_dev_zero_is_one_line_not_a_memory_error(state: Path, t
         done = run_capped(*args, cwd=repo)
         assert done.returncode != 3 and "MemoryError" not in done.stderr + done.stdout, (args, done.stderr)
     assert (repo / ".githooks" / "post-commit").is_symlink()
+
+
+def test_no_moment_of_install_or_uninstall_leaves_a_hook_missing(cli, state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Install moved the user's hook aside and then wrote qmd's; uninstall deleted qmd's and then
+    renamed the user's back: a commit in either moment found no hook at all, so it ran neither
+    (the user's hook skipped, no request queued; the red team saw 1 commit in 80). Each step is
+    now one rename over the old name. Checked after every file operation of both commands."""
+    import os
+
+    import hooks.install as installer
+
+    repo = make_repo(tmp_path / "repo")
+    hook_dir = repo / ".git" / "hooks"
+    for name in HOOKS:
+        (hook_dir / name).write_text("#!/bin/sh\necho mine\n")
+        (hook_dir / name).chmod(0o755)
+    gaps: list[str] = []
+
+    def checked(op):  # type: ignore[no-untyped-def]
+        def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+            result = op(*args, **kwargs)
+            gaps.extend(f"{op.__name__}{args[:2]}: {name} missing" for name in HOOKS if not os.path.lexists(hook_dir / name))
+            return result
+        return run
+
+    monkeypatch.setattr(installer.os, "unlink", checked(os.unlink))
+    monkeypatch.setattr(installer, "replace_file", checked(installer.replace_file))
+    monkeypatch.setattr(Path, "unlink", checked(Path.unlink))
+    assert cli("hooks", "install", str(repo))[0] == 0
+    assert all("qmd-hooks-v1" in (hook_dir / name).read_text() for name in HOOKS)
+    assert cli("hooks", "uninstall", str(repo))[0] == 0
+    assert all((hook_dir / name).read_text() == "#!/bin/sh\necho mine\n" for name in HOOKS)
+    assert gaps == []

@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 import qmd
 from tests.support.harness import commit, make_repo, queue_files
 from tests.support.run import command, run_qmd
@@ -223,3 +225,75 @@ def test_a_folder_where_the_updater_lock_goes_is_one_error_line_not_a_crash(stat
     proc = run_qmd("updater", "run")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr and "this is a bug" not in proc.stderr, proc.stderr
     assert f"cannot take the updater lock {state / 'updater.lock'}" in proc.stderr and "hint: mv " in proc.stderr, proc.stderr
+
+
+def test_a_request_naming_no_absolute_path_is_junk_not_a_crash_of_every_run(cli, state: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A request whose repo held a NUL made every `updater run` and daemon start exit 3 on it
+    (`embedded null byte`), forever: the file stayed in cur/, the commit after it was never
+    indexed, and health and doctor said all was well. A relative path named a folder of the
+    updater's working directory. Both are junk now, moved to failed/."""
+    repo = make_repo(tmp_path / "notes")
+    with _store() as store:
+        store.add_collection(repo, name="notes")
+    assert cli("hooks", "install", str(repo))[0] == 0
+    new = state / "queue" / "new"
+    new.mkdir(parents=True, exist_ok=True)
+    (new / "nul.json").write_text(json.dumps({"repo": f"{repo}\u0000zzz", "event": "post-commit"}))
+    (new / "relative.json").write_text(json.dumps({"repo": "notes", "event": "post-commit"}))
+    commit(repo, "a.md", "# A\n\nzebrafish\n")
+    proc = run_qmd("updater", "run", "--json", cwd=tmp_path, timeout=60)  # cwd: tmp_path/notes is the enrolled repository
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["invalid"] == 2 and result["succeeded_repos"] == [str(repo)], result
+    assert sorted(queue_files(state, "failed")) == ["nul.json", "relative.json"] and queue_files(state, "cur") == []
+    with _store() as store:
+        assert [h.uri for h in store.search("zebrafish")] == ["qmd://notes/a.md"]
+
+
+@pytest.mark.slow
+def test_an_error_of_the_drain_s_own_raises_the_flag_and_a_later_run_clears_it(cli, state: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An error no update or embed met (a request the drain could not handle) was exit 3 with
+    the flag down: health and doctor said "ok" while nothing was indexed. Now it raises the
+    flag, says so in one line (exit 1), and the next run that completes clears it."""
+    from updater import routing
+
+    repo = make_repo(tmp_path / "notes")
+    with _store() as store:
+        store.add_collection(repo, name="notes")
+    assert cli("hooks", "install", str(repo))[0] == 0
+    commit(repo, "a.md", "# A\n\nzebrafish\n")
+    real = routing.load
+
+    def broken() -> routing.Indexes:
+        raise ValueError("embedded null byte")
+
+    monkeypatch.setattr(routing, "load", broken)
+    code, out, err = cli("updater", "run")
+    assert code == 1 and "the updater stopped on an error of its own: ValueError: embedded null byte (the health flag is raised)" in err, (code, err)
+    assert "Traceback" not in err and "\nhint: report this" in err
+    health = run_qmd("health")
+    assert health.returncode == 1 and "stopped on an error of its own" in health.stdout + health.stderr, health.stdout
+    monkeypatch.setattr(routing, "load", real)
+    assert cli("updater", "run")[0] == 0
+    assert run_qmd("health").returncode == 0
+    with _store() as store:
+        assert [h.uri for h in store.search("zebrafish")] == ["qmd://notes/a.md"]
+
+
+def test_the_daemon_goes_on_after_an_error_of_the_drain_s_own(state: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The daemon exited 3 on such an error, and its service restarted it into the same error,
+    forever; now the drain's record raises the flag and the daemon waits for the next request."""
+    import logging
+
+    from qmd import harness
+    from updater import routing
+    from updater.daemon import Daemon
+
+    def broken() -> routing.Indexes:
+        raise ValueError("embedded null byte")
+
+    monkeypatch.setattr(routing, "load", broken)
+    daemon = Daemon(harness.StateLayout.current(), logging.getLogger("qmd-test-daemon"))
+    daemon._drain()  # no exception: logged, recorded
+    assert not daemon.draining
+    assert run_qmd("health").returncode == 1
