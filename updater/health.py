@@ -79,12 +79,16 @@ def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
         flag["since"] = min(f.first_at for f in live)
     blocked = blocked_folder(layout)
     problems = [f"{blocked} is not a folder: commits cannot be queued nor failures recorded"] if blocked else []
+    updater = holder(layout)
+    died = _died(layout) if updater is None and unreadable is None else None
+    if died:
+        problems.append(died)
     if unreadable is not None:
         problems.append(unreadable[0])
     return {
         "problems": problems,
         "health": flag,
-        "updater": holder(layout),
+        "updater": updater,
         "queue": {
             "pending": queue.pending,
             "oldest": queue.oldest,
@@ -100,6 +104,17 @@ def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
         "stats": stats.load(layout),
         "state_dir": str(layout.root),
     }
+
+
+def _died(layout: harness.StateLayout) -> str | None:
+    """The step an updater that no longer holds the lock left in `working.json` (SIGKILL, the
+    OOM killer; its PID may belong to another process by now): said at once, not only once the
+    next run records it as a failed attempt. The caller asked the lock: nobody holds it."""
+    data = harness.read_json(layout.working) if os.path.lexists(layout.working) else None
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
+        return None
+    step = "embed" if data.get("step") == "embed" else "update"
+    return f"the updater (pid {data['pid']}) died during an {step} started at {data.get('started_at', '?')}: killed, or out of memory? The next run records it as a failed attempt and does that {step} again (qmd updater run)"
 
 
 def _when(stamp: str | None, now: float) -> str:

@@ -181,6 +181,8 @@ def test_an_updater_killed_mid_update_raises_the_flag_and_backs_off(cli, state: 
         victim.kill()
         victim.wait(timeout=30)
     assert len(queue_files(state, "cur")) == 1  # claimed, not lost
+    said = run_qmd("health")  # at once, before any run records it (it said "not raised", exit 0)
+    assert said.returncode == 1 and f"the updater (pid {victim.pid}) died during an update" in said.stdout + said.stderr, said.stdout + said.stderr
 
     proc = run_qmd("updater", "run", "--respect-backoff", "--json")  # what a restarted daemon or the timer does
     assert proc.returncode == 0, proc.stderr
