@@ -56,6 +56,8 @@ def check(ctx: Context) -> list[CheckResult]:
     out: list[CheckResult] = []
     if snap["problems"]:
         out.append(fail("state folder", snap["problems"][0], _move_aside(ctx), ms=c.ms))
+    if snap["died"]:
+        out.append(fail("updater that died", snap["died"], health.DIED_FIX, ms=c.ms, repair=lambda: run_updater(ctx)))
     q = snap["queue"]
     who = snap["updater"]
     running = f"; the updater (pid {who['pid']}, {who.get('mode')}) holds the lock since {who.get('started_at')}" if who else "; no updater is running"

@@ -81,14 +81,13 @@ def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
     problems = [f"{blocked} is not a folder: commits cannot be queued nor failures recorded"] if blocked else []
     updater = holder(layout)
     died = _died(layout) if updater is None and unreadable is None else None
-    if died:
-        problems.append(died)
     if unreadable is not None:
         problems.append(unreadable[0])
     return {
         "problems": problems,
         "health": flag,
         "updater": updater,
+        "died": died,  # an updater that died mid-step (its working.json), until the next run records it
         "queue": {
             "pending": queue.pending,
             "oldest": queue.oldest,
@@ -106,15 +105,21 @@ def snapshot(layout: harness.StateLayout) -> dict[str, Any]:
     }
 
 
+DIED_FIX = "qmd updater run"
+
+
 def _died(layout: harness.StateLayout) -> str | None:
     """The step an updater that no longer holds the lock left in `working.json` (SIGKILL, the
     OOM killer; its PID may belong to another process by now): said at once, not only once the
     next run records it as a failed attempt. The caller asked the lock: nobody holds it."""
     data = harness.read_json(layout.working) if os.path.lexists(layout.working) else None
-    if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
+    pid = data.get("pid") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(pid, int) or isinstance(pid, bool):
         return None
     step = "embed" if data.get("step") == "embed" else "update"
-    return f"the updater (pid {data['pid']}) died during an {step} started at {data.get('started_at', '?')}: killed, or out of memory? The next run records it as a failed attempt and does that {step} again (qmd updater run)"
+    started = data.get("started_at")
+    when = f" started at {started}" if isinstance(started, str) and parse_iso(started) is not None else ""  # never a line of the file's own
+    return f"the updater (pid {pid}) died during an {step}{when}: killed, or out of memory? The next run records it as a failed attempt and does that {step} again"
 
 
 def _when(stamp: str | None, now: float) -> str:
@@ -144,6 +149,8 @@ def render(snap: dict[str, Any]) -> str:
     else:
         lines.append("health flag: not raised" if not snap["problems"] else "health flag: not raised, but the harness is broken (below)")
     lines += [f"problem: {p}" for p in snap["problems"]]
+    if snap["died"]:
+        lines.append(f"died: {snap['died']} ({DIED_FIX})")
     for key, title in (("failures", "failing (retried with backoff)"), ("dead", "dead (no more automatic retries; `qmd updater retry` puts them back)"), ("dropped", "dropped (the repository no longer exists; does not raise the flag)")):
         if snap[key]:
             lines.append(f"{title}:")
@@ -187,6 +194,8 @@ def session_line(snap: dict[str, Any]) -> str | None:
         )
     if snap["problems"]:
         return f"qmd: the index freshness harness is broken: {snap['problems'][0]}. Search results from qmd may be stale. Details: qmd health."
+    if snap["died"]:
+        return f"qmd: {snap['died']}. Search results from qmd may be stale. Run: {DIED_FIX}."
     q = snap["queue"]
     if q.get("lost_detail"):
         return f"qmd: {q['lost_detail']}; search results from qmd may be stale. Fix: {lost.FIX}."
@@ -221,6 +230,8 @@ def health(
         raise QmdError(snap["problems"][0], hint)
     if snap["queue"]["lost_detail"]:
         raise QmdError(snap["queue"]["lost_detail"], lost.FIX)
+    if snap["died"]:
+        raise QmdError(snap["died"], DIED_FIX)
     if snap["health"]["raised"]:
         n = len(snap["health"]["failures"])
         raise QmdError(f"the health flag is raised: {n} index update failure{'s' if n != 1 else ''}", "fix the cause shown above, then: qmd updater run")

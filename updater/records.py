@@ -41,7 +41,7 @@ DROPPED_TTL_S = 7 * 86400
 
 
 def record_id(repo: str | None, index: str, step: str) -> str:
-    return hashlib.sha256(f"{repo or ''}\0{index}\0{step}".encode()).hexdigest()[:12]
+    return hashlib.sha256(f"{repo or ''}\0{index}\0{step}".encode("utf-8", "surrogatepass")).hexdigest()[:12]  # a path's undecodable bytes (surrogates) too
 
 
 @dataclass

@@ -190,7 +190,7 @@ def _drain(layout: StateLayout, log: logging.Logger, respect_backoff: bool) -> R
                 spool.move(request.path, layout.q("failed"))
             ledger.record_dropped(repo, len(batch))
             result.dropped.append(repo)
-            log.warning("%s no longer exists: %d request(s) dropped", repo, len(batch))
+            log.warning("%s %s: %d request(s) dropped", repo, "is not a folder" if os.path.lexists(repo) else "no longer exists", len(batch))
             continue
         if any(r.retry for r in batch):
             ledger.revive(repo)

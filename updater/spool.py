@@ -56,6 +56,16 @@ def enqueue(layout: StateLayout, repo: str, event: str, commit: str = "", extra:
 MAX_REQUEST = 64 << 10  # a request is a few hundred bytes; a bigger file is not one
 
 
+def _encodable(path: str) -> bool:
+    """Whether `path` names a file at all: a lone surrogate outside the undecodable-byte range
+    (`"\ud800"`) cannot become bytes, and every path operation on it raised."""
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse(path: Path) -> Request | None:
     """The request in `path`; None when it is not a readable request.
 
@@ -72,7 +82,7 @@ def parse(path: Path) -> Request | None:
     except (OSError, ValueError):
         return None
     repo = data.get("repo") if isinstance(data, dict) else None
-    if not isinstance(repo, str) or not os.path.isabs(repo) or "\0" in repo:
+    if not isinstance(repo, str) or not os.path.isabs(repo) or "\0" in repo or not _encodable(repo):
         return None  # the hook writes an absolute path; a NUL made every drain crash (exit 3) on this file, a relative one named a folder of the updater's cwd
     when = parse_iso(data.get("time"))
     if when is None:

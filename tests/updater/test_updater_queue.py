@@ -183,6 +183,7 @@ def test_an_updater_killed_mid_update_raises_the_flag_and_backs_off(cli, state: 
     assert len(queue_files(state, "cur")) == 1  # claimed, not lost
     said = run_qmd("health")  # at once, before any run records it (it said "not raised", exit 0)
     assert said.returncode == 1 and f"the updater (pid {victim.pid}) died during an update" in said.stdout + said.stderr, said.stdout + said.stderr
+    assert said.stderr.strip().endswith("hint: qmd updater run") and "move it away" not in said.stderr, said.stderr  # not the state folder's hint
 
     proc = run_qmd("updater", "run", "--respect-backoff", "--json")  # what a restarted daemon or the timer does
     assert proc.returncode == 0, proc.stderr
@@ -242,12 +243,14 @@ def test_a_request_naming_no_absolute_path_is_junk_not_a_crash_of_every_run(cli,
     new.mkdir(parents=True, exist_ok=True)
     (new / "nul.json").write_text(json.dumps({"repo": f"{repo}\u0000zzz", "event": "post-commit"}))
     (new / "relative.json").write_text(json.dumps({"repo": "notes", "event": "post-commit"}))
+    (new / "surrogate.json").write_text(json.dumps({"repo": "/tmp/\ud800x", "event": "post-commit"}))  # no bytes name it
+    (new / "undecodable.json").write_text(json.dumps({"repo": f"{tmp_path}/gone-\udc80", "event": "post-commit"}))  # a byte 0x80: a path, gone
     commit(repo, "a.md", "# A\n\nzebrafish\n")
     proc = run_qmd("updater", "run", "--json", cwd=tmp_path, timeout=60)  # cwd: tmp_path/notes is the enrolled repository
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert result["invalid"] == 2 and result["succeeded_repos"] == [str(repo)], result
-    assert sorted(queue_files(state, "failed")) == ["nul.json", "relative.json"] and queue_files(state, "cur") == []
+    assert result["invalid"] == 3 and result["succeeded_repos"] == [str(repo)], result
+    assert sorted(queue_files(state, "failed")) == ["nul.json", "relative.json", "surrogate.json", "undecodable.json"] and queue_files(state, "cur") == []
     with _store() as store:
         assert [h.uri for h in store.search("zebrafish")] == ["qmd://notes/a.md"]
 
@@ -299,3 +302,18 @@ def test_the_daemon_goes_on_after_an_error_of_the_drain_s_own(state: Path, monke
     daemon._drain()  # no exception: logged, recorded
     assert not daemon.draining
     assert run_qmd("health").returncode == 1
+
+
+def test_a_working_record_left_by_hand_or_damaged_never_splits_a_line(state: Path) -> None:
+    """A dead updater is named from its working.json: a `started_at` holding a newline split the
+    Error line (and the agents' one line) in two, and `pid: true` read as "pid True"."""
+    (state / "updater").mkdir(parents=True, exist_ok=True)
+    working = state / "updater" / "working.json"
+    working.write_text(json.dumps({"pid": 4242, "step": "embed", "started_at": "2026-12-04T10:00:00Z\nfake: line", "index": "index", "repos": {}}))
+    said = run_qmd("health")
+    assert said.returncode == 1 and "the updater (pid 4242) died during an embed: killed" in said.stderr, said.stderr
+    assert "fake: line" not in said.stdout + said.stderr
+    line = run_qmd("health", "--session-start").stdout
+    assert line.count("\n") == 1 and "pid 4242" in line and "qmd updater run" in line, line
+    working.write_text(json.dumps({"pid": True, "step": "update"}))
+    assert run_qmd("health").returncode == 0
