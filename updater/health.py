@@ -112,14 +112,12 @@ def _died(layout: harness.StateLayout) -> str | None:
     """The step an updater that no longer holds the lock left in `working.json` (SIGKILL, the
     OOM killer; its PID may belong to another process by now): said at once, not only once the
     next run records it as a failed attempt. The caller asked the lock: nobody holds it."""
-    data = harness.read_json(layout.working) if os.path.lexists(layout.working) else None
-    pid = data.get("pid") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or not isinstance(pid, int) or isinstance(pid, bool):
+    data = records.left_working(layout)
+    pid = data.get("pid") if data is not None else None
+    if data is None or not isinstance(pid, int) or isinstance(pid, bool):  # a record naming no process is none
         return None
-    step = "embed" if data.get("step") == "embed" else "update"
-    started = data.get("started_at")
-    when = f" started at {started}" if isinstance(started, str) and parse_iso(started) is not None else ""  # never a line of the file's own
-    return f"the updater (pid {pid}) died during an {step}{when}: killed, or out of memory? The next run records it as a failed attempt and does that {step} again"
+    step, what = records.death_of(data)
+    return f"{what} The next run records it as a failed attempt and does that {step} again"
 
 
 def _when(stamp: str | None, now: float) -> str:

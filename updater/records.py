@@ -35,6 +35,24 @@ def index_phrase(key: str) -> str:
     return "every index" if not key else "the default index" if key == harness.DEFAULT_INDEX else f"index {key}"
 
 
+def left_working(layout: StateLayout) -> dict[str, Any] | None:
+    """The `working.json` an updater writes for the step it is in (see run._mark_working), as
+    a mapping; None when there is none, or it is not one."""
+    data = read_json(layout.working) if os.path.lexists(layout.working) else None
+    return data if isinstance(data, dict) else None
+
+
+def death_of(working: dict[str, Any]) -> tuple[str, str]:
+    """(step, what happened) for the updater whose `working.json` is `working`, found while
+    nobody holds the lock: it died in that step. Only an integer pid and a parsed time are
+    shown: a field of the file's own (a newline in it) never splits a line."""
+    step = "embed" if working.get("step") == "embed" else "update"
+    pid, started = working.get("pid"), working.get("started_at")
+    who = f"pid {pid}" if isinstance(pid, int) and not isinstance(pid, bool) else "pid ?"
+    when = f" started at {started}" if isinstance(started, str) and parse_iso(started) is not None else ""
+    return step, f"the updater ({who}) died during an {step}{when}: killed, or out of memory?"
+
+
 MAX_ATTEMPTS = 5
 BACKOFF_S = (30, 120, 480, 1920)
 DROPPED_TTL_S = 7 * 86400

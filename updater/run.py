@@ -121,12 +121,11 @@ def _record_death(layout: StateLayout, ledger: records.Ledger, log: logging.Logg
     Not a failure of this run: a retry that succeeds now clears it."""
     if not os.path.lexists(layout.working):
         return
-    data = harness.read_json(layout.working)
+    data = records.left_working(layout)
     _unmark_working(layout)
-    if not isinstance(data, dict) or not isinstance(data.get("index"), str) or not isinstance(data.get("repos"), dict):
+    if data is None or not isinstance(data.get("index"), str) or not isinstance(data.get("repos"), dict):
         return
-    step = "embed" if data.get("step") == "embed" else "update"
-    message = f"the updater (pid {data.get('pid', '?')}) died during this {step}, started at {data.get('started_at', '?')}: killed, or out of memory?"
+    step, message = records.death_of(data)
     for repo, names in sorted(data["repos"].items()):
         if isinstance(repo, str) and isinstance(names, list):
             ledger.record_failure(repo, data["index"], [str(n) for n in names], step, message, DIED_HINT)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qmd.core.errors import IndexBusyError, QmdError
+from qmd.core.errors import IndexAccessError, IndexBusyError, QmdError
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -112,6 +112,16 @@ def is_locked(path: Path) -> bool:
     return False
 
 
+def linked_side_file(side: Path, kind: str) -> IndexAccessError:
+    """The error for a file kept beside the index (its writer lock, its -wal or -shm: `kind`)
+    that is a symbolic link (a cloned repository's `.qmd/` can hold one): nothing is written
+    through it, and `rm` is the fix; qmd makes the file again."""
+    return IndexAccessError(
+        f"the index's {kind} {side} is a symbolic link: qmd and SQLite never read or write it through a link (it would change the file it leads to); the index is not damaged",
+        f"rm {side}", "", owner=False, hint=f"remove the link (rm {side}); qmd makes it again as a plain file",
+    )
+
+
 def lock_path(index_path: Path) -> Path:
     """The writer lock's file, next to the index: `{index}.sqlite.lock`."""
     return index_path.with_name(index_path.name + ".lock")
@@ -175,7 +185,7 @@ def writer_lock(index_path: Path, *, timeout: float | None = None, on_wait: Call
         handle = try_lock(path)
     except OSError as exc:
         if os.path.islink(path):  # opened without following links (ELOOP): the folder is not the problem
-            raise QmdError(f"the index's writer lock {path} is a symbolic link: qmd opens it only as a plain file", f"remove the link (rm {path}); qmd makes it again") from exc
+            raise linked_side_file(path, "writer lock") from exc
         raise QmdError(f"cannot create the index folder {path.parent}: {exc.strerror or exc}", "set XDG_CACHE_HOME or INDEX_PATH to a writable folder") from exc
     if handle is None:
         if timeout is not None and timeout <= 0:

@@ -102,21 +102,13 @@ def _linked_side_file(path: Path, write: bool) -> IndexAccessError | None:
     link's target. It read as "permission denied" (chmod), or "unable to open" with a rebuild
     offered; qmd makes each again as a plain file."""
     real = Path(os.path.realpath(path))  # SQLite keeps its side files beside the file a link to the index leads to
-    for side in dict.fromkeys([*sidecars(path), *sidecars(real)]):
-        if os.path.islink(side):
-            return _side_link(side, "side file")
-    if write and os.path.islink(f"{path}.lock"):
-        from qmd.core.locks import lock_path  # not on a search's path: only for a link found
+    linked = next((side for side in dict.fromkeys([*sidecars(path), *sidecars(real)]) if os.path.islink(side)), None)
+    lock = Path(f"{path}.lock")  # locks.lock_path's name (its module is not on a search's path)
+    if linked is None and not (write and os.path.islink(lock)):
+        return None
+    from qmd.core.locks import linked_side_file, lock_path  # only for a link found
 
-        return _side_link(lock_path(path), "writer lock")
-    return None
-
-
-def _side_link(side: Path, kind: str) -> IndexAccessError:
-    return IndexAccessError(
-        f"the index's {kind} {side} is a symbolic link: qmd and SQLite never read or write it through a link (it would change the file it leads to); the index is not damaged",
-        f"rm {side}", "", owner=False, hint=f"remove the link (rm {side}); qmd makes it again as a plain file",
-    )
+    return linked_side_file(linked, "side file") if linked is not None else linked_side_file(lock_path(path), "writer lock")
 
 
 def problem(path: Path, *, write: bool) -> IndexAccessError | None:
